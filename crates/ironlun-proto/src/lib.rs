@@ -1,0 +1,53 @@
+//! # ironlun-proto: the iSCSI protocol, sans I/O
+//!
+//! **Owns:** login and parameter negotiation (the RFC 7143 §13 key table
+//! and its result functions, usable by either role), the login stage
+//! machine, and the target's full feature phase: the CmdSN window,
+//! StatSN, R2T generation and Data-Out tracking, Data-In sequences with
+//! phase collapse and residuals, NOP-In/Out, text (SendTargets), logout,
+//! task management bookkeeping and Reject.
+//!
+//! **Must not know:** sockets, tasks or runtimes, clocks (time is passed in
+//! as `Instant`), storage, or SCSI semantics. A CDB is opaque bytes here;
+//! the device layer gives back status, sense and data.
+//!
+//! The interface follows the sans-IO pattern: feed inputs
+//! (`handle_frame`, `complete`, `handle_timeout`) and poll outputs
+//! (`poll_transmit`, `poll_event`, `poll_timeout`). Every rule is therefore
+//! testable deterministically, without sockets (see `tests/`).
+//!
+//! The initiator side reuses [`keys`], [`negotiate`] and the wire codec;
+//! its session state machine arrives with the initiator library.
+
+#![cfg_attr(
+    test,
+    allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
+pub mod dataout;
+pub mod keys;
+pub mod login;
+pub mod negotiate;
+pub mod params;
+pub mod target;
+pub mod window;
+
+use bytes::Bytes;
+use ironlun_wire::Pdu;
+
+/// A PDU to send: header fields and data segment. The driver encodes it
+/// with the connection's digests; lengths come from the data itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutPdu {
+    pub pdu: Pdu,
+    pub data: Bytes,
+}
+
+impl OutPdu {
+    pub fn new(pdu: Pdu) -> Self {
+        OutPdu {
+            pdu,
+            data: Bytes::new(),
+        }
+    }
+}

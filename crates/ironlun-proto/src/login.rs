@@ -1,0 +1,582 @@
+//! The target side of the login phase (RFC 7143 §6.3, §11.12, §11.13).
+//!
+//! [`TargetLogin`] consumes Login Request PDUs and produces Login Responses.
+//! It owns stage transitions (CSG/NSG, the T and C bits), the first-PDU
+//! checks (version, InitiatorName, SessionType, TargetName), text
+//! continuation in both directions, and negotiation through
+//! [`Negotiator`]. What only the daemon knows (which targets exist, who may
+//! reach them, the session table for TSIH assignment and reinstatement) is
+//! asked of a [`LoginContext`].
+
+use bytes::Bytes;
+
+use crate::keys::{KeyId, Value};
+use crate::negotiate::{NegotiationError, Negotiator, Role, Stage};
+use crate::params::{ConnParams, Offers, SessionParams};
+use crate::OutPdu;
+use ironlun_wire::text::{encode_pairs, parse_pairs, TextAccumulator, TextChunker};
+use ironlun_wire::{LoginRequest, LoginResponse, Pdu};
+
+/// Login status class and detail (RFC 7143 §11.13.5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoginStatus(pub u16);
+
+impl LoginStatus {
+    pub const SUCCESS: LoginStatus = LoginStatus(0x0000);
+    pub const TARGET_MOVED_TEMPORARILY: LoginStatus = LoginStatus(0x0101);
+    pub const TARGET_MOVED_PERMANENTLY: LoginStatus = LoginStatus(0x0102);
+    pub const INITIATOR_ERROR: LoginStatus = LoginStatus(0x0200);
+    pub const AUTHENTICATION_FAILURE: LoginStatus = LoginStatus(0x0201);
+    pub const AUTHORIZATION_FAILURE: LoginStatus = LoginStatus(0x0202);
+    pub const NOT_FOUND: LoginStatus = LoginStatus(0x0203);
+    pub const TARGET_REMOVED: LoginStatus = LoginStatus(0x0204);
+    pub const UNSUPPORTED_VERSION: LoginStatus = LoginStatus(0x0205);
+    pub const TOO_MANY_CONNECTIONS: LoginStatus = LoginStatus(0x0206);
+    pub const MISSING_PARAMETER: LoginStatus = LoginStatus(0x0207);
+    pub const CANT_INCLUDE_IN_SESSION: LoginStatus = LoginStatus(0x0208);
+    pub const SESSION_TYPE_NOT_SUPPORTED: LoginStatus = LoginStatus(0x0209);
+    pub const SESSION_DOES_NOT_EXIST: LoginStatus = LoginStatus(0x020a);
+    pub const INVALID_DURING_LOGIN: LoginStatus = LoginStatus(0x020b);
+    pub const TARGET_ERROR: LoginStatus = LoginStatus(0x0300);
+    pub const SERVICE_UNAVAILABLE: LoginStatus = LoginStatus(0x0301);
+    pub const OUT_OF_RESOURCES: LoginStatus = LoginStatus(0x0302);
+
+    pub fn class(self) -> u8 {
+        (self.0 >> 8) as u8
+    }
+
+    pub fn detail(self) -> u8 {
+        (self.0 & 0xff) as u8
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::SUCCESS => "success",
+            Self::TARGET_MOVED_TEMPORARILY => "target moved temporarily",
+            Self::TARGET_MOVED_PERMANENTLY => "target moved permanently",
+            Self::INITIATOR_ERROR => "initiator error",
+            Self::AUTHENTICATION_FAILURE => "authentication failure",
+            Self::AUTHORIZATION_FAILURE => "authorization failure",
+            Self::NOT_FOUND => "target not found",
+            Self::TARGET_REMOVED => "target removed",
+            Self::UNSUPPORTED_VERSION => "unsupported version",
+            Self::TOO_MANY_CONNECTIONS => "too many connections",
+            Self::MISSING_PARAMETER => "missing parameter",
+            Self::CANT_INCLUDE_IN_SESSION => "can't include in session",
+            Self::SESSION_TYPE_NOT_SUPPORTED => "session type not supported",
+            Self::SESSION_DOES_NOT_EXIST => "session does not exist",
+            Self::INVALID_DURING_LOGIN => "invalid request during login",
+            Self::TARGET_ERROR => "target error",
+            Self::SERVICE_UNAVAILABLE => "service unavailable",
+            Self::OUT_OF_RESOURCES => "out of resources",
+            _ => "unknown status",
+        }
+    }
+}
+
+impl std::fmt::Display for LoginStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "0x{:04x} ({})", self.0, self.describe())
+    }
+}
+
+/// What the login needs to know about the target it is reaching.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TargetInfo {
+    pub name: String,
+    pub alias: Option<String>,
+    pub portal_group_tag: u16,
+    pub offers: Offers,
+}
+
+/// A login that has completed negotiation and asks to become a session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewSession {
+    pub initiator_name: String,
+    pub isid: [u8; 6],
+    pub target_name: Option<String>,
+    pub discovery: bool,
+    pub cid: u16,
+    /// TSIH from the Login Request: 0 for a new session, otherwise the
+    /// session a connection wants to join (RFC 7143 §6.3.1).
+    pub tsih: u16,
+}
+
+/// The daemon's side of a login: lookups and the session table.
+pub trait LoginContext {
+    /// The target a normal session names, checked against its access rules
+    /// for this initiator. Errors are login statuses (0x0203 not found,
+    /// 0x0202 authorization failure, ...).
+    fn find_target(
+        &self,
+        target_name: &str,
+        initiator_name: &str,
+    ) -> Result<TargetInfo, LoginStatus>;
+
+    /// Offers for discovery sessions, or an error if discovery is refused.
+    fn discovery_offers(&self) -> Result<Offers, LoginStatus>;
+
+    /// Creates (or, with the same InitiatorName+ISID, reinstates) a session
+    /// and returns its TSIH (RFC 7143 §6.3.5).
+    fn create_session(&mut self, s: &NewSession) -> Result<u16, LoginStatus>;
+}
+
+/// The outcome of a successful login, handed to full feature phase.
+#[derive(Clone, Debug)]
+pub struct LoginResult {
+    pub initiator_name: String,
+    pub initiator_alias: Option<String>,
+    pub isid: [u8; 6],
+    pub tsih: u16,
+    pub cid: u16,
+    pub discovery: bool,
+    pub target: Option<TargetInfo>,
+    pub session: SessionParams,
+    pub conn: ConnParams,
+    /// CmdSN of the first full-feature command (the Login's CmdSN).
+    pub exp_cmd_sn: u32,
+    /// StatSN for the first full-feature response.
+    pub next_stat_sn: u32,
+    /// Negotiated values as `Key=Value` text, for the log line.
+    pub summary: String,
+}
+
+/// What to do after one Login Request.
+#[derive(Clone, Debug)]
+pub enum LoginStep {
+    /// Send the response and wait for the next request.
+    Continue(OutPdu),
+    /// Send the response, then close the connection (RFC 7143 §6.3: a
+    /// rejected login ends the connection).
+    Failed {
+        response: OutPdu,
+        status: LoginStatus,
+        reason: String,
+    },
+    /// Send the response; the connection is now in full feature phase.
+    Complete {
+        response: OutPdu,
+        result: Box<LoginResult>,
+    },
+}
+
+/// Login stage numbers as carried in CSG/NSG (RFC 7143 §11.12.3).
+const CSG_SECURITY: u8 = 0;
+const CSG_OPERATIONAL: u8 = 1;
+const CSG_FULL_FEATURE: u8 = 3;
+
+/// Login PDUs carry at most 8192 bytes of text per PDU (the default
+/// MaxRecvDataSegmentLength, in effect until full feature phase).
+pub const LOGIN_SEGMENT_MAX: usize = 8192;
+
+/// The target's login state machine for one connection.
+#[derive(Debug)]
+pub struct TargetLogin {
+    stage: u8,
+    started: bool,
+    first: Option<LoginRequest>,
+    stat_sn: u32,
+    queue_depth: u32,
+    neg: Negotiator,
+    rx: TextAccumulator,
+    tx: TextChunker,
+    initiator_name: Option<String>,
+    initiator_alias: Option<String>,
+    target: Option<TargetInfo>,
+    discovery: bool,
+    declared_operational: bool,
+    awaiting_proposal_answers: bool,
+}
+
+impl TargetLogin {
+    /// `initial_stat_sn` seeds the connection's StatSN; `text_limit` bounds
+    /// the login text an initiator can make us collect.
+    pub fn new(initial_stat_sn: u32, queue_depth: u32, text_limit: usize) -> Self {
+        TargetLogin {
+            stage: CSG_SECURITY,
+            started: false,
+            first: None,
+            stat_sn: initial_stat_sn,
+            queue_depth: queue_depth.max(1),
+            neg: Negotiator::new(Role::Target),
+            rx: TextAccumulator::new(text_limit),
+            tx: TextChunker::default(),
+            initiator_name: None,
+            initiator_alias: None,
+            target: None,
+            discovery: false,
+            declared_operational: false,
+            awaiting_proposal_answers: false,
+        }
+    }
+
+    /// Handles one Login Request and its data segment.
+    pub fn handle(
+        &mut self,
+        req: &LoginRequest,
+        data: &[u8],
+        ctx: &mut dyn LoginContext,
+    ) -> LoginStep {
+        match self.step(req, data, ctx) {
+            Ok(step) => step,
+            Err((status, reason)) => self.fail(req, status, reason),
+        }
+    }
+
+    /// A PDU other than a Login Request arrived before full feature phase
+    /// (RFC 7143 §6.3: "Invalid during login", 0x020b).
+    pub fn reject_non_login(&mut self, opcode: ironlun_wire::Opcode) -> LoginStep {
+        let req = self.first.clone().unwrap_or_default();
+        self.fail(
+            &req,
+            LoginStatus::INVALID_DURING_LOGIN,
+            format!("{opcode} received during login"),
+        )
+    }
+
+    fn step(
+        &mut self,
+        req: &LoginRequest,
+        data: &[u8],
+        ctx: &mut dyn LoginContext,
+    ) -> Result<LoginStep, (LoginStatus, String)> {
+        let ierr = |msg: &str| (LoginStatus::INITIATOR_ERROR, msg.to_owned());
+
+        // RFC 7143 §11.12.4: Version-min above what we speak (0x00).
+        if req.version_min > 0 {
+            return Err((
+                LoginStatus::UNSUPPORTED_VERSION,
+                format!("Version-min {} is above 0", req.version_min),
+            ));
+        }
+        match &self.first {
+            None => {
+                if req.tsih != 0 {
+                    // Adding a connection to an existing session (MC/S) is
+                    // not offered: MaxConnections is 1.
+                    return Err((
+                        LoginStatus::SESSION_DOES_NOT_EXIST,
+                        format!("TSIH 0x{:04x}: no multi-connection sessions", req.tsih),
+                    ));
+                }
+                self.first = Some(req.clone());
+            }
+            Some(first) => {
+                // ISID, TSIH and CID stay the same throughout one login
+                // (RFC 7143 §11.12.5–§11.12.7).
+                if first.isid != req.isid || first.tsih != req.tsih || first.cid != req.cid {
+                    return Err(ierr("ISID, TSIH or CID changed during login"));
+                }
+            }
+        }
+        if req.transit && req.cont {
+            return Err(ierr("T and C both set (RFC 7143 §11.12.2)"));
+        }
+        if req.csg != self.stage {
+            return Err(ierr(&format!(
+                "CSG {} does not match the current stage {}",
+                req.csg, self.stage
+            )));
+        }
+        if req.transit {
+            let valid_next = match self.stage {
+                CSG_SECURITY => req.nsg == CSG_OPERATIONAL || req.nsg == CSG_FULL_FEATURE,
+                CSG_OPERATIONAL => req.nsg == CSG_FULL_FEATURE,
+                _ => false,
+            };
+            if !valid_next {
+                return Err(ierr(&format!(
+                    "transition from stage {} to {} is not allowed",
+                    req.csg, req.nsg
+                )));
+            }
+        }
+
+        // Our own text continues (C=1 on our last response): the initiator
+        // asks for the next piece with an empty request.
+        if !self.tx.is_empty() {
+            if !data.is_empty() {
+                return Err(ierr("text sent while our response was continuing"));
+            }
+            let (chunk, more) = self.tx.next_chunk(LOGIN_SEGMENT_MAX);
+            return Ok(LoginStep::Continue(self.response(req, false, more, chunk)));
+        }
+
+        let text = match self.rx.push(data, req.cont) {
+            Ok(Some(text)) => text,
+            // More text follows: acknowledge with an empty response.
+            Ok(None) => {
+                return Ok(LoginStep::Continue(self.response(
+                    req,
+                    false,
+                    false,
+                    Bytes::new(),
+                )))
+            }
+            Err(e) => return Err(ierr(&e.to_string())),
+        };
+        let pairs = parse_pairs(&text).map_err(|e| ierr(&e.to_string()))?;
+
+        let mut answers: Vec<(String, String)> = Vec::new();
+        if !self.started {
+            self.started = true;
+            self.begin(&pairs, ctx, &mut answers)?;
+        }
+
+        let stage = if self.stage == CSG_SECURITY {
+            Stage::Security
+        } else {
+            Stage::Operational
+        };
+        answers.extend(self.neg.respond(&pairs, stage).map_err(|e| match e {
+            NegotiationError::RepeatedKey(_)
+            | NegotiationError::SecurityKeyOutsideSecurityStage(_)
+            | NegotiationError::BadAnswer(_) => (LoginStatus::INITIATOR_ERROR, e.to_string()),
+        })?);
+        if self.awaiting_proposal_answers {
+            // The initiator had one round to answer our proposals.
+            self.neg.drop_unanswered();
+            self.awaiting_proposal_answers = false;
+        }
+
+        if self.stage == CSG_SECURITY {
+            // Authentication: only AuthMethod=None is offered here; the
+            // negotiated method must be None before leaving the stage.
+            if req.transit {
+                let method = self.neg.effective(KeyId::AUTH_METHOD);
+                if method.as_ref().and_then(|v| v.as_text()) != Some("None") {
+                    return Err((
+                        LoginStatus::AUTHENTICATION_FAILURE,
+                        "no acceptable AuthMethod".to_owned(),
+                    ));
+                }
+            }
+        }
+
+        let entering_ffp = req.transit && req.nsg == CSG_FULL_FEATURE;
+        if (self.stage == CSG_OPERATIONAL || entering_ffp) && !self.declared_operational {
+            self.declared_operational = true;
+            self.declare_operational(&mut answers);
+        }
+
+        let mut transit = req.transit;
+        if entering_ffp {
+            let proposals = self.neg.proposals();
+            if !proposals.is_empty() {
+                // Keys we need but the initiator did not offer: propose them
+                // and stay in this stage for one more round (RFC 7143 §6.2).
+                answers.extend(proposals);
+                transit = false;
+                self.awaiting_proposal_answers = true;
+                // Security stage proposals would be answered in the
+                // operational stage; move there.
+                if self.stage == CSG_SECURITY {
+                    transit = true;
+                }
+            }
+        }
+
+        let text = Bytes::from(encode_pairs(
+            answers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        ));
+        self.tx = TextChunker::new(text.to_vec());
+        let (chunk, more) = self.tx.next_chunk(LOGIN_SEGMENT_MAX);
+        if more {
+            // Our answer continues: no transition until it has all gone out.
+            return Ok(LoginStep::Continue(self.response(req, false, true, chunk)));
+        }
+
+        if transit && entering_ffp && !self.awaiting_proposal_answers {
+            return self.complete(req, chunk, ctx);
+        }
+        let response = if transit {
+            let next = if self.awaiting_proposal_answers {
+                CSG_OPERATIONAL
+            } else {
+                req.nsg
+            };
+            let r = self.response_transit(req, next, chunk);
+            self.stage = next;
+            r
+        } else {
+            self.response(req, false, false, chunk)
+        };
+        Ok(LoginStep::Continue(response))
+    }
+
+    /// First-PDU checks: who is logging in, to what, and with which offers.
+    fn begin(
+        &mut self,
+        pairs: &[(String, String)],
+        ctx: &mut dyn LoginContext,
+        answers: &mut Vec<(String, String)>,
+    ) -> Result<(), (LoginStatus, String)> {
+        let get = |name: &str| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.as_str())
+        };
+        let initiator = get("InitiatorName").ok_or((
+            LoginStatus::MISSING_PARAMETER,
+            "InitiatorName missing from the first Login Request (RFC 7143 §13.5)".to_owned(),
+        ))?;
+        if initiator.is_empty() || initiator.len() > 223 {
+            return Err((
+                LoginStatus::INITIATOR_ERROR,
+                "invalid InitiatorName".to_owned(),
+            ));
+        }
+        self.initiator_name = Some(initiator.to_owned());
+        self.initiator_alias = get("InitiatorAlias").map(str::to_owned);
+        let session_type = get("SessionType").unwrap_or("Normal");
+        let offers = match session_type {
+            "Normal" => {
+                let name = get("TargetName").ok_or((
+                    LoginStatus::MISSING_PARAMETER,
+                    "TargetName missing from a normal session login (RFC 7143 §13.4)".to_owned(),
+                ))?;
+                let t = ctx
+                    .find_target(name, initiator)
+                    .map_err(|s| (s, format!("target {name}: {}", s.describe())))?;
+                let offers = t.offers.clone();
+                // RFC 7143 §13.9: the first response of a normal session
+                // carries the TargetPortalGroupTag.
+                answers.push((
+                    KeyId::TARGET_PORTAL_GROUP_TAG.name().to_owned(),
+                    t.portal_group_tag.to_string(),
+                ));
+                self.target = Some(t);
+                offers
+            }
+            "Discovery" => {
+                self.discovery = true;
+                self.neg.set_discovery(true);
+                ctx.discovery_offers()
+                    .map_err(|s| (s, format!("discovery refused: {}", s.describe())))?
+            }
+            other => {
+                return Err((
+                    LoginStatus::SESSION_TYPE_NOT_SUPPORTED,
+                    format!("SessionType {other}"),
+                ))
+            }
+        };
+        offers.apply(&mut self.neg, Role::Target);
+        Ok(())
+    }
+
+    /// Declarations the target makes once operational negotiation begins:
+    /// its receive limit (RFC 7143 §13.12) and alias (§13.6).
+    fn declare_operational(&mut self, answers: &mut Vec<(String, String)>) {
+        let mrdsl = self.neg.ours(KeyId::MAX_RECV_DATA_SEGMENT_LENGTH);
+        answers.push(self.neg.declare(KeyId::MAX_RECV_DATA_SEGMENT_LENGTH, mrdsl));
+        if let Some(alias) = self.target.as_ref().and_then(|t| t.alias.clone()) {
+            answers.push(self.neg.declare(KeyId::TARGET_ALIAS, Value::Text(alias)));
+        }
+    }
+
+    fn complete(
+        &mut self,
+        req: &LoginRequest,
+        text: Bytes,
+        ctx: &mut dyn LoginContext,
+    ) -> Result<LoginStep, (LoginStatus, String)> {
+        let initiator_name = self.initiator_name.clone().unwrap_or_default();
+        let new = NewSession {
+            initiator_name: initiator_name.clone(),
+            isid: req.isid,
+            target_name: self.target.as_ref().map(|t| t.name.clone()),
+            discovery: self.discovery,
+            cid: req.cid,
+            tsih: req.tsih,
+        };
+        let tsih = ctx
+            .create_session(&new)
+            .map_err(|s| (s, format!("session not created: {}", s.describe())))?;
+        let mut response = self.response_transit(req, CSG_FULL_FEATURE, text);
+        if let Pdu::LoginResponse(r) = &mut response.pdu {
+            r.tsih = tsih;
+        }
+        let result = LoginResult {
+            initiator_name,
+            initiator_alias: self.initiator_alias.clone(),
+            isid: req.isid,
+            tsih,
+            cid: req.cid,
+            discovery: self.discovery,
+            target: self.target.clone(),
+            session: self.neg.session_params(),
+            conn: self.neg.conn_params(),
+            exp_cmd_sn: req.cmd_sn,
+            next_stat_sn: self.stat_sn,
+            summary: self.neg.summary(),
+        };
+        Ok(LoginStep::Complete {
+            response,
+            result: Box::new(result),
+        })
+    }
+
+    fn header(&mut self, req: &LoginRequest) -> LoginResponse {
+        let stat_sn = self.stat_sn;
+        self.stat_sn = self.stat_sn.wrapping_add(1);
+        LoginResponse {
+            transit: false,
+            cont: false,
+            csg: self.stage,
+            nsg: 0,
+            version_max: 0,
+            version_active: 0,
+            isid: req.isid,
+            tsih: 0,
+            itt: req.itt,
+            stat_sn,
+            // Login requests are immediate: CmdSN does not advance
+            // (RFC 7143 §11.12.8).
+            exp_cmd_sn: req.cmd_sn,
+            max_cmd_sn: req.cmd_sn.wrapping_add(self.queue_depth - 1),
+            status_class: 0,
+            status_detail: 0,
+        }
+    }
+
+    fn response(&mut self, req: &LoginRequest, transit: bool, cont: bool, data: Bytes) -> OutPdu {
+        let mut h = self.header(req);
+        h.transit = transit;
+        h.cont = cont;
+        OutPdu {
+            pdu: Pdu::LoginResponse(h),
+            data,
+        }
+    }
+
+    fn response_transit(&mut self, req: &LoginRequest, next: u8, data: Bytes) -> OutPdu {
+        let mut h = self.header(req);
+        h.transit = true;
+        h.nsg = next;
+        OutPdu {
+            pdu: Pdu::LoginResponse(h),
+            data,
+        }
+    }
+
+    fn fail(&mut self, req: &LoginRequest, status: LoginStatus, reason: String) -> LoginStep {
+        let mut h = self.header(req);
+        h.status_class = status.class();
+        h.status_detail = status.detail();
+        LoginStep::Failed {
+            response: OutPdu {
+                pdu: Pdu::LoginResponse(h),
+                data: Bytes::new(),
+            },
+            status,
+            reason,
+        }
+    }
+
+    /// InitiatorName once known (for logging a failed login).
+    pub fn initiator_name(&self) -> Option<&str> {
+        self.initiator_name.as_deref()
+    }
+}

@@ -1,0 +1,391 @@
+//! Framing: BHS, AHS, optional header digest, data segment with padding,
+//! optional data digest (RFC 7143 §11.1, §11.2).
+//!
+//! [`FrameDecoder`] cuts whole PDUs out of a receive buffer without copying
+//! the data segment; [`encode_frame`] writes one PDU into a buffer. Data
+//! segment lengths are bounded by the caller's limit before any byte of the
+//! segment is buffered, so a peer cannot make us hold more than one
+//! negotiated segment per PDU.
+
+use bytes::{Buf, Bytes, BytesMut};
+
+use crate::bhs::{Bhs, BHS_LEN};
+use crate::digest;
+use crate::WireError;
+
+/// Length of a CRC32C digest on the wire.
+pub const DIGEST_LEN: usize = 4;
+
+/// The largest AHS the format allows: 255 words (RFC 7143 §11.2.1.4).
+pub const MAX_AHS_LEN: usize = 255 * 4;
+
+/// AHS type for an extended CDB (RFC 7143 §11.2.2.3).
+pub const AHS_TYPE_EXTENDED_CDB: u8 = 1;
+/// AHS type for the expected bidirectional read data length (§11.2.2.4).
+pub const AHS_TYPE_BIDI_READ_LENGTH: u8 = 2;
+
+/// Which digests are in effect on a connection (negotiated per connection,
+/// RFC 7143 §13.1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Digests {
+    pub header: bool,
+    pub data: bool,
+}
+
+/// One PDU as received: header, AHS and data segment (without padding or
+/// digests).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Frame {
+    pub bhs: Bhs,
+    pub ahs: Bytes,
+    pub data: Bytes,
+}
+
+/// Padding that brings `len` to a multiple of four (RFC 7143 §11.2.3).
+pub fn pad_len(len: usize) -> usize {
+    (4 - (len & 3)) & 3
+}
+
+/// Cuts PDUs from a byte stream.
+#[derive(Clone, Debug)]
+pub struct FrameDecoder {
+    pub digests: Digests,
+    /// Largest data segment accepted: our declared MaxRecvDataSegmentLength
+    /// in full feature phase, or the login-phase limit.
+    pub max_data_segment_len: u32,
+}
+
+impl FrameDecoder {
+    pub fn new(max_data_segment_len: u32) -> Self {
+        FrameDecoder {
+            digests: Digests::default(),
+            max_data_segment_len,
+        }
+    }
+
+    /// Bytes needed for the whole PDU whose header starts `buf`, once the
+    /// header is present; `None` while fewer than 48 bytes are buffered.
+    pub fn frame_len(&self, buf: &[u8]) -> Option<usize> {
+        let head = buf.get(..BHS_LEN)?;
+        let mut b = Bhs::default();
+        b.0.copy_from_slice(head);
+        Some(self.frame_len_of(&b))
+    }
+
+    fn frame_len_of(&self, b: &Bhs) -> usize {
+        let dsl = b.data_segment_len() as usize;
+        let mut n = BHS_LEN + b.total_ahs_len_bytes();
+        if self.digests.header {
+            n += DIGEST_LEN;
+        }
+        if dsl > 0 {
+            n += dsl + pad_len(dsl);
+            if self.digests.data {
+                n += DIGEST_LEN;
+            }
+        }
+        n
+    }
+
+    /// Takes one whole PDU from the front of `buf`, or returns `Ok(None)` if
+    /// more bytes are needed. On a data digest error the PDU is consumed (the
+    /// stream stays in step) and the header is returned inside the error, so
+    /// the caller can Reject it (RFC 7143 §7.8).
+    pub fn decode(&self, buf: &mut BytesMut) -> Result<Option<Frame>, WireError> {
+        let Some(head) = buf.get(..BHS_LEN) else {
+            return Ok(None);
+        };
+        let mut bhs = Bhs::default();
+        bhs.0.copy_from_slice(head);
+
+        let dsl = bhs.data_segment_len();
+        if dsl > self.max_data_segment_len {
+            return Err(WireError::DataSegmentTooLong {
+                len: dsl,
+                max: self.max_data_segment_len,
+                bhs: Box::new(bhs),
+            });
+        }
+        let total = self.frame_len_of(&bhs);
+        if buf.len() < total {
+            // Make room for the rest of this PDU in one allocation.
+            buf.reserve(total - buf.len());
+            return Ok(None);
+        }
+
+        let ahs_len = bhs.total_ahs_len_bytes();
+        let header_len = BHS_LEN + ahs_len;
+        if self.digests.header {
+            let received = le32_at(buf, header_len);
+            let computed = digest::crc32c(buf.get(..header_len).unwrap_or(&[]));
+            if received != computed {
+                // The header cannot be trusted, including its lengths: the
+                // connection must be dropped (RFC 7143 §7.8).
+                return Err(WireError::HeaderDigest { received, computed });
+            }
+        }
+
+        let mut pdu = buf.split_to(total).freeze();
+        pdu.advance(BHS_LEN);
+        let ahs = pdu.split_to(ahs_len);
+        if self.digests.header {
+            pdu.advance(DIGEST_LEN);
+        }
+        let dsl = dsl as usize;
+        let data = if dsl == 0 {
+            Bytes::new()
+        } else {
+            let padded = dsl + pad_len(dsl);
+            if self.digests.data {
+                let received = le32_at(&pdu, padded);
+                let computed = digest::crc32c(pdu.get(..padded).unwrap_or(&[]));
+                if received != computed {
+                    return Err(WireError::DataDigest {
+                        received,
+                        computed,
+                        bhs: Box::new(bhs),
+                    });
+                }
+            }
+            pdu.truncate(dsl);
+            pdu
+        };
+        Ok(Some(Frame { bhs, ahs, data }))
+    }
+}
+
+fn le32_at(buf: &[u8], off: usize) -> u32 {
+    let mut b = [0u8; 4];
+    if let Some(s) = buf.get(off..off + 4) {
+        b.copy_from_slice(s);
+    }
+    u32::from_le_bytes(b)
+}
+
+/// Writes the header part of a PDU (BHS with lengths set, AHS, optional
+/// header digest) into `out`. `data_len` is the unpadded data segment length
+/// that will follow.
+pub fn encode_header(
+    bhs: &Bhs,
+    ahs: &[u8],
+    data_len: u32,
+    digests: Digests,
+    out: &mut BytesMut,
+) -> Result<(), WireError> {
+    if ahs.len() % 4 != 0 || ahs.len() > MAX_AHS_LEN {
+        return Err(WireError::InvalidField(
+            "AHS length must be a multiple of 4, at most 1020",
+        ));
+    }
+    if data_len >= 1 << 24 {
+        return Err(WireError::InvalidField("data segment longer than 2^24-1"));
+    }
+    let mut b = *bhs;
+    b.set_total_ahs_len_words((ahs.len() / 4) as u8);
+    b.set_data_segment_len(data_len);
+    let start = out.len();
+    out.extend_from_slice(&b.0);
+    out.extend_from_slice(ahs);
+    if digests.header {
+        let crc = digest::crc32c(out.get(start..).unwrap_or(&[]));
+        out.extend_from_slice(&crc.to_le_bytes());
+    }
+    Ok(())
+}
+
+/// Writes a whole PDU: header part, data, padding and optional data digest.
+pub fn encode_frame(
+    bhs: &Bhs,
+    ahs: &[u8],
+    data: &[u8],
+    digests: Digests,
+    out: &mut BytesMut,
+) -> Result<(), WireError> {
+    let len = u32::try_from(data.len())
+        .map_err(|_| WireError::InvalidField("data segment longer than 2^24-1"))?;
+    encode_header(bhs, ahs, len, digests, out)?;
+    if !data.is_empty() {
+        out.extend_from_slice(data);
+        let pad = [0u8; 3];
+        let pad = pad.get(..pad_len(data.len())).unwrap_or(&[]);
+        out.extend_from_slice(pad);
+        if digests.data {
+            let crc = digest::crc32c_parts(&[data, pad]);
+            out.extend_from_slice(&crc.to_le_bytes());
+        }
+    }
+    Ok(())
+}
+
+/// One Additional Header Segment (RFC 7143 §11.2.2).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ahs<'a> {
+    pub ahs_type: u8,
+    pub specific: u8,
+    pub data: &'a [u8],
+}
+
+/// Splits the AHS area into its segments. Each segment is a 2-byte length,
+/// a type byte, a type-specific byte and data padded to 4 bytes.
+pub fn parse_ahs(mut area: &[u8]) -> Result<Vec<Ahs<'_>>, WireError> {
+    let mut out = Vec::new();
+    while !area.is_empty() {
+        let [l0, l1, ahs_type, specific, rest @ ..] = area else {
+            return Err(WireError::InvalidField("truncated AHS header"));
+        };
+        let len = usize::from(u16::from_be_bytes([*l0, *l1]));
+        let padded = len + pad_len(len);
+        let (Some(data), Some(next)) = (rest.get(..len), rest.get(padded..)) else {
+            return Err(WireError::InvalidField("AHS length beyond TotalAHSLength"));
+        };
+        out.push(Ahs {
+            ahs_type: *ahs_type,
+            specific: *specific,
+            data,
+        });
+        area = next;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bhs::Opcode;
+
+    fn sample_bhs() -> Bhs {
+        let mut b = Bhs::new(Opcode::TEXT_REQUEST);
+        b.set_itt(7);
+        b
+    }
+
+    #[test]
+    fn frame_round_trip_with_and_without_digests() {
+        for header in [false, true] {
+            for data_digest in [false, true] {
+                let digests = Digests {
+                    header,
+                    data: data_digest,
+                };
+                let mut out = BytesMut::new();
+                encode_frame(&sample_bhs(), &[], b"abcde", digests, &mut out).unwrap();
+                let expected_len =
+                    48 + 8 + if header { 4 } else { 0 } + if data_digest { 4 } else { 0 };
+                assert_eq!(out.len(), expected_len);
+                let dec = FrameDecoder {
+                    digests,
+                    max_data_segment_len: 8192,
+                };
+                // Feed byte by byte: no frame until the last byte arrives.
+                let mut buf = BytesMut::new();
+                for (i, byte) in out.iter().enumerate() {
+                    buf.extend_from_slice(&[*byte]);
+                    let r = dec.decode(&mut buf).unwrap();
+                    if i + 1 < out.len() {
+                        assert!(r.is_none());
+                    } else {
+                        let f = r.unwrap();
+                        assert_eq!(&f.data[..], b"abcde");
+                        assert_eq!(f.bhs.itt(), 7);
+                        assert_eq!(f.bhs.data_segment_len(), 5);
+                    }
+                }
+                assert!(buf.is_empty());
+            }
+        }
+    }
+
+    #[test]
+    fn two_frames_back_to_back() {
+        let mut out = BytesMut::new();
+        encode_frame(&sample_bhs(), &[], b"x", Digests::default(), &mut out).unwrap();
+        encode_frame(&sample_bhs(), &[], b"", Digests::default(), &mut out).unwrap();
+        let dec = FrameDecoder::new(8192);
+        let a = dec.decode(&mut out).unwrap().unwrap();
+        let b = dec.decode(&mut out).unwrap().unwrap();
+        assert_eq!(&a.data[..], b"x");
+        assert!(b.data.is_empty());
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn header_digest_error_detected() {
+        let digests = Digests {
+            header: true,
+            data: false,
+        };
+        let mut out = BytesMut::new();
+        encode_frame(&sample_bhs(), &[], b"", digests, &mut out).unwrap();
+        out[20] ^= 1;
+        let dec = FrameDecoder {
+            digests,
+            max_data_segment_len: 8192,
+        };
+        assert!(matches!(
+            dec.decode(&mut out),
+            Err(WireError::HeaderDigest { .. })
+        ));
+    }
+
+    #[test]
+    fn data_digest_error_consumes_pdu_and_returns_header() {
+        let digests = Digests {
+            header: false,
+            data: true,
+        };
+        let mut out = BytesMut::new();
+        encode_frame(&sample_bhs(), &[], b"hello", digests, &mut out).unwrap();
+        encode_frame(&sample_bhs(), &[], b"ok", digests, &mut out).unwrap();
+        out[49] ^= 0xff;
+        let dec = FrameDecoder {
+            digests,
+            max_data_segment_len: 8192,
+        };
+        match dec.decode(&mut out) {
+            Err(WireError::DataDigest { bhs, .. }) => assert_eq!(bhs.itt(), 7),
+            other => panic!("expected data digest error, got {other:?}"),
+        }
+        // The stream is still in step: the next PDU decodes.
+        assert_eq!(&dec.decode(&mut out).unwrap().unwrap().data[..], b"ok");
+    }
+
+    #[test]
+    fn oversized_data_segment_is_refused_before_buffering() {
+        let mut b = sample_bhs();
+        b.set_data_segment_len(100_000);
+        let mut buf = BytesMut::from(&b.0[..]);
+        let dec = FrameDecoder::new(8192);
+        assert!(matches!(
+            dec.decode(&mut buf),
+            Err(WireError::DataSegmentTooLong {
+                len: 100_000,
+                max: 8192,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn ahs_is_carried_and_parsed() {
+        // Extended CDB AHS: length 5 (4 bytes of CDB + reserved byte), padded.
+        let ahs = [0u8, 5, AHS_TYPE_EXTENDED_CDB, 0, 1, 2, 3, 4, 5, 0, 0, 0];
+        let mut out = BytesMut::new();
+        encode_frame(&sample_bhs(), &ahs, b"", Digests::default(), &mut out).unwrap();
+        let f = FrameDecoder::new(8192).decode(&mut out).unwrap().unwrap();
+        assert_eq!(f.bhs.total_ahs_len_words(), 3);
+        let parsed = parse_ahs(&f.ahs).unwrap();
+        assert_eq!(parsed.len(), 1);
+        assert_eq!(parsed[0].ahs_type, AHS_TYPE_EXTENDED_CDB);
+        assert_eq!(parsed[0].data, &[1, 2, 3, 4, 5]);
+        assert!(parse_ahs(&[0, 9, 1, 0]).is_err());
+        assert!(parse_ahs(&[0, 1]).is_err());
+    }
+
+    #[test]
+    fn padding() {
+        assert_eq!(pad_len(0), 0);
+        assert_eq!(pad_len(1), 3);
+        assert_eq!(pad_len(4), 0);
+        assert_eq!(pad_len(6), 2);
+    }
+}

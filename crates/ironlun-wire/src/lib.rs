@@ -1,0 +1,54 @@
+//! # ironlun-wire: the iSCSI wire codec
+//!
+//! **Owns:** the byte layout of every RFC 7143 PDU (the 48-byte BHS, AHS,
+//! data segment and padding), opcodes as an open newtype, CRC32C header and
+//! data digests, and text `key=value` segments with their continuation
+//! across PDUs.
+//!
+//! **Must not know:** sockets, sessions, negotiation rules, sequence-number
+//! windows, or anything about SCSI beyond the fact that a CDB is 16 bytes in
+//! the BHS. Everything here is a pure function of bytes; nothing panics on
+//! input from the network (malformed input is a [`WireError`]).
+//!
+//! Layout references: RFC 7143 §11 (PDU formats), §6.1 (text format),
+//! §13.1 and Appendix B.4 (digests).
+
+#![cfg_attr(
+    test,
+    allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
+pub mod bhs;
+pub mod digest;
+pub mod frame;
+pub mod pdu;
+pub mod text;
+
+pub use bhs::{Bhs, Opcode, BHS_LEN};
+pub use frame::{encode_frame, encode_header, pad_len, Digests, Frame, FrameDecoder};
+pub use pdu::*;
+
+/// A violation of the wire format. Each variant says which rule was broken;
+/// the protocol layer decides whether it costs a Reject, a login failure or
+/// the connection.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    #[error("unknown opcode {0}")]
+    UnknownOpcode(Opcode),
+    #[error("invalid field: {0}")]
+    InvalidField(&'static str),
+    #[error("header digest mismatch (received 0x{received:08x}, computed 0x{computed:08x})")]
+    HeaderDigest { received: u32, computed: u32 },
+    #[error("data digest mismatch (received 0x{received:08x}, computed 0x{computed:08x})")]
+    DataDigest {
+        received: u32,
+        computed: u32,
+        bhs: Box<Bhs>,
+    },
+    #[error("data segment of {len} bytes exceeds MaxRecvDataSegmentLength {max}")]
+    DataSegmentTooLong { len: u32, max: u32, bhs: Box<Bhs> },
+    #[error("malformed text: {0}")]
+    Text(&'static str),
+    #[error("text exceeds the {limit}-byte limit")]
+    TextTooLong { limit: usize },
+}
