@@ -1,1 +1,72 @@
+//! # ironlun-backend: where the blocks live
+//!
+//! **Owns:** reading, writing and flushing bytes at offsets of a store:
+//! `null` (reads are zeros, writes vanish), `ram` (sparse, allocated on first
+//! write), `file` (a regular file, sparse or preallocated, buffered or
+//! `O_DIRECT`) and `block` (a block device). Also a fault-injecting wrapper
+//! for tests of error paths.
+//!
+//! **Must not know:** CDBs, LBAs or block sizes as SCSI sees them (offsets
+//! and lengths arrive in bytes, already checked against the size), sense
+//! data, iSCSI.
+//!
+//! Reads return [`Bytes`]: a zero region is a slice of one shared zeroed
+//! allocation (whose pages are the kernel's zero page until written, so it
+//! costs no memory), and data is copied once out of the store.
 
+#![cfg_attr(
+    test,
+    allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
+mod file;
+mod null;
+mod ram;
+pub mod testing;
+mod zeros;
+
+use std::io;
+
+use bytes::Bytes;
+
+pub use file::{FileBackend, FileOptions};
+pub use null::NullBackend;
+pub use ram::RamBackend;
+pub use zeros::zeros;
+
+/// A store of bytes addressed by offset.
+///
+/// Callers guarantee `offset + len <= size_bytes()`; implementations check
+/// it anyway and answer out-of-range requests with an error, never a panic.
+pub trait Backend: Send + Sync {
+    /// Short name for logs: `null`, `ram`, `file`, `block`.
+    fn kind(&self) -> &'static str;
+
+    fn size_bytes(&self) -> u64;
+
+    /// Reads `len` bytes at `offset`.
+    fn read(&self, offset: u64, len: usize) -> io::Result<Bytes>;
+
+    /// Writes `data` at `offset`. With `durable` set the data is on stable
+    /// storage when this returns (FUA, or write cache disabled).
+    fn write(&self, offset: u64, data: &[u8], durable: bool) -> io::Result<()>;
+
+    /// Makes every completed write durable (SYNCHRONIZE CACHE).
+    fn flush(&self) -> io::Result<()>;
+
+    /// Whether calls may block on the kernel's I/O (file, block device):
+    /// the driver then runs them off its network threads.
+    fn may_block(&self) -> bool;
+}
+
+/// Checks that `[offset, offset+len)` lies inside a store of `size` bytes.
+pub fn check_range(offset: u64, len: usize, size: u64) -> io::Result<()> {
+    let end = offset.checked_add(len as u64);
+    match end {
+        Some(end) if end <= size => Ok(()),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("range {offset}+{len} beyond the end of a {size}-byte store"),
+        )),
+    }
+}

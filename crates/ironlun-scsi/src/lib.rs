@@ -1,1 +1,208 @@
+//! # ironlun-scsi: a SCSI block device
+//!
+//! **Owns:** CDB decoding, the opcode table (handlers, CDB usage data,
+//! unit-attention exemptions), sense data in fixed and descriptor format,
+//! INQUIRY and VPD pages, mode pages, unit attentions per I_T nexus, READ
+//! CAPACITY, READ/WRITE and their error mapping (SPC-4, SBC-3).
+//!
+//! **Must not know:** iSCSI (PDUs, sessions, residual flags: it reports
+//! the command's own transfer length and the transport computes residuals),
+//! sockets, or how a backend stores blocks.
+//!
+//! Entry point: [`LunMap::execute`] for a target's LUNs, or
+//! [`LogicalUnit::execute`] for one LU. Both are synchronous; a backend
+//! that blocks is the caller's reason to run them on a blocking thread.
 
+#![cfg_attr(
+    test,
+    allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
+mod block;
+pub mod cdb;
+mod inquiry;
+pub mod lu;
+mod misc;
+mod mode;
+pub mod ops;
+pub mod sense;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+pub use lu::{LogicalUnit, LuConfig};
+pub use sense::Sense;
+
+/// SCSI status codes (SAM-5 §5.3.1).
+pub mod status {
+    pub const GOOD: u8 = 0x00;
+    pub const CHECK_CONDITION: u8 = 0x02;
+    pub const BUSY: u8 = 0x08;
+    pub const RESERVATION_CONFLICT: u8 = 0x18;
+    pub const TASK_SET_FULL: u8 = 0x28;
+    pub const TASK_ABORTED: u8 = 0x40;
+}
+
+/// Identifies an I_T nexus (an initiator port talking to a target port,
+/// SAM-5 §4.6): chosen by the transport, opaque here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NexusId(pub u64);
+
+/// One command to run.
+#[derive(Clone, Copy, Debug)]
+pub struct Request<'a> {
+    pub nexus: NexusId,
+    pub cdb: &'a [u8],
+    /// Data the initiator sent (write commands).
+    pub data_out: &'a [u8],
+    /// LUN numbers of the target, for REPORT LUNS.
+    pub luns: &'a [u16],
+}
+
+/// What a command produced.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Response {
+    pub status: u8,
+    /// Sense data (CHECK CONDITION), empty otherwise.
+    pub sense: Bytes,
+    /// Data for the initiator.
+    pub data: Bytes,
+    /// The command's own transfer length in bytes: data returned for reads
+    /// and allocation-length commands, data expected for writes. The
+    /// transport compares it with what the initiator expected.
+    pub transfer_length: u32,
+}
+
+impl Response {
+    pub fn good() -> Response {
+        Response::default()
+    }
+
+    /// Parameter data truncated to the allocation length (SPC-4 §4.2.5.6).
+    pub fn data(mut data: Vec<u8>, alloc: u32) -> Response {
+        data.truncate(alloc as usize);
+        let transfer_length = data.len() as u32;
+        Response {
+            status: status::GOOD,
+            sense: Bytes::new(),
+            data: Bytes::from(data),
+            transfer_length,
+        }
+    }
+
+    /// Data read from the medium.
+    pub fn read_data(data: Bytes) -> Response {
+        let transfer_length = data.len() as u32;
+        Response {
+            status: status::GOOD,
+            sense: Bytes::new(),
+            data,
+            transfer_length,
+        }
+    }
+
+    /// A write that took `bytes` bytes.
+    pub fn written(bytes: u32) -> Response {
+        Response {
+            transfer_length: bytes,
+            ..Response::default()
+        }
+    }
+}
+
+/// A target's logical units by LUN number.
+#[derive(Clone, Default)]
+pub struct LunMap {
+    luns: Vec<(u16, Arc<LogicalUnit>)>,
+    numbers: Vec<u16>,
+}
+
+impl LunMap {
+    pub fn new(mut luns: Vec<(u16, Arc<LogicalUnit>)>) -> LunMap {
+        luns.sort_by_key(|(n, _)| *n);
+        luns.dedup_by_key(|(n, _)| *n);
+        let numbers = luns.iter().map(|(n, _)| *n).collect();
+        LunMap { luns, numbers }
+    }
+
+    pub fn get(&self, lun: u16) -> Option<&Arc<LogicalUnit>> {
+        self.luns
+            .binary_search_by_key(&lun, |(n, _)| *n)
+            .ok()
+            .and_then(|i| self.luns.get(i))
+            .map(|(_, lu)| lu)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &(u16, Arc<LogicalUnit>)> {
+        self.luns.iter()
+    }
+
+    pub fn numbers(&self) -> &[u16] {
+        &self.numbers
+    }
+
+    /// Runs a command addressed to `lun` (`None`: a LUN address this
+    /// target does not use). Commands to a LUN without a logical unit get
+    /// the answers SPC-4 prescribes for that case.
+    pub fn execute(
+        &self,
+        lun: Option<u16>,
+        nexus: NexusId,
+        cdb: &[u8],
+        data_out: &[u8],
+    ) -> Response {
+        let req = Request {
+            nexus,
+            cdb,
+            data_out,
+            luns: &self.numbers,
+        };
+        if let Some(lu) = lun.and_then(|n| self.get(n)) {
+            return lu.execute(&req);
+        }
+        self.execute_without_lu(&req)
+    }
+
+    /// SPC-4 §6.6.2, §6.29, §6.33: INQUIRY answers with peripheral
+    /// qualifier 011b, REQUEST SENSE reports LOGICAL UNIT NOT SUPPORTED as
+    /// data, REPORT LUNS works, anything else is CHECK CONDITION.
+    fn execute_without_lu(&self, req: &Request<'_>) -> Response {
+        let c = cdb::Cdb(req.cdb);
+        let fixed = |s: Sense| Response {
+            status: status::CHECK_CONDITION,
+            sense: s.encode(false),
+            data: Bytes::new(),
+            transfer_length: 0,
+        };
+        match c.opcode() {
+            0x12 if !c.bit(1, 0) => Response::data(inquiry::standard_no_lu(), u32::from(c.be16(3))),
+            0x03 => Response::data(
+                Sense::lu_not_supported().encode(c.bit(1, 0)).to_vec(),
+                u32::from(c.u8(4)),
+            ),
+            0xa0 => match misc::report_luns_for(&self.numbers, &c) {
+                Ok(r) => r,
+                Err(s) => fixed(s),
+            },
+            _ => fixed(Sense::lu_not_supported()),
+        }
+    }
+
+    /// Registers a new I_T nexus with every LU (unit attention on first
+    /// use, SAM-5 §6.3.1).
+    pub fn attach_nexus(&self, nexus: NexusId, replaced: bool) {
+        for (_, lu) in &self.luns {
+            lu.attach_nexus(nexus, replaced);
+        }
+    }
+
+    pub fn detach_nexus(&self, nexus: NexusId) {
+        for (_, lu) in &self.luns {
+            lu.detach_nexus(nexus);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,149 @@
+//! `ram`: a sparse in-memory store. Memory is allocated per 64 KiB chunk on
+//! the first write to it; unwritten chunks read as zeros.
+
+use std::io;
+use std::sync::RwLock;
+
+use bytes::{Bytes, BytesMut};
+
+use crate::{check_range, zeros, Backend};
+
+const CHUNK: usize = 64 << 10;
+
+pub struct RamBackend {
+    size: u64,
+    chunks: Vec<RwLock<Option<Box<[u8]>>>>,
+}
+
+impl RamBackend {
+    pub fn new(size: u64) -> Self {
+        let n = size.div_ceil(CHUNK as u64) as usize;
+        RamBackend {
+            size,
+            chunks: (0..n).map(|_| RwLock::new(None)).collect(),
+        }
+    }
+
+    /// Bytes of memory allocated for data so far.
+    pub fn allocated_bytes(&self) -> u64 {
+        self.chunks
+            .iter()
+            .filter(|c| c.read().map(|g| g.is_some()).unwrap_or(true))
+            .count() as u64
+            * CHUNK as u64
+    }
+
+    /// Calls `f(chunk_index, offset_in_chunk, range_in_request)` for each
+    /// chunk that `[offset, offset+len)` touches.
+    fn for_each_chunk(
+        offset: u64,
+        len: usize,
+        mut f: impl FnMut(usize, usize, std::ops::Range<usize>) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let mut done = 0usize;
+        while done < len {
+            let pos = offset + done as u64;
+            let idx = (pos / CHUNK as u64) as usize;
+            let within = (pos % CHUNK as u64) as usize;
+            let n = (CHUNK - within).min(len - done);
+            f(idx, within, done..done + n)?;
+            done += n;
+        }
+        Ok(())
+    }
+}
+
+fn lost_chunk() -> io::Error {
+    io::Error::other("chunk index out of range")
+}
+
+impl Backend for RamBackend {
+    fn kind(&self) -> &'static str {
+        "ram"
+    }
+
+    fn size_bytes(&self) -> u64 {
+        self.size
+    }
+
+    fn read(&self, offset: u64, len: usize) -> io::Result<Bytes> {
+        check_range(offset, len, self.size)?;
+        // Unwritten everywhere: a zero slice, no copy.
+        let mut any = false;
+        Self::for_each_chunk(offset, len, |idx, _, _| {
+            let c = self.chunks.get(idx).ok_or_else(lost_chunk)?;
+            any |= c.read().map(|g| g.is_some()).unwrap_or(true);
+            Ok(())
+        })?;
+        if !any {
+            return Ok(zeros(len));
+        }
+        let mut out = BytesMut::zeroed(len);
+        Self::for_each_chunk(offset, len, |idx, within, range| {
+            let c = self.chunks.get(idx).ok_or_else(lost_chunk)?;
+            let guard = c.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(data) = guard.as_ref() {
+                let src = data
+                    .get(within..within + range.len())
+                    .ok_or_else(lost_chunk)?;
+                out.get_mut(range)
+                    .ok_or_else(lost_chunk)?
+                    .copy_from_slice(src);
+            }
+            Ok(())
+        })?;
+        Ok(out.freeze())
+    }
+
+    fn write(&self, offset: u64, data: &[u8], _durable: bool) -> io::Result<()> {
+        check_range(offset, data.len(), self.size)?;
+        Self::for_each_chunk(offset, data.len(), |idx, within, range| {
+            let c = self.chunks.get(idx).ok_or_else(lost_chunk)?;
+            let mut guard = c.write().unwrap_or_else(|e| e.into_inner());
+            let chunk = guard.get_or_insert_with(|| vec![0u8; CHUNK].into_boxed_slice());
+            let src = data.get(range.clone()).ok_or_else(lost_chunk)?;
+            chunk
+                .get_mut(within..within + range.len())
+                .ok_or_else(lost_chunk)?
+                .copy_from_slice(src);
+            Ok(())
+        })
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn may_block(&self) -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sparse_until_written_and_reads_back_across_chunks() {
+        let b = RamBackend::new(1 << 20);
+        assert_eq!(b.allocated_bytes(), 0);
+        assert!(b.read(0, 4096).unwrap().iter().all(|&x| x == 0));
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        b.write(10_000, &data, false).unwrap();
+        assert_eq!(&b.read(10_000, data.len()).unwrap()[..], &data[..]);
+        // Only the touched chunks are allocated.
+        assert_eq!(b.allocated_bytes(), 4 * CHUNK as u64);
+        // Bytes around the write stay zero.
+        assert_eq!(b.read(9_999, 1).unwrap()[0], 0);
+        assert_eq!(b.read(210_000, 1).unwrap()[0], 0);
+    }
+
+    #[test]
+    fn out_of_range_is_an_error() {
+        let b = RamBackend::new(1000);
+        assert!(b.write(999, &[1, 2], false).is_err());
+        assert!(b.read(u64::MAX, 1).is_err());
+        b.write(999, &[7], false).unwrap();
+        assert_eq!(b.read(999, 1).unwrap()[0], 7);
+    }
+}

@@ -1,0 +1,111 @@
+//! A backend double with injected faults, so that error paths (MEDIUM
+//! ERROR sense, failed flushes) are exercised on purpose.
+
+use std::io;
+use std::sync::Mutex;
+
+use bytes::Bytes;
+
+use crate::Backend;
+
+/// Which operations fail, over which byte range.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Faults {
+    /// Reads overlapping this range fail.
+    pub read: Option<std::ops::Range<u64>>,
+    /// Writes overlapping this range fail.
+    pub write: Option<std::ops::Range<u64>>,
+    pub flush: bool,
+}
+
+/// Wraps a backend and fails the operations `faults` names.
+pub struct FaultyBackend<B> {
+    inner: B,
+    faults: Mutex<Faults>,
+}
+
+impl<B: Backend> FaultyBackend<B> {
+    pub fn new(inner: B) -> Self {
+        FaultyBackend {
+            inner,
+            faults: Mutex::new(Faults::default()),
+        }
+    }
+
+    pub fn set_faults(&self, f: Faults) {
+        *self.faults.lock().unwrap_or_else(|e| e.into_inner()) = f;
+    }
+
+    fn hits(range: &Option<std::ops::Range<u64>>, offset: u64, len: usize) -> bool {
+        range
+            .as_ref()
+            .is_some_and(|r| offset < r.end && offset + len as u64 > r.start)
+    }
+
+    fn faults(&self) -> Faults {
+        self.faults
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+fn injected(what: &str) -> io::Error {
+    io::Error::other(format!("injected {what} fault"))
+}
+
+impl<B: Backend> Backend for FaultyBackend<B> {
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+
+    fn size_bytes(&self) -> u64 {
+        self.inner.size_bytes()
+    }
+
+    fn read(&self, offset: u64, len: usize) -> io::Result<Bytes> {
+        if Self::hits(&self.faults().read, offset, len) {
+            return Err(injected("read"));
+        }
+        self.inner.read(offset, len)
+    }
+
+    fn write(&self, offset: u64, data: &[u8], durable: bool) -> io::Result<()> {
+        if Self::hits(&self.faults().write, offset, data.len()) {
+            return Err(injected("write"));
+        }
+        self.inner.write(offset, data, durable)
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        if self.faults().flush {
+            return Err(injected("flush"));
+        }
+        self.inner.flush()
+    }
+
+    fn may_block(&self) -> bool {
+        self.inner.may_block()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::RamBackend;
+
+    #[test]
+    fn faults_hit_only_their_range() {
+        let b = FaultyBackend::new(RamBackend::new(1 << 16));
+        b.set_faults(Faults {
+            read: Some(4096..8192),
+            write: None,
+            flush: true,
+        });
+        assert!(b.read(0, 4096).is_ok());
+        assert!(b.read(4000, 200).is_err());
+        assert!(b.read(8192, 10).is_ok());
+        assert!(b.write(4096, &[1], false).is_ok());
+        assert!(b.flush().is_err());
+    }
+}

@@ -1,0 +1,164 @@
+//! INQUIRY: standard data (SPC-4 §6.6.2) and the vital product data pages
+//! (SPC-4 §7.8, SBC-3 §6.5).
+
+use crate::cdb::Cdb;
+use crate::lu::LogicalUnit;
+use crate::sense::Sense;
+use crate::{Request, Response};
+
+/// T10 vendor identification (8 ASCII bytes).
+pub const VENDOR: &str = "IRONLUN";
+
+/// VPD pages in ascending order (SPC-4 §7.8.13 requires the list sorted).
+const VPD_PAGES: [u8; 6] = [0x00, 0x80, 0x83, 0xb0, 0xb1, 0xb2];
+
+/// Version descriptors claimed (SPC-4 §6.6.2, table 143).
+const VERSION_DESCRIPTORS: [u16; 4] = [
+    0x00a0, // SAM-5
+    0x0960, // iSCSI
+    0x0460, // SPC-4
+    0x04c0, // SBC-3
+];
+
+pub fn inquiry(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
+    let evpd = cdb.bit(1, 0);
+    let page = cdb.u8(2);
+    // 16-bit allocation length since SPC-3.
+    let alloc = u32::from(cdb.be16(3));
+    if !evpd {
+        if page != 0 {
+            // SPC-4 §6.6.1: PAGE CODE must be zero without EVPD.
+            return Err(Sense::invalid_field(2, None));
+        }
+        return Ok(Response::data(standard(lu), alloc));
+    }
+    let data = match page {
+        0x00 => vpd(0x00, VPD_PAGES.to_vec()),
+        0x80 => vpd(0x80, padded(&lu.cfg.serial, lu.cfg.serial.len().max(1))),
+        0x83 => vpd(0x83, device_identification(lu)),
+        0xb0 => vpd(0xb0, block_limits(lu)),
+        0xb1 => vpd(0xb1, block_device_characteristics()),
+        0xb2 => vpd(0xb2, logical_block_provisioning()),
+        _ => return Err(Sense::invalid_field(2, None)),
+    };
+    Ok(Response::data(data, alloc))
+}
+
+/// ASCII field padded with spaces (SPC-4 §4.4.1).
+fn padded(s: &str, len: usize) -> Vec<u8> {
+    let mut v: Vec<u8> = s
+        .bytes()
+        .map(|b| if (0x20..=0x7e).contains(&b) { b } else { b' ' })
+        .take(len)
+        .collect();
+    v.resize(len, b' ');
+    v
+}
+
+fn vpd(page: u8, body: Vec<u8>) -> Vec<u8> {
+    let mut v = Vec::with_capacity(4 + body.len());
+    v.push(0x00); // peripheral qualifier 0, direct access block device
+    v.push(page);
+    v.extend_from_slice(&(body.len() as u16).to_be_bytes());
+    v.extend_from_slice(&body);
+    v
+}
+
+/// Standard INQUIRY data, 96 bytes (SPC-4 §6.6.2).
+pub fn standard(lu: &LogicalUnit) -> Vec<u8> {
+    let mut v = vec![
+        0x00, // peripheral qualifier 000b, device type 00h (SBC)
+        0x00, // RMB = 0: not removable
+        0x06, // VERSION: SPC-4
+        0x12, // HISUP = 1, RESPONSE DATA FORMAT = 2
+        0x00, // ADDITIONAL LENGTH, set below
+        0x00, // SCCS, ACC, TPGS, 3PC, PROTECT
+        0x00, // ENCSERV, MULTIP
+        0x02, // CMDQUE
+    ];
+    v.extend_from_slice(&padded(VENDOR, 8));
+    v.extend_from_slice(&padded(&lu.cfg.product, 16));
+    v.extend_from_slice(&padded(&lu.cfg.revision, 4));
+    v.resize(58, 0);
+    for d in VERSION_DESCRIPTORS {
+        v.extend_from_slice(&d.to_be_bytes());
+    }
+    v.resize(96, 0);
+    if let Some(b) = v.get_mut(4) {
+        *b = 96 - 5;
+    }
+    v
+}
+
+/// Standard INQUIRY data for a LUN with no logical unit behind it:
+/// peripheral qualifier 011b, device type 1Fh (SPC-4 §6.6.2).
+pub fn standard_no_lu() -> Vec<u8> {
+    let mut v = vec![0x7f, 0x00, 0x06, 0x12, 31, 0, 0, 0x02];
+    v.extend_from_slice(&padded(VENDOR, 8));
+    v.extend_from_slice(&padded("", 16));
+    v.extend_from_slice(&padded("", 4));
+    v
+}
+
+/// Device Identification (SPC-4 §7.8.6): the LU's NAA and T10 vendor ID
+/// designators, and for the target port its relative port number and SCSI
+/// name string.
+fn device_identification(lu: &LogicalUnit) -> Vec<u8> {
+    let mut body = Vec::new();
+    let mut desc = |proto_codeset: u8, piv_assoc_type: u8, id: &[u8]| {
+        body.push(proto_codeset);
+        body.push(piv_assoc_type);
+        body.push(0);
+        body.push(id.len() as u8);
+        body.extend_from_slice(id);
+    };
+    // NAA 3h, locally assigned (SPC-4 §7.8.6.6.2): binary, LU.
+    let naa = (0x3u64 << 60) | (lu.cfg.naa_id & 0x0fff_ffff_ffff_ffff);
+    desc(0x01, 0x03, &naa.to_be_bytes());
+    // T10 vendor ID: ASCII, LU; vendor + serial (SPC-4 §7.8.6.4).
+    let mut t10 = padded(VENDOR, 8);
+    t10.extend_from_slice(lu.cfg.serial.as_bytes());
+    t10.truncate(252);
+    desc(0x02, 0x01, &t10);
+    // Relative target port: iSCSI (5) with PIV, target port association.
+    let mut rtp = vec![0, 0];
+    rtp.extend_from_slice(&lu.cfg.relative_port.to_be_bytes());
+    desc(0x51, 0x94, &rtp);
+    // SCSI name string of the target port: UTF-8, NUL-terminated, padded
+    // to a multiple of 4 (SPC-4 §7.8.6.11; RFC 7143 §4.4 target port
+    // name form "<iqn>,t,0x<tpgt>").
+    let mut name = format!("{},t,0x{:04x}", lu.cfg.target_name, lu.cfg.relative_port).into_bytes();
+    name.push(0);
+    while name.len() % 4 != 0 {
+        name.push(0);
+    }
+    name.truncate(252);
+    desc(0x53, 0x98, &name);
+    body
+}
+
+/// Block Limits (SBC-3 §6.5.3), page length 3Ch.
+fn block_limits(lu: &LogicalUnit) -> Vec<u8> {
+    let mut b = [0u8; 0x3c];
+    let max_blocks = lu.cfg.max_transfer_bytes / lu.block_size();
+    // Optimal transfer length granularity: one block.
+    b[2..4].copy_from_slice(&1u16.to_be_bytes());
+    // MAXIMUM TRANSFER LENGTH and OPTIMAL TRANSFER LENGTH in blocks.
+    b[4..8].copy_from_slice(&max_blocks.to_be_bytes());
+    b[8..12].copy_from_slice(&max_blocks.min((1 << 20) / lu.block_size()).to_be_bytes());
+    // MAXIMUM UNMAP LBA COUNT and BLOCK DESCRIPTOR COUNT stay zero: no
+    // UNMAP without thin provisioning.
+    b.to_vec()
+}
+
+/// Block Device Characteristics (SBC-3 §6.5.2): non-rotating medium.
+fn block_device_characteristics() -> Vec<u8> {
+    let mut b = [0u8; 0x3c];
+    b[0..2].copy_from_slice(&1u16.to_be_bytes());
+    b.to_vec()
+}
+
+/// Logical Block Provisioning (SBC-3 §6.5.4): fully provisioned.
+fn logical_block_provisioning() -> Vec<u8> {
+    vec![0u8; 4]
+}

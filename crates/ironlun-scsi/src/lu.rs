@@ -1,0 +1,237 @@
+//! A logical unit: identity, capacity, mode state, unit attentions per
+//! I_T nexus, and the entry point that runs one command through the opcode
+//! table.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use ironlun_backend::Backend;
+
+use crate::cdb::Cdb;
+use crate::ops;
+use crate::sense::{asc, key, Sense};
+use crate::{status, NexusId, Request, Response};
+
+/// Largest number of unit attention conditions queued per nexus; older
+/// ones are dropped first (SPC-4 §5.14: a device may lose UAs it cannot
+/// hold, reporting the most recent).
+const MAX_UA_PER_NEXUS: usize = 8;
+
+/// How a logical unit presents itself.
+#[derive(Clone, Debug)]
+pub struct LuConfig {
+    /// Logical block size: 512 or 4096 bytes.
+    pub block_size: u32,
+    pub read_only: bool,
+    /// PRODUCT IDENTIFICATION (16 ASCII bytes, padded).
+    pub product: String,
+    /// PRODUCT REVISION LEVEL (4 ASCII bytes).
+    pub revision: String,
+    /// Unit serial number (VPD page 0x80).
+    pub serial: String,
+    /// 60 bits for the locally assigned NAA designator (VPD page 0x83).
+    pub naa_id: u64,
+    /// Name of the target this LU belongs to (target port designator).
+    pub target_name: String,
+    /// RELATIVE TARGET PORT IDENTIFIER of the port it is reached through.
+    pub relative_port: u16,
+    /// MAXIMUM TRANSFER LENGTH in bytes (VPD page 0xB0).
+    pub max_transfer_bytes: u32,
+}
+
+impl LuConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.block_size != 512 && self.block_size != 4096 {
+            return Err(format!(
+                "block size {} (must be 512 or 4096)",
+                self.block_size
+            ));
+        }
+        if self.max_transfer_bytes < self.block_size {
+            return Err("maximum transfer length is below one block".into());
+        }
+        Ok(())
+    }
+}
+
+/// Mode page state that commands consult (SPC-4 §7.5, SBC-4 §6.5).
+#[derive(Debug, Default)]
+pub struct ModeState {
+    /// Caching page WCE: writes may complete before reaching stable storage.
+    pub wce: AtomicBool,
+    /// Control page D_SENSE: report descriptor-format sense.
+    pub d_sense: AtomicBool,
+    /// Control page SWP: software write protect.
+    pub swp: AtomicBool,
+}
+
+pub struct LogicalUnit {
+    pub(crate) cfg: LuConfig,
+    pub(crate) backend: Arc<dyn Backend>,
+    num_blocks: AtomicU64,
+    pub(crate) mode: ModeState,
+    ua: Mutex<HashMap<NexusId, VecDeque<Sense>>>,
+    /// Nexuses with at least one pending UA: lets the hot path skip the lock.
+    ua_pending: AtomicUsize,
+}
+
+impl LogicalUnit {
+    pub fn new(cfg: LuConfig, backend: Arc<dyn Backend>) -> Result<LogicalUnit, String> {
+        cfg.validate()?;
+        let num_blocks = backend.size_bytes() / u64::from(cfg.block_size);
+        if num_blocks == 0 {
+            return Err(format!(
+                "backend of {} bytes holds no {}-byte block",
+                backend.size_bytes(),
+                cfg.block_size
+            ));
+        }
+        let mode = ModeState::default();
+        mode.wce.store(true, Ordering::Relaxed);
+        Ok(LogicalUnit {
+            cfg,
+            backend,
+            num_blocks: AtomicU64::new(num_blocks),
+            mode,
+            ua: Mutex::new(HashMap::new()),
+            ua_pending: AtomicUsize::new(0),
+        })
+    }
+
+    pub fn config(&self) -> &LuConfig {
+        &self.cfg
+    }
+
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
+    pub fn block_size(&self) -> u32 {
+        self.cfg.block_size
+    }
+
+    pub fn num_blocks(&self) -> u64 {
+        self.num_blocks.load(Ordering::Relaxed)
+    }
+
+    /// Whether writes are refused: a read-only LUN or software write
+    /// protect (SPC-4 §7.5.8, SWP).
+    pub fn write_protected(&self) -> bool {
+        self.cfg.read_only || self.mode.swp.load(Ordering::Relaxed)
+    }
+
+    /// Runs one command (SAM-5 §5.1). Errors become CHECK CONDITION here
+    /// and nowhere else.
+    pub fn execute(&self, req: &Request<'_>) -> Response {
+        let cdb = Cdb(req.cdb);
+        let op = match ops::lookup(&cdb) {
+            Ok(op) => op,
+            Err(s) => return self.check_condition(s, 0),
+        };
+        if let Err(s) = ops::check_usage(op, &cdb) {
+            return self.check_condition(s, 0);
+        }
+        // SPC-4 §5.14: a pending unit attention is reported instead of
+        // running the command, except for the commands allowed through.
+        if !op.ua_exempt {
+            if let Some(s) = self.take_ua(req.nexus) {
+                return self.check_condition(s, 0);
+            }
+        }
+        match (op.handler)(self, req, &cdb) {
+            Ok(r) => r,
+            Err(s) => self.check_condition(s, 0),
+        }
+    }
+
+    /// CHECK CONDITION with sense in the format the control page selects.
+    /// `transfer_length` is the command's own length for residuals.
+    pub fn check_condition(&self, sense: Sense, transfer_length: u32) -> Response {
+        Response {
+            status: status::CHECK_CONDITION,
+            sense: sense.encode(self.mode.d_sense.load(Ordering::Relaxed)),
+            data: Bytes::new(),
+            transfer_length,
+        }
+    }
+
+    /// A new I_T nexus sees the LU for the first time: it gets a POWER ON,
+    /// RESET, OR BUS DEVICE RESET OCCURRED unit attention (SAM-5 §6.3.1),
+    /// or I_T NEXUS LOSS OCCURRED when it replaces a lost one.
+    pub fn attach_nexus(&self, nexus: NexusId, replaced: bool) {
+        let cond = if replaced {
+            asc::I_T_NEXUS_LOSS_OCCURRED
+        } else {
+            asc::POWER_ON_RESET_OR_BUS_DEVICE_RESET
+        };
+        let mut map = self.ua.lock().unwrap_or_else(|e| e.into_inner());
+        let q = map.entry(nexus).or_default();
+        q.clear();
+        q.push_back(Sense::new(key::UNIT_ATTENTION, cond));
+        self.recount(&map);
+    }
+
+    /// The nexus is gone: forget its state.
+    pub fn detach_nexus(&self, nexus: NexusId) {
+        let mut map = self.ua.lock().unwrap_or_else(|e| e.into_inner());
+        map.remove(&nexus);
+        self.recount(&map);
+    }
+
+    /// Establishes a unit attention for every nexus except `except`
+    /// (SPC-4 §5.14).
+    pub fn establish_ua(&self, cond: (u8, u8), except: Option<NexusId>) {
+        let mut map = self.ua.lock().unwrap_or_else(|e| e.into_inner());
+        for (n, q) in map.iter_mut() {
+            if Some(*n) == except {
+                continue;
+            }
+            let s = Sense::new(key::UNIT_ATTENTION, cond);
+            if !q.contains(&s) {
+                if q.len() >= MAX_UA_PER_NEXUS {
+                    q.pop_front();
+                }
+                q.push_back(s);
+            }
+        }
+        self.recount(&map);
+    }
+
+    /// A reset (LOGICAL UNIT RESET, target reset): every nexus gets a
+    /// reset unit attention (SAM-5 §6.3.3).
+    pub fn reset(&self) {
+        self.establish_ua(asc::BUS_DEVICE_RESET_FUNCTION_OCCURRED, None);
+    }
+
+    /// Changes the capacity (backend grown or shrunk) and tells every
+    /// nexus: CAPACITY DATA HAS CHANGED (SBC-4 §4.10).
+    pub fn set_num_blocks(&self, n: u64) {
+        self.num_blocks.store(n, Ordering::Relaxed);
+        self.establish_ua(asc::CAPACITY_DATA_HAS_CHANGED, None);
+    }
+
+    fn recount(&self, map: &HashMap<NexusId, VecDeque<Sense>>) {
+        let n = map.values().filter(|q| !q.is_empty()).count();
+        self.ua_pending.store(n, Ordering::Release);
+    }
+
+    /// Takes the oldest pending unit attention of a nexus.
+    pub fn take_ua(&self, nexus: NexusId) -> Option<Sense> {
+        if self.ua_pending.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let mut map = self.ua.lock().unwrap_or_else(|e| e.into_inner());
+        let s = map.get_mut(&nexus).and_then(VecDeque::pop_front);
+        if s.is_some() {
+            self.recount(&map);
+        }
+        s
+    }
+
+    /// Flushes the backend (SYNCHRONIZE CACHE, shutdown).
+    pub fn flush(&self) -> std::io::Result<()> {
+        self.backend.flush()
+    }
+}

@@ -1,0 +1,117 @@
+//! TEST UNIT READY, REQUEST SENSE, START STOP UNIT, REPORT LUNS and
+//! REPORT SUPPORTED TASK MANAGEMENT FUNCTIONS.
+
+use crate::cdb::Cdb;
+use crate::lu::LogicalUnit;
+use crate::sense::{asc, key, Sense};
+use crate::{Request, Response};
+
+/// TEST UNIT READY (SPC-4 §6.47): the medium is always present and ready.
+pub fn test_unit_ready(
+    _lu: &LogicalUnit,
+    _req: &Request<'_>,
+    _cdb: &Cdb<'_>,
+) -> Result<Response, Sense> {
+    Ok(Response::good())
+}
+
+/// REQUEST SENSE (SPC-4 §6.29): reports, and clears, a pending unit
+/// attention, or NO SENSE.
+pub fn request_sense(
+    lu: &LogicalUnit,
+    req: &Request<'_>,
+    cdb: &Cdb<'_>,
+) -> Result<Response, Sense> {
+    let desc = cdb.bit(1, 0);
+    let alloc = u32::from(cdb.u8(4));
+    let sense = lu
+        .take_ua(req.nexus)
+        .unwrap_or(Sense::new(key::NO_SENSE, asc::NO_ADDITIONAL_SENSE));
+    Ok(Response::data(sense.encode(desc).to_vec(), alloc))
+}
+
+/// START STOP UNIT (SBC-3 §5.25). A virtual disk has nothing to spin
+/// down and is not removable: the unit stays ready (LOEJ is ignored for
+/// non-removable media), and a stop flushes unless NO_FLUSH is set.
+pub fn start_stop_unit(
+    lu: &LogicalUnit,
+    _req: &Request<'_>,
+    cdb: &Cdb<'_>,
+) -> Result<Response, Sense> {
+    let power_condition = cdb.u8(4) >> 4;
+    let no_flush = cdb.bit(4, 2);
+    let start = cdb.bit(4, 0);
+    if power_condition == 0 && !start && !no_flush {
+        lu.flush()
+            .map_err(|_| Sense::new(key::MEDIUM_ERROR, asc::WRITE_ERROR))?;
+    }
+    Ok(Response::good())
+}
+
+/// REPORT LUNS (SPC-4 §6.33).
+pub fn report_luns(_lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
+    report_luns_for(req.luns, cdb)
+}
+
+/// REPORT LUNS for a target's LUN list, whether or not the addressed LUN
+/// exists (SPC-4 §6.33: the command works through any LUN).
+pub fn report_luns_for(luns: &[u16], cdb: &Cdb<'_>) -> Result<Response, Sense> {
+    let alloc = cdb.be32(6);
+    if alloc < 16 {
+        return Err(Sense::invalid_field(6, None));
+    }
+    let list: &[u16] = match cdb.u8(2) {
+        // All logical units, with or without well-known LUs (none here).
+        0x00 | 0x02 => luns,
+        // Well-known logical units only: none.
+        0x01 => &[],
+        _ => return Err(Sense::invalid_field(2, None)),
+    };
+    let mut out = Vec::with_capacity(8 + 8 * list.len());
+    out.extend_from_slice(&((8 * list.len()) as u32).to_be_bytes());
+    out.extend_from_slice(&[0; 4]);
+    for &n in list {
+        out.extend_from_slice(&lun_bytes(n));
+    }
+    Ok(Response::data(out, alloc))
+}
+
+/// Single-level LUN: peripheral device addressing below 256, flat space
+/// above (SAM-5 §4.7.7).
+pub fn lun_bytes(n: u16) -> [u8; 8] {
+    let mut b = [0u8; 8];
+    if n < 256 {
+        b[1] = n as u8;
+    } else {
+        b[0] = 0x40 | ((n >> 8) as u8 & 0x3f);
+        b[1] = (n & 0xff) as u8;
+    }
+    b
+}
+
+/// REPORT SUPPORTED TASK MANAGEMENT FUNCTIONS (SPC-4 §6.40).
+pub fn report_supported_tmfs(
+    _lu: &LogicalUnit,
+    _req: &Request<'_>,
+    cdb: &Cdb<'_>,
+) -> Result<Response, Sense> {
+    let repd = cdb.bit(2, 7);
+    let alloc = cdb.be32(6);
+    if alloc < 4 {
+        return Err(Sense::invalid_field(6, None));
+    }
+    // ABORT TASK, ABORT TASK SET, CLEAR TASK SET, LOGICAL UNIT RESET and
+    // TARGET RESET.
+    let mut d = [0u8; 16];
+    d[0] = 0x80 | 0x40 | 0x10 | 0x08 | 0x02;
+    let len = if repd {
+        // Extended format (SPC-4 §6.40.3): additional data length 0Ch.
+        d[3] = 0x0c;
+        16
+    } else {
+        4
+    };
+    let mut d = d.to_vec();
+    d.truncate(len);
+    Ok(Response::data(d, alloc))
+}

@@ -1,0 +1,432 @@
+//! The opcode table (SPC-4 §4.2, SBC-3 §5): one row per command with its
+//! handler, CDB usage data and flags. Lookup, reserved-bit checking and
+//! REPORT SUPPORTED OPERATION CODES all read this table.
+
+use crate::block;
+use crate::cdb::Cdb;
+use crate::inquiry;
+use crate::lu::LogicalUnit;
+use crate::misc;
+use crate::mode;
+use crate::sense::Sense;
+use crate::{Request, Response};
+
+pub type Handler = fn(&LogicalUnit, &Request<'_>, &Cdb<'_>) -> Result<Response, Sense>;
+
+/// One supported command.
+#[derive(Debug)]
+pub struct OpInfo {
+    pub opcode: u8,
+    /// Service action, for opcodes that carry one in byte 1.
+    pub service_action: Option<u8>,
+    pub name: &'static str,
+    /// CDB USAGE DATA (SPC-4 §6.35.3): byte 0 is the opcode, every other
+    /// byte has a one for each bit the device server looks at. Its length
+    /// is the CDB length. Bits outside it must be zero (checked by
+    /// [`check_usage`]).
+    pub usage: &'static [u8],
+    pub handler: Handler,
+    /// Allowed through a pending unit attention (SPC-4 §5.14: INQUIRY,
+    /// REPORT LUNS, REQUEST SENSE).
+    pub ua_exempt: bool,
+}
+
+/// Opcodes whose byte 1 holds a service action (SPC-4 §4.2.5.3).
+fn has_service_action(opcode: u8) -> bool {
+    matches!(opcode, 0x9e | 0x9f | 0xa3 | 0xa4 | 0x7f)
+}
+
+macro_rules! op {
+    ($opcode:expr, $sa:expr, $name:expr, $usage:expr, $handler:expr, $exempt:expr) => {
+        OpInfo {
+            opcode: $opcode,
+            service_action: $sa,
+            name: $name,
+            usage: $usage,
+            handler: $handler,
+            ua_exempt: $exempt,
+        }
+    };
+}
+
+/// Every command this device server implements.
+pub static OPS: &[OpInfo] = &[
+    op!(
+        0x00,
+        None,
+        "TEST UNIT READY",
+        &[0x00, 0, 0, 0, 0, 0x00],
+        misc::test_unit_ready,
+        false
+    ),
+    op!(
+        0x03,
+        None,
+        "REQUEST SENSE",
+        &[0x03, 0x01, 0, 0, 0xff, 0x00],
+        misc::request_sense,
+        true
+    ),
+    op!(
+        0x08,
+        None,
+        "READ(6)",
+        &[0x08, 0x1f, 0xff, 0xff, 0xff, 0x00],
+        block::read,
+        false
+    ),
+    op!(
+        0x0a,
+        None,
+        "WRITE(6)",
+        &[0x0a, 0x1f, 0xff, 0xff, 0xff, 0x00],
+        block::write,
+        false
+    ),
+    op!(
+        0x12,
+        None,
+        "INQUIRY",
+        &[0x12, 0x01, 0xff, 0xff, 0xff, 0x00],
+        inquiry::inquiry,
+        true
+    ),
+    op!(
+        0x1a,
+        None,
+        "MODE SENSE(6)",
+        &[0x1a, 0x08, 0xff, 0xff, 0xff, 0x00],
+        mode::mode_sense,
+        false
+    ),
+    op!(
+        0x1b,
+        None,
+        "START STOP UNIT",
+        &[0x1b, 0x01, 0x00, 0x0f, 0xf7, 0x00],
+        misc::start_stop_unit,
+        false
+    ),
+    op!(
+        0x25,
+        None,
+        "READ CAPACITY(10)",
+        &[0x25, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00, 0x01, 0x00],
+        block::read_capacity10,
+        false
+    ),
+    op!(
+        0x28,
+        None,
+        "READ(10)",
+        &[0x28, 0x18, 0xff, 0xff, 0xff, 0xff, 0x00, 0xff, 0xff, 0x00],
+        block::read,
+        false
+    ),
+    op!(
+        0x2a,
+        None,
+        "WRITE(10)",
+        &[0x2a, 0x18, 0xff, 0xff, 0xff, 0xff, 0x00, 0xff, 0xff, 0x00],
+        block::write,
+        false
+    ),
+    op!(
+        0x2e,
+        None,
+        "WRITE AND VERIFY(10)",
+        &[0x2e, 0x16, 0xff, 0xff, 0xff, 0xff, 0x00, 0xff, 0xff, 0x00],
+        block::write,
+        false
+    ),
+    op!(
+        0x35,
+        None,
+        "SYNCHRONIZE CACHE(10)",
+        &[0x35, 0x02, 0xff, 0xff, 0xff, 0xff, 0x00, 0xff, 0xff, 0x00],
+        block::synchronize_cache,
+        false
+    ),
+    op!(
+        0x5a,
+        None,
+        "MODE SENSE(10)",
+        &[0x5a, 0x18, 0xff, 0xff, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00],
+        mode::mode_sense,
+        false
+    ),
+    op!(
+        0x88,
+        None,
+        "READ(16)",
+        &[
+            0x88, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+            0x00, 0x00
+        ],
+        block::read,
+        false
+    ),
+    op!(
+        0x8a,
+        None,
+        "WRITE(16)",
+        &[
+            0x8a, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+            0x00, 0x00
+        ],
+        block::write,
+        false
+    ),
+    op!(
+        0x8e,
+        None,
+        "WRITE AND VERIFY(16)",
+        &[
+            0x8e, 0x16, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+            0x00, 0x00
+        ],
+        block::write,
+        false
+    ),
+    op!(
+        0x91,
+        None,
+        "SYNCHRONIZE CACHE(16)",
+        &[
+            0x91, 0x02, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+            0x00, 0x00
+        ],
+        block::synchronize_cache,
+        false
+    ),
+    op!(
+        0x9e,
+        Some(0x10),
+        "READ CAPACITY(16)",
+        &[
+            0x9e, 0x1f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+            0x01, 0x00
+        ],
+        block::read_capacity16,
+        false
+    ),
+    op!(
+        0xa0,
+        None,
+        "REPORT LUNS",
+        &[0xa0, 0x00, 0xff, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
+        misc::report_luns,
+        true
+    ),
+    op!(
+        0xa3,
+        Some(0x0c),
+        "REPORT SUPPORTED OPERATION CODES",
+        &[0xa3, 0x1f, 0x87, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
+        report_supported_opcodes,
+        false
+    ),
+    op!(
+        0xa3,
+        Some(0x0d),
+        "REPORT SUPPORTED TASK MANAGEMENT FUNCTIONS",
+        &[0xa3, 0x1f, 0x80, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
+        misc::report_supported_tmfs,
+        false
+    ),
+    op!(
+        0xa8,
+        None,
+        "READ(12)",
+        &[0xa8, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
+        block::read,
+        false
+    ),
+    op!(
+        0xaa,
+        None,
+        "WRITE(12)",
+        &[0xaa, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
+        block::write,
+        false
+    ),
+    op!(
+        0xae,
+        None,
+        "WRITE AND VERIFY(12)",
+        &[0xae, 0x16, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
+        block::write,
+        false
+    ),
+];
+
+/// Finds the row for a CDB: INVALID COMMAND OPERATION CODE for an unknown
+/// opcode, INVALID FIELD IN CDB for an unknown service action
+/// (SPC-4 §4.2.5.3).
+pub fn lookup(cdb: &Cdb<'_>) -> Result<&'static OpInfo, Sense> {
+    let opcode = cdb.opcode();
+    if has_service_action(opcode) {
+        let sa = cdb.u8(1) & 0x1f;
+        let mut any = false;
+        for op in OPS.iter().filter(|o| o.opcode == opcode) {
+            any = true;
+            if op.service_action == Some(sa) {
+                return Ok(op);
+            }
+        }
+        return Err(if any {
+            Sense::invalid_field(1, Some(4))
+        } else {
+            Sense::invalid_opcode()
+        });
+    }
+    OPS.iter()
+        .find(|o| o.opcode == opcode)
+        .ok_or_else(Sense::invalid_opcode)
+}
+
+/// Reserved bits must be zero (SPC-4 §4.2.1): any bit set outside the
+/// usage data is INVALID FIELD IN CDB, pointing at the highest such bit.
+/// The control byte's vendor-specific bits (7..6) are ignored; its NACA
+/// bit is refused because ACA is not supported (SAM-5 §5.9).
+pub fn check_usage(op: &OpInfo, cdb: &Cdb<'_>) -> Result<(), Sense> {
+    let last = op.usage.len().saturating_sub(1);
+    for (i, &mask) in op.usage.iter().enumerate().skip(1) {
+        let allowed = if i == last { mask | 0xc0 } else { mask };
+        let extra = cdb.u8(i) & !allowed;
+        if extra != 0 {
+            let bit = 7 - extra.leading_zeros() as u8;
+            return Err(Sense::invalid_field(i as u16, Some(bit)));
+        }
+    }
+    Ok(())
+}
+
+/// REPORT SUPPORTED OPERATION CODES (SPC-4 §6.35).
+fn report_supported_opcodes(
+    _lu: &LogicalUnit,
+    _req: &Request<'_>,
+    cdb: &Cdb<'_>,
+) -> Result<Response, Sense> {
+    let rctd = cdb.bit(2, 7);
+    let options = cdb.u8(2) & 0x07;
+    let req_op = cdb.u8(3);
+    let req_sa = cdb.be16(4);
+    let alloc = cdb.be32(6);
+    // Command timeouts descriptor (SPC-4 §6.35.4): no nominal or
+    // recommended timeout is specified (zero).
+    let timeouts = [0u8, 0x0a, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    let mut out = Vec::new();
+    match options {
+        0 => {
+            out.extend_from_slice(&[0; 4]);
+            for op in OPS {
+                out.push(op.opcode);
+                out.push(0);
+                out.extend_from_slice(&u16::from(op.service_action.unwrap_or(0)).to_be_bytes());
+                out.push(0);
+                out.push(u8::from(rctd) << 1 | u8::from(op.service_action.is_some()));
+                out.extend_from_slice(&(op.usage.len() as u16).to_be_bytes());
+                if rctd {
+                    out.extend_from_slice(&timeouts);
+                }
+            }
+            let len = (out.len() - 4) as u32;
+            out.splice(0..4, len.to_be_bytes());
+        }
+        1..=3 => {
+            let sa_based = has_service_action(req_op);
+            // 001b: opcode without service action; 010b: with one;
+            // 011b: either (SPC-4 table 389).
+            if (options == 1 && sa_based) || (options == 2 && !sa_based) {
+                return Err(Sense::invalid_field(2, Some(2)));
+            }
+            let found = OPS.iter().find(|o| {
+                o.opcode == req_op && (!sa_based || o.service_action == Some(req_sa as u8))
+            });
+            match found {
+                Some(op) => {
+                    out.push(0);
+                    out.push(u8::from(rctd) << 7 | 0x03); // SUPPORT = 011b
+                    out.extend_from_slice(&(op.usage.len() as u16).to_be_bytes());
+                    out.extend_from_slice(op.usage);
+                    if rctd {
+                        out.extend_from_slice(&timeouts);
+                    }
+                }
+                None => {
+                    // SUPPORT = 001b: not supported.
+                    out.extend_from_slice(&[0, 0x01, 0, 0]);
+                }
+            }
+        }
+        _ => return Err(Sense::invalid_field(2, Some(2))),
+    }
+    Ok(Response::data(out, alloc))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_is_consistent() {
+        for op in OPS {
+            assert_eq!(op.usage[0], op.opcode, "{}", op.name);
+            if let Some(len) = Cdb::group_len(op.opcode) {
+                assert_eq!(op.usage.len(), len, "{} usage length", op.name);
+            }
+            assert_eq!(
+                op.service_action.is_some(),
+                has_service_action(op.opcode),
+                "{}",
+                op.name
+            );
+        }
+        // No duplicate rows.
+        for (i, a) in OPS.iter().enumerate() {
+            for b in OPS.iter().skip(i + 1) {
+                assert!(
+                    !(a.opcode == b.opcode && a.service_action == b.service_action),
+                    "{}",
+                    a.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn lookup_and_reserved_bits() {
+        assert_eq!(lookup(&Cdb(&[0x28; 10])).unwrap().name, "READ(10)");
+        assert_eq!(
+            lookup(&Cdb(&[0xff; 16])).unwrap_err(),
+            Sense::invalid_opcode()
+        );
+        let rc16 = [0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0];
+        assert_eq!(lookup(&Cdb(&rc16)).unwrap().name, "READ CAPACITY(16)");
+        let bad_sa = [0x9e, 0x11, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0];
+        assert_eq!(
+            lookup(&Cdb(&bad_sa)).unwrap_err(),
+            Sense::invalid_field(1, Some(4))
+        );
+
+        let read10 = lookup(&Cdb(&[0x28])).unwrap();
+        // RDPROTECT (byte 1 bits 7..5) is not supported.
+        let cdb = [0x28, 0x20, 0, 0, 0, 0, 0, 0, 1, 0];
+        assert_eq!(
+            check_usage(read10, &Cdb(&cdb)),
+            Err(Sense::invalid_field(1, Some(5)))
+        );
+        // DPO and FUA are.
+        let cdb = [0x28, 0x18, 0, 0, 0, 0, 0, 0, 1, 0];
+        assert_eq!(check_usage(read10, &Cdb(&cdb)), Ok(()));
+        // NACA in the control byte is refused; vendor bits are not.
+        let cdb = [0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0x04];
+        assert_eq!(
+            check_usage(read10, &Cdb(&cdb)),
+            Err(Sense::invalid_field(9, Some(2)))
+        );
+        let cdb = [0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0xc0];
+        assert_eq!(check_usage(read10, &Cdb(&cdb)), Ok(()));
+    }
+}

@@ -1,0 +1,452 @@
+//! Device behaviour tests: commands in, status/sense/data out.
+
+use std::sync::Arc;
+
+use ironlun_backend::testing::{Faults, FaultyBackend};
+use ironlun_backend::{Backend, RamBackend};
+
+use super::*;
+use crate::sense::{asc, key};
+
+const N: NexusId = NexusId(1);
+
+fn cfg(bs: u32) -> LuConfig {
+    LuConfig {
+        block_size: bs,
+        read_only: false,
+        product: "ram".into(),
+        revision: "0.1".into(),
+        serial: "ser123".into(),
+        naa_id: 0xabcdef,
+        target_name: "iqn.2026-11.test:t".into(),
+        relative_port: 1,
+        max_transfer_bytes: 1 << 20,
+    }
+}
+
+fn lu_with(backend: Arc<dyn Backend>, c: LuConfig) -> LunMap {
+    let lu = Arc::new(LogicalUnit::new(c, backend).unwrap());
+    LunMap::new(vec![(0, lu)])
+}
+
+fn ram_map(blocks: u64, bs: u32) -> LunMap {
+    lu_with(Arc::new(RamBackend::new(blocks * u64::from(bs))), cfg(bs))
+}
+
+fn run(m: &LunMap, cdb: &[u8]) -> Response {
+    m.execute(Some(0), N, cdb, &[])
+}
+
+fn run_out(m: &LunMap, cdb: &[u8], data: &[u8]) -> Response {
+    m.execute(Some(0), N, cdb, data)
+}
+
+/// (sense key, ASC, ASCQ) of a fixed- or descriptor-format response.
+fn sense_of(r: &Response) -> (u8, u8, u8) {
+    assert_eq!(
+        r.status,
+        status::CHECK_CONDITION,
+        "expected CHECK CONDITION"
+    );
+    let s = &r.sense;
+    match s[0] & 0x7f {
+        0x70 => (s[2] & 0x0f, s[12], s[13]),
+        0x72 => (s[1] & 0x0f, s[2], s[3]),
+        other => panic!("sense format {other:#x}"),
+    }
+}
+
+fn read10(lba: u32, blocks: u16) -> [u8; 10] {
+    let l = lba.to_be_bytes();
+    let n = blocks.to_be_bytes();
+    [0x28, 0, l[0], l[1], l[2], l[3], 0, n[0], n[1], 0]
+}
+
+fn write10(lba: u32, blocks: u16, flags: u8) -> [u8; 10] {
+    let mut c = read10(lba, blocks);
+    c[0] = 0x2a;
+    c[1] = flags;
+    c
+}
+
+#[test]
+fn standard_inquiry_layout() {
+    let m = ram_map(100, 512);
+    let r = run(&m, &[0x12, 0, 0, 0, 255, 0]);
+    assert_eq!(r.status, status::GOOD);
+    let d = &r.data;
+    assert_eq!(d.len(), 96);
+    assert_eq!(d[0], 0x00);
+    assert_eq!(d[2], 0x06, "SPC-4");
+    assert_eq!(d[3] & 0x0f, 2, "response data format 2");
+    assert_eq!(d[4] as usize, d.len() - 5);
+    assert_eq!(&d[8..16], b"IRONLUN ");
+    assert!(d[8..36].iter().all(|&c| (0x20..=0x7e).contains(&c)));
+    let descs: Vec<u16> = d[58..74]
+        .chunks(2)
+        .map(|c| u16::from_be_bytes([c[0], c[1]]))
+        .collect();
+    assert!(descs.contains(&0x0460) && descs.contains(&0x04c0));
+    // Allocation length truncates without error and without residual
+    // overflow (transfer length = bytes returned).
+    let r = run(&m, &[0x12, 0, 0, 0, 5, 0]);
+    assert_eq!(r.data.len(), 5);
+    assert_eq!(r.transfer_length, 5);
+    // 16-bit allocation length.
+    let r = run(&m, &[0x12, 0, 0, 0x01, 0xff, 0]);
+    assert_eq!(r.data.len(), 96);
+    // EVPD=0 with a page code is invalid.
+    assert_eq!(
+        sense_of(&run(&m, &[0x12, 0, 0x80, 0, 255, 0])),
+        (key::ILLEGAL_REQUEST, 0x24, 0)
+    );
+}
+
+#[test]
+fn vpd_pages() {
+    let m = ram_map(100, 512);
+    let r = run(&m, &[0x12, 1, 0x00, 0, 255, 0]);
+    let pages = &r.data[4..];
+    assert_eq!(pages, &[0x00, 0x80, 0x83, 0xb0, 0xb1, 0xb2]);
+    for &p in pages {
+        let r = run(&m, &[0x12, 1, p, 0, 255, 0]);
+        assert_eq!(r.status, status::GOOD, "page {p:#x}");
+        assert_eq!(r.data[1], p);
+        assert_eq!(
+            r.data.len(),
+            4 + u16::from_be_bytes([r.data[2], r.data[3]]) as usize
+        );
+    }
+    let bl = run(&m, &[0x12, 1, 0xb0, 0, 255, 0]);
+    assert_eq!(bl.data[3], 0x3c);
+    assert_eq!(
+        u32::from_be_bytes(bl.data[8..12].try_into().unwrap()),
+        (1 << 20) / 512
+    );
+    let id = run(&m, &[0x12, 1, 0x83, 0, 255, 0]);
+    // First designator: NAA, binary, 8 bytes, NAA nibble 3.
+    assert_eq!(&id.data[4..8], &[0x01, 0x03, 0, 8]);
+    assert_eq!(id.data[8] >> 4, 3);
+    let sn = run(&m, &[0x12, 1, 0x80, 0, 255, 0]);
+    assert_eq!(&sn.data[4..], b"ser123");
+    assert_eq!(
+        sense_of(&run(&m, &[0x12, 1, 0x99, 0, 255, 0])),
+        (key::ILLEGAL_REQUEST, 0x24, 0)
+    );
+}
+
+#[test]
+fn read_capacity_10_and_16() {
+    let m = ram_map(2048, 4096);
+    let r = run(&m, &[0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(&r.data[..], &[0, 0, 0x07, 0xff, 0, 0, 0x10, 0]);
+    let r = run(&m, &[0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0]);
+    assert_eq!(r.data.len(), 32);
+    assert_eq!(u64::from_be_bytes(r.data[..8].try_into().unwrap()), 2047);
+    assert_eq!(u32::from_be_bytes(r.data[8..12].try_into().unwrap()), 4096);
+    let r = run(&m, &[0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 0, 0]);
+    assert_eq!(r.data.len(), 12);
+}
+
+#[test]
+fn write_then_read_round_trips_all_sizes() {
+    let m = ram_map(1000, 512);
+    let data: Vec<u8> = (0..1024u32).map(|i| (i * 7) as u8).collect();
+    let r = run_out(&m, &write10(10, 2, 0), &data);
+    assert_eq!(r.status, status::GOOD);
+    assert_eq!(r.transfer_length, 1024);
+    assert_eq!(&run(&m, &read10(10, 2)).data[..], &data[..]);
+    // READ(6), (12) and (16) see the same data.
+    assert_eq!(&run(&m, &[0x08, 0, 0, 10, 2, 0]).data[..], &data[..]);
+    assert_eq!(
+        &run(&m, &[0xa8, 0, 0, 0, 0, 10, 0, 0, 0, 2, 0, 0]).data[..],
+        &data[..]
+    );
+    let r16 = [0x88, 0, 0, 0, 0, 0, 0, 0, 0, 10, 0, 0, 0, 2, 0, 0];
+    assert_eq!(&run(&m, &r16).data[..], &data[..]);
+    // WRITE(16) with FUA, then WRITE AND VERIFY(10) with BYTCHK=1.
+    let w16 = [0x8a, 0x08, 0, 0, 0, 0, 0, 0, 0, 20, 0, 0, 0, 1, 0, 0];
+    assert_eq!(run_out(&m, &w16, &data[..512]).status, status::GOOD);
+    let wv = [0x2e, 0x02, 0, 0, 0, 21, 0, 0, 1, 0];
+    assert_eq!(run_out(&m, &wv, &data[..512]).status, status::GOOD);
+    assert_eq!(
+        &run(&m, &read10(20, 2)).data[..],
+        &[&data[..512], &data[..512]].concat()[..]
+    );
+    // READ(6) transfer length 0 means 256 blocks.
+    assert_eq!(run(&m, &[0x08, 0, 0, 0, 0, 0]).data.len(), 256 * 512);
+}
+
+#[test]
+fn lba_out_of_range_and_zero_length() {
+    let m = ram_map(100, 512);
+    let oob = (key::ILLEGAL_REQUEST, 0x21, 0x00);
+    assert_eq!(sense_of(&run(&m, &read10(99, 2))), oob);
+    assert_eq!(sense_of(&run(&m, &read10(100, 1))), oob);
+    assert_eq!(sense_of(&run(&m, &read10(u32::MAX, 1))), oob);
+    // Zero blocks: fine inside the medium, out of range past it.
+    assert_eq!(run(&m, &read10(0, 0)).status, status::GOOD);
+    assert_eq!(run(&m, &read10(99, 0)).status, status::GOOD);
+    assert_eq!(sense_of(&run(&m, &read10(101, 0))), oob);
+    let r16 = [
+        0x88, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 1, 0, 0,
+    ];
+    assert_eq!(sense_of(&run(&m, &r16)), oob);
+    // Beyond MAXIMUM TRANSFER LENGTH (1 MiB = 2048 blocks here).
+    let big = ram_map(10_000, 512);
+    assert_eq!(
+        sense_of(&run(&big, &read10(0, 2049))),
+        (key::ILLEGAL_REQUEST, 0x24, 0)
+    );
+}
+
+#[test]
+fn protect_fields_and_reserved_bits_are_invalid_field_in_cdb() {
+    let m = ram_map(100, 512);
+    for rdprotect in 1..8u8 {
+        let mut c = read10(0, 1);
+        c[1] = rdprotect << 5;
+        assert_eq!(sense_of(&run(&m, &c)), (key::ILLEGAL_REQUEST, 0x24, 0));
+    }
+    // DPO/FUA are accepted (DPOFUA is set in MODE SENSE).
+    let mut c = read10(0, 1);
+    c[1] = 0x18;
+    assert_eq!(run(&m, &c).status, status::GOOD);
+}
+
+#[test]
+fn write_with_too_little_data_is_refused_without_writing() {
+    let m = ram_map(100, 512);
+    run_out(&m, &write10(0, 1, 0), &[b'a'; 512]);
+    let r = run_out(&m, &write10(0, 1, 0), &[b'b'; 200]);
+    assert_eq!(sense_of(&r), (key::ILLEGAL_REQUEST, 0x0e, 0x03));
+    assert_eq!(
+        r.transfer_length, 512,
+        "overflow residual is computed from this"
+    );
+    assert!(run(&m, &read10(0, 1)).data.iter().all(|&c| c == b'a'));
+    // More data than the CDB asks for: only the CDB's length is written.
+    let r = run_out(&m, &write10(0, 1, 0), &[b'c'; 1024]);
+    assert_eq!(r.status, status::GOOD);
+    assert_eq!(r.transfer_length, 512);
+    assert!(run(&m, &read10(1, 1)).data.iter().all(|&c| c == 0));
+}
+
+#[test]
+fn read_only_lun_refuses_writes() {
+    let mut c = cfg(512);
+    c.read_only = true;
+    let m = lu_with(Arc::new(RamBackend::new(512 * 100)), c);
+    assert_eq!(
+        sense_of(&run_out(&m, &write10(0, 1, 0), &[0; 512])),
+        (key::DATA_PROTECT, 0x27, 0)
+    );
+    assert_eq!(run(&m, &read10(0, 1)).status, status::GOOD);
+    // MODE SENSE reports WP.
+    let r = run(&m, &[0x1a, 0, 0x3f, 0, 255, 0]);
+    assert_eq!(r.data[2] & 0x80, 0x80);
+}
+
+#[test]
+fn unit_attention_after_attach_then_cleared() {
+    let m = ram_map(100, 512);
+    m.attach_nexus(N, false);
+    // INQUIRY and REPORT LUNS pass through a pending UA.
+    assert_eq!(run(&m, &[0x12, 0, 0, 0, 36, 0]).status, status::GOOD);
+    assert_eq!(
+        run(&m, &[0xa0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0]).status,
+        status::GOOD
+    );
+    let r = run(&m, &[0x00, 0, 0, 0, 0, 0]);
+    assert_eq!(sense_of(&r), (key::UNIT_ATTENTION, 0x29, 0x00));
+    assert_eq!(run(&m, &[0x00, 0, 0, 0, 0, 0]).status, status::GOOD);
+    // Another nexus has its own UA.
+    let other = NexusId(2);
+    m.attach_nexus(other, false);
+    assert_eq!(run(&m, &[0x00, 0, 0, 0, 0, 0]).status, status::GOOD);
+    let r = m.execute(Some(0), other, &[0, 0, 0, 0, 0, 0], &[]);
+    assert_eq!(r.status, status::CHECK_CONDITION);
+}
+
+#[test]
+fn capacity_change_and_reset_unit_attentions() {
+    let m = ram_map(100, 512);
+    m.attach_nexus(N, false);
+    run(&m, &[0x00, 0, 0, 0, 0, 0]);
+    let lu = m.get(0).unwrap().clone();
+    lu.set_num_blocks(50);
+    assert_eq!(
+        sense_of(&run(&m, &read10(0, 1))),
+        (key::UNIT_ATTENTION, 0x2a, 0x09)
+    );
+    let r = run(&m, &[0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(&r.data[..4], &[0, 0, 0, 49]);
+    lu.reset();
+    // REQUEST SENSE reports and clears it.
+    let r = run(&m, &[0x03, 0, 0, 0, 18, 0]);
+    assert_eq!(r.status, status::GOOD);
+    assert_eq!(
+        (r.data[2], r.data[12], r.data[13]),
+        (key::UNIT_ATTENTION, 0x29, 0x03)
+    );
+    let r = run(&m, &[0x03, 0, 0, 0, 18, 0]);
+    assert_eq!(r.data[2], key::NO_SENSE);
+}
+
+#[test]
+fn descriptor_sense_when_d_sense_is_set() {
+    let m = ram_map(100, 512);
+    m.get(0)
+        .unwrap()
+        .mode
+        .d_sense
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    let r = run(&m, &read10(200, 1));
+    assert_eq!(r.sense[0], 0x72);
+    assert_eq!(sense_of(&r), (key::ILLEGAL_REQUEST, 0x21, 0));
+}
+
+#[test]
+fn medium_errors_from_the_backend() {
+    let b = Arc::new(FaultyBackend::new(RamBackend::new(512 * 100)));
+    b.set_faults(Faults {
+        read: Some(512 * 10..512 * 11),
+        write: Some(0..512),
+        flush: true,
+    });
+    let m = lu_with(b, cfg(512));
+    let r = run(&m, &read10(10, 1));
+    assert_eq!(sense_of(&r), (key::MEDIUM_ERROR, 0x11, 0x00));
+    assert_eq!(&r.sense[3..7], &[0, 0, 0, 10], "INFORMATION holds the LBA");
+    assert_eq!(run(&m, &read10(11, 1)).status, status::GOOD);
+    assert_eq!(
+        sense_of(&run_out(&m, &write10(0, 1, 0), &[0; 512])),
+        (key::MEDIUM_ERROR, 0x0c, 0x00)
+    );
+    assert_eq!(
+        sense_of(&run(&m, &[0x35, 0, 0, 0, 0, 0, 0, 0, 0, 0])),
+        (key::MEDIUM_ERROR, 0x0c, 0x00)
+    );
+}
+
+#[test]
+fn mode_sense_pages() {
+    let m = ram_map(100, 512);
+    let r = run(&m, &[0x1a, 0, 0x3f, 0, 255, 0]);
+    assert_eq!(r.status, status::GOOD);
+    let d = &r.data;
+    assert_eq!(d[0] as usize, d.len() - 1);
+    assert_eq!(d[2] & 0x10, 0x10, "DPOFUA");
+    assert_eq!(d[3], 8, "one short block descriptor");
+    assert_eq!(&d[4 + 5..4 + 8], &[0, 2, 0], "block length 512");
+    let pages: Vec<u8> = {
+        let mut v = Vec::new();
+        let mut i = 12;
+        while i < d.len() {
+            v.push(d[i] & 0x3f);
+            i += 2 + d[i + 1] as usize;
+        }
+        v
+    };
+    assert_eq!(pages, vec![0x08, 0x0a, 0x1c]);
+    // Allocation length 4: four bytes, and no residual overflow (transfer
+    // length equals what was returned).
+    let r = run(&m, &[0x1a, 0, 0x3f, 0, 4, 0]);
+    assert_eq!((r.data.len(), r.transfer_length), (4, 4));
+    // MODE SENSE(10) with LLBAA: a 16-byte descriptor.
+    let r = run(&m, &[0x5a, 0x10, 0x0a, 0, 0, 0, 0, 0, 255, 0]);
+    assert_eq!(r.data[4] & 1, 1);
+    assert_eq!(u16::from_be_bytes([r.data[6], r.data[7]]), 16);
+    assert_eq!(r.data[8 + 16], 0x0a);
+    // Saved values are not supported; unknown pages are invalid.
+    assert_eq!(
+        sense_of(&run(&m, &[0x1a, 0, 0xc8, 0, 255, 0])),
+        (key::ILLEGAL_REQUEST, 0x39, 0)
+    );
+    assert_eq!(
+        sense_of(&run(&m, &[0x1a, 0, 0x01, 0, 255, 0])),
+        (key::ILLEGAL_REQUEST, 0x24, 0)
+    );
+}
+
+#[test]
+fn report_luns_and_missing_luns() {
+    let a = Arc::new(LogicalUnit::new(cfg(512), Arc::new(RamBackend::new(512 * 10))).unwrap());
+    let b = Arc::new(LogicalUnit::new(cfg(512), Arc::new(RamBackend::new(512 * 10))).unwrap());
+    let m = LunMap::new(vec![(0, a), (300, b)]);
+    let rl = [0xa0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0];
+    let r = m.execute(Some(5), N, &rl, &[]);
+    assert_eq!(r.status, status::GOOD);
+    assert_eq!(&r.data[..4], &[0, 0, 0, 16]);
+    assert_eq!(&r.data[8..16], &[0; 8]);
+    assert_eq!(&r.data[16..18], &[0x41, 0x2c]);
+    // Allocation length below 16 is invalid (SPC-4 §6.33).
+    let short = [0xa0, 0, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0];
+    assert_eq!(
+        sense_of(&m.execute(Some(0), N, &short, &[])),
+        (key::ILLEGAL_REQUEST, 0x24, 0)
+    );
+    // A LUN without a logical unit.
+    let r = m.execute(Some(5), N, &[0x12, 0, 0, 0, 96, 0], &[]);
+    assert_eq!(r.data[0], 0x7f);
+    let r = m.execute(Some(5), N, &[0x00, 0, 0, 0, 0, 0], &[]);
+    assert_eq!(sense_of(&r), (key::ILLEGAL_REQUEST, 0x25, 0));
+    let r = m.execute(None, N, &[0x03, 0, 0, 0, 18, 0], &[]);
+    assert_eq!(r.status, status::GOOD);
+    assert_eq!((r.data[2], r.data[12]), (key::ILLEGAL_REQUEST, 0x25));
+}
+
+#[test]
+fn unknown_opcode_and_report_supported_opcodes() {
+    let m = ram_map(100, 512);
+    assert_eq!(
+        sense_of(&run(&m, &[0xc0, 0, 0, 0, 0, 0])),
+        (key::ILLEGAL_REQUEST, 0x20, 0)
+    );
+    // One command, no service action: READ(10).
+    let r = run(&m, &[0xa3, 0x0c, 0x01, 0x28, 0, 0, 0, 0, 1, 0, 0, 0]);
+    assert_eq!(r.status, status::GOOD);
+    assert_eq!(r.data[1] & 0x07, 0x03, "supported");
+    assert_eq!(u16::from_be_bytes([r.data[2], r.data[3]]), 10);
+    assert_eq!(r.data[4], 0x28);
+    assert_eq!(r.data[5] & 0x18, 0x18, "DPO/FUA in CDB usage data");
+    // With timeouts descriptor.
+    let r = run(&m, &[0xa3, 0x0c, 0x81, 0x28, 0, 0, 0, 0, 1, 0, 0, 0]);
+    assert_eq!(r.data.len(), 4 + 10 + 12);
+    // READ CAPACITY(16) needs the service action form.
+    assert_eq!(
+        sense_of(&run(
+            &m,
+            &[0xa3, 0x0c, 0x01, 0x9e, 0, 0x10, 0, 0, 1, 0, 0, 0]
+        )),
+        (key::ILLEGAL_REQUEST, 0x24, 0)
+    );
+    let r = run(&m, &[0xa3, 0x0c, 0x02, 0x9e, 0, 0x10, 0, 0, 1, 0, 0, 0]);
+    assert_eq!(r.data[1] & 0x07, 0x03);
+    // Not supported: SUPPORT = 001b.
+    let r = run(&m, &[0xa3, 0x0c, 0x01, 0xc0, 0, 0, 0, 0, 1, 0, 0, 0]);
+    assert_eq!(r.data[1] & 0x07, 0x01);
+    // All commands: one 8-byte descriptor per table row.
+    let r = run(&m, &[0xa3, 0x0c, 0x00, 0, 0, 0, 0, 0, 0x10, 0, 0, 0]);
+    let len = u32::from_be_bytes(r.data[..4].try_into().unwrap()) as usize;
+    assert_eq!(len, 8 * ops::OPS.len());
+}
+
+#[test]
+fn block_size_4096() {
+    let m = ram_map(16, 4096);
+    let data = vec![0x5a; 4096];
+    assert_eq!(run_out(&m, &write10(15, 1, 0), &data).status, status::GOOD);
+    assert_eq!(&run(&m, &read10(15, 1)).data[..], &data[..]);
+    assert_eq!(
+        sense_of(&run(&m, &read10(16, 1))),
+        (key::ILLEGAL_REQUEST, 0x21, 0)
+    );
+}
+
+#[test]
+fn rejects_bad_configuration() {
+    assert!(LogicalUnit::new(cfg(1024), Arc::new(RamBackend::new(1 << 20))).is_err());
+    assert!(LogicalUnit::new(cfg(4096), Arc::new(RamBackend::new(100))).is_err());
+    let _ = asc::WRITE_ERROR;
+}
