@@ -1,1 +1,154 @@
-fn main() {}
+//! `ironlun`: the command-line front end. Parses flags, sets up logging
+//! and runs the chosen tool; it knows nothing of how the layers work inside.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use ironlun_target::{Config, Overrides, Server};
+use tracing_subscriber::EnvFilter;
+
+#[derive(Parser)]
+#[command(
+    name = "ironlun",
+    version,
+    about = "Userspace iSCSI target, initiator and SAN benchmark lab"
+)]
+struct Cli {
+    /// Log level or filter (error, warn, info, debug, trace, or a tracing
+    /// filter such as ironlun_target=debug). Also IRONLUN_LOG.
+    #[arg(long, global = true, env = "IRONLUN_LOG")]
+    log: Option<String>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run an iSCSI target (RFC 7143) exporting null, RAM, file and
+    /// block-device LUNs.
+    Target(TargetArgs),
+}
+
+#[derive(clap::Args)]
+struct TargetArgs {
+    /// TOML configuration file (see docs/config.md).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Portal to listen on, ADDR:PORT (repeatable; default 127.0.0.1:3260;
+    /// IPv6 as [::1]:3260).
+    #[arg(long, value_name = "ADDR:PORT")]
+    listen: Vec<String>,
+    /// Target name (default: iqn.2026-11.io.ironlun:<host name>).
+    #[arg(long, value_name = "IQN")]
+    name: Option<String>,
+    /// A LUN, numbered from 0 in the order given: ram:SIZE, null:SIZE,
+    /// file:PATH[,size=SIZE][,direct][,prealloc] or block:PATH[,direct],
+    /// optionally followed by ,bs=4096 and ,ro. Sizes: 512MiB, 1GiB, 1G.
+    #[arg(long, value_name = "SPEC")]
+    lun: Vec<String>,
+    /// Commands each session may have outstanding (the CmdSN window).
+    #[arg(long, value_name = "N")]
+    queue_depth: Option<u32>,
+}
+
+/// Exit status for bad flags or configuration.
+const EXIT_USAGE: u8 = 2;
+
+fn init_logging(flag: Option<&str>, config: Option<&str>) {
+    let filter = flag.or(config).unwrap_or("info");
+    let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+fn usage_error(msg: &str) -> ExitCode {
+    eprintln!("ironlun: {msg}");
+    ExitCode::from(EXIT_USAGE)
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let _ = e.print();
+                return ExitCode::SUCCESS;
+            }
+            // One clear line instead of clap's usage block.
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments");
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            return usage_error(&format!("{first} (see ironlun --help)"));
+        }
+    };
+    match cli.command {
+        Command::Target(args) => run_target(cli.log.as_deref(), args),
+    }
+}
+
+fn run_target(log: Option<&str>, args: TargetArgs) -> ExitCode {
+    let overrides = Overrides {
+        config: args.config,
+        listen: args.listen,
+        name: args.name,
+        luns: args.lun,
+        queue_depth: args.queue_depth,
+    };
+    let cfg = match Config::load(&overrides) {
+        Ok(c) => c,
+        Err(e) => return usage_error(&e),
+    };
+    init_logging(log, cfg.log.as_deref());
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("ironlun: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    rt.block_on(async move {
+        let server = match Server::bind(&cfg).await {
+            Ok(s) => s,
+            Err(e) => return usage_error(&e),
+        };
+        for t in &cfg.targets {
+            for l in &t.luns {
+                tracing::info!("target {} LUN {}: {:?}", t.name, l.number, l.spec);
+            }
+        }
+        match server.run(shutdown_signal()).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("ironlun: {e}");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let term = signal(SignalKind::terminate());
+    match term {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+    tracing::info!("signal received");
+}

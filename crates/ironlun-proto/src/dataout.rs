@@ -29,7 +29,36 @@ pub enum DataOutError {
     #[error("Data-Out beyond the end of its sequence ({end})")]
     BeyondSequence { end: u32 },
     #[error("F bit set before the sequence ended at {end}")]
-    EarlyFinal { end: u32 },
+    EarlyFinal { end: u32, unsolicited: bool },
+}
+
+impl DataOutError {
+    /// The sense (key, ASC, ASCQ) that reports this error on the task:
+    /// the iSCSI codes of RFC 7143 §11.4.7.2 where one exists, otherwise
+    /// the SPC-4 Annex D data phase codes, all with ABORTED COMMAND.
+    pub fn sense(&self) -> (u8, u8, u8) {
+        const ABORTED_COMMAND: u8 = 0x0b;
+        let (asc, ascq) = match self {
+            // Unexpected unsolicited data (RFC 7143 §11.4.7.2).
+            DataOutError::UnsolicitedNotAllowed => (0x0c, 0x0c),
+            // INVALID TARGET PORT TRANSFER TAG RECEIVED.
+            DataOutError::UnknownTtt(_) => (0x4b, 0x01),
+            // DATA PHASE ERROR.
+            DataOutError::OutOfOrderSequence(_) | DataOutError::BadDataSn { .. } => (0x4b, 0x00),
+            // DATA OFFSET ERROR.
+            DataOutError::BadOffset { .. } => (0x4b, 0x05),
+            // TOO MUCH WRITE DATA.
+            DataOutError::BeyondSequence { .. } => (0x4b, 0x02),
+            // Not enough unsolicited data (RFC 7143 §11.4.7.2).
+            DataOutError::EarlyFinal {
+                unsolicited: true, ..
+            } => (0x0c, 0x0d),
+            DataOutError::EarlyFinal {
+                unsolicited: false, ..
+            } => (0x4b, 0x00),
+        };
+        (ABORTED_COMMAND, asc, ascq)
+    }
 }
 
 /// One R2T sent and not yet fully answered.
@@ -209,7 +238,10 @@ impl WriteCollect {
             return Err(DataOutError::BeyondSequence { end: seq_end });
         }
         if final_bit && end != seq_end {
-            return Err(DataOutError::EarlyFinal { end: seq_end });
+            return Err(DataOutError::EarlyFinal {
+                end: seq_end,
+                unsolicited,
+            });
         }
 
         if len > 0 {
@@ -369,7 +401,10 @@ mod tests {
         let mut w = WriteCollect::new(2048, Bytes::new(), 2048, false);
         assert_eq!(
             w.accept(RESERVED_TAG, 0, 0, true, bytes(512, 0)),
-            Err(DataOutError::EarlyFinal { end: 2048 })
+            Err(DataOutError::EarlyFinal {
+                end: 2048,
+                unsolicited: true
+            })
         );
     }
 

@@ -87,6 +87,9 @@ pub struct TargetInfo {
     pub alias: Option<String>,
     pub portal_group_tag: u16,
     pub offers: Offers,
+    /// Commands a session may hold at once: sets MaxCmdSN from the first
+    /// response on.
+    pub queue_depth: u32,
 }
 
 /// A login that has completed negotiation and asks to become a session.
@@ -189,8 +192,10 @@ pub struct TargetLogin {
 }
 
 impl TargetLogin {
-    /// `initial_stat_sn` seeds the connection's StatSN; `text_limit` bounds
-    /// the login text an initiator can make us collect.
+    /// `initial_stat_sn` seeds the connection's StatSN; `queue_depth` is
+    /// the command window of discovery sessions (a normal session takes its
+    /// target's); `text_limit` bounds the login text an initiator can make
+    /// us collect.
     pub fn new(initial_stat_sn: u32, queue_depth: u32, text_limit: usize) -> Self {
         TargetLogin {
             stage: CSG_SECURITY,
@@ -259,6 +264,13 @@ impl TargetLogin {
                         format!("TSIH 0x{:04x}: no multi-connection sessions", req.tsih),
                     ));
                 }
+                // The first request may start in either stage: without
+                // security negotiation the initiator begins operational
+                // negotiation at once (RFC 7143 §6.3).
+                if req.csg != CSG_SECURITY && req.csg != CSG_OPERATIONAL {
+                    return Err(ierr(&format!("login cannot start in stage {}", req.csg)));
+                }
+                self.stage = req.csg;
                 self.first = Some(req.clone());
             }
             Some(first) => {
@@ -440,6 +452,7 @@ impl TargetLogin {
                     .find_target(name, initiator)
                     .map_err(|s| (s, format!("target {name}: {}", s.describe())))?;
                 let offers = t.offers.clone();
+                self.queue_depth = t.queue_depth.max(1);
                 // RFC 7143 §13.9: the first response of a normal session
                 // carries the TargetPortalGroupTag.
                 answers.push((

@@ -219,6 +219,14 @@ pub enum CloseReason {
 #[derive(Clone, Debug)]
 pub enum Event {
     Execute(ScsiTask),
+    /// The task's data transfer broke the protocol: answer it with CHECK
+    /// CONDITION and this sense (key, ASC, ASCQ) through
+    /// [`TargetConnection::complete`].
+    FailTask {
+        itt: u32,
+        lun: Lun,
+        sense: (u8, u8, u8),
+    },
     TaskManagement(TmfRequest),
     /// Send what `poll_transmit` returned, then close the connection.
     Close(CloseReason),
@@ -269,6 +277,7 @@ pub struct ConnStats {
     pub write_bytes: u64,
     pub rejects: u64,
     pub ignored_cmd_sn: u64,
+    pub data_out_errors: u64,
 }
 
 /// One target connection in full feature phase.
@@ -806,10 +815,26 @@ impl TargetConnection {
         }
     }
 
+    /// A Data-Out sequencing error ends the task, not the connection: it
+    /// is answered with CHECK CONDITION (RFC 7143 §11.4.7.2) and any data
+    /// still arriving for it is discarded. Other sessions and the rest of
+    /// this one are unaffected.
     fn data_out_error(&mut self, itt: u32, e: DataOutError) {
-        // ERL 0: a sequence error on Data-Out fails the connection
-        // (RFC 7143 §7.1.4, §6.1.1).
-        self.close(CloseReason::ProtocolError(format!("task 0x{itt:08x}: {e}")));
+        self.stats.data_out_errors += 1;
+        let Some(task) = self.tasks.get_mut(&itt) else {
+            return;
+        };
+        task.state = TaskState::Executing;
+        let reserved = std::mem::take(&mut task.reserved);
+        let lun = task.lun;
+        self.reserved = self.reserved.saturating_sub(reserved);
+        self.solicit_queue.retain(|t| *t != itt);
+        self.events.push_back(Event::FailTask {
+            itt,
+            lun,
+            sense: e.sense(),
+        });
+        self.pump_r2ts();
     }
 
     /// The driver finished executing a task.

@@ -111,26 +111,37 @@ pub fn write(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Respo
     if bytes == 0 {
         return Ok(Response::good());
     }
-    let Some(data) = req.data_out.get(..bytes as usize) else {
-        // The initiator sent less than the CDB asks for (its Expected Data
-        // Transfer Length was too small): refuse without writing anything
-        // (FCP-4 §9.4.2 option b, which iSCSI residual handling follows).
-        return Ok(lu.check_condition(
-            Sense::new(
-                key::ILLEGAL_REQUEST,
-                asc::INVALID_FIELD_IN_COMMAND_INFORMATION_UNIT,
-            ),
-            bytes,
-        ));
-    };
+    // FCP-4 §9.4.2 option (a), which iSCSI residual handling follows
+    // (RFC 7143 §11.4.5.1): when the initiator sends less than the CDB asks
+    // for (Expected Data Transfer Length too small), process the command
+    // with the data that arrived and report the rest as overflow. Extra
+    // data beyond the CDB's length is ignored (underflow).
+    let received = req.data_out.len().min(bytes as usize);
+    let data = req.data_out.get(..received).unwrap_or(&[]);
     // FUA, a disabled write cache and WRITE AND VERIFY all need the data on
     // stable storage before status (SBC-4 §5.40, §6.5.3).
     let durable = rw.fua || verify || !lu.mode.wce.load(Ordering::Relaxed);
+    let bs = lu.block_size() as usize;
     let offset = rw.lba * u64::from(lu.block_size());
-    match lu.backend.write(offset, data, durable) {
-        Ok(()) => Ok(Response::written(bytes)),
-        Err(_) => Err(Sense::new(key::MEDIUM_ERROR, asc::WRITE_ERROR).with_info(rw.lba)),
+    let whole = received / bs * bs;
+    let write_err = |_| Sense::new(key::MEDIUM_ERROR, asc::WRITE_ERROR).with_info(rw.lba);
+    if whole > 0 {
+        lu.backend
+            .write(offset, data.get(..whole).unwrap_or(&[]), durable)
+            .map_err(write_err)?;
     }
+    if received > whole {
+        // A partial last block: merge it with what the medium holds.
+        let at = offset + whole as u64;
+        let old = lu.backend.read(at, bs).map_err(write_err)?;
+        let mut block = old.to_vec();
+        let tail = data.get(whole..).unwrap_or(&[]);
+        if let Some(dst) = block.get_mut(..tail.len()) {
+            dst.copy_from_slice(tail);
+        }
+        lu.backend.write(at, &block, durable).map_err(write_err)?;
+    }
+    Ok(Response::written(bytes))
 }
 
 pub fn synchronize_cache(

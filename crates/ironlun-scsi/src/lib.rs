@@ -189,6 +189,21 @@ impl LunMap {
         }
     }
 
+    /// CHECK CONDITION with `sense`, in the sense format of the addressed
+    /// LU (fixed format when there is none). For errors found outside the
+    /// device, such as a broken data transfer.
+    pub fn check_condition(&self, lun: Option<u16>, sense: Sense) -> Response {
+        match lun.and_then(|n| self.get(n)) {
+            Some(lu) => lu.check_condition(sense, 0),
+            None => Response {
+                status: status::CHECK_CONDITION,
+                sense: sense.encode(false),
+                data: Bytes::new(),
+                transfer_length: 0,
+            },
+        }
+    }
+
     /// Registers a new I_T nexus with every LU (unit attention on first
     /// use, SAM-5 §6.3.1).
     pub fn attach_nexus(&self, nexus: NexusId, replaced: bool) {

@@ -215,21 +215,29 @@ fn protect_fields_and_reserved_bits_are_invalid_field_in_cdb() {
 }
 
 #[test]
-fn write_with_too_little_data_is_refused_without_writing() {
+fn write_with_too_little_data_writes_what_arrived() {
     let m = ram_map(100, 512);
-    run_out(&m, &write10(0, 1, 0), &[b'a'; 512]);
-    let r = run_out(&m, &write10(0, 1, 0), &[b'b'; 200]);
-    assert_eq!(sense_of(&r), (key::ILLEGAL_REQUEST, 0x0e, 0x03));
+    run_out(&m, &write10(0, 2, 0), &[b'a'; 1024]);
+    // Two blocks asked for, one block and 200 bytes sent: those are
+    // written, the rest of the second block keeps its old data.
+    let r = run_out(&m, &write10(0, 2, 0), &[b'b'; 712]);
+    assert_eq!(r.status, status::GOOD);
     assert_eq!(
-        r.transfer_length, 512,
+        r.transfer_length, 1024,
         "overflow residual is computed from this"
     );
-    assert!(run(&m, &read10(0, 1)).data.iter().all(|&c| c == b'a'));
+    let back = run(&m, &read10(0, 2)).data;
+    assert!(back[..712].iter().all(|&c| c == b'b'));
+    assert!(back[712..].iter().all(|&c| c == b'a'));
+    // Nothing sent: nothing written.
+    let r = run_out(&m, &write10(0, 1, 0), &[]);
+    assert_eq!((r.status, r.transfer_length), (status::GOOD, 512));
+    assert_eq!(run(&m, &read10(0, 1)).data[0], b'b');
     // More data than the CDB asks for: only the CDB's length is written.
     let r = run_out(&m, &write10(0, 1, 0), &[b'c'; 1024]);
     assert_eq!(r.status, status::GOOD);
     assert_eq!(r.transfer_length, 512);
-    assert!(run(&m, &read10(1, 1)).data.iter().all(|&c| c == 0));
+    assert_eq!(run(&m, &read10(1, 1)).data[0], b'b');
 }
 
 #[test]

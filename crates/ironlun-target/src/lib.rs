@@ -1,1 +1,25 @@
+//! # ironlun-target: the target daemon
+//!
+//! **Owns:** configuration (TOML file and command-line shorthand), opening
+//! backends, the listening portals, the session table (TSIH assignment,
+//! reinstatement, I_T nexus registration), one async task per connection
+//! driving the sans-IO protocol core over a socket, timers, statistics,
+//! and clean shutdown (stop accepting, ask initiators to log out, finish
+//! commands, flush).
+//!
+//! **Must not know:** PDU layouts beyond "give me the next frame"
+//! (ironlun-wire), protocol rules (ironlun-proto), SCSI semantics
+//! (ironlun-scsi) or how blocks are stored (ironlun-backend).
 
+#![cfg_attr(
+    test,
+    allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
+pub mod config;
+mod conn;
+pub mod registry;
+pub mod server;
+
+pub use config::{Config, Overrides};
+pub use server::Server;

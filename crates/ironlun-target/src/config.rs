@@ -1,0 +1,770 @@
+//! Target configuration: the TOML file and the command-line shorthand
+//! (`--listen`, `--name`, `--lun SPEC`) both produce a [`Config`].
+//!
+//! Every value is checked here, before any socket opens; a bad value is an
+//! error that names the file, the key or flag, and what is wrong.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ironlun_proto::params::{DigestKind, Offers};
+use serde::Deserialize;
+
+/// Default portal (RFC 7143 §13.8: 3260 is the well-known port).
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:3260";
+
+/// A validated configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub listen: Vec<SocketAddr>,
+    pub targets: Vec<TargetConfig>,
+    pub limits: Limits,
+    /// Log filter (tracing `EnvFilter` syntax), if set in the file.
+    pub log: Option<String>,
+    /// Where the file was read from (for messages).
+    pub source: Option<PathBuf>,
+}
+
+/// Bounds and timers shared by every target.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Limits {
+    pub max_sessions: usize,
+    pub max_connections: usize,
+    pub login_timeout: Duration,
+    pub login_text_limit: usize,
+    pub nop_interval: Option<Duration>,
+    pub nop_timeout: Duration,
+    /// How long initiators get to log out at shutdown.
+    pub shutdown_grace: Duration,
+    pub max_transfer_bytes: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_sessions: 256,
+            max_connections: 1024,
+            login_timeout: Duration::from_secs(15),
+            login_text_limit: 64 << 10,
+            nop_interval: Some(Duration::from_secs(30)),
+            nop_timeout: Duration::from_secs(30),
+            shutdown_grace: Duration::from_secs(3),
+            max_transfer_bytes: 8 << 20,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TargetConfig {
+    pub name: String,
+    pub alias: Option<String>,
+    pub portal_group_tag: u16,
+    pub queue_depth: u32,
+    pub offers: Offers,
+    pub luns: Vec<LunConfig>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LunConfig {
+    pub number: u16,
+    pub spec: LunSpec,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BackendSpec {
+    Null {
+        size: u64,
+    },
+    Ram {
+        size: u64,
+    },
+    File {
+        path: PathBuf,
+        size: Option<u64>,
+        direct: bool,
+        preallocate: bool,
+    },
+    Block {
+        path: PathBuf,
+        direct: bool,
+    },
+}
+
+/// A parsed `--lun` spec: `ram:SIZE`, `null:SIZE`,
+/// `file:PATH[,size=SIZE][,direct][,prealloc]` or `block:PATH[,direct]`,
+/// each optionally followed by `,bs=512|4096` and `,ro`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LunSpec {
+    pub backend: BackendSpec,
+    pub block_size: u32,
+    pub read_only: bool,
+}
+
+/// Parses a size: a number with an optional unit. `K`, `M`, `G`, `T`
+/// and `KiB`..`TiB` are powers of 1024; `KB`..`TB` powers of 1000; `B`
+/// or no unit means bytes.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    if num.is_empty() {
+        return Err(format!("size '{s}' has no number"));
+    }
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("size '{s}' is too large"))?;
+    let mult: u64 = match unit {
+        "" | "B" => 1,
+        "K" | "KiB" | "k" => 1 << 10,
+        "M" | "MiB" => 1 << 20,
+        "G" | "GiB" => 1 << 30,
+        "T" | "TiB" => 1 << 40,
+        "KB" | "kB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        other => return Err(format!("size '{s}': unknown unit '{other}' (use B, KiB, MiB, GiB, TiB, K, M, G, T, KB, MB, GB, TB)")),
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("size '{s}' is too large"))
+}
+
+impl std::str::FromStr for LunSpec {
+    type Err = String;
+
+    fn from_str(spec: &str) -> Result<LunSpec, String> {
+        let (kind, rest) = spec.split_once(':').ok_or_else(|| {
+            format!("LUN '{spec}': expected KIND:ARG (ram:SIZE, null:SIZE, file:PATH, block:PATH)")
+        })?;
+        let mut parts = rest.split(',');
+        let first = parts.next().unwrap_or("");
+        if first.is_empty() {
+            return Err(format!(
+                "LUN '{spec}': missing {} after '{kind}:'",
+                if matches!(kind, "ram" | "null") {
+                    "size"
+                } else {
+                    "path"
+                }
+            ));
+        }
+        let mut size = None;
+        let mut block_size = 512u32;
+        let mut read_only = false;
+        let mut direct = false;
+        let mut preallocate = false;
+        for opt in parts {
+            let (k, v) = match opt.split_once('=') {
+                Some((k, v)) => (k, Some(v)),
+                None => (opt, None),
+            };
+            match (k, v) {
+                ("size", Some(v)) => {
+                    size = Some(parse_size(v).map_err(|e| format!("LUN '{spec}': {e}"))?)
+                }
+                ("bs", Some(v)) => {
+                    block_size = match v {
+                        "512" => 512,
+                        "4096" | "4k" | "4K" | "4KiB" => 4096,
+                        _ => return Err(format!("LUN '{spec}': bs={v} (must be 512 or 4096)")),
+                    }
+                }
+                ("ro", None) => read_only = true,
+                ("direct", None) => direct = true,
+                ("prealloc", None) | ("preallocate", None) => preallocate = true,
+                ("sparse", None) => preallocate = false,
+                _ => return Err(format!("LUN '{spec}': unknown option '{opt}'")),
+            }
+        }
+        let backend = match kind {
+            "ram" | "null" => {
+                if size.is_some() || direct || preallocate {
+                    return Err(format!(
+                        "LUN '{spec}': {kind} takes only a size, bs= and ro"
+                    ));
+                }
+                let size = parse_size(first).map_err(|e| format!("LUN '{spec}': {e}"))?;
+                if kind == "ram" {
+                    BackendSpec::Ram { size }
+                } else {
+                    BackendSpec::Null { size }
+                }
+            }
+            "file" => BackendSpec::File {
+                path: PathBuf::from(first),
+                size,
+                direct,
+                preallocate,
+            },
+            "block" => {
+                if size.is_some() || preallocate {
+                    return Err(format!("LUN '{spec}': block devices take their own size"));
+                }
+                BackendSpec::Block {
+                    path: PathBuf::from(first),
+                    direct,
+                }
+            }
+            other => {
+                return Err(format!(
+                    "LUN '{spec}': unknown backend '{other}' (use ram, null, file or block)"
+                ))
+            }
+        };
+        if let BackendSpec::Null { size } | BackendSpec::Ram { size } = &backend {
+            if *size < u64::from(block_size) {
+                return Err(format!(
+                    "LUN '{spec}': size is smaller than one {block_size}-byte block"
+                ));
+            }
+        }
+        Ok(LunSpec {
+            backend,
+            block_size,
+            read_only,
+        })
+    }
+}
+
+/// An iSCSI name check (RFC 7143 §4.2.7): `iqn.`, `eui.` or `naa.` form,
+/// at most 223 bytes, no spaces.
+pub fn validate_iscsi_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 223 {
+        return Err(format!("iSCSI name '{name}' must be 1 to 223 bytes"));
+    }
+    let lower = name.to_ascii_lowercase();
+    if !(lower.starts_with("iqn.") || lower.starts_with("eui.") || lower.starts_with("naa.")) {
+        return Err(format!(
+            "iSCSI name '{name}' must start with iqn., eui. or naa."
+        ));
+    }
+    if name
+        .chars()
+        .any(|c| c.is_whitespace() || c.is_control() || c == ',')
+    {
+        return Err(format!(
+            "iSCSI name '{name}' contains a space, comma or control character"
+        ));
+    }
+    Ok(())
+}
+
+/// The default target name: `iqn.2026-11.io.ironlun:<host name>`.
+pub fn default_target_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let host: String = host
+        .trim()
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let host = if host.is_empty() {
+        "localhost".to_owned()
+    } else {
+        host
+    };
+    format!("iqn.2026-11.io.ironlun:{host}")
+}
+
+// --- TOML file form -------------------------------------------------------
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    #[serde(default)]
+    listen: Vec<String>,
+    log: Option<String>,
+    #[serde(default)]
+    limits: FileLimits,
+    #[serde(default)]
+    defaults: FileParams,
+    #[serde(default, rename = "target")]
+    targets: Vec<FileTarget>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileLimits {
+    max_sessions: Option<usize>,
+    max_connections: Option<usize>,
+    login_timeout_secs: Option<u64>,
+    login_text_limit: Option<usize>,
+    nop_interval_secs: Option<u64>,
+    nop_timeout_secs: Option<u64>,
+    shutdown_grace_secs: Option<u64>,
+    max_transfer_length: Option<String>,
+}
+
+/// Negotiation offers and queue depth; every key optional.
+#[derive(Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+struct FileParams {
+    queue_depth: Option<u32>,
+    header_digest: Option<Vec<String>>,
+    data_digest: Option<Vec<String>>,
+    max_connections: Option<u16>,
+    initial_r2t: Option<bool>,
+    immediate_data: Option<bool>,
+    max_recv_data_segment_length: Option<u32>,
+    max_burst_length: Option<u32>,
+    first_burst_length: Option<u32>,
+    default_time2wait: Option<u16>,
+    default_time2retain: Option<u16>,
+    max_outstanding_r2t: Option<u16>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileTarget {
+    name: Option<String>,
+    alias: Option<String>,
+    portal_group_tag: Option<u16>,
+    #[serde(default)]
+    params: FileParams,
+    #[serde(default, rename = "lun")]
+    luns: Vec<FileLun>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileLun {
+    number: Option<u16>,
+    spec: String,
+}
+
+/// Default queue depth (commands a session may have outstanding).
+pub const DEFAULT_QUEUE_DEPTH: u32 = 128;
+/// Upper bound on the configurable queue depth.
+pub const MAX_QUEUE_DEPTH: u32 = 4096;
+
+impl FileParams {
+    /// Later values (per target) override earlier ones (defaults).
+    fn merged(&self, over: &FileParams) -> FileParams {
+        FileParams {
+            queue_depth: over.queue_depth.or(self.queue_depth),
+            header_digest: over
+                .header_digest
+                .clone()
+                .or_else(|| self.header_digest.clone()),
+            data_digest: over
+                .data_digest
+                .clone()
+                .or_else(|| self.data_digest.clone()),
+            max_connections: over.max_connections.or(self.max_connections),
+            initial_r2t: over.initial_r2t.or(self.initial_r2t),
+            immediate_data: over.immediate_data.or(self.immediate_data),
+            max_recv_data_segment_length: over
+                .max_recv_data_segment_length
+                .or(self.max_recv_data_segment_length),
+            max_burst_length: over.max_burst_length.or(self.max_burst_length),
+            first_burst_length: over.first_burst_length.or(self.first_burst_length),
+            default_time2wait: over.default_time2wait.or(self.default_time2wait),
+            default_time2retain: over.default_time2retain.or(self.default_time2retain),
+            max_outstanding_r2t: over.max_outstanding_r2t.or(self.max_outstanding_r2t),
+        }
+    }
+
+    fn offers(&self) -> Result<(Offers, u32), String> {
+        let mut o = Offers::default();
+        let digests = |l: &Vec<String>| -> Result<Vec<DigestKind>, String> {
+            if l.is_empty() {
+                return Err("digest list is empty".into());
+            }
+            l.iter().map(|s| s.parse()).collect()
+        };
+        if let Some(l) = &self.header_digest {
+            o.header_digest = digests(l).map_err(|e| format!("header_digest: {e}"))?;
+        }
+        if let Some(l) = &self.data_digest {
+            o.data_digest = digests(l).map_err(|e| format!("data_digest: {e}"))?;
+        }
+        if let Some(v) = self.max_connections {
+            o.max_connections = v;
+        }
+        if let Some(v) = self.initial_r2t {
+            o.initial_r2t = v;
+        }
+        if let Some(v) = self.immediate_data {
+            o.immediate_data = v;
+        }
+        if let Some(v) = self.max_recv_data_segment_length {
+            o.max_recv_data_segment_length = v;
+        }
+        if let Some(v) = self.max_burst_length {
+            o.max_burst_length = v;
+        }
+        if let Some(v) = self.first_burst_length {
+            o.first_burst_length = v;
+        }
+        if let Some(v) = self.default_time2wait {
+            o.default_time2wait = v;
+        }
+        if let Some(v) = self.default_time2retain {
+            o.default_time2retain = v;
+        }
+        if let Some(v) = self.max_outstanding_r2t {
+            o.max_outstanding_r2t = v;
+        }
+        o.validate()?;
+        let qd = self.queue_depth.unwrap_or(DEFAULT_QUEUE_DEPTH);
+        if qd == 0 || qd > MAX_QUEUE_DEPTH {
+            return Err(format!("queue_depth {qd} (must be 1..={MAX_QUEUE_DEPTH})"));
+        }
+        Ok((o, qd))
+    }
+}
+
+/// What the command line says, before merging with a file.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub config: Option<PathBuf>,
+    pub listen: Vec<String>,
+    pub name: Option<String>,
+    pub luns: Vec<String>,
+    pub queue_depth: Option<u32>,
+}
+
+fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    s.parse::<SocketAddr>()
+        .map_err(|_| format!("listen address '{s}' is not ADDR:PORT (IPv6 as [::1]:3260)"))
+}
+
+impl Config {
+    /// Builds the configuration from a file and/or flags.
+    pub fn load(o: &Overrides) -> Result<Config, String> {
+        let mut cfg = match &o.config {
+            Some(path) => {
+                if o.name.is_some() || !o.luns.is_empty() {
+                    return Err(
+                        "--name and --lun cannot be combined with --config (put them in the file)"
+                            .into(),
+                    );
+                }
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+                Config::from_toml(&text, Some(path))?
+            }
+            None => Config::from_flags(o)?,
+        };
+        if !o.listen.is_empty() {
+            cfg.listen = o
+                .listen
+                .iter()
+                .map(|s| parse_listen(s).map_err(|e| format!("--listen: {e}")))
+                .collect::<Result<_, _>>()?;
+        }
+        if let Some(qd) = o.queue_depth {
+            if qd == 0 || qd > MAX_QUEUE_DEPTH {
+                return Err(format!(
+                    "--queue-depth {qd} (must be 1..={MAX_QUEUE_DEPTH})"
+                ));
+            }
+            for t in &mut cfg.targets {
+                t.queue_depth = qd;
+            }
+        }
+        Ok(cfg)
+    }
+
+    fn from_flags(o: &Overrides) -> Result<Config, String> {
+        let name = o.name.clone().unwrap_or_else(default_target_name);
+        validate_iscsi_name(&name).map_err(|e| format!("--name: {e}"))?;
+        let mut luns = Vec::new();
+        for (i, s) in o.luns.iter().enumerate() {
+            let spec = s.parse::<LunSpec>().map_err(|e| format!("--lun: {e}"))?;
+            luns.push(LunConfig {
+                number: i as u16,
+                spec,
+            });
+        }
+        if luns.is_empty() {
+            return Err(
+                "no LUN given: add --lun SPEC (for example --lun ram:1GiB) or --config FILE".into(),
+            );
+        }
+        Ok(Config {
+            listen: vec![parse_listen(DEFAULT_LISTEN)?],
+            targets: vec![TargetConfig {
+                name,
+                alias: None,
+                portal_group_tag: 1,
+                queue_depth: DEFAULT_QUEUE_DEPTH,
+                offers: Offers::default(),
+                luns,
+            }],
+            limits: Limits::default(),
+            log: None,
+            source: None,
+        })
+    }
+
+    /// Parses the TOML form. Errors name the file and the key.
+    pub fn from_toml(text: &str, path: Option<&Path>) -> Result<Config, String> {
+        let at = path
+            .map(|p| format!("{}: ", p.display()))
+            .unwrap_or_default();
+        let f: FileConfig = toml::from_str(text).map_err(|e| {
+            let msg = e.message().to_owned();
+            match e.span() {
+                Some(span) => {
+                    let line = text
+                        .get(..span.start)
+                        .map_or(0, |p| p.lines().count().max(1));
+                    format!("{at}line {line}: {msg}")
+                }
+                None => format!("{at}{msg}"),
+            }
+        })?;
+        let listen = if f.listen.is_empty() {
+            vec![parse_listen(DEFAULT_LISTEN)?]
+        } else {
+            f.listen
+                .iter()
+                .map(|s| parse_listen(s).map_err(|e| format!("{at}listen: {e}")))
+                .collect::<Result<_, _>>()?
+        };
+        let d = Limits::default();
+        let secs = Duration::from_secs;
+        let limits = Limits {
+            max_sessions: f.limits.max_sessions.unwrap_or(d.max_sessions),
+            max_connections: f.limits.max_connections.unwrap_or(d.max_connections),
+            login_timeout: f.limits.login_timeout_secs.map_or(d.login_timeout, secs),
+            login_text_limit: f.limits.login_text_limit.unwrap_or(d.login_text_limit),
+            nop_interval: match f.limits.nop_interval_secs {
+                Some(0) => None,
+                Some(s) => Some(secs(s)),
+                None => d.nop_interval,
+            },
+            nop_timeout: f.limits.nop_timeout_secs.map_or(d.nop_timeout, secs),
+            shutdown_grace: f.limits.shutdown_grace_secs.map_or(d.shutdown_grace, secs),
+            max_transfer_bytes: match &f.limits.max_transfer_length {
+                Some(s) => {
+                    let n = parse_size(s)
+                        .map_err(|e| format!("{at}limits.max_transfer_length: {e}"))?;
+                    u32::try_from(n)
+                        .ok()
+                        .filter(|n| (4096..=(64 << 20)).contains(n))
+                        .ok_or_else(|| {
+                            format!("{at}limits.max_transfer_length: must be 4KiB..=64MiB")
+                        })?
+                }
+                None => d.max_transfer_bytes,
+            },
+        };
+        if limits.max_sessions == 0 || limits.max_connections == 0 {
+            return Err(format!(
+                "{at}limits: max_sessions and max_connections must be at least 1"
+            ));
+        }
+        if limits.login_text_limit < 8192 {
+            return Err(format!("{at}limits.login_text_limit: at least 8192 bytes"));
+        }
+        if f.targets.is_empty() {
+            return Err(format!("{at}no [[target]] defined"));
+        }
+        let mut targets: Vec<TargetConfig> = Vec::new();
+        for (ti, t) in f.targets.iter().enumerate() {
+            let name = t.name.clone().unwrap_or_else(default_target_name);
+            validate_iscsi_name(&name).map_err(|e| format!("{at}target[{ti}].name: {e}"))?;
+            if targets.iter().any(|o| o.name.eq_ignore_ascii_case(&name)) {
+                return Err(format!("{at}target name {name} is defined twice"));
+            }
+            let (offers, queue_depth) = f
+                .defaults
+                .merged(&t.params)
+                .offers()
+                .map_err(|e| format!("{at}target {name} params: {e}"))?;
+            let mut luns: Vec<LunConfig> = Vec::new();
+            for (li, l) in t.luns.iter().enumerate() {
+                let spec = l
+                    .spec
+                    .parse::<LunSpec>()
+                    .map_err(|e| format!("{at}target {name} lun[{li}]: {e}"))?;
+                let number = l.number.unwrap_or(li as u16);
+                if number >= 16384 {
+                    return Err(format!(
+                        "{at}target {name}: LUN number {number} (must be below 16384)"
+                    ));
+                }
+                if luns.iter().any(|x| x.number == number) {
+                    return Err(format!("{at}target {name}: LUN {number} defined twice"));
+                }
+                luns.push(LunConfig { number, spec });
+            }
+            if luns.is_empty() {
+                return Err(format!("{at}target {name} has no [[target.lun]]"));
+            }
+            targets.push(TargetConfig {
+                name,
+                alias: t.alias.clone(),
+                portal_group_tag: t.portal_group_tag.unwrap_or(1),
+                queue_depth,
+                offers,
+                luns,
+            });
+        }
+        Ok(Config {
+            listen,
+            targets,
+            limits,
+            log: f.log,
+            source: path.map(Path::to_owned),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("512MiB"), Ok(512 << 20));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_size("1GB"), Ok(1_000_000_000));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("GiB").is_err());
+        assert!(parse_size("1XB").is_err());
+        assert!(parse_size("99999999999999T").is_err());
+    }
+
+    #[test]
+    fn lun_specs() {
+        let s: LunSpec = "ram:1GiB".parse().unwrap();
+        assert_eq!(s.backend, BackendSpec::Ram { size: 1 << 30 });
+        assert_eq!(s.block_size, 512);
+        let s: LunSpec = "null:64M,bs=4096,ro".parse().unwrap();
+        assert_eq!(s.backend, BackendSpec::Null { size: 64 << 20 });
+        assert_eq!((s.block_size, s.read_only), (4096, true));
+        let s: LunSpec = "file:/tmp/x.img,size=1G,direct,prealloc".parse().unwrap();
+        assert_eq!(
+            s.backend,
+            BackendSpec::File {
+                path: "/tmp/x.img".into(),
+                size: Some(1 << 30),
+                direct: true,
+                preallocate: true
+            }
+        );
+        let s: LunSpec = "block:/dev/loop0".parse().unwrap();
+        assert!(matches!(s.backend, BackendSpec::Block { .. }));
+        for bad in [
+            "ram",
+            "ram:",
+            "disk:1G",
+            "ram:1G,bs=1024",
+            "file:/x,bogus",
+            "ram:1G,direct",
+            "block:/dev/x,size=1G",
+            "ram:100",
+        ] {
+            assert!(bad.parse::<LunSpec>().is_err(), "{bad} should fail");
+        }
+    }
+
+    #[test]
+    fn flags_give_one_target_with_numbered_luns() {
+        let c = Config::load(&Overrides {
+            name: Some("iqn.2026-11.test:a".into()),
+            luns: vec!["ram:1M".into(), "null:1M".into()],
+            listen: vec!["[::1]:3261".into()],
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(c.listen[0].to_string(), "[::1]:3261");
+        assert_eq!(c.targets[0].luns[1].number, 1);
+        assert!(Config::load(&Overrides::default())
+            .unwrap_err()
+            .contains("no LUN"));
+        let e = Config::load(&Overrides {
+            luns: vec!["ram:1M".into()],
+            name: Some("bad name".into()),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(e.starts_with("--name"));
+        assert!(Config::load(&Overrides {
+            luns: vec!["ram:1M".into()],
+            listen: vec!["localhost".into()],
+            ..Default::default()
+        })
+        .is_err());
+    }
+
+    #[test]
+    fn default_name_is_a_valid_iqn() {
+        validate_iscsi_name(&default_target_name()).unwrap();
+    }
+
+    #[test]
+    fn toml_form() {
+        let text = r#"
+listen = ["127.0.0.1:3262"]
+log = "debug"
+[limits]
+max_sessions = 8
+nop_interval_secs = 0
+[defaults]
+queue_depth = 32
+max_burst_length = 524288
+[[target]]
+name = "iqn.2026-11.test:one"
+alias = "one"
+[target.params]
+first_burst_length = 262144
+initial_r2t = true
+header_digest = ["CRC32C", "None"]
+[[target.lun]]
+spec = "ram:16MiB"
+[[target.lun]]
+number = 5
+spec = "null:1GiB,bs=4096"
+"#;
+        let c = Config::from_toml(text, None).unwrap();
+        assert_eq!(c.limits.max_sessions, 8);
+        assert_eq!(c.limits.nop_interval, None);
+        let t = &c.targets[0];
+        assert_eq!(t.queue_depth, 32);
+        assert_eq!(t.offers.max_burst_length, 524288);
+        assert_eq!(t.offers.first_burst_length, 262144);
+        assert!(t.offers.initial_r2t);
+        assert_eq!(t.offers.header_digest[0], DigestKind::Crc32c);
+        assert_eq!(t.luns[1].number, 5);
+    }
+
+    #[test]
+    fn toml_errors_name_the_problem() {
+        let e = Config::from_toml(
+            "[[target]]\nname = \"iqn.x:y\"\nbogus = 1\n",
+            Some(Path::new("t.toml")),
+        )
+        .unwrap_err();
+        assert!(e.starts_with("t.toml: line "), "{e}");
+        assert!(e.contains("bogus"), "{e}");
+        let e = Config::from_toml(
+            "[[target]]\nname = \"iqn.x:y\"\n[[target.lun]]\nspec = \"ram:1Q\"\n",
+            None,
+        )
+        .unwrap_err();
+        assert!(e.contains("lun[0]"), "{e}");
+        let e = Config::from_toml(
+            "[[target]]\nname = \"iqn.x:y\"\n[target.params]\nfirst_burst_length = 1048576\nmax_burst_length = 65536\n[[target.lun]]\nspec = \"ram:1M\"\n",
+            None,
+        )
+        .unwrap_err();
+        assert!(e.contains("FirstBurstLength"), "{e}");
+        let e = Config::from_toml("[[target]]\nname = \"iqn.x:y\"\n[target.params]\nmax_burst_length = 100\n[[target.lun]]\nspec = \"ram:1M\"\n", None).unwrap_err();
+        assert!(e.contains("MaxBurstLength"), "{e}");
+        assert!(Config::from_toml("", None)
+            .unwrap_err()
+            .contains("no [[target]]"));
+    }
+}

@@ -1,0 +1,630 @@
+//! One TCP connection: the login phase, then full feature phase.
+//!
+//! # Runtime model
+//!
+//! One tokio task per connection owns the socket and the sans-IO
+//! [`TargetConnection`]. It waits on socket readiness, completions from the
+//! blocking pool, the protocol's next timer, shutdown and reinstatement,
+//! and does non-blocking reads and vectored writes itself, so reading and
+//! writing never block each other and no task hop is paid per command.
+//! Commands on RAM and null LUNs execute inline (they never block); file
+//! and block LUNs execute on tokio's blocking pool. Outgoing PDUs queue as
+//! `Bytes` segments (headers from a reused arena, data shared with the
+//! backend's buffers) up to a high-water mark, past which the task stops
+//! reading: a client that does not read its responses cannot make us
+//! buffer without bound.
+
+use std::collections::VecDeque;
+use std::io::{self, IoSlice};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use ironlun_proto::login::{LoginStep, TargetLogin, LOGIN_SEGMENT_MAX};
+use ironlun_proto::target::{
+    tmf, AbortScope, CloseReason, Event, FfpConfig, ScsiResult, ScsiTask, TargetConnection,
+    TmfRequest,
+};
+use ironlun_proto::OutPdu;
+use ironlun_scsi::{NexusId, Response, Sense};
+use ironlun_wire::{digest, encode_frame, encode_header, pad_len, Digests, FrameDecoder, Pdu};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch};
+use tracing::{debug, info, warn};
+
+use crate::registry::{LoginCtx, PortalDirectory, Registry, SessionHandle, Target};
+
+/// Stop reading new PDUs while this many bytes wait to be sent.
+const OUT_HIGH_WATER: usize = 4 << 20;
+/// IoSlices per vectored write.
+const MAX_IOV: usize = 64;
+/// How long a closing connection may take to flush and finish its tasks.
+const CLOSE_GRACE: Duration = Duration::from_secs(10);
+/// Command window of discovery sessions (text and logout only).
+const DISCOVERY_QUEUE_DEPTH: u32 = 8;
+
+fn isid_hex(isid: &[u8; 6]) -> String {
+    isid.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Runs a connection to the end. Never panics on peer input; every way
+/// out is logged.
+pub async fn serve(
+    stream: TcpStream,
+    peer: SocketAddr,
+    registry: Arc<Registry>,
+    mut shutdown: watch::Receiver<bool>,
+    initial_stat_sn: u32,
+) {
+    let _ = stream.set_nodelay(true);
+    let local = stream.local_addr().unwrap_or(peer);
+    let mut stream = stream;
+    let mut rbuf = BytesMut::with_capacity(16 << 10);
+    let limits = registry.limits.clone();
+
+    // ---- Login phase (RFC 7143 §6.3) ----
+    let mut login = TargetLogin::new(
+        initial_stat_sn,
+        DISCOVERY_QUEUE_DEPTH,
+        limits.login_text_limit,
+    );
+    let mut ctx = LoginCtx {
+        registry: registry.clone(),
+        peer,
+        created: None,
+    };
+    let decoder = FrameDecoder::new(LOGIN_SEGMENT_MAX as u32);
+    let deadline = tokio::time::Instant::now() + limits.login_timeout;
+    let result = loop {
+        let frame = tokio::select! {
+            r = read_frame(&mut stream, &mut rbuf, &decoder) => r,
+            _ = tokio::time::sleep_until(deadline) => {
+                info!(%peer, "login timed out after {:?}", limits.login_timeout);
+                return;
+            }
+            _ = shutdown.changed() => return,
+        };
+        let frame = match frame {
+            Ok(Some(f)) => f,
+            Ok(None) => {
+                debug!(%peer, "connection closed during login");
+                return;
+            }
+            Err(e) => {
+                info!(%peer, "login connection dropped: {e}");
+                return;
+            }
+        };
+        let step = match Pdu::decode(&frame.bhs) {
+            Ok(Pdu::LoginRequest(req)) => login.handle(&req, &frame.data, &mut ctx),
+            Ok(other) => login.reject_non_login(other.opcode()),
+            Err(_) => login.reject_non_login(frame.bhs.opcode()),
+        };
+        match step {
+            LoginStep::Continue(resp) => {
+                if send_plain(&mut stream, &resp).await.is_err() {
+                    return;
+                }
+            }
+            LoginStep::Failed {
+                response,
+                status,
+                reason,
+            } => {
+                warn!(
+                    %peer,
+                    initiator = login.initiator_name().unwrap_or("?"),
+                    "login rejected: {status}: {reason}"
+                );
+                let _ = send_plain(&mut stream, &response).await;
+                let _ = stream.shutdown().await;
+                return;
+            }
+            LoginStep::Complete { response, result } => {
+                if send_plain(&mut stream, &response).await.is_err() {
+                    return;
+                }
+                break result;
+            }
+        }
+    };
+    let Some(session) = ctx.created.take() else {
+        warn!(%peer, "login completed without a session");
+        return;
+    };
+    let target = session.target.clone();
+    let queue_depth = target
+        .as_ref()
+        .map_or(DISCOVERY_QUEUE_DEPTH, |t| t.cfg.queue_depth);
+    info!(
+        %peer,
+        initiator = %result.initiator_name,
+        isid = %isid_hex(&result.isid),
+        tsih = result.tsih,
+        cid = result.cid,
+        target = target.as_ref().map_or("(discovery)", |t| t.cfg.name.as_str()),
+        reinstated = session.reinstated,
+        "login: {} QueueDepth={queue_depth}",
+        result.summary
+    );
+    if let Some(t) = &target {
+        t.luns.attach_nexus(session.nexus, session.reinstated);
+    }
+
+    // ---- Full feature phase ----
+    let ffp = FfpConfig {
+        queue_depth,
+        max_write_transfer_length: limits.max_transfer_bytes,
+        nop_interval: limits.nop_interval,
+        nop_timeout: limits.nop_timeout,
+        text_limit: limits.login_text_limit,
+        ..FfpConfig::default()
+    };
+    let directory = Box::new(PortalDirectory {
+        registry: registry.clone(),
+        local,
+    });
+    let conn = TargetConnection::new(&result, ffp, directory, Instant::now());
+    let digests = Digests {
+        header: result.conn.header_digest,
+        data: result.conn.data_digest,
+    };
+    let decoder = FrameDecoder {
+        digests,
+        max_data_segment_len: result.conn.max_recv_data_segment_length,
+    };
+    let (done_tx, done_rx) = mpsc::unbounded_channel::<Completion>();
+    let mut driver = Driver {
+        conn,
+        done_tx,
+        close: None,
+        stream,
+        rbuf,
+        decoder,
+        out: Outbox::new(digests),
+        session,
+        target,
+        in_flight_blocking: 0,
+        peer,
+        grace: limits.shutdown_grace,
+    };
+    let reason = driver.run(&mut shutdown, done_rx).await;
+    let stats = &driver.conn.stats;
+    info!(
+        %peer,
+        initiator = %result.initiator_name,
+        isid = %isid_hex(&result.isid),
+        tsih = result.tsih,
+        cid = result.cid,
+        commands = stats.commands,
+        read_bytes = stats.read_bytes,
+        write_bytes = stats.write_bytes,
+        rejects = stats.rejects,
+        "logout: {reason}"
+    );
+}
+
+/// Reads until one whole PDU is buffered. `Ok(None)` at a clean EOF.
+async fn read_frame(
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+    decoder: &FrameDecoder,
+) -> io::Result<Option<ironlun_wire::Frame>> {
+    loop {
+        match decoder.decode(buf) {
+            Ok(Some(f)) => return Ok(Some(f)),
+            Ok(None) => {}
+            Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string())),
+        }
+        if buf.capacity() - buf.len() < 4096 {
+            buf.reserve(16 << 10);
+        }
+        if stream.read_buf(buf).await? == 0 {
+            return Ok(None);
+        }
+    }
+}
+
+/// Sends one PDU without digests (login phase, RFC 7143 §13.1: digests
+/// start after login).
+async fn send_plain(stream: &mut TcpStream, p: &OutPdu) -> io::Result<()> {
+    let mut out = BytesMut::new();
+    encode_frame(&p.pdu.encode(), &[], &p.data, Digests::default(), &mut out)
+        .map_err(|e| io::Error::other(e.to_string()))?;
+    stream.write_all(&out).await
+}
+
+/// PDUs waiting to be written, as a queue of byte segments.
+struct Outbox {
+    segs: VecDeque<Bytes>,
+    bytes: usize,
+    arena: BytesMut,
+    digests: Digests,
+}
+
+static PAD: [u8; 3] = [0; 3];
+
+impl Outbox {
+    fn new(digests: Digests) -> Self {
+        Outbox {
+            segs: VecDeque::new(),
+            bytes: 0,
+            arena: BytesMut::with_capacity(64 << 10),
+            digests,
+        }
+    }
+
+    fn push_seg(&mut self, b: Bytes) {
+        if !b.is_empty() {
+            self.bytes += b.len();
+            self.segs.push_back(b);
+        }
+    }
+
+    fn push(&mut self, p: OutPdu) {
+        if self.arena.capacity() - self.arena.len() < 128 {
+            self.arena.reserve(64 << 10);
+        }
+        let len = p.data.len() as u32;
+        if encode_header(&p.pdu.encode(), &[], len, self.digests, &mut self.arena).is_err() {
+            // Data segments come from our own code and are bounded by the
+            // negotiated MaxRecvDataSegmentLength; this cannot happen.
+            warn!("dropping an unencodable PDU");
+            self.arena.clear();
+            return;
+        }
+        let head = self.arena.split().freeze();
+        self.push_seg(head);
+        if p.data.is_empty() {
+            return;
+        }
+        let pad = pad_len(p.data.len());
+        let digest = self
+            .digests
+            .data
+            .then(|| digest::crc32c_parts(&[&p.data, PAD.get(..pad).unwrap_or(&[])]));
+        self.push_seg(p.data);
+        if pad > 0 {
+            self.push_seg(Bytes::from_static(PAD.get(..pad).unwrap_or(&[])));
+        }
+        if let Some(crc) = digest {
+            self.arena.extend_from_slice(&crc.to_le_bytes());
+            let d = self.arena.split().freeze();
+            self.push_seg(d);
+        }
+    }
+
+    /// Writes as much as the socket takes. Returns false on WouldBlock.
+    fn write_some(&mut self, stream: &TcpStream) -> io::Result<bool> {
+        while !self.segs.is_empty() {
+            let iov: Vec<IoSlice<'_>> = self
+                .segs
+                .iter()
+                .take(MAX_IOV)
+                .map(|b| IoSlice::new(b))
+                .collect();
+            match stream.try_write_vectored(&iov) {
+                Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "socket closed")),
+                Ok(mut n) => {
+                    self.bytes -= n;
+                    while n > 0 {
+                        let Some(front) = self.segs.front_mut() else {
+                            break;
+                        };
+                        if n >= front.len() {
+                            n -= front.len();
+                            self.segs.pop_front();
+                        } else {
+                            let _ = front.split_to(n);
+                            n = 0;
+                        }
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
+    }
+}
+
+struct Driver {
+    conn: TargetConnection,
+    /// Where commands finished on the blocking pool report back.
+    done_tx: mpsc::UnboundedSender<Completion>,
+    /// Set once the protocol asked to close.
+    close: Option<CloseReason>,
+    stream: TcpStream,
+    rbuf: BytesMut,
+    decoder: FrameDecoder,
+    out: Outbox,
+    session: SessionHandle,
+    target: Option<Arc<Target>>,
+    in_flight_blocking: usize,
+    peer: SocketAddr,
+    /// Time initiators get to log out when the target shuts down.
+    grace: Duration,
+}
+
+type Completion = (u32, Response);
+
+impl Driver {
+    async fn run(
+        &mut self,
+        shutdown: &mut watch::Receiver<bool>,
+        mut done_rx: mpsc::UnboundedReceiver<Completion>,
+    ) -> String {
+        let kill = self.session.kill.clone();
+        let mut shutting_down = *shutdown.borrow();
+        if shutting_down {
+            self.conn.request_logout(Instant::now(), self.grace());
+        }
+        loop {
+            self.pump();
+            if let Some(reason) = &self.close {
+                let reason = format!("{reason:?}");
+                self.finish(&mut done_rx).await;
+                return reason;
+            }
+            let want_read = self.out.bytes < OUT_HIGH_WATER;
+            let want_write = !self.out.segs.is_empty();
+            let interest = match (want_read, want_write) {
+                (true, true) => Some(Interest::READABLE | Interest::WRITABLE),
+                (true, false) => Some(Interest::READABLE),
+                (false, true) => Some(Interest::WRITABLE),
+                (false, false) => None,
+            };
+            let timer = self.conn.poll_timeout().map(tokio::time::Instant::from_std);
+            tokio::select! {
+                ready = self.stream.ready(interest.unwrap_or(Interest::WRITABLE)), if interest.is_some() => {
+                    let ready = match ready {
+                        Ok(r) => r,
+                        Err(e) => return format!("socket error: {e}"),
+                    };
+                    if ready.is_writable() {
+                        if let Err(e) = self.out.write_some(&self.stream) {
+                            return format!("write failed: {e}");
+                        }
+                    }
+                    if ready.is_readable() && want_read {
+                        match self.read_some() {
+                            Ok(true) => {}
+                            Ok(false) => {
+                                self.wait_blocking(&mut done_rx).await;
+                                return "connection closed by initiator".into();
+                            }
+                            Err(e) => {
+                                self.wait_blocking(&mut done_rx).await;
+                                return format!("read failed: {e}");
+                            }
+                        }
+                    }
+                }
+                Some((itt, resp)) = done_rx.recv() => {
+                    self.in_flight_blocking -= 1;
+                    self.conn.complete(itt, to_result(resp));
+                    // Collect every completion that is already waiting.
+                    while let Ok((itt, resp)) = done_rx.try_recv() {
+                        self.in_flight_blocking -= 1;
+                        self.conn.complete(itt, to_result(resp));
+                    }
+                }
+                _ = tokio::time::sleep_until(timer.unwrap_or_else(tokio::time::Instant::now)), if timer.is_some() => {
+                    self.conn.handle_timeout(Instant::now());
+                }
+                _ = shutdown.changed(), if !shutting_down => {
+                    shutting_down = true;
+                    self.conn.request_logout(Instant::now(), self.grace());
+                }
+                _ = kill.notified() => {
+                    self.wait_blocking(&mut done_rx).await;
+                    return "session reinstated by a new login with the same ISID".into();
+                }
+            }
+        }
+    }
+
+    fn grace(&self) -> Duration {
+        self.grace
+    }
+
+    /// Reads what is available and feeds every whole PDU to the protocol.
+    /// Ok(false) at EOF.
+    fn read_some(&mut self) -> io::Result<bool> {
+        loop {
+            if self.rbuf.capacity() - self.rbuf.len() < 16 << 10 {
+                self.rbuf.reserve(256 << 10);
+            }
+            match self.stream.try_read_buf(&mut self.rbuf) {
+                Ok(0) => return Ok(false),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
+                Err(e) => return Err(e),
+            }
+            loop {
+                match self.decoder.decode(&mut self.rbuf) {
+                    Ok(Some(frame)) => {
+                        self.conn.handle_frame(frame, Instant::now());
+                        // Run the PDU's work before the next PDU is seen,
+                        // so a task management request finds commands in
+                        // the state their order on the wire implies.
+                        self.run_events();
+                        while let Some(p) = self.conn.poll_transmit() {
+                            self.out.push(p);
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        self.conn.handle_frame_error(&e);
+                        if self.conn.is_closing() {
+                            return Ok(true);
+                        }
+                    }
+                }
+                if self.conn.is_closing() {
+                    return Ok(true);
+                }
+            }
+            // Stop reading while a client leaves its responses unread.
+            if self.out.bytes >= OUT_HIGH_WATER {
+                return Ok(true);
+            }
+        }
+    }
+
+    /// Runs the protocol's events (which may complete tasks and so queue
+    /// more events).
+    fn run_events(&mut self) {
+        while let Some(ev) = self.conn.poll_event() {
+            match ev {
+                Event::Execute(task) => self.execute(task),
+                Event::FailTask { itt, lun, sense } => {
+                    let (key, asc, ascq) = sense;
+                    let r = match &self.target {
+                        Some(t) => t
+                            .luns
+                            .check_condition(lun.index(), Sense::new(key, (asc, ascq))),
+                        None => Response::default(),
+                    };
+                    self.conn.complete(itt, to_result(r));
+                }
+                Event::TaskManagement(req) => self.task_management(req),
+                Event::Close(reason) => {
+                    self.close.get_or_insert(reason);
+                }
+            }
+        }
+    }
+
+    /// Runs events and queues the protocol's PDUs for sending.
+    fn pump(&mut self) {
+        self.run_events();
+        while let Some(p) = self.conn.poll_transmit() {
+            self.out.push(p);
+        }
+        if !self.out.segs.is_empty() {
+            // Opportunistic write: most responses fit the socket buffer.
+            let _ = self.out.write_some(&self.stream);
+        }
+    }
+
+    fn execute(&mut self, task: ScsiTask) {
+        let Some(target) = self.target.clone() else {
+            // Discovery sessions never execute SCSI (the protocol rejects
+            // the command before this point).
+            self.conn.complete(task.itt, ScsiResult::default());
+            return;
+        };
+        let lun = task.lun.index();
+        let nexus: NexusId = self.session.nexus;
+        let blocking = lun
+            .and_then(|n| target.luns.get(n))
+            .is_some_and(|lu| lu.backend().may_block());
+        if blocking {
+            self.in_flight_blocking += 1;
+            let tx = self.done_tx.clone();
+            tokio::task::spawn_blocking(move || {
+                let r = target
+                    .luns
+                    .execute(lun, nexus, task.cdb.as_slice(), &task.data_out);
+                let _ = tx.send((task.itt, r));
+            });
+        } else {
+            let r = target
+                .luns
+                .execute(lun, nexus, task.cdb.as_slice(), &task.data_out);
+            self.conn.complete(task.itt, to_result(r));
+        }
+    }
+
+    /// Decides a task management function (SAM-5 §7, RFC 7143 §11.5.1).
+    /// Only this connection's tasks are aborted.
+    fn task_management(&mut self, req: TmfRequest) {
+        let lu = req
+            .lun
+            .index()
+            .and_then(|n| self.target.as_ref().and_then(|t| t.luns.get(n)).cloned());
+        let (response, scope) = match req.function {
+            tmf::ABORT_TASK => (
+                tmf::FUNCTION_COMPLETE,
+                AbortScope::Task(req.referenced_task_tag),
+            ),
+            tmf::ABORT_TASK_SET | tmf::CLEAR_TASK_SET => match lu {
+                Some(_) => (tmf::FUNCTION_COMPLETE, AbortScope::Lun(req.lun)),
+                None => (tmf::LUN_DOES_NOT_EXIST, AbortScope::None),
+            },
+            tmf::LOGICAL_UNIT_RESET => match lu {
+                Some(lu) => {
+                    lu.reset();
+                    (tmf::FUNCTION_COMPLETE, AbortScope::Lun(req.lun))
+                }
+                None => (tmf::LUN_DOES_NOT_EXIST, AbortScope::None),
+            },
+            tmf::TARGET_WARM_RESET | tmf::TARGET_COLD_RESET => {
+                if let Some(t) = &self.target {
+                    for (_, lu) in t.luns.iter() {
+                        lu.reset();
+                    }
+                }
+                (tmf::FUNCTION_COMPLETE, AbortScope::All)
+            }
+            // No task allegiance reassignment at ERL 0.
+            tmf::TASK_REASSIGN => (tmf::REASSIGNMENT_NOT_SUPPORTED, AbortScope::None),
+            _ => (tmf::NOT_SUPPORTED, AbortScope::None),
+        };
+        debug!(peer = %self.peer, function = req.function, response, "task management");
+        self.conn.finish_tmf(req.itt, response, scope);
+    }
+
+    /// Waits for commands running on the blocking pool, so that a write
+    /// the initiator issued finishes before the connection is gone.
+    async fn wait_blocking(&mut self, done_rx: &mut mpsc::UnboundedReceiver<Completion>) {
+        let deadline = tokio::time::Instant::now() + CLOSE_GRACE;
+        while self.in_flight_blocking > 0 {
+            match tokio::time::timeout_at(deadline, done_rx.recv()).await {
+                Ok(Some((itt, r))) => {
+                    self.in_flight_blocking -= 1;
+                    self.conn.complete(itt, to_result(r));
+                }
+                _ => {
+                    warn!(peer = %self.peer, "{} commands still running at close", self.in_flight_blocking);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Flushes queued PDUs (the logout response, a Reject) and lets
+    /// running commands end, then closes.
+    async fn finish(&mut self, done_rx: &mut mpsc::UnboundedReceiver<Completion>) {
+        self.wait_blocking(done_rx).await;
+        while let Some(p) = self.conn.poll_transmit() {
+            self.out.push(p);
+        }
+        let deadline = tokio::time::Instant::now() + CLOSE_GRACE;
+        while !self.out.segs.is_empty() {
+            match self.out.write_some(&self.stream) {
+                Ok(true) => break,
+                Ok(false) => {
+                    let writable = tokio::time::timeout_at(deadline, self.stream.writable()).await;
+                    if !matches!(writable, Ok(Ok(()))) {
+                        break;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        let _ = self.stream.shutdown().await;
+    }
+}
+
+fn to_result(r: Response) -> ScsiResult {
+    ScsiResult {
+        status: r.status,
+        sense: r.sense,
+        data_in: r.data,
+        transfer_length: r.transfer_length,
+    }
+}

@@ -1,0 +1,240 @@
+//! Listening, accepting, and stopping cleanly.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ironlun_backend::{Backend, FileBackend, FileOptions, NullBackend, RamBackend};
+use ironlun_scsi::{LogicalUnit, LuConfig, LunMap};
+use tokio::net::{TcpListener, TcpSocket};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tracing::{info, warn};
+
+use crate::config::{BackendSpec, Config, LunConfig, TargetConfig};
+use crate::conn;
+use crate::registry::{Registry, Target};
+
+/// Stable 64-bit FNV-1a, for serial numbers and NAA identifiers that must
+/// not change across restarts.
+fn fnv1a(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for p in parts {
+        for &b in *p {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        h ^= 0xff;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+fn open_backend(spec: &BackendSpec, read_only: bool) -> Result<Arc<dyn Backend>, String> {
+    Ok(match spec {
+        BackendSpec::Null { size } => Arc::new(NullBackend::new(*size)),
+        BackendSpec::Ram { size } => Arc::new(RamBackend::new(*size)),
+        BackendSpec::File {
+            path,
+            size,
+            direct,
+            preallocate,
+        } => Arc::new(
+            FileBackend::open_file(
+                path,
+                &FileOptions {
+                    size: *size,
+                    direct: *direct,
+                    preallocate: *preallocate,
+                    read_only,
+                },
+            )
+            .map_err(|e| e.to_string())?,
+        ),
+        BackendSpec::Block { path, direct } => Arc::new(
+            FileBackend::open_block(
+                path,
+                &FileOptions {
+                    size: None,
+                    direct: *direct,
+                    preallocate: false,
+                    read_only,
+                },
+            )
+            .map_err(|e| e.to_string())?,
+        ),
+    })
+}
+
+fn build_lu(
+    t: &TargetConfig,
+    l: &LunConfig,
+    max_transfer_bytes: u32,
+) -> Result<Arc<LogicalUnit>, String> {
+    let backend = open_backend(&l.spec.backend, l.spec.read_only)?;
+    let id = fnv1a(&[
+        t.name.to_ascii_lowercase().as_bytes(),
+        &l.number.to_be_bytes(),
+    ]);
+    let cfg = LuConfig {
+        block_size: l.spec.block_size,
+        read_only: l.spec.read_only,
+        product: format!("ironlun {}", backend.kind()),
+        revision: env!("CARGO_PKG_VERSION")
+            .chars()
+            .filter(|c| *c != '.')
+            .take(4)
+            .collect(),
+        serial: format!("{id:016x}"),
+        naa_id: id,
+        target_name: t.name.clone(),
+        relative_port: 1,
+        max_transfer_bytes,
+    };
+    LogicalUnit::new(cfg, backend).map(Arc::new)
+}
+
+/// Opens every backend and builds the targets.
+pub fn build_targets(cfg: &Config) -> Result<Vec<Arc<Target>>, String> {
+    let mut out = Vec::new();
+    for t in &cfg.targets {
+        let mut luns = Vec::new();
+        for l in &t.luns {
+            let lu = build_lu(t, l, cfg.limits.max_transfer_bytes)
+                .map_err(|e| format!("target {} LUN {}: {e}", t.name, l.number))?;
+            luns.push((l.number, lu));
+        }
+        out.push(Arc::new(Target {
+            cfg: t.clone(),
+            luns: LunMap::new(luns),
+        }));
+    }
+    Ok(out)
+}
+
+/// A bound, not yet running target daemon.
+pub struct Server {
+    registry: Arc<Registry>,
+    listeners: Vec<TcpListener>,
+}
+
+impl Server {
+    /// Opens backends and binds every portal.
+    pub async fn bind(cfg: &Config) -> Result<Server, String> {
+        let targets = build_targets(cfg)?;
+        let mut listeners = Vec::new();
+        for addr in &cfg.listen {
+            let socket = if addr.is_ipv4() {
+                TcpSocket::new_v4()
+            } else {
+                TcpSocket::new_v6()
+            }
+            .map_err(|e| format!("listen {addr}: {e}"))?;
+            let _ = socket.set_reuseaddr(true);
+            socket
+                .bind(*addr)
+                .map_err(|e| format!("listen {addr}: {e}"))?;
+            listeners.push(
+                socket
+                    .listen(1024)
+                    .map_err(|e| format!("listen {addr}: {e}"))?,
+            );
+        }
+        let portals = listeners
+            .iter()
+            .filter_map(|l| l.local_addr().ok())
+            .collect();
+        Ok(Server {
+            registry: Registry::new(targets, cfg.limits.clone(), portals),
+            listeners,
+        })
+    }
+
+    /// Addresses actually bound (port 0 resolved).
+    pub fn local_addrs(&self) -> Vec<SocketAddr> {
+        self.registry.portals.clone()
+    }
+
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// Serves until `stop` resolves, then stops accepting, asks every
+    /// initiator to log out, waits for connections to end (bounded), and
+    /// flushes every logical unit.
+    pub async fn run(self, stop: impl Future<Output = ()>) -> Result<(), String> {
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let mut conns: JoinSet<()> = JoinSet::new();
+        let stat_sn_seed = AtomicU32::new(0x1000);
+        let (accept_tx, mut accept_rx) = tokio::sync::mpsc::channel(64);
+        let mut acceptors = JoinSet::new();
+        for l in self.listeners {
+            let tx = accept_tx.clone();
+            acceptors.spawn(async move {
+                loop {
+                    match l.accept().await {
+                        Ok(pair) => {
+                            if tx.send(pair).await.is_err() {
+                                return;
+                            }
+                        }
+                        Err(e) => {
+                            warn!("accept failed: {e}");
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                    }
+                }
+            });
+        }
+        drop(accept_tx);
+        for a in &self.registry.portals {
+            info!("listening on {a}");
+        }
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                _ = &mut stop => break,
+                Some((stream, peer)) = accept_rx.recv() => {
+                    while conns.try_join_next().is_some() {}
+                    if conns.len() >= self.registry.limits.max_connections {
+                        warn!(%peer, "connection refused: {} connections open", conns.len());
+                        drop(stream);
+                        continue;
+                    }
+                    let stat_sn = stat_sn_seed.fetch_add(0x1000, Ordering::Relaxed);
+                    conns.spawn(conn::serve(stream, peer, self.registry.clone(), shutdown_rx.clone(), stat_sn));
+                }
+                Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            }
+        }
+        acceptors.abort_all();
+        info!(
+            "shutting down: asking {} connection(s) to log out",
+            conns.len()
+        );
+        let _ = shutdown_tx.send(true);
+        let wait = self.registry.limits.shutdown_grace + Duration::from_secs(15);
+        let drained =
+            tokio::time::timeout(wait, async { while conns.join_next().await.is_some() {} }).await;
+        if drained.is_err() {
+            warn!(
+                "{} connection(s) did not close in time; dropping them",
+                conns.len()
+            );
+            conns.abort_all();
+        }
+        let mut result = Ok(());
+        for t in &self.registry.targets {
+            for (n, lu) in t.luns.iter() {
+                if let Err(e) = lu.flush() {
+                    warn!("flush of {} LUN {n} failed: {e}", t.cfg.name);
+                    result = Err(format!("flush of {} LUN {n} failed: {e}", t.cfg.name));
+                }
+            }
+        }
+        info!("stopped");
+        result
+    }
+}
