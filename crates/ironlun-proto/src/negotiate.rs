@@ -52,6 +52,8 @@ pub struct Negotiator {
     peer_offered: [bool; KEY_COUNT],
     /// Keys we proposed that still await an answer.
     proposed: [Option<Value>; KEY_COUNT],
+    /// Keys we have proposed at some point: each is proposed once.
+    ever_proposed: [bool; KEY_COUNT],
     /// Set after we made proposals: a peer that answers by re-sending its
     /// whole offer (libiscsi does) is re-answered instead of failed for
     /// repeating keys.
@@ -68,6 +70,7 @@ impl Negotiator {
             agreed: Default::default(),
             peer_offered: [false; KEY_COUNT],
             proposed: Default::default(),
+            ever_proposed: [false; KEY_COUNT],
             tolerate_repeats: false,
             discovery: false,
             leading: true,
@@ -262,7 +265,8 @@ impl Negotiator {
             let negotiable = def.result != ResultFn::Declarative
                 && def.usage == Usage::LeadingOnly
                 && def.sender == Sender::Both;
-            if !negotiable || self.peer_offered(id) || self.agreed(id).is_some() {
+            let already = self.ever_proposed.get(i).copied().unwrap_or(true);
+            if !negotiable || already || self.peer_offered(id) || self.agreed(id).is_some() {
                 continue;
             }
             let Some(mine) = self.ours.get(i).cloned().flatten() else {
@@ -274,6 +278,9 @@ impl Negotiator {
             out.push((def.name.to_owned(), mine.to_string()));
             if let Some(slot) = self.proposed.get_mut(i) {
                 *slot = Some(mine);
+            }
+            if let Some(slot) = self.ever_proposed.get_mut(i) {
+                *slot = true;
             }
         }
         if !out.is_empty() {

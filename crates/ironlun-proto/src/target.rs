@@ -849,10 +849,12 @@ impl TargetConnection {
             self.check_logout();
             return;
         }
+        // Free the window slot first, so the response already advertises
+        // it in MaxCmdSN.
+        self.finish_command(task.windowed);
         if !self.closing {
             self.respond(&task, result);
         }
-        self.finish_command(task.windowed);
         self.check_logout();
     }
 
