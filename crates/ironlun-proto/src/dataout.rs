@@ -233,7 +233,7 @@ impl WriteCollect {
                 expected: self.received,
             });
         }
-        let end = offset.checked_add(len).unwrap_or(u32::MAX);
+        let end = offset.saturating_add(len);
         if end > seq_end {
             return Err(DataOutError::BeyondSequence { end: seq_end });
         }

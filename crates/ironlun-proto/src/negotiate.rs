@@ -178,11 +178,10 @@ impl Negotiator {
             return Err(NegotiationError::SecurityKeyOutsideSecurityStage(def.name));
         }
         // A key only the other role may send.
-        let peer_may_send = match (def.sender, self.role) {
-            (Sender::Both, _) => true,
-            (Sender::Initiator, Role::Target) | (Sender::Target, Role::Initiator) => true,
-            _ => false,
-        };
+        let peer_may_send = matches!(
+            (def.sender, self.role),
+            (Sender::Both, _) | (Sender::Initiator, Role::Target) | (Sender::Target, Role::Initiator)
+        );
         if !peer_may_send {
             return Ok(Some(REJECT.to_owned()));
         }

@@ -320,7 +320,8 @@ fn text_continues_across_login_pdus_in_both_directions() {
 
 #[test]
 fn failures_carry_the_right_status() {
-    let cases: Vec<(LoginRequest, Vec<(&str, &str)>, LoginStatus)> = vec![
+    type Case = (LoginRequest, Vec<(&'static str, &'static str)>, LoginStatus);
+    let cases: Vec<Case> = vec![
         (
             req(0, 1, true),
             vec![("SessionType", "Normal"), ("TargetName", TARGET)],
