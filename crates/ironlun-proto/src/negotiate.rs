@@ -180,7 +180,9 @@ impl Negotiator {
         // A key only the other role may send.
         let peer_may_send = matches!(
             (def.sender, self.role),
-            (Sender::Both, _) | (Sender::Initiator, Role::Target) | (Sender::Target, Role::Initiator)
+            (Sender::Both, _)
+                | (Sender::Initiator, Role::Target)
+                | (Sender::Target, Role::Initiator)
         );
         if !peer_may_send {
             return Ok(Some(REJECT.to_owned()));

@@ -1,0 +1,232 @@
+//! Protocol behaviour of the real daemon over real sockets, checked with a
+//! raw PDU client: shutdown, hostile input, reinstatement, backend errors,
+//! keep-alive pings.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use ironlun_wire::{LogoutRequest, NopOut, Pdu, RESERVED_TAG};
+use support::{Raw, Target};
+
+const NAME: &str = "iqn.2026-11.io.ironlun:e2e-proto";
+const TUR: [u8; 6] = [0; 6];
+const READ10_1: [u8; 10] = [0x28, 0, 0, 0, 0, 1, 0, 0, 1, 0];
+
+/// Logs in and clears the power-on unit attention.
+fn session(t: &Target, isid: [u8; 6]) -> Raw {
+    let mut c = Raw::connect(t.addr);
+    let (r, _) = c.login(NAME, isid, &[]);
+    assert_eq!((r.status_class, r.status_detail), (0, 0), "login failed");
+    let (st, _, _) = c.scsi(&TUR, 0, &[]);
+    assert_eq!(st, 2, "first command meets the power-on unit attention");
+    let (st, _, _) = c.scsi(&TUR, 0, &[]);
+    assert_eq!(st, 0);
+    c
+}
+
+#[test]
+fn shutdown_asks_initiators_to_log_out_then_exits_zero() {
+    let mut t = Target::start(&["--name", NAME, "--lun", "ram:16MiB"]);
+    let mut c = session(&t, [0x80, 0, 0, 0, 0, 1]);
+    // SAFETY: kill(2) on our own child with a valid signal.
+    unsafe {
+        libc::kill(t.child.id() as i32, libc::SIGTERM);
+    }
+    let (pdu, _) = c.recv().expect("async message");
+    let Pdu::AsyncMessage(a) = pdu else {
+        panic!("expected an Async Message, got {pdu:?}")
+    };
+    assert_eq!(
+        a.async_event, 1,
+        "AsyncEvent 1: target requests logout (RFC 7143 §11.9.1)"
+    );
+    assert!(a.parameter3 > 0, "Parameter3 gives the time to log out");
+    let logout = LogoutRequest {
+        immediate: true,
+        reason: 0,
+        itt: 0x77,
+        cid: 0,
+        cmd_sn: c.cmd_sn,
+        exp_stat_sn: c.exp_stat_sn,
+    };
+    c.send(&Pdu::LogoutRequest(logout), &[]);
+    let (pdu, _) = c.recv().expect("logout response");
+    let Pdu::LogoutResponse(l) = pdu else {
+        panic!("{pdu:?}")
+    };
+    assert_eq!((l.response, l.itt), (0, 0x77));
+    assert!(c.closed());
+    assert_eq!(t.terminate(Duration::from_secs(20)), Some(0), "{}", t.log());
+}
+
+#[test]
+fn hostile_connections_do_not_disturb_a_logged_in_session() {
+    let t = Target::start(&["--name", NAME, "--lun", "ram:16MiB"]);
+    let mut good = session(&t, [0x80, 0, 0, 0, 0, 2]);
+
+    // 1. Garbage instead of a login.
+    let mut b = Raw::connect(t.addr);
+    let mut junk = [0u8; 48];
+    for (i, x) in junk.iter_mut().enumerate() {
+        *x = (i as u8).wrapping_mul(97).wrapping_add(13);
+    }
+    junk[0] = 0x1e; // an undefined opcode
+    junk[4] = 0; // no AHS
+    junk[5..8].copy_from_slice(&[0, 0, 0]);
+    b.send_bytes(&junk).unwrap();
+    let (pdu, _) = b.recv().expect("login reject");
+    let Pdu::LoginResponse(r) = pdu else {
+        panic!("{pdu:?}")
+    };
+    assert_eq!(
+        (r.status_class, r.status_detail),
+        (2, 0x0b),
+        "invalid during login"
+    );
+    assert!(b.closed());
+
+    // 2. A login PDU announcing a 16 MiB data segment: refused before
+    // buffering it.
+    let mut b = Raw::connect(t.addr);
+    let mut hdr = [0u8; 48];
+    hdr[0] = 0x43;
+    hdr[5..8].copy_from_slice(&[0xff, 0xff, 0xff]);
+    b.send_bytes(&hdr).unwrap();
+    assert!(b.closed());
+
+    // 3. A half header, then silence, then EOF.
+    let mut b = Raw::connect(t.addr);
+    b.send_bytes(&hdr[..20]).unwrap();
+    drop(b);
+
+    // 4. Logged in, then malformed full-feature PDUs.
+    let mut b = session(&t, [0x80, 0, 0, 0, 0, 3]);
+    let mut bad = [0u8; 48];
+    bad[0] = 0x1c; // undefined initiator opcode
+    bad[16..20].copy_from_slice(&5u32.to_be_bytes());
+    b.send_bytes(&bad).unwrap();
+    let (pdu, data) = b.recv().expect("reject");
+    assert!(
+        matches!(pdu, Pdu::Reject(ref r) if r.reason == 0x05),
+        "{pdu:?}"
+    );
+    assert_eq!(data.len(), 48);
+    // A target opcode from an initiator.
+    bad[0] = 0x21;
+    b.send_bytes(&bad).unwrap();
+    assert!(matches!(b.recv().expect("reject").0, Pdu::Reject(ref r) if r.reason == 0x04));
+    // Data-Out for a task that does not exist is discarded; the session
+    // still answers.
+    let mut dout = [0u8; 48];
+    dout[0] = 0x05;
+    dout[1] = 0x80;
+    dout[7] = 4;
+    dout[16..20].copy_from_slice(&0xdeadu32.to_be_bytes());
+    b.send_bytes(&dout).unwrap();
+    b.send_bytes(&[1, 2, 3, 4]).unwrap();
+    let (st, _, _) = b.scsi(&TUR, 0, &[]);
+    assert_eq!(st, 0);
+    // REPORT LUNS still answers on the same session.
+    let rl = [0xa0, 0, 0, 0, 0, 0, 0, 0, 0, 64, 0, 0];
+    let (st, sense, luns) = b.scsi(&rl, 64, &[]);
+    assert_eq!(st, 0, "{sense:?}");
+    assert_eq!(&luns[..4], &[0, 0, 0, 8]);
+
+    // The first session was never disturbed.
+    let (st, _, data) = good.scsi(&READ10_1, 512, &[]);
+    assert_eq!((st, data.len()), (0, 512));
+    assert!(!t.log().contains("panicked"), "{}", t.log());
+}
+
+#[test]
+fn login_with_the_same_isid_reinstates_the_session() {
+    let t = Target::start(&["--name", NAME, "--lun", "ram:16MiB"]);
+    let isid = [0x80, 1, 2, 3, 4, 5];
+    let mut old = session(&t, isid);
+    let mut new = Raw::connect(t.addr);
+    let (r, _) = new.login(NAME, isid, &[]);
+    assert_eq!(r.status_class, 0);
+    assert!(
+        old.closed(),
+        "the old connection is closed by reinstatement"
+    );
+    // The new nexus sees I_T NEXUS LOSS OCCURRED (29/07), then works.
+    let (st, sense, _) = new.scsi(&TUR, 0, &[]);
+    assert_eq!(st, 2);
+    assert_eq!((sense[2] & 0x0f, sense[12], sense[13]), (6, 0x29, 0x07));
+    assert_eq!(new.scsi(&TUR, 0, &[]).0, 0);
+    assert!(
+        t.wait_log("reinstated", Duration::from_secs(5)),
+        "{}",
+        t.log()
+    );
+}
+
+#[test]
+fn backend_io_error_is_medium_error_and_the_connection_lives() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shrinks.img");
+    let spec = format!("file:{},size=1MiB", path.display());
+    let t = Target::start(&["--name", NAME, "--lun", &spec]);
+    let mut c = session(&t, [0x80, 0, 0, 0, 0, 4]);
+    assert_eq!(c.scsi(&READ10_1, 512, &[]).0, 0);
+    // Someone truncates the backing file under the target.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    let (st, sense, _) = c.scsi(&READ10_1, 512, &[]);
+    assert_eq!(st, 2, "CHECK CONDITION");
+    assert_eq!(
+        (sense[2] & 0x0f, sense[12]),
+        (0x03, 0x11),
+        "MEDIUM ERROR, UNRECOVERED READ ERROR"
+    );
+    assert_eq!(c.scsi(&TUR, 0, &[]).0, 0, "the session goes on");
+}
+
+#[test]
+fn idle_initiator_is_pinged_and_dropped_when_silent() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("t.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[limits]\nnop_interval_secs = 1\nnop_timeout_secs = 1\n[[target]]\nname = \"{NAME}\"\n[[target.lun]]\nspec = \"ram:8MiB\"\n"
+        ),
+    )
+    .unwrap();
+    let t = Target::start(&["--config", cfg.to_str().unwrap()]);
+    let mut c = session(&t, [0x80, 0, 0, 0, 0, 5]);
+    // Answer the first ping; ignore the second.
+    let (pdu, _) = c.recv().expect("ping");
+    let Pdu::NopIn(n) = pdu else {
+        panic!("{pdu:?}")
+    };
+    assert_eq!(n.itt, RESERVED_TAG);
+    assert_ne!(n.ttt, RESERVED_TAG);
+    let reply = NopOut {
+        immediate: true,
+        lun: Default::default(),
+        itt: RESERVED_TAG,
+        ttt: n.ttt,
+        cmd_sn: c.cmd_sn,
+        exp_stat_sn: c.exp_stat_sn,
+    };
+    c.send(&Pdu::NopOut(reply), &[]);
+    let started = Instant::now();
+    let (pdu, _) = c.recv().expect("second ping");
+    assert!(matches!(pdu, Pdu::NopIn(_)));
+    assert!(c.closed(), "unanswered ping closes the connection");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(
+        t.wait_log("NopTimeout", Duration::from_secs(5)),
+        "{}",
+        t.log()
+    );
+}

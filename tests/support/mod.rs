@@ -1,0 +1,322 @@
+//! Helpers for end-to-end tests: run the real `ironlun` binary on a
+//! loopback port, find external tools, and talk raw PDUs to the target.
+//!
+//! External tools (libiscsi-bin, qemu-utils + qemu-block-extra) are
+//! required: `scripts/test` installs them. A test that needs a missing tool
+//! fails and says which package to install; it never passes silently.
+
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing
+)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use ironlun_wire::text::{encode_pairs, parse_pairs};
+use ironlun_wire::{
+    encode_frame, Digests, FrameDecoder, LoginRequest, LoginResponse, Lun, Pdu, ScsiCommand,
+};
+
+/// Path of a required tool, or a panic naming the package.
+pub fn tool(name: &str, package: &str) -> String {
+    for dir in ["/usr/bin", "/usr/local/bin", "/usr/sbin"] {
+        let p = format!("{dir}/{name}");
+        if std::path::Path::new(&p).exists() {
+            return p;
+        }
+    }
+    panic!(
+        "{name} is not installed: install the Debian package {package} (scripts/test does this)"
+    );
+}
+
+/// A running target process. Killed on drop.
+pub struct Target {
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub log: Arc<Mutex<String>>,
+}
+
+impl Target {
+    /// Starts `ironlun target` with these arguments plus
+    /// `--listen 127.0.0.1:0`, and waits until it listens.
+    pub fn start(args: &[&str]) -> Target {
+        Self::start_with(args, true)
+    }
+
+    pub fn start_with(args: &[&str], add_listen: bool) -> Target {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ironlun"));
+        cmd.arg("--log").arg("info").arg("target");
+        if add_listen {
+            cmd.args(["--listen", "127.0.0.1:0"]);
+        }
+        cmd.args(args).stdout(Stdio::null()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn ironlun");
+        let stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let log2 = log.clone();
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let plain = strip_ansi(&line);
+                if let Some(pos) = plain.find("listening on ") {
+                    if let Some(tx) = tx.take() {
+                        let addr = plain[pos + 13..].trim().to_owned();
+                        let _ = tx.send(addr);
+                    }
+                }
+                let mut l = log2.lock().unwrap();
+                l.push_str(&plain);
+                l.push('\n');
+            }
+        });
+        let addr = match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(a) => a.parse().expect("listen address"),
+            Err(_) => {
+                let _ = child.kill();
+                panic!("target did not start: {}", log.lock().unwrap());
+            }
+        };
+        Target { child, addr, log }
+    }
+
+    pub fn portal(&self) -> String {
+        format!("iscsi://{}", self.addr)
+    }
+
+    pub fn url(&self, target: &str, lun: u16) -> String {
+        format!("iscsi://{}/{}/{}", self.addr, target, lun)
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// Waits (bounded) until the log contains `needle`.
+    pub fn wait_log(&self, needle: &str, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if self.log().contains(needle) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    /// Sends SIGTERM and waits for the exit status (bounded).
+    pub fn terminate(&mut self, within: Duration) -> Option<i32> {
+        // SAFETY: kill(2) with a pid we own and a valid signal number.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Runs a command, returning (exit code, stdout+stderr).
+pub fn run(cmd: &str, args: &[&str]) -> (i32, String) {
+    let out = Command::new(cmd).args(args).output().expect("run tool");
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// A minimal raw initiator for protocol-level end-to-end checks.
+pub struct Raw {
+    pub stream: TcpStream,
+    buf: BytesMut,
+    dec: FrameDecoder,
+    pub cmd_sn: u32,
+    pub exp_stat_sn: u32,
+    next_itt: u32,
+}
+
+impl Raw {
+    pub fn connect(addr: SocketAddr) -> Raw {
+        let stream = TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        stream.set_nodelay(true).unwrap();
+        Raw {
+            stream,
+            buf: BytesMut::new(),
+            dec: FrameDecoder::new(1 << 24),
+            cmd_sn: 1,
+            exp_stat_sn: 0,
+            next_itt: 1,
+        }
+    }
+
+    pub fn send(&mut self, pdu: &Pdu, data: &[u8]) {
+        let mut out = BytesMut::new();
+        encode_frame(&pdu.encode(), &[], data, Digests::default(), &mut out).unwrap();
+        self.stream.write_all(&out).unwrap();
+    }
+
+    pub fn send_bytes(&mut self, b: &[u8]) -> std::io::Result<()> {
+        self.stream.write_all(b)
+    }
+
+    /// Next PDU, or None at EOF / error.
+    pub fn recv(&mut self) -> Option<(Pdu, Bytes)> {
+        loop {
+            if let Some(f) = self.dec.decode(&mut self.buf).ok()? {
+                return Some((Pdu::decode(&f.bhs).ok()?, f.data));
+            }
+            let mut tmp = [0u8; 65536];
+            let n = self.stream.read(&mut tmp).ok()?;
+            if n == 0 {
+                return None;
+            }
+            self.buf.extend_from_slice(&tmp[..n]);
+        }
+    }
+
+    /// True if the peer closed the connection within the read timeout.
+    pub fn closed(&mut self) -> bool {
+        loop {
+            match self.recv() {
+                None => return true,
+                Some(_) => continue,
+            }
+        }
+    }
+
+    /// Logs in to a normal session in one PDU (operational stage straight
+    /// to full feature phase, as libiscsi does).
+    pub fn login(
+        &mut self,
+        target: &str,
+        isid: [u8; 6],
+        extra: &[(&str, &str)],
+    ) -> (LoginResponse, Vec<(String, String)>) {
+        let mut pairs = vec![
+            ("InitiatorName", "iqn.2026-11.io.ironlun:e2e"),
+            ("SessionType", "Normal"),
+            ("TargetName", target),
+            ("InitialR2T", "No"),
+            ("ImmediateData", "Yes"),
+            ("MaxBurstLength", "262144"),
+            ("FirstBurstLength", "65536"),
+            ("MaxRecvDataSegmentLength", "262144"),
+            ("MaxOutstandingR2T", "1"),
+            ("DefaultTime2Wait", "2"),
+            ("DefaultTime2Retain", "0"),
+            ("HeaderDigest", "None"),
+            ("DataDigest", "None"),
+        ];
+        pairs.extend_from_slice(extra);
+        let req = LoginRequest {
+            transit: true,
+            cont: false,
+            csg: 1,
+            nsg: 3,
+            isid,
+            itt: 0,
+            cid: 0,
+            cmd_sn: self.cmd_sn,
+            ..Default::default()
+        };
+        self.send(&Pdu::LoginRequest(req), &encode_pairs(pairs));
+        let (pdu, data) = self.recv().expect("login response");
+        let Pdu::LoginResponse(r) = pdu else {
+            panic!("not a login response: {pdu:?}")
+        };
+        self.exp_stat_sn = r.stat_sn.wrapping_add(1);
+        (r, parse_pairs(&data).unwrap())
+    }
+
+    fn itt(&mut self) -> u32 {
+        self.next_itt += 1;
+        self.next_itt
+    }
+
+    /// Runs a command and collects Data-In and status.
+    pub fn scsi(&mut self, cdb: &[u8], read_len: u32, write: &[u8]) -> (u8, Bytes, Vec<u8>) {
+        let mut c = [0u8; 16];
+        c[..cdb.len()].copy_from_slice(cdb);
+        let itt = self.itt();
+        let cmd = ScsiCommand {
+            immediate: false,
+            final_bit: true,
+            read: read_len > 0,
+            write: !write.is_empty(),
+            attr: 1,
+            lun: Lun::from_index(0),
+            itt,
+            expected_data_transfer_length: if write.is_empty() {
+                read_len
+            } else {
+                write.len() as u32
+            },
+            cmd_sn: self.cmd_sn,
+            exp_stat_sn: self.exp_stat_sn,
+            cdb: c,
+        };
+        self.cmd_sn = self.cmd_sn.wrapping_add(1);
+        self.send(&Pdu::ScsiCommand(cmd), write);
+        let mut data = Vec::new();
+        loop {
+            let (pdu, d) = self.recv().expect("response");
+            match pdu {
+                Pdu::DataIn(di) => {
+                    data.extend_from_slice(&d);
+                    if let Some(st) = di.status {
+                        return (st, Bytes::new(), data);
+                    }
+                }
+                Pdu::ScsiResponse(r) => {
+                    let sense = if d.len() > 2 {
+                        d.slice(2..)
+                    } else {
+                        Bytes::new()
+                    };
+                    return (r.status, sense, data);
+                }
+                Pdu::NopIn(_) | Pdu::AsyncMessage(_) => continue,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+}
