@@ -230,3 +230,40 @@ fn idle_initiator_is_pinged_and_dropped_when_silent() {
         t.log()
     );
 }
+
+#[test]
+fn sighup_rescans_capacity_and_raises_a_unit_attention() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("grows.img");
+    let spec = format!("file:{},size=1MiB", path.display());
+    let t = Target::start(&["--name", NAME, "--lun", &spec]);
+    let mut c = session(&t, [0x80, 0, 0, 0, 0, 6]);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(2 << 20)
+        .unwrap();
+    // SAFETY: kill(2) on our own child with a valid signal.
+    unsafe {
+        libc::kill(t.child.id() as i32, libc::SIGHUP);
+    }
+    assert!(
+        t.wait_log(
+            "capacity changed from 2048 to 4096 blocks",
+            Duration::from_secs(10)
+        ),
+        "{}",
+        t.log()
+    );
+    let (st, sense, _) = c.scsi(&TUR, 0, &[]);
+    assert_eq!(st, 2);
+    assert_eq!(
+        (sense[2] & 0x0f, sense[12], sense[13]),
+        (6, 0x2a, 0x09),
+        "CAPACITY DATA HAS CHANGED"
+    );
+    let (st, _, cap) = c.scsi(&[0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0], 8, &[]);
+    assert_eq!(st, 0);
+    assert_eq!(&cap[..4], &4095u32.to_be_bytes());
+}

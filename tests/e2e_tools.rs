@@ -167,3 +167,57 @@ fn qemu_img_writes_64mib_and_reads_it_back_on_ram_and_file_luns() {
     );
     assert!(t.log().contains("stopped"), "{}", t.log());
 }
+
+#[test]
+fn ipv6_portal_and_crc32c_header_digests_with_libiscsi() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("t.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "listen = [\"[::1]:0\"]\n[[target]]\nname = \"{NAME}\"\n[target.params]\nheader_digest = [\"CRC32C\"]\n[[target.lun]]\nspec = \"ram:32MiB\"\n"
+        ),
+    )
+    .unwrap();
+    let t = Target::start_with(&["--config", cfg.to_str().unwrap()], false);
+    assert!(t.addr.is_ipv6());
+    let (rc, out) = run(&tool("iscsi-ls", "libiscsi-bin"), &["-s", &t.portal()]);
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.contains(&format!("Portal:{},1", t.addr)), "{out}");
+    // libiscsi offers HeaderDigest=None,CRC32C; this target accepts only
+    // CRC32C, so every PDU after login carries a header digest.
+    let qemu_img = tool("qemu-img", "qemu-utils");
+    let src = dir.path().join("src.img");
+    let data = random_file(&src, 8 << 20);
+    let url = t.url(NAME, 0);
+    let (rc, out) = run(
+        &qemu_img,
+        &[
+            "convert",
+            "-n",
+            "-f",
+            "raw",
+            "-O",
+            "raw",
+            src.to_str().unwrap(),
+            &url,
+        ],
+    );
+    assert_eq!(rc, 0, "{out}");
+    let back = dir.path().join("back.img");
+    let (rc, out) = run(
+        &qemu_img,
+        &[
+            "convert",
+            "-f",
+            "raw",
+            "-O",
+            "raw",
+            &url,
+            back.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert!(std::fs::read(&back).unwrap()[..data.len()] == data[..]);
+    assert!(t.log().contains("HeaderDigest=CRC32C"), "{}", t.log());
+}

@@ -16,6 +16,7 @@ use std::io::{self, Seek, SeekFrom};
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::{Bytes, BytesMut};
 
@@ -42,7 +43,8 @@ pub struct FileBackend {
     path: PathBuf,
     buffered: File,
     direct: Option<File>,
-    size: u64,
+    /// Bytes exposed; changes only through `refresh_size`.
+    size: AtomicU64,
 }
 
 impl FileBackend {
@@ -113,7 +115,7 @@ impl FileBackend {
             path: path.to_owned(),
             buffered,
             direct,
-            size,
+            size: AtomicU64::new(size),
         })
     }
 
@@ -148,7 +150,7 @@ impl FileBackend {
             path: path.to_owned(),
             buffered,
             direct,
-            size,
+            size: AtomicU64::new(size),
         })
     }
 
@@ -281,11 +283,11 @@ impl Backend for FileBackend {
     }
 
     fn size_bytes(&self) -> u64 {
-        self.size
+        self.size.load(Ordering::Relaxed)
     }
 
     fn read(&self, offset: u64, len: usize) -> io::Result<Bytes> {
-        check_range(offset, len, self.size)?;
+        check_range(offset, len, self.size_bytes())?;
         let (fd, direct) = self.fd_for(offset, len);
         if direct {
             let mut buf = AlignedBuf::zeroed(len)?;
@@ -299,7 +301,7 @@ impl Backend for FileBackend {
     }
 
     fn write(&self, offset: u64, data: &[u8], durable: bool) -> io::Result<()> {
-        check_range(offset, data.len(), self.size)?;
+        check_range(offset, data.len(), self.size_bytes())?;
         let (fd, direct) = self.fd_for(offset, data.len());
         let aligned;
         let data = if direct && (data.as_ptr() as usize) % DIRECT_ALIGN != 0 {
@@ -323,6 +325,16 @@ impl Backend for FileBackend {
 
     fn may_block(&self) -> bool {
         true
+    }
+
+    fn refresh_size(&self) -> io::Result<u64> {
+        let size = if self.kind == "block" {
+            (&self.buffered).seek(SeekFrom::End(0))?
+        } else {
+            self.buffered.metadata()?.len()
+        };
+        self.size.store(size, Ordering::Relaxed);
+        Ok(size)
     }
 }
 
@@ -443,6 +455,30 @@ mod tests {
         .unwrap();
         assert!(b.write(0, &[1], false).is_err());
         assert_eq!(b.read(0, 1).unwrap()[0], 5);
+    }
+
+    #[test]
+    fn refresh_sees_a_grown_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g");
+        let b = FileBackend::open_file(
+            &path,
+            &FileOptions {
+                size: Some(4096),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(b.read(4096, 1).is_err());
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(8192)
+            .unwrap();
+        assert_eq!(b.refresh_size().unwrap(), 8192);
+        assert_eq!(b.size_bytes(), 8192);
+        assert_eq!(b.read(4096, 1).unwrap()[0], 0);
     }
 
     #[test]

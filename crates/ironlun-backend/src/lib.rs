@@ -57,6 +57,13 @@ pub trait Backend: Send + Sync {
     /// Whether calls may block on the kernel's I/O (file, block device):
     /// the driver then runs them off its network threads.
     fn may_block(&self) -> bool;
+
+    /// Looks at the store's size again (a file grown with `truncate`, a
+    /// resized block device) and returns it. Stores of fixed size return
+    /// their size.
+    fn refresh_size(&self) -> io::Result<u64> {
+        Ok(self.size_bytes())
+    }
 }
 
 /// Checks that `[offset, offset+len)` lies inside a store of `size` bytes.

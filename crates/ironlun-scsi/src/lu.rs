@@ -230,6 +230,20 @@ impl LogicalUnit {
         s
     }
 
+    /// Re-reads the backend's size; if the number of blocks changed, every
+    /// nexus gets CAPACITY DATA HAS CHANGED. Returns (old, new) blocks on
+    /// a change.
+    pub fn rescan(&self) -> std::io::Result<Option<(u64, u64)>> {
+        let bytes = self.backend.refresh_size()?;
+        let new = bytes / u64::from(self.cfg.block_size);
+        let old = self.num_blocks();
+        if new == old || new == 0 {
+            return Ok(None);
+        }
+        self.set_num_blocks(new);
+        Ok(Some((old, new)))
+    }
+
     /// Flushes the backend (SYNCHRONIZE CACHE, shutdown).
     pub fn flush(&self) -> std::io::Result<()> {
         self.backend.flush()

@@ -114,6 +114,24 @@ pub fn build_targets(cfg: &Config) -> Result<Vec<Arc<Target>>, String> {
     Ok(out)
 }
 
+/// SIGHUP: looks at every backend's size again. A LUN whose capacity
+/// changed raises CAPACITY DATA HAS CHANGED for its initiators
+/// (SBC-3 §4.10).
+pub fn rescan(registry: &Registry) {
+    for t in &registry.targets {
+        for (n, lu) in t.luns.iter() {
+            match lu.rescan() {
+                Ok(Some((old, new))) => info!(
+                    "target {} LUN {n}: capacity changed from {old} to {new} blocks",
+                    t.cfg.name
+                ),
+                Ok(None) => {}
+                Err(e) => warn!("target {} LUN {n}: cannot read its size: {e}", t.cfg.name),
+            }
+        }
+    }
+}
+
 /// A bound, not yet running target daemon.
 pub struct Server {
     registry: Arc<Registry>,
@@ -193,9 +211,14 @@ impl Server {
             info!("listening on {a}");
         }
         tokio::pin!(stop);
+        let mut hangup =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
         loop {
             tokio::select! {
                 _ = &mut stop => break,
+                Some(()) = async { match hangup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => {
+                    rescan(&self.registry);
+                }
                 Some((stream, peer)) = accept_rx.recv() => {
                     while conns.try_join_next().is_some() {}
                     if conns.len() >= self.registry.limits.max_connections {

@@ -1,0 +1,94 @@
+//! The `block:` backend on a real block device: a loop device over a
+//! file. Needs root for losetup (scripts/test runs as root in CI).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+mod support;
+
+use std::time::Duration;
+
+use support::{run, tool, Target};
+
+const NAME: &str = "iqn.2026-11.io.ironlun:e2e-block";
+
+/// A loop device, detached on drop.
+struct Loop(String);
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("losetup")
+            .args(["-d", &self.0])
+            .status();
+    }
+}
+
+#[test]
+fn block_backend_on_a_loop_device_with_direct_io() {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    assert!(
+        root,
+        "this test attaches a loop device and needs root (scripts/test runs as root)"
+    );
+    let losetup = tool("losetup", "mount");
+    let qemu_img = tool("qemu-img", "qemu-utils");
+    let rc16 = tool("iscsi-readcapacity16", "libiscsi-bin");
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("backing.img");
+    std::fs::File::create(&img)
+        .unwrap()
+        .set_len(32 << 20)
+        .unwrap();
+    let (rc, out) = run(&losetup, &["-f", "--show", img.to_str().unwrap()]);
+    assert_eq!(rc, 0, "losetup: {out}");
+    let dev = Loop(out.trim().to_owned());
+
+    let spec = format!("block:{},direct", dev.0);
+    let mut t = Target::start(&["--name", NAME, "--lun", &spec]);
+    let url = t.url(NAME, 0);
+    let (rc, out) = run(&rc16, &[&url]);
+    assert_eq!(rc, 0, "{out}");
+    assert!(
+        out.contains(&format!("Total size:{}", 32u64 << 20)),
+        "{out}"
+    );
+
+    let src = dir.path().join("src.img");
+    let data: Vec<u8> = (0..(16u32 << 20))
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    std::fs::write(&src, &data).unwrap();
+    let (rc, out) = run(
+        &qemu_img,
+        &[
+            "convert",
+            "-n",
+            "-f",
+            "raw",
+            "-O",
+            "raw",
+            src.to_str().unwrap(),
+            &url,
+        ],
+    );
+    assert_eq!(rc, 0, "{out}");
+    let back = dir.path().join("back.img");
+    let (rc, out) = run(
+        &qemu_img,
+        &[
+            "convert",
+            "-f",
+            "raw",
+            "-O",
+            "raw",
+            &url,
+            back.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert!(std::fs::read(&back).unwrap()[..data.len()] == data[..]);
+    assert_eq!(t.terminate(Duration::from_secs(30)), Some(0), "{}", t.log());
+    drop(dev);
+    let on_disk = std::fs::read(&img).unwrap();
+    assert!(on_disk[..data.len()] == data[..], "data reached the device");
+}
