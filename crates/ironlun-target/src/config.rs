@@ -741,6 +741,22 @@ spec = "null:1GiB,bs=4096"
     }
 
     #[test]
+    fn the_documented_example_parses() {
+        let doc = include_str!("../../../docs/config.md");
+        let start = doc.find("```toml\n").unwrap() + 8;
+        let end = start + doc[start..].find("```").unwrap();
+        let c = Config::from_toml(&doc[start..end], None).unwrap();
+        assert_eq!(c.listen.len(), 2);
+        assert_eq!(c.targets[0].offers.first_burst_length, 262144);
+        assert_eq!(c.targets[0].luns[1].number, 5);
+        assert_eq!(
+            c.limits,
+            Limits::default(),
+            "the example shows the defaults"
+        );
+    }
+
+    #[test]
     fn toml_errors_name_the_problem() {
         let e = Config::from_toml(
             "[[target]]\nname = \"iqn.x:y\"\nbogus = 1\n",
