@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{run, tool, Target};
+use support::{qemu_round_trip, random_file, run, tool, Target};
 
 const NAME: &str = "iqn.2026-11.io.ironlun:e2e-block";
 
@@ -31,7 +31,6 @@ fn block_backend_on_a_loop_device_with_direct_io() {
         "this test attaches a loop device and needs root (scripts/test runs as root)"
     );
     let losetup = tool("losetup", "mount");
-    let qemu_img = tool("qemu-img", "qemu-utils");
     let rc16 = tool("iscsi-readcapacity16", "libiscsi-bin");
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("backing.img");
@@ -54,39 +53,8 @@ fn block_backend_on_a_loop_device_with_direct_io() {
     );
 
     let src = dir.path().join("src.img");
-    let data: Vec<u8> = (0..(16u32 << 20))
-        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
-        .collect();
-    std::fs::write(&src, &data).unwrap();
-    let (rc, out) = run(
-        &qemu_img,
-        &[
-            "convert",
-            "-n",
-            "-f",
-            "raw",
-            "-O",
-            "raw",
-            src.to_str().unwrap(),
-            &url,
-        ],
-    );
-    assert_eq!(rc, 0, "{out}");
-    let back = dir.path().join("back.img");
-    let (rc, out) = run(
-        &qemu_img,
-        &[
-            "convert",
-            "-f",
-            "raw",
-            "-O",
-            "raw",
-            &url,
-            back.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(rc, 0, "{out}");
-    assert!(std::fs::read(&back).unwrap()[..data.len()] == data[..]);
+    let data = random_file(&src, 16 << 20);
+    qemu_round_trip(dir.path(), &src, &data, &url);
     assert_eq!(t.terminate(Duration::from_secs(30)), Some(0), "{}", t.log());
     drop(dev);
     let on_disk = std::fs::read(&img).unwrap();

@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{run, tool, Target};
+use support::{qemu_round_trip, random_file, run, tool, Target};
 
 const NAME: &str = "iqn.2026-11.io.ironlun:e2e-tools";
 
@@ -91,24 +91,8 @@ fn discovery_inquiry_and_capacity_for_ram_null_and_file_luns() {
     }
 }
 
-fn random_file(path: &std::path::Path, len: usize) -> Vec<u8> {
-    // xorshift: deterministic, incompressible enough for a copy test.
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let data: Vec<u8> = (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect();
-    std::fs::write(path, &data).unwrap();
-    data
-}
-
 #[test]
 fn qemu_img_writes_64mib_and_reads_it_back_on_ram_and_file_luns() {
-    let qemu_img = tool("qemu-img", "qemu-utils");
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("src.img");
     let data = random_file(&src, 64 << 20);
@@ -117,44 +101,7 @@ fn qemu_img_writes_64mib_and_reads_it_back_on_ram_and_file_luns() {
     let mut t = Target::start(&["--name", NAME, "--lun", "ram:80MiB", "--lun", &file_spec]);
 
     for lun in [0u16, 1] {
-        let url = t.url(NAME, lun);
-        let (rc, out) = run(
-            &qemu_img,
-            &[
-                "convert",
-                "-n",
-                "-f",
-                "raw",
-                "-O",
-                "raw",
-                src.to_str().unwrap(),
-                &url,
-            ],
-        );
-        assert_eq!(
-            rc, 0,
-            "qemu-img write to LUN {lun}: {out} (qemu-block-extra provides the iscsi driver)"
-        );
-        let back = dir.path().join(format!("back{lun}.img"));
-        let (rc, out) = run(
-            &qemu_img,
-            &[
-                "convert",
-                "-f",
-                "raw",
-                "-O",
-                "raw",
-                &url,
-                back.to_str().unwrap(),
-            ],
-        );
-        assert_eq!(rc, 0, "qemu-img read from LUN {lun}: {out}");
-        let got = std::fs::read(&back).unwrap();
-        assert_eq!(got.len(), 80 << 20);
-        assert!(
-            got[..data.len()] == data[..],
-            "LUN {lun}: data read back differs"
-        );
+        qemu_round_trip(dir.path(), &src, &data, &t.url(NAME, lun));
     }
 
     // A clean shutdown leaves the data in the file.
@@ -186,38 +133,8 @@ fn ipv6_portal_and_crc32c_header_digests_with_libiscsi() {
     assert!(out.contains(&format!("Portal:{},1", t.addr)), "{out}");
     // libiscsi offers HeaderDigest=None,CRC32C; this target accepts only
     // CRC32C, so every PDU after login carries a header digest.
-    let qemu_img = tool("qemu-img", "qemu-utils");
     let src = dir.path().join("src.img");
     let data = random_file(&src, 8 << 20);
-    let url = t.url(NAME, 0);
-    let (rc, out) = run(
-        &qemu_img,
-        &[
-            "convert",
-            "-n",
-            "-f",
-            "raw",
-            "-O",
-            "raw",
-            src.to_str().unwrap(),
-            &url,
-        ],
-    );
-    assert_eq!(rc, 0, "{out}");
-    let back = dir.path().join("back.img");
-    let (rc, out) = run(
-        &qemu_img,
-        &[
-            "convert",
-            "-f",
-            "raw",
-            "-O",
-            "raw",
-            &url,
-            back.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(rc, 0, "{out}");
-    assert!(std::fs::read(&back).unwrap()[..data.len()] == data[..]);
+    qemu_round_trip(dir.path(), &src, &data, &t.url(NAME, 0));
     assert!(t.log().contains("HeaderDigest=CRC32C"), "{}", t.log());
 }

@@ -161,6 +161,64 @@ pub fn run(cmd: &str, args: &[&str]) -> (i32, String) {
     (out.status.code().unwrap_or(-1), text)
 }
 
+/// Deterministic, incompressible-enough test data written to `path`.
+pub fn random_file(path: &std::path::Path, len: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let data: Vec<u8> = (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    std::fs::write(path, &data).unwrap();
+    data
+}
+
+/// Writes `src` to an iSCSI URL with qemu-img, reads the LUN back into a
+/// file in `dir`, and checks the first `data.len()` bytes are `data`.
+pub fn qemu_round_trip(dir: &std::path::Path, src: &std::path::Path, data: &[u8], url: &str) {
+    let qemu_img = tool("qemu-img", "qemu-utils");
+    let (rc, out) = run(
+        &qemu_img,
+        &[
+            "convert",
+            "-n",
+            "-f",
+            "raw",
+            "-O",
+            "raw",
+            src.to_str().unwrap(),
+            url,
+        ],
+    );
+    assert_eq!(
+        rc, 0,
+        "qemu-img write to {url}: {out} (qemu-block-extra provides the iscsi driver)"
+    );
+    let back = dir.join("qemu-read-back.img");
+    let (rc, out) = run(
+        &qemu_img,
+        &[
+            "convert",
+            "-f",
+            "raw",
+            "-O",
+            "raw",
+            url,
+            back.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(rc, 0, "qemu-img read from {url}: {out}");
+    let got = std::fs::read(&back).unwrap();
+    assert!(
+        got.len() >= data.len() && got[..data.len()] == data[..],
+        "{url}: data read back differs"
+    );
+    std::fs::remove_file(&back).unwrap();
+}
+
 /// A minimal raw initiator for protocol-level end-to-end checks.
 pub struct Raw {
     pub stream: TcpStream,

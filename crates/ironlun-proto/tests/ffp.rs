@@ -76,12 +76,13 @@ impl H {
     }
 
     fn new() -> H {
-        let cfg = FfpConfig {
-            queue_depth: 4,
-            nop_interval: None,
-            ..FfpConfig::default()
-        };
-        H::with(SessionParams::default(), ConnParams::default(), cfg, false)
+        H::session(SessionParams::default())
+    }
+
+    /// A normal session with these session parameters, queue depth 4 and
+    /// no keep-alive pings.
+    fn session(session: SessionParams) -> H {
+        H::with(session, ConnParams::default(), quiet(4), false)
     }
 
     fn send(&mut self, pdu: Pdu, data: &[u8]) {
@@ -124,6 +125,15 @@ impl H {
     }
 }
 
+/// Queue depth `depth`, no keep-alive pings.
+fn quiet(depth: u32) -> FfpConfig {
+    FfpConfig {
+        queue_depth: depth,
+        nop_interval: None,
+        ..FfpConfig::default()
+    }
+}
+
 fn good(data: &[u8]) -> ScsiResult {
     ScsiResult {
         status: 0,
@@ -152,11 +162,7 @@ fn read_is_split_by_mrdsl_with_bursts_and_phase_collapse() {
         max_xmit_data_segment_length: 4096,
         ..ConnParams::default()
     };
-    let cfg = FfpConfig {
-        queue_depth: 4,
-        nop_interval: None,
-        ..FfpConfig::default()
-    };
+    let cfg = quiet(4);
     let mut h = H::with(session, conn, cfg, false);
     let c = h.cmd(7, 0x28, true, false, 40000);
     h.send(Pdu::ScsiCommand(c), &[]);
@@ -265,12 +271,7 @@ fn solicited_write_honours_max_burst_and_max_outstanding_r2t() {
         max_outstanding_r2t: 2,
         ..SessionParams::default()
     };
-    let cfg = FfpConfig {
-        queue_depth: 4,
-        nop_interval: None,
-        ..FfpConfig::default()
-    };
-    let mut h = H::with(session, ConnParams::default(), cfg, false);
+    let mut h = H::session(session);
     let c = h.cmd(4, 0x2a, false, true, 30000);
     h.send(Pdu::ScsiCommand(c), &[]);
     assert!(h.events().is_empty());
@@ -352,12 +353,7 @@ fn unsolicited_data_out_up_to_first_burst() {
         first_burst_length: 4096,
         ..SessionParams::default()
     };
-    let cfg = FfpConfig {
-        queue_depth: 4,
-        nop_interval: None,
-        ..FfpConfig::default()
-    };
-    let mut h = H::with(session, ConnParams::default(), cfg, false);
+    let mut h = H::session(session);
     let c = h.cmd(5, 0x2a, false, true, 10000);
     h.send(Pdu::ScsiCommand(c), &[1u8; 1024]);
     // An R2T for what lies beyond FirstBurstLength goes out at once.
@@ -405,12 +401,7 @@ fn bad_data_sn_fails_the_task_not_the_connection() {
         immediate_data: false,
         ..SessionParams::default()
     };
-    let cfg = FfpConfig {
-        queue_depth: 4,
-        nop_interval: None,
-        ..FfpConfig::default()
-    };
-    let mut h = H::with(session, ConnParams::default(), cfg, false);
+    let mut h = H::session(session);
     let c = h.cmd(6, 0x2a, false, true, 1024);
     h.send(Pdu::ScsiCommand(c), &[]);
     let Pdu::R2t(r) = h.out().remove(0).pdu else {
@@ -632,11 +623,7 @@ fn nop_out_ping_is_echoed_and_target_pings_idle_initiators() {
 
 #[test]
 fn send_targets_in_discovery_with_long_answer_continued() {
-    let cfg = FfpConfig {
-        queue_depth: 4,
-        nop_interval: None,
-        ..FfpConfig::default()
-    };
+    let cfg = quiet(4);
     let mut h = H::with(SessionParams::default(), ConnParams::default(), cfg, true);
     let sn = h.cmd_sn;
     let text = encode_pairs([("SendTargets", "All")]);
@@ -806,12 +793,7 @@ fn abort_task_of_a_collecting_write_and_of_a_running_read() {
         immediate_data: false,
         ..SessionParams::default()
     };
-    let cfg = FfpConfig {
-        queue_depth: 8,
-        nop_interval: None,
-        ..FfpConfig::default()
-    };
-    let mut h = H::with(session, ConnParams::default(), cfg, false);
+    let mut h = H::with(session, ConnParams::default(), quiet(8), false);
     let w = h.cmd(1, 0x2a, false, true, 4096);
     h.send(Pdu::ScsiCommand(w), &[]);
     h.out();
