@@ -187,11 +187,6 @@ impl WriteCollect {
         Some(r)
     }
 
-    /// Whether the R2T with this tag is outstanding on this task.
-    pub fn has_ttt(&self, ttt: u32) -> bool {
-        self.r2ts.iter().any(|r| r.ttt == ttt)
-    }
-
     /// Accepts one Data-Out PDU.
     pub fn accept(
         &mut self,

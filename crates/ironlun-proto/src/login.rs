@@ -475,7 +475,7 @@ impl TargetLogin {
                 ))
             }
         };
-        offers.apply(&mut self.neg, Role::Target);
+        offers.apply(&mut self.neg);
         Ok(())
     }
 

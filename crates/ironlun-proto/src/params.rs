@@ -182,7 +182,7 @@ impl Offers {
     }
 
     /// Loads these values into a negotiator as "ours".
-    pub fn apply(&self, neg: &mut crate::negotiate::Negotiator, _role: crate::negotiate::Role) {
+    pub fn apply(&self, neg: &mut crate::negotiate::Negotiator) {
         use crate::keys::{KeyId, Value};
         let list = |l: &[DigestKind]| {
             Value::Text(

@@ -352,14 +352,6 @@ impl TargetConnection {
         }
     }
 
-    pub fn conn_params(&self) -> &ConnParams {
-        &self.conn
-    }
-
-    pub fn session_params(&self) -> &SessionParams {
-        &self.session
-    }
-
     /// Tasks held by this connection (collecting data or executing).
     pub fn tasks_in_progress(&self) -> usize {
         self.tasks.len()
@@ -371,11 +363,6 @@ impl TargetConnection {
 
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
-    }
-
-    /// PDUs waiting to be sent.
-    pub fn pending_transmit(&self) -> usize {
-        self.out.len()
     }
 
     /// When `handle_timeout` must next be called.

@@ -40,6 +40,8 @@ use crate::registry::{LoginCtx, PortalDirectory, Registry, SessionHandle, Target
 const OUT_HIGH_WATER: usize = 4 << 20;
 /// IoSlices per vectored write.
 const MAX_IOV: usize = 64;
+/// Socket reads per readiness wakeup before responses get their turn.
+const READS_PER_WAKEUP: usize = 16;
 /// How long a closing connection may take to flush and finish its tasks.
 const CLOSE_GRACE: Duration = Duration::from_secs(10);
 /// Command window of discovery sessions (text and logout only).
@@ -72,7 +74,6 @@ pub async fn serve(
     );
     let mut ctx = LoginCtx {
         registry: registry.clone(),
-        peer,
         created: None,
     };
     let decoder = FrameDecoder::new(LOGIN_SEGMENT_MAX as u32);
@@ -299,13 +300,13 @@ impl Outbox {
     /// Writes as much as the socket takes. Returns false on WouldBlock.
     fn write_some(&mut self, stream: &TcpStream) -> io::Result<bool> {
         while !self.segs.is_empty() {
-            let iov: Vec<IoSlice<'_>> = self
-                .segs
-                .iter()
-                .take(MAX_IOV)
-                .map(|b| IoSlice::new(b))
-                .collect();
-            match stream.try_write_vectored(&iov) {
+            let mut iov = [IoSlice::new(&[]); MAX_IOV];
+            let mut n_iov = 0;
+            for (slot, seg) in iov.iter_mut().zip(self.segs.iter()) {
+                *slot = IoSlice::new(seg);
+                n_iov += 1;
+            }
+            match stream.try_write_vectored(iov.get(..n_iov).unwrap_or(&[])) {
                 Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "socket closed")),
                 Ok(mut n) => {
                     self.bytes -= n;
@@ -433,7 +434,9 @@ impl Driver {
     /// Reads what is available and feeds every whole PDU to the protocol.
     /// Ok(false) at EOF.
     fn read_some(&mut self) -> io::Result<bool> {
-        loop {
+        // A bounded number of reads per wakeup, so a client that keeps
+        // sending cannot keep us from writing responses.
+        for _ in 0..READS_PER_WAKEUP {
             if self.rbuf.capacity() - self.rbuf.len() < 16 << 10 {
                 self.rbuf.reserve(256 << 10);
             }
@@ -472,6 +475,7 @@ impl Driver {
                 return Ok(true);
             }
         }
+        Ok(true)
     }
 
     /// Runs the protocol's events (which may complete tasks and so queue

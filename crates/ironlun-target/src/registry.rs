@@ -95,10 +95,6 @@ impl Registry {
         self.sessions.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn session_count(&self) -> usize {
-        self.table().by_tsih.len()
-    }
-
     /// iSCSI names compare case-insensitively (RFC 7143 §4.2.7.1, names
     /// are normalised to lower case).
     pub fn find(&self, name: &str) -> Option<&Arc<Target>> {
@@ -121,7 +117,6 @@ impl Registry {
 /// One login's view of the registry.
 pub struct LoginCtx {
     pub registry: Arc<Registry>,
-    pub peer: SocketAddr,
     /// Set when the login created a session.
     pub created: Option<SessionHandle>,
 }

@@ -175,10 +175,6 @@ impl Server {
         self.registry.portals.clone()
     }
 
-    pub fn registry(&self) -> &Arc<Registry> {
-        &self.registry
-    }
-
     /// Serves until `stop` resolves, then stops accepting, asks every
     /// initiator to log out, waits for connections to end (bounded), and
     /// flushes every logical unit.
