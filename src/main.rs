@@ -45,7 +45,8 @@ struct TargetArgs {
     name: Option<String>,
     /// A LUN, numbered from 0 in the order given: ram:SIZE, null:SIZE,
     /// file:PATH[,size=SIZE][,direct][,prealloc] or block:PATH[,direct],
-    /// optionally followed by ,bs=4096 and ,ro. Sizes: 512MiB, 1GiB, 1G.
+    /// optionally followed by ,bs=4096, ,ro and ,thin (thin provisioning,
+    /// not for block). Sizes: 512MiB, 1GiB, 1G.
     #[arg(long, value_name = "SPEC")]
     lun: Vec<String>,
     /// Commands each session may have outstanding (the CmdSN window).

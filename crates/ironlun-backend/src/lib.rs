@@ -64,6 +64,51 @@ pub trait Backend: Send + Sync {
     fn refresh_size(&self) -> io::Result<u64> {
         Ok(self.size_bytes())
     }
+
+    /// Granularity in bytes at which deallocation releases storage, or 0
+    /// when the store cannot deallocate (no thin provisioning).
+    fn provisioning_granularity(&self) -> u64 {
+        0
+    }
+
+    /// Deallocates a range (thin provisioning): it reads as zeros
+    /// afterwards, and whole granules release their storage; partial ones
+    /// are zero-filled and stay allocated.
+    fn deallocate(&self, offset: u64, len: u64) -> io::Result<()> {
+        let _ = (offset, len);
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "deallocation not supported",
+        ))
+    }
+
+    /// Which parts of a range have storage: runs of (length in bytes,
+    /// allocated) covering `[offset, offset + len)` in order.
+    fn allocation(&self, offset: u64, len: u64) -> io::Result<Vec<Extent>> {
+        check_range(offset, 0, self.size_bytes())?;
+        Ok(vec![Extent {
+            len,
+            allocated: true,
+        }])
+    }
+}
+
+/// A run of bytes that is, or is not, backed by storage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extent {
+    pub len: u64,
+    pub allocated: bool,
+}
+
+/// Appends a run, merging it with the previous one when equal.
+pub fn push_extent(out: &mut Vec<Extent>, len: u64, allocated: bool) {
+    if len == 0 {
+        return;
+    }
+    match out.last_mut() {
+        Some(last) if last.allocated == allocated => last.len += len,
+        _ => out.push(Extent { len, allocated }),
+    }
 }
 
 /// Checks that `[offset, offset+len)` lies inside a store of `size` bytes.

@@ -42,6 +42,24 @@ impl Backend for NullBackend {
     fn may_block(&self) -> bool {
         false
     }
+
+    fn provisioning_granularity(&self) -> u64 {
+        4096
+    }
+
+    /// Nothing is ever stored.
+    fn deallocate(&self, offset: u64, len: u64) -> io::Result<()> {
+        check_range(offset, 0, self.size)?;
+        check_range(offset + len, 0, self.size)
+    }
+
+    fn allocation(&self, offset: u64, len: u64) -> io::Result<Vec<crate::Extent>> {
+        check_range(offset, 0, self.size)?;
+        Ok(vec![crate::Extent {
+            len,
+            allocated: false,
+        }])
+    }
 }
 
 #[cfg(test)]

@@ -117,6 +117,42 @@ impl Backend for RamBackend {
     fn may_block(&self) -> bool {
         false
     }
+
+    fn provisioning_granularity(&self) -> u64 {
+        CHUNK as u64
+    }
+
+    fn deallocate(&self, offset: u64, len: u64) -> io::Result<()> {
+        let len = usize::try_from(len).map_err(|_| io::Error::other("range too large"))?;
+        check_range(offset, len, self.size)?;
+        Self::for_each_chunk(offset, len, |idx, within, range| {
+            let c = self.chunks.get(idx).ok_or_else(lost_chunk)?;
+            let mut guard = c.write().unwrap_or_else(|e| e.into_inner());
+            // The last chunk may be shorter than CHUNK.
+            let chunk_len = (self.size - idx as u64 * CHUNK as u64).min(CHUNK as u64) as usize;
+            if within == 0 && range.len() == chunk_len {
+                *guard = None;
+            } else if let Some(data) = guard.as_mut() {
+                if let Some(dst) = data.get_mut(within..within + range.len()) {
+                    dst.fill(0);
+                }
+            }
+            Ok(())
+        })
+    }
+
+    fn allocation(&self, offset: u64, len: u64) -> io::Result<Vec<crate::Extent>> {
+        let ulen = usize::try_from(len).map_err(|_| io::Error::other("range too large"))?;
+        check_range(offset, ulen, self.size)?;
+        let mut out = Vec::new();
+        Self::for_each_chunk(offset, ulen, |idx, _, range| {
+            let c = self.chunks.get(idx).ok_or_else(lost_chunk)?;
+            let allocated = c.read().map(|g| g.is_some()).unwrap_or(true);
+            crate::push_extent(&mut out, range.len() as u64, allocated);
+            Ok(())
+        })?;
+        Ok(out)
+    }
 }
 
 #[cfg(test)]
@@ -136,6 +172,43 @@ mod tests {
         // Bytes around the write stay zero.
         assert_eq!(b.read(9_999, 1).unwrap()[0], 0);
         assert_eq!(b.read(210_000, 1).unwrap()[0], 0);
+    }
+
+    #[test]
+    fn deallocate_frees_whole_chunks_and_zeroes_partial_ones() {
+        let b = RamBackend::new(4 * CHUNK as u64);
+        b.write(0, &vec![7u8; 3 * CHUNK], false).unwrap();
+        // Half of chunk 0, all of chunk 1.
+        b.deallocate(CHUNK as u64 / 2, CHUNK as u64 * 3 / 2)
+            .unwrap();
+        assert_eq!(b.allocated_bytes(), 2 * CHUNK as u64);
+        let d = b.read(0, 3 * CHUNK).unwrap();
+        assert!(d[..CHUNK / 2].iter().all(|&x| x == 7));
+        assert!(d[CHUNK / 2..2 * CHUNK].iter().all(|&x| x == 0));
+        assert!(d[2 * CHUNK..].iter().all(|&x| x == 7));
+        let ext = b.allocation(0, 4 * CHUNK as u64).unwrap();
+        assert_eq!(
+            ext,
+            vec![
+                crate::Extent {
+                    len: CHUNK as u64,
+                    allocated: true
+                },
+                crate::Extent {
+                    len: CHUNK as u64,
+                    allocated: false
+                },
+                crate::Extent {
+                    len: CHUNK as u64,
+                    allocated: true
+                },
+                crate::Extent {
+                    len: CHUNK as u64,
+                    allocated: false
+                },
+            ]
+        );
+        assert!(b.deallocate(4 * CHUNK as u64, 1).is_err());
     }
 
     #[test]

@@ -1,22 +1,66 @@
-//! Block commands: READ and WRITE (6/10/12/16), WRITE AND VERIFY,
-//! SYNCHRONIZE CACHE and READ CAPACITY (SBC-3 §5).
+//! Block commands (SBC-3 §5): READ, WRITE, WRITE AND VERIFY, VERIFY,
+//! ORWRITE, COMPARE AND WRITE, WRITE ATOMIC, PRE-FETCH, SYNCHRONIZE CACHE,
+//! READ CAPACITY and READ DEFECT DATA.
+//!
+//! Ordering: ordinary reads and writes share the LU's access lock; the
+//! commands that must look atomic to other commands hold it exclusively:
+//! COMPARE AND WRITE (SBC-4 §5.2), ORWRITE (§5.9) and WRITE ATOMIC
+//! (§5.48).
 
 use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
 
 use crate::cdb::Cdb;
 use crate::lu::LogicalUnit;
 use crate::sense::{asc, key, Sense};
 use crate::{Request, Response};
 
-/// LBA, block count and flags of a read or write CDB.
-struct Rw {
-    lba: u64,
-    blocks: u64,
-    fua: bool,
+/// Where a block command keeps its LBA and transfer length: (offset,
+/// bytes) of each field.
+struct Layout {
+    lba: (usize, usize),
+    len: (usize, usize),
 }
 
-fn decode_rw(cdb: &Cdb<'_>) -> Rw {
-    let fua = cdb.bit(1, 3);
+fn layout(opcode: u8) -> Layout {
+    match opcode {
+        // WRITE ATOMIC(16): 2-byte transfer length at 12 (SBC-4 §5.48).
+        0x9c => Layout {
+            lba: (2, 8),
+            len: (12, 2),
+        },
+        // COMPARE AND WRITE: NUMBER OF LOGICAL BLOCKS is byte 13.
+        0x89 => Layout {
+            lba: (2, 8),
+            len: (13, 1),
+        },
+        op if op >> 5 == 1 || op >> 5 == 2 => Layout {
+            lba: (2, 4),
+            len: (7, 2),
+        },
+        op if op >> 5 == 5 => Layout {
+            lba: (2, 4),
+            len: (6, 4),
+        },
+        _ => Layout {
+            lba: (2, 8),
+            len: (10, 4),
+        },
+    }
+}
+
+fn field(cdb: &Cdb<'_>, (off, n): (usize, usize)) -> u64 {
+    match n {
+        1 => u64::from(cdb.u8(off)),
+        2 => u64::from(cdb.be16(off)),
+        4 => u64::from(cdb.be32(off)),
+        _ => cdb.be64(off),
+    }
+}
+
+/// LBA and number of blocks of a block command.
+fn lba_len(cdb: &Cdb<'_>) -> (u64, u64) {
     match cdb.opcode() {
         // READ(6)/WRITE(6): 21-bit LBA; a length of 0 means 256 blocks
         // (SBC-3 §5.7).
@@ -25,33 +69,30 @@ fn decode_rw(cdb: &Cdb<'_>) -> Rw {
                 0 => 256,
                 n => u64::from(n),
             };
-            Rw {
-                lba: u64::from(cdb.be24(1) & 0x1f_ffff),
-                blocks,
-                fua: false,
-            }
+            (u64::from(cdb.be24(1) & 0x1f_ffff), blocks)
         }
-        0x28 | 0x2a | 0x2e => Rw {
-            lba: u64::from(cdb.be32(2)),
-            blocks: u64::from(cdb.be16(7)),
-            fua,
-        },
-        0xa8 | 0xaa | 0xae => Rw {
-            lba: u64::from(cdb.be32(2)),
-            blocks: u64::from(cdb.be32(6)),
-            fua,
-        },
-        _ => Rw {
-            lba: cdb.be64(2),
-            blocks: u64::from(cdb.be32(10)),
-            fua,
-        },
+        op => {
+            let l = layout(op);
+            (field(cdb, l.lba), field(cdb, l.len))
+        }
     }
+}
+
+/// Byte of the CDB holding the transfer length, for field pointers.
+fn length_byte(opcode: u8) -> u16 {
+    match opcode {
+        0x08 | 0x0a => 4,
+        op => layout(op).len.0 as u16,
+    }
+}
+
+fn fua(cdb: &Cdb<'_>) -> bool {
+    !matches!(cdb.opcode(), 0x08 | 0x0a) && cdb.bit(1, 3)
 }
 
 /// SBC-3 §4.5: the range must lie within the medium; even a zero-length
 /// transfer must start at an existing LBA.
-fn check_range(lu: &LogicalUnit, lba: u64, blocks: u64) -> Result<(), Sense> {
+pub(crate) fn check_range(lu: &LogicalUnit, lba: u64, blocks: u64) -> Result<(), Sense> {
     let n = lu.num_blocks();
     if lba >= n || blocks > n - lba {
         return Err(Sense::lba_out_of_range());
@@ -68,46 +109,72 @@ fn check_transfer_length(lu: &LogicalUnit, blocks: u64, byte: u16) -> Result<u32
     Ok(bytes as u32)
 }
 
-/// Byte of the CDB that holds the transfer length, for field pointers.
-fn length_byte(opcode: u8) -> u16 {
-    match opcode {
-        0x08 | 0x0a => 4,
-        0x28 | 0x2a | 0x2e => 7,
-        0xa8 | 0xaa | 0xae => 6,
-        _ => 10,
-    }
+/// Range and length checks shared by the data-moving commands.
+fn checked(lu: &LogicalUnit, cdb: &Cdb<'_>) -> Result<(u64, u64, u32), Sense> {
+    let (lba, blocks) = lba_len(cdb);
+    check_range(lu, lba, blocks)?;
+    let bytes = check_transfer_length(lu, blocks, length_byte(cdb.opcode()))?;
+    Ok((lba, blocks, bytes))
+}
+
+pub(crate) fn read_error(lba: u64) -> Sense {
+    Sense::new(key::MEDIUM_ERROR, asc::UNRECOVERED_READ_ERROR).with_info(lba)
+}
+
+pub(crate) fn write_error(lba: u64) -> Sense {
+    Sense::new(key::MEDIUM_ERROR, asc::WRITE_ERROR).with_info(lba)
+}
+
+/// MISCOMPARE DURING VERIFY OPERATION with the offset of the first byte
+/// that differs (SBC-3 §5.2, §5.25).
+fn miscompare(offset: usize) -> Sense {
+    Sense::new(key::MISCOMPARE, asc::MISCOMPARE_DURING_VERIFY).with_info(offset as u64)
+}
+
+fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
+    a.iter().zip(b.iter()).position(|(x, y)| x != y)
+}
+
+/// Writes need the data on stable storage before status with FUA, with
+/// the write cache disabled, or for the verifying writes
+/// (SBC-3 §4.11, §5.40).
+fn durable(lu: &LogicalUnit, cdb: &Cdb<'_>) -> bool {
+    fua(cdb) || matches!(cdb.opcode(), 0x2e | 0xae | 0x8e) || !lu.mode.wce.load(Ordering::Relaxed)
+}
+
+fn read_blocks(lu: &LogicalUnit, lba: u64, bytes: usize) -> Result<Bytes, Sense> {
+    lu.backend
+        .read(lba * u64::from(lu.block_size()), bytes)
+        .map_err(|_| read_error(lba))
+}
+
+fn write_blocks(lu: &LogicalUnit, lba: u64, data: &[u8], durable: bool) -> Result<(), Sense> {
+    lu.backend
+        .write(lba * u64::from(lu.block_size()), data, durable)
+        .map_err(|_| write_error(lba))
 }
 
 pub fn read(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
-    let rw = decode_rw(cdb);
-    check_range(lu, rw.lba, rw.blocks)?;
-    let bytes = check_transfer_length(lu, rw.blocks, length_byte(cdb.opcode()))?;
+    let (lba, _, bytes) = checked(lu, cdb)?;
     if bytes == 0 {
         return Ok(Response::good());
     }
-    let offset = rw.lba * u64::from(lu.block_size());
-    match lu.backend.read(offset, bytes as usize) {
-        Ok(data) => Ok(Response::read_data(data)),
-        Err(_) => Err(Sense::new(key::MEDIUM_ERROR, asc::UNRECOVERED_READ_ERROR).with_info(rw.lba)),
-    }
+    let _shared = lu.shared_access();
+    Ok(Response::read_data(read_blocks(lu, lba, bytes as usize)?))
 }
 
 pub fn write(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
-    let rw = decode_rw(cdb);
-    let verify = matches!(cdb.opcode(), 0x2e | 0xae | 0x8e);
-    if verify {
-        // BYTCHK (SBC-4 §5.42): 00b no compare, 01b compare; others are
-        // not supported.
-        let bytchk = (cdb.u8(1) >> 1) & 0x03;
-        if bytchk > 1 {
+    if matches!(cdb.opcode(), 0x2e | 0xae | 0x8e) {
+        // WRITE AND VERIFY BYTCHK (SBC-4 §5.42): 00b no compare, 01b
+        // compare; the other values are not supported.
+        if (cdb.u8(1) >> 1) & 0x03 > 1 {
             return Err(Sense::invalid_field(1, Some(2)));
         }
     }
     if lu.write_protected() {
         return Err(Sense::write_protected());
     }
-    check_range(lu, rw.lba, rw.blocks)?;
-    let bytes = check_transfer_length(lu, rw.blocks, length_byte(cdb.opcode()))?;
+    let (lba, _, bytes) = checked(lu, cdb)?;
     if bytes == 0 {
         return Ok(Response::good());
     }
@@ -118,30 +185,270 @@ pub fn write(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Respo
     // data beyond the CDB's length is ignored (underflow).
     let received = req.data_out.len().min(bytes as usize);
     let data = req.data_out.get(..received).unwrap_or(&[]);
-    // FUA, a disabled write cache and WRITE AND VERIFY all need the data on
-    // stable storage before status (SBC-4 §5.40, §6.5.3).
-    let durable = rw.fua || verify || !lu.mode.wce.load(Ordering::Relaxed);
+    let durable = durable(lu, cdb);
     let bs = lu.block_size() as usize;
-    let offset = rw.lba * u64::from(lu.block_size());
     let whole = received / bs * bs;
-    let write_err = |_| Sense::new(key::MEDIUM_ERROR, asc::WRITE_ERROR).with_info(rw.lba);
+    let _shared = lu.shared_access();
     if whole > 0 {
-        lu.backend
-            .write(offset, data.get(..whole).unwrap_or(&[]), durable)
-            .map_err(write_err)?;
+        write_blocks(lu, lba, data.get(..whole).unwrap_or(&[]), durable)?;
     }
     if received > whole {
         // A partial last block: merge it with what the medium holds.
-        let at = offset + whole as u64;
-        let old = lu.backend.read(at, bs).map_err(write_err)?;
-        let mut block = old.to_vec();
+        let last = lba + (whole / bs) as u64;
+        let mut block = read_blocks(lu, last, bs)
+            .map_err(|_| write_error(last))?
+            .to_vec();
         let tail = data.get(whole..).unwrap_or(&[]);
         if let Some(dst) = block.get_mut(..tail.len()) {
             dst.copy_from_slice(tail);
         }
-        lu.backend.write(at, &block, durable).map_err(write_err)?;
+        write_blocks(lu, last, &block, durable)?;
     }
     Ok(Response::written(bytes))
+}
+
+/// VERIFY(10/12/16) (SBC-4 §5.32): BYTCHK 00b checks the medium only,
+/// 01b compares the Data-Out buffer with the blocks, 11b compares one
+/// block of Data-Out with every block in the range.
+pub fn verify(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
+    let bytchk = (cdb.u8(1) >> 1) & 0x03;
+    if bytchk == 0b10 {
+        return Err(Sense::invalid_field(1, Some(2)));
+    }
+    let (lba, blocks) = lba_len(cdb);
+    check_range(lu, lba, blocks)?;
+    // Without BYTCHK nothing is transferred: the range may be as long as
+    // the medium; verifying the medium reads it.
+    let bs = lu.block_size() as usize;
+    let expected = match bytchk {
+        0 => 0,
+        0b01 => check_transfer_length(lu, blocks, length_byte(cdb.opcode()))? as usize,
+        _ => bs,
+    };
+    if blocks == 0 {
+        return Ok(Response::written(0));
+    }
+    let _shared = lu.shared_access();
+    if bytchk == 0 {
+        // Read the range to find unreadable blocks, in bounded pieces.
+        let step = (lu.cfg.max_transfer_bytes as usize / bs).max(1) as u64;
+        let mut at = lba;
+        while at < lba + blocks {
+            let n = step.min(lba + blocks - at);
+            read_blocks(lu, at, n as usize * bs)?;
+            at += n;
+        }
+        return Ok(Response::written(0));
+    }
+    let data = req.data_out;
+    if data.len() < expected {
+        return Ok(lu.check_condition(
+            Sense::new(
+                key::ILLEGAL_REQUEST,
+                asc::INVALID_FIELD_IN_COMMAND_INFORMATION_UNIT,
+            ),
+            expected as u32,
+        ));
+    }
+    let medium = read_blocks(lu, lba, blocks as usize * bs)?;
+    let mismatch = if bytchk == 0b01 {
+        first_difference(data.get(..expected).unwrap_or(&[]), &medium)
+    } else {
+        let pattern = data.get(..bs).unwrap_or(&[]);
+        medium
+            .chunks(bs)
+            .enumerate()
+            .find_map(|(i, b)| first_difference(pattern, b).map(|o| i * bs + o))
+    };
+    match mismatch {
+        Some(off) => Ok(lu.check_condition(miscompare(off), expected as u32)),
+        None => Ok(Response::written(expected as u32)),
+    }
+}
+
+/// Checks a fixed-size Data-Out buffer: commands whose data length the CDB
+/// fixes (COMPARE AND WRITE, WRITE SAME) fail when the transfer disagrees
+/// (FCP-4 §9.4.2 option (b)).
+fn exact_data<'a>(
+    lu: &LogicalUnit,
+    req: &Request<'a>,
+    expected: usize,
+) -> Result<&'a [u8], Response> {
+    if req.data_out.len() == expected {
+        Ok(req.data_out)
+    } else {
+        Err(lu.check_condition(
+            Sense::new(
+                key::ILLEGAL_REQUEST,
+                asc::INVALID_FIELD_IN_COMMAND_INFORMATION_UNIT,
+            ),
+            expected as u32,
+        ))
+    }
+}
+
+/// COMPARE AND WRITE (SBC-4 §5.2): compares the first half of the
+/// Data-Out buffer with the blocks and, if they match, writes the second
+/// half, with no other command able to change the blocks in between.
+pub fn compare_and_write(
+    lu: &LogicalUnit,
+    req: &Request<'_>,
+    cdb: &Cdb<'_>,
+) -> Result<Response, Sense> {
+    let (lba, blocks) = lba_len(cdb);
+    if blocks > u64::from(crate::inquiry::MAX_COMPARE_AND_WRITE_BLOCKS) {
+        return Err(Sense::invalid_field(13, None));
+    }
+    if lu.write_protected() {
+        return Err(Sense::write_protected());
+    }
+    check_range(lu, lba, blocks)?;
+    if blocks == 0 {
+        // Zero blocks transfer nothing (SBC-4 §5.2); Data-Out for them
+        // contradicts the CDB.
+        if !req.data_out.is_empty() {
+            return Err(Sense::invalid_field(13, None));
+        }
+        return Ok(Response::good());
+    }
+    let bs = lu.block_size() as usize;
+    let half = blocks as usize * bs;
+    let data = match exact_data(lu, req, 2 * half) {
+        Ok(d) => d,
+        Err(r) => return Ok(r),
+    };
+    let (verify, new) = data.split_at(half);
+    let _exclusive = lu.exclusive_access();
+    let current = read_blocks(lu, lba, half)?;
+    if let Some(off) = first_difference(verify, &current) {
+        return Ok(lu.check_condition(miscompare(off), 2 * half as u32));
+    }
+    write_blocks(lu, lba, new, durable(lu, cdb))?;
+    Ok(Response::written(2 * half as u32))
+}
+
+/// ORWRITE(16) (SBC-4 §5.9): ORs the Data-Out buffer into the blocks.
+pub fn orwrite(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
+    if lu.write_protected() {
+        return Err(Sense::write_protected());
+    }
+    let (lba, _, bytes) = checked(lu, cdb)?;
+    if bytes == 0 {
+        return Ok(Response::good());
+    }
+    let data = match exact_data(lu, req, bytes as usize) {
+        Ok(d) => d,
+        Err(r) => return Ok(r),
+    };
+    let _exclusive = lu.exclusive_access();
+    let mut blocks = read_blocks(lu, lba, bytes as usize)?.to_vec();
+    for (b, d) in blocks.iter_mut().zip(data) {
+        *b |= d;
+    }
+    write_blocks(lu, lba, &blocks, durable(lu, cdb))?;
+    Ok(Response::written(bytes))
+}
+
+/// WRITE ATOMIC(16) (SBC-4 §5.48): all of the data or none of it, and no
+/// other command sees a mix of old and new blocks.
+pub fn write_atomic(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
+    if lu.write_protected() {
+        return Err(Sense::write_protected());
+    }
+    let (lba, _, bytes) = checked(lu, cdb)?;
+    if bytes == 0 {
+        return Ok(Response::good());
+    }
+    let data = match exact_data(lu, req, bytes as usize) {
+        Ok(d) => d,
+        Err(r) => return Ok(r),
+    };
+    let _exclusive = lu.exclusive_access();
+    write_blocks(lu, lba, data, durable(lu, cdb))?;
+    Ok(Response::written(bytes))
+}
+
+/// PRE-FETCH(10/16) (SBC-3 §5.9): a hint; the blocks are as close to the
+/// initiator as they will get. The range is still checked.
+pub fn prefetch(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
+    let (lba, blocks) = lba_len(cdb);
+    check_range(lu, lba, blocks)?;
+    Ok(Response::good())
+}
+
+/// WRITE SAME(10/16) without UNMAP (SBC-4 §5.45, §5.46): one block of
+/// Data-Out written to every block of the range. A NUMBER OF LOGICAL
+/// BLOCKS of zero means "to the end of the medium" (WSNZ = 0).
+pub fn write_same(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
+    let sixteen = cdb.opcode() == 0x93;
+    let anchor = cdb.bit(1, 4);
+    let unmap = cdb.bit(1, 3);
+    let ndob = sixteen && cdb.bit(1, 0);
+    if anchor {
+        // ANCHOR needs UNMAP, and anchored state is not supported
+        // (ANC_SUP = 0 in the Logical Block Provisioning VPD page).
+        return Err(Sense::invalid_field(1, Some(4)));
+    }
+    if unmap && !lu.thin() {
+        // LBPWS/LBPWS10 are zero on a fully provisioned LU.
+        return Err(Sense::invalid_field(1, Some(3)));
+    }
+    if lu.write_protected() {
+        return Err(Sense::write_protected());
+    }
+    let (lba, count) = lba_len(cdb);
+    let n = lu.num_blocks();
+    if lba >= n {
+        return Err(Sense::lba_out_of_range());
+    }
+    let blocks = if count == 0 { n - lba } else { count };
+    if blocks > crate::inquiry::MAX_WRITE_SAME_BLOCKS {
+        return Err(Sense::invalid_field(length_byte(cdb.opcode()), None));
+    }
+    check_range(lu, lba, blocks)?;
+    let bs = lu.block_size() as usize;
+    let pattern = if ndob {
+        if !req.data_out.is_empty() {
+            return Ok(lu.check_condition(
+                Sense::new(
+                    key::ILLEGAL_REQUEST,
+                    asc::INVALID_FIELD_IN_COMMAND_INFORMATION_UNIT,
+                ),
+                0,
+            ));
+        }
+        vec![0u8; bs]
+    } else {
+        match exact_data(lu, req, bs) {
+            Ok(d) => d.to_vec(),
+            Err(r) => return Ok(r),
+        }
+    };
+    if unmap {
+        // SBC-4 §5.50 leaves it to the device server whether to unmap;
+        // ironlun always does, whatever the Data-Out holds, and the blocks
+        // then read as zeros (LBPRZ = 1), as libiscsi's suite and Linux's
+        // LIO expect.
+        crate::provisioning::deallocate(lu, lba, blocks)?;
+        return Ok(Response::written(if ndob { 0 } else { bs as u32 }));
+    }
+    let durable = !lu.mode.wce.load(Ordering::Relaxed);
+    // Fill one buffer of whole blocks and write it repeatedly.
+    let per = (lu.cfg.max_transfer_bytes as usize / bs).clamp(1, 2048) as u64;
+    let buf: Vec<u8> = pattern
+        .iter()
+        .copied()
+        .cycle()
+        .take(per.min(blocks) as usize * bs)
+        .collect();
+    let _shared = lu.shared_access();
+    let mut at = lba;
+    while at < lba + blocks {
+        let k = per.min(lba + blocks - at) as usize;
+        write_blocks(lu, at, buf.get(..k * bs).unwrap_or(&[]), durable)?;
+        at += k as u64;
+    }
+    Ok(Response::written(if ndob { 0 } else { bs as u32 }))
 }
 
 pub fn synchronize_cache(
@@ -149,11 +456,7 @@ pub fn synchronize_cache(
     _req: &Request<'_>,
     cdb: &Cdb<'_>,
 ) -> Result<Response, Sense> {
-    let (lba, blocks) = if cdb.opcode() == 0x35 {
-        (u64::from(cdb.be32(2)), u64::from(cdb.be16(7)))
-    } else {
-        (cdb.be64(2), u64::from(cdb.be32(10)))
-    };
+    let (lba, blocks) = lba_len(cdb);
     // NUMBER OF LOGICAL BLOCKS 0 means "to the end" (SBC-3 §5.22).
     let n = lu.num_blocks();
     if lba >= n || (blocks != 0 && blocks > n - lba) {
@@ -190,7 +493,28 @@ pub fn read_capacity16(
     d[..8].copy_from_slice(&(lu.num_blocks() - 1).to_be_bytes());
     d[8..12].copy_from_slice(&lu.block_size().to_be_bytes());
     // Byte 12: no protection information. Byte 13: one logical block per
-    // physical block. Bytes 14-15: no logical block provisioning
-    // management (SBC-3 §5.16.2).
+    // physical block. Byte 14: LBPME and LBPRZ for a thin LU
+    // (SBC-3 §5.16.2).
+    if lu.thin() {
+        d[14] = 0x80 | 0x40;
+    }
     Ok(Response::data(d.to_vec(), alloc))
+}
+
+/// READ DEFECT DATA(10/12) (SBC-3 §5.13, §5.14): a virtual medium has no
+/// defects; both lists are valid and empty.
+pub fn read_defect_data(
+    _lu: &LogicalUnit,
+    _req: &Request<'_>,
+    cdb: &Cdb<'_>,
+) -> Result<Response, Sense> {
+    if cdb.opcode() == 0x37 {
+        let flags = cdb.u8(2) & 0x1f;
+        let alloc = u32::from(cdb.be16(7));
+        Ok(Response::data(vec![0, flags, 0, 0], alloc))
+    } else {
+        let flags = cdb.u8(1) & 0x1f;
+        let alloc = cdb.be32(6);
+        Ok(Response::data(vec![0, flags, 0, 0, 0, 0, 0, 0], alloc))
+    }
 }

@@ -38,7 +38,7 @@ pub fn inquiry(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Re
         0x83 => vpd(0x83, device_identification(lu)),
         0xb0 => vpd(0xb0, block_limits(lu)),
         0xb1 => vpd(0xb1, block_device_characteristics()),
-        0xb2 => vpd(0xb2, logical_block_provisioning()),
+        0xb2 => vpd(0xb2, logical_block_provisioning(lu)),
         _ => return Err(Sense::invalid_field(2, None)),
     };
     Ok(Response::data(data, alloc))
@@ -137,17 +137,42 @@ fn device_identification(lu: &LogicalUnit) -> Vec<u8> {
     body
 }
 
-/// Block Limits (SBC-3 §6.5.3), page length 3Ch.
+/// MAXIMUM COMPARE AND WRITE LENGTH in blocks (VPD B0 byte 5).
+pub const MAX_COMPARE_AND_WRITE_BLOCKS: u8 = 255;
+
+/// OPTIMAL TRANSFER LENGTH GRANULARITY hint (VPD B0): 4096 bytes, so
+/// initiators align I/O to the page and file system block size. The
+/// physical block is reported equal to the logical block (LBPPBE = 0).
+pub const OPTIMAL_GRANULE: u32 = 4096;
+
+/// MAXIMUM WRITE SAME LENGTH in blocks (VPD B0).
+pub const MAX_WRITE_SAME_BLOCKS: u64 = 0xffff;
+
+/// Block Limits (SBC-3 §6.5.3, SBC-4 §6.6.4), page length 3Ch. Field
+/// offsets below are page offsets minus the 4-byte header.
 fn block_limits(lu: &LogicalUnit) -> Vec<u8> {
     let mut b = [0u8; 0x3c];
-    let max_blocks = lu.cfg.max_transfer_bytes / lu.block_size();
-    // Optimal transfer length granularity: one block.
-    b[2..4].copy_from_slice(&1u16.to_be_bytes());
+    let bs = lu.block_size();
+    let max_blocks = lu.cfg.max_transfer_bytes / bs;
+    // WSNZ = 0: WRITE SAME with zero blocks means "to the end".
+    b[1] = MAX_COMPARE_AND_WRITE_BLOCKS;
+    b[2..4].copy_from_slice(&((OPTIMAL_GRANULE / bs).max(1) as u16).to_be_bytes());
     // MAXIMUM TRANSFER LENGTH and OPTIMAL TRANSFER LENGTH in blocks.
     b[4..8].copy_from_slice(&max_blocks.to_be_bytes());
-    b[8..12].copy_from_slice(&max_blocks.min((1 << 20) / lu.block_size()).to_be_bytes());
-    // MAXIMUM UNMAP LBA COUNT and BLOCK DESCRIPTOR COUNT stay zero: no
-    // UNMAP without thin provisioning.
+    b[8..12].copy_from_slice(&max_blocks.min((1 << 20) / bs).to_be_bytes());
+    if lu.thin() {
+        // UNMAP limits; zero (no UNMAP) on a fully provisioned LU.
+        b[16..20].copy_from_slice(&crate::provisioning::MAX_UNMAP_LBA_COUNT.to_be_bytes());
+        b[20..24].copy_from_slice(&crate::provisioning::MAX_UNMAP_DESCRIPTORS.to_be_bytes());
+        let granule = (lu.backend.provisioning_granularity() / u64::from(bs)).max(1);
+        b[24..28].copy_from_slice(&u32::try_from(granule).unwrap_or(u32::MAX).to_be_bytes());
+        // UGAVALID with an alignment of 0.
+        b[28..32].copy_from_slice(&0x8000_0000u32.to_be_bytes());
+    }
+    b[32..40].copy_from_slice(&MAX_WRITE_SAME_BLOCKS.to_be_bytes());
+    // MAXIMUM ATOMIC TRANSFER LENGTH (SBC-4): any transfer; no alignment or
+    // granularity requirement.
+    b[40..44].copy_from_slice(&max_blocks.to_be_bytes());
     b.to_vec()
 }
 
@@ -158,7 +183,12 @@ fn block_device_characteristics() -> Vec<u8> {
     b.to_vec()
 }
 
-/// Logical Block Provisioning (SBC-3 §6.5.4): fully provisioned.
-fn logical_block_provisioning() -> Vec<u8> {
-    vec![0u8; 4]
+/// Logical Block Provisioning (SBC-3 §6.5.4): LBPU, LBPWS, LBPWS10 and
+/// LBPRZ with provisioning type "thin" on a thin LU; nothing otherwise.
+fn logical_block_provisioning(lu: &LogicalUnit) -> Vec<u8> {
+    if lu.thin() {
+        vec![0, 0x80 | 0x40 | 0x20 | 0x04, 0x02, 0]
+    } else {
+        vec![0u8; 4]
+    }
 }

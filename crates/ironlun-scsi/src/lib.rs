@@ -25,6 +25,7 @@ pub mod lu;
 mod misc;
 mod mode;
 pub mod ops;
+mod provisioning;
 pub mod sense;
 
 use std::sync::Arc;

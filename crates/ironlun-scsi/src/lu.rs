@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::Bytes;
 use ironlun_backend::Backend;
@@ -39,6 +39,9 @@ pub struct LuConfig {
     pub relative_port: u16,
     /// MAXIMUM TRANSFER LENGTH in bytes (VPD page 0xB0).
     pub max_transfer_bytes: u32,
+    /// Thin provisioning: UNMAP, WRITE SAME with UNMAP and GET LBA STATUS,
+    /// LBPME/LBPRZ set (SBC-3 §4.7).
+    pub thin: bool,
 }
 
 impl LuConfig {
@@ -75,12 +78,21 @@ pub struct LogicalUnit {
     ua: Mutex<HashMap<NexusId, VecDeque<Sense>>>,
     /// Nexuses with at least one pending UA: lets the hot path skip the lock.
     ua_pending: AtomicUsize,
+    /// Shared by ordinary reads and writes, exclusive for the commands
+    /// that must appear atomic (COMPARE AND WRITE, ORWRITE, WRITE ATOMIC).
+    access: RwLock<()>,
 }
 
 impl LogicalUnit {
     pub fn new(cfg: LuConfig, backend: Arc<dyn Backend>) -> Result<LogicalUnit, String> {
         cfg.validate()?;
         let num_blocks = backend.size_bytes() / u64::from(cfg.block_size);
+        if cfg.thin && backend.provisioning_granularity() == 0 {
+            return Err(format!(
+                "a {} backend cannot be thin provisioned",
+                backend.kind()
+            ));
+        }
         if num_blocks == 0 {
             return Err(format!(
                 "backend of {} bytes holds no {}-byte block",
@@ -97,6 +109,7 @@ impl LogicalUnit {
             mode,
             ua: Mutex::new(HashMap::new()),
             ua_pending: AtomicUsize::new(0),
+            access: RwLock::new(()),
         })
     }
 
@@ -110,6 +123,20 @@ impl LogicalUnit {
 
     pub fn block_size(&self) -> u32 {
         self.cfg.block_size
+    }
+
+    pub fn thin(&self) -> bool {
+        self.cfg.thin
+    }
+
+    /// Access shared with other ordinary commands.
+    pub(crate) fn shared_access(&self) -> RwLockReadGuard<'_, ()> {
+        self.access.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Access no other data command can interleave with.
+    pub(crate) fn exclusive_access(&self) -> RwLockWriteGuard<'_, ()> {
+        self.access.write().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn num_blocks(&self) -> u64 {
@@ -126,7 +153,7 @@ impl LogicalUnit {
     /// and nowhere else.
     pub fn execute(&self, req: &Request<'_>) -> Response {
         let cdb = Cdb(req.cdb);
-        let op = match ops::lookup(&cdb) {
+        let op = match ops::lookup(self, &cdb) {
             Ok(op) => op,
             Err(s) => return self.check_condition(s, 0),
         };

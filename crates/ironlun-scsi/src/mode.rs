@@ -1,6 +1,11 @@
-//! MODE SENSE(6) and (10) (SPC-4 §6.11, §6.12) over the caching (SBC-3
-//! §6.4.5), control (SPC-4 §7.5.8) and informational exceptions control
-//! (SPC-4 §7.5.14) pages.
+//! MODE SENSE(6/10) and MODE SELECT(6/10) (SPC-4 §6.9–§6.12) over the
+//! caching (SBC-3 §6.4.5), control (SPC-4 §7.5.8) and informational
+//! exceptions control (SPC-4 §7.5.14) pages.
+//!
+//! Each page is one row of [`PAGES`]: how to build its current and
+//! default values, which bits MODE SELECT may change, and how a change is
+//! applied. Saved values are not implemented (nothing is persisted), so
+//! PC = 11b and SP = 1 are refused as SPC-4 prescribes.
 
 use std::sync::atomic::Ordering;
 
@@ -9,9 +14,6 @@ use crate::lu::LogicalUnit;
 use crate::sense::{asc, key, Sense};
 use crate::{Request, Response};
 
-const PAGE_CACHING: u8 = 0x08;
-const PAGE_CONTROL: u8 = 0x0a;
-const PAGE_INFORMATIONAL_EXCEPTIONS: u8 = 0x1c;
 const ALL_PAGES: u8 = 0x3f;
 
 /// Page control (SPC-4 §6.11): which values to report.
@@ -22,30 +24,42 @@ enum PageControl {
     Default,
 }
 
-fn caching(lu: &LogicalUnit, pc: PageControl) -> Vec<u8> {
+struct ModePage {
+    code: u8,
+    /// Current (true) or default (false) values, header included.
+    build: fn(&LogicalUnit, bool) -> Vec<u8>,
+    /// The changeable-values page (PC = 01b): page code and length, then
+    /// a one for every bit MODE SELECT may change.
+    changeable: &'static [u8],
+    /// Applies a validated page from MODE SELECT.
+    apply: fn(&LogicalUnit, &[u8]),
+}
+
+fn bit(page: &[u8], byte: usize, mask: u8) -> bool {
+    page.get(byte).is_some_and(|b| b & mask != 0)
+}
+
+/// Caching (SBC-3 §6.4.5): WCE is changeable.
+fn caching(lu: &LogicalUnit, current: bool) -> Vec<u8> {
     let mut p = [0u8; 20];
-    p[0] = PAGE_CACHING;
+    p[0] = 0x08;
     p[1] = 0x12;
-    let wce = match pc {
-        PageControl::Current => lu.mode.wce.load(Ordering::Relaxed),
-        PageControl::Default => true,
-        // MODE SELECT is not implemented yet: nothing is changeable.
-        PageControl::Changeable => false,
-    };
+    let wce = !current || lu.mode.wce.load(Ordering::Relaxed);
     if wce {
         p[2] |= 0x04;
     }
     p.to_vec()
 }
 
-fn control(lu: &LogicalUnit, pc: PageControl) -> Vec<u8> {
+fn apply_caching(lu: &LogicalUnit, page: &[u8]) {
+    lu.mode.wce.store(bit(page, 2, 0x04), Ordering::Relaxed);
+}
+
+/// Control (SPC-4 §7.5.8): D_SENSE and SWP are changeable.
+fn control(lu: &LogicalUnit, current: bool) -> Vec<u8> {
     let mut p = [0u8; 12];
-    p[0] = PAGE_CONTROL;
+    p[0] = 0x0a;
     p[1] = 0x0a;
-    if pc == PageControl::Changeable {
-        return p.to_vec();
-    }
-    let current = pc == PageControl::Current;
     if current && lu.mode.d_sense.load(Ordering::Relaxed) {
         p[2] |= 0x04;
     }
@@ -61,11 +75,60 @@ fn control(lu: &LogicalUnit, pc: PageControl) -> Vec<u8> {
     p.to_vec()
 }
 
-fn informational_exceptions(_lu: &LogicalUnit, _pc: PageControl) -> Vec<u8> {
+fn apply_control(lu: &LogicalUnit, page: &[u8]) {
+    lu.mode.d_sense.store(bit(page, 2, 0x04), Ordering::Relaxed);
+    lu.mode.swp.store(bit(page, 4, 0x08), Ordering::Relaxed);
+}
+
+/// Informational Exceptions Control (SPC-4 §7.5.14): no exceptions are
+/// reported, nothing changes.
+fn informational_exceptions(_lu: &LogicalUnit, _current: bool) -> Vec<u8> {
     let mut p = [0u8; 12];
-    p[0] = PAGE_INFORMATIONAL_EXCEPTIONS;
+    p[0] = 0x1c;
     p[1] = 0x0a;
     p.to_vec()
+}
+
+fn apply_nothing(_lu: &LogicalUnit, _page: &[u8]) {}
+
+static PAGES: &[ModePage] = &[
+    ModePage {
+        code: 0x08,
+        build: caching,
+        changeable: &[
+            0x08, 0x12, 0x04, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        ],
+        apply: apply_caching,
+    },
+    ModePage {
+        code: 0x0a,
+        build: control,
+        changeable: &[0x0a, 0x0a, 0x04, 0, 0x08, 0, 0, 0, 0, 0, 0, 0],
+        apply: apply_control,
+    },
+    ModePage {
+        code: 0x1c,
+        build: informational_exceptions,
+        changeable: &[0x1c, 0x0a, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+        apply: apply_nothing,
+    },
+];
+
+fn page_bytes(lu: &LogicalUnit, p: &ModePage, pc: PageControl) -> Vec<u8> {
+    match pc {
+        PageControl::Current => (p.build)(lu, true),
+        PageControl::Default => (p.build)(lu, false),
+        PageControl::Changeable => p.changeable.to_vec(),
+    }
+}
+
+/// Device-specific parameter (SBC-3 §6.4.1): WP and DPOFUA.
+fn device_specific(lu: &LogicalUnit) -> u8 {
+    let mut dsp = 0x10;
+    if lu.write_protected() {
+        dsp |= 0x80;
+    }
+    dsp
 }
 
 pub fn mode_sense(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
@@ -84,7 +147,7 @@ pub fn mode_sense(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result
             ))
         }
     };
-    let page = cdb.u8(2) & 0x3f;
+    let code = cdb.u8(2) & 0x3f;
     let subpage = cdb.u8(3);
     let alloc = if ten {
         u32::from(cdb.be16(7))
@@ -96,16 +159,11 @@ pub fn mode_sense(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result
         return Err(Sense::invalid_field(3, None));
     }
     let mut pages = Vec::new();
-    match page {
-        PAGE_CACHING => pages.extend(caching(lu, pc)),
-        PAGE_CONTROL => pages.extend(control(lu, pc)),
-        PAGE_INFORMATIONAL_EXCEPTIONS => pages.extend(informational_exceptions(lu, pc)),
-        ALL_PAGES => {
-            pages.extend(caching(lu, pc));
-            pages.extend(control(lu, pc));
-            pages.extend(informational_exceptions(lu, pc));
-        }
-        _ => return Err(Sense::invalid_field(2, Some(5))),
+    for p in PAGES.iter().filter(|p| code == ALL_PAGES || p.code == code) {
+        pages.extend(page_bytes(lu, p, pc));
+    }
+    if pages.is_empty() {
+        return Err(Sense::invalid_field(2, Some(5)));
     }
 
     // Block descriptor (SPC-4 §7.5.5, SBC-3 §6.4.2): 8 bytes, or 16 with
@@ -123,11 +181,7 @@ pub fn mode_sense(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result
             bd.extend_from_slice(&lu.block_size().to_be_bytes()[1..]);
         }
     }
-    // Device-specific parameter (SBC-3 §6.4.1): WP and DPOFUA.
-    let mut dsp = 0x10;
-    if lu.write_protected() {
-        dsp |= 0x80;
-    }
+    let dsp = device_specific(lu);
     let mut out = Vec::new();
     if ten {
         let len = (6 + bd.len() + pages.len()) as u16;
@@ -147,4 +201,123 @@ pub fn mode_sense(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result
     out.extend_from_slice(&bd);
     out.extend_from_slice(&pages);
     Ok(Response::data(out, alloc))
+}
+
+/// MODE SELECT(6/10) (SPC-4 §6.9, §6.10): the parameter list is checked
+/// whole (header, block descriptor, every page against its changeable
+/// mask) before anything is applied; a change raises MODE PARAMETERS
+/// CHANGED for the other I_T nexuses (SPC-4 §5.14).
+pub fn mode_select(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
+    let ten = cdb.opcode() == 0x55;
+    if !cdb.bit(1, 4) {
+        // PF = 0: vendor-specific page format, not supported.
+        return Err(Sense::invalid_field(1, Some(4)));
+    }
+    if cdb.bit(1, 0) {
+        // SP = 1: saving pages is not supported.
+        return Err(Sense::invalid_field(1, Some(0)));
+    }
+    let len = if ten {
+        usize::from(cdb.be16(7))
+    } else {
+        usize::from(cdb.u8(4))
+    };
+    if len == 0 {
+        return Ok(Response::good());
+    }
+    let data = req
+        .data_out
+        .get(..len.min(req.data_out.len()))
+        .unwrap_or(&[]);
+    let header = if ten { 8 } else { 4 };
+    let length_error = || Sense::new(key::ILLEGAL_REQUEST, asc::PARAMETER_LIST_LENGTH_ERROR);
+    if data.len() < header || data.len() < len {
+        return Err(length_error());
+    }
+    let p = Cdb(data);
+    // MODE DATA LENGTH is reserved in MODE SELECT; the medium type must be
+    // 0; the device-specific parameter is ignored for direct access
+    // devices (SBC-3 §6.4.1).
+    let (mode_len_zero, medium, bd_len) = if ten {
+        (p.be16(0) == 0, p.u8(2), usize::from(p.be16(6)))
+    } else {
+        (p.u8(0) == 0, p.u8(1), usize::from(p.u8(3)))
+    };
+    if !mode_len_zero {
+        return Err(Sense::invalid_param(0, None));
+    }
+    if medium != 0 {
+        return Err(Sense::invalid_param(if ten { 2 } else { 1 }, None));
+    }
+    let long = ten && p.bit(4, 0);
+    let bd_size = if long { 16 } else { 8 };
+    if bd_len % bd_size != 0 || header + bd_len > data.len() {
+        return Err(length_error());
+    }
+    // A block descriptor may only restate the block length; resizing or
+    // reformatting is not supported.
+    for i in 0..bd_len / bd_size {
+        let at = header + i * bd_size;
+        let (blocks, block_len) = if long {
+            (p.be64(at), p.be32(at + 12))
+        } else {
+            (u64::from(p.be32(at)), p.be24(at + 5))
+        };
+        if block_len != lu.block_size() {
+            return Err(Sense::invalid_param(
+                (at + if long { 12 } else { 5 }) as u16,
+                None,
+            ));
+        }
+        // NUMBER OF BLOCKS may be 0 (unchanged), the capacity, or in a
+        // short descriptor FFFFFFFFh for a capacity beyond 32 bits.
+        let restated = blocks == 0 || blocks == lu.num_blocks() || (!long && blocks == 0xffff_ffff);
+        if !restated {
+            return Err(Sense::invalid_param(at as u16, None));
+        }
+    }
+    let mut at = header + bd_len;
+    let mut accepted: Vec<(&ModePage, &[u8])> = Vec::new();
+    while at < data.len() {
+        let code = p.u8(at) & 0x3f;
+        if p.bit(at, 7) || p.bit(at, 6) {
+            // PS is reserved in MODE SELECT; SPF (subpages) is not used.
+            return Err(Sense::invalid_param(at as u16, Some(7)));
+        }
+        let Some(page) = PAGES.iter().find(|pg| pg.code == code) else {
+            return Err(Sense::invalid_param(at as u16, None));
+        };
+        let page_len = usize::from(p.u8(at + 1)) + 2;
+        if page_len != page.changeable.len() {
+            return Err(Sense::invalid_param((at + 1) as u16, None));
+        }
+        let Some(given) = data.get(at..at + page_len) else {
+            return Err(length_error());
+        };
+        // Every bit outside the changeable mask must equal the current
+        // value (SPC-4 §6.9).
+        let current = (page.build)(lu, true);
+        for (i, ((g, c), m)) in given
+            .iter()
+            .zip(&current)
+            .zip(page.changeable)
+            .enumerate()
+            .skip(2)
+        {
+            if (g ^ c) & !m != 0 {
+                return Err(Sense::invalid_param((at + i) as u16, None));
+            }
+        }
+        accepted.push((page, given));
+        at += page_len;
+    }
+    let before: Vec<Vec<u8>> = PAGES.iter().map(|pg| (pg.build)(lu, true)).collect();
+    for (page, given) in accepted {
+        (page.apply)(lu, given);
+    }
+    let after: Vec<Vec<u8>> = PAGES.iter().map(|pg| (pg.build)(lu, true)).collect();
+    if before != after {
+        lu.establish_ua(asc::MODE_PARAMETERS_CHANGED, Some(req.nexus));
+    }
+    Ok(Response::written(len as u32))
 }

@@ -8,13 +8,13 @@ use crate::inquiry;
 use crate::lu::LogicalUnit;
 use crate::misc;
 use crate::mode;
+use crate::provisioning;
 use crate::sense::Sense;
 use crate::{Request, Response};
 
 pub type Handler = fn(&LogicalUnit, &Request<'_>, &Cdb<'_>) -> Result<Response, Sense>;
 
 /// One supported command.
-#[derive(Debug)]
 pub struct OpInfo {
     pub opcode: u8,
     /// Service action, for opcodes that carry one in byte 1.
@@ -29,6 +29,8 @@ pub struct OpInfo {
     /// Allowed through a pending unit attention (SPC-4 §5.14: INQUIRY,
     /// REPORT LUNS, REQUEST SENSE).
     pub ua_exempt: bool,
+    /// Whether this LU offers the command (UNMAP only when thin, ...).
+    pub available: fn(&LogicalUnit) -> bool,
 }
 
 /// Opcodes whose byte 1 holds a service action (SPC-4 §4.2.5.3).
@@ -38,6 +40,9 @@ fn has_service_action(opcode: u8) -> bool {
 
 macro_rules! op {
     ($opcode:expr, $sa:expr, $name:expr, $usage:expr, $handler:expr, $exempt:expr) => {
+        op!($opcode, $sa, $name, $usage, $handler, $exempt, always)
+    };
+    ($opcode:expr, $sa:expr, $name:expr, $usage:expr, $handler:expr, $exempt:expr, $avail:expr) => {
         OpInfo {
             opcode: $opcode,
             service_action: $sa,
@@ -45,11 +50,24 @@ macro_rules! op {
             usage: $usage,
             handler: $handler,
             ua_exempt: $exempt,
+            available: $avail,
         }
     };
 }
 
-/// Every command this device server implements.
+fn always(_: &LogicalUnit) -> bool {
+    true
+}
+
+fn thin(lu: &LogicalUnit) -> bool {
+    lu.thin()
+}
+
+// CDB usage bytes shared by many rows.
+const L4: [u8; 4] = [0xff; 4];
+
+/// Every command this device server implements. Usage data lists the
+/// opcode, then one mask per CDB byte; the last byte is CONTROL.
 pub static OPS: &[OpInfo] = &[
     op!(
         0x00,
@@ -92,6 +110,14 @@ pub static OPS: &[OpInfo] = &[
         true
     ),
     op!(
+        0x15,
+        None,
+        "MODE SELECT(6)",
+        &[0x15, 0x11, 0, 0, 0xff, 0x00],
+        mode::mode_select,
+        false
+    ),
+    op!(
         0x1a,
         None,
         "MODE SENSE(6)",
@@ -119,7 +145,7 @@ pub static OPS: &[OpInfo] = &[
         0x28,
         None,
         "READ(10)",
-        &[0x28, 0x18, 0xff, 0xff, 0xff, 0xff, 0x00, 0xff, 0xff, 0x00],
+        &cdb10(0x28, 0x18),
         block::read,
         false
     ),
@@ -127,7 +153,7 @@ pub static OPS: &[OpInfo] = &[
         0x2a,
         None,
         "WRITE(10)",
-        &[0x2a, 0x18, 0xff, 0xff, 0xff, 0xff, 0x00, 0xff, 0xff, 0x00],
+        &cdb10(0x2a, 0x18),
         block::write,
         false
     ),
@@ -135,16 +161,65 @@ pub static OPS: &[OpInfo] = &[
         0x2e,
         None,
         "WRITE AND VERIFY(10)",
-        &[0x2e, 0x16, 0xff, 0xff, 0xff, 0xff, 0x00, 0xff, 0xff, 0x00],
+        &cdb10(0x2e, 0x16),
         block::write,
+        false
+    ),
+    op!(
+        0x2f,
+        None,
+        "VERIFY(10)",
+        &cdb10(0x2f, 0x16),
+        block::verify,
+        false
+    ),
+    op!(
+        0x34,
+        None,
+        "PRE-FETCH(10)",
+        &cdb10(0x34, 0x02),
+        block::prefetch,
         false
     ),
     op!(
         0x35,
         None,
         "SYNCHRONIZE CACHE(10)",
-        &[0x35, 0x02, 0xff, 0xff, 0xff, 0xff, 0x00, 0xff, 0xff, 0x00],
+        &cdb10(0x35, 0x02),
         block::synchronize_cache,
+        false
+    ),
+    op!(
+        0x37,
+        None,
+        "READ DEFECT DATA(10)",
+        &[0x37, 0x00, 0x1f, 0, 0, 0, 0, 0xff, 0xff, 0x00],
+        block::read_defect_data,
+        false
+    ),
+    op!(
+        0x41,
+        None,
+        "WRITE SAME(10)",
+        &cdb10(0x41, 0x18),
+        block::write_same,
+        false
+    ),
+    op!(
+        0x42,
+        None,
+        "UNMAP",
+        &[0x42, 0x01, 0, 0, 0, 0, 0x1f, 0xff, 0xff, 0x00],
+        provisioning::unmap,
+        false,
+        thin
+    ),
+    op!(
+        0x55,
+        None,
+        "MODE SELECT(10)",
+        &[0x55, 0x11, 0, 0, 0, 0, 0, 0xff, 0xff, 0x00],
+        mode::mode_select,
         false
     ),
     op!(
@@ -159,44 +234,83 @@ pub static OPS: &[OpInfo] = &[
         0x88,
         None,
         "READ(16)",
-        &[
-            0x88, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-            0x00, 0x00
-        ],
+        &cdb16(0x88, 0x18),
         block::read,
+        false
+    ),
+    op!(
+        0x89,
+        None,
+        "COMPARE AND WRITE",
+        &[0x89, 0x1a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0xff, 0x1f, 0x00],
+        block::compare_and_write,
         false
     ),
     op!(
         0x8a,
         None,
         "WRITE(16)",
-        &[
-            0x8a, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-            0x00, 0x00
-        ],
+        &cdb16(0x8a, 0x18),
         block::write,
+        false
+    ),
+    op!(
+        0x8b,
+        None,
+        "ORWRITE(16)",
+        &cdb16(0x8b, 0x1a),
+        block::orwrite,
         false
     ),
     op!(
         0x8e,
         None,
         "WRITE AND VERIFY(16)",
-        &[
-            0x8e, 0x16, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-            0x00, 0x00
-        ],
+        &cdb16(0x8e, 0x16),
         block::write,
+        false
+    ),
+    op!(
+        0x8f,
+        None,
+        "VERIFY(16)",
+        &cdb16(0x8f, 0x16),
+        block::verify,
+        false
+    ),
+    op!(
+        0x90,
+        None,
+        "PRE-FETCH(16)",
+        &cdb16(0x90, 0x02),
+        block::prefetch,
         false
     ),
     op!(
         0x91,
         None,
         "SYNCHRONIZE CACHE(16)",
-        &[
-            0x91, 0x02, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-            0x00, 0x00
-        ],
+        &cdb16(0x91, 0x02),
         block::synchronize_cache,
+        false
+    ),
+    op!(
+        0x93,
+        None,
+        "WRITE SAME(16)",
+        &cdb16(0x93, 0x19),
+        block::write_same,
+        false
+    ),
+    op!(
+        0x9c,
+        None,
+        "WRITE ATOMIC(16)",
+        &[
+            0x9c, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0xff, 0xff, 0x1f,
+            0x00
+        ],
+        block::write_atomic,
         false
     ),
     op!(
@@ -209,6 +323,18 @@ pub static OPS: &[OpInfo] = &[
         ],
         block::read_capacity16,
         false
+    ),
+    op!(
+        0x9e,
+        Some(0x12),
+        "GET LBA STATUS",
+        &[
+            0x9e, 0x1f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+            0x00, 0x00
+        ],
+        provisioning::get_lba_status,
+        false,
+        thin
     ),
     op!(
         0xa0,
@@ -238,7 +364,7 @@ pub static OPS: &[OpInfo] = &[
         0xa8,
         None,
         "READ(12)",
-        &[0xa8, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
+        &cdb12(0xa8, 0x18),
         block::read,
         false
     ),
@@ -246,7 +372,7 @@ pub static OPS: &[OpInfo] = &[
         0xaa,
         None,
         "WRITE(12)",
-        &[0xaa, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
+        &cdb12(0xaa, 0x18),
         block::write,
         false
     ),
@@ -254,21 +380,68 @@ pub static OPS: &[OpInfo] = &[
         0xae,
         None,
         "WRITE AND VERIFY(12)",
-        &[0xae, 0x16, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
+        &cdb12(0xae, 0x16),
         block::write,
+        false
+    ),
+    op!(
+        0xaf,
+        None,
+        "VERIFY(12)",
+        &cdb12(0xaf, 0x16),
+        block::verify,
+        false
+    ),
+    op!(
+        0xb7,
+        None,
+        "READ DEFECT DATA(12)",
+        &[0xb7, 0x1f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
+        block::read_defect_data,
         false
     ),
 ];
 
+/// Usage data of a 10-byte LBA(4)/group/length(2) CDB (SBC-3 §5).
+const fn cdb10(opcode: u8, flags: u8) -> [u8; 10] {
+    [
+        opcode, flags, L4[0], L4[1], L4[2], L4[3], 0x1f, 0xff, 0xff, 0x00,
+    ]
+}
+
+/// Usage data of a 12-byte LBA(4)/length(4)/group CDB.
+const fn cdb12(opcode: u8, flags: u8) -> [u8; 12] {
+    [
+        opcode, flags, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0x00,
+    ]
+}
+
+/// Usage data of a 16-byte LBA(8)/length(4)/group CDB.
+const fn cdb16(opcode: u8, flags: u8) -> [u8; 16] {
+    [
+        opcode, flags, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        0x1f, 0x00,
+    ]
+}
+
+impl std::fmt::Debug for OpInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
 /// Finds the row for a CDB: INVALID COMMAND OPERATION CODE for an unknown
 /// opcode, INVALID FIELD IN CDB for an unknown service action
 /// (SPC-4 §4.2.5.3).
-pub fn lookup(cdb: &Cdb<'_>) -> Result<&'static OpInfo, Sense> {
+pub fn lookup(lu: &LogicalUnit, cdb: &Cdb<'_>) -> Result<&'static OpInfo, Sense> {
     let opcode = cdb.opcode();
+    let offered = OPS
+        .iter()
+        .filter(|o| o.opcode == opcode && (o.available)(lu));
     if has_service_action(opcode) {
         let sa = cdb.u8(1) & 0x1f;
         let mut any = false;
-        for op in OPS.iter().filter(|o| o.opcode == opcode) {
+        for op in offered {
             any = true;
             if op.service_action == Some(sa) {
                 return Ok(op);
@@ -280,9 +453,7 @@ pub fn lookup(cdb: &Cdb<'_>) -> Result<&'static OpInfo, Sense> {
             Sense::invalid_opcode()
         });
     }
-    OPS.iter()
-        .find(|o| o.opcode == opcode)
-        .ok_or_else(Sense::invalid_opcode)
+    offered.into_iter().next().ok_or_else(Sense::invalid_opcode)
 }
 
 /// Reserved bits must be zero (SPC-4 §4.2.1): any bit set outside the
@@ -304,7 +475,7 @@ pub fn check_usage(op: &OpInfo, cdb: &Cdb<'_>) -> Result<(), Sense> {
 
 /// REPORT SUPPORTED OPERATION CODES (SPC-4 §6.35).
 fn report_supported_opcodes(
-    _lu: &LogicalUnit,
+    lu: &LogicalUnit,
     _req: &Request<'_>,
     cdb: &Cdb<'_>,
 ) -> Result<Response, Sense> {
@@ -320,7 +491,7 @@ fn report_supported_opcodes(
     match options {
         0 => {
             out.extend_from_slice(&[0; 4]);
-            for op in OPS {
+            for op in OPS.iter().filter(|o| (o.available)(lu)) {
                 out.push(op.opcode);
                 out.push(0);
                 out.extend_from_slice(&u16::from(op.service_action.unwrap_or(0)).to_be_bytes());
@@ -342,7 +513,9 @@ fn report_supported_opcodes(
                 return Err(Sense::invalid_field(2, Some(2)));
             }
             let found = OPS.iter().find(|o| {
-                o.opcode == req_op && (!sa_based || o.service_action == Some(req_sa as u8))
+                o.opcode == req_op
+                    && (o.available)(lu)
+                    && (!sa_based || o.service_action == Some(req_sa as u8))
             });
             match found {
                 Some(op) => {
@@ -368,6 +541,23 @@ fn report_supported_opcodes(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+
+    fn lu(thin: bool) -> LogicalUnit {
+        let cfg = crate::LuConfig {
+            block_size: 512,
+            read_only: false,
+            product: "t".into(),
+            revision: "1".into(),
+            serial: "s".into(),
+            naa_id: 1,
+            target_name: "iqn.x:y".into(),
+            relative_port: 1,
+            max_transfer_bytes: 1 << 20,
+            thin,
+        };
+        LogicalUnit::new(cfg, Arc::new(ironlun_backend::RamBackend::new(1 << 20))).unwrap()
+    }
 
     #[test]
     fn table_is_consistent() {
@@ -397,28 +587,29 @@ mod tests {
 
     #[test]
     fn lookup_and_reserved_bits() {
-        assert_eq!(lookup(&Cdb(&[0x28; 10])).unwrap().name, "READ(10)");
+        let lu = lu(false);
+        assert_eq!(lookup(&lu, &Cdb(&[0x28; 10])).unwrap().name, "READ(10)");
         assert_eq!(
-            lookup(&Cdb(&[0xff; 16])).unwrap_err(),
+            lookup(&lu, &Cdb(&[0xff; 16])).unwrap_err(),
             Sense::invalid_opcode()
         );
         let rc16 = [0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0];
-        assert_eq!(lookup(&Cdb(&rc16)).unwrap().name, "READ CAPACITY(16)");
+        assert_eq!(lookup(&lu, &Cdb(&rc16)).unwrap().name, "READ CAPACITY(16)");
         let bad_sa = [0x9e, 0x11, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0];
         assert_eq!(
-            lookup(&Cdb(&bad_sa)).unwrap_err(),
+            lookup(&lu, &Cdb(&bad_sa)).unwrap_err(),
             Sense::invalid_field(1, Some(4))
         );
 
-        let read10 = lookup(&Cdb(&[0x28])).unwrap();
+        let read10 = lookup(&lu, &Cdb(&[0x28])).unwrap();
         // RDPROTECT (byte 1 bits 7..5) is not supported.
         let cdb = [0x28, 0x20, 0, 0, 0, 0, 0, 0, 1, 0];
         assert_eq!(
             check_usage(read10, &Cdb(&cdb)),
             Err(Sense::invalid_field(1, Some(5)))
         );
-        // DPO and FUA are.
-        let cdb = [0x28, 0x18, 0, 0, 0, 0, 0, 0, 1, 0];
+        // DPO and FUA are, and so is a group number.
+        let cdb = [0x28, 0x18, 0, 0, 0, 0, 3, 0, 1, 0];
         assert_eq!(check_usage(read10, &Cdb(&cdb)), Ok(()));
         // NACA in the control byte is refused; vendor bits are not.
         let cdb = [0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0x04];
@@ -428,5 +619,26 @@ mod tests {
         );
         let cdb = [0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0xc0];
         assert_eq!(check_usage(read10, &Cdb(&cdb)), Ok(()));
+    }
+
+    #[test]
+    fn thin_only_commands_exist_only_on_thin_lus() {
+        let unmap = [0x42, 0, 0, 0, 0, 0, 0, 0, 24, 0];
+        let get_lba_status = [0x9e, 0x12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 24, 0, 0];
+        let full = lu(false);
+        assert_eq!(
+            lookup(&full, &Cdb(&unmap)).unwrap_err(),
+            Sense::invalid_opcode()
+        );
+        assert_eq!(
+            lookup(&full, &Cdb(&get_lba_status)).unwrap_err(),
+            Sense::invalid_field(1, Some(4))
+        );
+        let thin = lu(true);
+        assert_eq!(lookup(&thin, &Cdb(&unmap)).unwrap().name, "UNMAP");
+        assert_eq!(
+            lookup(&thin, &Cdb(&get_lba_status)).unwrap().name,
+            "GET LBA STATUS"
+        );
     }
 }

@@ -37,6 +37,7 @@ pub mod asc {
     pub const POWER_ON_RESET_OR_BUS_DEVICE_RESET: (u8, u8) = (0x29, 0x00);
     pub const BUS_DEVICE_RESET_FUNCTION_OCCURRED: (u8, u8) = (0x29, 0x03);
     pub const I_T_NEXUS_LOSS_OCCURRED: (u8, u8) = (0x29, 0x07);
+    pub const MISCOMPARE_DURING_VERIFY: (u8, u8) = (0x1d, 0x00);
     pub const MODE_PARAMETERS_CHANGED: (u8, u8) = (0x2a, 0x01);
     pub const CAPACITY_DATA_HAS_CHANGED: (u8, u8) = (0x2a, 0x09);
     pub const SAVING_PARAMETERS_NOT_SUPPORTED: (u8, u8) = (0x39, 0x00);

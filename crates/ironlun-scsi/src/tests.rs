@@ -21,7 +21,14 @@ fn cfg(bs: u32) -> LuConfig {
         target_name: "iqn.2026-11.test:t".into(),
         relative_port: 1,
         max_transfer_bytes: 1 << 20,
+        thin: false,
     }
+}
+
+fn thin_map(blocks: u64) -> LunMap {
+    let mut c = cfg(512);
+    c.thin = true;
+    lu_with(Arc::new(RamBackend::new(blocks * 512)), c)
 }
 
 fn lu_with(backend: Arc<dyn Backend>, c: LuConfig) -> LunMap {
@@ -437,7 +444,11 @@ fn unknown_opcode_and_report_supported_opcodes() {
     // All commands: one 8-byte descriptor per table row.
     let r = run(&m, &[0xa3, 0x0c, 0x00, 0, 0, 0, 0, 0, 0x10, 0, 0, 0]);
     let len = u32::from_be_bytes(r.data[..4].try_into().unwrap()) as usize;
-    assert_eq!(len, 8 * ops::OPS.len());
+    let lu = m.get(0).unwrap();
+    assert_eq!(
+        len,
+        8 * ops::OPS.iter().filter(|o| (o.available)(lu)).count()
+    );
 }
 
 #[test]
@@ -457,4 +468,397 @@ fn rejects_bad_configuration() {
     assert!(LogicalUnit::new(cfg(1024), Arc::new(RamBackend::new(1 << 20))).is_err());
     assert!(LogicalUnit::new(cfg(4096), Arc::new(RamBackend::new(100))).is_err());
     let _ = asc::WRITE_ERROR;
+}
+
+fn cdb16(op: u8, flags: u8, lba: u64, len: u32) -> [u8; 16] {
+    let mut c = [0u8; 16];
+    c[0] = op;
+    c[1] = flags;
+    c[2..10].copy_from_slice(&lba.to_be_bytes());
+    c[10..14].copy_from_slice(&len.to_be_bytes());
+    c
+}
+
+fn mode_sense_page(m: &LunMap, page: u8) -> Vec<u8> {
+    let r = run(m, &[0x1a, 0x08, page, 0, 255, 0]);
+    assert_eq!(r.status, status::GOOD);
+    r.data[4..].to_vec()
+}
+
+fn mode_select6(m: &LunMap, page: &[u8]) -> Response {
+    let mut data = vec![0u8, 0, 0, 0];
+    data.extend_from_slice(page);
+    run_out(m, &[0x15, 0x10, 0, 0, data.len() as u8, 0], &data)
+}
+
+#[test]
+fn mode_select_changes_wce_d_sense_and_swp() {
+    let m = ram_map(100, 512);
+    m.attach_nexus(N, false);
+    m.attach_nexus(NexusId(9), false);
+    run(&m, &[0, 0, 0, 0, 0, 0]);
+    m.execute(Some(0), NexusId(9), &[0, 0, 0, 0, 0, 0], &[]);
+    // Changeable values show exactly WCE, D_SENSE and SWP.
+    let r = run(&m, &[0x1a, 0x08, 0x40 | 0x3f, 0, 255, 0]);
+    assert_eq!(&r.data[4..8], &[0x08, 0x12, 0x04, 0]);
+    let mut caching = mode_sense_page(&m, 0x08);
+    assert_eq!(caching[2] & 0x04, 0x04, "WCE on by default");
+    caching[2] &= !0x04;
+    assert_eq!(mode_select6(&m, &caching).status, status::GOOD);
+    assert_eq!(mode_sense_page(&m, 0x08)[2] & 0x04, 0);
+    // The other nexus hears about it.
+    let r = m.execute(Some(0), NexusId(9), &[0, 0, 0, 0, 0, 0], &[]);
+    assert_eq!(sense_of(&r), (key::UNIT_ATTENTION, 0x2a, 0x01));
+
+    let mut control = mode_sense_page(&m, 0x0a);
+    control[4] |= 0x08;
+    assert_eq!(mode_select6(&m, &control).status, status::GOOD);
+    assert_eq!(
+        sense_of(&run_out(&m, &write10(0, 1, 0), &[0; 512])),
+        (key::DATA_PROTECT, 0x27, 0)
+    );
+    assert_eq!(run(&m, &read10(0, 1)).status, status::GOOD);
+    control[4] &= !0x08;
+    control[2] |= 0x04;
+    assert_eq!(mode_select6(&m, &control).status, status::GOOD);
+    assert_eq!(
+        run(&m, &read10(500, 1)).sense[0],
+        0x72,
+        "D_SENSE now gives descriptor sense"
+    );
+
+    // A bit that is not changeable, a bad page length, saving, PF=0.
+    let mut bad = mode_sense_page(&m, 0x0a);
+    bad[3] ^= 0x10;
+    assert_eq!(sense_of(&mode_select6(&m, &bad)).1, 0x26);
+    let mut bad = mode_sense_page(&m, 0x0a);
+    bad[1] = 9;
+    assert_eq!(sense_of(&mode_select6(&m, &bad[..11])).1, 0x26);
+    assert_eq!(
+        sense_of(&run_out(&m, &[0x15, 0x11, 0, 0, 16, 0], &[0; 16])).1,
+        0x24
+    );
+    assert_eq!(
+        sense_of(&run_out(&m, &[0x15, 0x00, 0, 0, 16, 0], &[0; 16])).1,
+        0x24
+    );
+    // A block descriptor that restates the block length is fine; another
+    // length is not.
+    let mut data = vec![0u8, 0, 0, 8, 0, 0, 0, 0, 0, 0, 2, 0];
+    assert_eq!(
+        run_out(&m, &[0x15, 0x10, 0, 0, 12, 0], &data).status,
+        status::GOOD
+    );
+    data[10] = 4;
+    assert_eq!(
+        sense_of(&run_out(&m, &[0x15, 0x10, 0, 0, 12, 0], &data)).1,
+        0x26
+    );
+}
+
+#[test]
+fn verify_compares_and_reports_the_miscompare_offset() {
+    let m = ram_map(100, 512);
+    let data: Vec<u8> = (0..1024u32).map(|i| i as u8).collect();
+    run_out(&m, &write10(4, 2, 0), &data);
+    let verify10 = |bytchk: u8, lba: u32, n: u16| {
+        let mut c = read10(lba, n);
+        c[0] = 0x2f;
+        c[1] = bytchk << 1;
+        c
+    };
+    assert_eq!(run_out(&m, &verify10(1, 4, 2), &data).status, status::GOOD);
+    let mut wrong = data.clone();
+    wrong[700] ^= 1;
+    let r = run_out(&m, &verify10(1, 4, 2), &wrong);
+    assert_eq!(sense_of(&r), (key::MISCOMPARE, 0x1d, 0));
+    assert_eq!(
+        &r.sense[3..7],
+        &700u32.to_be_bytes(),
+        "INFORMATION: offset of the first difference"
+    );
+    // BYTCHK 0: no data, just the medium.
+    assert_eq!(run(&m, &verify10(0, 0, 100)).status, status::GOOD);
+    assert_eq!(
+        sense_of(&run(&m, &verify10(0, 99, 2))),
+        (key::ILLEGAL_REQUEST, 0x21, 0)
+    );
+    // BYTCHK 11b: one block compared with every block.
+    run_out(&m, &write10(10, 3, 0), &[0x5a; 1536]);
+    assert_eq!(
+        run_out(&m, &verify10(3, 10, 3), &[0x5a; 512]).status,
+        status::GOOD
+    );
+    let r = run_out(&m, &verify10(3, 9, 2), &[0x5a; 512]);
+    assert_eq!(sense_of(&r).0, key::MISCOMPARE);
+    assert_eq!(
+        sense_of(&run_out(&m, &verify10(2, 10, 1), &[0; 512])),
+        (key::ILLEGAL_REQUEST, 0x24, 0)
+    );
+}
+
+#[test]
+fn compare_and_write_is_all_or_nothing() {
+    let m = ram_map(100, 512);
+    run_out(&m, &write10(0, 2, 0), &[b'A'; 1024]);
+    let caw = |lba: u64, n: u8| {
+        let mut c = [0u8; 16];
+        c[0] = 0x89;
+        c[2..10].copy_from_slice(&lba.to_be_bytes());
+        c[13] = n;
+        c
+    };
+    let mut data = vec![b'A'; 1024];
+    data.extend_from_slice(&[b'B'; 1024]);
+    assert_eq!(run_out(&m, &caw(0, 2), &data).status, status::GOOD);
+    assert!(run(&m, &read10(0, 2)).data.iter().all(|&c| c == b'B'));
+    // Miscompare at byte 600: nothing written.
+    let mut data = vec![b'B'; 1024];
+    data[600] = b'x';
+    data.extend_from_slice(&[b'C'; 1024]);
+    let r = run_out(&m, &caw(0, 2), &data);
+    assert_eq!(sense_of(&r), (key::MISCOMPARE, 0x1d, 0));
+    assert_eq!(&r.sense[3..7], &600u32.to_be_bytes());
+    assert!(run(&m, &read10(0, 2)).data.iter().all(|&c| c == b'B'));
+    // Wrong Data-Out sizes are refused.
+    assert_eq!(
+        sense_of(&run_out(&m, &caw(0, 1), &[b'B'; 512])).0,
+        key::ILLEGAL_REQUEST
+    );
+    assert_eq!(
+        sense_of(&run_out(&m, &caw(0, 1), &[b'B'; 2048])).0,
+        key::ILLEGAL_REQUEST
+    );
+    assert_eq!(run(&m, &caw(0, 0)).status, status::GOOD);
+    assert_eq!(
+        sense_of(&run_out(&m, &caw(0, 0), &[0; 1024])),
+        (key::ILLEGAL_REQUEST, 0x24, 0),
+        "zero blocks with data"
+    );
+    assert_eq!(
+        sense_of(&run(&m, &caw(0, 255))).0,
+        key::ILLEGAL_REQUEST,
+        "beyond the LUN"
+    );
+    let big = ram_map(1000, 512);
+    assert_eq!(
+        sense_of(&run(&big, &{
+            let mut c = caw(0, 0);
+            c[13] = 255;
+            c[12] = 0;
+            c
+        }))
+        .0,
+        key::ILLEGAL_REQUEST
+    );
+}
+
+#[test]
+fn orwrite_and_write_atomic() {
+    let m = ram_map(100, 512);
+    run_out(&m, &write10(0, 1, 0), &[0x0f; 512]);
+    assert_eq!(
+        run_out(&m, &cdb16(0x8b, 0, 0, 1), &[0xa0; 512]).status,
+        status::GOOD
+    );
+    assert!(run(&m, &read10(0, 1)).data.iter().all(|&c| c == 0xaf));
+    let mut wa = [0u8; 16];
+    wa[0] = 0x9c;
+    wa[9] = 3;
+    wa[13] = 2;
+    assert_eq!(run_out(&m, &wa, &[7; 1024]).status, status::GOOD);
+    assert!(run(&m, &read10(3, 2)).data.iter().all(|&c| c == 7));
+    wa[9] = 99;
+    assert_eq!(
+        sense_of(&run_out(&m, &wa, &[7; 1024])),
+        (key::ILLEGAL_REQUEST, 0x21, 0)
+    );
+}
+
+#[test]
+fn write_same_fills_and_zero_blocks_means_to_the_end() {
+    let m = ram_map(100, 512);
+    let ws10 = |flags: u8, lba: u32, n: u16| {
+        let mut c = read10(lba, n);
+        c[0] = 0x41;
+        c[1] = flags;
+        c
+    };
+    assert_eq!(run_out(&m, &ws10(0, 10, 5), &[9; 512]).status, status::GOOD);
+    let back = run(&m, &read10(9, 7)).data;
+    assert!(back[..512].iter().all(|&c| c == 0));
+    assert!(back[512..512 * 6].iter().all(|&c| c == 9));
+    assert!(back[512 * 6..].iter().all(|&c| c == 0));
+    assert_eq!(run_out(&m, &ws10(0, 90, 0), &[3; 512]).status, status::GOOD);
+    assert!(run(&m, &read10(90, 10)).data.iter().all(|&c| c == 3));
+    // One block of Data-Out exactly.
+    assert_eq!(
+        sense_of(&run_out(&m, &ws10(0, 0, 1), &[3; 256])).0,
+        key::ILLEGAL_REQUEST
+    );
+    assert_eq!(
+        sense_of(&run_out(&m, &ws10(0, 0, 1), &[3; 1024])).0,
+        key::ILLEGAL_REQUEST
+    );
+    // UNMAP needs a thin LU; ANCHOR is not supported.
+    assert_eq!(
+        sense_of(&run_out(&m, &ws10(0x08, 0, 1), &[0; 512])),
+        (key::ILLEGAL_REQUEST, 0x24, 0)
+    );
+    assert_eq!(
+        sense_of(&run_out(&m, &ws10(0x10, 0, 1), &[0; 512])),
+        (key::ILLEGAL_REQUEST, 0x24, 0)
+    );
+    assert_eq!(
+        sense_of(&run_out(&m, &ws10(0, 95, 6), &[0; 512])),
+        (key::ILLEGAL_REQUEST, 0x21, 0)
+    );
+}
+
+#[test]
+fn thin_lu_unmaps_and_reports_lba_status() {
+    let blocks = 1024u64; // 512 KiB: 8 RAM chunks of 128 blocks
+    let m = thin_map(blocks);
+    let r = run(&m, &[0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0]);
+    assert_eq!(r.data[14] & 0xc0, 0xc0, "LBPME and LBPRZ");
+    assert_eq!(r.data[13] & 0x0f, 0, "physical block = logical block");
+    let lbp = run(&m, &[0x12, 1, 0xb2, 0, 255, 0]);
+    assert_eq!((lbp.data[5], lbp.data[6]), (0xe4, 0x02));
+    let bl = run(&m, &[0x12, 1, 0xb0, 0, 255, 0]);
+    assert_eq!(
+        u32::from_be_bytes(bl.data[24..28].try_into().unwrap()),
+        256,
+        "max unmap descriptors"
+    );
+    assert_eq!(
+        u32::from_be_bytes(bl.data[28..32].try_into().unwrap()),
+        128,
+        "optimal unmap granularity"
+    );
+
+    let status = |lba: u64| {
+        let mut c = [0u8; 16];
+        c[0] = 0x9e;
+        c[1] = 0x12;
+        c[2..10].copy_from_slice(&lba.to_be_bytes());
+        c[13] = 255;
+        let r = run(&m, &c);
+        assert_eq!(r.status, status::GOOD);
+        let n = (u32::from_be_bytes(r.data[..4].try_into().unwrap()) as usize - 4) / 16;
+        (0..n)
+            .map(|i| {
+                let d = &r.data[8 + 16 * i..];
+                (
+                    u64::from_be_bytes(d[..8].try_into().unwrap()),
+                    u32::from_be_bytes(d[8..12].try_into().unwrap()),
+                    d[12],
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        status(0),
+        vec![(0, 1024, 1)],
+        "nothing written yet: all deallocated"
+    );
+    run_out(&m, &write10(0, 256, 0), &vec![b'a'; 256 * 512]);
+    assert_eq!(status(0), vec![(0, 256, 0), (256, 768, 1)]);
+    assert_eq!(
+        status(100),
+        vec![(100, 156, 0), (256, 768, 1)],
+        "descriptors start at the LBA asked for"
+    );
+
+    let unmap = |ranges: &[(u64, u32)]| {
+        let mut p = vec![0u8; 8];
+        for (lba, n) in ranges {
+            p.extend_from_slice(&lba.to_be_bytes());
+            p.extend_from_slice(&n.to_be_bytes());
+            p.extend_from_slice(&[0; 4]);
+        }
+        let bd = (p.len() - 8) as u16;
+        let data_len = p.len() as u16 - 2;
+        p[0..2].copy_from_slice(&data_len.to_be_bytes());
+        p[2..4].copy_from_slice(&bd.to_be_bytes());
+        let l = (p.len() as u16).to_be_bytes();
+        run_out(&m, &[0x42, 0, 0, 0, 0, 0, 0, l[0], l[1], 0], &p)
+    };
+    // Unmap blocks 0..128 (a whole chunk) and 200..210 (part of one).
+    assert_eq!(unmap(&[(0, 128), (200, 10)]).status, status::GOOD);
+    assert_eq!(status(0), vec![(0, 128, 1), (128, 128, 0), (256, 768, 1)]);
+    let back = run(&m, &read10(190, 30)).data;
+    assert!(back[..10 * 512].iter().all(|&c| c == b'a'));
+    assert!(
+        back[10 * 512..20 * 512].iter().all(|&c| c == 0),
+        "LBPRZ: unmapped reads zero"
+    );
+    assert!(back[20 * 512..].iter().all(|&c| c == b'a'));
+    // Checked before anything happens: one bad descriptor, nothing unmapped.
+    assert_eq!(
+        sense_of(&unmap(&[(128, 10), (1020, 10)])),
+        (key::ILLEGAL_REQUEST, 0x21, 0)
+    );
+    assert_eq!(run(&m, &read10(128, 1)).data[0], b'a');
+    assert_eq!(
+        unmap(&[(1024, 0)]).status,
+        status::GOOD,
+        "zero blocks at the end"
+    );
+    assert_eq!(
+        run(&m, &[0x42, 0, 0, 0, 0, 0, 0, 0, 0, 0]).status,
+        status::GOOD,
+        "empty list"
+    );
+    assert_eq!(
+        sense_of(&run_out(&m, &[0x42, 0, 0, 0, 0, 0, 0, 0, 4, 0], &[0; 4])).1,
+        0x1a
+    );
+
+    // WRITE SAME(16) with UNMAP and zeros deallocates; with NDOB no data.
+    run_out(&m, &write10(512, 128, 0), &vec![b'z'; 128 * 512]);
+    assert_eq!(status(512)[0], (512, 128, 0));
+    assert_eq!(
+        run_out(&m, &cdb16(0x93, 0x08, 512, 128), &[0; 512]).status,
+        status::GOOD
+    );
+    assert_eq!(status(512)[0], (512, 512, 1));
+    run_out(&m, &write10(512, 128, 0), &vec![b'z'; 128 * 512]);
+    assert_eq!(run(&m, &cdb16(0x93, 0x09, 512, 128)).status, status::GOOD);
+    assert_eq!(status(512)[0], (512, 512, 1));
+    // UNMAP deallocates whatever the data block holds.
+    run_out(&m, &write10(600, 1, 0), &[5; 512]);
+    assert_eq!(
+        run_out(&m, &cdb16(0x93, 0x08, 600, 1), &[1; 512]).status,
+        status::GOOD
+    );
+    assert_eq!(run(&m, &read10(600, 1)).data[0], 0);
+    // Beyond the end.
+    assert_eq!(
+        sense_of(&run(&m, &{
+            let mut c = [0u8; 16];
+            c[0] = 0x9e;
+            c[1] = 0x12;
+            c[2..10].copy_from_slice(&1024u64.to_be_bytes());
+            c[13] = 24;
+            c
+        })),
+        (key::ILLEGAL_REQUEST, 0x21, 0)
+    );
+}
+
+#[test]
+fn prefetch_and_read_defect_data() {
+    let m = ram_map(100, 512);
+    let mut pf = read10(0, 100);
+    pf[0] = 0x34;
+    pf[6] = 3;
+    assert_eq!(run(&m, &pf).status, status::GOOD);
+    assert_eq!(
+        sense_of(&run(&m, &cdb16(0x90, 0, 99, 2))),
+        (key::ILLEGAL_REQUEST, 0x21, 0)
+    );
+    let r = run(&m, &[0x37, 0, 0x18, 0, 0, 0, 0, 0, 32, 0]);
+    assert_eq!(&r.data[..], &[0, 0x18, 0, 0]);
+    let r = run(&m, &[0xb7, 0x05, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0]);
+    assert_eq!(&r.data[..], &[0, 0x05, 0, 0, 0, 0, 0, 0]);
 }

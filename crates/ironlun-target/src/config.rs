@@ -93,12 +93,15 @@ pub enum BackendSpec {
 
 /// A parsed `--lun` spec: `ram:SIZE`, `null:SIZE`,
 /// `file:PATH[,size=SIZE][,direct][,prealloc]` or `block:PATH[,direct]`,
-/// each optionally followed by `,bs=512|4096` and `,ro`.
+/// each optionally followed by `,bs=512|4096`, `,ro` and (not for block
+/// devices) `,thin`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LunSpec {
     pub backend: BackendSpec,
     pub block_size: u32,
     pub read_only: bool,
+    /// Thin provisioning: UNMAP, WRITE SAME with UNMAP, GET LBA STATUS.
+    pub thin: bool,
 }
 
 /// Parses a size: a number with an optional unit. `K`, `M`, `G`, `T`
@@ -154,6 +157,7 @@ impl std::str::FromStr for LunSpec {
         let mut read_only = false;
         let mut direct = false;
         let mut preallocate = false;
+        let mut thin = false;
         for opt in parts {
             let (k, v) = match opt.split_once('=') {
                 Some((k, v)) => (k, Some(v)),
@@ -171,6 +175,7 @@ impl std::str::FromStr for LunSpec {
                     }
                 }
                 ("ro", None) => read_only = true,
+                ("thin", None) => thin = true,
                 ("direct", None) => direct = true,
                 ("prealloc", None) | ("preallocate", None) => preallocate = true,
                 ("sparse", None) => preallocate = false,
@@ -181,7 +186,7 @@ impl std::str::FromStr for LunSpec {
             "ram" | "null" => {
                 if size.is_some() || direct || preallocate {
                     return Err(format!(
-                        "LUN '{spec}': {kind} takes only a size, bs= and ro"
+                        "LUN '{spec}': {kind} takes only a size, bs=, ro and thin"
                     ));
                 }
                 let size = parse_size(first).map_err(|e| format!("LUN '{spec}': {e}"))?;
@@ -201,6 +206,11 @@ impl std::str::FromStr for LunSpec {
                 if size.is_some() || preallocate {
                     return Err(format!("LUN '{spec}': block devices take their own size"));
                 }
+                if thin {
+                    return Err(format!(
+                        "LUN '{spec}': thin provisioning needs ram, null or file (a discard on a device need not read back as zeros)"
+                    ));
+                }
                 BackendSpec::Block {
                     path: PathBuf::from(first),
                     direct,
@@ -219,10 +229,16 @@ impl std::str::FromStr for LunSpec {
                 ));
             }
         }
+        if thin && preallocate {
+            return Err(format!(
+                "LUN '{spec}': thin and prealloc contradict each other"
+            ));
+        }
         Ok(LunSpec {
             backend,
             block_size,
             read_only,
+            thin,
         })
     }
 }
@@ -656,6 +672,8 @@ mod tests {
         );
         let s: LunSpec = "block:/dev/loop0".parse().unwrap();
         assert!(matches!(s.backend, BackendSpec::Block { .. }));
+        let s: LunSpec = "ram:1G,thin".parse().unwrap();
+        assert!(s.thin);
         for bad in [
             "ram",
             "ram:",
@@ -665,6 +683,8 @@ mod tests {
             "ram:1G,direct",
             "block:/dev/x,size=1G",
             "ram:100",
+            "block:/dev/x,thin",
+            "file:/x,size=1G,thin,prealloc",
         ] {
             assert!(bad.parse::<LunSpec>().is_err(), "{bad} should fail");
         }

@@ -92,6 +92,7 @@ fn build_lu(
         target_name: t.name.clone(),
         relative_port: 1,
         max_transfer_bytes,
+        thin: l.spec.thin,
     };
     LogicalUnit::new(cfg, backend).map(Arc::new)
 }

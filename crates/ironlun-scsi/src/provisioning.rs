@@ -1,0 +1,155 @@
+//! Thin provisioning (SBC-3 §4.7): UNMAP, GET LBA STATUS, and the
+//! deallocation that WRITE SAME with UNMAP shares.
+//!
+//! Mapped state is the backend's own: RAM chunks that are allocated, file
+//! blocks that are not holes. Deallocated blocks read as zeros (LBPRZ = 1).
+//! Anchored state is not supported (ANC_SUP = 0).
+
+use crate::block::{check_range, write_error};
+use crate::cdb::Cdb;
+use crate::lu::LogicalUnit;
+use crate::sense::{asc, key, Sense};
+use crate::{Request, Response};
+
+/// MAXIMUM UNMAP BLOCK DESCRIPTOR COUNT (VPD B0).
+pub const MAX_UNMAP_DESCRIPTORS: u32 = 256;
+/// MAXIMUM UNMAP LBA COUNT (VPD B0): no limit below the capacity.
+pub const MAX_UNMAP_LBA_COUNT: u32 = 0xffff_ffff;
+/// GET LBA STATUS looks at most this many blocks ahead per command.
+const LBA_STATUS_WINDOW_BLOCKS: u64 = 1 << 20;
+
+/// Deallocates `blocks` blocks at `lba`.
+pub(crate) fn deallocate(lu: &LogicalUnit, lba: u64, blocks: u64) -> Result<(), Sense> {
+    let bs = u64::from(lu.block_size());
+    let _shared = lu.shared_access();
+    lu.backend
+        .deallocate(lba * bs, blocks * bs)
+        .map_err(|_| write_error(lba))
+}
+
+/// UNMAP (SBC-3 §5.28).
+pub fn unmap(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
+    if cdb.bit(1, 0) {
+        // ANCHOR without anchored-state support.
+        return Err(Sense::invalid_field(1, Some(0)));
+    }
+    let param_len = usize::from(cdb.be16(7));
+    if param_len == 0 {
+        return Ok(Response::good());
+    }
+    if lu.write_protected() {
+        return Err(Sense::write_protected());
+    }
+    let data = req
+        .data_out
+        .get(..param_len.min(req.data_out.len()))
+        .unwrap_or(&[]);
+    if param_len < 8 || data.len() < 8 {
+        return Err(Sense::new(
+            key::ILLEGAL_REQUEST,
+            asc::PARAMETER_LIST_LENGTH_ERROR,
+        ));
+    }
+    let c = Cdb(data);
+    // UNMAP BLOCK DESCRIPTOR DATA LENGTH: whole 16-byte descriptors that
+    // fit in the parameter data (SBC-3 §5.28.2).
+    let bd_len = usize::from(c.be16(2)).min(data.len() - 8);
+    let count = bd_len / 16;
+    if count as u32 > MAX_UNMAP_DESCRIPTORS {
+        return Err(Sense::invalid_param(2, None));
+    }
+    let mut ranges = Vec::with_capacity(count);
+    for i in 0..count {
+        let at = 8 + 16 * i;
+        let (lba, n) = (c.be64(at), u64::from(c.be32(at + 8)));
+        // Every descriptor is checked before any block is deallocated.
+        check_range(lu, lba, n).or_else(|e| {
+            // A zero-length descriptor at the end of the medium is fine.
+            if n == 0 && lba <= lu.num_blocks() {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        })?;
+        ranges.push((lba, n));
+    }
+    for (lba, n) in ranges {
+        if n > 0 {
+            deallocate(lu, lba, n)?;
+        }
+    }
+    Ok(Response::written(param_len as u32))
+}
+
+/// Appends blocks `[first, last)` with a status. Only allocated runs
+/// reach into partly allocated blocks, so a block already claimed by the
+/// previous run stays with it.
+fn push_run(runs: &mut Vec<(u64, u64, bool)>, first: u64, last: u64, mapped: bool) {
+    let mut first = first;
+    if let Some((start, len, m)) = runs.last_mut() {
+        let end = *start + *len;
+        first = first.max(end);
+        if first >= last {
+            return;
+        }
+        if *m == mapped && end == first {
+            *len = last - *start;
+            return;
+        }
+    }
+    if first < last {
+        runs.push((first, last - first, mapped));
+    }
+}
+
+/// GET LBA STATUS (SBC-3 §5.6): descriptors of mapped and deallocated
+/// runs starting at the requested LBA.
+pub fn get_lba_status(
+    lu: &LogicalUnit,
+    _req: &Request<'_>,
+    cdb: &Cdb<'_>,
+) -> Result<Response, Sense> {
+    let lba = cdb.be64(2);
+    let alloc = cdb.be32(10);
+    let n = lu.num_blocks();
+    if lba >= n {
+        return Err(Sense::lba_out_of_range());
+    }
+    let bs = u64::from(lu.block_size());
+    let span = (n - lba).min(LBA_STATUS_WINDOW_BLOCKS);
+    let extents = {
+        let _shared = lu.shared_access();
+        lu.backend
+            .allocation(lba * bs, span * bs)
+            .map_err(|_| crate::block::read_error(lba))?
+    };
+    // Byte runs to block runs: a block with any allocated byte is mapped.
+    let max_descriptors = (alloc.saturating_sub(8) / 16).max(1) as usize;
+    let mut runs: Vec<(u64, u64, bool)> = Vec::new();
+    let mut at = lba * bs;
+    for e in extents {
+        let (start, end) = (at, at + e.len);
+        at = end;
+        let (first, last) = if e.allocated {
+            (start / bs, end.div_ceil(bs))
+        } else {
+            (start.div_ceil(bs), end / bs)
+        };
+        push_run(&mut runs, first, last, e.allocated);
+        if runs.len() > max_descriptors {
+            break;
+        }
+    }
+    runs.truncate(max_descriptors);
+    let mut out = Vec::with_capacity(8 + 16 * runs.len());
+    out.extend_from_slice(&((4 + 16 * runs.len()) as u32).to_be_bytes());
+    out.extend_from_slice(&[0; 4]);
+    for (start, len, mapped) in runs {
+        out.extend_from_slice(&start.to_be_bytes());
+        out.extend_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_be_bytes());
+        // PROVISIONING STATUS: 0 mapped, 1 deallocated (SBC-3 table 46).
+        out.push(u8::from(!mapped));
+        out.extend_from_slice(&[0; 3]);
+    }
+    Ok(Response::data(out, alloc))
+}
