@@ -52,6 +52,10 @@ struct TargetArgs {
     /// Commands each session may have outstanding (the CmdSN window).
     #[arg(long, value_name = "N")]
     queue_depth: Option<u32>,
+    /// Directory for state that survives restarts (persistent
+    /// reservations with APTPL). Default with --config: next to the file.
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
 }
 
 /// Exit status for bad flags or configuration.
@@ -100,6 +104,7 @@ fn run_target(log: Option<&str>, args: TargetArgs) -> ExitCode {
         name: args.name,
         luns: args.lun,
         queue_depth: args.queue_depth,
+        state_dir: args.state_dir,
     };
     let cfg = match Config::load(&overrides) {
         Ok(c) => c,

@@ -267,3 +267,63 @@ fn sighup_rescans_capacity_and_raises_a_unit_attention() {
     assert_eq!(st, 0);
     assert_eq!(&cap[..4], &4095u32.to_be_bytes());
 }
+
+/// PERSISTENT RESERVE OUT with the basic parameter list.
+fn prout(c: &mut Raw, sa: u8, ty: u8, key: u64, sa_key: u64, aptpl: bool) -> u8 {
+    let mut p = [0u8; 24];
+    p[..8].copy_from_slice(&key.to_be_bytes());
+    p[8..16].copy_from_slice(&sa_key.to_be_bytes());
+    p[20] = u8::from(aptpl);
+    c.scsi(&[0x5f, sa, ty, 0, 0, 0, 0, 0, 24, 0], 0, &p).0
+}
+
+#[test]
+fn aptpl_reservations_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let args = [
+        "--name",
+        NAME,
+        "--lun",
+        "ram:16MiB",
+        "--state-dir",
+        state.to_str().unwrap(),
+    ];
+    let (holder, other) = ([0x80, 0, 0, 0, 0, 7], [0x80, 0, 0, 0, 0, 8]);
+    let mut t = Target::start(&args);
+    {
+        let mut c = session(&t, holder);
+        assert_eq!(
+            prout(&mut c, 0x00, 0, 0, 0xfeed, true),
+            0,
+            "REGISTER, APTPL"
+        );
+        // Write Exclusive.
+        assert_eq!(prout(&mut c, 0x01, 0x01, 0xfeed, 0, false), 0, "RESERVE");
+    }
+    assert_eq!(t.terminate(Duration::from_secs(20)), Some(0), "{}", t.log());
+    assert!(
+        std::fs::read_dir(&state).unwrap().count() == 1,
+        "one state file"
+    );
+
+    let t = Target::start(&args);
+    let mut o = session(&t, other);
+    let (st, _, keys) = o.scsi(&[0x5e, 0, 0, 0, 0, 0, 0, 0x10, 0, 0], 4096, &[]);
+    assert_eq!(st, 0);
+    assert_eq!(
+        &keys[4..16],
+        &[&8u32.to_be_bytes()[..], &0xfeedu64.to_be_bytes()].concat()[..]
+    );
+    let (st, _, _) = o.scsi(&[0x2a, 0, 0, 0, 0, 0, 0, 0, 1, 0], 0, &[0; 512]);
+    assert_eq!(
+        st, 0x18,
+        "RESERVATION CONFLICT: the restored holder is someone else"
+    );
+    let mut h = session(&t, holder);
+    let (st, _, _) = h.scsi(&[0x2a, 0, 0, 0, 0, 0, 0, 0, 1, 0], 0, &[0; 512]);
+    assert_eq!(st, 0, "the same initiator port holds it again");
+    // Unregistering with APTPL clear removes the saved state.
+    assert_eq!(prout(&mut h, 0x00, 0, 0xfeed, 0, false), 0);
+    assert_eq!(std::fs::read_dir(&state).unwrap().count(), 0);
+}

@@ -26,6 +26,7 @@ mod misc;
 mod mode;
 pub mod ops;
 mod provisioning;
+pub mod reservations;
 pub mod sense;
 
 use std::sync::Arc;
@@ -33,6 +34,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 pub use lu::{LogicalUnit, LuConfig};
+pub use reservations::ItNexus;
 pub use sense::Sense;
 
 /// SCSI status codes (SAM-5 §5.3.1).
@@ -207,9 +209,9 @@ impl LunMap {
 
     /// Registers a new I_T nexus with every LU (unit attention on first
     /// use, SAM-5 §6.3.1).
-    pub fn attach_nexus(&self, nexus: NexusId, replaced: bool) {
+    pub fn attach_nexus(&self, nexus: NexusId, identity: &ItNexus, replaced: bool) {
         for (_, lu) in &self.luns {
-            lu.attach_nexus(nexus, replaced);
+            lu.attach_nexus(nexus, identity.clone(), replaced);
         }
     }
 

@@ -11,6 +11,7 @@ use ironlun_backend::Backend;
 
 use crate::cdb::Cdb;
 use crate::ops;
+use crate::reservations::{self, ItNexus, PrState, PrStore, ReservationState};
 use crate::sense::{asc, key, Sense};
 use crate::{status, NexusId, Request, Response};
 
@@ -59,6 +60,13 @@ impl LuConfig {
     }
 }
 
+/// What the LU knows of one I_T nexus.
+#[derive(Debug)]
+struct NexusState {
+    identity: ItNexus,
+    ua: VecDeque<Sense>,
+}
+
 /// Mode page state that commands consult (SPC-4 §7.5, SBC-4 §6.5).
 #[derive(Debug, Default)]
 pub struct ModeState {
@@ -75,9 +83,16 @@ pub struct LogicalUnit {
     pub(crate) backend: Arc<dyn Backend>,
     num_blocks: AtomicU64,
     pub(crate) mode: ModeState,
-    ua: Mutex<HashMap<NexusId, VecDeque<Sense>>>,
+    /// The I_T nexuses that know the LU: identity and pending unit
+    /// attentions.
+    nexuses: Mutex<HashMap<NexusId, NexusState>>,
     /// Nexuses with at least one pending UA: lets the hot path skip the lock.
     ua_pending: AtomicUsize,
+    reservations: Mutex<ReservationState>,
+    /// Any reservation or registration exists: lets the hot path skip the
+    /// reservation check.
+    reserved: AtomicBool,
+    pr_store: Option<Arc<dyn PrStore>>,
     /// Shared by ordinary reads and writes, exclusive for the commands
     /// that must appear atomic (COMPARE AND WRITE, ORWRITE, WRITE ATOMIC).
     access: RwLock<()>,
@@ -107,8 +122,11 @@ impl LogicalUnit {
             backend,
             num_blocks: AtomicU64::new(num_blocks),
             mode,
-            ua: Mutex::new(HashMap::new()),
+            nexuses: Mutex::new(HashMap::new()),
             ua_pending: AtomicUsize::new(0),
+            reservations: Mutex::new(ReservationState::default()),
+            reserved: AtomicBool::new(false),
+            pr_store: None,
             access: RwLock::new(()),
         })
     }
@@ -167,6 +185,9 @@ impl LogicalUnit {
                 return self.check_condition(s, 0);
             }
         }
+        if let Some(conflict) = reservations::check(self, req.nexus, op.access) {
+            return conflict;
+        }
         match (op.handler)(self, req, &cdb) {
             Ok(r) => r,
             Err(s) => self.check_condition(s, 0),
@@ -187,49 +208,97 @@ impl LogicalUnit {
     /// A new I_T nexus sees the LU for the first time: it gets a POWER ON,
     /// RESET, OR BUS DEVICE RESET OCCURRED unit attention (SAM-5 §6.3.1),
     /// or I_T NEXUS LOSS OCCURRED when it replaces a lost one.
-    pub fn attach_nexus(&self, nexus: NexusId, replaced: bool) {
+    pub fn attach_nexus(&self, nexus: NexusId, identity: ItNexus, replaced: bool) {
         let cond = if replaced {
             asc::I_T_NEXUS_LOSS_OCCURRED
         } else {
             asc::POWER_ON_RESET_OR_BUS_DEVICE_RESET
         };
-        let mut map = self.ua.lock().unwrap_or_else(|e| e.into_inner());
-        let q = map.entry(nexus).or_default();
-        q.clear();
-        q.push_back(Sense::new(key::UNIT_ATTENTION, cond));
+        let mut map = self.nexus_map();
+        map.insert(
+            nexus,
+            NexusState {
+                identity,
+                ua: VecDeque::from([Sense::new(key::UNIT_ATTENTION, cond)]),
+            },
+        );
         self.recount(&map);
     }
 
-    /// The nexus is gone: forget its state.
+    /// The nexus is gone: forget it, and release its SPC-2 reservation
+    /// (SPC-2 §5.5.1: I_T nexus loss releases it). Persistent
+    /// registrations stay.
     pub fn detach_nexus(&self, nexus: NexusId) {
-        let mut map = self.ua.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.nexus_map();
         map.remove(&nexus);
         self.recount(&map);
+        drop(map);
+        let mut st = self.reservations();
+        if st.spc2 == Some(nexus) {
+            st.spc2 = None;
+            self.note_reservation_state(&st);
+        }
+    }
+
+    fn nexus_map(&self) -> std::sync::MutexGuard<'_, HashMap<NexusId, NexusState>> {
+        self.nexuses.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The stable identity of a live nexus.
+    pub fn identity(&self, nexus: NexusId) -> Option<ItNexus> {
+        self.nexus_map().get(&nexus).map(|n| n.identity.clone())
+    }
+
+    /// Live sessions whose identity satisfies `pred`.
+    pub(crate) fn sessions_matching(&self, pred: impl Fn(&ItNexus) -> bool) -> Vec<NexusId> {
+        self.nexus_map()
+            .iter()
+            .filter(|(_, n)| pred(&n.identity))
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    fn push_ua(q: &mut VecDeque<Sense>, cond: (u8, u8)) {
+        let s = Sense::new(key::UNIT_ATTENTION, cond);
+        if !q.contains(&s) {
+            if q.len() >= MAX_UA_PER_NEXUS {
+                q.pop_front();
+            }
+            q.push_back(s);
+        }
     }
 
     /// Establishes a unit attention for every nexus except `except`
     /// (SPC-4 §5.14).
     pub fn establish_ua(&self, cond: (u8, u8), except: Option<NexusId>) {
-        let mut map = self.ua.lock().unwrap_or_else(|e| e.into_inner());
-        for (n, q) in map.iter_mut() {
-            if Some(*n) == except {
-                continue;
+        let mut map = self.nexus_map();
+        for (n, st) in map.iter_mut() {
+            if Some(*n) != except {
+                Self::push_ua(&mut st.ua, cond);
             }
-            let s = Sense::new(key::UNIT_ATTENTION, cond);
-            if !q.contains(&s) {
-                if q.len() >= MAX_UA_PER_NEXUS {
-                    q.pop_front();
-                }
-                q.push_back(s);
+        }
+        self.recount(&map);
+    }
+
+    /// Establishes a unit attention for the given nexuses.
+    pub(crate) fn establish_ua_for(&self, nexuses: &[NexusId], cond: (u8, u8)) {
+        let mut map = self.nexus_map();
+        for n in nexuses {
+            if let Some(st) = map.get_mut(n) {
+                Self::push_ua(&mut st.ua, cond);
             }
         }
         self.recount(&map);
     }
 
     /// A reset (LOGICAL UNIT RESET, target reset): every nexus gets a
-    /// reset unit attention (SAM-5 §6.3.3).
+    /// reset unit attention (SAM-5 §6.3.3) and an SPC-2 reservation ends
+    /// (SPC-2 §5.5.1); persistent reservations are unaffected.
     pub fn reset(&self) {
         self.establish_ua(asc::BUS_DEVICE_RESET_FUNCTION_OCCURRED, None);
+        let mut st = self.reservations();
+        st.spc2 = None;
+        self.note_reservation_state(&st);
     }
 
     /// Changes the capacity (backend grown or shrunk) and tells every
@@ -239,8 +308,8 @@ impl LogicalUnit {
         self.establish_ua(asc::CAPACITY_DATA_HAS_CHANGED, None);
     }
 
-    fn recount(&self, map: &HashMap<NexusId, VecDeque<Sense>>) {
-        let n = map.values().filter(|q| !q.is_empty()).count();
+    fn recount(&self, map: &HashMap<NexusId, NexusState>) {
+        let n = map.values().filter(|s| !s.ua.is_empty()).count();
         self.ua_pending.store(n, Ordering::Release);
     }
 
@@ -249,12 +318,67 @@ impl LogicalUnit {
         if self.ua_pending.load(Ordering::Acquire) == 0 {
             return None;
         }
-        let mut map = self.ua.lock().unwrap_or_else(|e| e.into_inner());
-        let s = map.get_mut(&nexus).and_then(VecDeque::pop_front);
+        let mut map = self.nexus_map();
+        let s = map.get_mut(&nexus).and_then(|n| n.ua.pop_front());
         if s.is_some() {
             self.recount(&map);
         }
         s
+    }
+
+    pub(crate) fn reservations(&self) -> std::sync::MutexGuard<'_, ReservationState> {
+        self.reservations.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Keeps the fast-path flag in step with the reservation state.
+    pub(crate) fn note_reservation_state(&self, st: &ReservationState) {
+        let any = st.spc2.is_some() || !st.pr.registrations.is_empty();
+        self.reserved.store(any, Ordering::Release);
+    }
+
+    pub(crate) fn any_reservation_state(&self) -> bool {
+        self.reserved.load(Ordering::Acquire)
+    }
+
+    /// Where APTPL state goes; `restored` is what was saved before
+    /// (SPC-4 §5.13.5).
+    pub fn set_pr_store(&mut self, store: Arc<dyn PrStore>, restored: Option<PrState>) {
+        self.pr_store = Some(store);
+        if let Some(st) = restored {
+            let mut r = self.reservations();
+            r.pr = st;
+            let any = r.spc2.is_some() || !r.pr.registrations.is_empty();
+            drop(r);
+            self.reserved.store(any, Ordering::Release);
+        }
+    }
+
+    pub(crate) fn pr_store_available(&self) -> bool {
+        self.pr_store.is_some()
+    }
+
+    /// A snapshot of the persistent reservation state.
+    pub fn pr_state(&self) -> PrState {
+        self.reservations().pr.clone()
+    }
+
+    /// Saves the state when APTPL is set, forgets it otherwise. A failure
+    /// is INTERNAL TARGET FAILURE and the change does not happen.
+    pub(crate) fn persist(&self, st: &PrState) -> Result<(), Response> {
+        let Some(store) = &self.pr_store else {
+            return Ok(());
+        };
+        let r = if st.aptpl {
+            store.save(&st.encode())
+        } else {
+            store.clear()
+        };
+        r.map_err(|_| {
+            self.check_condition(
+                Sense::new(key::HARDWARE_ERROR, asc::INTERNAL_TARGET_FAILURE),
+                0,
+            )
+        })
     }
 
     /// Re-reads the backend's size; if the number of blocks changed, every

@@ -115,3 +115,13 @@ pub fn report_supported_tmfs(
     d.truncate(len);
     Ok(Response::data(d, alloc))
 }
+
+/// PREVENT ALLOW MEDIUM REMOVAL (SBC-3 §5.11). The medium is not
+/// removable, so there is nothing to prevent; the command is accepted.
+pub fn prevent_allow(
+    _lu: &LogicalUnit,
+    _req: &Request<'_>,
+    _cdb: &Cdb<'_>,
+) -> Result<Response, Sense> {
+    Ok(Response::good())
+}

@@ -9,6 +9,7 @@ use crate::lu::LogicalUnit;
 use crate::misc;
 use crate::mode;
 use crate::provisioning;
+use crate::reservations::{self, Access};
 use crate::sense::Sense;
 use crate::{Request, Response};
 
@@ -29,6 +30,8 @@ pub struct OpInfo {
     /// Allowed through a pending unit attention (SPC-4 §5.14: INQUIRY,
     /// REPORT LUNS, REQUEST SENSE).
     pub ua_exempt: bool,
+    /// How reservations affect the command (SPC-4 §5.13.1).
+    pub access: Access,
     /// Whether this LU offers the command (UNMAP only when thin, ...).
     pub available: fn(&LogicalUnit) -> bool,
 }
@@ -39,10 +42,10 @@ fn has_service_action(opcode: u8) -> bool {
 }
 
 macro_rules! op {
-    ($opcode:expr, $sa:expr, $name:expr, $usage:expr, $handler:expr, $exempt:expr) => {
-        op!($opcode, $sa, $name, $usage, $handler, $exempt, always)
+    ($opcode:expr, $sa:expr, $name:expr, $usage:expr, $handler:expr, $exempt:expr, $access:ident) => {
+        op!($opcode, $sa, $name, $usage, $handler, $exempt, $access, always)
     };
-    ($opcode:expr, $sa:expr, $name:expr, $usage:expr, $handler:expr, $exempt:expr, $avail:expr) => {
+    ($opcode:expr, $sa:expr, $name:expr, $usage:expr, $handler:expr, $exempt:expr, $access:ident, $avail:expr) => {
         OpInfo {
             opcode: $opcode,
             service_action: $sa,
@@ -50,6 +53,7 @@ macro_rules! op {
             usage: $usage,
             handler: $handler,
             ua_exempt: $exempt,
+            access: Access::$access,
             available: $avail,
         }
     };
@@ -75,7 +79,8 @@ pub static OPS: &[OpInfo] = &[
         "TEST UNIT READY",
         &[0x00, 0, 0, 0, 0, 0x00],
         misc::test_unit_ready,
-        false
+        false,
+        Other
     ),
     op!(
         0x03,
@@ -83,7 +88,8 @@ pub static OPS: &[OpInfo] = &[
         "REQUEST SENSE",
         &[0x03, 0x01, 0, 0, 0xff, 0x00],
         misc::request_sense,
-        true
+        true,
+        Exempt
     ),
     op!(
         0x08,
@@ -91,7 +97,8 @@ pub static OPS: &[OpInfo] = &[
         "READ(6)",
         &[0x08, 0x1f, 0xff, 0xff, 0xff, 0x00],
         block::read,
-        false
+        false,
+        Read
     ),
     op!(
         0x0a,
@@ -99,7 +106,8 @@ pub static OPS: &[OpInfo] = &[
         "WRITE(6)",
         &[0x0a, 0x1f, 0xff, 0xff, 0xff, 0x00],
         block::write,
-        false
+        false,
+        Write
     ),
     op!(
         0x12,
@@ -107,7 +115,8 @@ pub static OPS: &[OpInfo] = &[
         "INQUIRY",
         &[0x12, 0x01, 0xff, 0xff, 0xff, 0x00],
         inquiry::inquiry,
-        true
+        true,
+        Exempt
     ),
     op!(
         0x15,
@@ -115,7 +124,26 @@ pub static OPS: &[OpInfo] = &[
         "MODE SELECT(6)",
         &[0x15, 0x11, 0, 0, 0xff, 0x00],
         mode::mode_select,
-        false
+        false,
+        Write
+    ),
+    op!(
+        0x16,
+        None,
+        "RESERVE(6)",
+        &[0x16, 0, 0, 0, 0, 0x00],
+        reservations::reserve,
+        false,
+        Reservation
+    ),
+    op!(
+        0x17,
+        None,
+        "RELEASE(6)",
+        &[0x17, 0, 0, 0, 0, 0x00],
+        reservations::release,
+        false,
+        Reservation
     ),
     op!(
         0x1a,
@@ -123,7 +151,8 @@ pub static OPS: &[OpInfo] = &[
         "MODE SENSE(6)",
         &[0x1a, 0x08, 0xff, 0xff, 0xff, 0x00],
         mode::mode_sense,
-        false
+        false,
+        Read
     ),
     op!(
         0x1b,
@@ -131,7 +160,17 @@ pub static OPS: &[OpInfo] = &[
         "START STOP UNIT",
         &[0x1b, 0x01, 0x00, 0x0f, 0xf7, 0x00],
         misc::start_stop_unit,
-        false
+        false,
+        Other
+    ),
+    op!(
+        0x1e,
+        None,
+        "PREVENT ALLOW MEDIUM REMOVAL",
+        &[0x1e, 0, 0, 0, 0x03, 0x00],
+        misc::prevent_allow,
+        false,
+        Other
     ),
     op!(
         0x25,
@@ -139,7 +178,8 @@ pub static OPS: &[OpInfo] = &[
         "READ CAPACITY(10)",
         &[0x25, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00, 0x01, 0x00],
         block::read_capacity10,
-        false
+        false,
+        Other
     ),
     op!(
         0x28,
@@ -147,7 +187,8 @@ pub static OPS: &[OpInfo] = &[
         "READ(10)",
         &cdb10(0x28, 0x18),
         block::read,
-        false
+        false,
+        Read
     ),
     op!(
         0x2a,
@@ -155,7 +196,8 @@ pub static OPS: &[OpInfo] = &[
         "WRITE(10)",
         &cdb10(0x2a, 0x18),
         block::write,
-        false
+        false,
+        Write
     ),
     op!(
         0x2e,
@@ -163,7 +205,8 @@ pub static OPS: &[OpInfo] = &[
         "WRITE AND VERIFY(10)",
         &cdb10(0x2e, 0x16),
         block::write,
-        false
+        false,
+        Write
     ),
     op!(
         0x2f,
@@ -171,7 +214,8 @@ pub static OPS: &[OpInfo] = &[
         "VERIFY(10)",
         &cdb10(0x2f, 0x16),
         block::verify,
-        false
+        false,
+        Read
     ),
     op!(
         0x34,
@@ -179,7 +223,8 @@ pub static OPS: &[OpInfo] = &[
         "PRE-FETCH(10)",
         &cdb10(0x34, 0x02),
         block::prefetch,
-        false
+        false,
+        Read
     ),
     op!(
         0x35,
@@ -187,7 +232,8 @@ pub static OPS: &[OpInfo] = &[
         "SYNCHRONIZE CACHE(10)",
         &cdb10(0x35, 0x02),
         block::synchronize_cache,
-        false
+        false,
+        Write
     ),
     op!(
         0x37,
@@ -195,7 +241,8 @@ pub static OPS: &[OpInfo] = &[
         "READ DEFECT DATA(10)",
         &[0x37, 0x00, 0x1f, 0, 0, 0, 0, 0xff, 0xff, 0x00],
         block::read_defect_data,
-        false
+        false,
+        Read
     ),
     op!(
         0x41,
@@ -203,7 +250,8 @@ pub static OPS: &[OpInfo] = &[
         "WRITE SAME(10)",
         &cdb10(0x41, 0x18),
         block::write_same,
-        false
+        false,
+        Write
     ),
     op!(
         0x42,
@@ -212,6 +260,7 @@ pub static OPS: &[OpInfo] = &[
         &[0x42, 0x01, 0, 0, 0, 0, 0x1f, 0xff, 0xff, 0x00],
         provisioning::unmap,
         false,
+        Write,
         thin
     ),
     op!(
@@ -220,7 +269,26 @@ pub static OPS: &[OpInfo] = &[
         "MODE SELECT(10)",
         &[0x55, 0x11, 0, 0, 0, 0, 0, 0xff, 0xff, 0x00],
         mode::mode_select,
-        false
+        false,
+        Write
+    ),
+    op!(
+        0x56,
+        None,
+        "RESERVE(10)",
+        &[0x56, 0, 0, 0, 0, 0, 0, 0, 0, 0x00],
+        reservations::reserve,
+        false,
+        Reservation
+    ),
+    op!(
+        0x57,
+        None,
+        "RELEASE(10)",
+        &[0x57, 0, 0, 0, 0, 0, 0, 0, 0, 0x00],
+        reservations::release,
+        false,
+        Reservation
     ),
     op!(
         0x5a,
@@ -228,7 +296,26 @@ pub static OPS: &[OpInfo] = &[
         "MODE SENSE(10)",
         &[0x5a, 0x18, 0xff, 0xff, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00],
         mode::mode_sense,
-        false
+        false,
+        Read
+    ),
+    op!(
+        0x5e,
+        None,
+        "PERSISTENT RESERVE IN",
+        &[0x5e, 0x1f, 0, 0, 0, 0, 0, 0xff, 0xff, 0x00],
+        reservations::persistent_reserve_in,
+        false,
+        Reservation
+    ),
+    op!(
+        0x5f,
+        None,
+        "PERSISTENT RESERVE OUT",
+        &[0x5f, 0x1f, 0xff, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x00],
+        reservations::persistent_reserve_out,
+        false,
+        Reservation
     ),
     op!(
         0x88,
@@ -236,7 +323,8 @@ pub static OPS: &[OpInfo] = &[
         "READ(16)",
         &cdb16(0x88, 0x18),
         block::read,
-        false
+        false,
+        Read
     ),
     op!(
         0x89,
@@ -244,7 +332,8 @@ pub static OPS: &[OpInfo] = &[
         "COMPARE AND WRITE",
         &[0x89, 0x1a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0xff, 0x1f, 0x00],
         block::compare_and_write,
-        false
+        false,
+        Write
     ),
     op!(
         0x8a,
@@ -252,7 +341,8 @@ pub static OPS: &[OpInfo] = &[
         "WRITE(16)",
         &cdb16(0x8a, 0x18),
         block::write,
-        false
+        false,
+        Write
     ),
     op!(
         0x8b,
@@ -260,7 +350,8 @@ pub static OPS: &[OpInfo] = &[
         "ORWRITE(16)",
         &cdb16(0x8b, 0x1a),
         block::orwrite,
-        false
+        false,
+        Write
     ),
     op!(
         0x8e,
@@ -268,7 +359,8 @@ pub static OPS: &[OpInfo] = &[
         "WRITE AND VERIFY(16)",
         &cdb16(0x8e, 0x16),
         block::write,
-        false
+        false,
+        Write
     ),
     op!(
         0x8f,
@@ -276,7 +368,8 @@ pub static OPS: &[OpInfo] = &[
         "VERIFY(16)",
         &cdb16(0x8f, 0x16),
         block::verify,
-        false
+        false,
+        Read
     ),
     op!(
         0x90,
@@ -284,7 +377,8 @@ pub static OPS: &[OpInfo] = &[
         "PRE-FETCH(16)",
         &cdb16(0x90, 0x02),
         block::prefetch,
-        false
+        false,
+        Read
     ),
     op!(
         0x91,
@@ -292,7 +386,8 @@ pub static OPS: &[OpInfo] = &[
         "SYNCHRONIZE CACHE(16)",
         &cdb16(0x91, 0x02),
         block::synchronize_cache,
-        false
+        false,
+        Write
     ),
     op!(
         0x93,
@@ -300,7 +395,8 @@ pub static OPS: &[OpInfo] = &[
         "WRITE SAME(16)",
         &cdb16(0x93, 0x19),
         block::write_same,
-        false
+        false,
+        Write
     ),
     op!(
         0x9c,
@@ -311,7 +407,8 @@ pub static OPS: &[OpInfo] = &[
             0x00
         ],
         block::write_atomic,
-        false
+        false,
+        Write
     ),
     op!(
         0x9e,
@@ -322,7 +419,8 @@ pub static OPS: &[OpInfo] = &[
             0x01, 0x00
         ],
         block::read_capacity16,
-        false
+        false,
+        Other
     ),
     op!(
         0x9e,
@@ -334,6 +432,7 @@ pub static OPS: &[OpInfo] = &[
         ],
         provisioning::get_lba_status,
         false,
+        Read,
         thin
     ),
     op!(
@@ -342,7 +441,8 @@ pub static OPS: &[OpInfo] = &[
         "REPORT LUNS",
         &[0xa0, 0x00, 0xff, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
         misc::report_luns,
-        true
+        true,
+        Exempt
     ),
     op!(
         0xa3,
@@ -350,7 +450,8 @@ pub static OPS: &[OpInfo] = &[
         "REPORT SUPPORTED OPERATION CODES",
         &[0xa3, 0x1f, 0x87, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
         report_supported_opcodes,
-        false
+        false,
+        Exempt
     ),
     op!(
         0xa3,
@@ -358,7 +459,8 @@ pub static OPS: &[OpInfo] = &[
         "REPORT SUPPORTED TASK MANAGEMENT FUNCTIONS",
         &[0xa3, 0x1f, 0x80, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
         misc::report_supported_tmfs,
-        false
+        false,
+        Exempt
     ),
     op!(
         0xa8,
@@ -366,7 +468,8 @@ pub static OPS: &[OpInfo] = &[
         "READ(12)",
         &cdb12(0xa8, 0x18),
         block::read,
-        false
+        false,
+        Read
     ),
     op!(
         0xaa,
@@ -374,7 +477,8 @@ pub static OPS: &[OpInfo] = &[
         "WRITE(12)",
         &cdb12(0xaa, 0x18),
         block::write,
-        false
+        false,
+        Write
     ),
     op!(
         0xae,
@@ -382,7 +486,8 @@ pub static OPS: &[OpInfo] = &[
         "WRITE AND VERIFY(12)",
         &cdb12(0xae, 0x16),
         block::write,
-        false
+        false,
+        Write
     ),
     op!(
         0xaf,
@@ -390,7 +495,8 @@ pub static OPS: &[OpInfo] = &[
         "VERIFY(12)",
         &cdb12(0xaf, 0x16),
         block::verify,
-        false
+        false,
+        Read
     ),
     op!(
         0xb7,
@@ -398,7 +504,8 @@ pub static OPS: &[OpInfo] = &[
         "READ DEFECT DATA(12)",
         &[0xb7, 0x1f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
         block::read_defect_data,
-        false
+        false,
+        Read
     ),
 ];
 

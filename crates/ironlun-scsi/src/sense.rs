@@ -33,12 +33,16 @@ pub mod asc {
     pub const INVALID_FIELD_IN_CDB: (u8, u8) = (0x24, 0x00);
     pub const LOGICAL_UNIT_NOT_SUPPORTED: (u8, u8) = (0x25, 0x00);
     pub const INVALID_FIELD_IN_PARAMETER_LIST: (u8, u8) = (0x26, 0x00);
+    pub const INVALID_RELEASE_OF_PERSISTENT_RESERVATION: (u8, u8) = (0x26, 0x04);
     pub const WRITE_PROTECTED: (u8, u8) = (0x27, 0x00);
     pub const POWER_ON_RESET_OR_BUS_DEVICE_RESET: (u8, u8) = (0x29, 0x00);
     pub const BUS_DEVICE_RESET_FUNCTION_OCCURRED: (u8, u8) = (0x29, 0x03);
     pub const I_T_NEXUS_LOSS_OCCURRED: (u8, u8) = (0x29, 0x07);
     pub const MISCOMPARE_DURING_VERIFY: (u8, u8) = (0x1d, 0x00);
     pub const MODE_PARAMETERS_CHANGED: (u8, u8) = (0x2a, 0x01);
+    pub const RESERVATIONS_PREEMPTED: (u8, u8) = (0x2a, 0x03);
+    pub const RESERVATIONS_RELEASED: (u8, u8) = (0x2a, 0x04);
+    pub const REGISTRATIONS_PREEMPTED: (u8, u8) = (0x2a, 0x05);
     pub const CAPACITY_DATA_HAS_CHANGED: (u8, u8) = (0x2a, 0x09);
     pub const SAVING_PARAMETERS_NOT_SUPPORTED: (u8, u8) = (0x39, 0x00);
     pub const REPORTED_LUNS_DATA_HAS_CHANGED: (u8, u8) = (0x3f, 0x0e);

@@ -24,6 +24,9 @@ pub struct Config {
     pub log: Option<String>,
     /// Where the file was read from (for messages).
     pub source: Option<PathBuf>,
+    /// Where state that outlives the process is kept (persistent
+    /// reservations with APTPL). Without it, APTPL is refused.
+    pub state_dir: Option<PathBuf>,
 }
 
 /// Bounds and timers shared by every target.
@@ -297,6 +300,7 @@ struct FileConfig {
     #[serde(default)]
     listen: Vec<String>,
     log: Option<String>,
+    state_dir: Option<PathBuf>,
     #[serde(default)]
     limits: FileLimits,
     #[serde(default)]
@@ -445,6 +449,7 @@ pub struct Overrides {
     pub name: Option<String>,
     pub luns: Vec<String>,
     pub queue_depth: Option<u32>,
+    pub state_dir: Option<PathBuf>,
 }
 
 fn parse_listen(s: &str) -> Result<SocketAddr, String> {
@@ -475,6 +480,9 @@ impl Config {
                 .iter()
                 .map(|s| parse_listen(s).map_err(|e| format!("--listen: {e}")))
                 .collect::<Result<_, _>>()?;
+        }
+        if let Some(dir) = &o.state_dir {
+            cfg.state_dir = Some(dir.clone());
         }
         if let Some(qd) = o.queue_depth {
             if qd == 0 || qd > MAX_QUEUE_DEPTH {
@@ -518,6 +526,7 @@ impl Config {
             limits: Limits::default(),
             log: None,
             source: None,
+            state_dir: None,
         })
     }
 
@@ -626,12 +635,24 @@ impl Config {
                 luns,
             });
         }
+        // State lives next to the configuration unless the file says
+        // otherwise: <dir>/<file stem>.state/.
+        let state_dir = f.state_dir.or_else(|| {
+            let p = path?;
+            let stem = p.file_stem()?.to_string_lossy().into_owned();
+            Some(
+                p.parent()
+                    .unwrap_or(Path::new("."))
+                    .join(format!("{stem}.state")),
+            )
+        });
         Ok(Config {
             listen,
             targets,
             limits,
             log: f.log,
             source: path.map(Path::to_owned),
+            state_dir,
         })
     }
 }

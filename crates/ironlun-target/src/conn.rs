@@ -27,7 +27,7 @@ use ironlun_proto::target::{
     TmfRequest,
 };
 use ironlun_proto::OutPdu;
-use ironlun_scsi::{NexusId, Response, Sense};
+use ironlun_scsi::{ItNexus, NexusId, Response, Sense};
 use ironlun_wire::{digest, encode_frame, encode_header, pad_len, Digests, FrameDecoder, Pdu};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
@@ -151,7 +151,9 @@ pub async fn serve(
         result.summary
     );
     if let Some(t) = &target {
-        t.luns.attach_nexus(session.nexus, session.reinstated);
+        let identity = ItNexus::new(&result.initiator_name, result.isid, t.cfg.portal_group_tag);
+        t.luns
+            .attach_nexus(session.nexus, &identity, session.reinstated);
     }
 
     // ---- Full feature phase ----

@@ -18,6 +18,7 @@
 
 pub mod config;
 mod conn;
+mod prstore;
 pub mod registry;
 pub mod server;
 

@@ -15,6 +15,7 @@ use tracing::{info, warn};
 
 use crate::config::{BackendSpec, Config, LunConfig, TargetConfig};
 use crate::conn;
+use crate::prstore::FilePrStore;
 use crate::registry::{Registry, Target};
 
 /// Stable 64-bit FNV-1a, for serial numbers and NAA identifiers that must
@@ -72,6 +73,7 @@ fn build_lu(
     t: &TargetConfig,
     l: &LunConfig,
     max_transfer_bytes: u32,
+    state_dir: Option<&std::path::Path>,
 ) -> Result<Arc<LogicalUnit>, String> {
     let backend = open_backend(&l.spec.backend, l.spec.read_only)?;
     let id = fnv1a(&[
@@ -90,11 +92,16 @@ fn build_lu(
         serial: format!("{id:016x}"),
         naa_id: id,
         target_name: t.name.clone(),
-        relative_port: 1,
+        relative_port: t.portal_group_tag,
         max_transfer_bytes,
         thin: l.spec.thin,
     };
-    LogicalUnit::new(cfg, backend).map(Arc::new)
+    let mut lu = LogicalUnit::new(cfg, backend)?;
+    if let Some(dir) = state_dir {
+        let (store, restored) = FilePrStore::open(dir, &t.name, l.number)?;
+        lu.set_pr_store(Arc::new(store), restored);
+    }
+    Ok(Arc::new(lu))
 }
 
 /// Opens every backend and builds the targets.
@@ -103,8 +110,13 @@ pub fn build_targets(cfg: &Config) -> Result<Vec<Arc<Target>>, String> {
     for t in &cfg.targets {
         let mut luns = Vec::new();
         for l in &t.luns {
-            let lu = build_lu(t, l, cfg.limits.max_transfer_bytes)
-                .map_err(|e| format!("target {} LUN {}: {e}", t.name, l.number))?;
+            let lu = build_lu(
+                t,
+                l,
+                cfg.limits.max_transfer_bytes,
+                cfg.state_dir.as_deref(),
+            )
+            .map_err(|e| format!("target {} LUN {}: {e}", t.name, l.number))?;
             luns.push((l.number, lu));
         }
         out.push(Arc::new(Target {

@@ -1,0 +1,886 @@
+//! Reservations: RESERVE/RELEASE(6/10) (SPC-2 §7.21, §7.13) and
+//! persistent reservations, PERSISTENT RESERVE IN/OUT (SPC-4 §5.13,
+//! §6.15, §6.16).
+//!
+//! Persistent registrations belong to an I_T nexus identified by its
+//! initiator port name (`iqn…,i,0x<ISID>`, SPC-4 §7.6.4.6) and relative
+//! target port, so they outlive the session that made them; an SPC-2
+//! reservation belongs to the session's nexus and ends with it. Which
+//! commands a reservation blocks is the `access` column of the opcode
+//! table.
+
+use std::fmt::Write as _;
+
+use crate::cdb::Cdb;
+use crate::lu::LogicalUnit;
+use crate::sense::{asc, key, Sense};
+use crate::{status, NexusId, Request, Response};
+
+/// The identity of an I_T nexus, stable across sessions.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ItNexus {
+    /// SCSI initiator port name: `<iSCSI name>,i,0x<ISID>`, the form of
+    /// an iSCSI TransportID with ISID (SPC-4 §7.6.4.6).
+    pub initiator_port: String,
+    /// RELATIVE TARGET PORT IDENTIFIER of the target port.
+    pub relative_port: u16,
+}
+
+impl ItNexus {
+    pub fn new(initiator_name: &str, isid: [u8; 6], relative_port: u16) -> ItNexus {
+        let mut port = format!("{},i,0x", initiator_name.to_ascii_lowercase());
+        for b in isid {
+            let _ = write!(port, "{b:02x}");
+        }
+        ItNexus {
+            initiator_port: port,
+            relative_port,
+        }
+    }
+
+    /// The initiator device name (the part before `,i,0x`).
+    pub fn initiator_name(&self) -> &str {
+        self.initiator_port.split(",i,0x").next().unwrap_or("")
+    }
+}
+
+/// How a command meets reservations (the `access` column of the opcode
+/// table): SPC-4 §5.13.1 tables 63/64 and SBC-3 table 13, SPC-2 §5.5.1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Never blocked: INQUIRY, REPORT LUNS, REQUEST SENSE, REPORT
+    /// SUPPORTED OPERATION CODES / TASK MANAGEMENT FUNCTIONS.
+    Exempt,
+    /// Allowed under persistent reservations, blocked by another
+    /// initiator's SPC-2 reservation (TEST UNIT READY, READ CAPACITY...).
+    Other,
+    /// Reads from the medium: blocked for non-holders of Exclusive Access
+    /// types.
+    Read,
+    /// Writes to the medium or its state: blocked for non-holders of every
+    /// type.
+    Write,
+    /// The reservation commands themselves, which apply their own rules.
+    Reservation,
+}
+
+/// Persistent reservation types (SPC-4 §6.16.3, table 177).
+pub mod pr_type {
+    pub const WRITE_EXCLUSIVE: u8 = 1;
+    pub const EXCLUSIVE_ACCESS: u8 = 3;
+    pub const WRITE_EXCLUSIVE_REGISTRANTS_ONLY: u8 = 5;
+    pub const EXCLUSIVE_ACCESS_REGISTRANTS_ONLY: u8 = 6;
+    pub const WRITE_EXCLUSIVE_ALL_REGISTRANTS: u8 = 7;
+    pub const EXCLUSIVE_ACCESS_ALL_REGISTRANTS: u8 = 8;
+
+    pub fn valid(t: u8) -> bool {
+        matches!(t, 1 | 3 | 5 | 6 | 7 | 8)
+    }
+
+    /// Registrants-only and all-registrants types: registered nexuses
+    /// keep access.
+    pub fn registrants(t: u8) -> bool {
+        matches!(t, 5..=8)
+    }
+
+    /// All-registrants types: every registrant holds the reservation.
+    pub fn all_registrants(t: u8) -> bool {
+        matches!(t, 7 | 8)
+    }
+
+    /// Exclusive access types block reads too.
+    pub fn exclusive_access(t: u8) -> bool {
+        matches!(t, 3 | 6 | 8)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Registration {
+    pub nexus: ItNexus,
+    pub key: u64,
+    pub all_tg_pt: bool,
+}
+
+impl Registration {
+    fn covers(&self, n: &ItNexus) -> bool {
+        self.nexus.initiator_port == n.initiator_port
+            && (self.all_tg_pt || self.nexus.relative_port == n.relative_port)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reservation {
+    /// The holder (for all-registrants types, the registrant that made
+    /// it; every registrant holds it).
+    pub holder: ItNexus,
+    pub pr_type: u8,
+}
+
+/// All persistent reservation state of one LU.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PrState {
+    pub generation: u32,
+    pub registrations: Vec<Registration>,
+    pub reservation: Option<Reservation>,
+    /// Activate Persist Through Power Loss, as last set by a REGISTER.
+    pub aptpl: bool,
+}
+
+impl PrState {
+    fn registration(&self, n: &ItNexus) -> Option<&Registration> {
+        self.registrations.iter().find(|r| r.covers(n))
+    }
+
+    fn holds(&self, n: &ItNexus) -> bool {
+        match &self.reservation {
+            Some(r) if pr_type::all_registrants(r.pr_type) => self.registration(n).is_some(),
+            Some(r) => r.holder == *n,
+            None => false,
+        }
+    }
+
+    /// Whether a command of class `access` from nexus `n` conflicts with
+    /// the persistent reservation (SPC-4 §5.13.1).
+    pub fn conflicts(&self, n: &ItNexus, access: Access) -> bool {
+        let Some(r) = &self.reservation else {
+            return false;
+        };
+        let blocked = match access {
+            Access::Write => true,
+            Access::Read => pr_type::exclusive_access(r.pr_type),
+            _ => false,
+        };
+        if !blocked || self.holds(n) {
+            return false;
+        }
+        !(pr_type::registrants(r.pr_type) && self.registration(n).is_some())
+    }
+
+    /// Text form for APTPL persistence: one line per item.
+    pub fn encode(&self) -> String {
+        let mut s = format!("ironlun-pr 1\ngeneration {}\n", self.generation);
+        for r in &self.registrations {
+            let _ = writeln!(
+                s,
+                "register {:016x} {} {} {}",
+                r.key,
+                u8::from(r.all_tg_pt),
+                r.nexus.relative_port,
+                r.nexus.initiator_port
+            );
+        }
+        if let Some(r) = &self.reservation {
+            let _ = writeln!(
+                s,
+                "reserve {} {} {}",
+                r.pr_type, r.holder.relative_port, r.holder.initiator_port
+            );
+        }
+        s
+    }
+
+    /// Parses [`PrState::encode`]'s form (APTPL is set: it was saved).
+    pub fn decode(text: &str) -> Result<PrState, String> {
+        let mut lines = text.lines();
+        if lines.next() != Some("ironlun-pr 1") {
+            return Err("not an ironlun persistent reservation file".into());
+        }
+        let mut st = PrState {
+            aptpl: true,
+            ..PrState::default()
+        };
+        for (i, line) in lines.enumerate() {
+            let bad = || format!("line {}: cannot parse '{line}'", i + 2);
+            let mut w = line.splitn(5, ' ');
+            match w.next() {
+                Some("generation") => {
+                    st.generation = w.next().and_then(|v| v.parse().ok()).ok_or_else(bad)?
+                }
+                Some("register") => {
+                    let key = w
+                        .next()
+                        .and_then(|v| u64::from_str_radix(v, 16).ok())
+                        .ok_or_else(bad)?;
+                    let all = w.next().ok_or_else(bad)? == "1";
+                    let port = w.next().and_then(|v| v.parse().ok()).ok_or_else(bad)?;
+                    let name = w.next().ok_or_else(bad)?.to_owned();
+                    st.registrations.push(Registration {
+                        nexus: ItNexus {
+                            initiator_port: name,
+                            relative_port: port,
+                        },
+                        key,
+                        all_tg_pt: all,
+                    });
+                }
+                Some("reserve") => {
+                    let t = w
+                        .next()
+                        .and_then(|v| v.parse().ok())
+                        .filter(|t| pr_type::valid(*t))
+                        .ok_or_else(bad)?;
+                    let port = w.next().and_then(|v| v.parse().ok()).ok_or_else(bad)?;
+                    let name = w.next().ok_or_else(bad)?.to_owned();
+                    st.reservation = Some(Reservation {
+                        holder: ItNexus {
+                            initiator_port: name,
+                            relative_port: port,
+                        },
+                        pr_type: t,
+                    });
+                }
+                Some("") | None => {}
+                Some(_) => return Err(bad()),
+            }
+        }
+        Ok(st)
+    }
+}
+
+/// Where APTPL state is kept (SPC-4 §5.13.5): the daemon supplies it.
+pub trait PrStore: Send + Sync {
+    fn save(&self, text: &str) -> std::io::Result<()>;
+    /// Removes saved state (APTPL cleared).
+    fn clear(&self) -> std::io::Result<()>;
+}
+
+/// All reservation state of an LU, under one lock.
+#[derive(Debug, Default)]
+pub struct ReservationState {
+    pub pr: PrState,
+    /// Holder of an SPC-2 RESERVE(6/10).
+    pub spc2: Option<NexusId>,
+}
+
+fn conflict() -> Response {
+    Response {
+        status: status::RESERVATION_CONFLICT,
+        ..Response::default()
+    }
+}
+
+/// RESERVE(6/10) (SPC-2 §7.21): the LU for this I_T nexus. A persistent
+/// registration makes it a conflict (SPC-4 §5.13.3, CRH = 1 behaviour).
+pub fn reserve(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
+    // RESERVE(10) 3RDPTY and LONGID, and the obsolete extent bits, are
+    // not supported.
+    if cdb.opcode() == 0x56 && cdb.u8(1) & 0x13 != 0 {
+        return Err(Sense::invalid_field(1, None));
+    }
+    let mut st = lu.reservations();
+    if !st.pr.registrations.is_empty() {
+        return Ok(conflict());
+    }
+    match st.spc2 {
+        Some(holder) if holder != req.nexus => Ok(conflict()),
+        _ => {
+            st.spc2 = Some(req.nexus);
+            lu.note_reservation_state(&st);
+            Ok(Response::good())
+        }
+    }
+}
+
+/// RELEASE(6/10) (SPC-2 §7.13): only the holder releases; from anyone
+/// else it is a no-op.
+pub fn release(lu: &LogicalUnit, req: &Request<'_>, _cdb: &Cdb<'_>) -> Result<Response, Sense> {
+    let mut st = lu.reservations();
+    if st.spc2 == Some(req.nexus) {
+        st.spc2 = None;
+        lu.note_reservation_state(&st);
+    }
+    Ok(Response::good())
+}
+
+/// PERSISTENT RESERVE IN (SPC-4 §6.15).
+pub fn persistent_reserve_in(
+    lu: &LogicalUnit,
+    req: &Request<'_>,
+    cdb: &Cdb<'_>,
+) -> Result<Response, Sense> {
+    let sa = cdb.u8(1) & 0x1f;
+    let alloc = u32::from(cdb.be16(7));
+    let st = lu.reservations();
+    if let Some(holder) = st.spc2 {
+        if holder != req.nexus {
+            return Ok(conflict());
+        }
+    }
+    let pr = &st.pr;
+    let mut out = Vec::new();
+    match sa {
+        // READ KEYS.
+        0x00 => {
+            out.extend_from_slice(&pr.generation.to_be_bytes());
+            out.extend_from_slice(&((8 * pr.registrations.len()) as u32).to_be_bytes());
+            for r in &pr.registrations {
+                out.extend_from_slice(&r.key.to_be_bytes());
+            }
+        }
+        // READ RESERVATION.
+        0x01 => {
+            out.extend_from_slice(&pr.generation.to_be_bytes());
+            match &pr.reservation {
+                None => out.extend_from_slice(&0u32.to_be_bytes()),
+                Some(r) => {
+                    out.extend_from_slice(&16u32.to_be_bytes());
+                    // All-registrants reservations report key 0
+                    // (SPC-4 §6.15.3.3).
+                    let k = if pr_type::all_registrants(r.pr_type) {
+                        0
+                    } else {
+                        pr.registration(&r.holder).map_or(0, |g| g.key)
+                    };
+                    out.extend_from_slice(&k.to_be_bytes());
+                    out.extend_from_slice(&[0; 4]);
+                    out.push(0);
+                    out.push(r.pr_type & 0x0f); // scope LU_SCOPE (0)
+                    out.extend_from_slice(&[0; 2]);
+                }
+            }
+        }
+        // REPORT CAPABILITIES (SPC-4 §6.15.4).
+        0x02 => {
+            out.extend_from_slice(&8u16.to_be_bytes());
+            // CRH (SPC-2 reservation handling), ATP_C (ALL_TG_PT), PTPL_C
+            // when a store exists.
+            out.push(0x10 | 0x04 | u8::from(lu.pr_store_available()));
+            // TMV, ALLOW COMMANDS 000b, PTPL_A.
+            out.push(0x80 | u8::from(pr.aptpl));
+            // Type mask: WR_EX_AR, EX_AC_RO, WR_EX_RO, EX_AC, WR_EX;
+            // EX_AC_AR.
+            out.push(0x80 | 0x40 | 0x20 | 0x08 | 0x02);
+            out.push(0x01);
+            out.extend_from_slice(&[0; 2]);
+        }
+        // READ FULL STATUS (SPC-4 §6.15.5).
+        0x03 => {
+            out.extend_from_slice(&pr.generation.to_be_bytes());
+            out.extend_from_slice(&[0; 4]);
+            for r in &pr.registrations {
+                let holder = pr.holds(&r.nexus)
+                    && pr.reservation.as_ref().is_some_and(|res| {
+                        pr_type::all_registrants(res.pr_type) || res.holder == r.nexus
+                    });
+                out.extend_from_slice(&r.key.to_be_bytes());
+                out.extend_from_slice(&[0; 4]);
+                out.push(u8::from(r.all_tg_pt) << 1 | u8::from(holder));
+                out.push(if holder {
+                    pr.reservation.as_ref().map_or(0, |res| res.pr_type)
+                } else {
+                    0
+                });
+                out.extend_from_slice(&[0; 4]);
+                out.extend_from_slice(&r.nexus.relative_port.to_be_bytes());
+                let tid = transport_id(&r.nexus);
+                out.extend_from_slice(&(tid.len() as u32).to_be_bytes());
+                out.extend_from_slice(&tid);
+            }
+            let len = (out.len() - 8) as u32;
+            if let Some(b) = out.get_mut(4..8) {
+                b.copy_from_slice(&len.to_be_bytes());
+            }
+        }
+        _ => return Err(Sense::invalid_field(1, Some(4))),
+    }
+    Ok(Response::data(out, alloc))
+}
+
+/// iSCSI TransportID, format 01b (initiator port with ISID)
+/// (SPC-4 §7.6.4.6).
+fn transport_id(n: &ItNexus) -> Vec<u8> {
+    let mut name = n.initiator_port.clone().into_bytes();
+    name.push(0);
+    while name.len() % 4 != 0 {
+        name.push(0);
+    }
+    let mut v = vec![0x40 | 0x05, 0];
+    v.extend_from_slice(&(name.len() as u16).to_be_bytes());
+    v.extend_from_slice(&name);
+    v
+}
+
+/// Parses an iSCSI TransportID (formats 00b and 01b).
+fn parse_transport_id(data: &[u8]) -> Option<(String, bool)> {
+    let c = Cdb(data);
+    if c.u8(0) & 0x0f != 5 {
+        return None;
+    }
+    let with_isid = c.u8(0) >> 6 == 1;
+    let len = usize::from(c.be16(2));
+    let name = data.get(4..4 + len)?;
+    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    let s = std::str::from_utf8(name.get(..end)?).ok()?;
+    Some((s.to_ascii_lowercase(), with_isid))
+}
+
+/// Why a PERSISTENT RESERVE OUT is refused: RESERVATION CONFLICT status
+/// or CHECK CONDITION.
+enum Refusal {
+    Conflict,
+    Check(Sense),
+}
+
+impl From<Sense> for Refusal {
+    fn from(s: Sense) -> Self {
+        Refusal::Check(s)
+    }
+}
+
+/// PERSISTENT RESERVE OUT (SPC-4 §6.16). The state changes only if the
+/// whole service action succeeds (and, with APTPL, is saved).
+pub fn persistent_reserve_out(
+    lu: &LogicalUnit,
+    req: &Request<'_>,
+    cdb: &Cdb<'_>,
+) -> Result<Response, Sense> {
+    let sa = cdb.u8(1) & 0x1f;
+    let len = cdb.be32(5) as usize;
+    let Some(nexus) = lu.identity(req.nexus) else {
+        // A nexus the transport never introduced cannot register.
+        return Ok(conflict());
+    };
+    let data = req
+        .data_out
+        .get(..len.min(req.data_out.len()))
+        .unwrap_or(&[]);
+    let mut st = lu.reservations();
+    if st.spc2.is_some_and(|h| h != req.nexus) {
+        return Ok(conflict());
+    }
+    let before = st.pr.clone();
+    let mut notices = Notices::new();
+    let outcome = match sa {
+        0x07 => register_and_move(lu, &mut st, &nexus, data, len),
+        0x00..=0x06 => service_action(lu, &mut st, &nexus, sa, cdb, data, len, &mut notices),
+        _ => Err(Refusal::Check(Sense::invalid_field(1, Some(4)))),
+    };
+    match outcome {
+        Ok(()) => {
+            if let Err(r) = lu.persist(&st.pr) {
+                st.pr = before;
+                return Ok(r);
+            }
+            lu.note_reservation_state(&st);
+            for (who, cond) in notices {
+                lu.establish_ua_for(&who, cond);
+            }
+            Ok(Response::written(len as u32))
+        }
+        Err(refusal) => {
+            st.pr = before;
+            match refusal {
+                Refusal::Conflict => Ok(conflict()),
+                Refusal::Check(s) => Err(s),
+            }
+        }
+    }
+}
+
+/// Unit attentions a service action raises, established only once the
+/// new state is in place (and saved).
+type Notices = Vec<(Vec<NexusId>, (u8, u8))>;
+
+/// REGISTER, RESERVE, RELEASE, CLEAR, PREEMPT (AND ABORT) and REGISTER
+/// AND IGNORE EXISTING KEY, with the 24-byte parameter list
+/// (SPC-4 §6.16.3).
+#[allow(clippy::too_many_arguments)]
+fn service_action(
+    lu: &LogicalUnit,
+    st: &mut ReservationState,
+    nexus: &ItNexus,
+    sa: u8,
+    cdb: &Cdb<'_>,
+    data: &[u8],
+    len: usize,
+    notices: &mut Notices,
+) -> Result<(), Refusal> {
+    let scope = cdb.u8(2) >> 4;
+    let ty = cdb.u8(2) & 0x0f;
+    if len != 24 || data.len() < 24 {
+        return Err(Sense::new(key::ILLEGAL_REQUEST, asc::PARAMETER_LIST_LENGTH_ERROR).into());
+    }
+    let p = Cdb(data);
+    let res_key = p.be64(0);
+    let sa_key = p.be64(8);
+    let spec_i_pt = p.bit(20, 3);
+    let all_tg_pt = p.bit(20, 2);
+    let aptpl = p.bit(20, 0);
+    if spec_i_pt {
+        // Registering other initiator ports is not supported (SIP_C = 0).
+        return Err(Sense::invalid_param(20, Some(3)).into());
+    }
+    if aptpl && !lu.pr_store_available() {
+        return Err(Sense::invalid_param(20, Some(0)).into());
+    }
+    let registered = st.pr.registration(nexus).map(|r| r.key);
+    let key_matches = || {
+        if registered == Some(res_key) {
+            Ok(())
+        } else {
+            Err(Refusal::Conflict)
+        }
+    };
+    match sa {
+        // REGISTER and REGISTER AND IGNORE EXISTING KEY (§5.13.7): a
+        // registered nexus must present its key to REGISTER, an
+        // unregistered one must present zero.
+        0x00 | 0x06 => {
+            if sa == 0x00 && registered.unwrap_or(0) != res_key {
+                return Err(Refusal::Conflict);
+            }
+            if sa_key == 0 {
+                if registered.is_some() {
+                    unregister(lu, st, nexus, notices);
+                }
+            } else if let Some(r) = st.pr.registrations.iter_mut().find(|r| r.covers(nexus)) {
+                r.key = sa_key;
+            } else {
+                st.pr.registrations.push(Registration {
+                    nexus: nexus.clone(),
+                    key: sa_key,
+                    all_tg_pt,
+                });
+            }
+            st.pr.aptpl = aptpl;
+            st.pr.generation = st.pr.generation.wrapping_add(1);
+        }
+        // RESERVE (§5.13.9): a second RESERVE of the same type by the
+        // holder is fine; anything else over an existing reservation
+        // conflicts.
+        0x01 => {
+            check_scope_type(scope, ty)?;
+            key_matches()?;
+            match &st.pr.reservation {
+                Some(r) if st.pr.holds(nexus) && r.pr_type == ty => {}
+                Some(_) => return Err(Refusal::Conflict),
+                None => {
+                    st.pr.reservation = Some(Reservation {
+                        holder: nexus.clone(),
+                        pr_type: ty,
+                    })
+                }
+            }
+        }
+        // RELEASE (§5.13.10).
+        0x02 => {
+            check_scope_type(scope, ty)?;
+            key_matches()?;
+            if let Some(r) = st.pr.reservation.clone() {
+                if st.pr.holds(nexus) {
+                    if r.pr_type != ty {
+                        return Err(Sense::new(
+                            key::ILLEGAL_REQUEST,
+                            asc::INVALID_RELEASE_OF_PERSISTENT_RESERVATION,
+                        )
+                        .into());
+                    }
+                    st.pr.reservation = None;
+                    if pr_type::registrants(r.pr_type) {
+                        let others = other_registrants(lu, st, nexus);
+                        notices.push((others, asc::RESERVATIONS_RELEASED));
+                    }
+                }
+            }
+        }
+        // CLEAR (§5.13.11).
+        0x03 => {
+            key_matches()?;
+            let others = other_registrants(lu, st, nexus);
+            st.pr.registrations.clear();
+            st.pr.reservation = None;
+            st.pr.generation = st.pr.generation.wrapping_add(1);
+            notices.push((others, asc::RESERVATIONS_PREEMPTED));
+        }
+        // PREEMPT and PREEMPT AND ABORT (§5.13.12). Aborting the
+        // preempted nexuses' tasks is left to their own connections'
+        // completion: the target does not cancel commands in flight.
+        _ => {
+            check_scope_type(scope, ty)?;
+            key_matches()?;
+            preempt(lu, st, nexus, sa_key, ty, notices)?;
+        }
+    }
+    Ok(())
+}
+
+fn check_scope_type(scope: u8, ty: u8) -> Result<(), Refusal> {
+    if scope != 0 {
+        return Err(Sense::invalid_field(2, Some(7)).into());
+    }
+    if !pr_type::valid(ty) {
+        return Err(Sense::invalid_field(2, Some(3)).into());
+    }
+    Ok(())
+}
+
+/// Live sessions of registrants other than `me`.
+fn other_registrants(lu: &LogicalUnit, st: &ReservationState, me: &ItNexus) -> Vec<NexusId> {
+    lu.sessions_matching(|n| n != me && st.pr.registration(n).is_some())
+}
+
+/// Removes the registration of `nexus`. The reservation ends with its
+/// holder, or for all-registrants types with the last registrant
+/// (SPC-4 §5.13.7.2, §5.13.10).
+fn unregister(lu: &LogicalUnit, st: &mut ReservationState, nexus: &ItNexus, notices: &mut Notices) {
+    st.pr.registrations.retain(|r| !r.covers(nexus));
+    let Some(r) = st.pr.reservation.clone() else {
+        return;
+    };
+    let ends = if pr_type::all_registrants(r.pr_type) {
+        st.pr.registrations.is_empty()
+    } else {
+        r.holder == *nexus
+    };
+    if ends {
+        st.pr.reservation = None;
+        if pr_type::registrants(r.pr_type) {
+            let others = other_registrants(lu, st, nexus);
+            notices.push((others, asc::RESERVATIONS_RELEASED));
+        }
+    }
+}
+
+/// PREEMPT (SPC-4 §5.13.12.1): removes the registrations holding
+/// SERVICE ACTION RESERVATION KEY and, when that is the holder's key (or
+/// zero under an all-registrants reservation), takes the reservation.
+fn preempt(
+    lu: &LogicalUnit,
+    st: &mut ReservationState,
+    me: &ItNexus,
+    sa_key: u64,
+    ty: u8,
+    notices: &mut Notices,
+) -> Result<(), Refusal> {
+    let take_over = match &st.pr.reservation {
+        Some(r) if pr_type::all_registrants(r.pr_type) => sa_key == 0,
+        Some(r) => st.pr.registration(&r.holder).map(|g| g.key) == Some(sa_key),
+        None => false,
+    };
+    if sa_key == 0 && !take_over {
+        return Err(Sense::invalid_param(8, None).into());
+    }
+    let victims: Vec<ItNexus> = st
+        .pr
+        .registrations
+        .iter()
+        .filter(|g| !g.covers(me) && (g.key == sa_key || (take_over && sa_key == 0)))
+        .map(|g| g.nexus.clone())
+        .collect();
+    if victims.is_empty() && !take_over {
+        // No registration holds that key: RESERVATION CONFLICT
+        // (SPC-4 §5.13.12.1).
+        return Err(Refusal::Conflict);
+    }
+    let sessions = lu.sessions_matching(|n| victims.iter().any(|v| v == n));
+    st.pr.registrations.retain(|g| !victims.contains(&g.nexus));
+    if take_over {
+        st.pr.reservation = Some(Reservation {
+            holder: me.clone(),
+            pr_type: ty,
+        });
+    }
+    st.pr.generation = st.pr.generation.wrapping_add(1);
+    notices.push((sessions, asc::REGISTRATIONS_PREEMPTED));
+    Ok(())
+}
+
+/// REGISTER AND MOVE (SPC-4 §5.13.8): hands the reservation to another
+/// I_T nexus named by a TransportID.
+fn register_and_move(
+    lu: &LogicalUnit,
+    st: &mut ReservationState,
+    me: &ItNexus,
+    data: &[u8],
+    len: usize,
+) -> Result<(), Refusal> {
+    if len < 24 || data.len() < len {
+        return Err(Sense::new(key::ILLEGAL_REQUEST, asc::PARAMETER_LIST_LENGTH_ERROR).into());
+    }
+    let p = Cdb(data);
+    let res_key = p.be64(0);
+    let sa_key = p.be64(8);
+    let unreg = p.bit(17, 1);
+    let aptpl = p.bit(17, 0);
+    let port = p.be16(18);
+    let tid_len = p.be32(20) as usize;
+    if aptpl && !lu.pr_store_available() {
+        return Err(Sense::invalid_param(17, Some(0)).into());
+    }
+    let Some((name, true)) = data.get(24..24 + tid_len).and_then(parse_transport_id) else {
+        // The destination must be one initiator port (format 01b).
+        return Err(Sense::invalid_param(24, None).into());
+    };
+    let dest = ItNexus {
+        initiator_port: name,
+        relative_port: port,
+    };
+    let Some(r) = st.pr.reservation.clone() else {
+        return Err(Refusal::Conflict);
+    };
+    if st.pr.registration(me).map(|g| g.key) != Some(res_key) || r.holder != *me {
+        return Err(Refusal::Conflict);
+    }
+    if pr_type::all_registrants(r.pr_type) || dest == *me || sa_key == 0 {
+        return Err(Sense::invalid_param(8, None).into());
+    }
+    if let Some(g) = st.pr.registrations.iter_mut().find(|g| g.covers(&dest)) {
+        g.key = sa_key;
+    } else {
+        st.pr.registrations.push(Registration {
+            nexus: dest.clone(),
+            key: sa_key,
+            all_tg_pt: false,
+        });
+    }
+    st.pr.reservation = Some(Reservation {
+        holder: dest,
+        pr_type: r.pr_type,
+    });
+    if unreg {
+        st.pr.registrations.retain(|g| !g.covers(me));
+    }
+    st.pr.aptpl = aptpl;
+    st.pr.generation = st.pr.generation.wrapping_add(1);
+    Ok(())
+}
+
+/// The reservation check made before a command runs.
+pub fn check(lu: &LogicalUnit, nexus: NexusId, access: Access) -> Option<Response> {
+    if matches!(access, Access::Exempt | Access::Reservation) || !lu.any_reservation_state() {
+        return None;
+    }
+    let st = lu.reservations();
+    if let Some(holder) = st.spc2 {
+        // SPC-2 reservations block every other command from other
+        // nexuses (SPC-2 §5.5.1).
+        if holder != nexus {
+            return Some(conflict());
+        }
+        return None;
+    }
+    let id = lu.identity(nexus)?;
+    st.pr.conflicts(&id, access).then(conflict)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nexus_names_and_transport_ids() {
+        let n = ItNexus::new("iqn.2026-11.X:init", [0x80, 1, 2, 3, 4, 5], 1);
+        assert_eq!(n.initiator_port, "iqn.2026-11.x:init,i,0x800102030405");
+        assert_eq!(n.initiator_name(), "iqn.2026-11.x:init");
+        let t = transport_id(&n);
+        assert_eq!(t[0], 0x45);
+        assert_eq!(t.len() % 4, 0);
+        assert_eq!(
+            parse_transport_id(&t),
+            Some((n.initiator_port.clone(), true))
+        );
+    }
+
+    #[test]
+    fn conflict_rules_per_type() {
+        let a = ItNexus::new("iqn.x:a", [0; 6], 1);
+        let b = ItNexus::new("iqn.x:b", [0; 6], 1);
+        let c = ItNexus::new("iqn.x:c", [0; 6], 1);
+        for (ty, b_read, b_write, c_read, c_write) in [
+            // (type, registered non-holder read/write, unregistered read/write)
+            (pr_type::WRITE_EXCLUSIVE, false, true, false, true),
+            (pr_type::EXCLUSIVE_ACCESS, true, true, true, true),
+            (
+                pr_type::WRITE_EXCLUSIVE_REGISTRANTS_ONLY,
+                false,
+                false,
+                false,
+                true,
+            ),
+            (
+                pr_type::EXCLUSIVE_ACCESS_REGISTRANTS_ONLY,
+                false,
+                false,
+                true,
+                true,
+            ),
+            (
+                pr_type::WRITE_EXCLUSIVE_ALL_REGISTRANTS,
+                false,
+                false,
+                false,
+                true,
+            ),
+            (
+                pr_type::EXCLUSIVE_ACCESS_ALL_REGISTRANTS,
+                false,
+                false,
+                true,
+                true,
+            ),
+        ] {
+            let st = PrState {
+                generation: 0,
+                registrations: vec![
+                    Registration {
+                        nexus: a.clone(),
+                        key: 1,
+                        all_tg_pt: false,
+                    },
+                    Registration {
+                        nexus: b.clone(),
+                        key: 2,
+                        all_tg_pt: false,
+                    },
+                ],
+                reservation: Some(Reservation {
+                    holder: a.clone(),
+                    pr_type: ty,
+                }),
+                aptpl: false,
+            };
+            assert!(!st.conflicts(&a, Access::Write), "holder writes, type {ty}");
+            assert_eq!(
+                st.conflicts(&b, Access::Read),
+                b_read,
+                "registrant read, type {ty}"
+            );
+            assert_eq!(
+                st.conflicts(&b, Access::Write),
+                b_write,
+                "registrant write, type {ty}"
+            );
+            assert_eq!(
+                st.conflicts(&c, Access::Read),
+                c_read,
+                "stranger read, type {ty}"
+            );
+            assert_eq!(
+                st.conflicts(&c, Access::Write),
+                c_write,
+                "stranger write, type {ty}"
+            );
+            assert!(!st.conflicts(&c, Access::Other));
+        }
+    }
+
+    #[test]
+    fn state_round_trips_through_text() {
+        let st = PrState {
+            generation: 7,
+            registrations: vec![Registration {
+                nexus: ItNexus::new("iqn.x:a", [1, 2, 3, 4, 5, 6], 1),
+                key: 0xdead,
+                all_tg_pt: true,
+            }],
+            reservation: Some(Reservation {
+                holder: ItNexus::new("iqn.x:a", [1, 2, 3, 4, 5, 6], 1),
+                pr_type: 5,
+            }),
+            aptpl: true,
+        };
+        assert_eq!(PrState::decode(&st.encode()), Ok(st));
+        assert!(PrState::decode("garbage").is_err());
+        assert!(PrState::decode("ironlun-pr 1\nreserve 2 1 iqn.x:a,i,0x01").is_err());
+    }
+}

@@ -1,0 +1,123 @@
+//! APTPL persistence (SPC-4 §5.13.5): persistent reservation state of a
+//! LU saved in a file of the state directory, written atomically (a new
+//! file, fsync, rename, fsync of the directory) so a crash leaves either
+//! the old state or the new one.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use ironlun_scsi::reservations::{PrState, PrStore};
+
+pub struct FilePrStore {
+    path: PathBuf,
+}
+
+impl FilePrStore {
+    /// The store for one LU of a target, and the state saved before (none
+    /// when the directory or the file does not exist yet).
+    pub fn open(
+        dir: &Path,
+        target: &str,
+        lun: u16,
+    ) -> Result<(FilePrStore, Option<PrState>), String> {
+        let safe: String = target
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let path = dir.join(format!("pr-{safe}-lun{lun}.txt"));
+        let restored =
+            match fs::read_to_string(&path) {
+                Ok(text) => Some(PrState::decode(&text).map_err(|e| {
+                    format!("{}: persistent reservation state: {e}", path.display())
+                })?),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+                Err(e) => return Err(format!("{}: {e}", path.display())),
+            };
+        Ok((FilePrStore { path }, restored))
+    }
+}
+
+fn sync_dir(path: &Path) -> io::Result<()> {
+    match path.parent() {
+        Some(dir) => File::open(dir)?.sync_all(),
+        None => Ok(()),
+    }
+}
+
+impl PrStore for FilePrStore {
+    fn save(&self, text: &str) -> io::Result<()> {
+        self.write(text).inspect_err(|e| {
+            tracing::error!(path = %self.path.display(), "saving persistent reservations: {e}");
+        })
+    }
+
+    fn clear(&self) -> io::Result<()> {
+        match fs::remove_file(&self.path) {
+            Ok(()) => sync_dir(&self.path),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => {
+                tracing::error!(path = %self.path.display(), "removing persistent reservations: {e}");
+                Err(e)
+            }
+        }
+    }
+}
+
+impl FilePrStore {
+    fn write(&self, text: &str) -> io::Result<()> {
+        // The directory is made on the first save, so a target whose
+        // initiators never ask for APTPL leaves nothing behind.
+        if let Some(dir) = self.path.parent() {
+            fs::create_dir_all(dir)?;
+        }
+        let tmp = self.path.with_extension("tmp");
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        fs::rename(&tmp, &self.path)?;
+        sync_dir(&self.path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ironlun_scsi::reservations::{ItNexus, Registration};
+
+    #[test]
+    fn saves_restores_and_clears() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, restored) = FilePrStore::open(dir.path(), "iqn.2026-11.x:t", 3).unwrap();
+        assert!(restored.is_none());
+        let st = PrState {
+            generation: 4,
+            registrations: vec![Registration {
+                nexus: ItNexus::new("iqn.x:i", [0, 1, 2, 3, 4, 5], 1),
+                key: 42,
+                all_tg_pt: false,
+            }],
+            reservation: None,
+            aptpl: true,
+        };
+        store.save(&st.encode()).unwrap();
+        let (_, restored) = FilePrStore::open(dir.path(), "iqn.2026-11.x:t", 3).unwrap();
+        assert_eq!(restored, Some(st));
+        store.clear().unwrap();
+        store.clear().unwrap();
+        let (_, restored) = FilePrStore::open(dir.path(), "iqn.2026-11.x:t", 3).unwrap();
+        assert!(restored.is_none());
+        std::fs::write(dir.path().join("pr-iqn.2026-11.x_t-lun3.txt"), "junk").unwrap();
+        assert!(FilePrStore::open(dir.path(), "iqn.2026-11.x:t", 3).is_err());
+    }
+}
