@@ -327,3 +327,89 @@ fn aptpl_reservations_survive_a_restart() {
     assert_eq!(prout(&mut h, 0x00, 0, 0xfeed, 0, false), 0);
     assert_eq!(std::fs::read_dir(&state).unwrap().count(), 0);
 }
+
+/// Sense key, ASC and ASCQ of fixed-format sense data.
+fn sense3(sense: &[u8]) -> (u8, u8, u8) {
+    (sense[2] & 0x0f, sense[12], sense[13])
+}
+
+#[test]
+fn task_management_reaches_other_sessions_tasks() {
+    // TMF function codes (RFC 7143 §11.5.1, RFC 7144 §4.6) and responses.
+    const CLEAR_TASK_SET: u8 = 4;
+    const LOGICAL_UNIT_RESET: u8 = 5;
+    const TARGET_COLD_RESET: u8 = 7;
+    const QUERY_TASK: u8 = 9;
+    const QUERY_TASK_SET: u8 = 10;
+    const I_T_NEXUS_RESET: u8 = 11;
+    const COMPLETE: u8 = 0;
+    const SUCCEEDED: u8 = 7;
+    let t = Target::start(&["--name", NAME, "--lun", "ram:16MiB"]);
+    let mut a = session(&t, [0x80, 0, 0, 0, 0, 9]);
+    let mut b = session(&t, [0x80, 0, 0, 0, 0, 10]);
+    // A write that waits for its (unsolicited) data.
+    let write8 = [0x2a, 0, 0, 0, 0, 0, 0, 0, 8, 0];
+    let itt = a.command(&write8, 0, 4096, &[]);
+    assert_eq!(
+        a.tmf(QUERY_TASK, itt),
+        SUCCEEDED,
+        "the write is in the task set"
+    );
+    assert_eq!(a.tmf(QUERY_TASK_SET, 0xffff_ffff), SUCCEEDED);
+    assert_eq!(
+        b.tmf(QUERY_TASK_SET, 0xffff_ffff),
+        COMPLETE,
+        "b has no tasks"
+    );
+    // b clears the shared task set: a's write ends without a response.
+    assert_eq!(b.tmf(CLEAR_TASK_SET, 0xffff_ffff), COMPLETE);
+    assert_eq!(a.tmf(QUERY_TASK, itt), COMPLETE, "the write is gone");
+    a.data_out(itt, 0, &[0xaa; 4096], true);
+    let (st, sense, _) = a.scsi(&TUR, 0, &[]);
+    assert_eq!(
+        (st, sense3(&sense)),
+        (2, (6, 0x2f, 0)),
+        "COMMANDS CLEARED BY ANOTHER INITIATOR"
+    );
+    let (st, _, data) = a.scsi(&READ10_1, 512, &[]);
+    assert_eq!(st, 0);
+    assert_ne!(
+        data,
+        vec![0xaa; 512],
+        "the aborted write's late data was dropped"
+    );
+    // b resets the LU: both nexuses learn of it.
+    let itt = a.command(&write8, 0, 4096, &[]);
+    assert_eq!(
+        a.tmf(QUERY_TASK, itt),
+        SUCCEEDED,
+        "the target has the write"
+    );
+    assert_eq!(b.tmf(LOGICAL_UNIT_RESET, 0xffff_ffff), COMPLETE);
+    assert_eq!(a.tmf(QUERY_TASK, itt), COMPLETE, "the write is gone");
+    for c in [&mut a, &mut b] {
+        let (st, sense, _) = c.scsi(&TUR, 0, &[]);
+        assert_eq!(
+            (st, sense3(&sense)),
+            (2, (6, 0x29, 0x03)),
+            "BUS DEVICE RESET FUNCTION OCCURRED"
+        );
+    }
+    // I_T NEXUS RESET concerns only the issuer.
+    assert_eq!(a.tmf(I_T_NEXUS_RESET, 0xffff_ffff), COMPLETE);
+    let (st, sense, _) = a.scsi(&TUR, 0, &[]);
+    assert_eq!(
+        (st, sense3(&sense)),
+        (2, (6, 0x29, 0x07)),
+        "I_T NEXUS LOSS OCCURRED"
+    );
+    assert_eq!(b.scsi(&TUR, 0, &[]).0, 0);
+    // TARGET COLD RESET: the response, then every connection closes.
+    assert_eq!(b.tmf(TARGET_COLD_RESET, 0xffff_ffff), COMPLETE);
+    assert!(b.closed());
+    assert!(a.closed());
+    // New sessions work.
+    let mut c = session(&t, [0x80, 0, 0, 0, 0, 11]);
+    assert_eq!(c.scsi(&READ10_1, 512, &[]).0, 0);
+    assert!(!t.log().contains("panicked"), "{}", t.log());
+}

@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use ironlun_wire::text::{encode_pairs, parse_pairs};
 use ironlun_wire::{
-    encode_frame, Digests, FrameDecoder, LoginRequest, LoginResponse, Lun, Pdu, ScsiCommand,
+    encode_frame, DataOut, Digests, FrameDecoder, LoginRequest, LoginResponse, Lun, Pdu,
+    ScsiCommand, TaskMgmtRequest,
 };
 
 /// Path of a required tool, or a panic naming the package.
@@ -330,8 +331,9 @@ impl Raw {
         self.next_itt
     }
 
-    /// Runs a command and collects Data-In and status.
-    pub fn scsi(&mut self, cdb: &[u8], read_len: u32, write: &[u8]) -> (u8, Bytes, Vec<u8>) {
+    /// Sends a command (with `immediate` data, if any) and returns its
+    /// ITT without waiting for anything.
+    pub fn command(&mut self, cdb: &[u8], read_len: u32, write_len: u32, immediate: &[u8]) -> u32 {
         let mut c = [0u8; 16];
         c[..cdb.len()].copy_from_slice(cdb);
         let itt = self.itt();
@@ -339,21 +341,66 @@ impl Raw {
             immediate: false,
             final_bit: true,
             read: read_len > 0,
-            write: !write.is_empty(),
+            write: write_len > 0,
             attr: 1,
             lun: Lun::from_index(0),
             itt,
-            expected_data_transfer_length: if write.is_empty() {
-                read_len
-            } else {
-                write.len() as u32
-            },
+            expected_data_transfer_length: if write_len > 0 { write_len } else { read_len },
             cmd_sn: self.cmd_sn,
             exp_stat_sn: self.exp_stat_sn,
             cdb: c,
         };
         self.cmd_sn = self.cmd_sn.wrapping_add(1);
-        self.send(&Pdu::ScsiCommand(cmd), write);
+        self.send(&Pdu::ScsiCommand(cmd), immediate);
+        itt
+    }
+
+    /// Sends one unsolicited Data-Out PDU for `itt`.
+    pub fn data_out(&mut self, itt: u32, offset: u32, data: &[u8], final_bit: bool) {
+        let d = DataOut {
+            final_bit,
+            lun: Lun::from_index(0),
+            itt,
+            ttt: 0xffff_ffff,
+            exp_stat_sn: self.exp_stat_sn,
+            data_sn: 0,
+            buffer_offset: offset,
+        };
+        self.send(&Pdu::DataOut(d), data);
+    }
+
+    /// An immediate task management request on LUN 0; returns the
+    /// response code.
+    pub fn tmf(&mut self, function: u8, referenced_task_tag: u32) -> u8 {
+        let itt = self.itt();
+        let req = TaskMgmtRequest {
+            immediate: true,
+            function,
+            lun: Lun::from_index(0),
+            itt,
+            referenced_task_tag,
+            cmd_sn: self.cmd_sn,
+            exp_stat_sn: self.exp_stat_sn,
+            ref_cmd_sn: self.cmd_sn.wrapping_sub(1),
+            exp_data_sn: 0,
+        };
+        self.send(&Pdu::TaskMgmtRequest(req), &[]);
+        loop {
+            match self.recv().expect("task management response").0 {
+                Pdu::TaskMgmtResponse(r) => {
+                    assert_eq!(r.itt, itt);
+                    self.exp_stat_sn = r.stat_sn.wrapping_add(1);
+                    return r.response;
+                }
+                Pdu::NopIn(_) | Pdu::AsyncMessage(_) => continue,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+
+    /// Runs a command and collects Data-In and status.
+    pub fn scsi(&mut self, cdb: &[u8], read_len: u32, write: &[u8]) -> (u8, Bytes, Vec<u8>) {
+        self.command(cdb, read_len, write.len() as u32, write);
         let mut data = Vec::new();
         loop {
             let (pdu, d) = self.recv().expect("response");

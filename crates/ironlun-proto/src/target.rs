@@ -75,6 +75,9 @@ pub mod tmf {
     pub const REASSIGNMENT_NOT_SUPPORTED: u8 = 4;
     pub const NOT_SUPPORTED: u8 = 5;
     pub const AUTHORIZATION_FAILED: u8 = 6;
+    /// QUERY TASK / QUERY TASK SET found tasks (RFC 7144 §4.6, SAM-5
+    /// FUNCTION SUCCEEDED).
+    pub const FUNCTION_SUCCEEDED: u8 = 7;
     pub const REJECTED: u8 = 255;
 }
 
@@ -193,13 +196,25 @@ pub struct TmfRequest {
     pub referenced_task_tag: u32,
 }
 
-/// Which of this connection's tasks a decided TMF aborts.
+/// A set of this connection's tasks: the ones a TMF aborts or queries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AbortScope {
     None,
     Task(u32),
     Lun(Lun),
     All,
+}
+
+impl AbortScope {
+    fn covers(self, tag: u32, task: &Task) -> bool {
+        match self {
+            AbortScope::None => false,
+            AbortScope::Task(rtt) => tag == rtt,
+            // The same LU however the initiator addressed it.
+            AbortScope::Lun(lun) => lun.index().is_some() && task.lun.index() == lun.index(),
+            AbortScope::All => true,
+        }
+    }
 }
 
 /// Why a connection ends.
@@ -213,6 +228,9 @@ pub enum CloseReason {
     NopTimeout,
     /// The initiator did not log out after the target asked it to.
     LogoutTimeout,
+    /// A TARGET COLD RESET completed: the target closes every connection
+    /// once the response is sent (RFC 7143 §11.6.1).
+    TargetColdReset,
 }
 
 /// Work for the driver.
@@ -251,6 +269,7 @@ struct Task {
 
 struct PendingTmf {
     itt: u32,
+    function: u8,
     response: u8,
     windowed: bool,
     /// The driver has decided the response.
@@ -1215,6 +1234,7 @@ impl TargetConnection {
     fn on_tmf(&mut self, t: TaskMgmtRequest, windowed: bool) {
         self.tmfs.push(PendingTmf {
             itt: t.itt,
+            function: t.function,
             response: tmf::FUNCTION_COMPLETE,
             windowed,
             decided: false,
@@ -1254,12 +1274,7 @@ impl TargetConnection {
             let victims: Vec<u32> = self
                 .tasks
                 .iter()
-                .filter(|(tag, t)| match scope {
-                    AbortScope::None => false,
-                    AbortScope::Task(rtt) => **tag == rtt,
-                    AbortScope::Lun(lun) => t.lun == lun,
-                    AbortScope::All => true,
-                })
+                .filter(|(tag, t)| scope.covers(**tag, t))
                 .map(|(tag, _)| *tag)
                 .collect();
             for v in victims {
@@ -1267,6 +1282,34 @@ impl TargetConnection {
             }
         }
         self.check_pending_tmfs();
+    }
+
+    /// Whether live (not aborted) tasks fall in `scope`: QUERY TASK and
+    /// QUERY TASK SET (SAM-5 §7.8, §7.9).
+    pub fn has_tasks(&self, scope: AbortScope) -> bool {
+        self.tasks
+            .iter()
+            .any(|(tag, t)| !t.aborted && scope.covers(*tag, t))
+    }
+
+    /// Aborts tasks because of another I_T nexus's action (a LOGICAL UNIT
+    /// RESET, CLEAR TASK SET or PREEMPT AND ABORT from another session).
+    /// With TAS=0 in the Control mode page they end without a response
+    /// (SAM-5 §5.6; RFC 7143 §4.2.3.3); data still arriving for them is
+    /// discarded. Returns how many were aborted.
+    pub fn abort_third_party(&mut self, scope: AbortScope) -> usize {
+        let victims: Vec<u32> = self
+            .tasks
+            .iter()
+            .filter(|(tag, t)| !t.aborted && scope.covers(**tag, t))
+            .map(|(tag, _)| *tag)
+            .collect();
+        for v in &victims {
+            self.abort_task(*v);
+        }
+        self.check_pending_tmfs();
+        self.check_logout();
+        victims.len()
     }
 
     fn abort_task(&mut self, itt: u32) {
@@ -1303,6 +1346,9 @@ impl TargetConnection {
                     exp_cmd_sn: self.window.exp_cmd_sn(),
                     max_cmd_sn: max,
                 })));
+            if p.function == tmf::TARGET_COLD_RESET && p.response == tmf::FUNCTION_COMPLETE {
+                self.close(CloseReason::TargetColdReset);
+            }
         }
         self.pump_r2ts();
     }

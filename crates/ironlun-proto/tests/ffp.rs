@@ -10,7 +10,7 @@ use ironlun_proto::login::{LoginResult, TargetInfo};
 use ironlun_proto::params::{ConnParams, Offers, SessionParams};
 use ironlun_proto::target::{
     reject_reason, tmf, AbortScope, CloseReason, Directory, Event, FfpConfig, ScsiResult,
-    SendTargetsQuery, TargetConnection, TargetListing,
+    SendTargetsQuery, TargetConnection, TargetListing, TmfRequest,
 };
 use ironlun_proto::OutPdu;
 use ironlun_wire::text::{encode_pairs, parse_pairs};
@@ -905,4 +905,96 @@ fn oversized_write_executes_without_buffering() {
         "no data collected for an oversize transfer"
     );
     assert!(h.out().is_empty(), "no R2T");
+}
+
+fn tmf_request(h: &mut H, function: u8, itt: u32, rtt: u32) -> TmfRequest {
+    let sn = h.cmd_sn;
+    h.send(
+        Pdu::TaskMgmtRequest(TaskMgmtRequest {
+            immediate: true,
+            function,
+            lun: Lun::from_index(0),
+            itt,
+            referenced_task_tag: rtt,
+            cmd_sn: sn,
+            exp_stat_sn: 0,
+            ref_cmd_sn: sn,
+            exp_data_sn: 0,
+        }),
+        &[],
+    );
+    let ev = h.events();
+    let [Event::TaskManagement(req)] = &ev[..] else {
+        panic!("{ev:?}")
+    };
+    req.clone()
+}
+
+fn tmf_responses(out: Vec<OutPdu>) -> Vec<(u32, u8)> {
+    out.iter()
+        .filter_map(|p| match &p.pdu {
+            Pdu::TaskMgmtResponse(t) => Some((t.itt, t.response)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn query_task_and_third_party_abort() {
+    let session = SessionParams {
+        initial_r2t: true,
+        immediate_data: false,
+        ..SessionParams::default()
+    };
+    let mut h = H::with(session, ConnParams::default(), quiet(8), false);
+    let w = h.cmd(1, 0x2a, false, true, 4096);
+    h.send(Pdu::ScsiCommand(w), &[]);
+    h.out();
+    let r = h.cmd(2, 0x28, true, false, 512);
+    h.send(Pdu::ScsiCommand(r), &[]);
+    assert_eq!(executed(&h.events()).len(), 1);
+    assert!(h.conn.has_tasks(AbortScope::Task(1)));
+    assert!(h.conn.has_tasks(AbortScope::Lun(Lun::from_index(0))));
+    assert!(!h.conn.has_tasks(AbortScope::Lun(Lun::from_index(1))));
+    assert!(!h.conn.has_tasks(AbortScope::Task(3)));
+    let q = tmf_request(&mut h, tmf::QUERY_TASK, 10, 1);
+    h.conn
+        .finish_tmf(q.itt, tmf::FUNCTION_SUCCEEDED, AbortScope::None);
+    assert_eq!(tmf_responses(h.out()), vec![(10, tmf::FUNCTION_SUCCEEDED)]);
+    // Another session's LU reset ends both tasks with no response of
+    // their own; late Data-Out for the write is dropped.
+    assert_eq!(
+        h.conn
+            .abort_third_party(AbortScope::Lun(Lun::from_index(0))),
+        2
+    );
+    assert!(!h.conn.has_tasks(AbortScope::All));
+    h.conn.complete(2, good(&[0; 512]));
+    assert!(h.out().is_empty(), "an aborted read sends nothing");
+    assert_eq!(h.conn.tasks_in_progress(), 0);
+    assert_eq!(h.conn.abort_third_party(AbortScope::All), 0);
+    // The window slots came back: the next command runs.
+    let r = h.cmd(3, 0x28, true, false, 512);
+    h.send(Pdu::ScsiCommand(r), &[]);
+    assert_eq!(executed(&h.events()).len(), 1);
+}
+
+#[test]
+fn target_cold_reset_closes_after_its_response() {
+    let mut h = H::new();
+    let req = tmf_request(&mut h, tmf::TARGET_COLD_RESET, 7, 0xffff_ffff);
+    h.conn
+        .finish_tmf(req.itt, tmf::FUNCTION_COMPLETE, AbortScope::All);
+    assert_eq!(tmf_responses(h.out()), vec![(7, tmf::FUNCTION_COMPLETE)]);
+    assert!(matches!(
+        h.events()[..],
+        [Event::Close(CloseReason::TargetColdReset)]
+    ));
+    // A warm reset leaves the connection up.
+    let mut h = H::new();
+    let req = tmf_request(&mut h, tmf::TARGET_WARM_RESET, 8, 0xffff_ffff);
+    h.conn
+        .finish_tmf(req.itt, tmf::FUNCTION_COMPLETE, AbortScope::All);
+    assert_eq!(tmf_responses(h.out()), vec![(8, tmf::FUNCTION_COMPLETE)]);
+    assert!(h.events().is_empty());
 }

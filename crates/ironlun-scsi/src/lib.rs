@@ -75,6 +75,9 @@ pub struct Response {
     /// and allocation-length commands, data expected for writes. The
     /// transport compares it with what the initiator expected.
     pub transfer_length: u32,
+    /// Other I_T nexuses whose tasks on this LU the command aborted
+    /// (PREEMPT AND ABORT, SPC-4 §5.13.12.2): the transport ends them.
+    pub abort_nexuses: Vec<NexusId>,
 }
 
 impl Response {
@@ -91,6 +94,7 @@ impl Response {
             sense: Bytes::new(),
             data: Bytes::from(data),
             transfer_length,
+            abort_nexuses: Vec::new(),
         }
     }
 
@@ -102,6 +106,7 @@ impl Response {
             sense: Bytes::new(),
             data,
             transfer_length,
+            abort_nexuses: Vec::new(),
         }
     }
 
@@ -177,6 +182,7 @@ impl LunMap {
             sense: s.encode(false),
             data: Bytes::new(),
             transfer_length: 0,
+            abort_nexuses: Vec::new(),
         };
         match c.opcode() {
             0x12 if !c.bit(1, 0) => Response::data(inquiry::standard_no_lu(), u32::from(c.be16(3))),
@@ -203,6 +209,7 @@ impl LunMap {
                 sense: sense.encode(false),
                 data: Bytes::new(),
                 transfer_length: 0,
+                abort_nexuses: Vec::new(),
             },
         }
     }

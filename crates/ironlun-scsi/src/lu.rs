@@ -202,6 +202,7 @@ impl LogicalUnit {
             sense: sense.encode(self.mode.d_sense.load(Ordering::Relaxed)),
             data: Bytes::new(),
             transfer_length,
+            abort_nexuses: Vec::new(),
         }
     }
 
@@ -299,6 +300,25 @@ impl LogicalUnit {
         let mut st = self.reservations();
         st.spc2 = None;
         self.note_reservation_state(&st);
+    }
+
+    /// I_T NEXUS RESET (SAM-5 §7.7): the nexus loses its SPC-2
+    /// reservation and is told I_T NEXUS LOSS OCCURRED; persistent
+    /// registrations stay.
+    pub fn nexus_reset(&self, nexus: NexusId) {
+        self.establish_ua_for(&[nexus], asc::I_T_NEXUS_LOSS_OCCURRED);
+        let mut st = self.reservations();
+        if st.spc2 == Some(nexus) {
+            st.spc2 = None;
+            self.note_reservation_state(&st);
+        }
+    }
+
+    /// Tasks of `nexus` were aborted by another I_T nexus's CLEAR TASK SET;
+    /// with TAS=0 it learns so from COMMANDS CLEARED BY ANOTHER INITIATOR
+    /// (SPC-4 §7.5.8, Control mode page TAS).
+    pub fn commands_cleared(&self, nexus: NexusId) {
+        self.establish_ua_for(&[nexus], asc::COMMANDS_CLEARED_BY_ANOTHER_INITIATOR);
     }
 
     /// Changes the capacity (backend grown or shrunk) and tells every

@@ -100,10 +100,13 @@ pub fn report_supported_tmfs(
     if alloc < 4 {
         return Err(Sense::invalid_field(6, None));
     }
-    // ABORT TASK, ABORT TASK SET, CLEAR TASK SET, LOGICAL UNIT RESET and
-    // TARGET RESET.
+    // What the iSCSI transport answers: ABORT TASK, ABORT TASK SET, CLEAR
+    // TASK SET, LOGICAL UNIT RESET, QUERY TASK and TARGET RESET; QUERY
+    // TASK SET and I_T NEXUS RESET. Not CLEAR ACA (no ACA) nor QUERY
+    // ASYNCHRONOUS EVENT.
     let mut d = [0u8; 16];
-    d[0] = 0x80 | 0x40 | 0x10 | 0x08 | 0x02;
+    d[0] = 0x80 | 0x40 | 0x10 | 0x08 | 0x04 | 0x02;
+    d[1] = 0x02 | 0x01;
     let len = if repd {
         // Extended format (SPC-4 §6.40.3): additional data length 0Ch.
         d[3] = 0x0c;

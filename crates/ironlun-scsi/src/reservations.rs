@@ -449,10 +449,10 @@ pub fn persistent_reserve_out(
         return Ok(conflict());
     }
     let before = st.pr.clone();
-    let mut notices = Notices::new();
+    let mut effects = Effects::default();
     let outcome = match sa {
         0x07 => register_and_move(lu, &mut st, &nexus, data, len),
-        0x00..=0x06 => service_action(lu, &mut st, &nexus, sa, cdb, data, len, &mut notices),
+        0x00..=0x06 => service_action(lu, &mut st, &nexus, sa, cdb, data, len, &mut effects),
         _ => Err(Refusal::Check(Sense::invalid_field(1, Some(4)))),
     };
     match outcome {
@@ -462,10 +462,12 @@ pub fn persistent_reserve_out(
                 return Ok(r);
             }
             lu.note_reservation_state(&st);
-            for (who, cond) in notices {
+            for (who, cond) in effects.notices {
                 lu.establish_ua_for(&who, cond);
             }
-            Ok(Response::written(len as u32))
+            let mut r = Response::written(len as u32);
+            r.abort_nexuses = effects.abort;
+            Ok(r)
         }
         Err(refusal) => {
             st.pr = before;
@@ -477,9 +479,21 @@ pub fn persistent_reserve_out(
     }
 }
 
-/// Unit attentions a service action raises, established only once the
-/// new state is in place (and saved).
-type Notices = Vec<(Vec<NexusId>, (u8, u8))>;
+/// What a service action does beyond the state change, carried out only
+/// once the new state is in place (and saved).
+#[derive(Default)]
+struct Effects {
+    /// Unit attentions for these nexuses.
+    notices: Vec<(Vec<NexusId>, (u8, u8))>,
+    /// Nexuses whose tasks are aborted (PREEMPT AND ABORT).
+    abort: Vec<NexusId>,
+}
+
+impl Effects {
+    fn notify(&mut self, who: Vec<NexusId>, cond: (u8, u8)) {
+        self.notices.push((who, cond));
+    }
+}
 
 /// REGISTER, RESERVE, RELEASE, CLEAR, PREEMPT (AND ABORT) and REGISTER
 /// AND IGNORE EXISTING KEY, with the 24-byte parameter list
@@ -493,7 +507,7 @@ fn service_action(
     cdb: &Cdb<'_>,
     data: &[u8],
     len: usize,
-    notices: &mut Notices,
+    effects: &mut Effects,
 ) -> Result<(), Refusal> {
     let scope = cdb.u8(2) >> 4;
     let ty = cdb.u8(2) & 0x0f;
@@ -531,7 +545,7 @@ fn service_action(
             }
             if sa_key == 0 {
                 if registered.is_some() {
-                    unregister(lu, st, nexus, notices);
+                    unregister(lu, st, nexus, effects);
                 }
             } else if let Some(r) = st.pr.registrations.iter_mut().find(|r| r.covers(nexus)) {
                 r.key = sa_key;
@@ -578,7 +592,7 @@ fn service_action(
                     st.pr.reservation = None;
                     if pr_type::registrants(r.pr_type) {
                         let others = other_registrants(lu, st, nexus);
-                        notices.push((others, asc::RESERVATIONS_RELEASED));
+                        effects.notify(others, asc::RESERVATIONS_RELEASED);
                     }
                 }
             }
@@ -590,15 +604,17 @@ fn service_action(
             st.pr.registrations.clear();
             st.pr.reservation = None;
             st.pr.generation = st.pr.generation.wrapping_add(1);
-            notices.push((others, asc::RESERVATIONS_PREEMPTED));
+            effects.notify(others, asc::RESERVATIONS_PREEMPTED);
         }
-        // PREEMPT and PREEMPT AND ABORT (§5.13.12). Aborting the
-        // preempted nexuses' tasks is left to their own connections'
-        // completion: the target does not cancel commands in flight.
+        // PREEMPT and PREEMPT AND ABORT (§5.13.12); the latter also ends
+        // the preempted nexuses' tasks on this LU (§5.13.12.2.3).
         _ => {
             check_scope_type(scope, ty)?;
             key_matches()?;
-            preempt(lu, st, nexus, sa_key, ty, notices)?;
+            let preempted = preempt(lu, st, nexus, sa_key, ty, effects)?;
+            if sa == 0x05 {
+                effects.abort = preempted;
+            }
         }
     }
     Ok(())
@@ -622,7 +638,7 @@ fn other_registrants(lu: &LogicalUnit, st: &ReservationState, me: &ItNexus) -> V
 /// Removes the registration of `nexus`. The reservation ends with its
 /// holder, or for all-registrants types with the last registrant
 /// (SPC-4 §5.13.7.2, §5.13.10).
-fn unregister(lu: &LogicalUnit, st: &mut ReservationState, nexus: &ItNexus, notices: &mut Notices) {
+fn unregister(lu: &LogicalUnit, st: &mut ReservationState, nexus: &ItNexus, effects: &mut Effects) {
     st.pr.registrations.retain(|r| !r.covers(nexus));
     let Some(r) = st.pr.reservation.clone() else {
         return;
@@ -636,7 +652,7 @@ fn unregister(lu: &LogicalUnit, st: &mut ReservationState, nexus: &ItNexus, noti
         st.pr.reservation = None;
         if pr_type::registrants(r.pr_type) {
             let others = other_registrants(lu, st, nexus);
-            notices.push((others, asc::RESERVATIONS_RELEASED));
+            effects.notify(others, asc::RESERVATIONS_RELEASED);
         }
     }
 }
@@ -644,14 +660,15 @@ fn unregister(lu: &LogicalUnit, st: &mut ReservationState, nexus: &ItNexus, noti
 /// PREEMPT (SPC-4 §5.13.12.1): removes the registrations holding
 /// SERVICE ACTION RESERVATION KEY and, when that is the holder's key (or
 /// zero under an all-registrants reservation), takes the reservation.
+/// Returns the live sessions of the preempted registrations.
 fn preempt(
     lu: &LogicalUnit,
     st: &mut ReservationState,
     me: &ItNexus,
     sa_key: u64,
     ty: u8,
-    notices: &mut Notices,
-) -> Result<(), Refusal> {
+    effects: &mut Effects,
+) -> Result<Vec<NexusId>, Refusal> {
     let take_over = match &st.pr.reservation {
         Some(r) if pr_type::all_registrants(r.pr_type) => sa_key == 0,
         Some(r) => st.pr.registration(&r.holder).map(|g| g.key) == Some(sa_key),
@@ -681,8 +698,8 @@ fn preempt(
         });
     }
     st.pr.generation = st.pr.generation.wrapping_add(1);
-    notices.push((sessions, asc::REGISTRATIONS_PREEMPTED));
-    Ok(())
+    effects.notify(sessions.clone(), asc::REGISTRATIONS_PREEMPTED);
+    Ok(sessions)
 }
 
 /// REGISTER AND MOVE (SPC-4 §5.13.8): hands the reservation to another

@@ -44,6 +44,7 @@ pub mod asc {
     pub const RESERVATIONS_RELEASED: (u8, u8) = (0x2a, 0x04);
     pub const REGISTRATIONS_PREEMPTED: (u8, u8) = (0x2a, 0x05);
     pub const CAPACITY_DATA_HAS_CHANGED: (u8, u8) = (0x2a, 0x09);
+    pub const COMMANDS_CLEARED_BY_ANOTHER_INITIATOR: (u8, u8) = (0x2f, 0x00);
     pub const SAVING_PARAMETERS_NOT_SUPPORTED: (u8, u8) = (0x39, 0x00);
     pub const REPORTED_LUNS_DATA_HAS_CHANGED: (u8, u8) = (0x3f, 0x0e);
     pub const INTERNAL_TARGET_FAILURE: (u8, u8) = (0x44, 0x00);

@@ -1095,9 +1095,11 @@ fn preempt_and_clear() {
     prout(&m, b, 0x06, 0, 0, 2, 0);
     let gen = keys(&m, a).0;
     // No reservation: PREEMPT removes the registrations with that key.
+    let r = prout(&m, b, 0x04, pr_type::EXCLUSIVE_ACCESS, 2, 1, 0);
     assert_eq!(
-        prout(&m, b, 0x04, pr_type::EXCLUSIVE_ACCESS, 2, 1, 0).status,
-        status::GOOD
+        (r.status, r.abort_nexuses),
+        (status::GOOD, vec![]),
+        "PREEMPT aborts nothing"
     );
     assert_eq!(keys(&m, b), (gen + 1, vec![2]));
     let r = m.execute(Some(0), a, &[0, 0, 0, 0, 0, 0], &[]);
@@ -1115,9 +1117,11 @@ fn preempt_and_clear() {
     prout(&m, a, 0x06, 0, 0, 1, 0);
     prout(&m, a, 0x01, pr_type::EXCLUSIVE_ACCESS, 1, 0, 0);
     assert_eq!(m.execute(Some(0), b, &read10(0, 1), &[]).status, CONFLICT);
+    let r = prout(&m, b, 0x05, pr_type::WRITE_EXCLUSIVE, 2, 1, 0);
     assert_eq!(
-        prout(&m, b, 0x05, pr_type::WRITE_EXCLUSIVE, 2, 1, 0).status,
-        status::GOOD
+        (r.status, r.abort_nexuses),
+        (status::GOOD, vec![a]),
+        "PREEMPT AND ABORT ends a's tasks"
     );
     let r = m.execute(Some(0), a, &[0, 0, 0, 0, 0, 0], &[]);
     assert_eq!(
@@ -1228,4 +1232,14 @@ fn aptpl_state_is_saved_and_restored() {
         status::GOOD
     );
     assert!(store.0.lock().unwrap().is_none());
+}
+
+#[test]
+fn report_supported_task_management_functions() {
+    let m = ram_map(100, 512);
+    // ATS ATSS CTSS LURS QTS TRS; QTSS ITNRS.
+    let r = run(&m, &[0xa3, 0x0d, 0, 0, 0, 0, 0, 0, 0, 16, 0, 0]);
+    assert_eq!(&r.data[..], &[0xde, 0x03, 0, 0]);
+    let r = run(&m, &[0xa3, 0x0d, 0x80, 0, 0, 0, 0, 0, 0, 16, 0, 0]);
+    assert_eq!((r.data.len(), r.data[3]), (16, 0x0c), "extended format");
 }

@@ -28,13 +28,13 @@ use ironlun_proto::target::{
 };
 use ironlun_proto::OutPdu;
 use ironlun_scsi::{ItNexus, NexusId, Response, Sense};
-use ironlun_wire::{digest, encode_frame, encode_header, pad_len, Digests, FrameDecoder, Pdu};
+use ironlun_wire::{digest, encode_frame, encode_header, pad_len, Digests, FrameDecoder, Lun, Pdu};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
-use crate::registry::{LoginCtx, PortalDirectory, Registry, SessionHandle, Target};
+use crate::registry::{LoginCtx, PortalDirectory, Registry, SessionHandle, SessionSignal, Target};
 
 /// Stop reading new PDUs while this many bytes wait to be sent.
 const OUT_HIGH_WATER: usize = 4 << 20;
@@ -351,7 +351,8 @@ struct Driver {
     grace: Duration,
 }
 
-type Completion = (u32, Response);
+/// A command finished on the blocking pool: ITT, LUN, response.
+type Completion = (u32, Option<u16>, Response);
 
 impl Driver {
     async fn run(
@@ -359,7 +360,7 @@ impl Driver {
         shutdown: &mut watch::Receiver<bool>,
         mut done_rx: mpsc::UnboundedReceiver<Completion>,
     ) -> String {
-        let kill = self.session.kill.clone();
+        let signals = self.session.signals.clone();
         let mut shutting_down = *shutdown.borrow();
         if shutting_down {
             self.conn.request_logout(Instant::now(), self.grace());
@@ -386,6 +387,14 @@ impl Driver {
                         Ok(r) => r,
                         Err(e) => return format!("socket error: {e}"),
                     };
+                    // Another session's reset sent before these PDUs
+                    // arrived acts before them.
+                    if signals.is_pending() {
+                        if let Some(why) = self.take_signals() {
+                            self.wait_blocking(&mut done_rx).await;
+                            return why.into();
+                        }
+                    }
                     if ready.is_writable() {
                         if let Err(e) = self.out.write_some(&self.stream) {
                             return format!("write failed: {e}");
@@ -405,13 +414,13 @@ impl Driver {
                         }
                     }
                 }
-                Some((itt, resp)) = done_rx.recv() => {
+                Some((itt, lun, resp)) = done_rx.recv() => {
                     self.in_flight_blocking -= 1;
-                    self.conn.complete(itt, to_result(resp));
+                    self.completed(itt, lun, resp);
                     // Collect every completion that is already waiting.
-                    while let Ok((itt, resp)) = done_rx.try_recv() {
+                    while let Ok((itt, lun, resp)) = done_rx.try_recv() {
                         self.in_flight_blocking -= 1;
-                        self.conn.complete(itt, to_result(resp));
+                        self.completed(itt, lun, resp);
                     }
                 }
                 _ = tokio::time::sleep_until(timer.unwrap_or_else(tokio::time::Instant::now)), if timer.is_some() => {
@@ -421,9 +430,11 @@ impl Driver {
                     shutting_down = true;
                     self.conn.request_logout(Instant::now(), self.grace());
                 }
-                _ = kill.notified() => {
-                    self.wait_blocking(&mut done_rx).await;
-                    return "session reinstated by a new login with the same ISID".into();
+                _ = signals.wait() => {
+                    if let Some(why) = self.take_signals() {
+                        self.wait_blocking(&mut done_rx).await;
+                        return why.into();
+                    }
                 }
             }
         }
@@ -535,49 +546,132 @@ impl Driver {
                 let r = target
                     .luns
                     .execute(lun, nexus, task.cdb.as_slice(), &task.data_out);
-                let _ = tx.send((task.itt, r));
+                let _ = tx.send((task.itt, lun, r));
             });
         } else {
             let r = target
                 .luns
                 .execute(lun, nexus, task.cdb.as_slice(), &task.data_out);
-            self.conn.complete(task.itt, to_result(r));
+            self.completed(task.itt, lun, r);
         }
     }
 
-    /// Decides a task management function (SAM-5 §7, RFC 7143 §11.5.1).
-    /// Only this connection's tasks are aborted.
+    /// A command finished. If it aborted other nexuses' tasks (PREEMPT
+    /// AND ABORT), their sessions are told to end them.
+    fn completed(&mut self, itt: u32, lun: Option<u16>, r: Response) {
+        if !r.abort_nexuses.is_empty() {
+            let victims = &r.abort_nexuses;
+            self.session.signal_others(
+                |n| victims.contains(&n),
+                SessionSignal::Abort {
+                    lun,
+                    cleared: false,
+                },
+            );
+        }
+        self.conn.complete(itt, to_result(r));
+    }
+
+    /// Acts on what other sessions sent; returns why to close, if one of
+    /// them ends this session.
+    fn take_signals(&mut self) -> Option<&'static str> {
+        for sig in self.session.signals.take() {
+            match sig {
+                SessionSignal::Close(why) => return Some(why),
+                SessionSignal::Abort { lun, cleared } => {
+                    let scope =
+                        lun.map_or(AbortScope::All, |n| AbortScope::Lun(Lun::from_index(n)));
+                    let n = self.conn.abort_third_party(scope);
+                    debug!(peer = %self.peer, ?lun, "{n} tasks ended by another initiator's task management");
+                    if n > 0 && cleared {
+                        if let Some(lu) =
+                            lun.and_then(|l| self.target.as_ref()?.luns.get(l).cloned())
+                        {
+                            lu.commands_cleared(self.session.nexus);
+                        }
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Decides a task management function (SAM-5 §7, RFC 7143 §11.5.1,
+    /// RFC 7144 §4.6). This connection's tasks are aborted by the
+    /// protocol before the response; other sessions' tasks on the same
+    /// LU (a shared task set: TST=000b) are ended through their signals.
     fn task_management(&mut self, req: TmfRequest) {
-        let lu = req
-            .lun
-            .index()
-            .and_then(|n| self.target.as_ref().and_then(|t| t.luns.get(n)).cloned());
-        let (response, scope) = match req.function {
-            tmf::ABORT_TASK => (
+        let index = req.lun.index();
+        let lu = index.and_then(|n| self.target.as_ref().and_then(|t| t.luns.get(n)).cloned());
+        let nexus = self.session.nexus;
+        let abort_others = |lun: Option<u16>, cleared: bool| {
+            self.session
+                .signal_others(|_| true, SessionSignal::Abort { lun, cleared })
+        };
+        let (response, scope) = match (req.function, &lu) {
+            (tmf::ABORT_TASK, _) => (
                 tmf::FUNCTION_COMPLETE,
                 AbortScope::Task(req.referenced_task_tag),
             ),
-            tmf::ABORT_TASK_SET | tmf::CLEAR_TASK_SET => match lu {
-                Some(_) => (tmf::FUNCTION_COMPLETE, AbortScope::Lun(req.lun)),
-                None => (tmf::LUN_DOES_NOT_EXIST, AbortScope::None),
-            },
-            tmf::LOGICAL_UNIT_RESET => match lu {
-                Some(lu) => {
-                    lu.reset();
-                    (tmf::FUNCTION_COMPLETE, AbortScope::Lun(req.lun))
-                }
-                None => (tmf::LUN_DOES_NOT_EXIST, AbortScope::None),
-            },
-            tmf::TARGET_WARM_RESET | tmf::TARGET_COLD_RESET => {
+            (tmf::ABORT_TASK_SET, Some(_)) => (tmf::FUNCTION_COMPLETE, AbortScope::Lun(req.lun)),
+            (tmf::CLEAR_TASK_SET, Some(_)) => {
+                abort_others(index, true);
+                (tmf::FUNCTION_COMPLETE, AbortScope::Lun(req.lun))
+            }
+            (tmf::LOGICAL_UNIT_RESET, Some(lu)) => {
+                lu.reset();
+                abort_others(index, false);
+                (tmf::FUNCTION_COMPLETE, AbortScope::Lun(req.lun))
+            }
+            (
+                tmf::ABORT_TASK_SET
+                | tmf::CLEAR_TASK_SET
+                | tmf::LOGICAL_UNIT_RESET
+                | tmf::QUERY_TASK
+                | tmf::QUERY_TASK_SET,
+                None,
+            ) => (tmf::LUN_DOES_NOT_EXIST, AbortScope::None),
+            (tmf::TARGET_WARM_RESET | tmf::TARGET_COLD_RESET, _) => {
                 if let Some(t) = &self.target {
                     for (_, lu) in t.luns.iter() {
                         lu.reset();
                     }
                 }
+                if req.function == tmf::TARGET_COLD_RESET {
+                    // Every other session closes now; this one after its
+                    // response (the protocol closes it).
+                    self.session.signal_others(
+                        |_| true,
+                        SessionSignal::Close("target cold reset by another initiator"),
+                    );
+                } else {
+                    abort_others(None, false);
+                }
                 (tmf::FUNCTION_COMPLETE, AbortScope::All)
             }
+            (tmf::I_T_NEXUS_RESET, _) => {
+                if let Some(t) = &self.target {
+                    for (_, lu) in t.luns.iter() {
+                        lu.nexus_reset(nexus);
+                    }
+                }
+                (tmf::FUNCTION_COMPLETE, AbortScope::All)
+            }
+            (tmf::QUERY_TASK, Some(_)) => (
+                query(
+                    self.conn
+                        .has_tasks(AbortScope::Task(req.referenced_task_tag)),
+                ),
+                AbortScope::None,
+            ),
+            (tmf::QUERY_TASK_SET, Some(_)) => (
+                query(self.conn.has_tasks(AbortScope::Lun(req.lun))),
+                AbortScope::None,
+            ),
             // No task allegiance reassignment at ERL 0.
-            tmf::TASK_REASSIGN => (tmf::REASSIGNMENT_NOT_SUPPORTED, AbortScope::None),
+            (tmf::TASK_REASSIGN, _) => (tmf::REASSIGNMENT_NOT_SUPPORTED, AbortScope::None),
+            // CLEAR ACA (NACA is never accepted, so there is no ACA) and
+            // QUERY ASYNCHRONOUS EVENT.
             _ => (tmf::NOT_SUPPORTED, AbortScope::None),
         };
         debug!(peer = %self.peer, function = req.function, response, "task management");
@@ -590,9 +684,9 @@ impl Driver {
         let deadline = tokio::time::Instant::now() + CLOSE_GRACE;
         while self.in_flight_blocking > 0 {
             match tokio::time::timeout_at(deadline, done_rx.recv()).await {
-                Ok(Some((itt, r))) => {
+                Ok(Some((itt, lun, r))) => {
                     self.in_flight_blocking -= 1;
-                    self.conn.complete(itt, to_result(r));
+                    self.completed(itt, lun, r);
                 }
                 _ => {
                     warn!(peer = %self.peer, "{} commands still running at close", self.in_flight_blocking);
@@ -623,6 +717,16 @@ impl Driver {
             }
         }
         let _ = self.stream.shutdown().await;
+    }
+}
+
+/// QUERY TASK / QUERY TASK SET: FUNCTION SUCCEEDED when the tasks exist
+/// (SAM-5 §7.8, §7.9).
+fn query(found: bool) -> u8 {
+    if found {
+        tmf::FUNCTION_SUCCEEDED
+    } else {
+        tmf::FUNCTION_COMPLETE
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ironlun_proto::login::{LoginContext, LoginStatus, NewSession, TargetInfo};
@@ -26,8 +26,59 @@ struct SessionEntry {
     isid: [u8; 6],
     target: Option<String>,
     nexus: NexusId,
-    /// Wakes the session's connection when a reinstatement replaces it.
-    kill: Arc<Notify>,
+    signals: Arc<SessionSignals>,
+}
+
+/// What one session asks of another session's connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionSignal {
+    /// End this session's tasks on a LUN (all LUNs with `None`): another
+    /// nexus reset the LU or target, cleared the task set or preempted
+    /// this nexus with PREEMPT AND ABORT. `cleared`: tell the initiator
+    /// with COMMANDS CLEARED BY ANOTHER INITIATOR if any task was ended.
+    Abort { lun: Option<u16>, cleared: bool },
+    /// Close the session: a reinstatement replaced it, or a TARGET COLD
+    /// RESET (RFC 7143 §11.5.1) ends every session.
+    Close(&'static str),
+}
+
+/// A session's inbox of signals and the wakeup of its connection task.
+/// Equal signals collapse, so the inbox holds at most a few entries per
+/// LUN however often other sessions reset.
+#[derive(Default)]
+pub struct SessionSignals {
+    pending: Mutex<Vec<SessionSignal>>,
+    /// Set while `pending` is not empty: the per-PDU check is one load.
+    any: AtomicBool,
+    wake: Notify,
+}
+
+impl SessionSignals {
+    pub fn send(&self, sig: SessionSignal) {
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if !p.contains(&sig) {
+            p.push(sig);
+        }
+        self.any.store(true, Ordering::Release);
+        drop(p);
+        self.wake.notify_one();
+    }
+
+    /// Waits until a signal has been sent (a signal sent before the wait
+    /// is not lost: the wakeup is stored).
+    pub async fn wait(&self) {
+        self.wake.notified().await;
+    }
+
+    pub fn is_pending(&self) -> bool {
+        self.any.load(Ordering::Acquire)
+    }
+
+    pub fn take(&self) -> Vec<SessionSignal> {
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        self.any.store(false, Ordering::Release);
+        std::mem::take(&mut *p)
+    }
 }
 
 #[derive(Default)]
@@ -52,7 +103,7 @@ pub struct SessionHandle {
     pub tsih: u16,
     pub nexus: NexusId,
     pub target: Option<Arc<Target>>,
-    pub kill: Arc<Notify>,
+    pub signals: Arc<SessionSignals>,
     /// This session replaced an older one with the same ISID.
     pub reinstated: bool,
 }
@@ -69,6 +120,18 @@ impl Drop for SessionHandle {
         drop(t);
         if let Some(target) = &self.target {
             target.luns.detach_nexus(self.nexus);
+        }
+    }
+}
+
+impl SessionHandle {
+    /// Sends `sig` to the other sessions of this session's target whose
+    /// nexus satisfies `pred`.
+    pub fn signal_others(&self, pred: impl Fn(NexusId) -> bool, sig: SessionSignal) {
+        if let Some(t) = &self.target {
+            let me = self.nexus;
+            self.registry
+                .signal(&t.cfg.name, |n| n != me && pred(n), sig);
         }
     }
 }
@@ -101,6 +164,21 @@ impl Registry {
         self.targets
             .iter()
             .find(|t| t.cfg.name.eq_ignore_ascii_case(name))
+    }
+
+    /// Sends `sig` to the sessions of `target` whose nexus satisfies
+    /// `pred`.
+    pub fn signal(&self, target: &str, pred: impl Fn(NexusId) -> bool, sig: SessionSignal) {
+        let table = self.table();
+        for e in table.by_tsih.values() {
+            let same_target = e
+                .target
+                .as_deref()
+                .is_some_and(|t| t.eq_ignore_ascii_case(target));
+            if same_target && pred(e.nexus) {
+                e.signals.send(sig);
+            }
+        }
     }
 
     fn info(t: &Target) -> TargetInfo {
@@ -162,7 +240,9 @@ impl LoginContext for LoginCtx {
         let reinstated = old.is_some();
         if let Some(old) = old {
             if let Some(e) = table.by_tsih.remove(&old) {
-                e.kill.notify_one();
+                e.signals.send(SessionSignal::Close(
+                    "session reinstated by a new login with the same ISID",
+                ));
             }
         }
         if table.by_tsih.len() >= self.registry.limits.max_sessions {
@@ -178,7 +258,7 @@ impl LoginContext for LoginCtx {
         }
         table.next_tsih = tsih.wrapping_add(1);
         let nexus = NexusId(self.registry.next_nexus.fetch_add(1, Ordering::Relaxed));
-        let kill = Arc::new(Notify::new());
+        let signals = Arc::new(SessionSignals::default());
         table.by_tsih.insert(
             tsih,
             SessionEntry {
@@ -186,7 +266,7 @@ impl LoginContext for LoginCtx {
                 isid: s.isid,
                 target: target_name,
                 nexus,
-                kill: kill.clone(),
+                signals: signals.clone(),
             },
         );
         drop(table);
@@ -195,7 +275,7 @@ impl LoginContext for LoginCtx {
             tsih,
             nexus,
             target,
-            kill,
+            signals,
             reinstated,
         });
         Ok(tsih)
