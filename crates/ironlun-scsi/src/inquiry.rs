@@ -72,7 +72,7 @@ pub fn standard(lu: &LogicalUnit) -> Vec<u8> {
         0x06, // VERSION: SPC-4
         0x12, // HISUP = 1, RESPONSE DATA FORMAT = 2
         0x00, // ADDITIONAL LENGTH, set below
-        0x00, // SCCS, ACC, TPGS, 3PC, PROTECT
+        0x08, // SCCS, ACC, TPGS, 3PC = 1 (EXTENDED COPY), PROTECT
         0x00, // ENCSERV, MULTIP
         0x02, // CMDQUE
     ];
@@ -100,6 +100,12 @@ pub fn standard_no_lu() -> Vec<u8> {
     v
 }
 
+/// The LU's NAA 3h (locally assigned) designator: how the Device
+/// Identification page and EXTENDED COPY's CSCD descriptors name it.
+pub fn naa_designator(lu: &LogicalUnit) -> [u8; 8] {
+    ((0x3u64 << 60) | (lu.cfg.naa_id & 0x0fff_ffff_ffff_ffff)).to_be_bytes()
+}
+
 /// Device Identification (SPC-4 §7.8.6): the LU's NAA and T10 vendor ID
 /// designators, and for the target port its relative port number and SCSI
 /// name string.
@@ -113,8 +119,7 @@ fn device_identification(lu: &LogicalUnit) -> Vec<u8> {
         body.extend_from_slice(id);
     };
     // NAA 3h, locally assigned (SPC-4 §7.8.6.6.2): binary, LU.
-    let naa = (0x3u64 << 60) | (lu.cfg.naa_id & 0x0fff_ffff_ffff_ffff);
-    desc(0x01, 0x03, &naa.to_be_bytes());
+    desc(0x01, 0x03, &naa_designator(lu));
     // T10 vendor ID: ASCII, LU; vendor + serial (SPC-4 §7.8.6.4).
     let mut t10 = padded(VENDOR, 8);
     t10.extend_from_slice(lu.cfg.serial.as_bytes());

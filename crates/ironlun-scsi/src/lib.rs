@@ -3,7 +3,10 @@
 //! **Owns:** CDB decoding, the opcode table (handlers, CDB usage data,
 //! unit-attention exemptions), sense data in fixed and descriptor format,
 //! INQUIRY and VPD pages, mode pages, unit attentions per I_T nexus, READ
-//! CAPACITY, READ/WRITE and their error mapping (SPC-4, SBC-3).
+//! CAPACITY, READ/WRITE and their error mapping, thin provisioning,
+//! reservations (SPC-2 and persistent, with the saved-state format) and
+//! the copy manager for EXTENDED COPY between a target's LUs (SPC-4,
+//! SBC-3).
 //!
 //! **Must not know:** iSCSI (PDUs, sessions, residual flags: it reports
 //! the command's own transfer length and the transport computes residuals),
@@ -20,6 +23,7 @@
 
 mod block;
 pub mod cdb;
+mod copy;
 mod inquiry;
 pub mod lu;
 mod misc;
@@ -53,14 +57,15 @@ pub mod status {
 pub struct NexusId(pub u64);
 
 /// One command to run.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub struct Request<'a> {
     pub nexus: NexusId,
     pub cdb: &'a [u8],
     /// Data the initiator sent (write commands).
     pub data_out: &'a [u8],
-    /// LUN numbers of the target, for REPORT LUNS.
-    pub luns: &'a [u16],
+    /// The target's logical units: REPORT LUNS lists them, EXTENDED COPY
+    /// copies between them.
+    pub map: &'a LunMap,
 }
 
 /// What a command produced.
@@ -164,7 +169,7 @@ impl LunMap {
             nexus,
             cdb,
             data_out,
-            luns: &self.numbers,
+            map: self,
         };
         if let Some(lu) = lun.and_then(|n| self.get(n)) {
             return lu.execute(&req);

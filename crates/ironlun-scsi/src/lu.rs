@@ -10,6 +10,7 @@ use bytes::Bytes;
 use ironlun_backend::Backend;
 
 use crate::cdb::Cdb;
+use crate::copy::HeldCopies;
 use crate::ops;
 use crate::reservations::{self, ItNexus, PrState, PrStore, ReservationState};
 use crate::sense::{asc, key, Sense};
@@ -96,6 +97,10 @@ pub struct LogicalUnit {
     /// Shared by ordinary reads and writes, exclusive for the commands
     /// that must appear atomic (COMPARE AND WRITE, ORWRITE, WRITE ATOMIC).
     access: RwLock<()>,
+    /// EXTENDED COPY commands running now (bounded).
+    pub(crate) copies_running: AtomicUsize,
+    /// Statuses of finished copies kept for RECEIVE COPY STATUS.
+    held_copies: Mutex<HeldCopies>,
 }
 
 impl LogicalUnit {
@@ -128,6 +133,8 @@ impl LogicalUnit {
             reserved: AtomicBool::new(false),
             pr_store: None,
             access: RwLock::new(()),
+            copies_running: AtomicUsize::new(0),
+            held_copies: Mutex::new(HeldCopies::default()),
         })
     }
 
@@ -137,6 +144,13 @@ impl LogicalUnit {
 
     pub fn backend(&self) -> &Arc<dyn Backend> {
         &self.backend
+    }
+
+    /// Whether running `cdb` may take long: the backend can block, or the
+    /// command does a lot of work for its size (copies, WRITE SAME,
+    /// UNMAP). The transport runs such commands off its network thread.
+    pub fn may_block(&self, cdb: &[u8]) -> bool {
+        self.backend.may_block() || ops::runs_long(cdb)
     }
 
     pub fn block_size(&self) -> u32 {
@@ -234,6 +248,7 @@ impl LogicalUnit {
         map.remove(&nexus);
         self.recount(&map);
         drop(map);
+        self.held_copies().forget(nexus);
         let mut st = self.reservations();
         if st.spc2 == Some(nexus) {
             st.spc2 = None;
@@ -297,6 +312,7 @@ impl LogicalUnit {
     /// (SPC-2 §5.5.1); persistent reservations are unaffected.
     pub fn reset(&self) {
         self.establish_ua(asc::BUS_DEVICE_RESET_FUNCTION_OCCURRED, None);
+        self.held_copies().clear();
         let mut st = self.reservations();
         st.spc2 = None;
         self.note_reservation_state(&st);
@@ -344,6 +360,10 @@ impl LogicalUnit {
             self.recount(&map);
         }
         s
+    }
+
+    pub(crate) fn held_copies(&self) -> std::sync::MutexGuard<'_, HeldCopies> {
+        self.held_copies.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(crate) fn reservations(&self) -> std::sync::MutexGuard<'_, ReservationState> {

@@ -50,7 +50,7 @@ pub fn start_stop_unit(
 
 /// REPORT LUNS (SPC-4 §6.33).
 pub fn report_luns(_lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
-    report_luns_for(req.luns, cdb)
+    report_luns_for(req.map.numbers(), cdb)
 }
 
 /// REPORT LUNS for a target's LUN list, whether or not the addressed LUN

@@ -4,6 +4,7 @@
 
 use crate::block;
 use crate::cdb::Cdb;
+use crate::copy;
 use crate::inquiry;
 use crate::lu::LogicalUnit;
 use crate::misc;
@@ -36,9 +37,15 @@ pub struct OpInfo {
     pub available: fn(&LogicalUnit) -> bool,
 }
 
+/// Commands whose work is not bounded by their data transfer: EXTENDED
+/// COPY, WRITE SAME(10/16), UNMAP.
+pub fn runs_long(cdb: &[u8]) -> bool {
+    matches!(cdb.first(), Some(0x83 | 0x41 | 0x93 | 0x42))
+}
+
 /// Opcodes whose byte 1 holds a service action (SPC-4 §4.2.5.3).
 fn has_service_action(opcode: u8) -> bool {
-    matches!(opcode, 0x9e | 0x9f | 0xa3 | 0xa4 | 0x7f)
+    matches!(opcode, 0x83 | 0x84 | 0x9e | 0x9f | 0xa3 | 0xa4 | 0x7f)
 }
 
 macro_rules! op {
@@ -316,6 +323,33 @@ pub static OPS: &[OpInfo] = &[
         reservations::persistent_reserve_out,
         false,
         Reservation
+    ),
+    op!(
+        0x83,
+        Some(0x00),
+        "EXTENDED COPY(LID1)",
+        &[0x83, 0x1f, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
+        copy::extended_copy,
+        false,
+        Write
+    ),
+    op!(
+        0x84,
+        Some(0x00),
+        "RECEIVE COPY STATUS(LID1)",
+        &[0x84, 0x1f, 0xff, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
+        copy::receive_copy_results,
+        false,
+        Read
+    ),
+    op!(
+        0x84,
+        Some(0x03),
+        "RECEIVE COPY OPERATING PARAMETERS",
+        &[0x84, 0x1f, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
+        copy::receive_copy_results,
+        false,
+        Read
     ),
     op!(
         0x88,

@@ -8,7 +8,9 @@
 //! and does non-blocking reads and vectored writes itself, so reading and
 //! writing never block each other and no task hop is paid per command.
 //! Commands on RAM and null LUNs execute inline (they never block); file
-//! and block LUNs execute on tokio's blocking pool. Outgoing PDUs queue as
+//! and block LUNs, and commands whose work is not bounded by their
+//! transfer (EXTENDED COPY, WRITE SAME, UNMAP), execute on tokio's
+//! blocking pool. Outgoing PDUs queue as
 //! `Bytes` segments (headers from a reused arena, data shared with the
 //! backend's buffers) up to a high-water mark, past which the task stops
 //! reading: a client that does not read its responses cannot make us
@@ -538,7 +540,7 @@ impl Driver {
         let nexus: NexusId = self.session.nexus;
         let blocking = lun
             .and_then(|n| target.luns.get(n))
-            .is_some_and(|lu| lu.backend().may_block());
+            .is_some_and(|lu| lu.may_block(task.cdb.as_slice()));
         if blocking {
             self.in_flight_blocking += 1;
             let tx = self.done_tx.clone();

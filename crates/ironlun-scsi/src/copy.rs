@@ -1,0 +1,467 @@
+//! The copy manager: EXTENDED COPY (LID1) with block-to-block segment
+//! descriptors between the LUs of one target, and the RECEIVE COPY
+//! RESULTS service actions that report on it (SPC-4 §6.4, §6.18, §6.19
+//! in SPC-3 numbering: RECEIVE COPY STATUS(LID1) and RECEIVE COPY
+//! OPERATING PARAMETERS).
+//!
+//! Copy targets are named by identification descriptor CSCD descriptors
+//! (type E4h) carrying an LU's NAA designator from its Device
+//! Identification page; the copy manager reaches every LU of the target
+//! the command came through. A copy runs to the end inside the command
+//! (the command is long-running: the transport runs it off the network
+//! thread), moving data through a bounded buffer.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+
+use crate::cdb::Cdb;
+use crate::inquiry;
+use crate::lu::LogicalUnit;
+use crate::sense::{asc, key, Sense};
+use crate::{status, NexusId, Request, Response};
+
+/// Identification descriptor CSCD descriptor type code (SPC-4 §6.4.5.5).
+const IDENTIFICATION_CSCD: u8 = 0xe4;
+/// Block device to block device segment descriptor (SPC-4 §6.4.6.5).
+const BLOCK_TO_BLOCK: u8 = 0x02;
+/// Length of a CSCD descriptor of types E0h..E9h.
+const CSCD_LEN: usize = 32;
+/// Length of a block-to-block segment descriptor.
+const B2B_LEN: usize = 28;
+/// Parameter list header (SPC-4 §6.4.3).
+const HEADER_LEN: usize = 16;
+
+/// Limits reported by RECEIVE COPY OPERATING PARAMETERS and enforced.
+pub const MAX_CSCD_DESCRIPTORS: usize = 8;
+pub const MAX_SEGMENT_DESCRIPTORS: usize = 64;
+pub const MAX_DESCRIPTOR_LIST_LENGTH: usize = 2048;
+/// Longest segment in bytes: 65535 blocks (the 16-bit NUMBER OF BLOCKS) of
+/// the largest block size.
+pub const MAX_SEGMENT_LENGTH: u32 = 65535 * 4096;
+/// EXTENDED COPY commands one LU runs at once; more get BUSY.
+pub const MAX_CONCURRENT_COPIES: usize = 16;
+/// Completed-copy statuses held per LU for RECEIVE COPY STATUS.
+const MAX_HELD: usize = 64;
+/// Bytes moved per read/write step.
+const CHUNK: usize = 1 << 20;
+
+/// COPY MANAGER STATUS values (SPC-4 §6.20.2 RECEIVE COPY STATUS(LID1)).
+const COMPLETED_OK: u8 = 0x00;
+const COMPLETED_WITH_ERRORS: u8 = 0x01;
+
+/// ASCs of the copy manager (SPC-4 Annex D).
+mod copy_asc {
+    pub const UNREACHABLE_COPY_TARGET: (u8, u8) = (0x08, 0x04);
+    pub const INCORRECT_COPY_TARGET_DEVICE_TYPE: (u8, u8) = (0x0d, 0x03);
+    pub const TOO_MANY_TARGET_DESCRIPTORS: (u8, u8) = (0x26, 0x06);
+    pub const UNSUPPORTED_TARGET_DESCRIPTOR_TYPE_CODE: (u8, u8) = (0x26, 0x07);
+    pub const TOO_MANY_SEGMENT_DESCRIPTORS: (u8, u8) = (0x26, 0x08);
+    pub const UNSUPPORTED_SEGMENT_DESCRIPTOR_TYPE_CODE: (u8, u8) = (0x26, 0x09);
+}
+
+/// The outcome of a finished EXTENDED COPY kept for RECEIVE COPY STATUS
+/// (LIST ID USAGE 00b).
+#[derive(Clone, Debug)]
+pub(crate) struct HeldCopy {
+    nexus: NexusId,
+    list_id: u8,
+    status: u8,
+    segments: u16,
+    bytes: u64,
+}
+
+/// Held statuses of one LU, oldest first, at most [`MAX_HELD`].
+#[derive(Default)]
+pub(crate) struct HeldCopies(VecDeque<HeldCopy>);
+
+impl HeldCopies {
+    fn put(&mut self, h: HeldCopy) {
+        self.0
+            .retain(|o| !(o.nexus == h.nexus && o.list_id == h.list_id));
+        if self.0.len() >= MAX_HELD {
+            self.0.pop_front();
+        }
+        self.0.push_back(h);
+    }
+
+    fn take(&mut self, nexus: NexusId, list_id: u8) -> Option<HeldCopy> {
+        let i = self
+            .0
+            .iter()
+            .position(|h| h.nexus == nexus && h.list_id == list_id)?;
+        self.0.remove(i)
+    }
+
+    /// Held data goes with its I_T nexus (SPC-4 §6.4.1).
+    pub(crate) fn forget(&mut self, nexus: NexusId) {
+        self.0.retain(|h| h.nexus != nexus);
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
+/// One parsed block-to-block segment.
+struct Segment {
+    src: usize,
+    dst: usize,
+    /// DC = 1: NUMBER OF BLOCKS counts destination blocks.
+    dest_count: bool,
+    blocks: u64,
+    src_lba: u64,
+    dst_lba: u64,
+}
+
+fn param_len_error() -> Sense {
+    Sense::new(key::ILLEGAL_REQUEST, asc::PARAMETER_LIST_LENGTH_ERROR)
+}
+
+fn copy_aborted(code: (u8, u8)) -> Sense {
+    Sense::new(key::COPY_ABORTED, code)
+}
+
+/// EXTENDED COPY (LID1) (SPC-4 §6.4).
+pub fn extended_copy(
+    lu: &LogicalUnit,
+    req: &Request<'_>,
+    cdb: &Cdb<'_>,
+) -> Result<Response, Sense> {
+    let len = cdb.be32(10) as usize;
+    if len == 0 {
+        // No parameter list: nothing to do (SPC-4 §6.4.1).
+        return Ok(Response::good());
+    }
+    let data = req
+        .data_out
+        .get(..len.min(req.data_out.len()))
+        .unwrap_or(&[]);
+    if data.len() < HEADER_LEN {
+        return Err(param_len_error());
+    }
+    let p = Cdb(data);
+    let list_id = p.u8(0);
+    let usage = (p.u8(1) >> 3) & 0x03;
+    let cscd_len = usize::from(p.be16(2));
+    let seg_len = p.be32(8) as usize;
+    let inline_len = p.be32(12) as usize;
+    // Each list within the parameter list, and the descriptor lists within
+    // their limit (checked before the counts, SPC-4 §6.4.3).
+    if cscd_len.saturating_add(seg_len) > MAX_DESCRIPTOR_LIST_LENGTH {
+        return Err(param_len_error());
+    }
+    if HEADER_LEN + cscd_len + seg_len + inline_len > data.len() {
+        return Err(param_len_error());
+    }
+    if usage == 0b01 {
+        return Err(Sense::invalid_param(1, Some(4)));
+    }
+    if usage == 0b11 && list_id != 0 {
+        return Err(Sense::invalid_param(0, None));
+    }
+    if inline_len != 0 {
+        // No segment descriptor type that uses inline data is supported.
+        return Err(Sense::invalid_param(12, None));
+    }
+    let cscds = data.get(HEADER_LEN..HEADER_LEN + cscd_len).unwrap_or(&[]);
+    let segs = data
+        .get(HEADER_LEN + cscd_len..HEADER_LEN + cscd_len + seg_len)
+        .unwrap_or(&[]);
+    let targets = parse_cscds(cscds)?;
+    let segments = parse_segments(segs, HEADER_LEN + cscd_len)?;
+
+    let Some(_slot) = CopySlot::take(lu) else {
+        return Ok(Response {
+            status: status::BUSY,
+            ..Response::default()
+        });
+    };
+    let mut bytes = 0u64;
+    let mut done = 0u16;
+    let mut outcome = Ok(());
+    for s in &segments {
+        match copy_segment(req, &targets, s) {
+            Ok(n) => {
+                bytes += n;
+                done += 1;
+            }
+            Err(e) => {
+                outcome = Err(e);
+                break;
+            }
+        }
+    }
+    if usage == 0b00 {
+        lu.held_copies().put(HeldCopy {
+            nexus: req.nexus,
+            list_id,
+            status: if outcome.is_ok() {
+                COMPLETED_OK
+            } else {
+                COMPLETED_WITH_ERRORS
+            },
+            segments: done,
+            bytes,
+        });
+    }
+    outcome.map(|()| Response::written(len as u32))
+}
+
+/// A place among the LU's concurrent copies, given back on drop.
+struct CopySlot<'a>(&'a LogicalUnit);
+
+impl<'a> CopySlot<'a> {
+    fn take(lu: &'a LogicalUnit) -> Option<CopySlot<'a>> {
+        let n = lu.copies_running.fetch_add(1, Ordering::AcqRel);
+        if n >= MAX_CONCURRENT_COPIES {
+            lu.copies_running.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(CopySlot(lu))
+    }
+}
+
+impl Drop for CopySlot<'_> {
+    fn drop(&mut self) {
+        self.0.copies_running.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A CSCD descriptor: the NAA designator it names, or why it cannot be
+/// used (reported only if a segment refers to it).
+enum Cscd {
+    Naa([u8; 8]),
+    Unusable((u8, u8)),
+}
+
+/// CSCD descriptors (SPC-4 §6.4.5). Only identification descriptors are
+/// supported; anything else is UNSUPPORTED TARGET DESCRIPTOR TYPE CODE.
+fn parse_cscds(list: &[u8]) -> Result<Vec<Cscd>, Sense> {
+    if list.len() % CSCD_LEN != 0 {
+        return Err(Sense::invalid_param(2, None));
+    }
+    if list.len() / CSCD_LEN > MAX_CSCD_DESCRIPTORS {
+        return Err(Sense::new(
+            key::ILLEGAL_REQUEST,
+            copy_asc::TOO_MANY_TARGET_DESCRIPTORS,
+        ));
+    }
+    let mut out = Vec::with_capacity(list.len() / CSCD_LEN);
+    for d in list.chunks_exact(CSCD_LEN) {
+        let d = Cdb(d);
+        if d.u8(0) != IDENTIFICATION_CSCD {
+            return Err(Sense::new(
+                key::ILLEGAL_REQUEST,
+                copy_asc::UNSUPPORTED_TARGET_DESCRIPTOR_TYPE_CODE,
+            ));
+        }
+        // Byte 1: LU ID TYPE and NUL are ignored (SPC-4 makes NUL
+        // obsolete); the peripheral device type must be block (00h).
+        if d.u8(1) & 0x1f != 0 {
+            out.push(Cscd::Unusable(copy_asc::INCORRECT_COPY_TARGET_DEVICE_TYPE));
+            continue;
+        }
+        // Designation descriptor in bytes 4..27: NAA (type 3h), binary,
+        // eight bytes.
+        let naa_type = d.u8(5) & 0x0f == 0x03 && d.u8(4) & 0x0f == 0x01 && d.u8(7) == 8;
+        let mut naa = [0u8; 8];
+        for (i, b) in naa.iter_mut().enumerate() {
+            *b = d.u8(8 + i);
+        }
+        out.push(if naa_type {
+            Cscd::Naa(naa)
+        } else {
+            Cscd::Unusable(copy_asc::UNREACHABLE_COPY_TARGET)
+        });
+    }
+    Ok(out)
+}
+
+/// Segment descriptors (SPC-4 §6.4.6); `base` is the list's offset in the
+/// parameter list, for field pointers.
+fn parse_segments(list: &[u8], base: usize) -> Result<Vec<Segment>, Sense> {
+    let mut out = Vec::new();
+    let mut off = 0usize;
+    while off < list.len() {
+        if out.len() >= MAX_SEGMENT_DESCRIPTORS {
+            return Err(Sense::new(
+                key::ILLEGAL_REQUEST,
+                copy_asc::TOO_MANY_SEGMENT_DESCRIPTORS,
+            ));
+        }
+        let rest = list.get(off..).unwrap_or(&[]);
+        if rest.len() < 4 {
+            return Err(param_len_error());
+        }
+        let d = Cdb(rest);
+        if d.u8(0) != BLOCK_TO_BLOCK {
+            return Err(Sense::new(
+                key::ILLEGAL_REQUEST,
+                copy_asc::UNSUPPORTED_SEGMENT_DESCRIPTOR_TYPE_CODE,
+            ));
+        }
+        if usize::from(d.be16(2)) + 4 != B2B_LEN {
+            return Err(Sense::invalid_param((base + off + 2) as u16, None));
+        }
+        if rest.len() < B2B_LEN {
+            return Err(param_len_error());
+        }
+        if d.bit(1, 0) {
+            // CAT = 1 (residue handling) is not supported.
+            return Err(Sense::invalid_param((base + off + 1) as u16, Some(0)));
+        }
+        out.push(Segment {
+            src: usize::from(d.be16(4)),
+            dst: usize::from(d.be16(6)),
+            dest_count: d.bit(1, 1),
+            blocks: u64::from(d.be16(10)),
+            src_lba: d.be64(12),
+            dst_lba: d.be64(20),
+        });
+        off += B2B_LEN;
+    }
+    Ok(out)
+}
+
+/// The LU a CSCD descriptor names, among those of the target.
+fn resolve<'a>(
+    req: &Request<'a>,
+    targets: &[Cscd],
+    index: usize,
+) -> Result<&'a LogicalUnit, Sense> {
+    match targets.get(index) {
+        None => Err(copy_aborted(copy_asc::UNREACHABLE_COPY_TARGET)),
+        Some(Cscd::Unusable(code)) => Err(copy_aborted(*code)),
+        Some(Cscd::Naa(naa)) => req
+            .map
+            .iter()
+            .map(|(_, lu)| lu.as_ref())
+            .find(|lu| inquiry::naa_designator(lu) == *naa)
+            .ok_or_else(|| copy_aborted(copy_asc::UNREACHABLE_COPY_TARGET)),
+    }
+}
+
+/// Copies one segment; returns the bytes moved. Errors are COPY ABORTED:
+/// the copy stops at this segment (SPC-4 §6.4.4).
+fn copy_segment(req: &Request<'_>, targets: &[Cscd], s: &Segment) -> Result<u64, Sense> {
+    let src = resolve(req, targets, s.src)?;
+    let dst = resolve(req, targets, s.dst)?;
+    let (sbs, dbs) = (u64::from(src.block_size()), u64::from(dst.block_size()));
+    let bytes = s.blocks * if s.dest_count { dbs } else { sbs };
+    if bytes % sbs != 0 || bytes % dbs != 0 {
+        return Err(copy_aborted(copy_asc::INCORRECT_COPY_TARGET_DEVICE_TYPE));
+    }
+    let in_range = |lu: &LogicalUnit, lba: u64, bs: u64| {
+        lba.checked_add(bytes / bs)
+            .is_some_and(|end| end <= lu.num_blocks())
+    };
+    if !in_range(src, s.src_lba, sbs) || !in_range(dst, s.dst_lba, dbs) {
+        // The copy target would refuse the LBA: the copy is aborted
+        // (SPC-4 §6.4.4) with no more specific code the suite allows.
+        return Err(copy_aborted(asc::NO_ADDITIONAL_SENSE));
+    }
+    if dst.write_protected() {
+        return Err(Sense::write_protected());
+    }
+    let durable = !dst.mode.wce.load(Ordering::Relaxed);
+    // Within one LU a destination that overlaps the source further on is
+    // copied from the end backwards, so every block is read before it is
+    // overwritten (as memmove does).
+    let (from, to) = (s.src_lba * sbs, s.dst_lba * dbs);
+    let backwards = std::ptr::eq(src, dst) && to > from && to < from + bytes;
+    let chunks = bytes.div_ceil(CHUNK as u64);
+    for i in 0..chunks {
+        let k = if backwards { chunks - 1 - i } else { i };
+        let done = k * CHUNK as u64;
+        let n = (bytes - done).min(CHUNK as u64);
+        let chunk = {
+            let _shared = src.shared_access();
+            src.backend.read(from + done, n as usize).map_err(|_| {
+                copy_aborted(asc::NO_ADDITIONAL_SENSE).with_info(s.src_lba + done / sbs)
+            })?
+        };
+        {
+            let _shared = dst.shared_access();
+            dst.backend.write(to + done, &chunk, durable).map_err(|_| {
+                copy_aborted(asc::NO_ADDITIONAL_SENSE).with_info(s.dst_lba + done / dbs)
+            })?;
+        }
+    }
+    Ok(bytes)
+}
+
+/// RECEIVE COPY RESULTS (SPC-3 §6.17; SPC-4 RECEIVE COPY STATUS(LID1) and
+/// RECEIVE COPY OPERATING PARAMETERS).
+pub fn receive_copy_results(
+    lu: &LogicalUnit,
+    req: &Request<'_>,
+    cdb: &Cdb<'_>,
+) -> Result<Response, Sense> {
+    let alloc = cdb.be32(10);
+    let data = match cdb.u8(1) & 0x1f {
+        0x00 => copy_status(lu, req.nexus, cdb.u8(2))?,
+        0x03 => operating_parameters(),
+        _ => return Err(Sense::invalid_field(1, Some(4))),
+    };
+    Ok(Response::data(data, alloc))
+}
+
+/// COPY STATUS for a held list identifier of this nexus; reported once.
+fn copy_status(lu: &LogicalUnit, nexus: NexusId, list_id: u8) -> Result<Vec<u8>, Sense> {
+    let Some(h) = lu.held_copies().take(nexus, list_id) else {
+        return Err(Sense::invalid_field(2, None));
+    };
+    let (units, count) = if h.bytes <= u64::from(u32::MAX) {
+        (0x00, h.bytes)
+    } else {
+        // Kibibytes (TRANSFER COUNT UNITS 01h).
+        (0x01, h.bytes >> 10)
+    };
+    let mut d = Vec::with_capacity(12);
+    d.extend_from_slice(&8u32.to_be_bytes());
+    d.push(h.status & 0x7f);
+    d.extend_from_slice(&h.segments.to_be_bytes());
+    d.push(units);
+    d.extend_from_slice(&(count.min(u64::from(u32::MAX)) as u32).to_be_bytes());
+    Ok(d)
+}
+
+/// OPERATING PARAMETERS: the limits above and the descriptor types.
+fn operating_parameters() -> Vec<u8> {
+    let types = [BLOCK_TO_BLOCK, IDENTIFICATION_CSCD];
+    let mut d = vec![0u8; 44];
+    let put16 = |d: &mut Vec<u8>, at: usize, v: u16| {
+        if let Some(s) = d.get_mut(at..at + 2) {
+            s.copy_from_slice(&v.to_be_bytes());
+        }
+    };
+    let put32 = |d: &mut Vec<u8>, at: usize, v: u32| {
+        if let Some(s) = d.get_mut(at..at + 4) {
+            s.copy_from_slice(&v.to_be_bytes());
+        }
+    };
+    put32(&mut d, 0, (40 + types.len()) as u32);
+    // Byte 4 SNLID: copies without a list identifier (usage 11b) work.
+    if let Some(b) = d.get_mut(4) {
+        *b = 0x01;
+    }
+    put16(&mut d, 8, MAX_CSCD_DESCRIPTORS as u16);
+    put16(&mut d, 10, MAX_SEGMENT_DESCRIPTORS as u16);
+    put32(&mut d, 12, MAX_DESCRIPTOR_LIST_LENGTH as u32);
+    put32(&mut d, 16, MAX_SEGMENT_LENGTH);
+    // MAXIMUM INLINE DATA LENGTH, HELD DATA LIMIT, MAXIMUM STREAM DEVICE
+    // TRANSFER SIZE: zero (no inline data, no held data, no streams).
+    put16(&mut d, 34, MAX_CONCURRENT_COPIES as u16);
+    if let Some(b) = d.get_mut(36) {
+        *b = MAX_CONCURRENT_COPIES as u8;
+    }
+    // DATA SEGMENT GRANULARITY 2^9: whole 512-byte blocks at least.
+    if let Some(b) = d.get_mut(37) {
+        *b = 9;
+    }
+    if let Some(b) = d.get_mut(43) {
+        *b = types.len() as u8;
+    }
+    d.extend_from_slice(&types);
+    d
+}
