@@ -41,7 +41,10 @@ pub fn tool(name: &str, package: &str) -> String {
 /// A running target process. Killed on drop.
 pub struct Target {
     pub child: Child,
+    /// The first portal.
     pub addr: SocketAddr,
+    /// Every portal, in the order the target reported them.
+    pub addrs: Vec<SocketAddr>,
     pub log: Arc<Mutex<String>>,
 }
 
@@ -49,15 +52,18 @@ impl Target {
     /// Starts `ironlun target` with these arguments plus
     /// `--listen 127.0.0.1:0`, and waits until it listens.
     pub fn start(args: &[&str]) -> Target {
-        Self::start_with(args, true)
+        Self::start_portals(args, 1)
     }
 
-    pub fn start_with(args: &[&str], add_listen: bool) -> Target {
+    /// Starts the target with `portals` loopback portals on ports the
+    /// kernel picks (none: the arguments name them, and one is awaited).
+    pub fn start_portals(args: &[&str], portals: usize) -> Target {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_ironlun"));
         cmd.arg("--log").arg("info").arg("target");
-        if add_listen {
+        for _ in 0..portals {
             cmd.args(["--listen", "127.0.0.1:0"]);
         }
+        let want = portals.max(1);
         cmd.args(args).stdout(Stdio::null()).stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("spawn ironlun");
         let stderr = child.stderr.take().unwrap();
@@ -65,28 +71,38 @@ impl Target {
         let (tx, rx) = std::sync::mpsc::channel();
         let log2 = log.clone();
         std::thread::spawn(move || {
-            let mut tx = Some(tx);
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 let plain = strip_ansi(&line);
                 if let Some(pos) = plain.find("listening on ") {
-                    if let Some(tx) = tx.take() {
-                        let addr = plain[pos + 13..].trim().to_owned();
-                        let _ = tx.send(addr);
-                    }
+                    let _ = tx.send(plain[pos + 13..].trim().to_owned());
                 }
                 let mut l = log2.lock().unwrap();
                 l.push_str(&plain);
                 l.push('\n');
             }
         });
-        let addr = match rx.recv_timeout(Duration::from_secs(20)) {
-            Ok(a) => a.parse().expect("listen address"),
-            Err(_) => {
-                let _ = child.kill();
-                panic!("target did not start: {}", log.lock().unwrap());
+        let mut addrs = Vec::new();
+        while addrs.len() < want {
+            match rx.recv_timeout(Duration::from_secs(20)) {
+                Ok(a) => addrs.push(a.parse().expect("listen address")),
+                Err(_) => {
+                    let _ = child.kill();
+                    panic!("target did not start: {}", log.lock().unwrap());
+                }
             }
-        };
-        Target { child, addr, log }
+        }
+        Target {
+            child,
+            addr: addrs[0],
+            addrs,
+            log,
+        }
+    }
+
+    /// Starts the target with exactly these arguments (they name the
+    /// portals), waiting for the first portal.
+    pub fn start_with(args: &[&str], add_listen: bool) -> Target {
+        Self::start_portals(args, usize::from(add_listen))
     }
 
     pub fn portal(&self) -> String {

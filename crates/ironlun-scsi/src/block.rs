@@ -492,9 +492,10 @@ pub fn read_capacity16(
     let mut d = [0u8; 32];
     d[..8].copy_from_slice(&(lu.num_blocks() - 1).to_be_bytes());
     d[8..12].copy_from_slice(&lu.block_size().to_be_bytes());
-    // Byte 12: no protection information. Byte 13: one logical block per
-    // physical block. Byte 14: LBPME and LBPRZ for a thin LU
+    // Byte 12: no protection information. Byte 13: LOGICAL BLOCKS PER
+    // PHYSICAL BLOCK EXPONENT. Byte 14: LBPME and LBPRZ for a thin LU
     // (SBC-3 §5.16.2).
+    d[13] = (lu.cfg.physical_block_size / lu.block_size()).trailing_zeros() as u8;
     if lu.thin() {
         d[14] = 0x80 | 0x40;
     }

@@ -37,7 +37,7 @@ pub fn inquiry(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Re
         0x80 => vpd(0x80, padded(&lu.cfg.serial, lu.cfg.serial.len().max(1))),
         0x83 => vpd(0x83, device_identification(lu)),
         0xb0 => vpd(0xb0, block_limits(lu)),
-        0xb1 => vpd(0xb1, block_device_characteristics()),
+        0xb1 => vpd(0xb1, block_device_characteristics(lu)),
         0xb2 => vpd(0xb2, logical_block_provisioning(lu)),
         _ => return Err(Sense::invalid_field(2, None)),
     };
@@ -146,8 +146,7 @@ fn device_identification(lu: &LogicalUnit) -> Vec<u8> {
 pub const MAX_COMPARE_AND_WRITE_BLOCKS: u8 = 255;
 
 /// OPTIMAL TRANSFER LENGTH GRANULARITY hint (VPD B0): 4096 bytes, so
-/// initiators align I/O to the page and file system block size. The
-/// physical block is reported equal to the logical block (LBPPBE = 0).
+/// initiators align I/O to the page and file system block size.
 pub const OPTIMAL_GRANULE: u32 = 4096;
 
 /// MAXIMUM WRITE SAME LENGTH in blocks (VPD B0).
@@ -182,9 +181,13 @@ fn block_limits(lu: &LogicalUnit) -> Vec<u8> {
 }
 
 /// Block Device Characteristics (SBC-3 §6.5.2): non-rotating medium.
-fn block_device_characteristics() -> Vec<u8> {
+fn block_device_characteristics(lu: &LogicalUnit) -> Vec<u8> {
     let mut b = [0u8; 0x3c];
     b[0..2].copy_from_slice(&1u16.to_be_bytes());
+    if lu.sanitize_allowed() && lu.thin() {
+        // WABEREQ 01b: reads after a BLOCK ERASE succeed (zeros).
+        b[3] = 0x40;
+    }
     b.to_vec()
 }
 

@@ -31,6 +31,7 @@ mod mode;
 pub mod ops;
 mod provisioning;
 pub mod reservations;
+mod sanitize;
 pub mod sense;
 
 use std::sync::Arc;

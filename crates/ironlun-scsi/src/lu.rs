@@ -13,6 +13,7 @@ use crate::cdb::Cdb;
 use crate::copy::HeldCopies;
 use crate::ops;
 use crate::reservations::{self, ItNexus, PrState, PrStore, ReservationState};
+use crate::sanitize::SanitizeState;
 use crate::sense::{asc, key, Sense};
 use crate::{status, NexusId, Request, Response};
 
@@ -26,6 +27,10 @@ const MAX_UA_PER_NEXUS: usize = 8;
 pub struct LuConfig {
     /// Logical block size: 512 or 4096 bytes.
     pub block_size: u32,
+    /// Physical block size reported by READ CAPACITY(16) (LOGICAL BLOCKS
+    /// PER PHYSICAL BLOCK EXPONENT): the block size, or 4096 over 512-byte
+    /// blocks ("512e").
+    pub physical_block_size: u32,
     pub read_only: bool,
     /// PRODUCT IDENTIFICATION (16 ASCII bytes, padded).
     pub product: String,
@@ -44,6 +49,9 @@ pub struct LuConfig {
     /// Thin provisioning: UNMAP, WRITE SAME with UNMAP and GET LBA STATUS,
     /// LBPME/LBPRZ set (SBC-3 §4.7).
     pub thin: bool,
+    /// SANITIZE is offered (SBC-4 §4.11): OVERWRITE and EXIT FAILURE MODE,
+    /// and BLOCK ERASE when thin.
+    pub sanitize: bool,
 }
 
 impl LuConfig {
@@ -52,6 +60,12 @@ impl LuConfig {
             return Err(format!(
                 "block size {} (must be 512 or 4096)",
                 self.block_size
+            ));
+        }
+        if self.physical_block_size != self.block_size && self.physical_block_size != 4096 {
+            return Err(format!(
+                "physical block size {} (must be the block size or 4096)",
+                self.physical_block_size
             ));
         }
         if self.max_transfer_bytes < self.block_size {
@@ -101,6 +115,7 @@ pub struct LogicalUnit {
     pub(crate) copies_running: AtomicUsize,
     /// Statuses of finished copies kept for RECEIVE COPY STATUS.
     held_copies: Mutex<HeldCopies>,
+    pub(crate) sanitize: SanitizeState,
 }
 
 impl LogicalUnit {
@@ -135,6 +150,7 @@ impl LogicalUnit {
             access: RwLock::new(()),
             copies_running: AtomicUsize::new(0),
             held_copies: Mutex::new(HeldCopies::default()),
+            sanitize: SanitizeState::default(),
         })
     }
 
@@ -159,6 +175,11 @@ impl LogicalUnit {
 
     pub fn thin(&self) -> bool {
         self.cfg.thin
+    }
+
+    /// SANITIZE is offered on this LU.
+    pub fn sanitize_allowed(&self) -> bool {
+        self.cfg.sanitize
     }
 
     /// Access shared with other ordinary commands.
@@ -190,6 +211,11 @@ impl LogicalUnit {
             Err(s) => return self.check_condition(s, 0),
         };
         if let Err(s) = ops::check_usage(op, &cdb) {
+            return self.check_condition(s, 0);
+        }
+        // A sanitize under way (or failed) holds off media access
+        // (SBC-4 §4.11), ahead of unit attentions.
+        if let Some(s) = self.sanitize.gate(op.access, op.opcode) {
             return self.check_condition(s, 0);
         }
         // SPC-4 §5.14: a pending unit attention is reported instead of

@@ -25,7 +25,9 @@ pub fn request_sense(
     let desc = cdb.bit(1, 0);
     let alloc = u32::from(cdb.u8(4));
     let sense = lu
-        .take_ua(req.nexus)
+        .sanitize
+        .pending_sense()
+        .or_else(|| lu.take_ua(req.nexus))
         .unwrap_or(Sense::new(key::NO_SENSE, asc::NO_ADDITIONAL_SENSE));
     Ok(Response::data(sense.encode(desc).to_vec(), alloc))
 }

@@ -11,6 +11,7 @@ use crate::misc;
 use crate::mode;
 use crate::provisioning;
 use crate::reservations::{self, Access};
+use crate::sanitize as sanitize_op;
 use crate::sense::Sense;
 use crate::{Request, Response};
 
@@ -38,14 +39,17 @@ pub struct OpInfo {
 }
 
 /// Commands whose work is not bounded by their data transfer: EXTENDED
-/// COPY, WRITE SAME(10/16), UNMAP.
+/// COPY, WRITE SAME(10/16), UNMAP, SANITIZE.
 pub fn runs_long(cdb: &[u8]) -> bool {
-    matches!(cdb.first(), Some(0x83 | 0x41 | 0x93 | 0x42))
+    matches!(cdb.first(), Some(0x83 | 0x41 | 0x93 | 0x42 | 0x48))
 }
 
 /// Opcodes whose byte 1 holds a service action (SPC-4 §4.2.5.3).
 fn has_service_action(opcode: u8) -> bool {
-    matches!(opcode, 0x83 | 0x84 | 0x9e | 0x9f | 0xa3 | 0xa4 | 0x7f)
+    matches!(
+        opcode,
+        0x48 | 0x83 | 0x84 | 0x9e | 0x9f | 0xa3 | 0xa4 | 0x7f
+    )
 }
 
 macro_rules! op {
@@ -72,6 +76,14 @@ fn always(_: &LogicalUnit) -> bool {
 
 fn thin(lu: &LogicalUnit) -> bool {
     lu.thin()
+}
+
+fn sanitize(lu: &LogicalUnit) -> bool {
+    lu.sanitize_allowed()
+}
+
+fn sanitize_thin(lu: &LogicalUnit) -> bool {
+    lu.sanitize_allowed() && lu.thin()
 }
 
 // CDB usage bytes shared by many rows.
@@ -305,6 +317,36 @@ pub static OPS: &[OpInfo] = &[
         mode::mode_sense,
         false,
         Read
+    ),
+    op!(
+        0x48,
+        Some(0x01),
+        "SANITIZE OVERWRITE",
+        &[0x48, 0xbf, 0, 0, 0, 0, 0, 0xff, 0xff, 0x00],
+        sanitize_op::sanitize,
+        false,
+        Write,
+        sanitize
+    ),
+    op!(
+        0x48,
+        Some(0x02),
+        "SANITIZE BLOCK ERASE",
+        &[0x48, 0xbf, 0, 0, 0, 0, 0, 0xff, 0xff, 0x00],
+        sanitize_op::sanitize,
+        false,
+        Write,
+        sanitize_thin
+    ),
+    op!(
+        0x48,
+        Some(0x1f),
+        "SANITIZE EXIT FAILURE MODE",
+        &[0x48, 0xbf, 0, 0, 0, 0, 0, 0xff, 0xff, 0x00],
+        sanitize_op::sanitize,
+        false,
+        Write,
+        sanitize
     ),
     op!(
         0x5e,
@@ -687,6 +729,7 @@ mod tests {
     fn lu(thin: bool) -> LogicalUnit {
         let cfg = crate::LuConfig {
             block_size: 512,
+            physical_block_size: 512,
             read_only: false,
             product: "t".into(),
             revision: "1".into(),
@@ -696,6 +739,7 @@ mod tests {
             relative_port: 1,
             max_transfer_bytes: 1 << 20,
             thin,
+            sanitize: thin,
         };
         LogicalUnit::new(cfg, Arc::new(ironlun_backend::RamBackend::new(1 << 20))).unwrap()
     }

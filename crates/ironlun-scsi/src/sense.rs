@@ -69,7 +69,18 @@ pub struct Sense {
     pub ascq: u8,
     /// The INFORMATION field (an LBA for medium errors).
     pub info: Option<u64>,
-    pub field: Option<FieldPointer>,
+    /// The sense-key-specific field (SPC-4 §4.5.2.4).
+    pub specific: Option<KeySpecific>,
+}
+
+/// What the sense-key-specific bytes carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeySpecific {
+    /// ILLEGAL REQUEST: the offending field (SPC-4 §4.5.2.4.2).
+    Field(FieldPointer),
+    /// NOT READY: progress of a long operation, 0..=65535 for 0..100%
+    /// (SPC-4 §4.5.2.4.4).
+    Progress(u16),
 }
 
 impl Sense {
@@ -79,7 +90,7 @@ impl Sense {
             asc,
             ascq,
             info: None,
-            field: None,
+            specific: None,
         }
     }
 
@@ -99,11 +110,11 @@ impl Sense {
 
     pub fn invalid_param(byte: u16, bit: Option<u8>) -> Sense {
         let mut s = Sense::new(key::ILLEGAL_REQUEST, asc::INVALID_FIELD_IN_PARAMETER_LIST);
-        s.field = Some(FieldPointer {
+        s.specific = Some(KeySpecific::Field(FieldPointer {
             in_cdb: false,
             byte,
             bit,
-        });
+        }));
         s
     }
 
@@ -120,17 +131,30 @@ impl Sense {
     }
 
     fn cdb_field(mut self, byte: u16, bit: Option<u8>) -> Sense {
-        self.field = Some(FieldPointer {
+        self.specific = Some(KeySpecific::Field(FieldPointer {
             in_cdb: true,
             byte,
             bit,
-        });
+        }));
         self
     }
 
-    /// Sense-key-specific bytes for a field pointer (SPC-4 §4.5.2.4.2).
+    /// With a progress indication (a sanitize under way).
+    pub fn with_progress(mut self, progress: u16) -> Sense {
+        self.specific = Some(KeySpecific::Progress(progress));
+        self
+    }
+
+    /// Sense-key-specific bytes: a field pointer (SPC-4 §4.5.2.4.2) or a
+    /// progress indication (§4.5.2.4.4).
     fn sks(&self) -> Option<[u8; 3]> {
-        let f = self.field?;
+        let f = match self.specific? {
+            KeySpecific::Field(f) => f,
+            KeySpecific::Progress(p) => {
+                let [hi, lo] = p.to_be_bytes();
+                return Some([0x80, hi, lo]);
+            }
+        };
         let mut b0 = 0x80; // SKSV
         if f.in_cdb {
             b0 |= 0x40;

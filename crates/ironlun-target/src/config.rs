@@ -96,15 +96,19 @@ pub enum BackendSpec {
 
 /// A parsed `--lun` spec: `ram:SIZE`, `null:SIZE`,
 /// `file:PATH[,size=SIZE][,direct][,prealloc]` or `block:PATH[,direct]`,
-/// each optionally followed by `,bs=512|4096`, `,ro` and (not for block
-/// devices) `,thin`.
+/// each optionally followed by `,bs=512|4096`, `,pbs=4096`, `,ro`, (not
+/// for block devices) `,thin` and `,sanitize`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LunSpec {
     pub backend: BackendSpec,
     pub block_size: u32,
+    /// Physical block size reported to initiators (512e with bs=512).
+    pub physical_block_size: u32,
     pub read_only: bool,
     /// Thin provisioning: UNMAP, WRITE SAME with UNMAP, GET LBA STATUS.
     pub thin: bool,
+    /// SANITIZE is offered: it destroys every block, so only on request.
+    pub sanitize: bool,
 }
 
 /// Parses a size: a number with an optional unit. `K`, `M`, `G`, `T`
@@ -157,10 +161,12 @@ impl std::str::FromStr for LunSpec {
         }
         let mut size = None;
         let mut block_size = 512u32;
+        let mut physical_block_size = None;
         let mut read_only = false;
         let mut direct = false;
         let mut preallocate = false;
         let mut thin = false;
+        let mut sanitize = false;
         for opt in parts {
             let (k, v) = match opt.split_once('=') {
                 Some((k, v)) => (k, Some(v)),
@@ -177,8 +183,16 @@ impl std::str::FromStr for LunSpec {
                         _ => return Err(format!("LUN '{spec}': bs={v} (must be 512 or 4096)")),
                     }
                 }
+                ("pbs", Some(v)) => {
+                    physical_block_size = Some(match v {
+                        "512" => 512,
+                        "4096" | "4k" | "4K" | "4KiB" => 4096,
+                        _ => return Err(format!("LUN '{spec}': pbs={v} (must be 512 or 4096)")),
+                    })
+                }
                 ("ro", None) => read_only = true,
                 ("thin", None) => thin = true,
+                ("sanitize", None) => sanitize = true,
                 ("direct", None) => direct = true,
                 ("prealloc", None) | ("preallocate", None) => preallocate = true,
                 ("sparse", None) => preallocate = false,
@@ -189,7 +203,7 @@ impl std::str::FromStr for LunSpec {
             "ram" | "null" => {
                 if size.is_some() || direct || preallocate {
                     return Err(format!(
-                        "LUN '{spec}': {kind} takes only a size, bs=, ro and thin"
+                        "LUN '{spec}': {kind} takes only a size, bs=, ro, thin and sanitize"
                     ));
                 }
                 let size = parse_size(first).map_err(|e| format!("LUN '{spec}': {e}"))?;
@@ -232,6 +246,12 @@ impl std::str::FromStr for LunSpec {
                 ));
             }
         }
+        let physical_block_size = physical_block_size.unwrap_or(block_size);
+        if physical_block_size < block_size {
+            return Err(format!(
+                "LUN '{spec}': pbs={physical_block_size} is smaller than bs={block_size}"
+            ));
+        }
         if thin && preallocate {
             return Err(format!(
                 "LUN '{spec}': thin and prealloc contradict each other"
@@ -240,8 +260,10 @@ impl std::str::FromStr for LunSpec {
         Ok(LunSpec {
             backend,
             block_size,
+            physical_block_size,
             read_only,
             thin,
+            sanitize,
         })
     }
 }
@@ -693,8 +715,13 @@ mod tests {
         );
         let s: LunSpec = "block:/dev/loop0".parse().unwrap();
         assert!(matches!(s.backend, BackendSpec::Block { .. }));
+        let s: LunSpec = "ram:1G,pbs=4096".parse().unwrap();
+        assert_eq!((s.block_size, s.physical_block_size), (512, 4096));
+        assert!("ram:1G,bs=4096,pbs=512".parse::<LunSpec>().is_err());
         let s: LunSpec = "ram:1G,thin".parse().unwrap();
-        assert!(s.thin);
+        assert!(s.thin && !s.sanitize);
+        let s: LunSpec = "file:/x,thin,sanitize".parse().unwrap();
+        assert!(s.thin && s.sanitize);
         for bad in [
             "ram",
             "ram:",

@@ -82,6 +82,7 @@ fn build_lu(
     ]);
     let cfg = LuConfig {
         block_size: l.spec.block_size,
+        physical_block_size: l.spec.physical_block_size,
         read_only: l.spec.read_only,
         product: format!("ironlun {}", backend.kind()),
         revision: env!("CARGO_PKG_VERSION")
@@ -95,6 +96,7 @@ fn build_lu(
         relative_port: t.portal_group_tag,
         max_transfer_bytes,
         thin: l.spec.thin,
+        sanitize: l.spec.sanitize,
     };
     let mut lu = LogicalUnit::new(cfg, backend)?;
     if let Some(dir) = state_dir {
