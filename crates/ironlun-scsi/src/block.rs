@@ -329,29 +329,24 @@ pub fn compare_and_write(
 
 /// ORWRITE(16) (SBC-4 §5.9): ORs the Data-Out buffer into the blocks.
 pub fn orwrite(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
-    if lu.write_protected() {
-        return Err(Sense::write_protected());
-    }
-    let (lba, _, bytes) = checked(lu, cdb)?;
-    if bytes == 0 {
-        return Ok(Response::good());
-    }
-    let data = match exact_data(lu, req, bytes as usize) {
-        Ok(d) => d,
-        Err(r) => return Ok(r),
-    };
-    let _exclusive = lu.exclusive_access();
-    let mut blocks = read_blocks(lu, lba, bytes as usize)?.to_vec();
-    for (b, d) in blocks.iter_mut().zip(data) {
-        *b |= d;
-    }
-    write_blocks(lu, lba, &blocks, durable(lu, cdb))?;
-    Ok(Response::written(bytes))
+    exclusive_write(lu, req, cdb, true)
 }
 
 /// WRITE ATOMIC(16) (SBC-4 §5.48): all of the data or none of it, and no
 /// other command sees a mix of old and new blocks.
 pub fn write_atomic(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
+    exclusive_write(lu, req, cdb, false)
+}
+
+/// A write of exactly the CDB's length while no other command touches the
+/// LU; with `or`, the data is ORed into the blocks rather than replacing
+/// them.
+fn exclusive_write(
+    lu: &LogicalUnit,
+    req: &Request<'_>,
+    cdb: &Cdb<'_>,
+    or: bool,
+) -> Result<Response, Sense> {
     if lu.write_protected() {
         return Err(Sense::write_protected());
     }
@@ -364,7 +359,15 @@ pub fn write_atomic(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Resul
         Err(r) => return Ok(r),
     };
     let _exclusive = lu.exclusive_access();
-    write_blocks(lu, lba, data, durable(lu, cdb))?;
+    if or {
+        let mut blocks = read_blocks(lu, lba, bytes as usize)?.to_vec();
+        for (b, d) in blocks.iter_mut().zip(data) {
+            *b |= d;
+        }
+        write_blocks(lu, lba, &blocks, durable(lu, cdb))?;
+    } else {
+        write_blocks(lu, lba, data, durable(lu, cdb))?;
+    }
     Ok(Response::written(bytes))
 }
 

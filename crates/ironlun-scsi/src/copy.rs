@@ -132,10 +132,7 @@ pub fn extended_copy(
         // No parameter list: nothing to do (SPC-4 §6.4.1).
         return Ok(Response::good());
     }
-    let data = req
-        .data_out
-        .get(..len.min(req.data_out.len()))
-        .unwrap_or(&[]);
+    let data = req.parameter_list(len);
     if data.len() < HEADER_LEN {
         return Err(param_len_error());
     }
@@ -429,39 +426,24 @@ fn copy_status(lu: &LogicalUnit, nexus: NexusId, list_id: u8) -> Result<Vec<u8>,
 /// OPERATING PARAMETERS: the limits above and the descriptor types.
 fn operating_parameters() -> Vec<u8> {
     let types = [BLOCK_TO_BLOCK, IDENTIFICATION_CSCD];
-    let mut d = vec![0u8; 44];
-    let put16 = |d: &mut Vec<u8>, at: usize, v: u16| {
-        if let Some(s) = d.get_mut(at..at + 2) {
-            s.copy_from_slice(&v.to_be_bytes());
-        }
-    };
-    let put32 = |d: &mut Vec<u8>, at: usize, v: u32| {
-        if let Some(s) = d.get_mut(at..at + 4) {
-            s.copy_from_slice(&v.to_be_bytes());
-        }
-    };
-    put32(&mut d, 0, (40 + types.len()) as u32);
+    let mut d = Vec::with_capacity(44 + types.len());
+    d.extend_from_slice(&(40 + types.len() as u32).to_be_bytes());
     // Byte 4 SNLID: copies without a list identifier (usage 11b) work.
-    if let Some(b) = d.get_mut(4) {
-        *b = 0x01;
-    }
-    put16(&mut d, 8, MAX_CSCD_DESCRIPTORS as u16);
-    put16(&mut d, 10, MAX_SEGMENT_DESCRIPTORS as u16);
-    put32(&mut d, 12, MAX_DESCRIPTOR_LIST_LENGTH as u32);
-    put32(&mut d, 16, MAX_SEGMENT_LENGTH);
+    d.extend_from_slice(&[0x01, 0, 0, 0]);
+    d.extend_from_slice(&(MAX_CSCD_DESCRIPTORS as u16).to_be_bytes());
+    d.extend_from_slice(&(MAX_SEGMENT_DESCRIPTORS as u16).to_be_bytes());
+    d.extend_from_slice(&(MAX_DESCRIPTOR_LIST_LENGTH as u32).to_be_bytes());
+    d.extend_from_slice(&MAX_SEGMENT_LENGTH.to_be_bytes());
     // MAXIMUM INLINE DATA LENGTH, HELD DATA LIMIT, MAXIMUM STREAM DEVICE
-    // TRANSFER SIZE: zero (no inline data, no held data, no streams).
-    put16(&mut d, 34, MAX_CONCURRENT_COPIES as u16);
-    if let Some(b) = d.get_mut(36) {
-        *b = MAX_CONCURRENT_COPIES as u8;
-    }
-    // DATA SEGMENT GRANULARITY 2^9: whole 512-byte blocks at least.
-    if let Some(b) = d.get_mut(37) {
-        *b = 9;
-    }
-    if let Some(b) = d.get_mut(43) {
-        *b = types.len() as u8;
-    }
+    // TRANSFER SIZE: zero (no inline data, no held data, no streams);
+    // two reserved bytes.
+    d.extend_from_slice(&[0; 14]);
+    d.extend_from_slice(&(MAX_CONCURRENT_COPIES as u16).to_be_bytes());
+    d.push(MAX_CONCURRENT_COPIES as u8);
+    // DATA SEGMENT GRANULARITY 2^9: whole 512-byte blocks at least; inline
+    // and held data granularity unused.
+    d.extend_from_slice(&[9, 0, 0]);
+    d.extend_from_slice(&[0, 0, 0, types.len() as u8]);
     d.extend_from_slice(&types);
     d
 }

@@ -69,6 +69,14 @@ pub struct Request<'a> {
     pub map: &'a LunMap,
 }
 
+impl<'a> Request<'a> {
+    /// The parameter list of a command whose CDB gives its length: the
+    /// first `len` bytes of Data-Out, or fewer if fewer arrived.
+    pub fn parameter_list(&self, len: usize) -> &'a [u8] {
+        self.data_out.get(..len).unwrap_or(self.data_out)
+    }
+}
+
 /// What a command produced.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Response {

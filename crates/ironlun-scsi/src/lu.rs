@@ -275,6 +275,11 @@ impl LogicalUnit {
         self.recount(&map);
         drop(map);
         self.held_copies().forget(nexus);
+        self.release_spc2_of(nexus);
+    }
+
+    /// Drops the SPC-2 reservation if `nexus` holds it.
+    fn release_spc2_of(&self, nexus: NexusId) {
         let mut st = self.reservations();
         if st.spc2 == Some(nexus) {
             st.spc2 = None;
@@ -349,11 +354,7 @@ impl LogicalUnit {
     /// registrations stay.
     pub fn nexus_reset(&self, nexus: NexusId) {
         self.establish_ua_for(&[nexus], asc::I_T_NEXUS_LOSS_OCCURRED);
-        let mut st = self.reservations();
-        if st.spc2 == Some(nexus) {
-            st.spc2 = None;
-            self.note_reservation_state(&st);
-        }
+        self.release_spc2_of(nexus);
     }
 
     /// Tasks of `nexus` were aborted by another I_T nexus's CLEAR TASK SET;

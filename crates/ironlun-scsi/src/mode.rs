@@ -225,10 +225,7 @@ pub fn mode_select(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result
     if len == 0 {
         return Ok(Response::good());
     }
-    let data = req
-        .data_out
-        .get(..len.min(req.data_out.len()))
-        .unwrap_or(&[]);
+    let data = req.parameter_list(len);
     let header = if ten { 8 } else { 4 };
     let length_error = || Sense::new(key::ILLEGAL_REQUEST, asc::PARAMETER_LIST_LENGTH_ERROR);
     if data.len() < header || data.len() < len {

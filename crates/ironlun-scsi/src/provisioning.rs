@@ -40,10 +40,7 @@ pub fn unmap(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Respo
     if lu.write_protected() {
         return Err(Sense::write_protected());
     }
-    let data = req
-        .data_out
-        .get(..param_len.min(req.data_out.len()))
-        .unwrap_or(&[]);
+    let data = req.parameter_list(param_len);
     if param_len < 8 || data.len() < 8 {
         return Err(Sense::new(
             key::ILLEGAL_REQUEST,

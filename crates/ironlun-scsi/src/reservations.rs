@@ -440,10 +440,7 @@ pub fn persistent_reserve_out(
         // A nexus the transport never introduced cannot register.
         return Ok(conflict());
     };
-    let data = req
-        .data_out
-        .get(..len.min(req.data_out.len()))
-        .unwrap_or(&[]);
+    let data = req.parameter_list(len);
     let mut st = lu.reservations();
     if st.spc2.is_some_and(|h| h != req.nexus) {
         return Ok(conflict());

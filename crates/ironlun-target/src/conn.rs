@@ -368,6 +368,13 @@ impl Driver {
             self.conn.request_logout(Instant::now(), self.grace());
         }
         loop {
+            // What other sessions sent acts before any PDU read after it.
+            if signals.is_pending() {
+                if let Some(why) = self.take_signals() {
+                    self.wait_blocking(&mut done_rx).await;
+                    return why.into();
+                }
+            }
             self.pump();
             if let Some(reason) = &self.close {
                 let reason = format!("{reason:?}");
@@ -389,20 +396,14 @@ impl Driver {
                         Ok(r) => r,
                         Err(e) => return format!("socket error: {e}"),
                     };
-                    // Another session's reset sent before these PDUs
-                    // arrived acts before them.
-                    if signals.is_pending() {
-                        if let Some(why) = self.take_signals() {
-                            self.wait_blocking(&mut done_rx).await;
-                            return why.into();
-                        }
-                    }
                     if ready.is_writable() {
                         if let Err(e) = self.out.write_some(&self.stream) {
                             return format!("write failed: {e}");
                         }
                     }
-                    if ready.is_readable() && want_read {
+                    // A signal that arrived meanwhile is handled at the top
+                    // of the loop, before these PDUs.
+                    if ready.is_readable() && want_read && !signals.is_pending() {
                         match self.read_some() {
                             Ok(true) => {}
                             Ok(false) => {
@@ -432,12 +433,8 @@ impl Driver {
                     shutting_down = true;
                     self.conn.request_logout(Instant::now(), self.grace());
                 }
-                _ = signals.wait() => {
-                    if let Some(why) = self.take_signals() {
-                        self.wait_blocking(&mut done_rx).await;
-                        return why.into();
-                    }
-                }
+                // Handled at the top of the loop.
+                _ = signals.wait() => {}
             }
         }
     }
