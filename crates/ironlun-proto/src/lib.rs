@@ -5,7 +5,9 @@
 //! machine, and the target's full feature phase: the CmdSN window,
 //! StatSN, R2T generation and Data-Out tracking, Data-In sequences with
 //! phase collapse and residuals, NOP-In/Out, text (SendTargets), logout,
-//! task management bookkeeping and Reject.
+//! task management bookkeeping and Reject; and the initiator's login and
+//! full feature phase (tags, the MaxCmdSN window, Data-Out generation,
+//! Data-In reassembly).
 //!
 //! **Must not know:** sockets, tasks or runtimes, clocks (time is passed in
 //! as `Instant`), storage, or SCSI semantics. A CDB is opaque bytes here;
@@ -16,8 +18,8 @@
 //! (`poll_transmit`, `poll_event`, `poll_timeout`). Every rule is therefore
 //! testable deterministically, without sockets (see `tests/`).
 //!
-//! The initiator side reuses [`keys`], [`negotiate`] and the wire codec;
-//! its session state machine arrives with the initiator library.
+//! The initiator side ([`initiator`]) reuses [`keys`], [`negotiate`] and
+//! [`window`]: its login and full feature phase follow the same contract.
 
 #![cfg_attr(
     test,
@@ -25,6 +27,7 @@
 )]
 
 pub mod dataout;
+pub mod initiator;
 pub mod keys;
 pub mod login;
 pub mod negotiate;

@@ -290,6 +290,23 @@ impl Negotiator {
         out
     }
 
+    /// Proposes our value of one negotiated key explicitly, whatever the
+    /// default (the initiator side offers every key it cares about, RFC
+    /// 7143 §6.2). Returns the pair to send; the peer's answer is checked
+    /// against it in [`Negotiator::respond`].
+    pub fn propose(&mut self, id: KeyId) -> (String, String) {
+        let mine = self.ours(id);
+        let pair = (id.name().to_owned(), mine.to_string());
+        if let Some(slot) = self.proposed.get_mut(id.0) {
+            *slot = Some(mine);
+        }
+        if let Some(slot) = self.ever_proposed.get_mut(id.0) {
+            *slot = true;
+        }
+        self.tolerate_repeats = true;
+        pair
+    }
+
     /// True while proposals of ours await answers.
     pub fn awaiting_answers(&self) -> bool {
         self.proposed.iter().any(Option::is_some)

@@ -16,13 +16,12 @@
 //! reading: a client that does not read its responses cannot make us
 //! buffer without bound.
 
-use std::collections::VecDeque;
-use std::io::{self, IoSlice};
+use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use ironlun_proto::login::{LoginStep, TargetLogin, LOGIN_SEGMENT_MAX};
 use ironlun_proto::target::{
     tmf, AbortScope, CloseReason, Event, FfpConfig, ScsiResult, ScsiTask, TargetConnection,
@@ -30,7 +29,7 @@ use ironlun_proto::target::{
 };
 use ironlun_proto::OutPdu;
 use ironlun_scsi::{ItNexus, NexusId, Response, Sense};
-use ironlun_wire::{digest, encode_frame, encode_header, pad_len, Digests, FrameDecoder, Lun, Pdu};
+use ironlun_wire::{encode_frame, Digests, FrameDecoder, Lun, Outbox, Pdu};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
@@ -40,8 +39,6 @@ use crate::registry::{LoginCtx, PortalDirectory, Registry, SessionHandle, Sessio
 
 /// Stop reading new PDUs while this many bytes wait to be sent.
 const OUT_HIGH_WATER: usize = 4 << 20;
-/// IoSlices per vectored write.
-const MAX_IOV: usize = 64;
 /// Socket reads per readiness wakeup before responses get their turn.
 const READS_PER_WAKEUP: usize = 16;
 /// How long a closing connection may take to flush and finish its tasks.
@@ -241,100 +238,6 @@ async fn send_plain(stream: &mut TcpStream, p: &OutPdu) -> io::Result<()> {
     stream.write_all(&out).await
 }
 
-/// PDUs waiting to be written, as a queue of byte segments.
-struct Outbox {
-    segs: VecDeque<Bytes>,
-    bytes: usize,
-    arena: BytesMut,
-    digests: Digests,
-}
-
-static PAD: [u8; 3] = [0; 3];
-
-impl Outbox {
-    fn new(digests: Digests) -> Self {
-        Outbox {
-            segs: VecDeque::new(),
-            bytes: 0,
-            arena: BytesMut::with_capacity(64 << 10),
-            digests,
-        }
-    }
-
-    fn push_seg(&mut self, b: Bytes) {
-        if !b.is_empty() {
-            self.bytes += b.len();
-            self.segs.push_back(b);
-        }
-    }
-
-    fn push(&mut self, p: OutPdu) {
-        if self.arena.capacity() - self.arena.len() < 128 {
-            self.arena.reserve(64 << 10);
-        }
-        let len = p.data.len() as u32;
-        if encode_header(&p.pdu.encode(), &[], len, self.digests, &mut self.arena).is_err() {
-            // Data segments come from our own code and are bounded by the
-            // negotiated MaxRecvDataSegmentLength; this cannot happen.
-            warn!("dropping an unencodable PDU");
-            self.arena.clear();
-            return;
-        }
-        let head = self.arena.split().freeze();
-        self.push_seg(head);
-        if p.data.is_empty() {
-            return;
-        }
-        let pad = pad_len(p.data.len());
-        let digest = self
-            .digests
-            .data
-            .then(|| digest::crc32c_parts(&[&p.data, PAD.get(..pad).unwrap_or(&[])]));
-        self.push_seg(p.data);
-        if pad > 0 {
-            self.push_seg(Bytes::from_static(PAD.get(..pad).unwrap_or(&[])));
-        }
-        if let Some(crc) = digest {
-            self.arena.extend_from_slice(&crc.to_le_bytes());
-            let d = self.arena.split().freeze();
-            self.push_seg(d);
-        }
-    }
-
-    /// Writes as much as the socket takes. Returns false on WouldBlock.
-    fn write_some(&mut self, stream: &TcpStream) -> io::Result<bool> {
-        while !self.segs.is_empty() {
-            let mut iov = [IoSlice::new(&[]); MAX_IOV];
-            let mut n_iov = 0;
-            for (slot, seg) in iov.iter_mut().zip(self.segs.iter()) {
-                *slot = IoSlice::new(seg);
-                n_iov += 1;
-            }
-            match stream.try_write_vectored(iov.get(..n_iov).unwrap_or(&[])) {
-                Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "socket closed")),
-                Ok(mut n) => {
-                    self.bytes -= n;
-                    while n > 0 {
-                        let Some(front) = self.segs.front_mut() else {
-                            break;
-                        };
-                        if n >= front.len() {
-                            n -= front.len();
-                            self.segs.pop_front();
-                        } else {
-                            let _ = front.split_to(n);
-                            n = 0;
-                        }
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(true)
-    }
-}
-
 struct Driver {
     conn: TargetConnection,
     /// Where commands finished on the blocking pool report back.
@@ -357,6 +260,15 @@ struct Driver {
 type Completion = (u32, Option<u16>, Response);
 
 impl Driver {
+    /// Queues a PDU for the socket. Our PDUs are bounded by the negotiated
+    /// MaxRecvDataSegmentLength, so encoding cannot fail; if it ever does,
+    /// the PDU is dropped and logged.
+    fn push_out(&mut self, p: OutPdu) {
+        if let Err(e) = self.out.push(&p.pdu, p.data) {
+            warn!(peer = %self.peer, "dropping an unencodable PDU: {e}");
+        }
+    }
+
     async fn run(
         &mut self,
         shutdown: &mut watch::Receiver<bool>,
@@ -381,8 +293,8 @@ impl Driver {
                 self.finish(&mut done_rx).await;
                 return reason;
             }
-            let want_read = self.out.bytes < OUT_HIGH_WATER;
-            let want_write = !self.out.segs.is_empty();
+            let want_read = self.out.queued_bytes() < OUT_HIGH_WATER;
+            let want_write = !self.out.is_empty();
             let interest = match (want_read, want_write) {
                 (true, true) => Some(Interest::READABLE | Interest::WRITABLE),
                 (true, false) => Some(Interest::READABLE),
@@ -397,7 +309,7 @@ impl Driver {
                         Err(e) => return format!("socket error: {e}"),
                     };
                     if ready.is_writable() {
-                        if let Err(e) = self.out.write_some(&self.stream) {
+                        if let Err(e) = self.out.write_with(|iov| self.stream.try_write_vectored(iov)) {
                             return format!("write failed: {e}");
                         }
                     }
@@ -467,7 +379,7 @@ impl Driver {
                         // the state their order on the wire implies.
                         self.run_events();
                         while let Some(p) = self.conn.poll_transmit() {
-                            self.out.push(p);
+                            self.push_out(p);
                         }
                     }
                     Ok(None) => break,
@@ -483,7 +395,7 @@ impl Driver {
                 }
             }
             // Stop reading while a client leaves its responses unread.
-            if self.out.bytes >= OUT_HIGH_WATER {
+            if self.out.queued_bytes() >= OUT_HIGH_WATER {
                 return Ok(true);
             }
         }
@@ -518,11 +430,13 @@ impl Driver {
     fn pump(&mut self) {
         self.run_events();
         while let Some(p) = self.conn.poll_transmit() {
-            self.out.push(p);
+            self.push_out(p);
         }
-        if !self.out.segs.is_empty() {
+        if !self.out.is_empty() {
             // Opportunistic write: most responses fit the socket buffer.
-            let _ = self.out.write_some(&self.stream);
+            let _ = self
+                .out
+                .write_with(|iov| self.stream.try_write_vectored(iov));
         }
     }
 
@@ -700,11 +614,14 @@ impl Driver {
     async fn finish(&mut self, done_rx: &mut mpsc::UnboundedReceiver<Completion>) {
         self.wait_blocking(done_rx).await;
         while let Some(p) = self.conn.poll_transmit() {
-            self.out.push(p);
+            self.push_out(p);
         }
         let deadline = tokio::time::Instant::now() + CLOSE_GRACE;
-        while !self.out.segs.is_empty() {
-            match self.out.write_some(&self.stream) {
+        while !self.out.is_empty() {
+            match self
+                .out
+                .write_with(|iov| self.stream.try_write_vectored(iov))
+            {
                 Ok(true) => break,
                 Ok(false) => {
                     let writable = tokio::time::timeout_at(deadline, self.stream.writable()).await;

@@ -21,11 +21,13 @@
 pub mod bhs;
 pub mod digest;
 pub mod frame;
+pub mod outbox;
 pub mod pdu;
 pub mod text;
 
 pub use bhs::{Bhs, Opcode, BHS_LEN};
 pub use frame::{encode_frame, encode_header, pad_len, Digests, Frame, FrameDecoder};
+pub use outbox::Outbox;
 pub use pdu::*;
 
 /// A violation of the wire format. Each variant says which rule was broken;

@@ -1,0 +1,351 @@
+//! The initiator's side of a login (RFC 7143 §6.3): it builds the Login
+//! Requests, answers the target's keys and checks the target's answers to
+//! ours through the shared [`Negotiator`], and ends with the values the
+//! full feature phase runs on.
+//!
+//! The stages are walked in order: security (only `AuthMethod=None` until
+//! CHAP arrives), then operational, where every operational key the caller
+//! configured in [`Offers`] is proposed explicitly, whatever its default.
+
+use bytes::Bytes;
+use ironlun_wire::text::{encode_pairs, parse_pairs, TextAccumulator};
+use ironlun_wire::{LoginRequest, LoginResponse, Pdu};
+
+use crate::keys::{KeyId, Value};
+use crate::login::{LoginStatus, LOGIN_SEGMENT_MAX};
+use crate::negotiate::{NegotiationError, Negotiator, Role, Stage};
+use crate::params::{ConnParams, Offers, SessionParams};
+use crate::OutPdu;
+
+const CSG_SECURITY: u8 = 0;
+const CSG_OPERATIONAL: u8 = 1;
+const CSG_FULL_FEATURE: u8 = 3;
+
+/// Login PDUs we send before giving up on a target that never completes
+/// (a bound on a peer that keeps us talking).
+const MAX_LOGIN_ROUNDS: u32 = 32;
+
+/// Largest login text we accept from the target (all PDUs of one response).
+const LOGIN_TEXT_LIMIT: usize = 64 << 10;
+
+/// What the initiator asks for.
+#[derive(Clone, Debug)]
+pub struct LoginConfig {
+    pub initiator_name: String,
+    pub initiator_alias: Option<String>,
+    /// The target to log in to; `None` logs in to a discovery session.
+    pub target_name: Option<String>,
+    /// The initiator part of the session identifier (RFC 7143 §11.12.5).
+    pub isid: [u8; 6],
+    /// 0 for a new session; a session's TSIH to add a connection to it.
+    pub tsih: u16,
+    pub cid: u16,
+    /// Operational values proposed (RFC 7143 §13).
+    pub offers: Offers,
+    /// CmdSN of the login, and of the first command after it.
+    pub initial_cmd_sn: u32,
+}
+
+impl LoginConfig {
+    /// A normal session to `target` with ironlun's default offers.
+    pub fn normal(initiator_name: &str, target: &str) -> Self {
+        LoginConfig {
+            initiator_name: initiator_name.to_owned(),
+            initiator_alias: None,
+            target_name: Some(target.to_owned()),
+            isid: default_isid(0),
+            tsih: 0,
+            cid: 0,
+            offers: Offers::default(),
+            initial_cmd_sn: 1,
+        }
+    }
+
+    /// A discovery session.
+    pub fn discovery(initiator_name: &str) -> Self {
+        LoginConfig {
+            target_name: None,
+            ..LoginConfig::normal(initiator_name, "")
+        }
+    }
+}
+
+/// An ISID of the "random" type (T=10b, RFC 7143 §11.12.5) whose low bits
+/// carry `n`, so each session of one initiator gets its own.
+pub fn default_isid(n: u32) -> [u8; 6] {
+    let b = n.to_be_bytes();
+    [0x80, 0x1e, 0x0a, b[1], b[2], b[3]]
+}
+
+/// What a completed login leaves for the full feature phase.
+#[derive(Clone, Debug)]
+pub struct LoginOutcome {
+    pub tsih: u16,
+    pub session: SessionParams,
+    pub conn: ConnParams,
+    /// CmdSN of the first full-feature command.
+    pub cmd_sn: u32,
+    pub exp_cmd_sn: u32,
+    pub max_cmd_sn: u32,
+    pub exp_stat_sn: u32,
+    pub target_alias: Option<String>,
+    pub target_portal_group_tag: Option<u64>,
+    /// Negotiated values as `Key=Value` text.
+    pub summary: String,
+}
+
+/// Why a login did not complete.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LoginError {
+    /// The target answered with a non-zero status (RFC 7143 §11.13.5).
+    #[error("login refused: {status} ({})", status.describe())]
+    Refused {
+        status: LoginStatus,
+        /// TargetAddress of a redirection (class 1).
+        redirect: Option<String>,
+    },
+    /// The target broke a login rule.
+    #[error("target broke the login protocol: {0}")]
+    Protocol(String),
+    #[error(transparent)]
+    Negotiation(#[from] NegotiationError),
+}
+
+/// What to do after a Login Response.
+#[derive(Clone, Debug)]
+pub enum LoginProgress {
+    /// Send this request and wait for the next response.
+    Send(OutPdu),
+    /// Full feature phase begins.
+    Done(Box<LoginOutcome>),
+}
+
+/// One connection's login, initiator side.
+#[derive(Debug)]
+pub struct InitiatorLogin {
+    cfg: LoginConfig,
+    neg: Negotiator,
+    stage: u8,
+    itt: u32,
+    exp_stat_sn: u32,
+    rounds: u32,
+    rx: TextAccumulator,
+    proposed_operational: bool,
+}
+
+impl InitiatorLogin {
+    pub fn new(cfg: LoginConfig) -> Self {
+        let mut neg = Negotiator::new(Role::Initiator);
+        cfg.offers.apply(&mut neg);
+        neg.set_discovery(cfg.target_name.is_none());
+        neg.set_leading(cfg.tsih == 0);
+        InitiatorLogin {
+            cfg,
+            neg,
+            stage: CSG_SECURITY,
+            itt: 0,
+            exp_stat_sn: 0,
+            rounds: 0,
+            rx: TextAccumulator::new(LOGIN_TEXT_LIMIT),
+            proposed_operational: false,
+        }
+    }
+
+    /// The first Login Request: names, session type and the
+    /// authentication methods, in the security stage.
+    pub fn start(&mut self) -> OutPdu {
+        let mut pairs = vec![("InitiatorName".to_owned(), self.cfg.initiator_name.clone())];
+        if let Some(alias) = &self.cfg.initiator_alias {
+            pairs.push(("InitiatorAlias".to_owned(), alias.clone()));
+        }
+        match &self.cfg.target_name {
+            Some(t) => {
+                pairs.push(("SessionType".to_owned(), "Normal".to_owned()));
+                pairs.push(("TargetName".to_owned(), t.clone()));
+            }
+            None => pairs.push(("SessionType".to_owned(), "Discovery".to_owned())),
+        }
+        self.neg
+            .set_ours(KeyId::AUTH_METHOD, Value::Text("None".to_owned()));
+        pairs.push(self.neg.propose(KeyId::AUTH_METHOD));
+        self.request(true, CSG_OPERATIONAL, &pairs)
+    }
+
+    fn request(&mut self, transit: bool, nsg: u8, pairs: &[(String, String)]) -> OutPdu {
+        self.rounds += 1;
+        let text = encode_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        OutPdu {
+            pdu: Pdu::LoginRequest(LoginRequest {
+                transit,
+                cont: false,
+                csg: self.stage,
+                nsg: if transit { nsg } else { 0 },
+                version_max: 0,
+                version_min: 0,
+                isid: self.cfg.isid,
+                tsih: self.cfg.tsih,
+                itt: self.itt,
+                cid: self.cfg.cid,
+                cmd_sn: self.cfg.initial_cmd_sn,
+                exp_stat_sn: self.exp_stat_sn,
+            }),
+            data: Bytes::from(text),
+        }
+    }
+
+    /// The operational proposals (RFC 7143 §13): every key we care about,
+    /// offered explicitly.
+    fn operational_proposals(&mut self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        let discovery = self.cfg.target_name.is_none();
+        out.push(self.neg.propose(KeyId::HEADER_DIGEST));
+        out.push(self.neg.propose(KeyId::DATA_DIGEST));
+        let mrdsl = self.neg.ours(KeyId::MAX_RECV_DATA_SEGMENT_LENGTH);
+        out.push(self.neg.declare(KeyId::MAX_RECV_DATA_SEGMENT_LENGTH, mrdsl));
+        if discovery || self.cfg.tsih != 0 {
+            return out;
+        }
+        for id in [
+            KeyId::MAX_CONNECTIONS,
+            KeyId::INITIAL_R2T,
+            KeyId::IMMEDIATE_DATA,
+            KeyId::MAX_BURST_LENGTH,
+            KeyId::FIRST_BURST_LENGTH,
+            KeyId::DEFAULT_TIME2WAIT,
+            KeyId::DEFAULT_TIME2RETAIN,
+            KeyId::MAX_OUTSTANDING_R2T,
+            KeyId::DATA_PDU_IN_ORDER,
+            KeyId::DATA_SEQUENCE_IN_ORDER,
+            KeyId::ERROR_RECOVERY_LEVEL,
+        ] {
+            out.push(self.neg.propose(id));
+        }
+        out
+    }
+
+    /// Handles one Login Response.
+    pub fn handle(
+        &mut self,
+        resp: &LoginResponse,
+        data: &[u8],
+    ) -> Result<LoginProgress, LoginError> {
+        let proto = |m: String| LoginError::Protocol(m);
+        if resp.status_class != 0 {
+            let redirect = parse_pairs(data).ok().and_then(|pairs| {
+                pairs
+                    .into_iter()
+                    .find(|(k, _)| k == "TargetAddress")
+                    .map(|(_, v)| v)
+            });
+            return Err(LoginError::Refused {
+                status: LoginStatus(u16::from_be_bytes([resp.status_class, resp.status_detail])),
+                redirect,
+            });
+        }
+        if resp.itt != self.itt {
+            return Err(proto(format!(
+                "Login Response ITT 0x{:08x}, expected 0x{:08x}",
+                resp.itt, self.itt
+            )));
+        }
+        if resp.isid != self.cfg.isid {
+            return Err(proto("Login Response carries another ISID".into()));
+        }
+        if resp.csg != self.stage {
+            return Err(proto(format!(
+                "Login Response in stage {}, we are in stage {}",
+                resp.csg, self.stage
+            )));
+        }
+        if resp.transit && resp.cont {
+            return Err(proto("T and C both set (RFC 7143 §11.13.1)".into()));
+        }
+        if self.rounds >= MAX_LOGIN_ROUNDS {
+            return Err(proto(format!(
+                "login did not complete in {MAX_LOGIN_ROUNDS} exchanges"
+            )));
+        }
+        // RFC 7143 §11.13.4: StatSN is valid from the first response on.
+        self.exp_stat_sn = resp.stat_sn.wrapping_add(1);
+
+        let text = match self.rx.push(data, resp.cont) {
+            Ok(Some(t)) => t,
+            // The target's text continues: ask for the rest (RFC 7143 §6.3).
+            Ok(None) => return Ok(LoginProgress::Send(self.request(false, 0, &[]))),
+            Err(e) => return Err(proto(e.to_string())),
+        };
+        let pairs = parse_pairs(&text).map_err(|e| proto(e.to_string()))?;
+        let stage = if self.stage == CSG_SECURITY {
+            Stage::Security
+        } else {
+            Stage::Operational
+        };
+        let mut answers = self.neg.respond(&pairs, stage)?;
+
+        if self.stage == CSG_SECURITY && resp.transit {
+            let method = self.neg.effective(KeyId::AUTH_METHOD);
+            if method.as_ref().and_then(Value::as_text) != Some("None") {
+                return Err(proto(
+                    "target chose an authentication method we did not offer".into(),
+                ));
+            }
+        }
+
+        if resp.transit {
+            match resp.nsg {
+                CSG_FULL_FEATURE => {
+                    // Proposals the target did not answer keep their
+                    // defaults (RFC 7143 §6.2).
+                    self.neg.drop_unanswered();
+                    return Ok(LoginProgress::Done(Box::new(self.outcome(resp))));
+                }
+                CSG_OPERATIONAL if self.stage == CSG_SECURITY => {
+                    self.stage = CSG_OPERATIONAL;
+                }
+                other => {
+                    return Err(proto(format!(
+                        "target moved from stage {} to stage {other}",
+                        self.stage
+                    )))
+                }
+            }
+        }
+        if self.stage == CSG_OPERATIONAL && !self.proposed_operational {
+            self.proposed_operational = true;
+            answers.extend(self.operational_proposals());
+        }
+        let text_len: usize = answers.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
+        if text_len > LOGIN_SEGMENT_MAX {
+            return Err(proto("our login text outgrew one PDU".into()));
+        }
+        let nsg = if self.stage == CSG_SECURITY {
+            CSG_OPERATIONAL
+        } else {
+            CSG_FULL_FEATURE
+        };
+        Ok(LoginProgress::Send(self.request(true, nsg, &answers)))
+    }
+
+    fn outcome(&self, resp: &LoginResponse) -> LoginOutcome {
+        let text = |id: KeyId| {
+            self.neg
+                .agreed(id)
+                .and_then(|v| v.as_text().map(str::to_owned))
+        };
+        LoginOutcome {
+            tsih: resp.tsih,
+            session: self.neg.session_params(),
+            conn: self.neg.conn_params(),
+            cmd_sn: self.cfg.initial_cmd_sn,
+            exp_cmd_sn: resp.exp_cmd_sn,
+            max_cmd_sn: resp.max_cmd_sn,
+            exp_stat_sn: self.exp_stat_sn,
+            target_alias: text(KeyId::TARGET_ALIAS),
+            target_portal_group_tag: self
+                .neg
+                .agreed(KeyId::TARGET_PORTAL_GROUP_TAG)
+                .and_then(Value::as_number),
+            summary: self.neg.summary(),
+        }
+    }
+}

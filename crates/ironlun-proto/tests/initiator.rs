@@ -1,0 +1,544 @@
+//! The initiator's sans-IO login and full feature phase against the
+//! target's, stepped deterministically in memory: every PDU goes through
+//! the real encoder and decoder, and a tiny RAM device answers READ(10)
+//! and WRITE(10).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use ironlun_proto::initiator::{
+    InitiatorLogin, InitiatorSession, LoginConfig, LoginError, LoginProgress, Reply, ScsiRequest,
+    SessionEvent, SessionLimits, TaskError, ATTR_SIMPLE,
+};
+use ironlun_proto::login::{
+    LoginContext, LoginResult, LoginStatus, LoginStep, NewSession, TargetInfo, TargetLogin,
+};
+use ironlun_proto::params::{DigestKind, Offers};
+use ironlun_proto::target::{
+    Directory, Event, FfpConfig, ScsiResult, SendTargetsQuery, TargetConnection, TargetListing,
+};
+use ironlun_proto::OutPdu;
+use ironlun_wire::{Digests, FrameDecoder, Lun, Outbox, Pdu, R2t, RESERVED_TAG};
+
+const TARGET: &str = "iqn.2026-11.test:disk";
+const BLOCK: usize = 512;
+
+struct Ctx {
+    offers: Offers,
+    queue_depth: u32,
+}
+
+impl LoginContext for Ctx {
+    fn find_target(&self, name: &str, _i: &str) -> Result<TargetInfo, LoginStatus> {
+        if name != TARGET {
+            return Err(LoginStatus::NOT_FOUND);
+        }
+        Ok(TargetInfo {
+            name: TARGET.into(),
+            alias: Some("disk".into()),
+            portal_group_tag: 1,
+            offers: self.offers.clone(),
+            queue_depth: self.queue_depth,
+        })
+    }
+    fn discovery_offers(&self) -> Result<Offers, LoginStatus> {
+        Ok(self.offers.clone())
+    }
+    fn create_session(&mut self, _s: &NewSession) -> Result<u16, LoginStatus> {
+        Ok(0x42)
+    }
+}
+
+struct Dir;
+
+impl Directory for Dir {
+    fn send_targets(&self, _i: &str, _q: SendTargetsQuery<'_>) -> Vec<TargetListing> {
+        (0..300)
+            .map(|n| TargetListing {
+                name: format!("iqn.2026-11.test:t{n:03}"),
+                addresses: vec!["127.0.0.1:3260,1".into()],
+            })
+            .collect()
+    }
+}
+
+/// Encodes and decodes a PDU as the wire would carry it.
+fn wire(p: OutPdu, digests: Digests) -> (Pdu, Bytes) {
+    let mut o = Outbox::new(digests);
+    o.push(&p.pdu, p.data).unwrap();
+    let mut bytes = Vec::new();
+    o.write_with(|iov| {
+        let n = iov.iter().map(|s| s.len()).sum();
+        for s in iov {
+            bytes.extend_from_slice(s);
+        }
+        Ok(n)
+    })
+    .unwrap();
+    let mut d = FrameDecoder::new(1 << 24);
+    d.digests = digests;
+    let mut buf = BytesMut::from(&bytes[..]);
+    let f = d.decode(&mut buf).unwrap().unwrap();
+    assert!(buf.is_empty());
+    (Pdu::decode(&f.bhs).unwrap(), f.data)
+}
+
+fn login(
+    cfg: LoginConfig,
+    offers: Offers,
+    queue_depth: u32,
+) -> Result<(ironlun_proto::initiator::LoginOutcome, LoginResult), LoginError> {
+    let mut ini = InitiatorLogin::new(cfg);
+    let mut tgt = TargetLogin::new(1000, 8, 64 << 10);
+    let mut ctx = Ctx {
+        offers,
+        queue_depth,
+    };
+    let mut req = ini.start();
+    for _ in 0..10 {
+        let (pdu, data) = wire(req, Digests::default());
+        let Pdu::LoginRequest(r) = pdu else { panic!() };
+        let (resp, result) = match tgt.handle(&r, &data, &mut ctx) {
+            LoginStep::Continue(resp) => (resp, None),
+            LoginStep::Complete { response, result } => (response, Some(result)),
+            LoginStep::Failed { response, .. } => (response, None),
+        };
+        let (pdu, data) = wire(resp, Digests::default());
+        let Pdu::LoginResponse(resp) = pdu else {
+            panic!()
+        };
+        match ini.handle(&resp, &data)? {
+            LoginProgress::Send(next) => req = next,
+            LoginProgress::Done(outcome) => return Ok((*outcome, *result.expect("target done"))),
+        }
+    }
+    panic!("login did not finish");
+}
+
+/// Both ends of one connection in full feature phase, plus a RAM disk.
+struct Pair {
+    ini: InitiatorSession<u64>,
+    tgt: TargetConnection,
+    disk: Vec<u8>,
+    digests: Digests,
+    now: Instant,
+    /// PDUs seen on the wire, by kind.
+    r2ts: usize,
+    data_outs: usize,
+    immediate_bytes: usize,
+    max_outstanding: usize,
+    outstanding: usize,
+    replies: Vec<(u64, Result<Reply, TaskError>)>,
+}
+
+impl Pair {
+    fn new(ini_offers: Offers, tgt_offers: Offers, queue_depth: u32) -> Pair {
+        let mut cfg = LoginConfig::normal("iqn.2026-11.test:ini", TARGET);
+        cfg.offers = ini_offers;
+        let (outcome, result) = login(cfg, tgt_offers, queue_depth).unwrap();
+        let mut agreed = result.session.clone();
+        if agreed.initial_r2t && !agreed.immediate_data {
+            // FirstBurstLength is irrelevant then (RFC 7143 §13.14).
+            agreed.first_burst_length = outcome.session.first_burst_length;
+        }
+        assert_eq!(outcome.session, agreed, "both sides agree");
+        assert_eq!(
+            outcome.conn.max_xmit_data_segment_length,
+            result.conn.max_recv_data_segment_length
+        );
+        assert_eq!(
+            outcome.conn.max_recv_data_segment_length,
+            result.conn.max_xmit_data_segment_length
+        );
+        let now = Instant::now();
+        let digests = Digests {
+            header: outcome.conn.header_digest,
+            data: outcome.conn.data_digest,
+        };
+        let ffp = FfpConfig {
+            queue_depth,
+            ..FfpConfig::default()
+        };
+        Pair {
+            ini: InitiatorSession::new(&outcome, SessionLimits::default(), now),
+            tgt: TargetConnection::new(&result, ffp, Box::new(Dir), now),
+            disk: vec![0; 1 << 20],
+            digests,
+            now,
+            r2ts: 0,
+            data_outs: 0,
+            immediate_bytes: 0,
+            max_outstanding: 0,
+            outstanding: 0,
+            replies: Vec::new(),
+        }
+    }
+
+    /// Moves PDUs both ways and runs the device until nothing moves.
+    fn run(&mut self) {
+        loop {
+            let mut moved = false;
+            while let Some(p) = self.ini.poll_transmit() {
+                moved = true;
+                let (pdu, data) = wire(p, self.digests);
+                match &pdu {
+                    Pdu::ScsiCommand(c) => {
+                        self.immediate_bytes += data.len();
+                        if !c.immediate {
+                            self.outstanding += 1;
+                            self.max_outstanding = self.max_outstanding.max(self.outstanding);
+                        }
+                    }
+                    Pdu::DataOut(_) => self.data_outs += 1,
+                    _ => {}
+                }
+                let mut b = BytesMut::new();
+                ironlun_wire::encode_frame(&pdu.encode(), &[], &data, self.digests, &mut b)
+                    .unwrap();
+                let mut d = FrameDecoder::new(1 << 24);
+                d.digests = self.digests;
+                let f = d.decode(&mut b).unwrap().unwrap();
+                self.tgt.handle_frame(f, self.now);
+            }
+            while let Some(ev) = self.tgt.poll_event() {
+                moved = true;
+                if let Event::Execute(task) = ev {
+                    let result = self.execute(task.cdb.as_slice(), &task.data_out);
+                    self.tgt.complete(task.itt, result);
+                }
+            }
+            while let Some(p) = self.tgt.poll_transmit() {
+                moved = true;
+                let (pdu, data) = wire(p, self.digests);
+                match &pdu {
+                    Pdu::R2t(_) => self.r2ts += 1,
+                    Pdu::ScsiResponse(_) => self.outstanding -= 1,
+                    Pdu::DataIn(d) if d.status.is_some() => self.outstanding -= 1,
+                    _ => {}
+                }
+                self.ini.handle_pdu(pdu, data, self.now);
+            }
+            while let Some(c) = self.ini.poll_completion() {
+                moved = true;
+                self.replies.push((c.token, c.result));
+            }
+            if !moved {
+                break;
+            }
+        }
+    }
+
+    fn execute(&mut self, cdb: &[u8], data_out: &Bytes) -> ScsiResult {
+        let lba = u32::from_be_bytes(cdb[2..6].try_into().unwrap()) as usize;
+        let blocks = u16::from_be_bytes(cdb[7..9].try_into().unwrap()) as usize;
+        let range = lba * BLOCK..(lba + blocks) * BLOCK;
+        match cdb[0] {
+            0x28 => ScsiResult {
+                status: 0,
+                data_in: Bytes::copy_from_slice(&self.disk[range]),
+                transfer_length: (blocks * BLOCK) as u32,
+                ..Default::default()
+            },
+            0x2a => {
+                self.disk[range].copy_from_slice(data_out);
+                ScsiResult {
+                    transfer_length: (blocks * BLOCK) as u32,
+                    ..Default::default()
+                }
+            }
+            _ => panic!("unexpected CDB"),
+        }
+    }
+}
+
+fn rw10(op: u8, lba: u32, blocks: u16) -> [u8; 16] {
+    let mut c = [0u8; 16];
+    c[0] = op;
+    c[2..6].copy_from_slice(&lba.to_be_bytes());
+    c[7..9].copy_from_slice(&blocks.to_be_bytes());
+    c
+}
+
+fn write(lba: u32, data: &[u8]) -> ScsiRequest {
+    ScsiRequest {
+        lun: Lun::from_index(0),
+        cdb: rw10(0x2a, lba, (data.len() / BLOCK) as u16),
+        read_len: 0,
+        write: Bytes::copy_from_slice(data),
+        attr: ATTR_SIMPLE,
+    }
+}
+
+fn read(lba: u32, len: usize) -> ScsiRequest {
+    ScsiRequest {
+        lun: Lun::from_index(0),
+        cdb: rw10(0x28, lba, (len / BLOCK) as u16),
+        read_len: len as u32,
+        write: Bytes::new(),
+        attr: ATTR_SIMPLE,
+    }
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+        .collect()
+}
+
+fn offers(initial_r2t: bool, immediate_data: bool, first_burst: u32, mrdsl: u32) -> Offers {
+    Offers {
+        initial_r2t,
+        immediate_data,
+        first_burst_length: first_burst,
+        max_recv_data_segment_length: mrdsl,
+        max_burst_length: 65536,
+        ..Offers::default()
+    }
+}
+
+#[test]
+fn every_write_mode_round_trips_and_costs_the_expected_r2ts() {
+    // (InitialR2T, ImmediateData): solicited only, immediate only,
+    // unsolicited Data-Out only, both.
+    for (r2t, imm) in [(true, false), (true, true), (false, false), (false, true)] {
+        let tgt = Offers {
+            initial_r2t: r2t,
+            immediate_data: imm,
+            max_recv_data_segment_length: 8192,
+            ..Offers::default()
+        };
+        let mut p = Pair::new(offers(r2t, imm, 16384, 4096), tgt, 16);
+        let s = p.ini.session_params().clone();
+        assert_eq!((s.initial_r2t, s.immediate_data), (r2t, imm));
+        // 200 KiB: immediate/unsolicited part, then several R2T bursts of
+        // MaxBurstLength 64 KiB, each in Data-Out PDUs of 8 KiB.
+        let data = pattern(200 * 1024, 7);
+        p.ini.submit(write(8, &data), 1).unwrap();
+        p.run();
+        let unsolicited = if r2t && !imm { 0 } else { 16384 };
+        let expect_r2ts = (data.len() - unsolicited).div_ceil(65536);
+        assert_eq!(
+            p.r2ts, expect_r2ts,
+            "R2Ts for InitialR2T={r2t} ImmediateData={imm}"
+        );
+        assert_eq!(p.immediate_bytes, if imm { 8192 } else { 0 });
+        p.ini.submit(read(8, data.len()), 2).unwrap();
+        p.run();
+        assert_eq!(p.replies.len(), 2);
+        assert!(matches!(&p.replies[0], (1, Ok(Reply::Scsi(r))) if r.status == 0));
+        let (2, Ok(Reply::Scsi(r))) = &p.replies[1] else {
+            panic!("{:?}", p.replies[1])
+        };
+        assert_eq!(r.status, 0);
+        assert_eq!(
+            &r.data[..],
+            &data[..],
+            "read back InitialR2T={r2t} ImmediateData={imm}"
+        );
+    }
+}
+
+#[test]
+fn digests_are_negotiated_and_used() {
+    let crc = Offers {
+        header_digest: vec![DigestKind::Crc32c],
+        data_digest: vec![DigestKind::Crc32c],
+        ..Offers::default()
+    };
+    let mut p = Pair::new(crc, Offers::default(), 8);
+    assert!(p.ini.conn_params().header_digest && p.ini.conn_params().data_digest);
+    assert!(p.digests.header && p.digests.data);
+    let data = pattern(64 * 1024, 3);
+    p.ini.submit(write(0, &data), 1).unwrap();
+    p.ini.submit(read(0, data.len()), 2).unwrap();
+    p.run();
+    let (2, Ok(Reply::Scsi(r))) = &p.replies[1] else {
+        panic!()
+    };
+    assert_eq!(&r.data[..], &data[..]);
+}
+
+#[test]
+fn the_command_window_bounds_what_is_in_flight() {
+    let mut p = Pair::new(Offers::default(), Offers::default(), 4);
+    for i in 0..50u64 {
+        p.ini.submit(read(i as u32, 4096), i).unwrap();
+    }
+    assert!(p.ini.tasks_in_use() == 50);
+    p.run();
+    assert_eq!(p.replies.len(), 50);
+    assert!(p.replies.iter().all(|(_, r)| r.is_ok()));
+    assert!(
+        p.max_outstanding <= 4,
+        "{} commands outstanding with a window of 4",
+        p.max_outstanding
+    );
+    assert_eq!(p.ini.tasks_in_use(), 0);
+}
+
+#[test]
+fn task_tags_are_bounded() {
+    let mut p = Pair::new(Offers::default(), Offers::default(), 4);
+    let limits = SessionLimits {
+        max_tasks: 3,
+        ..SessionLimits::default()
+    };
+    let mut cfg = LoginConfig::normal("iqn.2026-11.test:ini", TARGET);
+    cfg.isid[5] = 9;
+    let (outcome, _) = login(cfg, Offers::default(), 4).unwrap();
+    let mut s: InitiatorSession<u32> = InitiatorSession::new(&outcome, limits, p.now);
+    for i in 0..3 {
+        s.submit(read(0, 512), i).unwrap();
+    }
+    assert!(s.submit(read(0, 512), 9).is_err());
+    // The pair itself is untouched by this.
+    p.run();
+}
+
+#[test]
+fn send_targets_follows_text_continuation() {
+    let mut cfg = LoginConfig::discovery("iqn.2026-11.test:ini");
+    cfg.offers.max_recv_data_segment_length = 4096;
+    let (outcome, result) = login(cfg, Offers::default(), 8).unwrap();
+    assert!(result.discovery);
+    let now = Instant::now();
+    let mut ini: InitiatorSession<u8> =
+        InitiatorSession::new(&outcome, SessionLimits::default(), now);
+    let mut tgt = TargetConnection::new(&result, FfpConfig::default(), Box::new(Dir), now);
+    ini.submit_text(&[("SendTargets", "All")], 5).unwrap();
+    let mut rounds = 0;
+    let reply = loop {
+        rounds += 1;
+        assert!(rounds < 100);
+        while let Some(p) = ini.poll_transmit() {
+            let (pdu, data) = wire(p, Digests::default());
+            let mut b = BytesMut::new();
+            ironlun_wire::encode_frame(&pdu.encode(), &[], &data, Digests::default(), &mut b)
+                .unwrap();
+            let f = FrameDecoder::new(1 << 24).decode(&mut b).unwrap().unwrap();
+            tgt.handle_frame(f, now);
+        }
+        while let Some(p) = tgt.poll_transmit() {
+            let (pdu, data) = wire(p, Digests::default());
+            assert!(
+                data.len() <= 4096,
+                "target honours our MaxRecvDataSegmentLength"
+            );
+            ini.handle_pdu(pdu, data, now);
+        }
+        if let Some(c) = ini.poll_completion() {
+            break c;
+        }
+    };
+    assert_eq!(reply.token, 5);
+    let Ok(Reply::Text(pairs)) = reply.result else {
+        panic!("{:?}", reply.result)
+    };
+    let names: Vec<_> = pairs.iter().filter(|(k, _)| k == "TargetName").collect();
+    assert_eq!(names.len(), 300);
+    assert!(rounds > 2, "the answer took several PDUs");
+}
+
+#[test]
+fn login_to_an_unknown_target_reports_the_status() {
+    let cfg = LoginConfig::normal("iqn.2026-11.test:ini", "iqn.2026-11.test:nope");
+    let err = login(cfg, Offers::default(), 8).unwrap_err();
+    assert_eq!(
+        err,
+        LoginError::Refused {
+            status: LoginStatus::NOT_FOUND,
+            redirect: None
+        }
+    );
+}
+
+#[test]
+fn target_pings_are_answered_and_silence_fails_the_connection() {
+    let mut p = Pair::new(Offers::default(), Offers::default(), 8);
+    // A target ping: NOP-In with a TTT wants a NOP-Out echo.
+    p.ini.handle_pdu(
+        Pdu::NopIn(ironlun_wire::NopIn {
+            itt: RESERVED_TAG,
+            ttt: 0x77,
+            ..Default::default()
+        }),
+        Bytes::from_static(b"ping"),
+        p.now,
+    );
+    let echo = p.ini.poll_transmit().unwrap();
+    let Pdu::NopOut(n) = &echo.pdu else { panic!() };
+    assert_eq!(
+        (n.ttt, n.itt, &echo.data[..]),
+        (0x77, RESERVED_TAG, &b"ping"[..])
+    );
+
+    // Keep-alive: after the interval a ping goes out; unanswered, the
+    // connection fails and pending tasks end with an error.
+    p.ini.submit(read(0, 512), 1).unwrap();
+    let _ = std::iter::from_fn(|| p.ini.poll_transmit()).count();
+    let t = p.ini.poll_timeout().unwrap();
+    p.ini.handle_timeout(t);
+    let ping = p.ini.poll_transmit().unwrap();
+    assert!(matches!(ping.pdu, Pdu::NopOut(_)));
+    let t2 = p.ini.poll_timeout().unwrap();
+    assert!(t2 > t);
+    p.ini.handle_timeout(t2 + Duration::from_millis(1));
+    let c = p.ini.poll_completion().unwrap();
+    assert!(matches!(c.result, Err(TaskError::ConnectionFailed(_))));
+    assert!(matches!(p.ini.poll_event(), Some(SessionEvent::Failed(_))));
+}
+
+#[test]
+fn hostile_target_pdus_fail_tasks_or_the_connection_without_panicking() {
+    // An R2T beyond the write fails that task only.
+    let mut p = Pair::new(offers(true, false, 65536, 8192), Offers::default(), 8);
+    let itt = p.ini.submit(write(0, &[1u8; 4096]), 1).unwrap();
+    let _ = std::iter::from_fn(|| p.ini.poll_transmit()).count();
+    p.ini.handle_pdu(
+        Pdu::R2t(R2t {
+            itt,
+            ttt: 9,
+            buffer_offset: 4000,
+            desired_data_transfer_length: 4096,
+            max_cmd_sn: 100,
+            exp_cmd_sn: 1,
+            ..Default::default()
+        }),
+        Bytes::new(),
+        p.now,
+    );
+    let c = p.ini.poll_completion().unwrap();
+    assert!(
+        matches!(c.result, Err(TaskError::Protocol(_))),
+        "{:?}",
+        c.result
+    );
+    assert!(p.ini.failure().is_none());
+
+    // Data-In for a tag we never used fails the connection.
+    p.ini.handle_pdu(
+        Pdu::DataIn(ironlun_wire::DataIn {
+            itt: 0x1234_5678,
+            ..Default::default()
+        }),
+        Bytes::from_static(b"junk"),
+        p.now,
+    );
+    assert!(p.ini.failure().is_some());
+    assert!(p.ini.submit(read(0, 512), 2).is_err());
+}
+
+#[test]
+fn unfinished_commands_can_be_taken_back_for_reissue() {
+    let mut p = Pair::new(Offers::default(), Offers::default(), 2);
+    for i in 0..5 {
+        p.ini.submit(read(i, 512), u64::from(i)).unwrap();
+    }
+    let back = p.ini.take_unfinished("path down");
+    let mut tokens: Vec<u64> = back.iter().map(|(_, t)| *t).collect();
+    tokens.sort();
+    assert_eq!(tokens, vec![0, 1, 2, 3, 4]);
+    assert_eq!(p.ini.tasks_in_use(), 0);
+}
