@@ -8,6 +8,18 @@ use clap::{Parser, Subcommand};
 use ironlun_target::{Config, Overrides, Server};
 use tracing_subscriber::EnvFilter;
 
+mod bench_cmd;
+mod initiator_args;
+mod lab;
+mod progress;
+mod tools;
+mod units;
+
+/// The current time as RFC 3339 (UTC, seconds).
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
 #[derive(Parser)]
 #[command(
     name = "ironlun",
@@ -29,6 +41,45 @@ enum Command {
     /// Run an iSCSI target (RFC 7143) exporting null, RAM, file and
     /// block-device LUNs.
     Target(TargetArgs),
+    /// List the targets a portal reports (SendTargets discovery).
+    Discover(tools::DiscoverArgs),
+    /// Show a LUN's standard INQUIRY data.
+    Inquiry(tools::UrlArgs),
+    /// Show a LUN's capacity and block size (READ CAPACITY).
+    Readcap(tools::UrlArgs),
+    /// Copy between a local file and a LUN (or LUN to LUN), with progress.
+    Dd(tools::DdArgs),
+    /// Load generator: IOMeter-style access specifications over iSCSI.
+    Bench(Box<bench_cmd::BenchArgs>),
+    /// One HTML page with charts from bench/lab JSON results.
+    Report(ReportArgs),
+    /// Start an in-process target with a RAM LUN, benchmark it, write a
+    /// report: no setup needed.
+    Lab(lab::LabArgs),
+}
+
+#[derive(clap::Args)]
+struct ReportArgs {
+    /// JSON results written by `ironlun bench --json` or `ironlun lab`.
+    #[arg(required = true)]
+    results: Vec<PathBuf>,
+    /// The HTML file to write.
+    #[arg(short, long, default_value = "report.html")]
+    output: PathBuf,
+}
+
+fn run_report(a: ReportArgs) -> Result<(), String> {
+    let mut reports = Vec::new();
+    for p in &a.results {
+        let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        let r: ironlun_bench::RunReport =
+            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))?;
+        reports.push(r);
+    }
+    let html = ironlun_bench::report::html(&reports)?;
+    std::fs::write(&a.output, html).map_err(|e| format!("{}: {e}", a.output.display()))?;
+    println!("report: {}", a.output.display());
+    Ok(())
 }
 
 #[derive(clap::Args)]
@@ -94,7 +145,47 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Target(args) => run_target(cli.log.as_deref(), args),
+        Command::Discover(a) => run_tool(cli.log.as_deref(), tools::run_discover(a)),
+        Command::Inquiry(a) => run_tool(cli.log.as_deref(), tools::run_inquiry(a)),
+        Command::Readcap(a) => run_tool(cli.log.as_deref(), tools::run_readcap(a)),
+        Command::Dd(a) => run_tool(cli.log.as_deref(), tools::run_dd(a)),
+        Command::Bench(a) => run_tool(cli.log.as_deref(), bench_cmd::run_bench(*a)),
+        Command::Report(a) => finish(run_report(a)),
+        Command::Lab(a) => {
+            init_logging(Some(cli.log.as_deref().unwrap_or("warn")), None);
+            finish(lab::run_lab(a))
+        }
     }
+}
+
+fn finish(r: Result<(), String>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ironlun: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs an initiator tool on a single-threaded runtime: one core drives
+/// the protocol, the other is left to the target when both share a host.
+fn run_tool<F>(log: Option<&str>, fut: F) -> ExitCode
+where
+    F: std::future::Future<Output = Result<(), String>>,
+{
+    init_logging(Some(log.unwrap_or("warn")), None);
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("ironlun: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    finish(rt.block_on(fut))
 }
 
 fn run_target(log: Option<&str>, args: TargetArgs) -> ExitCode {

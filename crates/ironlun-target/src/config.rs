@@ -112,7 +112,7 @@ pub struct LunSpec {
 }
 
 /// Parses a size: a number with an optional unit. `K`, `M`, `G`, `T`
-/// and `KiB`..`TiB` are powers of 1024; `KB`..`TB` powers of 1000; `B`
+/// (or lower case) and `KiB`..`TiB` are powers of 1024; `KB`..`TB` powers of 1000; `B`
 /// or no unit means bytes.
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let s = s.trim();
@@ -127,9 +127,9 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     let mult: u64 = match unit {
         "" | "B" => 1,
         "K" | "KiB" | "k" => 1 << 10,
-        "M" | "MiB" => 1 << 20,
-        "G" | "GiB" => 1 << 30,
-        "T" | "TiB" => 1 << 40,
+        "M" | "MiB" | "m" => 1 << 20,
+        "G" | "GiB" | "g" => 1 << 30,
+        "T" | "TiB" | "t" => 1 << 40,
         "KB" | "kB" => 1_000,
         "MB" => 1_000_000,
         "GB" => 1_000_000_000,

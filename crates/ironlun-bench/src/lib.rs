@@ -1,0 +1,29 @@
+//! # ironlun-bench: the load generator
+//!
+//! **Owns:** the workload model (IOMeter access specifications, TOML
+//! workload files, the built-in profiles of `shared/workloads.md`), the
+//! engine that runs them over the ironlun initiator, metrics (HDR
+//! latency histograms, per-second series, host/process CPU from /proc,
+//! zone rates), data verification, and the table/JSON/CSV/HTML outputs.
+//!
+//! **Must not know:** iSCSI PDUs or negotiation (the initiator crate owns
+//! them), or how a target works inside; a target's CPU reaches it only
+//! through a probe function.
+
+#![cfg_attr(
+    test,
+    allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
+pub mod cpu;
+pub mod engine;
+pub mod output;
+pub mod profiles;
+pub mod report;
+pub mod result;
+pub mod spec;
+pub mod verify;
+
+pub use engine::{run, LunTarget, Path, RunOptions, TargetCpuProbe};
+pub use result::{RunReport, WorkloadResult};
+pub use spec::{AccessLine, SeekRange, Workload, WorkloadFile};

@@ -1,0 +1,245 @@
+//! Built-in workloads: every workload of `shared/workloads.md` by name.
+//! Run times are short defaults (`--time`/`--ramp` override them); the
+//! published setups are in each description.
+
+use crate::spec::{AccessLine, SeekRange, Workload};
+
+const K: u32 = 1024;
+
+fn line(size: u32, read: u32, random: u32) -> AccessLine {
+    AccessLine {
+        size,
+        share: 100,
+        read,
+        random,
+        align: 0,
+        burst: 1,
+        delay_ms: 0,
+    }
+}
+
+fn one(name: &str, description: &str, l: AccessLine, qd: u32) -> Workload {
+    Workload {
+        name: name.to_owned(),
+        description: description.to_owned(),
+        lines: vec![l],
+        queue_depth: qd,
+        workers: 1,
+        seek: SeekRange::default(),
+        ramp_s: 1.0,
+        time_s: 10.0,
+        ios: None,
+        rate_iops: None,
+        zones: None,
+    }
+}
+
+const APP: &str = "Initiator study (section 1): IOMeter application spec; published runs: 4 LUNs x 4 GiB, one worker each, 4 min + 60 s ramp, median of 3";
+
+/// The twelve application access specifications (section 1).
+fn app_specs() -> Vec<Workload> {
+    // name, size KiB, % read, % random, outstanding I/Os
+    let table: [(&str, u32, u32, u32, u32); 12] = [
+        ("web-file-server-4k", 4, 95, 75, 64),
+        ("web-file-server-8k", 8, 95, 75, 28),
+        ("web-file-server-64k", 64, 95, 75, 20),
+        ("dss-1m", 1024, 100, 100, 4),
+        ("media-streaming-64k", 64, 98, 0, 1),
+        ("sql-server-log-64k", 64, 0, 0, 1),
+        ("os-paging-64k", 64, 90, 0, 1),
+        ("web-server-log-8k", 8, 0, 0, 12),
+        ("db-oltp-8k", 8, 70, 100, 28),
+        ("exchange-email-4k", 4, 67, 100, 52),
+        ("os-drive-8k", 8, 70, 100, 28),
+        ("video-on-demand-512k", 512, 100, 100, 4),
+    ];
+    table
+        .iter()
+        .map(|&(name, kib, read, random, qd)| one(name, APP, line(kib * K, read, random), qd))
+        .collect()
+}
+
+fn file_server(name: &str, read: u32) -> Workload {
+    // Transfer sizes and shares of IOMeter's "Simulated File Server".
+    let mix: [(u32, u32); 8] = [
+        (512, 10),
+        (K, 5),
+        (2 * K, 5),
+        (4 * K, 60),
+        (8 * K, 2),
+        (16 * K, 4),
+        (32 * K, 4),
+        (64 * K, 10),
+    ];
+    Workload {
+        name: name.to_owned(),
+        description: format!(
+            "Target study (section 2): Simulated File Server mix, {read}% read, 100% random, sector aligned, 60 outstanding"
+        ),
+        lines: mix
+            .iter()
+            .map(|&(size, share)| AccessLine {
+                share,
+                align: 512,
+                ..line(size, read, 100)
+            })
+            .collect(),
+        queue_depth: 60,
+        ..one(name, "", line(512, 0, 0), 60)
+    }
+}
+
+fn disk(name: &str, description: &str, l: AccessLine, qd: u32) -> Workload {
+    one(name, description, l, qd)
+}
+
+/// Disk-benchmark style tests with 64 KiB blocks (section 2) and the
+/// dd-style sequential tests (section 3).
+fn disk_tests() -> Vec<Workload> {
+    let b = 64 * K;
+    let delayed = |read| AccessLine {
+        delay_ms: 1,
+        ..line(b, read, 0)
+    };
+    let mut core_read = disk(
+        "core-read-64k",
+        "Disk benchmark (section 2): repetitive sequential read of one 8 MiB region",
+        line(b, 100, 0),
+        1,
+    );
+    core_read.seek = SeekRange {
+        start: 0,
+        length: 8 << 20,
+    };
+    let mut core_write = core_read.clone();
+    core_write.name = "core-write-64k".into();
+    core_write.description =
+        "Disk benchmark (section 2): repetitive sequential write of one 8 MiB region".into();
+    core_write.lines = vec![line(b, 0, 0)];
+    let mut zones_read = disk(
+        "zones-read-64k",
+        "Disk benchmark (section 2): sustained read rate per zone across the whole LUN",
+        line(b, 100, 0),
+        4,
+    );
+    zones_read.zones = Some(16);
+    let mut zones_write = zones_read.clone();
+    zones_write.name = "zones-write-64k".into();
+    zones_write.description =
+        "Disk benchmark (section 2): sustained write rate per zone across the whole LUN".into();
+    zones_write.lines = vec![line(b, 0, 0)];
+    vec![
+        disk(
+            "dd-read-512k",
+            "Target comparison (section 3): dd if=LUN bs=512K, sequential read",
+            line(512 * K, 100, 0),
+            1,
+        ),
+        disk(
+            "dd-write-512k",
+            "Target comparison (section 3): dd of=LUN bs=512K, sequential write",
+            line(512 * K, 0, 0),
+            1,
+        ),
+        disk(
+            "db-random-4k",
+            "Target comparison (section 3): database-like 4 KiB, mostly random, mixed, two threads",
+            line(4 * K, 70, 90),
+            1,
+        )
+        .with_workers(2),
+        disk(
+            "seq-read-64k",
+            "Disk benchmark (section 2): sequential read, no delay",
+            line(b, 100, 0),
+            1,
+        ),
+        disk(
+            "seq-write-64k",
+            "Disk benchmark (section 2): sequential write, no delay",
+            line(b, 0, 0),
+            1,
+        ),
+        disk(
+            "seq-read-64k-delay",
+            "Disk benchmark (section 2): sequential read with 1 ms between requests (read-ahead)",
+            delayed(100),
+            1,
+        ),
+        disk(
+            "seq-write-64k-delay",
+            "Disk benchmark (section 2): sequential write with 1 ms between requests (write cache)",
+            delayed(0),
+            1,
+        ),
+        core_read,
+        core_write,
+        zones_read,
+        zones_write,
+        disk(
+            "access-time-read",
+            "Disk benchmark (section 2): random access time, read (mean latency, QD 1)",
+            line(512, 100, 100),
+            1,
+        ),
+        disk(
+            "access-time-write",
+            "Disk benchmark (section 2): random access time, write (mean latency, QD 1)",
+            line(512, 0, 100),
+            1,
+        ),
+    ]
+}
+
+impl Workload {
+    fn with_workers(mut self, n: u32) -> Self {
+        self.workers = n;
+        self
+    }
+}
+
+/// Every built-in workload.
+pub fn all() -> Vec<Workload> {
+    let mut v = app_specs();
+    v.push(file_server("file-server", 80));
+    v.push(file_server("file-server-50", 50));
+    v.extend(disk_tests());
+    v
+}
+
+/// A built-in workload by name.
+pub fn find(name: &str) -> Option<Workload> {
+    all().into_iter().find(|w| w.name == name)
+}
+
+/// Named groups of profiles.
+pub fn group(name: &str) -> Option<Vec<Workload>> {
+    match name {
+        "app-profiles" => Some(app_specs()),
+        "disk-tests" => Some(disk_tests()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn every_profile_is_valid_and_named_once() {
+        let all = all();
+        for w in &all {
+            w.validate().unwrap();
+        }
+        let mut names: Vec<_> = all.iter().map(|w| w.name.clone()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), all.len());
+        assert_eq!(group("app-profiles").unwrap().len(), 12);
+        let fs = find("file-server").unwrap();
+        assert_eq!(fs.lines.len(), 8);
+        assert_eq!(fs.queue_depth, 60);
+        assert_eq!(find("exchange-email-4k").unwrap().queue_depth, 52);
+    }
+}

@@ -1,0 +1,163 @@
+//! What a workload run measured, as written to JSON and CSV.
+
+use serde::{Deserialize, Serialize};
+
+use crate::spec::Workload;
+use crate::verify::Mismatch;
+
+/// Latency statistics in microseconds.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Latency {
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub p9999: f64,
+    pub max: f64,
+}
+
+impl Latency {
+    pub fn from_histogram(h: &hdrhistogram::Histogram<u64>) -> Latency {
+        if h.is_empty() {
+            return Latency::default();
+        }
+        let ns = |v: u64| v as f64 / 1000.0;
+        Latency {
+            mean: h.mean() / 1000.0,
+            p50: ns(h.value_at_quantile(0.50)),
+            p90: ns(h.value_at_quantile(0.90)),
+            p99: ns(h.value_at_quantile(0.99)),
+            p999: ns(h.value_at_quantile(0.999)),
+            p9999: ns(h.value_at_quantile(0.9999)),
+            max: ns(h.max()),
+        }
+    }
+}
+
+/// CPU use over the measured interval.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Cpu {
+    /// Whole initiator host busy, percent of all CPUs (IOMeter's
+    /// definition: user+nice+system+irq+softirq over elapsed).
+    pub initiator_pct: Option<f64>,
+    /// The target's process CPU time over elapsed, percent of all CPUs
+    /// (same scale), when the target's CPU can be read.
+    pub target_pct: Option<f64>,
+    /// The load generator's own process, percent of all CPUs.
+    pub initiator_process_pct: Option<f64>,
+    /// I/Os per second per percent of host CPU.
+    pub iops_per_cpu_pct: Option<f64>,
+    /// Load generator CPU time per I/O, microseconds.
+    pub initiator_us_per_io: Option<f64>,
+    /// Target CPU time per I/O, microseconds.
+    pub target_us_per_io: Option<f64>,
+}
+
+/// One second of the measured interval.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Second {
+    pub t: u32,
+    pub iops: f64,
+    pub read_iops: f64,
+    pub write_iops: f64,
+    pub mb_per_s: f64,
+    pub p99_us: f64,
+}
+
+/// Transfer rate of one zone of the LUN (sustained-rate test).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ZoneRate {
+    pub zone: u32,
+    pub start_byte: u64,
+    pub mb_per_s: f64,
+}
+
+/// Verification summary.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct VerifyReport {
+    pub checked_blocks: u64,
+    pub mismatch_count: u64,
+    pub mismatches: Vec<Mismatch>,
+}
+
+/// One workload's measurement.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WorkloadResult {
+    pub name: String,
+    pub description: String,
+    pub luns: Vec<String>,
+    pub elapsed_s: f64,
+    pub ios: u64,
+    pub read_ios: u64,
+    pub write_ios: u64,
+    pub iops: f64,
+    pub read_iops: f64,
+    pub write_iops: f64,
+    /// 10^6 bytes per second.
+    pub mb_per_s: f64,
+    /// 2^20 bytes per second.
+    pub mib_per_s: f64,
+    pub read_mb_per_s: f64,
+    pub write_mb_per_s: f64,
+    pub latency_us: Latency,
+    pub read_latency_us: Latency,
+    pub write_latency_us: Latency,
+    /// Mean time per transaction as IOMeter reports it: the same as mean
+    /// response time here (one I/O per transaction).
+    pub transaction_time_us: f64,
+    pub cpu: Cpu,
+    pub errors: u64,
+    pub error_samples: Vec<String>,
+    pub verify: Option<VerifyReport>,
+    pub series: Vec<Second>,
+    /// Latency histogram for charts: (upper bound µs, count) on a log scale.
+    pub histogram_us: Vec<(f64, u64)>,
+    pub zones: Option<Vec<ZoneRate>>,
+    pub workload: Workload,
+}
+
+impl WorkloadResult {
+    /// True when the run had no errors and no verification mismatch.
+    pub fn clean(&self) -> bool {
+        self.errors == 0 && self.verify.as_ref().map_or(true, |v| v.mismatch_count == 0)
+    }
+}
+
+/// A results file: what ran, where, and the workloads.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunReport {
+    pub tool: String,
+    pub version: String,
+    pub started: String,
+    pub host: HostInfo,
+    pub target: Option<String>,
+    pub workloads: Vec<WorkloadResult>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct HostInfo {
+    pub cpu_model: String,
+    pub cpus: usize,
+    pub kernel: String,
+}
+
+impl HostInfo {
+    pub fn detect() -> HostInfo {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu_model = cpuinfo
+            .lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_owned())
+            .unwrap_or_else(|| "unknown".into());
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_else(|_| "unknown".into());
+        HostInfo {
+            cpu_model,
+            cpus: crate::cpu::cpus(),
+            kernel,
+        }
+    }
+}

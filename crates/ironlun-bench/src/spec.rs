@@ -1,0 +1,219 @@
+//! The workload model: IOMeter's access specification.
+//!
+//! An access specification is a list of lines; each I/O first picks a line
+//! by its share of accesses, then decides read or write and random or
+//! sequential by that line's percentages, independently per I/O. A
+//! sequential I/O starts where the worker's previous I/O ended ("next
+//! offset = previous offset + previous size"); a random one starts at a
+//! uniformly chosen aligned offset in the seek range. After `burst` I/Os
+//! of a line the worker waits `delay_ms` before the next.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// One line of an access specification.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccessLine {
+    /// Transfer size in bytes.
+    pub size: u32,
+    /// Share of all accesses, percent (the lines' shares sum to 100).
+    #[serde(default = "hundred")]
+    pub share: u32,
+    /// Percent reads (the rest are writes).
+    pub read: u32,
+    /// Percent random (the rest are sequential).
+    pub random: u32,
+    /// Offsets are multiples of this many bytes (0: the LUN's block size).
+    #[serde(default)]
+    pub align: u32,
+    /// I/Os issued back to back before a delay.
+    #[serde(default = "one")]
+    pub burst: u32,
+    /// Delay between bursts, milliseconds.
+    #[serde(default)]
+    pub delay_ms: u32,
+}
+
+fn hundred() -> u32 {
+    100
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Where on the LUN I/O goes.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeekRange {
+    /// Start, bytes from the beginning of the LUN.
+    #[serde(default)]
+    pub start: u64,
+    /// Length in bytes; 0 means to the end of the LUN.
+    #[serde(default)]
+    pub length: u64,
+}
+
+/// A whole test: the access specification plus how it is run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub lines: Vec<AccessLine>,
+    /// Outstanding I/Os per worker.
+    pub queue_depth: u32,
+    /// Workers per LUN.
+    #[serde(default = "one")]
+    pub workers: u32,
+    #[serde(default)]
+    pub seek: SeekRange,
+    /// Ramp-up before measuring, seconds.
+    #[serde(default)]
+    pub ramp_s: f64,
+    /// Measured run time, seconds (with `ios`, whichever comes first).
+    #[serde(default = "ten")]
+    pub time_s: f64,
+    /// Stop after this many measured I/Os.
+    #[serde(default)]
+    pub ios: Option<u64>,
+    /// Target rate per worker (IOPS); latency counts from the intended
+    /// start time, so a slow period is not under-sampled.
+    #[serde(default)]
+    pub rate_iops: Option<f64>,
+    /// Sweep the LUN in zones and report the rate per zone (disk
+    /// benchmark "sustained transfer rate").
+    #[serde(default)]
+    pub zones: Option<u32>,
+}
+
+fn ten() -> f64 {
+    10.0
+}
+
+/// Largest transfer one I/O may ask for.
+pub const MAX_TRANSFER: u32 = 16 << 20;
+/// Largest queue depth per worker.
+pub const MAX_QUEUE_DEPTH: u32 = 1024;
+/// Largest number of workers per LUN.
+pub const MAX_WORKERS: u32 = 256;
+
+impl Workload {
+    /// Checks the specification; every error names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        let w = &self.name;
+        if self.lines.is_empty() {
+            return Err(format!("workload '{w}': no access lines"));
+        }
+        let total: u32 = self.lines.iter().map(|l| l.share).sum();
+        if total != 100 {
+            return Err(format!(
+                "workload '{w}': line shares sum to {total}%, not 100%"
+            ));
+        }
+        for (i, l) in self.lines.iter().enumerate() {
+            if l.size == 0 || l.size > MAX_TRANSFER {
+                return Err(format!(
+                    "workload '{w}' line {i}: size {} outside 1..={MAX_TRANSFER}",
+                    l.size
+                ));
+            }
+            if l.read > 100 || l.random > 100 {
+                return Err(format!(
+                    "workload '{w}' line {i}: read and random are percentages (0..=100)"
+                ));
+            }
+            if l.burst == 0 {
+                return Err(format!("workload '{w}' line {i}: burst must be at least 1"));
+            }
+        }
+        if self.queue_depth == 0 || self.queue_depth > MAX_QUEUE_DEPTH {
+            return Err(format!(
+                "workload '{w}': queue depth {} outside 1..={MAX_QUEUE_DEPTH}",
+                self.queue_depth
+            ));
+        }
+        if self.workers == 0 || self.workers > MAX_WORKERS {
+            return Err(format!(
+                "workload '{w}': workers {} outside 1..={MAX_WORKERS}",
+                self.workers
+            ));
+        }
+        if !(self.time_s.is_finite() && self.time_s > 0.0) && self.ios.is_none() {
+            return Err(format!("workload '{w}': needs a run time or an I/O count"));
+        }
+        if !(self.ramp_s.is_finite() && self.ramp_s >= 0.0) {
+            return Err(format!("workload '{w}': bad ramp-up time"));
+        }
+        if let Some(r) = self.rate_iops {
+            if !(r.is_finite() && r > 0.0) {
+                return Err(format!("workload '{w}': rate must be positive"));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn run_time(&self) -> Duration {
+        Duration::from_secs_f64(self.time_s.max(0.0))
+    }
+
+    pub fn ramp(&self) -> Duration {
+        Duration::from_secs_f64(self.ramp_s.max(0.0))
+    }
+
+    /// Largest transfer of any line.
+    pub fn max_size(&self) -> u32 {
+        self.lines.iter().map(|l| l.size).max().unwrap_or(0)
+    }
+}
+
+/// A workload file: `[[workload]]` tables.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadFile {
+    pub workload: Vec<Workload>,
+}
+
+impl WorkloadFile {
+    pub fn parse(text: &str) -> Result<Vec<Workload>, String> {
+        let f: WorkloadFile = toml::from_str(text).map_err(|e| e.to_string())?;
+        for w in &f.workload {
+            w.validate()?;
+        }
+        Ok(f.workload)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn toml_workloads_parse_and_validate() {
+        let text = r#"
+[[workload]]
+name = "mix"
+queue_depth = 8
+time_s = 5
+lines = [
+  { size = 4096, share = 60, read = 80, random = 100 },
+  { size = 65536, share = 40, read = 50, random = 0, burst = 4, delay_ms = 2 },
+]
+"#;
+        let w = WorkloadFile::parse(text).unwrap();
+        assert_eq!(w[0].lines[1].burst, 4);
+        assert_eq!(w[0].workers, 1);
+        let bad = text.replace("share = 40", "share = 30");
+        assert!(WorkloadFile::parse(&bad)
+            .unwrap_err()
+            .contains("sum to 90%"));
+        let bad = text.replace("queue_depth = 8", "queue_depth = 0");
+        assert!(WorkloadFile::parse(&bad).is_err());
+        let bad = text.replace("time_s = 5", "time_s = 5\nbogus = 1");
+        assert!(WorkloadFile::parse(&bad).is_err());
+    }
+}

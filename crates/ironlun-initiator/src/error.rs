@@ -1,0 +1,73 @@
+//! Errors of the initiator, each saying which layer failed.
+
+use std::io;
+
+use ironlun_proto::initiator::{LoginError, SubmitError, TaskError};
+
+use crate::scsi::SenseInfo;
+use crate::url::UrlError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error(transparent)]
+    Url(#[from] UrlError),
+    #[error("login to {portal}: {source}")]
+    Login {
+        portal: String,
+        #[source]
+        source: LoginError,
+    },
+    #[error("login to {portal} did not finish within {secs} s")]
+    LoginTimeout { portal: String, secs: u64 },
+    #[error(transparent)]
+    Task(#[from] TaskError),
+    #[error(transparent)]
+    Submit(#[from] SubmitError),
+    /// CHECK CONDITION with decoded sense (SPC-5 §4.4).
+    #[error("CHECK CONDITION: {0}")]
+    Check(SenseInfo),
+    /// Any other non-GOOD status (SAM-5 §5.3.1).
+    #[error("SCSI status 0x{code:02x} ({name})", code = .0, name = status_name(*.0))]
+    Status(u8),
+    /// The iSCSI response code was not "command completed at target".
+    #[error("iSCSI response 0x{0:02x}: target failure (RFC 7143 §11.4.3)")]
+    Response(u8),
+    #[error("the target's reply was malformed: {0}")]
+    Malformed(String),
+    #[error("the session is closed")]
+    Closed,
+    #[error("no path is usable: {0}")]
+    NoPath(String),
+}
+
+impl Error {
+    pub fn io(context: impl Into<String>, source: io::Error) -> Self {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+/// SCSI status names (SAM-5 §5.3.1).
+pub fn status_name(s: u8) -> &'static str {
+    match s {
+        0x00 => "GOOD",
+        0x02 => "CHECK CONDITION",
+        0x04 => "CONDITION MET",
+        0x08 => "BUSY",
+        0x18 => "RESERVATION CONFLICT",
+        0x28 => "TASK SET FULL",
+        0x30 => "ACA ACTIVE",
+        0x40 => "TASK ABORTED",
+        _ => "unknown",
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,36 @@
+//! # ironlun-initiator: an async iSCSI initiator
+//!
+//! **Owns:** TCP connections to targets (socket options, the login
+//! exchange, the full feature phase task per connection), reconnection
+//! with back-off and session reinstatement, multipath (several sessions
+//! to one target through several portals, with failover), SendTargets
+//! discovery, iSCSI URLs, and typed SCSI helpers (INQUIRY, READ CAPACITY,
+//! READ/WRITE, SYNCHRONIZE CACHE, UNMAP, REPORT LUNS).
+//!
+//! **Must not know:** PDU layouts or negotiation rules (the wire codec and
+//! the sans-IO `ironlun_proto::initiator` own them), benchmarks, or
+//! anything of the target daemon.
+
+#![cfg_attr(
+    test,
+    allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
+pub mod discovery;
+pub mod error;
+pub mod multipath;
+pub mod scsi;
+pub mod session;
+pub mod url;
+
+pub use discovery::{discover, DiscoveredTarget};
+pub use error::{Error, Result};
+pub use ironlun_proto::initiator::{ScsiReply, ScsiRequest, SessionLimits};
+pub use ironlun_proto::params::{DigestKind, Offers};
+pub use multipath::{Multipath, PathPolicy};
+pub use scsi::{Capacity, Inquiry, SenseInfo};
+pub use session::{
+    ReconnectPolicy, Responder, Session, SessionInfo, SessionOptions, TcpOptions,
+    DEFAULT_INITIATOR_NAME,
+};
+pub use url::IscsiUrl;

@@ -1,0 +1,185 @@
+//! Several sessions to one target through several portals (multipath
+//! I/O): a path is chosen per command, round-robin or by the fewest
+//! commands in flight; a path whose connection cannot be re-established
+//! is retired and the commands it held are re-issued on the others.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use ironlun_proto::initiator::{ScsiReply, ScsiRequest};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{info, warn};
+
+use crate::error::{Error, Result};
+use crate::session::{Orphan, Responder, Session, SessionOptions, WeakSession};
+
+/// How a path is chosen for each command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathPolicy {
+    RoundRobin,
+    LeastQueueDepth,
+}
+
+impl std::str::FromStr for PathPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "round-robin" | "rr" => Ok(PathPolicy::RoundRobin),
+            "least-queue-depth" | "lqd" => Ok(PathPolicy::LeastQueueDepth),
+            _ => Err(format!(
+                "unknown path policy '{s}' (round-robin or least-queue-depth)"
+            )),
+        }
+    }
+}
+
+/// Sessions to one target over several portals.
+#[derive(Debug)]
+pub struct Multipath {
+    paths: Arc<Vec<Session>>,
+    policy: PathPolicy,
+    next: AtomicUsize,
+}
+
+/// Picks a path among `paths`: connected paths first, then paths still
+/// reconnecting; `None` when every path is retired.
+fn pick<'a>(paths: &'a [Session], policy: PathPolicy, next: &AtomicUsize) -> Option<&'a Session> {
+    let n = paths.len();
+    if n == 0 {
+        return None;
+    }
+    for usable in [
+        Session::is_connected as fn(&Session) -> bool,
+        Session::is_alive,
+    ] {
+        let chosen = match policy {
+            PathPolicy::RoundRobin => {
+                let start = next.fetch_add(1, Ordering::Relaxed);
+                (0..n)
+                    .map(|i| (start + i) % n)
+                    .filter_map(|i| paths.get(i))
+                    .find(|s| usable(s))
+            }
+            PathPolicy::LeastQueueDepth => paths
+                .iter()
+                .filter(|s| usable(s))
+                .min_by_key(|s| s.in_flight()),
+        };
+        if chosen.is_some() {
+            return chosen;
+        }
+    }
+    None
+}
+
+impl Multipath {
+    /// Logs in to `target` through each portal, one session per portal
+    /// (each with its own ISID). Fails if no portal can be reached; paths
+    /// that fail at login are reported and left out.
+    pub async fn connect(
+        portals: &[String],
+        target: &str,
+        opts: &SessionOptions,
+        policy: PathPolicy,
+    ) -> Result<Multipath> {
+        let (fail_tx, fail_rx) = mpsc::unbounded_channel::<Orphan>();
+        let mut paths = Vec::new();
+        let mut errors = Vec::new();
+        for (i, portal) in portals.iter().enumerate() {
+            let mut o = opts.clone();
+            if let Some(last) = o.isid.last_mut() {
+                *last = last.wrapping_add(i as u8);
+            }
+            match Session::connect_with_failover(portal, Some(target), &o, Some(fail_tx.clone()))
+                .await
+            {
+                Ok(s) => paths.push(s),
+                Err(e) => {
+                    warn!(portal, "path not usable: {e}");
+                    errors.push(format!("{portal}: {e}"));
+                }
+            }
+        }
+        if paths.is_empty() {
+            return Err(Error::NoPath(errors.join("; ")));
+        }
+        let paths = Arc::new(paths);
+        let weak: Vec<WeakSession> = paths.iter().map(Session::downgrade).collect();
+        tokio::spawn(failover(weak, policy, fail_rx));
+        Ok(Multipath {
+            paths,
+            policy,
+            next: AtomicUsize::new(0),
+        })
+    }
+
+    pub fn paths(&self) -> &[Session] {
+        &self.paths
+    }
+
+    /// Paths still in service.
+    pub fn live_paths(&self) -> usize {
+        self.paths.iter().filter(|s| s.is_alive()).count()
+    }
+
+    /// Queues a command on the chosen path.
+    pub async fn submit(&self, req: ScsiRequest, responder: Responder) -> Result<()> {
+        let Some(path) = pick(&self.paths, self.policy, &self.next) else {
+            responder.send_error(Error::NoPath("every path is retired".into()));
+            return Err(Error::NoPath("every path is retired".into()));
+        };
+        path.submit(req, responder).await
+    }
+
+    pub async fn execute(&self, req: ScsiRequest) -> Result<ScsiReply> {
+        let (tx, rx) = oneshot::channel();
+        self.submit(req, Responder::Once(tx)).await?;
+        rx.await.map_err(|_| Error::Closed)?
+    }
+
+    /// Logs every path out.
+    pub async fn logout(&self) {
+        for p in self.paths.iter() {
+            let _ = p.logout().await;
+        }
+    }
+}
+
+/// Re-issues commands that a retired path gave back.
+async fn failover(
+    paths: Vec<WeakSession>,
+    policy: PathPolicy,
+    mut rx: mpsc::UnboundedReceiver<Orphan>,
+) {
+    let next = AtomicUsize::new(0);
+    let mut reissued = 0u64;
+    while let Some(mut orphan) = rx.recv().await {
+        let live: Vec<Session> = paths.iter().filter_map(WeakSession::upgrade).collect();
+        loop {
+            let Some(path) = pick(&live, policy, &next) else {
+                orphan
+                    .responder
+                    .send_error(Error::NoPath("every path is retired".into()));
+                break;
+            };
+            match path.try_resubmit(orphan) {
+                Ok(()) => {
+                    reissued += 1;
+                    break;
+                }
+                Err(back) => {
+                    orphan = back;
+                    if !live.iter().any(Session::is_alive) {
+                        orphan
+                            .responder
+                            .send_error(Error::NoPath("every path is retired".into()));
+                        break;
+                    }
+                    // The chosen path's queue is full: wait a little.
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                }
+            }
+        }
+    }
+    info!(reissued, "multipath failover ended");
+}

@@ -1,0 +1,375 @@
+//! `ironlun bench`: runs workloads against LUNs and reports them.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use ironlun_bench::{
+    output, profiles, AccessLine, LunTarget, Path, RunOptions, RunReport, SeekRange, Workload,
+    WorkloadFile, WorkloadResult,
+};
+use ironlun_initiator::{IscsiUrl, Multipath, PathPolicy, Session};
+
+use crate::initiator_args::InitiatorArgs;
+use crate::units::{parse_duration, parse_size};
+
+#[derive(clap::Args, Clone)]
+pub struct BenchArgs {
+    /// LUNs to load: iscsi://host[:port]/target-iqn/lun (repeatable).
+    pub urls: Vec<String>,
+    /// List the built-in workloads and exit.
+    #[arg(long)]
+    pub list: bool,
+    /// A built-in workload or group (repeatable; see --list).
+    #[arg(long, value_name = "NAME")]
+    pub profile: Vec<String>,
+    /// A TOML workload file ([[workload]] tables).
+    #[arg(long, value_name = "FILE")]
+    pub workload: Option<PathBuf>,
+    /// Simple workload: transfer size.
+    #[arg(long, value_name = "SIZE")]
+    pub bs: Option<String>,
+    /// Simple workload: percent reads.
+    #[arg(long, value_name = "PCT")]
+    pub read: Option<u32>,
+    /// Simple workload: percent random.
+    #[arg(long, value_name = "PCT")]
+    pub random: Option<u32>,
+    /// Outstanding I/Os per worker (overrides the workload's).
+    #[arg(long, value_name = "N")]
+    pub qd: Option<u32>,
+    /// Workers per LUN (overrides the workload's).
+    #[arg(long, value_name = "N")]
+    pub workers: Option<u32>,
+    /// Measured run time per workload (30s, 4m ...).
+    #[arg(long, value_name = "DURATION")]
+    pub time: Option<String>,
+    /// Ramp-up before measuring.
+    #[arg(long, value_name = "DURATION")]
+    pub ramp: Option<String>,
+    /// Stop after this many measured I/Os.
+    #[arg(long, value_name = "N")]
+    pub ios: Option<u64>,
+    /// Rate limit per worker, IOPS (latency counted from intended start).
+    #[arg(long, value_name = "IOPS")]
+    pub rate: Option<f64>,
+    /// Seek range length (from the start of the LUN).
+    #[arg(long, value_name = "SIZE")]
+    pub seek_range: Option<String>,
+    /// Offset alignment (default: the LUN's block size).
+    #[arg(long, value_name = "SIZE")]
+    pub align: Option<String>,
+    /// Write verifiable blocks and check every block read.
+    #[arg(long)]
+    pub verify: bool,
+    /// Several URLs are paths to one LUN (multipath), not separate LUNs.
+    #[arg(long)]
+    pub multipath: bool,
+    /// Path selection with --multipath.
+    #[arg(long, default_value = "round-robin", value_name = "POLICY")]
+    pub path_policy: String,
+    /// Run each workload N times and report the run with the median IOPS.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub repeat: u32,
+    /// Write results as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write results as CSV.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Target CPU: PID of the target process (its /proc stat is read).
+    #[arg(long, value_name = "PID")]
+    pub target_pid: Option<u32>,
+    #[command(flatten)]
+    pub initiator: InitiatorArgs,
+}
+
+fn list() {
+    println!(
+        "{:<22} {:>4} {:>9} {:>5} {:>6}  description",
+        "name", "qd", "size", "read", "random"
+    );
+    for w in profiles::all() {
+        let size = if w.lines.len() == 1 {
+            w.lines
+                .first()
+                .map(|l| format!("{}", l.size))
+                .unwrap_or_default()
+        } else {
+            "mix".into()
+        };
+        let pct = |f: fn(&AccessLine) -> u32| {
+            let v: u32 = w.lines.iter().map(|l| f(l) * l.share).sum::<u32>() / 100;
+            format!("{v}%")
+        };
+        println!(
+            "{:<22} {:>4} {:>9} {:>5} {:>6}  {}",
+            w.name,
+            w.queue_depth,
+            size,
+            pct(|l| l.read),
+            pct(|l| l.random),
+            w.description
+        );
+    }
+    println!("\ngroups: app-profiles (the twelve application specs), disk-tests");
+}
+
+/// The workloads the flags ask for.
+pub fn workloads(a: &BenchArgs) -> Result<Vec<Workload>, String> {
+    let mut out = Vec::new();
+    for p in &a.profile {
+        match profiles::group(p).or_else(|| profiles::find(p).map(|w| vec![w])) {
+            Some(ws) => out.extend(ws),
+            None => return Err(format!("unknown profile '{p}' (see ironlun bench --list)")),
+        }
+    }
+    if let Some(f) = &a.workload {
+        let text = std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?;
+        out.extend(WorkloadFile::parse(&text).map_err(|e| format!("{}: {e}", f.display()))?);
+    }
+    if out.is_empty() || a.bs.is_some() || a.read.is_some() || a.random.is_some() {
+        if !out.is_empty()
+            && (a.bs.is_some() || a.read.is_some() || a.random.is_some())
+            && !a.profile.is_empty()
+        {
+            return Err(
+                "--bs/--read/--random describe one simple workload; do not mix them with --profile"
+                    .into(),
+            );
+        }
+        if out.is_empty() {
+            let bs = parse_size(a.bs.as_deref().unwrap_or("4k"))?;
+            let bs = u32::try_from(bs).map_err(|_| "--bs too large".to_owned())?;
+            let read = a.read.unwrap_or(100);
+            let random = a.random.unwrap_or(100);
+            out.push(Workload {
+                name: format!("{}k-{}r-{}rand", bs / 1024, read, random),
+                description: "command-line workload".into(),
+                lines: vec![AccessLine {
+                    size: bs,
+                    share: 100,
+                    read,
+                    random,
+                    align: 0,
+                    burst: 1,
+                    delay_ms: 0,
+                }],
+                queue_depth: 32,
+                workers: 1,
+                seek: SeekRange::default(),
+                ramp_s: 1.0,
+                time_s: 10.0,
+                ios: None,
+                rate_iops: None,
+                zones: None,
+            });
+        }
+    }
+    for w in &mut out {
+        if let Some(q) = a.qd {
+            w.queue_depth = q;
+        }
+        if let Some(n) = a.workers {
+            w.workers = n;
+        }
+        if let Some(t) = &a.time {
+            w.time_s = parse_duration(t)?.as_secs_f64();
+        }
+        if let Some(t) = &a.ramp {
+            w.ramp_s = parse_duration(t)?.as_secs_f64();
+        }
+        if a.ios.is_some() {
+            w.ios = a.ios;
+        }
+        if a.rate.is_some() {
+            w.rate_iops = a.rate;
+        }
+        if let Some(s) = &a.seek_range {
+            w.seek.length = parse_size(s)?;
+        }
+        if let Some(s) = &a.align {
+            let n = u32::try_from(parse_size(s)?).map_err(|_| "--align too large".to_owned())?;
+            for l in &mut w.lines {
+                l.align = n;
+            }
+        }
+        w.validate()?;
+    }
+    Ok(out)
+}
+
+/// Opens the LUNs the URLs name.
+pub async fn open_luns(a: &BenchArgs) -> Result<Vec<LunTarget>, String> {
+    let opts = a.initiator.options()?;
+    let urls: Vec<IscsiUrl> = a
+        .urls
+        .iter()
+        .map(|u| {
+            u.parse()
+                .map_err(|e: ironlun_initiator::url::UrlError| e.to_string())
+        })
+        .collect::<Result<_, _>>()?;
+    if urls.is_empty() {
+        return Err("no LUN given (ironlun bench iscsi://host/target/lun ...)".into());
+    }
+    let mut out = Vec::new();
+    if a.multipath {
+        let policy: PathPolicy = a.path_policy.parse()?;
+        let first = urls.first().ok_or("no URL")?;
+        if urls
+            .iter()
+            .any(|u| u.target != first.target || u.lun != first.lun)
+        {
+            return Err("--multipath: every URL must name the same target and LUN".into());
+        }
+        let portals: Vec<String> = urls.iter().map(IscsiUrl::portal).collect();
+        let mut o = opts.clone();
+        o.reconnect.attempts = o.reconnect.attempts.min(2);
+        let mp = Multipath::connect(&portals, &first.target, &o, policy)
+            .await
+            .map_err(|e| e.to_string())?;
+        let s = mp.paths().first().ok_or("no path")?.clone();
+        for p in mp.paths() {
+            let _ = p.clear_unit_attention(first.lun).await;
+        }
+        let capacity = s
+            .read_capacity(first.lun)
+            .await
+            .map_err(|e| e.to_string())?;
+        out.push(LunTarget {
+            label: format!("{first} ({} paths)", portals.len()),
+            path: Path::Multi(Arc::new(mp)),
+            lun: first.lun,
+            capacity,
+        });
+        return Ok(out);
+    }
+    for (i, u) in urls.iter().enumerate() {
+        let mut o = opts.clone();
+        if let Some(last) = o.isid.last_mut() {
+            *last = last.wrapping_add(i as u8);
+        }
+        let s = Session::connect(&u.portal(), Some(&u.target), &o)
+            .await
+            .map_err(|e| format!("{u}: {e}"))?;
+        let _ = s.clear_unit_attention(u.lun).await;
+        let capacity = s
+            .read_capacity(u.lun)
+            .await
+            .map_err(|e| format!("{u}: {e}"))?;
+        out.push(LunTarget {
+            label: u.to_string(),
+            path: Path::Single(s),
+            lun: u.lun,
+            capacity,
+        });
+    }
+    Ok(out)
+}
+
+/// A progress line on a terminal, nothing otherwise.
+pub fn progress_line(name: &str) -> Option<ironlun_bench::engine::ProgressFn> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let name = name.to_owned();
+    Some(Arc::new(move |t, iops, mbs, p99| {
+        eprint!("\r\x1b[2K{name}: {t:>5.0} s {iops:>10.0} IOPS {mbs:>9.1} MB/s p99 {p99:>8.1} µs");
+    }))
+}
+
+/// Runs every workload (with repeats), printing the table.
+pub async fn run_all(
+    ws: &[Workload],
+    luns: &[LunTarget],
+    verify: bool,
+    repeat: u32,
+    target_cpu: Option<ironlun_bench::TargetCpuProbe>,
+) -> Result<Vec<WorkloadResult>, String> {
+    let mut results = Vec::new();
+    for w in ws {
+        let mut runs = Vec::new();
+        for _ in 0..repeat.max(1) {
+            let opts = RunOptions {
+                verify,
+                target_cpu: target_cpu.clone(),
+                progress: progress_line(&w.name),
+                drain_timeout: None,
+            };
+            let r = ironlun_bench::run(w, luns, &opts).await?;
+            if opts.progress.is_some() {
+                eprint!("\r\x1b[2K");
+            }
+            runs.push(r);
+        }
+        runs.sort_by(|a, b| a.iops.total_cmp(&b.iops));
+        let median = runs.len() / 2;
+        if let Some(r) = runs.into_iter().nth(median) {
+            let table = output::table(std::slice::from_ref(&r));
+            // The header once, then one block per workload.
+            let skip = usize::from(!results.is_empty());
+            for line in table.lines().skip(skip) {
+                println!("{line}");
+            }
+            results.push(r);
+        }
+    }
+    Ok(results)
+}
+
+pub fn report(results: Vec<WorkloadResult>, target: Option<String>) -> RunReport {
+    RunReport {
+        tool: "ironlun bench".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        started: crate::now_rfc3339(),
+        host: ironlun_bench::result::HostInfo::detect(),
+        target,
+        workloads: results,
+    }
+}
+
+pub fn write_outputs(
+    rep: &RunReport,
+    json: Option<&PathBuf>,
+    csv: Option<&PathBuf>,
+) -> Result<(), String> {
+    if let Some(p) = json {
+        std::fs::write(p, output::json(rep)?).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    if let Some(p) = csv {
+        std::fs::write(p, output::csv(&rep.workloads))
+            .map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    Ok(())
+}
+
+pub async fn run_bench(a: BenchArgs) -> Result<(), String> {
+    if a.list {
+        list();
+        return Ok(());
+    }
+    let ws = workloads(&a)?;
+    let luns = open_luns(&a).await?;
+    let probe: Option<ironlun_bench::TargetCpuProbe> = a.target_pid.map(|pid| {
+        Arc::new(move || ironlun_bench::cpu::process_cpu_seconds(pid))
+            as ironlun_bench::TargetCpuProbe
+    });
+    let results = run_all(&ws, &luns, a.verify, a.repeat, probe).await?;
+    let clean = results.iter().all(WorkloadResult::clean);
+    let rep = report(results, a.urls.first().cloned());
+    write_outputs(&rep, a.json.as_ref(), a.csv.as_ref())?;
+    for l in luns {
+        match l.path {
+            Path::Single(s) => {
+                let _ = s.logout().await;
+            }
+            Path::Multi(m) => m.logout().await,
+        }
+    }
+    if clean {
+        Ok(())
+    } else {
+        Err("the run had I/O errors or verification mismatches (see above)".into())
+    }
+}

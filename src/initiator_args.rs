@@ -1,0 +1,121 @@
+//! Flags shared by every command that logs in to a target: the initiator
+//! name, the operational keys to offer (RFC 7143 §13) and socket options.
+
+use std::time::Duration;
+
+use ironlun_initiator::{DigestKind, Offers, SessionOptions, TcpOptions};
+
+use crate::units::parse_size;
+
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct InitiatorArgs {
+    /// Initiator name (IQN) to log in as.
+    #[arg(long, value_name = "IQN", env = "IRONLUN_INITIATOR_NAME")]
+    pub initiator_name: Option<String>,
+    /// HeaderDigest offer: None, CRC32C, or a preference list "CRC32C,None".
+    #[arg(long, value_name = "LIST")]
+    pub header_digest: Option<String>,
+    /// DataDigest offer, as --header-digest.
+    #[arg(long, value_name = "LIST")]
+    pub data_digest: Option<String>,
+    /// InitialR2T offer (yes: every write waits for an R2T).
+    #[arg(long, value_name = "yes|no")]
+    pub initial_r2t: Option<YesNo>,
+    /// ImmediateData offer.
+    #[arg(long, value_name = "yes|no")]
+    pub immediate_data: Option<YesNo>,
+    /// FirstBurstLength offer (bytes; 64k, 256KiB ...).
+    #[arg(long, value_name = "SIZE")]
+    pub first_burst: Option<String>,
+    /// MaxBurstLength offer.
+    #[arg(long, value_name = "SIZE")]
+    pub max_burst: Option<String>,
+    /// MaxRecvDataSegmentLength we declare.
+    #[arg(long, value_name = "SIZE")]
+    pub max_recv_dsl: Option<String>,
+    /// MaxOutstandingR2T offer.
+    #[arg(long, value_name = "N")]
+    pub max_outstanding_r2t: Option<u16>,
+    /// Socket send and receive buffer size (the TCP window), e.g. 10MiB.
+    #[arg(long, value_name = "SIZE")]
+    pub tcp_window: Option<String>,
+    /// Disable TCP_NODELAY (let Nagle batch small segments).
+    #[arg(long)]
+    pub tcp_nagle: bool,
+    /// Login timeout in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    pub login_timeout: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum YesNo {
+    Yes,
+    No,
+}
+
+impl From<YesNo> for bool {
+    fn from(v: YesNo) -> bool {
+        v == YesNo::Yes
+    }
+}
+
+fn digests(s: &str) -> Result<Vec<DigestKind>, String> {
+    s.split(',').map(|d| d.trim().parse()).collect()
+}
+
+fn size32(flag: &str, s: &str) -> Result<u32, String> {
+    let n = parse_size(s).map_err(|e| format!("--{flag}: {e}"))?;
+    u32::try_from(n).map_err(|_| format!("--{flag}: {s} is too large"))
+}
+
+impl InitiatorArgs {
+    /// The session options these flags describe.
+    pub fn options(&self) -> Result<SessionOptions, String> {
+        let mut o = SessionOptions::default();
+        if let Some(n) = &self.initiator_name {
+            o.initiator_name = n.clone();
+        }
+        let mut offers = Offers::default();
+        if let Some(d) = &self.header_digest {
+            offers.header_digest = digests(d).map_err(|e| format!("--header-digest: {e}"))?;
+        } else {
+            offers.header_digest = vec![DigestKind::None];
+        }
+        if let Some(d) = &self.data_digest {
+            offers.data_digest = digests(d).map_err(|e| format!("--data-digest: {e}"))?;
+        } else {
+            offers.data_digest = vec![DigestKind::None];
+        }
+        if let Some(v) = self.initial_r2t {
+            offers.initial_r2t = v.into();
+        }
+        if let Some(v) = self.immediate_data {
+            offers.immediate_data = v.into();
+        }
+        if let Some(s) = &self.max_burst {
+            offers.max_burst_length = size32("max-burst", s)?;
+        }
+        if let Some(s) = &self.first_burst {
+            offers.first_burst_length = size32("first-burst", s)?;
+        }
+        if let Some(s) = &self.max_recv_dsl {
+            offers.max_recv_data_segment_length = size32("max-recv-dsl", s)?;
+        }
+        if let Some(n) = self.max_outstanding_r2t {
+            offers.max_outstanding_r2t = n;
+        }
+        offers.validate()?;
+        o.offers = offers;
+        let window = match &self.tcp_window {
+            Some(s) => Some(size32("tcp-window", s)?),
+            None => None,
+        };
+        o.tcp = TcpOptions {
+            nodelay: !self.tcp_nagle,
+            send_buffer: window,
+            recv_buffer: window,
+        };
+        o.login_timeout = Duration::from_secs(self.login_timeout.max(1));
+        Ok(o)
+    }
+}
