@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use ironlun_bench::{
-    output, profiles, AccessLine, LunTarget, Path, RunOptions, RunReport, SeekRange, Workload,
-    WorkloadFile, WorkloadResult,
+    output, profiles, AccessLine, LunTarget, Path, RunOptions, RunReport, Workload, WorkloadFile,
+    WorkloadResult,
 };
 use ironlun_initiator::{IscsiUrl, Multipath, PathPolicy, Session};
 
@@ -143,27 +143,12 @@ pub fn workloads(a: &BenchArgs) -> Result<Vec<Workload>, String> {
             let bs = u32::try_from(bs).map_err(|_| "--bs too large".to_owned())?;
             let read = a.read.unwrap_or(100);
             let random = a.random.unwrap_or(100);
-            out.push(Workload {
-                name: format!("{}k-{}r-{}rand", bs / 1024, read, random),
-                description: "command-line workload".into(),
-                lines: vec![AccessLine {
-                    size: bs,
-                    share: 100,
-                    read,
-                    random,
-                    align: 0,
-                    burst: 1,
-                    delay_ms: 0,
-                }],
-                queue_depth: 32,
-                workers: 1,
-                seek: SeekRange::default(),
-                ramp_s: 1.0,
-                time_s: 10.0,
-                ios: None,
-                rate_iops: None,
-                zones: None,
-            });
+            out.push(Workload::simple(
+                &format!("{}k-{}r-{}rand", bs / 1024, read, random),
+                "command-line workload",
+                AccessLine::simple(bs, read, random),
+                32,
+            ));
         }
     }
     for w in &mut out {

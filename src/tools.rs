@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use ironlun_initiator::scsi;
-use ironlun_initiator::{discover, IscsiUrl, Session, SessionOptions};
+use ironlun_initiator::{discover, IscsiUrl, Session};
 
 use crate::initiator_args::InitiatorArgs;
 use crate::units::parse_size;
@@ -57,16 +57,12 @@ pub struct DdArgs {
     pub initiator: InitiatorArgs,
 }
 
-fn options(a: &InitiatorArgs) -> Result<SessionOptions, String> {
-    a.options()
-}
-
 pub async fn run_discover(a: DiscoverArgs) -> Result<(), String> {
     let portal = match ironlun_initiator::url::parse_portal(&a.portal) {
         Some((h, p)) => ironlun_initiator::url::format_portal(&h, p),
         None => return Err(format!("bad portal '{}' (HOST[:PORT])", a.portal)),
     };
-    let targets = discover(&portal, &options(&a.initiator)?)
+    let targets = discover(&portal, &a.initiator.options()?)
         .await
         .map_err(|e| e.to_string())?;
     for t in targets {
@@ -79,7 +75,7 @@ pub async fn run_discover(a: DiscoverArgs) -> Result<(), String> {
 }
 
 async fn open(url: &IscsiUrl, a: &InitiatorArgs) -> Result<Session, String> {
-    let s = Session::connect(&url.portal(), Some(&url.target), &options(a)?)
+    let s = Session::connect(&url.portal(), Some(&url.target), &a.options()?)
         .await
         .map_err(|e| e.to_string())?;
     // A new nexus starts with a unit attention (SAM-5 §5.14).

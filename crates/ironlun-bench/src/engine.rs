@@ -457,6 +457,10 @@ pub async fn run(
                 r.mismatches.extend(v.mismatches.iter().cloned());
                 Some(r)
             });
+    let (zone_start, zone_len) = targets
+        .first()
+        .and_then(|t| range(w, &t.capacity).ok())
+        .unwrap_or((0, 0));
     let zones = zones.map(|n| {
         zone_acc
             .iter()
@@ -466,13 +470,9 @@ pub async fn run(
                     (Some(a), Some(b)) => (*b - *a).as_secs_f64(),
                     _ => 0.0,
                 };
-                let (start, len) = targets
-                    .first()
-                    .and_then(|t| range(w, &t.capacity).ok())
-                    .unwrap_or((0, 0));
                 ZoneRate {
                     zone: i as u32,
-                    start_byte: start + len * i as u64 / u64::from(n),
+                    start_byte: zone_start + zone_len * i as u64 / u64::from(n),
                     mb_per_s: if secs > 0.0 {
                         *bytes as f64 / secs / 1e6
                     } else {

@@ -7,31 +7,11 @@ use crate::spec::{AccessLine, SeekRange, Workload};
 const K: u32 = 1024;
 
 fn line(size: u32, read: u32, random: u32) -> AccessLine {
-    AccessLine {
-        size,
-        share: 100,
-        read,
-        random,
-        align: 0,
-        burst: 1,
-        delay_ms: 0,
-    }
+    AccessLine::simple(size, read, random)
 }
 
 fn one(name: &str, description: &str, l: AccessLine, qd: u32) -> Workload {
-    Workload {
-        name: name.to_owned(),
-        description: description.to_owned(),
-        lines: vec![l],
-        queue_depth: qd,
-        workers: 1,
-        seek: SeekRange::default(),
-        ramp_s: 1.0,
-        time_s: 10.0,
-        ios: None,
-        rate_iops: None,
-        zones: None,
-    }
+    Workload::simple(name, description, l, qd)
 }
 
 const APP: &str = "Initiator study (section 1): IOMeter application spec; published runs: 4 LUNs x 4 GiB, one worker each, 4 min + 60 s ramp, median of 3";

@@ -36,6 +36,21 @@ pub struct AccessLine {
     pub delay_ms: u32,
 }
 
+impl AccessLine {
+    /// One line taking every access, block aligned, no bursts or delay.
+    pub fn simple(size: u32, read: u32, random: u32) -> Self {
+        AccessLine {
+            size,
+            share: 100,
+            read,
+            random,
+            align: 0,
+            burst: 1,
+            delay_ms: 0,
+        }
+    }
+}
+
 fn hundred() -> u32 {
     100
 }
@@ -102,6 +117,23 @@ pub const MAX_QUEUE_DEPTH: u32 = 1024;
 pub const MAX_WORKERS: u32 = 256;
 
 impl Workload {
+    /// A one-line workload with short default timing (1 s ramp, 10 s run).
+    pub fn simple(name: &str, description: &str, line: AccessLine, queue_depth: u32) -> Self {
+        Workload {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            lines: vec![line],
+            queue_depth,
+            workers: 1,
+            seek: SeekRange::default(),
+            ramp_s: 1.0,
+            time_s: 10.0,
+            ios: None,
+            rate_iops: None,
+            zones: None,
+        }
+    }
+
     /// Checks the specification; every error names the field.
     pub fn validate(&self) -> Result<(), String> {
         let w = &self.name;
