@@ -80,6 +80,11 @@ pub struct BenchArgs {
     /// Target CPU: PID of the target process (its /proc stat is read).
     #[arg(long, value_name = "PID")]
     pub target_pid: Option<u32>,
+    /// Target CPU: an ironlun target's statistics endpoint (`ironlun
+    /// target --stats ADDR:PORT`), read at the start and end of each
+    /// measured interval; works across machines.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub target_stats: Option<std::net::SocketAddr>,
     #[command(flatten)]
     pub initiator: InitiatorArgs,
 }
@@ -336,10 +341,18 @@ pub async fn run_bench(a: BenchArgs) -> Result<(), String> {
     }
     let ws = workloads(&a)?;
     let luns = open_luns(&a).await?;
-    let probe: Option<ironlun_bench::TargetCpuProbe> = a.target_pid.map(|pid| {
-        Arc::new(move || ironlun_bench::cpu::process_cpu_seconds(pid))
-            as ironlun_bench::TargetCpuProbe
-    });
+    let probe = match (a.target_pid, a.target_stats) {
+        (Some(_), Some(_)) => {
+            return Err("--target-pid and --target-stats: give one of them".into())
+        }
+        (Some(pid), None) => Some(ironlun_bench::cpu::pid_probe(pid)),
+        (None, Some(addr)) => {
+            // Fail early on a wrong address rather than report no CPU.
+            ironlun_bench::target_stats::fetch(addr).await?;
+            Some(ironlun_bench::target_stats::probe(addr))
+        }
+        (None, None) => None,
+    };
     let results = run_all(&ws, &luns, a.verify, a.repeat, probe).await?;
     let clean = results.iter().all(WorkloadResult::clean);
     let rep = report(results, a.urls.first().cloned());

@@ -7,7 +7,7 @@ use ironlun_initiator::{DigestKind, Offers, SessionOptions, TcpOptions};
 
 use crate::units::parse_size;
 
-#[derive(clap::Args, Clone, Debug, Default)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct InitiatorArgs {
     /// Initiator name (IQN) to log in as.
     #[arg(long, value_name = "IQN", env = "IRONLUN_INITIATOR_NAME")]
@@ -45,6 +45,11 @@ pub struct InitiatorArgs {
     /// Login timeout in seconds.
     #[arg(long, value_name = "SECS", default_value_t = 10)]
     pub login_timeout: u64,
+    /// Reconnection attempts after a dropped connection (exponential
+    /// back-off from 100 ms, at most 2 s apart); unfinished commands are
+    /// re-issued on the reinstated session. 0 disables.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub reconnect: u32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -116,6 +121,7 @@ impl InitiatorArgs {
             recv_buffer: window,
         };
         o.login_timeout = Duration::from_secs(self.login_timeout.max(1));
+        o.reconnect.attempts = self.reconnect;
         Ok(o)
     }
 }

@@ -2,7 +2,6 @@
 //! suite of built-in profiles against it, JSON and an HTML report.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use ironlun_bench::{profiles, report, LunTarget, Path, TargetCpuProbe};
 use ironlun_initiator::{Session, SessionOptions};
@@ -111,8 +110,7 @@ pub fn run_lab(a: LabArgs) -> Result<(), String> {
             lun: 0,
             capacity,
         }];
-        let probe: TargetCpuProbe =
-            Arc::new(|| ironlun_bench::cpu::threads_cpu_seconds(TARGET_THREADS));
+        let probe: TargetCpuProbe = ironlun_bench::cpu::threads_probe(TARGET_THREADS);
         let r = bench_cmd::run_all(&ws, &luns, false, 1, Some(probe)).await;
         let _ = s.logout().await;
         r

@@ -107,6 +107,11 @@ struct TargetArgs {
     /// reservations with APTPL). Default with --config: next to the file.
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
+    /// Serve statistics (process CPU, sessions, per-LUN I/O counters) as
+    /// JSON over HTTP at ADDR:PORT/stats (see docs/stats.md); `ironlun
+    /// bench --target-stats` reads it.
+    #[arg(long, value_name = "ADDR:PORT")]
+    stats: Option<String>,
 }
 
 /// Exit status for bad flags or configuration.
@@ -196,6 +201,7 @@ fn run_target(log: Option<&str>, args: TargetArgs) -> ExitCode {
         luns: args.lun,
         queue_depth: args.queue_depth,
         state_dir: args.state_dir,
+        stats: args.stats,
     };
     let cfg = match Config::load(&overrides) {
         Ok(c) => c,

@@ -122,7 +122,14 @@ fn bench_verify(url: &str, extra: &[&str]) -> serde_json::Value {
 
 #[test]
 fn tools_and_bench_against_ironlun() {
-    let t = Target::start(&["--name", "iqn.2026-11.test:disk", "--lun", "ram:64MiB"]);
+    let t = Target::start(&[
+        "--name",
+        "iqn.2026-11.test:disk",
+        "--lun",
+        "ram:64MiB",
+        "--stats",
+        "127.0.0.1:0",
+    ]);
     let portal = t.addr.to_string();
     let url = t.url("iqn.2026-11.test:disk", 0);
     tools_round_trip(&portal, &url, "iqn.2026-11.test:disk");
@@ -130,8 +137,11 @@ fn tools_and_bench_against_ironlun() {
     let pid = t.child.id().to_string();
     let v = bench_verify(&url, &["--target-pid", &pid]);
     assert!(v["workloads"][0]["cpu"]["target_pct"].as_f64().is_some());
-    // Solicited writes only, with digests: the same run must still verify.
-    bench_verify(
+    // Solicited writes only, with digests: the same run must still
+    // verify. Target CPU from its statistics endpoint this time.
+    let stats = t.stats_addr();
+    let before = stats_json(stats);
+    let v = bench_verify(
         &url,
         &[
             "--initial-r2t",
@@ -142,8 +152,52 @@ fn tools_and_bench_against_ironlun() {
             "CRC32C",
             "--data-digest",
             "CRC32C",
+            "--target-stats",
+            &stats.to_string(),
         ],
     );
+    let w = &v["workloads"][0];
+    let target_pct = w["cpu"]["target_pct"].as_f64().unwrap();
+    assert!(target_pct > 0.0, "target CPU from the endpoint: {w}");
+    // The target counted at least the I/Os the bench measured, split the
+    // same way.
+    let after = stats_json(stats);
+    let delta = |k: &str| after["io"][k].as_u64().unwrap() - before["io"][k].as_u64().unwrap();
+    let elapsed = w["elapsed_s"].as_f64().unwrap();
+    let bench_reads = (w["read_iops"].as_f64().unwrap() * elapsed).round() as u64;
+    let bench_writes = (w["write_iops"].as_f64().unwrap() * elapsed).round() as u64;
+    assert!(
+        delta("read_commands") >= bench_reads && delta("write_commands") >= bench_writes,
+        "target saw {} reads / {} writes, bench measured {bench_reads} / {bench_writes}",
+        delta("read_commands"),
+        delta("write_commands")
+    );
+    assert!(delta("write_bytes") >= bench_writes * 8192);
+    assert_eq!(after["pid"].as_u64().unwrap(), u64::from(t.child.id()));
+    assert!(after["cpu"]["total_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(after["luns"][0]["backend"], "ram");
+    assert_eq!(after["luns"][0]["size_bytes"], 64 << 20);
+    // Wrong paths, wrong methods and an oversized head get HTTP errors;
+    // the endpoint keeps answering.
+    assert_eq!(support::http_get(stats, "/nope").0, 404);
+    let post = "POST /stats HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+    assert_eq!(support::http_request(stats, post).0, 405);
+    let huge = format!(
+        "GET /stats HTTP/1.1\r\nHost: x\r\nX-Pad: {}\r\n\r\n",
+        "a".repeat(64 << 10)
+    );
+    let (code, _) = support::http_request(stats, &huge);
+    assert!(
+        code == 431 || code == 0,
+        "oversized request head: HTTP {code}"
+    );
+    assert_eq!(support::http_get(stats, "/stats").0, 200);
+}
+
+fn stats_json(addr: std::net::SocketAddr) -> serde_json::Value {
+    let (code, body) = support::http_get(addr, "/stats");
+    assert_eq!(code, 200, "{body}");
+    serde_json::from_str(&body).unwrap()
 }
 
 #[test]
@@ -384,4 +438,131 @@ fn tools_and_bench_against_tgt() {
     let url = format!("iscsi://{portal}/iqn.2026-11.test:tgt/1");
     tools_round_trip(&portal, &url, "iqn.2026-11.test:tgt");
     bench_verify(&url, &[]);
+}
+
+/// Starts `ironlun bench` with `--verify` in the background, logging at
+/// info so reconnects and failovers show on stderr.
+fn spawn_verifying_bench(urls: &[&str], json: &std::path::Path, extra: &[&str]) -> Child {
+    let mut cmd = Command::new(ironlun());
+    cmd.args(["--log", "info", "bench"]).args(urls).args([
+        "--verify",
+        "--bs",
+        "8k",
+        "--read",
+        "50",
+        "--random",
+        "60",
+        "--qd",
+        "16",
+        "--time",
+        "6s",
+        "--ramp",
+        "0",
+        "--seek-range",
+        "16MiB",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    cmd.args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits (bounded) for a background bench: (success, stdout + stderr).
+fn finish_bench(child: Child) -> (bool, String) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let pid = child.id();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let out = match rx.recv_timeout(deadline - Instant::now()) {
+        Ok(r) => r.unwrap(),
+        Err(_) => {
+            // SAFETY: kill(2) on the child we spawned.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            panic!("bench did not finish within 60 s");
+        }
+    };
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// The run's JSON: no errors, verification checked blocks and found no
+/// mismatch, and I/O went on to the last second.
+fn assert_clean_run(json: &std::path::Path, log: &str) {
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    let w = &v["workloads"][0];
+    assert_eq!(w["errors"], 0, "{log}");
+    assert!(w["verify"]["checked_blocks"].as_u64().unwrap() > 0);
+    assert_eq!(w["verify"]["mismatch_count"], 0, "{}", w["verify"]);
+    let series = w["series"].as_array().unwrap();
+    let last = series.last().unwrap();
+    assert!(
+        last["iops"].as_f64().unwrap() > 0.0,
+        "no I/O in the last second: {series:?}"
+    );
+}
+
+#[test]
+fn bench_reconnects_when_the_target_restarts() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap_or_else(|_| tempfile::tempdir().unwrap());
+    let img = dir.path().join("disk.img");
+    let lun = format!("file:{},size=64MiB", img.display());
+    let listen = format!("127.0.0.1:{}", free_port());
+    let args = [
+        "--name",
+        "iqn.2026-11.test:restart",
+        "--lun",
+        lun.as_str(),
+        "--listen",
+        listen.as_str(),
+    ];
+    let first = Target::start_with(&args, false);
+    let url = format!("iscsi://{listen}/iqn.2026-11.test:restart/0");
+    let json = dir.path().join("r.json");
+    let bench = spawn_verifying_bench(&[&url], &json, &[]);
+    std::thread::sleep(Duration::from_secs(2));
+    // A crash, not a clean shutdown: no logout request, connections reset.
+    drop(first);
+    std::thread::sleep(Duration::from_millis(200));
+    let second = Target::start_with(&args, false);
+    let (ok, log) = finish_bench(bench);
+    assert!(ok, "bench failed across a target restart:\n{log}");
+    assert!(log.contains("connection failed"), "{log}");
+    assert!(log.contains("session reinstated"), "{log}");
+    // The restarted target gives the new nexus a unit attention (power
+    // on); the initiator retried the command instead of failing it.
+    assert!(log.contains("unit attention"), "{log}");
+    assert!(second.log().contains("login:"), "{}", second.log());
+    assert_clean_run(&json, &log);
+}
+
+#[test]
+fn multipath_bench_survives_a_path_cut_mid_run() {
+    let target = "iqn.2026-11.test:mpio";
+    let t = Target::start_portals(&["--name", target, "--lun", "ram:64MiB"], 2);
+    let mut relay = support::Relay::start(t.addrs[0]);
+    let url_a = format!("iscsi://{}/{target}/0", relay.addr);
+    let url_b = format!("iscsi://{}/{target}/0", t.addrs[1]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let bench = spawn_verifying_bench(
+        &[&url_a, &url_b],
+        &json,
+        &["--multipath", "--path-policy", "round-robin"],
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    relay.cut();
+    let (ok, log) = finish_bench(bench);
+    assert!(ok, "bench failed when a path was cut:\n{log}");
+    assert!(log.contains("path retired"), "{log}");
+    assert_clean_run(&json, &log);
 }

@@ -117,6 +117,20 @@ impl Target {
         self.log.lock().unwrap().clone()
     }
 
+    /// The statistics endpoint's address, from the log (started with
+    /// `--stats 127.0.0.1:0`).
+    pub fn stats_addr(&self) -> SocketAddr {
+        let needle = "statistics on http://";
+        assert!(
+            self.wait_log(needle, Duration::from_secs(10)),
+            "no statistics endpoint: {}",
+            self.log()
+        );
+        let log = self.log();
+        let rest = &log[log.find(needle).unwrap() + needle.len()..];
+        rest[..rest.find('/').unwrap()].parse().unwrap()
+    }
+
     /// Waits (bounded) until the log contains `needle`.
     pub fn wait_log(&self, needle: &str, within: Duration) -> bool {
         let deadline = Instant::now() + within;
@@ -439,5 +453,109 @@ impl Raw {
                 other => panic!("unexpected {other:?}"),
             }
         }
+    }
+}
+
+/// One HTTP/1.1 request with `Connection: close`: (status, body).
+pub fn http_request(addr: SocketAddr, request_head: &str) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    // A server may close before reading everything (oversized heads).
+    let _ = s.write_all(request_head.as_bytes());
+    let mut text = String::new();
+    let _ = s.read_to_string(&mut text);
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// `GET path` on the statistics endpoint.
+pub fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    http_request(
+        addr,
+        &format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"),
+    )
+}
+
+/// A TCP relay in front of a portal, to cut a path on demand: `cut`
+/// closes every relayed connection and stops listening, so reconnection
+/// attempts are refused.
+pub struct Relay {
+    pub addr: SocketAddr,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    conns: Arc<Mutex<Vec<std::net::TcpStream>>>,
+    acceptor: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Relay {
+    pub fn start(to: SocketAddr) -> Relay {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let conns: Arc<Mutex<Vec<std::net::TcpStream>>> = Arc::default();
+        let (stop2, conns2) = (stop.clone(), conns.clone());
+        let acceptor = std::thread::spawn(move || {
+            while !stop2.load(Ordering::SeqCst) {
+                let client = match listener.accept() {
+                    Ok((c, _)) => c,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(2));
+                        continue;
+                    }
+                    Err(_) => break,
+                };
+                client.set_nonblocking(false).unwrap();
+                let Ok(server) = std::net::TcpStream::connect(to) else {
+                    continue;
+                };
+                let _ = client.set_nodelay(true);
+                let _ = server.set_nodelay(true);
+                let mut held = conns2.lock().unwrap();
+                held.push(client.try_clone().unwrap());
+                held.push(server.try_clone().unwrap());
+                drop(held);
+                for (mut from, mut into) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut into);
+                        let _ = into.shutdown(std::net::Shutdown::Both);
+                        let _ = from.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Relay {
+            addr,
+            stop,
+            conns,
+            acceptor: Some(acceptor),
+        }
+    }
+
+    pub fn cut(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(a) = self.acceptor.take() {
+            let _ = a.join();
+        }
+        for c in self.conns.lock().unwrap().drain(..) {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.cut();
     }
 }

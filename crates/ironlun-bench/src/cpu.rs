@@ -85,6 +85,17 @@ pub fn threads_cpu_seconds(prefix: &str) -> Option<f64> {
     found.then_some(sum)
 }
 
+/// A target CPU probe for a local process.
+pub fn pid_probe(pid: u32) -> crate::TargetCpuProbe {
+    std::sync::Arc::new(move || Box::pin(std::future::ready(process_cpu_seconds(pid))))
+}
+
+/// A target CPU probe for this process's threads named `prefix...` (an
+/// in-process target).
+pub fn threads_probe(prefix: &'static str) -> crate::TargetCpuProbe {
+    std::sync::Arc::new(move || Box::pin(std::future::ready(threads_cpu_seconds(prefix))))
+}
+
 /// Number of online CPUs.
 pub fn cpus() -> usize {
     std::thread::available_parallelism()

@@ -48,8 +48,21 @@ pub struct LunTarget {
     pub capacity: Capacity,
 }
 
-/// Reads the target's cumulative CPU seconds (for `cpu.target_pct`).
-pub type TargetCpuProbe = Arc<dyn Fn() -> Option<f64> + Send + Sync>;
+/// One sample of a target's cumulative CPU seconds (`None`: unknown).
+pub type CpuSample = std::pin::Pin<Box<dyn std::future::Future<Output = Option<f64>> + Send>>;
+
+/// Reads the target's cumulative CPU seconds (for `cpu.target_pct`):
+/// from /proc for a local PID ([`cpu::pid_probe`]), from an in-process
+/// target's threads ([`cpu::threads_probe`]) or from an ironlun target's
+/// statistics endpoint ([`crate::target_stats::probe`]).
+pub type TargetCpuProbe = Arc<dyn Fn() -> CpuSample + Send + Sync>;
+
+async fn target_cpu(opts: &RunOptions) -> Option<f64> {
+    match &opts.target_cpu {
+        Some(probe) => probe().await,
+        None => None,
+    }
+}
 
 /// Progress callback: (elapsed s, IOPS, MB/s, p99 µs).
 pub type ProgressFn = Arc<dyn Fn(f64, f64, f64, f64) + Send + Sync>;
@@ -204,11 +217,7 @@ pub async fn run(
     let ramp_end = began + w.ramp();
     let end = ramp_end + w.run_time();
     let mut measuring = w.ramp().is_zero();
-    let mut cpu_start = (
-        HostCpu::sample(),
-        process_cpu(),
-        opts.target_cpu.as_ref().and_then(|f| f()),
-    );
+    let mut cpu_start = (HostCpu::sample(), process_cpu(), target_cpu(opts).await);
     let mut measure_start = began;
     let mut next_second = ramp_end + Duration::from_secs(1);
     let mut measured_ios = 0u64;
@@ -219,11 +228,7 @@ pub async fn run(
         if !measuring && now >= ramp_end {
             measuring = true;
             measure_start = now;
-            cpu_start = (
-                HostCpu::sample(),
-                process_cpu(),
-                opts.target_cpu.as_ref().and_then(|f| f()),
-            );
+            cpu_start = (HostCpu::sample(), process_cpu(), target_cpu(opts).await);
             hist_all.reset();
             hist_read.reset();
             hist_write.reset();
@@ -418,11 +423,7 @@ pub async fn run(
 
     let measure_end = Instant::now().min(end.max(measure_start));
     let elapsed = (measure_end - measure_start).as_secs_f64().max(1e-9);
-    let cpu_end = (
-        HostCpu::sample(),
-        process_cpu(),
-        opts.target_cpu.as_ref().and_then(|f| f()),
-    );
+    let cpu_end = (HostCpu::sample(), process_cpu(), target_cpu(opts).await);
     let ios = counts.reads + counts.writes;
     let iops = ios as f64 / elapsed;
     let ncpu = cpu::cpus() as f64;

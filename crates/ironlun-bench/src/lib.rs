@@ -8,7 +8,8 @@
 //!
 //! **Must not know:** iSCSI PDUs or negotiation (the initiator crate owns
 //! them), or how a target works inside; a target's CPU reaches it only
-//! through a probe function.
+//! through a probe (a PID's /proc entry, in-process threads, or an
+//! ironlun target's statistics endpoint, read as documented JSON).
 
 #![cfg_attr(
     test,
@@ -22,6 +23,7 @@ pub mod profiles;
 pub mod report;
 pub mod result;
 pub mod spec;
+pub mod target_stats;
 pub mod verify;
 
 pub use engine::{run, LunTarget, Path, RunOptions, TargetCpuProbe};

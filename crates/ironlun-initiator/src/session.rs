@@ -110,7 +110,13 @@ impl Default for SessionOptions {
             initiator_name: DEFAULT_INITIATOR_NAME.to_owned(),
             initiator_alias: None,
             offers: Offers::default(),
-            limits: SessionLimits::default(),
+            // Unit attentions (power on, nexus loss after a reconnect) are
+            // absorbed by retrying, as the Linux SCSI layer does; tools
+            // that must see them set 0.
+            limits: SessionLimits {
+                unit_attention_retries: 3,
+                ..SessionLimits::default()
+            },
             tcp: TcpOptions::default(),
             login_timeout: Duration::from_secs(10),
             reconnect: ReconnectPolicy::default(),
@@ -593,6 +599,16 @@ impl Task {
                     }
                 }
                 None => {
+                    warn!(
+                        portal = %self.portal,
+                        "reconnection failed after {} attempts; {}",
+                        self.opts.reconnect.attempts,
+                        if self.failover.is_some() {
+                            "path retired, its commands go to the other paths"
+                        } else {
+                            "session ended, its commands fail"
+                        }
+                    );
                     self.shared.alive.store(false, Ordering::Relaxed);
                     self.rx.close();
                     let mut orphans: Vec<(ScsiRequest, Token)> = orphans;
@@ -741,6 +757,10 @@ impl Task {
                         }
                         _ => debug!(event, "asynchronous message ignored"),
                     },
+                    SessionEvent::UnitAttention { lun, sense } => {
+                        let s = crate::scsi::SenseInfo::parse(&sense).unwrap_or_default();
+                        info!(portal = %self.portal, lun = lun.index(), "unit attention (ASC/ASCQ {:02x}h/{:02x}h); command sent again", s.asc, s.ascq);
+                    }
                 }
             }
             while let Some(p) = conn.proto.poll_transmit() {

@@ -131,10 +131,26 @@ struct Pair {
     max_outstanding: usize,
     outstanding: usize,
     replies: Vec<(u64, Result<Reply, TaskError>)>,
+    /// The next this many commands end with a unit attention.
+    unit_attentions: usize,
 }
 
 impl Pair {
     fn new(ini_offers: Offers, tgt_offers: Offers, queue_depth: u32) -> Pair {
+        Self::with_limits(
+            ini_offers,
+            tgt_offers,
+            queue_depth,
+            SessionLimits::default(),
+        )
+    }
+
+    fn with_limits(
+        ini_offers: Offers,
+        tgt_offers: Offers,
+        queue_depth: u32,
+        limits: SessionLimits,
+    ) -> Pair {
         let mut cfg = LoginConfig::normal("iqn.2026-11.test:ini", TARGET);
         cfg.offers = ini_offers;
         let (outcome, result) = login(cfg, tgt_offers, queue_depth).unwrap();
@@ -162,7 +178,7 @@ impl Pair {
             ..FfpConfig::default()
         };
         Pair {
-            ini: InitiatorSession::new(&outcome, SessionLimits::default(), now),
+            ini: InitiatorSession::new(&outcome, limits, now),
             tgt: TargetConnection::new(&result, ffp, Box::new(Dir), now),
             disk: vec![0; 1 << 20],
             digests,
@@ -173,6 +189,7 @@ impl Pair {
             max_outstanding: 0,
             outstanding: 0,
             replies: Vec::new(),
+            unit_attentions: 0,
         }
     }
 
@@ -231,6 +248,20 @@ impl Pair {
     }
 
     fn execute(&mut self, cdb: &[u8], data_out: &Bytes) -> ScsiResult {
+        if self.unit_attentions > 0 {
+            self.unit_attentions -= 1;
+            // POWER ON, RESET, OR BUS DEVICE RESET OCCURRED, fixed format.
+            let mut sense = vec![0u8; 18];
+            sense[0] = 0x70;
+            sense[2] = 0x06;
+            sense[7] = 10;
+            sense[12] = 0x29;
+            return ScsiResult {
+                status: 2,
+                sense: Bytes::from(sense),
+                ..Default::default()
+            };
+        }
         let lba = u32::from_be_bytes(cdb[2..6].try_into().unwrap()) as usize;
         let blocks = u16::from_be_bytes(cdb[7..9].try_into().unwrap()) as usize;
         let range = lba * BLOCK..(lba + blocks) * BLOCK;
@@ -541,4 +572,71 @@ fn unfinished_commands_can_be_taken_back_for_reissue() {
     tokens.sort();
     assert_eq!(tokens, vec![0, 1, 2, 3, 4]);
     assert_eq!(p.ini.tasks_in_use(), 0);
+}
+
+#[test]
+fn unit_attentions_are_retried_within_the_limit() {
+    let limits = SessionLimits {
+        unit_attention_retries: 2,
+        ..SessionLimits::default()
+    };
+    // Small PDUs so the read's data arrives in several Data-In PDUs: a
+    // retried read must start its reassembly afresh.
+    let o = offers(false, true, 65536, 4096);
+    let mut p = Pair::with_limits(o.clone(), o, 8, limits);
+    let data = pattern(16 * BLOCK, 7);
+    p.unit_attentions = 2;
+    p.ini.submit(write(8, &data), 1).unwrap();
+    p.run();
+    let mut events = Vec::new();
+    while let Some(e) = p.ini.poll_event() {
+        events.push(e);
+    }
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert!(
+        events.iter().all(|e| matches!(e,
+        SessionEvent::UnitAttention { lun, sense } if lun.index() == Some(0) && sense[12] == 0x29))
+    );
+    match p.replies.pop() {
+        Some((1, Ok(Reply::Scsi(r)))) => assert_eq!(r.status, 0),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(&p.disk[8 * BLOCK..24 * BLOCK], &data[..]);
+
+    p.unit_attentions = 1;
+    p.ini.submit(read(8, data.len()), 2).unwrap();
+    p.run();
+    match p.replies.pop() {
+        Some((2, Ok(Reply::Scsi(r)))) => {
+            assert_eq!(r.status, 0);
+            assert_eq!(&r.data[..], &data[..]);
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // One more than the limit: the caller sees the unit attention.
+    p.unit_attentions = 3;
+    p.ini.submit(read(8, BLOCK), 3).unwrap();
+    p.run();
+    match p.replies.pop() {
+        Some((3, Ok(Reply::Scsi(r)))) => {
+            assert_eq!(r.status, 2);
+            assert_eq!(r.sense[2] & 0x0f, 6);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(p.ini.tasks_in_use(), 0);
+}
+
+#[test]
+fn without_retries_a_unit_attention_reaches_the_caller() {
+    let mut p = Pair::new(Offers::default(), Offers::default(), 8);
+    p.unit_attentions = 1;
+    p.ini.submit(read(0, BLOCK), 9).unwrap();
+    p.run();
+    assert!(p.ini.poll_event().is_none());
+    match p.replies.pop() {
+        Some((9, Ok(Reply::Scsi(r)))) => assert_eq!(r.status, 2),
+        other => panic!("{other:?}"),
+    }
 }

@@ -33,6 +33,7 @@ mod provisioning;
 pub mod reservations;
 mod sanitize;
 pub mod sense;
+pub mod stats;
 
 use std::sync::Arc;
 
@@ -41,6 +42,7 @@ use bytes::Bytes;
 pub use lu::{LogicalUnit, LuConfig};
 pub use reservations::ItNexus;
 pub use sense::Sense;
+pub use stats::IoSnapshot;
 
 /// SCSI status codes (SAM-5 §5.3.1).
 pub mod status {

@@ -12,9 +12,10 @@ use ironlun_backend::Backend;
 use crate::cdb::Cdb;
 use crate::copy::HeldCopies;
 use crate::ops;
-use crate::reservations::{self, ItNexus, PrState, PrStore, ReservationState};
+use crate::reservations::{self, Access, ItNexus, PrState, PrStore, ReservationState};
 use crate::sanitize::SanitizeState;
 use crate::sense::{asc, key, Sense};
+use crate::stats::{IoSnapshot, IoStats};
 use crate::{status, NexusId, Request, Response};
 
 /// Largest number of unit attention conditions queued per nexus; older
@@ -116,6 +117,7 @@ pub struct LogicalUnit {
     /// Statuses of finished copies kept for RECEIVE COPY STATUS.
     held_copies: Mutex<HeldCopies>,
     pub(crate) sanitize: SanitizeState,
+    io: IoStats,
 }
 
 impl LogicalUnit {
@@ -151,6 +153,7 @@ impl LogicalUnit {
             copies_running: AtomicUsize::new(0),
             held_copies: Mutex::new(HeldCopies::default()),
             sanitize: SanitizeState::default(),
+            io: IoStats::default(),
         })
     }
 
@@ -205,33 +208,51 @@ impl LogicalUnit {
     /// Runs one command (SAM-5 §5.1). Errors become CHECK CONDITION here
     /// and nowhere else.
     pub fn execute(&self, req: &Request<'_>) -> Response {
+        let (access, r) = self.dispatch(req);
+        self.io.record(
+            access,
+            req.data_out.len(),
+            r.data.len(),
+            r.status == status::GOOD,
+        );
+        r
+    }
+
+    /// Commands and bytes served so far.
+    pub fn io_stats(&self) -> IoSnapshot {
+        self.io.snapshot()
+    }
+
+    /// Runs one command; also says how it touches the medium, for the
+    /// counters (`None`: not a command this LU knows).
+    fn dispatch(&self, req: &Request<'_>) -> (Option<Access>, Response) {
         let cdb = Cdb(req.cdb);
         let op = match ops::lookup(self, &cdb) {
             Ok(op) => op,
-            Err(s) => return self.check_condition(s, 0),
+            Err(s) => return (None, self.check_condition(s, 0)),
         };
-        if let Err(s) = ops::check_usage(op, &cdb) {
-            return self.check_condition(s, 0);
-        }
-        // A sanitize under way (or failed) holds off media access
-        // (SBC-4 §4.11), ahead of unit attentions.
-        if let Some(s) = self.sanitize.gate(op.access, op.opcode) {
-            return self.check_condition(s, 0);
-        }
-        // SPC-4 §5.14: a pending unit attention is reported instead of
-        // running the command, except for the commands allowed through.
-        if !op.ua_exempt {
-            if let Some(s) = self.take_ua(req.nexus) {
-                return self.check_condition(s, 0);
+        let r = (|| {
+            ops::check_usage(op, &cdb)?;
+            // A sanitize under way (or failed) holds off media access
+            // (SBC-4 §4.11), ahead of unit attentions.
+            if let Some(s) = self.sanitize.gate(op.access, op.opcode) {
+                return Err(s);
             }
-        }
-        if let Some(conflict) = reservations::check(self, req.nexus, op.access) {
-            return conflict;
-        }
-        match (op.handler)(self, req, &cdb) {
-            Ok(r) => r,
-            Err(s) => self.check_condition(s, 0),
-        }
+            // SPC-4 §5.14: a pending unit attention is reported instead
+            // of running the command, except for the commands allowed
+            // through.
+            if !op.ua_exempt {
+                if let Some(s) = self.take_ua(req.nexus) {
+                    return Err(s);
+                }
+            }
+            if let Some(conflict) = reservations::check(self, req.nexus, op.access) {
+                return Ok(conflict);
+            }
+            (op.handler)(self, req, &cdb)
+        })();
+        let r = r.unwrap_or_else(|s| self.check_condition(s, 0));
+        (Some(op.access), r)
     }
 
     /// CHECK CONDITION with sense in the format the control page selects.

@@ -27,6 +27,9 @@ pub struct Config {
     /// Where state that outlives the process is kept (persistent
     /// reservations with APTPL). Without it, APTPL is refused.
     pub state_dir: Option<PathBuf>,
+    /// Where to serve statistics (process CPU, sessions, I/O counters) as
+    /// JSON over HTTP; off when `None`.
+    pub stats: Option<SocketAddr>,
 }
 
 /// Bounds and timers shared by every target.
@@ -323,6 +326,7 @@ struct FileConfig {
     listen: Vec<String>,
     log: Option<String>,
     state_dir: Option<PathBuf>,
+    stats: Option<String>,
     #[serde(default)]
     limits: FileLimits,
     #[serde(default)]
@@ -472,6 +476,7 @@ pub struct Overrides {
     pub luns: Vec<String>,
     pub queue_depth: Option<u32>,
     pub state_dir: Option<PathBuf>,
+    pub stats: Option<String>,
 }
 
 fn parse_listen(s: &str) -> Result<SocketAddr, String> {
@@ -505,6 +510,9 @@ impl Config {
         }
         if let Some(dir) = &o.state_dir {
             cfg.state_dir = Some(dir.clone());
+        }
+        if let Some(s) = &o.stats {
+            cfg.stats = Some(parse_listen(s).map_err(|e| format!("--stats: {e}"))?);
         }
         if let Some(qd) = o.queue_depth {
             if qd == 0 || qd > MAX_QUEUE_DEPTH {
@@ -549,6 +557,7 @@ impl Config {
             log: None,
             source: None,
             state_dir: None,
+            stats: None,
         })
     }
 
@@ -675,6 +684,11 @@ impl Config {
             log: f.log,
             source: path.map(Path::to_owned),
             state_dir,
+            stats: f
+                .stats
+                .as_deref()
+                .map(|s| parse_listen(s).map_err(|e| format!("{at}stats: {e}")))
+                .transpose()?,
         })
     }
 }
@@ -777,6 +791,7 @@ mod tests {
         let text = r#"
 listen = ["127.0.0.1:3262"]
 log = "debug"
+stats = "127.0.0.1:9262"
 [limits]
 max_sessions = 8
 nop_interval_secs = 0
@@ -806,6 +821,9 @@ spec = "null:1GiB,bs=4096"
         assert!(t.offers.initial_r2t);
         assert_eq!(t.offers.header_digest[0], DigestKind::Crc32c);
         assert_eq!(t.luns[1].number, 5);
+        assert_eq!(c.stats, Some("127.0.0.1:9262".parse().unwrap()));
+        let e = Config::from_toml(&text.replace("127.0.0.1:9262", "localhost"), None).unwrap_err();
+        assert!(e.starts_with("stats:"), "{e}");
     }
 
     #[test]

@@ -3,9 +3,9 @@
 //! **Owns:** configuration (TOML file and command-line shorthand), opening
 //! backends, the listening portals, the session table (TSIH assignment,
 //! reinstatement, I_T nexus registration), one async task per connection
-//! driving the sans-IO protocol core over a socket, timers, statistics,
-//! and clean shutdown (stop accepting, ask initiators to log out, finish
-//! commands, flush).
+//! driving the sans-IO protocol core over a socket, timers, the
+//! statistics endpoint (JSON over HTTP), and clean shutdown (stop
+//! accepting, ask initiators to log out, finish commands, flush).
 //!
 //! **Must not know:** PDU layouts beyond "give me the next frame"
 //! (ironlun-wire), protocol rules (ironlun-proto), SCSI semantics
@@ -21,6 +21,7 @@ mod conn;
 mod prstore;
 pub mod registry;
 pub mod server;
+pub mod stats;
 
 pub use config::{Config, Overrides};
 pub use server::Server;

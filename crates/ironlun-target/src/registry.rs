@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ironlun_proto::login::{LoginContext, LoginStatus, NewSession, TargetInfo};
@@ -94,6 +94,17 @@ pub struct Registry {
     pub portals: Vec<SocketAddr>,
     sessions: Mutex<SessionTable>,
     next_nexus: AtomicU64,
+    /// Open TCP connections, logged in or not.
+    connections: AtomicUsize,
+}
+
+/// Counts one open connection for as long as it lives.
+pub struct ConnectionGuard(Arc<Registry>);
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// A session created by a login; dropping it removes the session and its
@@ -151,7 +162,25 @@ impl Registry {
                 next_tsih: 1,
             }),
             next_nexus: AtomicU64::new(1),
+            connections: AtomicUsize::new(0),
         })
+    }
+
+    /// Registers an open connection until the guard is dropped.
+    pub fn connection_opened(self: &Arc<Self>) -> ConnectionGuard {
+        self.connections.fetch_add(1, Ordering::Relaxed);
+        ConnectionGuard(self.clone())
+    }
+
+    pub fn open_connections(&self) -> usize {
+        self.connections.load(Ordering::Relaxed)
+    }
+
+    /// Sessions now: (normal, discovery).
+    pub fn session_counts(&self) -> (usize, usize) {
+        let t = self.table();
+        let normal = t.by_tsih.values().filter(|e| e.target.is_some()).count();
+        (normal, t.by_tsih.len() - normal)
     }
 
     fn table(&self) -> std::sync::MutexGuard<'_, SessionTable> {

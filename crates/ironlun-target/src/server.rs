@@ -17,6 +17,7 @@ use crate::config::{BackendSpec, Config, LunConfig, TargetConfig};
 use crate::conn;
 use crate::prstore::FilePrStore;
 use crate::registry::{Registry, Target};
+use crate::stats;
 
 /// Stable 64-bit FNV-1a, for serial numbers and NAA identifiers that must
 /// not change across restarts.
@@ -151,6 +152,9 @@ pub fn rescan(registry: &Registry) {
 pub struct Server {
     registry: Arc<Registry>,
     listeners: Vec<TcpListener>,
+    /// The statistics endpoint, if configured.
+    stats: Option<TcpListener>,
+    started: std::time::Instant,
 }
 
 impl Server {
@@ -179,10 +183,25 @@ impl Server {
             .iter()
             .filter_map(|l| l.local_addr().ok())
             .collect();
+        let stats = match cfg.stats {
+            Some(addr) => Some(
+                TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| format!("statistics endpoint {addr}: {e}"))?,
+            ),
+            None => None,
+        };
         Ok(Server {
             registry: Registry::new(targets, cfg.limits.clone(), portals),
             listeners,
+            stats,
+            started: std::time::Instant::now(),
         })
+    }
+
+    /// Where the statistics endpoint listens (port 0 resolved).
+    pub fn stats_addr(&self) -> Option<SocketAddr> {
+        self.stats.as_ref().and_then(|l| l.local_addr().ok())
     }
 
     /// Addresses actually bound (port 0 resolved).
@@ -221,6 +240,12 @@ impl Server {
         for a in &self.registry.portals {
             info!("listening on {a}");
         }
+        if let Some(l) = self.stats {
+            if let Ok(a) = l.local_addr() {
+                info!("statistics on http://{a}/stats");
+            }
+            acceptors.spawn(stats::serve(l, self.registry.clone(), self.started));
+        }
         tokio::pin!(stop);
         let mut hangup =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
@@ -238,7 +263,12 @@ impl Server {
                         continue;
                     }
                     let stat_sn = stat_sn_seed.fetch_add(0x1000, Ordering::Relaxed);
-                    conns.spawn(conn::serve(stream, peer, self.registry.clone(), shutdown_rx.clone(), stat_sn));
+                    let open = self.registry.connection_opened();
+                    let serve = conn::serve(stream, peer, self.registry.clone(), shutdown_rx.clone(), stat_sn);
+                    conns.spawn(async move {
+                        serve.await;
+                        drop(open);
+                    });
                 }
                 Some(_) = conns.join_next(), if !conns.is_empty() => {}
             }

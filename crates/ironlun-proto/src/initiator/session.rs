@@ -111,6 +111,10 @@ pub enum SessionEvent {
     /// The connection cannot go on (protocol violation or keep-alive
     /// timeout); every task has been completed with an error.
     Failed(String),
+    /// A command ended with UNIT ATTENTION and is being sent again
+    /// (see [`SessionLimits::unit_attention_retries`]); `sense` says what
+    /// happened.
+    UnitAttention { lun: Lun, sense: Bytes },
 }
 
 /// Why a submit was refused.
@@ -133,6 +137,14 @@ pub struct SessionLimits {
     pub nop_interval: Option<Duration>,
     /// Fail the connection if a ping is not answered in this time.
     pub nop_timeout: Duration,
+    /// Times a command that ends in CHECK CONDITION with UNIT ATTENTION
+    /// is sent again before the caller sees it (0: never). A unit
+    /// attention reports an event (power on, reset, I_T nexus loss after
+    /// reconnecting, parameters changed), not a fault of the command,
+    /// which the device did not run (SAM-5 §5.14, SPC-4 §5.14); an
+    /// initiator that retries is how Linux's SCSI layer behaves. Each
+    /// retry is announced as [`SessionEvent::UnitAttention`].
+    pub unit_attention_retries: u8,
 }
 
 impl Default for SessionLimits {
@@ -141,6 +153,7 @@ impl Default for SessionLimits {
             max_tasks: 1024,
             nop_interval: Some(Duration::from_secs(10)),
             nop_timeout: Duration::from_secs(15),
+            unit_attention_retries: 0,
         }
     }
 }
@@ -172,6 +185,8 @@ struct ScsiTask {
     data: DataBuf,
     /// Next DataSN expected in Data-In (RFC 7143 §11.7.5).
     exp_data_sn: u32,
+    /// Times sent again after a unit attention.
+    ua_retries: u8,
 }
 
 /// Data-In collected for one command: one PDU's data is kept as it came
@@ -341,6 +356,7 @@ impl<T> InitiatorSession<T> {
                 req,
                 data: DataBuf::Empty,
                 exp_data_sn: 0,
+                ua_retries: 0,
             }),
             token,
             false,
@@ -779,6 +795,13 @@ impl<T> InitiatorSession<T> {
             }
             None => Bytes::new(),
         };
+        if r.response == 0
+            && r.status == CHECK_CONDITION
+            && sense_key(&sense) == Some(SENSE_UNIT_ATTENTION)
+            && self.retry(r.itt, sense.clone())
+        {
+            return;
+        }
         self.finish(
             r.itt,
             Ok(Reply::Scsi(ScsiReply {
@@ -789,6 +812,38 @@ impl<T> InitiatorSession<T> {
                 residual: r.residual,
             })),
         );
+    }
+
+    /// Queues a command that met a unit attention again, if it has
+    /// retries left. The target has finished with the old command
+    /// (it sent the response), so its tag may be reused.
+    fn retry(&mut self, itt: u32, sense: Bytes) -> bool {
+        let limit = self.limits.unit_attention_retries;
+        let (idx, generation) = split_itt(itt);
+        let Some(task) = self
+            .slots
+            .get_mut(usize::from(idx))
+            .filter(|s| s.generation == generation)
+            .and_then(|s| s.task.as_mut())
+        else {
+            return false;
+        };
+        let Body::Scsi(t) = &mut task.body else {
+            return false;
+        };
+        if t.ua_retries >= limit {
+            return false;
+        }
+        t.ua_retries += 1;
+        t.exp_data_sn = 0;
+        t.data = DataBuf::Empty;
+        let lun = t.req.lun;
+        task.sent = false;
+        self.events
+            .push_back(SessionEvent::UnitAttention { lun, sense });
+        self.waiting.push_back(idx);
+        self.flush_waiting();
+        true
     }
 
     fn r2t(&mut self, itt: u32, ttt: u32, offset: u32, len: u32) {
@@ -1027,6 +1082,21 @@ impl<T> InitiatorSession<T> {
 /// ITT of keep-alive pings: outside every task tag (tags use generation
 /// numbers ≥ 1 in the high half, this one has generation 0).
 const KEEPALIVE_ITT: u32 = 0x0000_fffe;
+
+/// SCSI status CHECK CONDITION (SAM-5 §5.3.1).
+const CHECK_CONDITION: u8 = 0x02;
+/// Sense key UNIT ATTENTION (SPC-4 §4.5.6).
+const SENSE_UNIT_ATTENTION: u8 = 0x06;
+
+/// The sense key of fixed (70h/71h) or descriptor (72h/73h) format sense
+/// data (SPC-4 §4.5).
+fn sense_key(sense: &[u8]) -> Option<u8> {
+    match sense.first()? & 0x7f {
+        0x70 | 0x71 => sense.get(2).map(|b| b & 0x0f),
+        0x72 | 0x73 => sense.get(1).map(|b| b & 0x0f),
+        _ => None,
+    }
+}
 
 fn make_itt(idx: u16, generation: u16) -> u32 {
     (u32::from(generation) << 16) | u32::from(idx)

@@ -1,0 +1,226 @@
+//! The statistics endpoint: the daemon's CPU time, memory, sessions and
+//! per-LUN I/O counters as JSON over HTTP (`GET /stats`), so a load
+//! generator can report the target's CPU for exactly its own interval.
+//! The format is documented in docs/stats.md; counters only grow, a
+//! reader subtracts two samples.
+//!
+//! Bounded like everything else facing a network: a few connections at
+//! a time, small request heads, a read timeout and a lifetime per
+//! connection.
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::{header, Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use ironlun_scsi::IoSnapshot;
+use serde::Serialize;
+use tokio::net::TcpListener;
+use tracing::{debug, warn};
+
+use crate::registry::Registry;
+
+/// Statistics connections served at once; more are closed on accept.
+const MAX_CONNECTIONS: usize = 16;
+/// Largest request head accepted (hyper's minimum buffer).
+const MAX_REQUEST_HEAD: usize = 8192;
+/// Time a client gets to send its request head.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest a statistics connection stays open, keep-alive included.
+const CONNECTION_LIFETIME: Duration = Duration::from_secs(30);
+
+/// The whole answer of `GET /stats`.
+#[derive(Serialize, Debug)]
+pub struct Stats {
+    pub ironlun: &'static str,
+    pub pid: u32,
+    pub uptime_s: f64,
+    pub cpu: CpuTime,
+    /// Resident set size now, if /proc says.
+    pub rss_bytes: Option<u64>,
+    pub sessions: Sessions,
+    pub connections: usize,
+    /// Sum over every LUN.
+    pub io: Io,
+    pub luns: Vec<LunStats>,
+}
+
+/// CPU time the process has used since it started (all threads).
+#[derive(Serialize, Debug, Default)]
+pub struct CpuTime {
+    pub user_s: f64,
+    pub system_s: f64,
+    pub total_s: f64,
+}
+
+#[derive(Serialize, Debug)]
+pub struct Sessions {
+    pub normal: usize,
+    pub discovery: usize,
+}
+
+/// One LUN's counters (see [`IoSnapshot`]).
+#[derive(Serialize, Debug)]
+pub struct LunStats {
+    pub target: String,
+    pub lun: u16,
+    pub backend: &'static str,
+    pub size_bytes: u64,
+    pub io: Io,
+}
+
+#[derive(Serialize, Debug, Default)]
+pub struct Io {
+    pub commands: u64,
+    pub read_commands: u64,
+    pub write_commands: u64,
+    pub other_commands: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub failed_commands: u64,
+}
+
+impl From<IoSnapshot> for Io {
+    fn from(s: IoSnapshot) -> Io {
+        Io {
+            commands: s.commands(),
+            read_commands: s.read_commands,
+            write_commands: s.write_commands,
+            other_commands: s.other_commands,
+            read_bytes: s.read_bytes,
+            write_bytes: s.write_bytes,
+            failed_commands: s.failed_commands,
+        }
+    }
+}
+
+/// This process's user and system CPU time (getrusage, microsecond
+/// resolution, all threads).
+fn cpu_time() -> CpuTime {
+    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes one `rusage` through a valid, writable
+    // pointer to memory of that type and touches nothing else;
+    // RUSAGE_SELF is always a valid `who`.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()) };
+    if rc != 0 {
+        return CpuTime::default();
+    }
+    // SAFETY: the call succeeded, so the struct is initialised (and it was
+    // zeroed before, which is a valid `rusage` anyway).
+    let ru = unsafe { ru.assume_init() };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    let user_s = secs(ru.ru_utime);
+    let system_s = secs(ru.ru_stime);
+    CpuTime {
+        user_s,
+        system_s,
+        total_s: user_s + system_s,
+    }
+}
+
+/// VmRSS from /proc/self/status, in bytes.
+fn rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Samples everything now.
+pub fn collect(registry: &Registry, started: Instant) -> Stats {
+    let mut total = IoSnapshot::default();
+    let mut luns = Vec::new();
+    for t in &registry.targets {
+        for (n, lu) in t.luns.iter() {
+            let io = lu.io_stats();
+            total.add(&io);
+            luns.push(LunStats {
+                target: t.cfg.name.clone(),
+                lun: *n,
+                backend: lu.backend().kind(),
+                size_bytes: lu.num_blocks() * u64::from(lu.block_size()),
+                io: io.into(),
+            });
+        }
+    }
+    let (normal, discovery) = registry.session_counts();
+    Stats {
+        ironlun: env!("CARGO_PKG_VERSION"),
+        pid: std::process::id(),
+        uptime_s: started.elapsed().as_secs_f64(),
+        cpu: cpu_time(),
+        rss_bytes: rss_bytes(),
+        sessions: Sessions { normal, discovery },
+        connections: registry.open_connections(),
+        io: total.into(),
+        luns,
+    }
+}
+
+fn reply(status: StatusCode, content_type: &str, body: Bytes) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(body));
+    *r.status_mut() = status;
+    if let Ok(v) = header::HeaderValue::from_str(content_type) {
+        r.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    r
+}
+
+fn answer(req: &Request<Incoming>, registry: &Registry, started: Instant) -> Response<Full<Bytes>> {
+    let text = |s: StatusCode, msg: &'static str| reply(s, "text/plain", Bytes::from(msg));
+    if !matches!(req.uri().path(), "/stats" | "/") {
+        return text(StatusCode::NOT_FOUND, "not found; try GET /stats\n");
+    }
+    if !matches!(*req.method(), Method::GET | Method::HEAD) {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "only GET\n");
+    }
+    match serde_json::to_vec(&collect(registry, started)) {
+        Ok(json) => reply(StatusCode::OK, "application/json", Bytes::from(json)),
+        Err(e) => {
+            warn!("statistics not serialisable: {e}");
+            text(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n")
+        }
+    }
+}
+
+/// Serves `GET /stats` on `listener` until the task is dropped.
+pub async fn serve(listener: TcpListener, registry: Arc<Registry>, started: Instant) {
+    let active = Arc::new(AtomicUsize::new(0));
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(pair) => pair,
+            Err(e) => {
+                warn!("statistics accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        if active.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
+            debug!(%peer, "statistics connection refused: {MAX_CONNECTIONS} open");
+            continue;
+        }
+        active.fetch_add(1, Ordering::Relaxed);
+        let active = active.clone();
+        let registry = registry.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| {
+                let r = answer(&req, &registry, started);
+                async move { Ok::<_, Infallible>(r) }
+            });
+            let mut http = hyper::server::conn::http1::Builder::new();
+            http.max_buf_size(MAX_REQUEST_HEAD)
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEAD_TIMEOUT);
+            let conn = http.serve_connection(TokioIo::new(stream), service);
+            if let Ok(Err(e)) = tokio::time::timeout(CONNECTION_LIFETIME, conn).await {
+                debug!(%peer, "statistics connection: {e}");
+            }
+            active.fetch_sub(1, Ordering::Relaxed);
+        });
+    }
+}
