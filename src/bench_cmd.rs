@@ -11,6 +11,7 @@ use ironlun_bench::{
 use ironlun_initiator::{IscsiUrl, Multipath, PathPolicy, Session};
 
 use crate::initiator_args::InitiatorArgs;
+use crate::link_args::{self, LinkArgs};
 use crate::units::{parse_duration, parse_size};
 
 #[derive(clap::Args, Clone)]
@@ -87,6 +88,8 @@ pub struct BenchArgs {
     pub target_stats: Option<std::net::SocketAddr>,
     #[command(flatten)]
     pub initiator: InitiatorArgs,
+    #[command(flatten)]
+    pub link: LinkArgs,
 }
 
 fn list() {
@@ -189,10 +192,14 @@ pub fn workloads(a: &BenchArgs) -> Result<Vec<Workload>, String> {
     Ok(out)
 }
 
-/// Opens the LUNs the URLs name.
-pub async fn open_luns(a: &BenchArgs) -> Result<Vec<LunTarget>, String> {
+/// Opens the LUNs the URLs name; with link flags, each portal is reached
+/// through an emulated link (a relay kept in `relays` for the run).
+pub async fn open_luns(
+    a: &BenchArgs,
+    relays: &mut Vec<ironlun_netem::Relay>,
+) -> Result<Vec<LunTarget>, String> {
     let opts = a.initiator.options()?;
-    let urls: Vec<IscsiUrl> = a
+    let mut urls: Vec<IscsiUrl> = a
         .urls
         .iter()
         .map(|u| {
@@ -202,6 +209,14 @@ pub async fn open_luns(a: &BenchArgs) -> Result<Vec<LunTarget>, String> {
         .collect::<Result<_, _>>()?;
     if urls.is_empty() {
         return Err("no LUN given (ironlun bench iscsi://host/target/lun ...)".into());
+    }
+    if let Some(spec) = a.link.spec(None, a.initiator.tcp_window.as_deref())? {
+        for u in &mut urls {
+            let relay = link_args::relay_to(&u.portal(), &spec)?;
+            u.host = relay.addr().ip().to_string();
+            u.port = relay.addr().port();
+            relays.push(relay);
+        }
     }
     let mut out = Vec::new();
     if a.multipath {
@@ -340,7 +355,8 @@ pub async fn run_bench(a: BenchArgs) -> Result<(), String> {
         return Ok(());
     }
     let ws = workloads(&a)?;
-    let luns = open_luns(&a).await?;
+    let mut relays = Vec::new();
+    let luns = open_luns(&a, &mut relays).await?;
     let probe = match (a.target_pid, a.target_stats) {
         (Some(_), Some(_)) => {
             return Err("--target-pid and --target-stats: give one of them".into())
@@ -355,7 +371,11 @@ pub async fn run_bench(a: BenchArgs) -> Result<(), String> {
     };
     let results = run_all(&ws, &luns, a.verify, a.repeat, probe).await?;
     let clean = results.iter().all(WorkloadResult::clean);
-    let rep = report(results, a.urls.first().cloned());
+    let target = a.urls.first().map(|u| match relays.first() {
+        Some(r) => format!("{u} via an emulated link: {}", r.spec().describe()),
+        None => u.clone(),
+    });
+    let rep = report(results, target);
     write_outputs(&rep, a.json.as_ref(), a.csv.as_ref())?;
     for l in luns {
         match l.path {

@@ -11,6 +11,8 @@ use tracing_subscriber::EnvFilter;
 mod bench_cmd;
 mod initiator_args;
 mod lab;
+mod link_args;
+mod netem_cmd;
 mod progress;
 mod tools;
 mod units;
@@ -56,6 +58,9 @@ enum Command {
     /// Start an in-process target with a RAM LUN, benchmark it, write a
     /// report: no setup needed.
     Lab(lab::LabArgs),
+    /// Relay TCP between initiators and a target through an emulated
+    /// link: delay per direction, rate cap, jitter, TCP window.
+    Netem(netem_cmd::NetemArgs),
 }
 
 #[derive(clap::Args)]
@@ -156,6 +161,10 @@ fn main() -> ExitCode {
         Command::Dd(a) => run_tool(cli.log.as_deref(), tools::run_dd(a)),
         Command::Bench(a) => run_tool(cli.log.as_deref(), bench_cmd::run_bench(*a)),
         Command::Report(a) => finish(run_report(a)),
+        Command::Netem(a) => {
+            let log = cli.log.as_deref().unwrap_or("info");
+            run_tool(Some(log), netem_cmd::run_netem(a))
+        }
         Command::Lab(a) => {
             init_logging(Some(cli.log.as_deref().unwrap_or("warn")), None);
             finish(lab::run_lab(a))
@@ -239,7 +248,7 @@ fn run_target(log: Option<&str>, args: TargetArgs) -> ExitCode {
 }
 
 /// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
+pub async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};
     let term = signal(SignalKind::terminate());
     match term {

@@ -222,6 +222,8 @@ pub async fn run(
     let mut next_second = ramp_end + Duration::from_secs(1);
     let mut measured_ios = 0u64;
     let mut stop = false;
+    // When issuing stopped: the end of the measured interval.
+    let mut stopped_at: Option<Instant> = None;
 
     loop {
         let now = Instant::now();
@@ -239,11 +241,13 @@ pub async fn run(
             error_samples.clear();
             next_second = now + Duration::from_secs(1);
         }
-        if now >= end
-            || w.ios.is_some_and(|n| measured_ios >= n)
-            || (zones.is_some() && workers.iter().all(|k| k.swept))
+        if !stop
+            && (now >= end
+                || w.ios.is_some_and(|n| measured_ios >= n)
+                || (zones.is_some() && workers.iter().all(|k| k.swept)))
         {
             stop = true;
+            stopped_at = Some(now.min(end));
         }
         if measuring && now >= next_second {
             let t = series.len() as u32;
@@ -397,7 +401,11 @@ pub async fn run(
                     acc.2 = Some(done);
                 }
             }
-            if measuring && io.start >= measure_start && ok {
+            // IOMeter counts what completes inside the measured interval:
+            // I/Os drained after its end are not counted (the interval
+            // is not stretched for them either).
+            if measuring && io.start >= measure_start && !stopped_at.is_some_and(|t| done > t) && ok
+            {
                 let ns = done.saturating_duration_since(io.start).as_nanos() as u64;
                 let ns = ns.clamp(HIST_LOW_NS, HIST_HIGH_NS);
                 let _ = hist_all.record(ns);
@@ -421,7 +429,7 @@ pub async fn run(
         }
     }
 
-    let measure_end = Instant::now().min(end.max(measure_start));
+    let measure_end = stopped_at.unwrap_or(end).max(measure_start);
     let elapsed = (measure_end - measure_start).as_secs_f64().max(1e-9);
     let cpu_end = (HostCpu::sample(), process_cpu(), target_cpu(opts).await);
     let ios = counts.reads + counts.writes;

@@ -1,0 +1,33 @@
+//! # ironlun-netem: link emulation
+//!
+//! **Owns:** the link model (one-way delay per direction, a rate cap with
+//! serialisation like a real link, jitter, and an emulated TCP window),
+//! and a TCP relay that applies it between an initiator and a target, so
+//! RTT and bandwidth experiments need neither privileges nor a netem
+//! qdisc.
+//!
+//! **Must not know:** iSCSI. It moves bytes.
+//!
+//! # Why a relay emulates the window
+//! A relay terminates TCP: the sender's connection ends at the relay over
+//! loopback, where the round trip is microseconds, so the endpoints' own
+//! socket buffers cannot limit throughput over the emulated delay the way
+//! a TCP window limits it over a real long link. The relay therefore
+//! carries the window itself: with a window of W bytes, at most W bytes
+//! are on the emulated link in each direction, and credit comes back one
+//! reverse one-way delay after the bytes reach the receiver (the ACK's
+//! trip), so a window-limited flow gets W per round trip as on a real
+//! link. Without a window the relay's buffer is sized to at least twice
+//! the bandwidth-delay product, so the relay is never what limits.
+
+#![cfg_attr(
+    test,
+    allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
+pub mod model;
+pub mod relay;
+pub mod spec;
+
+pub use relay::{Relay, RelayStats};
+pub use spec::{parse_rate, LinkSpec};

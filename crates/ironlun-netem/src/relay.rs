@@ -1,0 +1,469 @@
+//! The relay: accepts TCP connections, connects each to the upstream
+//! address, and moves bytes both ways through the link model.
+//!
+//! Threads, not async tasks: a delivery is due at a time with
+//! microsecond meaning (a 1 ms one-way delay, a 64 KiB chunk at 1 Gbit/s
+//! is 0.5 ms), and a thread sleeping until an instant is accurate to the
+//! kernel's timer slack (~50 µs), where a tokio timer rounds up to whole
+//! milliseconds. Each connection has a reader and a writer per direction;
+//! they meet in a queue bounded by the window (or the relay buffer).
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use socket2::{Domain, Socket, Type};
+use tracing::{debug, info, warn};
+
+use crate::model::{Shaper, Window};
+use crate::spec::LinkSpec;
+
+/// Connections relayed at once; more are refused (closed on accept).
+pub const MAX_CONNECTIONS: usize = 256;
+/// Largest chunk read at once.
+const MAX_CHUNK: usize = 64 << 10;
+/// Smallest chunk when a rate or window makes chunks small.
+const MIN_CHUNK: usize = 1448;
+/// How often waiting threads look at the stop flag.
+const POLL: Duration = Duration::from_millis(50);
+
+/// Counters since the relay started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RelayStats {
+    /// Connections accepted in all.
+    pub connections: u64,
+    /// Connections open now.
+    pub active: usize,
+    /// Bytes delivered client → server.
+    pub bytes_up: u64,
+    /// Bytes delivered server → client.
+    pub bytes_down: u64,
+}
+
+struct Shared {
+    spec: LinkSpec,
+    upstream: SocketAddr,
+    stop: AtomicBool,
+    connections: AtomicU64,
+    active: AtomicUsize,
+    bytes_up: AtomicU64,
+    bytes_down: AtomicU64,
+    /// Open connections' sockets, to close them on `cut`.
+    sockets: Mutex<HashMap<u64, [TcpStream; 2]>>,
+}
+
+impl Shared {
+    fn sockets(&self) -> MutexGuard<'_, HashMap<u64, [TcpStream; 2]>> {
+        self.sockets.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A running relay. Dropping it cuts every connection.
+pub struct Relay {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+impl Relay {
+    /// Listens on `listen` (port 0: the kernel picks) and relays each
+    /// connection to `upstream` through `spec`.
+    pub fn start(listen: SocketAddr, upstream: SocketAddr, spec: LinkSpec) -> io::Result<Relay> {
+        let sock = Socket::new(Domain::for_address(listen), Type::STREAM, None)?;
+        sock.set_reuse_address(true)?;
+        // Accepted sockets inherit the receive buffer.
+        if let Some(rcv) = small_buffer(&spec) {
+            sock.set_recv_buffer_size(rcv)?;
+        }
+        sock.bind(&listen.into())?;
+        sock.listen(128)?;
+        let listener: TcpListener = sock.into();
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            spec,
+            upstream,
+            stop: AtomicBool::new(false),
+            connections: AtomicU64::new(0),
+            active: AtomicUsize::new(0),
+            bytes_up: AtomicU64::new(0),
+            bytes_down: AtomicU64::new(0),
+            sockets: Mutex::new(HashMap::new()),
+        });
+        let s = shared.clone();
+        let acceptor = std::thread::Builder::new()
+            .name("netem-accept".into())
+            .spawn(move || accept_loop(listener, s))?;
+        info!(%addr, %upstream, "netem relay: {}", shared.spec.describe());
+        Ok(Relay {
+            addr,
+            shared,
+            acceptor: Some(acceptor),
+        })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn spec(&self) -> &LinkSpec {
+        &self.shared.spec
+    }
+
+    pub fn stats(&self) -> RelayStats {
+        RelayStats {
+            connections: self.shared.connections.load(Ordering::Relaxed),
+            active: self.shared.active.load(Ordering::Relaxed),
+            bytes_up: self.shared.bytes_up.load(Ordering::Relaxed),
+            bytes_down: self.shared.bytes_down.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Stops accepting (new connections are refused by the kernel) and
+    /// closes every relayed connection: a pulled cable, as far as the
+    /// endpoints can tell.
+    pub fn cut(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        if let Some(a) = self.acceptor.take() {
+            let _ = a.join();
+        }
+        for [a, b] in self.shared.sockets().drain().map(|(_, v)| v) {
+            let _ = a.shutdown(Shutdown::Both);
+            let _ = b.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.cut();
+    }
+}
+
+/// With an emulated window the relay's own socket buffers must stay small
+/// (data they hold is on the link as far as the sender knows): an eighth
+/// of the window, at least 4 KiB. Without one, the kernel autotunes.
+fn small_buffer(spec: &LinkSpec) -> Option<usize> {
+    spec.window
+        .map(|w| (w as usize / 8).clamp(4 << 10, 256 << 10))
+}
+
+fn chunk_size(spec: &LinkSpec) -> usize {
+    let mut c = MAX_CHUNK;
+    if let Some(r) = spec.rate_bps {
+        // About a millisecond of link time per chunk.
+        c = c.min((r / 8 / 1000) as usize);
+    }
+    if let Some(w) = spec.window {
+        c = c.min(w as usize / 4);
+    }
+    c.max(MIN_CHUNK)
+}
+
+fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    let mut next_id = 0u64;
+    while !shared.stop.load(Ordering::SeqCst) {
+        let (client, peer) = match listener.accept() {
+            Ok(pair) => pair,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(2));
+                continue;
+            }
+            Err(e) => {
+                warn!("netem accept failed: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        if shared.active.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
+            warn!(%peer, "netem: refusing a connection, {MAX_CONNECTIONS} open");
+            continue;
+        }
+        next_id += 1;
+        if let Err(e) = start_connection(next_id, client, &shared) {
+            warn!(%peer, "netem: cannot relay to {}: {e}", shared.upstream);
+        }
+    }
+}
+
+fn connect_upstream(shared: &Shared) -> io::Result<TcpStream> {
+    let sock = Socket::new(Domain::for_address(shared.upstream), Type::STREAM, None)?;
+    if let Some(rcv) = small_buffer(&shared.spec) {
+        sock.set_recv_buffer_size(rcv)?;
+        sock.set_send_buffer_size(rcv)?;
+    }
+    sock.connect_timeout(&shared.upstream.into(), Duration::from_secs(5))?;
+    Ok(sock.into())
+}
+
+/// Counts an open connection; the last of its four threads to finish
+/// ends it.
+struct ConnGuard {
+    id: u64,
+    shared: Arc<Shared>,
+}
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        self.shared.active.fetch_sub(1, Ordering::Relaxed);
+        self.shared.sockets().remove(&self.id);
+        debug!(id = self.id, "netem connection closed");
+    }
+}
+
+fn start_connection(id: u64, client: TcpStream, shared: &Arc<Shared>) -> io::Result<()> {
+    client.set_nonblocking(false)?;
+    let server = connect_upstream(shared)?;
+    for s in [&client, &server] {
+        s.set_nodelay(true)?;
+        if let Some(n) = small_buffer(&shared.spec) {
+            socket2::SockRef::from(s).set_send_buffer_size(n)?;
+        }
+    }
+    shared.connections.fetch_add(1, Ordering::Relaxed);
+    shared.active.fetch_add(1, Ordering::Relaxed);
+    shared
+        .sockets()
+        .insert(id, [client.try_clone()?, server.try_clone()?]);
+    let guard = Arc::new(ConnGuard {
+        id,
+        shared: shared.clone(),
+    });
+    let spec = &shared.spec;
+    // Credit comes back when the bytes arrive, plus the ACK's trip when a
+    // window is emulated.
+    let (ack_up, ack_down) = match spec.window {
+        Some(_) => (spec.delay_down, spec.delay_up),
+        None => (Duration::ZERO, Duration::ZERO),
+    };
+    let buffer = spec.buffer_bytes();
+    let window_bytes = match small_buffer(spec) {
+        // What the relay's receive buffer holds is already on the link
+        // for the sender: leave it out of the credit.
+        Some(_) => {
+            let held = socket2::SockRef::from(&client)
+                .recv_buffer_size()
+                .unwrap_or(0)
+                / 2;
+            buffer.saturating_sub(held).max(buffer / 2)
+        }
+        None => buffer,
+    };
+    let seed = id.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let up = Arc::new(Direction::new(window_bytes));
+    let down = Arc::new(Direction::new(window_bytes));
+    let chunk = chunk_size(spec);
+    let plan = [
+        (
+            "up",
+            client.try_clone()?,
+            server.try_clone()?,
+            up,
+            Shaper::new(spec.rate_bps, spec.delay_up, spec.jitter, seed),
+            ack_up,
+        ),
+        (
+            "down",
+            server,
+            client,
+            down,
+            Shaper::new(spec.rate_bps, spec.delay_down, spec.jitter, seed ^ 1),
+            ack_down,
+        ),
+    ];
+    for (name, src, dst, dir, shaper, ack) in plan {
+        let counter = if name == "up" {
+            Counter::Up
+        } else {
+            Counter::Down
+        };
+        let (src2, dst2) = (src.try_clone()?, dst.try_clone()?);
+        let (d1, d2) = (dir.clone(), dir);
+        let (g1, g2) = (guard.clone(), guard.clone());
+        let s1 = shared.clone();
+        std::thread::Builder::new()
+            .name(format!("netem-{name}-r"))
+            .spawn(move || {
+                read_side(src, dst2, &d1, shaper, chunk, &s1);
+                drop(g1);
+            })?;
+        let s2 = shared.clone();
+        std::thread::Builder::new()
+            .name(format!("netem-{name}-w"))
+            .spawn(move || {
+                write_side(dst, src2, &d2, ack, counter, &s2);
+                drop(g2);
+            })?;
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy)]
+enum Counter {
+    Up,
+    Down,
+}
+
+/// One direction of one connection: chunks on the link, and the credit.
+struct Direction {
+    state: Mutex<DirState>,
+    cv: Condvar,
+}
+
+struct DirState {
+    window: Window,
+    queue: VecDeque<(Instant, Vec<u8>)>,
+    /// The source ended cleanly: deliver what is queued, then half-close.
+    eof: bool,
+    /// Something failed: close both ways.
+    failed: bool,
+}
+
+impl Direction {
+    fn new(limit: usize) -> Direction {
+        Direction {
+            state: Mutex::new(DirState {
+                window: Window::new(limit),
+                queue: VecDeque::new(),
+                eof: false,
+                failed: false,
+            }),
+            cv: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, DirState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn fail(&self) {
+        self.lock().failed = true;
+        self.cv.notify_all();
+    }
+}
+
+/// Reads from `src` while the window allows and queues each chunk with
+/// its due time.
+fn read_side(
+    mut src: TcpStream,
+    dst: TcpStream,
+    dir: &Direction,
+    mut shaper: Shaper,
+    chunk: usize,
+    shared: &Shared,
+) {
+    let mut buf = vec![0u8; chunk];
+    loop {
+        let allowed = {
+            let mut g = dir.lock();
+            loop {
+                if g.failed || shared.stop.load(Ordering::Relaxed) {
+                    drop(g);
+                    let _ = dst.shutdown(Shutdown::Both);
+                    return;
+                }
+                let now = Instant::now();
+                let a = g.window.available(now);
+                if a > 0 {
+                    break a;
+                }
+                let wait = g
+                    .window
+                    .next_return()
+                    .map_or(POLL, |t| t.saturating_duration_since(now).min(POLL));
+                g = dir
+                    .cv
+                    .wait_timeout(g, wait)
+                    .map_or_else(|e| e.into_inner().0, |r| r.0);
+            }
+        };
+        let want = allowed.min(buf.len());
+        let n = match src.read(buf.get_mut(..want).unwrap_or_default()) {
+            Ok(0) => {
+                dir.lock().eof = true;
+                dir.cv.notify_all();
+                return;
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => {
+                dir.fail();
+                let _ = dst.shutdown(Shutdown::Both);
+                return;
+            }
+        };
+        let due = shaper.schedule(Instant::now(), n);
+        let data = buf.get(..n).map(<[u8]>::to_vec).unwrap_or_default();
+        {
+            let mut g = dir.lock();
+            g.window.take(n);
+            g.queue.push_back((due, data));
+        }
+        dir.cv.notify_all();
+    }
+}
+
+/// Delivers queued chunks when they are due and gives their credit back.
+fn write_side(
+    mut dst: TcpStream,
+    src: TcpStream,
+    dir: &Direction,
+    ack_delay: Duration,
+    counter: Counter,
+    shared: &Shared,
+) {
+    loop {
+        let next = {
+            let mut g = dir.lock();
+            loop {
+                if g.failed || shared.stop.load(Ordering::Relaxed) {
+                    break None;
+                }
+                if let Some(item) = g.queue.pop_front() {
+                    break Some(item);
+                }
+                if g.eof {
+                    break None;
+                }
+                g = dir
+                    .cv
+                    .wait_timeout(g, POLL)
+                    .map_or_else(|e| e.into_inner().0, |r| r.0);
+            }
+        };
+        let Some((due, data)) = next else {
+            let clean = {
+                let g = dir.lock();
+                g.eof && !g.failed && !shared.stop.load(Ordering::Relaxed)
+            };
+            if clean {
+                let _ = dst.shutdown(Shutdown::Write);
+            } else {
+                let _ = dst.shutdown(Shutdown::Both);
+                let _ = src.shutdown(Shutdown::Both);
+            }
+            return;
+        };
+        let now = Instant::now();
+        if due > now {
+            std::thread::sleep(due - now);
+        }
+        if dst.write_all(&data).is_err() {
+            dir.fail();
+            let _ = src.shutdown(Shutdown::Both);
+            return;
+        }
+        let n = data.len();
+        let total = match counter {
+            Counter::Up => &shared.bytes_up,
+            Counter::Down => &shared.bytes_down,
+        };
+        total.fetch_add(n as u64, Ordering::Relaxed);
+        dir.lock().window.give_back(Instant::now() + ack_delay, n);
+        dir.cv.notify_all();
+    }
+}

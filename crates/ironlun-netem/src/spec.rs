@@ -1,0 +1,198 @@
+//! What a link looks like: delays, rate, jitter, window.
+
+use std::time::Duration;
+
+/// An emulated link between a client (the initiator side) and a server
+/// (the target side). "Up" is client to server.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LinkSpec {
+    /// One-way delay client → server.
+    pub delay_up: Duration,
+    /// One-way delay server → client.
+    pub delay_down: Duration,
+    /// Link rate in bit/s, each direction (full duplex); `None`: no cap.
+    pub rate_bps: Option<u64>,
+    /// Extra delay drawn uniformly from [0, jitter] per chunk; order is
+    /// kept (TCP would reorder nothing the relay delivers).
+    pub jitter: Duration,
+    /// The TCP window carried over the emulated link (see the crate
+    /// docs); `None`: the relay buffers at least twice the
+    /// bandwidth-delay product and never limits.
+    pub window: Option<u32>,
+}
+
+/// Largest window or relay buffer per direction.
+pub const MAX_BUFFER: usize = 256 << 20;
+/// Relay buffer per direction when nothing bounds the bandwidth-delay
+/// product (no rate cap).
+pub const UNCAPPED_BUFFER: usize = 64 << 20;
+/// Smallest relay buffer per direction.
+pub const MIN_BUFFER: usize = 4 << 20;
+
+impl LinkSpec {
+    /// A symmetric link: half the round trip each way.
+    pub fn with_rtt(rtt: Duration) -> LinkSpec {
+        LinkSpec {
+            delay_up: rtt / 2,
+            delay_down: rtt - rtt / 2,
+            ..LinkSpec::default()
+        }
+    }
+
+    pub fn rtt(&self) -> Duration {
+        self.delay_up + self.delay_down
+    }
+
+    /// True when the relay changes nothing but adds its own hop.
+    pub fn is_transparent(&self) -> bool {
+        self.rtt().is_zero() && self.rate_bps.is_none() && self.jitter.is_zero()
+    }
+
+    /// Bytes allowed on the emulated link per direction: the window, or
+    /// a buffer of at least twice the bandwidth-delay product.
+    pub fn buffer_bytes(&self) -> usize {
+        if let Some(w) = self.window {
+            return (w as usize).clamp(1, MAX_BUFFER);
+        }
+        match self.rate_bps {
+            Some(r) => {
+                let rtt = (self.rtt() + 2 * self.jitter).as_secs_f64();
+                let bdp = (r as f64 / 8.0 * rtt) as usize;
+                bdp.saturating_mul(2).clamp(MIN_BUFFER, MAX_BUFFER)
+            }
+            None => UNCAPPED_BUFFER,
+        }
+    }
+
+    /// One line for logs and reports.
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "RTT {:?} ({:?} up, {:?} down)",
+            self.rtt(),
+            self.delay_up,
+            self.delay_down
+        );
+        match self.rate_bps {
+            Some(r) => s.push_str(&format!(", {}", format_rate(r))),
+            None => s.push_str(", no rate cap"),
+        }
+        if !self.jitter.is_zero() {
+            s.push_str(&format!(", jitter {:?}", self.jitter));
+        }
+        if let Some(w) = self.window {
+            s.push_str(&format!(", window {w} B"));
+        }
+        s
+    }
+}
+
+/// Parses a rate: bits per second as `155Mbit`, `1Gbit`, `100Mbit/s`,
+/// `1.5Gbps`, `500kbit` or a plain number; bytes per second as `10MB/s`,
+/// `1MiB/s`, `1GB/s` (upper-case B). `0`, `none` or `unlimited` mean no
+/// cap (`None`).
+pub fn parse_rate(s: &str) -> Result<Option<u64>, String> {
+    let t = s.trim();
+    if matches!(t.to_ascii_lowercase().as_str(), "0" | "none" | "unlimited") {
+        return Ok(None);
+    }
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("rate '{t}': expected a number and a unit such as 155Mbit"))?;
+    let unit = unit.trim();
+    let unit = unit.strip_suffix("/s").unwrap_or(unit);
+    let bad = || format!("rate '{t}': unknown unit (use kbit, Mbit, Gbit, MB/s, MiB/s)");
+    let lower = unit.to_ascii_lowercase();
+    let bits_prefix = lower
+        .strip_suffix("bit")
+        .or_else(|| lower.strip_suffix("bps"));
+    let bps = if unit.is_empty() {
+        value
+    } else if let Some(p) = bits_prefix {
+        value
+            * match p {
+                "" => 1.0,
+                "k" => 1e3,
+                "m" => 1e6,
+                "g" => 1e9,
+                _ => return Err(bad()),
+            }
+    } else if let Some(p) = unit.strip_suffix('B') {
+        8.0 * value
+            * match p {
+                "" => 1.0,
+                "k" | "K" => 1e3,
+                "M" => 1e6,
+                "G" => 1e9,
+                "Ki" => 1024.0,
+                "Mi" => 1024.0 * 1024.0,
+                "Gi" => 1024.0 * 1024.0 * 1024.0,
+                _ => return Err(bad()),
+            }
+    } else {
+        return Err(bad());
+    };
+    if !(1000.0..=1e12).contains(&bps) {
+        return Err(format!("rate '{t}': must be between 1 kbit/s and 1 Tbit/s"));
+    }
+    Ok(Some(bps as u64))
+}
+
+/// `155 Mbit/s`, `1 Gbit/s`.
+pub fn format_rate(bps: u64) -> String {
+    let b = bps as f64;
+    if b >= 1e9 {
+        format!("{} Gbit/s", trim(b / 1e9))
+    } else if b >= 1e6 {
+        format!("{} Mbit/s", trim(b / 1e6))
+    } else {
+        format!("{} kbit/s", trim(b / 1e3))
+    }
+}
+
+fn trim(v: f64) -> String {
+    let s = format!("{v:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates() {
+        assert_eq!(parse_rate("155Mbit"), Ok(Some(155_000_000)));
+        assert_eq!(parse_rate("155Mbit/s"), Ok(Some(155_000_000)));
+        assert_eq!(parse_rate("1Gbit"), Ok(Some(1_000_000_000)));
+        assert_eq!(parse_rate("1.5Gbps"), Ok(Some(1_500_000_000)));
+        assert_eq!(parse_rate("100mbit"), Ok(Some(100_000_000)));
+        assert_eq!(parse_rate("500kbit"), Ok(Some(500_000)));
+        assert_eq!(parse_rate("10MB/s"), Ok(Some(80_000_000)));
+        assert_eq!(parse_rate("1MiB/s"), Ok(Some(8 * 1024 * 1024)));
+        assert_eq!(parse_rate("none"), Ok(None));
+        assert_eq!(parse_rate("0"), Ok(None));
+        assert!(parse_rate("fast").is_err());
+        assert!(parse_rate("10furlongs").is_err());
+        assert!(parse_rate("1bit").is_err());
+        assert_eq!(format_rate(155_000_000), "155 Mbit/s");
+        assert_eq!(format_rate(1_000_000_000), "1 Gbit/s");
+    }
+
+    #[test]
+    fn buffers_cover_the_bandwidth_delay_product() {
+        let mut l = LinkSpec::with_rtt(Duration::from_millis(50));
+        assert_eq!(l.delay_up + l.delay_down, Duration::from_millis(50));
+        l.rate_bps = Some(1_000_000_000);
+        // 1 Gbit/s x 50 ms = 6.25 MB; twice that.
+        assert_eq!(l.buffer_bytes(), 12_500_000);
+        l.rate_bps = Some(1_000_000);
+        assert_eq!(l.buffer_bytes(), MIN_BUFFER);
+        l.window = Some(65536);
+        assert_eq!(l.buffer_bytes(), 65536);
+        assert!(!l.is_transparent());
+        assert!(LinkSpec::default().is_transparent());
+    }
+}

@@ -1,0 +1,206 @@
+//! The relay on loopback against its settings: added delay, delivered
+//! rate, the window limit, half-close and cut. Tolerances are wide
+//! enough for a loaded 2-core CI machine; the tests run one at a time.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use ironlun_netem::{LinkSpec, Relay};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn any_port() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+/// An upstream server that runs `f` on each connection.
+fn server(f: fn(TcpStream)) -> SocketAddr {
+    let l = TcpListener::bind(any_port()).unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for c in l.incoming().flatten() {
+            std::thread::spawn(move || f(c));
+        }
+    });
+    addr
+}
+
+fn echo(mut c: TcpStream) {
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = c.read(&mut buf) {
+        if n == 0 || c.write_all(&buf[..n]).is_err() {
+            return;
+        }
+    }
+}
+
+/// Reads everything, then answers with the byte count.
+fn sink(mut c: TcpStream) {
+    let mut buf = vec![0u8; 1 << 16];
+    let mut total = 0u64;
+    while let Ok(n) = c.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        total += n as u64;
+    }
+    let _ = c.write_all(&total.to_be_bytes());
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn round_trips(addr: SocketAddr, n: usize) -> Duration {
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_nodelay(true).unwrap();
+    let mut times = Vec::new();
+    let mut b = [0u8; 1];
+    for _ in 0..n {
+        let t = Instant::now();
+        c.write_all(&[7]).unwrap();
+        c.read_exact(&mut b).unwrap();
+        times.push(t.elapsed());
+    }
+    median(times)
+}
+
+#[test]
+fn added_delay_matches_the_round_trip_setting() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let up = server(echo);
+    for rtt_ms in [0u64, 10, 40] {
+        let rtt = Duration::from_millis(rtt_ms);
+        let relay = Relay::start(any_port(), up, LinkSpec::with_rtt(rtt)).unwrap();
+        let got = round_trips(relay.addr(), 15);
+        assert!(
+            got >= rtt && got <= rtt + Duration::from_millis(8),
+            "RTT setting {rtt:?}, measured median {got:?}"
+        );
+    }
+}
+
+#[test]
+fn asymmetric_delays_add_up() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let up = server(echo);
+    let spec = LinkSpec {
+        delay_up: Duration::from_millis(30),
+        delay_down: Duration::from_millis(5),
+        ..LinkSpec::default()
+    };
+    let relay = Relay::start(any_port(), up, spec).unwrap();
+    let got = round_trips(relay.addr(), 9);
+    assert!(
+        got >= Duration::from_millis(35) && got <= Duration::from_millis(43),
+        "{got:?}"
+    );
+}
+
+/// Sends `bytes` through the relay and returns the sink's count and the
+/// time until the count came back.
+fn push(addr: SocketAddr, bytes: usize) -> (u64, Duration) {
+    let mut c = TcpStream::connect(addr).unwrap();
+    let chunk = vec![0x5a; 64 << 10];
+    let t = Instant::now();
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(chunk.len());
+        c.write_all(&chunk[..n]).unwrap();
+        left -= n;
+    }
+    c.shutdown(Shutdown::Write).unwrap();
+    let mut count = [0u8; 8];
+    c.read_exact(&mut count).unwrap();
+    (u64::from_be_bytes(count), t.elapsed())
+}
+
+#[test]
+fn delivered_rate_matches_the_rate_cap() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let up = server(sink);
+    for mbit in [20u64, 80] {
+        let spec = LinkSpec {
+            rate_bps: Some(mbit * 1_000_000),
+            ..LinkSpec::default()
+        };
+        let relay = Relay::start(any_port(), up, spec).unwrap();
+        // About 1 s of data at the cap.
+        let bytes = (mbit * 1_000_000 / 8) as usize;
+        let (count, took) = push(relay.addr(), bytes);
+        assert_eq!(count, bytes as u64, "every byte arrives");
+        let rate = bytes as f64 * 8.0 / took.as_secs_f64() / 1e6;
+        assert!(
+            rate > mbit as f64 * 0.85 && rate < mbit as f64 * 1.08,
+            "cap {mbit} Mbit/s, delivered {rate:.1} Mbit/s"
+        );
+        assert_eq!(relay.stats().bytes_up, bytes as u64);
+    }
+}
+
+#[test]
+fn rate_and_delay_together_are_pipelined() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let up = server(sink);
+    // 4 MB at 40 Mbit/s with a 40 ms RTT: 0.8 s of serialisation plus
+    // one one-way delay for the last byte and one for the count, not a
+    // delay per chunk.
+    let mut spec = LinkSpec::with_rtt(Duration::from_millis(40));
+    spec.rate_bps = Some(40_000_000);
+    let relay = Relay::start(any_port(), up, spec).unwrap();
+    let (count, took) = push(relay.addr(), 4_000_000);
+    assert_eq!(count, 4_000_000);
+    let expected = 0.8 + 0.040;
+    let got = took.as_secs_f64();
+    assert!(
+        got > expected * 0.9 && got < expected * 1.2,
+        "expected ~{expected:.2} s, took {got:.2} s"
+    );
+}
+
+#[test]
+fn an_emulated_window_limits_throughput_to_window_per_round_trip() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let up = server(sink);
+    let mut spec = LinkSpec::with_rtt(Duration::from_millis(40));
+    spec.window = Some(128 << 10);
+    let relay = Relay::start(any_port(), up, spec).unwrap();
+    // 128 KiB per 40 ms: ~3.3 MB/s; 2.5 MB takes ~0.77 s.
+    let bytes = 2_500_000;
+    let (count, took) = push(relay.addr(), bytes);
+    assert_eq!(count, bytes as u64);
+    let rate = bytes as f64 / took.as_secs_f64();
+    let model = f64::from(128u32 << 10) / 0.040;
+    assert!(
+        rate > model * 0.7 && rate < model * 1.3,
+        "window model {model:.0} B/s, measured {rate:.0} B/s"
+    );
+}
+
+#[test]
+fn half_close_is_relayed_and_cut_closes_everything() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let up = server(sink);
+    let mut relay = Relay::start(any_port(), up, LinkSpec::default()).unwrap();
+    let (count, _) = push(relay.addr(), 100_000);
+    assert_eq!(count, 100_000, "the answer came back after our half-close");
+
+    let up = server(echo);
+    let mut relay2 = Relay::start(any_port(), up, LinkSpec::default()).unwrap();
+    let mut c = TcpStream::connect(relay2.addr()).unwrap();
+    c.write_all(b"x").unwrap();
+    let mut b = [0u8; 1];
+    c.read_exact(&mut b).unwrap();
+    let addr = relay2.addr();
+    relay2.cut();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let n = c.read(&mut b).unwrap_or(0);
+    assert_eq!(n, 0, "a cut connection ends");
+    assert!(TcpStream::connect(addr).is_err(), "a cut relay refuses");
+    relay.cut();
+}
