@@ -14,6 +14,7 @@ mod lab;
 mod link_args;
 mod netem_cmd;
 mod progress;
+mod tcpbench_cmd;
 mod tools;
 mod units;
 
@@ -61,6 +62,9 @@ enum Command {
     /// Relay TCP between initiators and a target through an emulated
     /// link: delay per direction, rate cap, jitter, TCP window.
     Netem(netem_cmd::NetemArgs),
+    /// TCP throughput (iperf-like), one or more streams, both directions,
+    /// over loopback or an emulated link: the baseline of each study.
+    Tcpbench(tcpbench_cmd::TcpbenchArgs),
 }
 
 #[derive(clap::Args)]
@@ -165,6 +169,7 @@ fn main() -> ExitCode {
             let log = cli.log.as_deref().unwrap_or("info");
             run_tool(Some(log), netem_cmd::run_netem(a))
         }
+        Command::Tcpbench(a) => run_tool(cli.log.as_deref(), tcpbench_cmd::run_tcpbench(a)),
         Command::Lab(a) => {
             init_logging(Some(cli.log.as_deref().unwrap_or("warn")), None);
             finish(lab::run_lab(a))

@@ -6,6 +6,9 @@
 //! RTT and bandwidth experiments need neither privileges nor a netem
 //! qdisc.
 //!
+//! It also owns `tcpbench`, the iperf-like TCP baseline measured over
+//! the same link.
+//!
 //! **Must not know:** iSCSI. It moves bytes.
 //!
 //! # Why a relay emulates the window
@@ -28,6 +31,7 @@
 pub mod model;
 pub mod relay;
 pub mod spec;
+pub mod tcpbench;
 
 pub use relay::{Relay, RelayStats};
 pub use spec::{parse_rate, LinkSpec};

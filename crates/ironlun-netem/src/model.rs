@@ -114,6 +114,10 @@ impl Window {
     pub fn in_use(&self) -> usize {
         self.in_use
     }
+
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
 }
 
 #[cfg(test)]

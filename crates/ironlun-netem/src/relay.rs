@@ -144,12 +144,12 @@ impl Drop for Relay {
     }
 }
 
-/// With an emulated window the relay's own socket buffers must stay small
-/// (data they hold is on the link as far as the sender knows): an eighth
-/// of the window, at least 4 KiB. Without one, the kernel autotunes.
-fn small_buffer(spec: &LinkSpec) -> Option<usize> {
-    spec.window
-        .map(|w| (w as usize / 8).clamp(4 << 10, 256 << 10))
+/// The relay's own socket buffers are left to the kernel's autotuning:
+/// the window is carried by the credit loop, and small buffers on
+/// loopback (MTU 64 KiB: one segment fills them) stall on the receiver's
+/// silly-window avoidance and the persist timer.
+fn small_buffer(_spec: &LinkSpec) -> Option<usize> {
+    None
 }
 
 fn chunk_size(spec: &LinkSpec) -> usize {
@@ -240,19 +240,10 @@ fn start_connection(id: u64, client: TcpStream, shared: &Arc<Shared>) -> io::Res
         Some(_) => (spec.delay_down, spec.delay_up),
         None => (Duration::ZERO, Duration::ZERO),
     };
-    let buffer = spec.buffer_bytes();
-    let window_bytes = match small_buffer(spec) {
-        // What the relay's receive buffer holds is already on the link
-        // for the sender: leave it out of the credit.
-        Some(_) => {
-            let held = socket2::SockRef::from(&client)
-                .recv_buffer_size()
-                .unwrap_or(0)
-                / 2;
-            buffer.saturating_sub(held).max(buffer / 2)
-        }
-        None => buffer,
-    };
+    // Throughput through the credit loop is credit per round trip; what
+    // the relay's small receive buffer holds while credit is exhausted
+    // does not add to it, so the credit is the window itself.
+    let window_bytes = spec.buffer_bytes();
     let seed = id.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     let up = Arc::new(Direction::new(window_bytes));
     let down = Arc::new(Direction::new(window_bytes));
@@ -300,6 +291,17 @@ fn start_connection(id: u64, client: TcpStream, shared: &Arc<Shared>) -> io::Res
             })?;
     }
     Ok(())
+}
+
+/// Asks the kernel to wake this thread's sleeps within a microsecond
+/// instead of the default 50 µs timer slack: deliveries are due at
+/// precise instants.
+fn fine_timers() {
+    // SAFETY: PR_SET_TIMERSLACK takes an unsigned long by value and only
+    // changes the calling thread's timer slack; no pointers are involved.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong);
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -356,7 +358,9 @@ fn read_side(
     chunk: usize,
     shared: &Shared,
 ) {
+    fine_timers();
     let mut buf = vec![0u8; chunk];
+    let min_read = chunk.min(dir.lock().window.limit() / 8).max(1);
     loop {
         let allowed = {
             let mut g = dir.lock();
@@ -368,7 +372,10 @@ fn read_side(
                 }
                 let now = Instant::now();
                 let a = g.window.available(now);
-                if a > 0 {
+                // When credit is short, wait for a useful amount rather
+                // than cut the stream into slivers the writer must
+                // schedule one by one.
+                if a >= min_read {
                     break a;
                 }
                 let wait = g
@@ -416,6 +423,7 @@ fn write_side(
     counter: Counter,
     shared: &Shared,
 ) {
+    fine_timers();
     loop {
         let next = {
             let mut g = dir.lock();

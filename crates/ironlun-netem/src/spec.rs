@@ -64,6 +64,22 @@ impl LinkSpec {
         }
     }
 
+    /// What a bulk TCP stream should get over this link, in bytes/s:
+    /// the rate, or the window per round trip if that is less (the
+    /// window-limited throughput of TCP). `None` when nothing bounds it.
+    pub fn tcp_model_bytes_per_s(&self) -> Option<f64> {
+        let by_rate = self.rate_bps.map(|r| r as f64 / 8.0);
+        let rtt = self.rtt().as_secs_f64();
+        let by_window = match self.window {
+            Some(w) if rtt > 0.0 => Some(f64::from(w) / rtt),
+            _ => None,
+        };
+        match (by_rate, by_window) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// One line for logs and reports.
     pub fn describe(&self) -> String {
         let mut s = format!(
@@ -194,5 +210,17 @@ mod tests {
         assert_eq!(l.buffer_bytes(), 65536);
         assert!(!l.is_transparent());
         assert!(LinkSpec::default().is_transparent());
+    }
+
+    #[test]
+    fn tcp_model_is_the_rate_or_the_window_per_round_trip() {
+        let mut l = LinkSpec::with_rtt(Duration::from_millis(50));
+        assert_eq!(l.tcp_model_bytes_per_s(), None);
+        l.rate_bps = Some(155_000_000);
+        assert_eq!(l.tcp_model_bytes_per_s(), Some(19_375_000.0));
+        l.window = Some(65536);
+        assert_eq!(l.tcp_model_bytes_per_s(), Some(65536.0 / 0.05));
+        l.window = Some(10_000_000);
+        assert_eq!(l.tcp_model_bytes_per_s(), Some(19_375_000.0));
     }
 }

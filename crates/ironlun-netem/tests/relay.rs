@@ -23,6 +23,7 @@ fn server(f: fn(TcpStream)) -> SocketAddr {
     let addr = l.local_addr().unwrap();
     std::thread::spawn(move || {
         for c in l.incoming().flatten() {
+            c.set_nodelay(true).unwrap();
             std::thread::spawn(move || f(c));
         }
     });
@@ -51,6 +52,31 @@ fn sink(mut c: TcpStream) {
     let _ = c.write_all(&total.to_be_bytes());
 }
 
+/// Runs a timing measurement up to three times: a loaded CI machine
+/// can slow one attempt down, but the relay must reach its setting in
+/// at least one. `check` says whether a value is in bounds; `never`
+/// whether it breaks a bound no attempt may break (delivering faster
+/// than the cap, or sooner than the delay).
+fn in_some_attempt<T: std::fmt::Debug>(
+    what: &str,
+    mut measure: impl FnMut() -> T,
+    check: impl Fn(&T) -> bool,
+    never: impl Fn(&T) -> bool,
+) {
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let v = measure();
+        assert!(!never(&v), "{what}: {v:?} breaks a hard bound");
+        let ok = check(&v);
+        seen.push(v);
+        if ok {
+            eprintln!("{what}: {seen:?}");
+            return;
+        }
+    }
+    panic!("{what}: out of bounds in every attempt: {seen:?}");
+}
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -77,10 +103,11 @@ fn added_delay_matches_the_round_trip_setting() {
     for rtt_ms in [0u64, 10, 40] {
         let rtt = Duration::from_millis(rtt_ms);
         let relay = Relay::start(any_port(), up, LinkSpec::with_rtt(rtt)).unwrap();
-        let got = round_trips(relay.addr(), 15);
-        assert!(
-            got >= rtt && got <= rtt + Duration::from_millis(8),
-            "RTT setting {rtt:?}, measured median {got:?}"
+        in_some_attempt(
+            &format!("RTT setting {rtt:?}, median measured"),
+            || round_trips(relay.addr(), 15),
+            |got| *got <= rtt + Duration::from_millis(5),
+            |got| *got < rtt,
         );
     }
 }
@@ -95,10 +122,11 @@ fn asymmetric_delays_add_up() {
         ..LinkSpec::default()
     };
     let relay = Relay::start(any_port(), up, spec).unwrap();
-    let got = round_trips(relay.addr(), 9);
-    assert!(
-        got >= Duration::from_millis(35) && got <= Duration::from_millis(43),
-        "{got:?}"
+    in_some_attempt(
+        "30 ms up + 5 ms down, median measured",
+        || round_trips(relay.addr(), 9),
+        |got| *got <= Duration::from_millis(40),
+        |got| *got < Duration::from_millis(35),
     );
 }
 
@@ -132,14 +160,20 @@ fn delivered_rate_matches_the_rate_cap() {
         let relay = Relay::start(any_port(), up, spec).unwrap();
         // About 1 s of data at the cap.
         let bytes = (mbit * 1_000_000 / 8) as usize;
-        let (count, took) = push(relay.addr(), bytes);
-        assert_eq!(count, bytes as u64, "every byte arrives");
-        let rate = bytes as f64 * 8.0 / took.as_secs_f64() / 1e6;
-        assert!(
-            rate > mbit as f64 * 0.85 && rate < mbit as f64 * 1.08,
-            "cap {mbit} Mbit/s, delivered {rate:.1} Mbit/s"
+        let cap = mbit as f64;
+        let mut sent = 0u64;
+        in_some_attempt(
+            &format!("cap {mbit} Mbit/s, delivered Mbit/s"),
+            || {
+                let (count, took) = push(relay.addr(), bytes);
+                assert_eq!(count, bytes as u64, "every byte arrives");
+                sent += count;
+                bytes as f64 * 8.0 / took.as_secs_f64() / 1e6
+            },
+            |rate| *rate > cap * 0.85,
+            |rate| *rate > cap * 1.05,
         );
-        assert_eq!(relay.stats().bytes_up, bytes as u64);
+        assert_eq!(relay.stats().bytes_up, sent);
     }
 }
 
@@ -153,13 +187,16 @@ fn rate_and_delay_together_are_pipelined() {
     let mut spec = LinkSpec::with_rtt(Duration::from_millis(40));
     spec.rate_bps = Some(40_000_000);
     let relay = Relay::start(any_port(), up, spec).unwrap();
-    let (count, took) = push(relay.addr(), 4_000_000);
-    assert_eq!(count, 4_000_000);
     let expected = 0.8 + 0.040;
-    let got = took.as_secs_f64();
-    assert!(
-        got > expected * 0.9 && got < expected * 1.2,
-        "expected ~{expected:.2} s, took {got:.2} s"
+    in_some_attempt(
+        &format!("expected ~{expected:.2} s, took s"),
+        || {
+            let (count, took) = push(relay.addr(), 4_000_000);
+            assert_eq!(count, 4_000_000);
+            took.as_secs_f64()
+        },
+        |got| *got < expected * 1.2,
+        |got| *got < expected * 0.95,
     );
 }
 
@@ -172,13 +209,16 @@ fn an_emulated_window_limits_throughput_to_window_per_round_trip() {
     let relay = Relay::start(any_port(), up, spec).unwrap();
     // 128 KiB per 40 ms: ~3.3 MB/s; 2.5 MB takes ~0.77 s.
     let bytes = 2_500_000;
-    let (count, took) = push(relay.addr(), bytes);
-    assert_eq!(count, bytes as u64);
-    let rate = bytes as f64 / took.as_secs_f64();
     let model = f64::from(128u32 << 10) / 0.040;
-    assert!(
-        rate > model * 0.7 && rate < model * 1.3,
-        "window model {model:.0} B/s, measured {rate:.0} B/s"
+    in_some_attempt(
+        &format!("window model {model:.0} B/s, measured B/s"),
+        || {
+            let (count, took) = push(relay.addr(), bytes);
+            assert_eq!(count, bytes as u64);
+            bytes as f64 / took.as_secs_f64()
+        },
+        |rate| *rate > model * 0.75,
+        |rate| *rate > model * 1.15,
     );
 }
 
