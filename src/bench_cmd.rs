@@ -301,6 +301,7 @@ pub async fn run_all(
                 target_cpu: target_cpu.clone(),
                 progress: progress_line(&w.name),
                 drain_timeout: None,
+                exclude_threads: Some(ironlun_netem::awake::THREAD_NAME),
             };
             let r = ironlun_bench::run(w, luns, &opts).await?;
             if opts.progress.is_some() {

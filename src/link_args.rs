@@ -31,6 +31,12 @@ pub struct LinkArgs {
     /// limits).
     #[arg(long, value_name = "SIZE")]
     pub link_window: Option<String>,
+    /// Keep the CPUs out of idle with lowest-priority spinners while the
+    /// link runs (some virtual machines wake sleeping threads late; host
+    /// CPU figures leave the spinners out). Costs the VM's CPU quota
+    /// where the host caps it.
+    #[arg(long)]
+    pub keep_awake: bool,
 }
 
 fn duration(flag: &str, v: &Option<String>) -> Result<Option<Duration>, String> {
@@ -94,6 +100,7 @@ impl LinkArgs {
             }
             None => None,
         };
+        spec.keep_awake = self.keep_awake && !spec.is_transparent();
         Ok(Some(spec))
     }
 }

@@ -14,6 +14,8 @@ mod lab;
 mod link_args;
 mod netem_cmd;
 mod progress;
+mod reproduce_cmd;
+mod sweep_cmd;
 mod tcpbench_cmd;
 mod tools;
 mod units;
@@ -65,6 +67,13 @@ enum Command {
     /// TCP throughput (iperf-like), one or more streams, both directions,
     /// over loopback or an emulated link: the baseline of each study.
     Tcpbench(tcpbench_cmd::TcpbenchArgs),
+    /// Sweep request size, command window, write mode, bursts, TCP
+    /// window, RTT, rate, digests, sessions or backend against an embedded
+    /// target, with a model prediction beside every cell.
+    Sweep(sweep_cmd::SweepArgs),
+    /// Run a published study (shared/workloads.md) in one command:
+    /// tables, model predictions, JSON and an HTML report.
+    Reproduce(reproduce_cmd::ReproduceArgs),
 }
 
 #[derive(clap::Args)]
@@ -170,6 +179,14 @@ fn main() -> ExitCode {
             run_tool(Some(log), netem_cmd::run_netem(a))
         }
         Command::Tcpbench(a) => run_tool(cli.log.as_deref(), tcpbench_cmd::run_tcpbench(a)),
+        Command::Sweep(a) => {
+            init_logging(Some(cli.log.as_deref().unwrap_or("warn")), None);
+            finish(sweep_cmd::run_sweep(a))
+        }
+        Command::Reproduce(a) => {
+            init_logging(Some(cli.log.as_deref().unwrap_or("warn")), None);
+            finish(reproduce_cmd::run_reproduce(a))
+        }
         Command::Lab(a) => {
             init_logging(Some(cli.log.as_deref().unwrap_or("warn")), None);
             finish(lab::run_lab(a))

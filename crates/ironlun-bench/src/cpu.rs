@@ -9,6 +9,8 @@ use std::fs;
 pub struct HostCpu {
     busy: u64,
     total: u64,
+    /// Time the hypervisor ran something else while a vCPU wanted to run.
+    steal: u64,
 }
 
 impl HostCpu {
@@ -24,7 +26,20 @@ impl HostCpu {
         let get = |i: usize| v.get(i).copied().unwrap_or(0);
         let busy = get(0) + get(1) + get(2) + get(5) + get(6);
         let total = busy + get(3) + get(4) + get(7);
-        Some(HostCpu { busy, total })
+        Some(HostCpu {
+            busy,
+            total,
+            steal: get(7),
+        })
+    }
+
+    /// Percent of all CPU time the hypervisor stole between two samples
+    /// (a virtual machine's vCPUs waiting for the host): measurements
+    /// taken while it is high are disturbed.
+    pub fn steal_pct(&self, later: &HostCpu) -> Option<f64> {
+        let total = later.total.checked_sub(self.total)?;
+        let steal = later.steal.checked_sub(self.steal)?;
+        (total > 0).then(|| steal as f64 * 100.0 / total as f64)
     }
 
     /// Percent of the host busy between two samples (0–100, all CPUs).

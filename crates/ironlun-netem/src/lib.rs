@@ -28,6 +28,7 @@
     allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod awake;
 pub mod model;
 pub mod relay;
 pub mod spec;

@@ -67,6 +67,7 @@ pub struct Relay {
     addr: SocketAddr,
     shared: Arc<Shared>,
     acceptor: Option<JoinHandle<()>>,
+    _awake: Option<crate::awake::AwakeGuard>,
 }
 
 impl Relay {
@@ -99,10 +100,12 @@ impl Relay {
             .name("netem-accept".into())
             .spawn(move || accept_loop(listener, s))?;
         info!(%addr, %upstream, "netem relay: {}", shared.spec.describe());
+        let awake = shared.spec.keep_awake.then(crate::awake::acquire);
         Ok(Relay {
             addr,
             shared,
             acceptor: Some(acceptor),
+            _awake: awake,
         })
     }
 
@@ -293,6 +296,30 @@ fn start_connection(id: u64, client: TcpStream, shared: &Arc<Shared>) -> io::Res
     Ok(())
 }
 
+/// How long before a delivery the writer stops sleeping and spins. A
+/// thread that sleeps wakes a little late (timer slack, and on a virtual
+/// machine the vCPU's own wake-up, which [`crate::awake`] keeps short);
+/// the last stretch is a busy wait so deliveries are on time. It does not
+/// yield: a yield can hand the CPU to a keep-awake spinner for a whole
+/// scheduler slice.
+const SPIN: Duration = Duration::from_micros(300);
+
+/// Returns at `due`: sleeps while it is far, spins when it is near.
+fn wait_until(due: Instant) {
+    loop {
+        let now = Instant::now();
+        if now >= due {
+            return;
+        }
+        let left = due - now;
+        if left > SPIN {
+            std::thread::sleep(left - SPIN);
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
 /// Asks the kernel to wake this thread's sleeps within a microsecond
 /// instead of the default 50 µs timer slack: deliveries are due at
 /// precise instants.
@@ -378,10 +405,18 @@ fn read_side(
                 if a >= min_read {
                     break a;
                 }
-                let wait = g
+                let left = g
                     .window
                     .next_return()
-                    .map_or(POLL, |t| t.saturating_duration_since(now).min(POLL));
+                    .map(|t| t.saturating_duration_since(now));
+                if left.is_some_and(|l| l <= SPIN) {
+                    // Credit is due soon: spin for it (see SPIN).
+                    drop(g);
+                    std::hint::spin_loop();
+                    g = dir.lock();
+                    continue;
+                }
+                let wait = left.map_or(POLL, |l| (l - SPIN).min(POLL));
                 g = dir
                     .cv
                     .wait_timeout(g, wait)
@@ -456,10 +491,7 @@ fn write_side(
             }
             return;
         };
-        let now = Instant::now();
-        if due > now {
-            std::thread::sleep(due - now);
-        }
+        wait_until(due);
         if dst.write_all(&data).is_err() {
             dir.fail();
             let _ = src.shutdown(Shutdown::Both);

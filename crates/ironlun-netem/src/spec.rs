@@ -19,6 +19,10 @@ pub struct LinkSpec {
     /// docs); `None`: the relay buffers at least twice the
     /// bandwidth-delay product and never limits.
     pub window: Option<u32>,
+    /// Keep the CPUs out of idle while the relay runs (see
+    /// [`crate::awake`]). Off by default: on a VM whose host caps its CPU
+    /// the spinners spend the quota and the whole VM is throttled.
+    pub keep_awake: bool,
 }
 
 /// Largest window or relay buffer per direction.

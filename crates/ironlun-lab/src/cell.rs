@@ -1,0 +1,305 @@
+//! One measurement: every parameter an experiment may sweep, and the
+//! negotiation and link it implies.
+
+use std::time::Duration;
+
+use ironlun_initiator::{DigestKind, Offers, SessionOptions};
+use ironlun_netem::LinkSpec;
+use serde::Serialize;
+
+/// What the I/O does, and the write negotiation it needs (RFC 7143
+/// §13.10, §13.11, §13.14).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Op {
+    /// Reads.
+    Read,
+    /// Writes with the session's default negotiation (InitialR2T=No,
+    /// ImmediateData=Yes, FirstBurstLength from the offers).
+    Write,
+    /// Most-solicited writes: InitialR2T=Yes, ImmediateData=No: every
+    /// write waits for an R2T.
+    SolicitedWrite,
+    /// Most-unsolicited writes: InitialR2T=No, ImmediateData=Yes,
+    /// FirstBurstLength ≥ the request size.
+    UnsolicitedWrite,
+}
+
+impl Op {
+    pub const ALL: [Op; 4] = [
+        Op::Read,
+        Op::Write,
+        Op::SolicitedWrite,
+        Op::UnsolicitedWrite,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Read => "read",
+            Op::Write => "write",
+            Op::SolicitedWrite => "solicited-write",
+            Op::UnsolicitedWrite => "unsolicited-write",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Op, String> {
+        Op::ALL
+            .into_iter()
+            .find(|o| o.name() == s)
+            .ok_or_else(|| format!("op '{s}': read, write, solicited-write or unsolicited-write"))
+    }
+
+    pub fn is_read(self) -> bool {
+        self == Op::Read
+    }
+}
+
+/// Digests for a cell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Digest {
+    None,
+    Header,
+    Data,
+    Both,
+}
+
+impl Digest {
+    pub fn name(self) -> &'static str {
+        match self {
+            Digest::None => "none",
+            Digest::Header => "header",
+            Digest::Data => "data",
+            Digest::Both => "both",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Digest, String> {
+        [Digest::None, Digest::Header, Digest::Data, Digest::Both]
+            .into_iter()
+            .find(|d| d.name() == s)
+            .ok_or_else(|| format!("digest '{s}': none, header, data or both"))
+    }
+}
+
+/// Every parameter of one measurement.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Cell {
+    pub op: Op,
+    /// Request size, bytes.
+    pub bs: u32,
+    /// Command window: commands outstanding (queue depth).
+    pub qd: u32,
+    /// Percent random offsets (0: sequential, IOMeter semantics).
+    pub random: u32,
+    #[serde(serialize_with = "ser_ms")]
+    pub rtt: Duration,
+    /// Link rate, bit/s; `None`: no cap.
+    pub link_rate: Option<u64>,
+    /// TCP window (socket buffers, and the window carried over the link).
+    pub tcp_window: Option<u32>,
+    pub max_burst: Option<u32>,
+    pub first_burst: Option<u32>,
+    pub max_recv_dsl: Option<u32>,
+    pub digest: Digest,
+    /// Sessions (paths) to the LUN, used round-robin.
+    pub sessions: u32,
+    /// LUN backend: ram, null or file.
+    pub backend: String,
+}
+
+fn ser_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1e3)
+}
+
+impl Default for Cell {
+    fn default() -> Self {
+        Cell {
+            op: Op::Read,
+            bs: 64 << 10,
+            qd: 1,
+            random: 0,
+            rtt: Duration::ZERO,
+            link_rate: None,
+            tcp_window: None,
+            max_burst: None,
+            first_burst: None,
+            max_recv_dsl: None,
+            digest: Digest::None,
+            sessions: 1,
+            backend: "ram".into(),
+        }
+    }
+}
+
+/// Largest request size a cell may use (one command; bounded by the
+/// target's maximum transfer length).
+pub const MAX_BS: u32 = 8 << 20;
+/// Largest command window a cell may use.
+pub const MAX_QD: u32 = 256;
+/// Most sessions a cell may open.
+pub const MAX_SESSIONS: u32 = 16;
+
+impl Cell {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.bs < 512 || self.bs % 512 != 0 || self.bs > MAX_BS {
+            return Err(format!("bs {}: a multiple of 512 up to {MAX_BS}", self.bs));
+        }
+        if self.qd == 0 || self.qd > MAX_QD {
+            return Err(format!("qd {}: 1..={MAX_QD}", self.qd));
+        }
+        if self.random > 100 {
+            return Err(format!("random {}: a percentage", self.random));
+        }
+        if self.sessions == 0 || self.sessions > MAX_SESSIONS {
+            return Err(format!("sessions {}: 1..={MAX_SESSIONS}", self.sessions));
+        }
+        if !matches!(self.backend.as_str(), "ram" | "null" | "file") {
+            return Err(format!("backend '{}': ram, null or file", self.backend));
+        }
+        self.offers().validate()
+    }
+
+    /// The link between initiator and target; `None` when there is none
+    /// to emulate (but a window alone still needs a relay only with RTT).
+    pub fn link(&self) -> Option<LinkSpec> {
+        if self.rtt.is_zero() && self.link_rate.is_none() {
+            return None;
+        }
+        let mut l = LinkSpec::with_rtt(self.rtt);
+        l.rate_bps = self.link_rate;
+        l.window = self.tcp_window;
+        Some(l)
+    }
+
+    /// The operational keys this cell offers.
+    pub fn offers(&self) -> Offers {
+        let mut o = Offers {
+            header_digest: vec![DigestKind::None],
+            data_digest: vec![DigestKind::None],
+            ..Offers::default()
+        };
+        if matches!(self.digest, Digest::Header | Digest::Both) {
+            o.header_digest = vec![DigestKind::Crc32c];
+        }
+        if matches!(self.digest, Digest::Data | Digest::Both) {
+            o.data_digest = vec![DigestKind::Crc32c];
+        }
+        if let Some(m) = self.max_recv_dsl {
+            o.max_recv_data_segment_length = m;
+        }
+        if let Some(m) = self.max_burst {
+            o.max_burst_length = m;
+        }
+        if let Some(f) = self.first_burst {
+            o.first_burst_length = f;
+        }
+        match self.op {
+            Op::Read | Op::Write => {}
+            Op::SolicitedWrite => {
+                o.initial_r2t = true;
+                o.immediate_data = false;
+            }
+            Op::UnsolicitedWrite => {
+                o.initial_r2t = false;
+                o.immediate_data = true;
+                if self.first_burst.is_none() {
+                    o.first_burst_length = self.bs.max(o.first_burst_length);
+                }
+                o.max_burst_length = o.max_burst_length.max(o.first_burst_length);
+            }
+        }
+        o
+    }
+
+    pub fn session_options(&self) -> SessionOptions {
+        let mut s = SessionOptions {
+            offers: self.offers(),
+            ..SessionOptions::default()
+        };
+        s.tcp.send_buffer = self.tcp_window;
+        s.tcp.recv_buffer = self.tcp_window;
+        s.reconnect.attempts = 0;
+        s
+    }
+
+    /// What sessions a cell needs: cells with equal keys share them.
+    pub fn connection_key(&self) -> String {
+        format!(
+            "{:?}|{:?}|{:?}|{:?}|{}|{}",
+            self.offers(),
+            self.rtt,
+            self.link_rate,
+            self.tcp_window,
+            self.sessions,
+            self.backend
+        )
+    }
+
+    /// The value of a named parameter, for tables and JSON.
+    pub fn param(&self, name: &str) -> Option<String> {
+        Some(match name {
+            "op" => self.op.name().to_owned(),
+            "bs" => human_size(u64::from(self.bs)),
+            "qd" => self.qd.to_string(),
+            "random" => self.random.to_string(),
+            "rtt" => format!("{}ms", trim(self.rtt.as_secs_f64() * 1e3)),
+            "link_rate" => self
+                .link_rate
+                .map_or("none".into(), ironlun_netem::spec::format_rate),
+            "tcp_window" => self
+                .tcp_window
+                .map_or("default".into(), |w| human_size(u64::from(w))),
+            "max_burst" => self
+                .max_burst
+                .map_or("default".into(), |w| human_size(u64::from(w))),
+            "first_burst" => self
+                .first_burst
+                .map_or("default".into(), |w| human_size(u64::from(w))),
+            "max_recv_dsl" => self
+                .max_recv_dsl
+                .map_or("default".into(), |w| human_size(u64::from(w))),
+            "digest" => self.digest.name().to_owned(),
+            "sessions" => self.sessions.to_string(),
+            "backend" => self.backend.clone(),
+            _ => return None,
+        })
+    }
+}
+
+/// Parameter names a sweep may use.
+pub const PARAMS: [&str; 13] = [
+    "op",
+    "bs",
+    "qd",
+    "random",
+    "rtt",
+    "link_rate",
+    "tcp_window",
+    "max_burst",
+    "first_burst",
+    "max_recv_dsl",
+    "digest",
+    "sessions",
+    "backend",
+];
+
+fn trim(v: f64) -> String {
+    let s = format!("{v:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+/// 512, 1KiB, 64KiB, 1MiB, 10MB (decimal when exact).
+pub fn human_size(n: u64) -> String {
+    for (unit, div) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
+        if n >= div && n % div == 0 {
+            return format!("{}{unit}", n / div);
+        }
+    }
+    for (unit, div) in [("GB", 1_000_000_000u64), ("MB", 1_000_000), ("kB", 1000)] {
+        if n >= div && n % div == 0 {
+            return format!("{}{unit}", n / div);
+        }
+    }
+    n.to_string()
+}

@@ -1,0 +1,305 @@
+//! Runs cells: embedded targets per backend, relays per session when a
+//! cell has a link, sessions shared by consecutive cells that negotiate
+//! the same way, and the load generator for each measurement.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ironlun_bench::{AccessLine, LunTarget, Path, RunOptions, Workload, WorkloadResult};
+use ironlun_initiator::{Multipath, PathPolicy, Session};
+use ironlun_netem::{LinkSpec, Relay};
+use serde::Serialize;
+use tracing::info;
+
+use crate::cell::{Cell, Op};
+use crate::embedded::{EmbeddedTarget, TARGET_THREADS};
+use crate::model::{Calibration, HostCost};
+
+/// How the lab sets itself up.
+#[derive(Clone, Debug)]
+pub struct LabOptions {
+    /// Size of each embedded LUN.
+    pub lun_size: u64,
+    /// Where a file LUN's image goes.
+    pub dir: PathBuf,
+}
+
+impl Default for LabOptions {
+    fn default() -> Self {
+        LabOptions {
+            lun_size: 512 << 20,
+            dir: std::env::temp_dir(),
+        }
+    }
+}
+
+/// What one cell measured.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Measured {
+    pub mb_per_s: f64,
+    pub mib_per_s: f64,
+    pub iops: f64,
+    pub latency_mean_us: f64,
+    pub latency_p50_us: f64,
+    pub latency_p99_us: f64,
+    pub errors: u64,
+    pub elapsed_s: f64,
+    pub target_cpu_pct: Option<f64>,
+    pub initiator_cpu_pct: Option<f64>,
+    /// CPU time the hypervisor stole during the cell, percent of all.
+    pub steal_pct: Option<f64>,
+}
+
+impl From<&WorkloadResult> for Measured {
+    fn from(r: &WorkloadResult) -> Measured {
+        Measured {
+            mb_per_s: r.mb_per_s,
+            mib_per_s: r.mib_per_s,
+            iops: r.iops,
+            latency_mean_us: r.latency_us.mean,
+            latency_p50_us: r.latency_us.p50,
+            latency_p99_us: r.latency_us.p99,
+            errors: r.errors,
+            elapsed_s: r.elapsed_s,
+            target_cpu_pct: r.cpu.target_pct,
+            initiator_cpu_pct: r.cpu.initiator_pct,
+            steal_pct: None,
+        }
+    }
+}
+
+struct Conn {
+    key: String,
+    lun: LunTarget,
+    // Kept alive while the sessions use them.
+    _relays: Vec<Relay>,
+}
+
+/// The lab: owns targets, relays and sessions between cells.
+pub struct Lab {
+    rt: tokio::runtime::Runtime,
+    opts: LabOptions,
+    targets: BTreeMap<String, EmbeddedTarget>,
+    conn: Option<Conn>,
+}
+
+impl Lab {
+    pub fn new(opts: LabOptions) -> Result<Lab, String> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("runtime: {e}"))?;
+        Ok(Lab {
+            rt,
+            opts,
+            targets: BTreeMap::new(),
+            conn: None,
+        })
+    }
+
+    fn lun_spec(&self, backend: &str) -> String {
+        let size = self.opts.lun_size;
+        match backend {
+            "null" => format!("null:{size}"),
+            "file" => format!(
+                "file:{},size={size}",
+                self.opts
+                    .dir
+                    .join(format!("ironlun-lab-{}.img", std::process::id()))
+                    .display()
+            ),
+            _ => format!("ram:{size}"),
+        }
+    }
+
+    fn target(&mut self, backend: &str) -> Result<(std::net::SocketAddr, String), String> {
+        if !self.targets.contains_key(backend) {
+            let t = EmbeddedTarget::start(&[self.lun_spec(backend)])?;
+            info!(backend, portal = %t.portal, "embedded target started");
+            self.targets.insert(backend.to_owned(), t);
+        }
+        let t = self.targets.get(backend).ok_or("embedded target missing")?;
+        Ok((t.portal, t.name.clone()))
+    }
+
+    /// Logs out of the current sessions.
+    pub fn close(&mut self) {
+        if let Some(c) = self.conn.take() {
+            let path = c.lun.path.clone();
+            self.rt.block_on(async move {
+                match path {
+                    Path::Single(s) => {
+                        let _ = s.logout().await;
+                    }
+                    Path::Multi(m) => m.logout().await,
+                }
+            });
+        }
+    }
+
+    /// Sessions for `cell`, reusing the current ones when the cell
+    /// negotiates and links the same way. `relay`: go through a relay
+    /// even without a link (so calibration sees the relay's own cost).
+    fn connect(&mut self, cell: &Cell, relay: bool) -> Result<LunTarget, String> {
+        let key = format!("{}|relay={relay}", cell.connection_key());
+        if let Some(c) = &self.conn {
+            if c.key == key {
+                return Ok(c.lun.clone());
+            }
+        }
+        self.close();
+        let (portal, target) = self.target(&cell.backend)?;
+        // A transparent relay for calibration: its hop is counted.
+        let link = cell.link().or_else(|| relay.then(LinkSpec::default));
+        let mut relays = Vec::new();
+        let mut portals = Vec::new();
+        for _ in 0..cell.sessions {
+            match &link {
+                Some(l) => {
+                    let listen = "127.0.0.1:0".parse().map_err(|e| format!("{e}"))?;
+                    let r = Relay::start(listen, portal, l.clone())
+                        .map_err(|e| format!("relay: {e}"))?;
+                    portals.push(r.addr().to_string());
+                    relays.push(r);
+                }
+                None => portals.push(portal.to_string()),
+            }
+        }
+        let opts = cell.session_options();
+        let sessions = cell.sessions;
+        let lun = self.rt.block_on(async {
+            let (path, first) = if sessions == 1 {
+                let p = portals.first().ok_or("no portal")?;
+                let s = Session::connect(p, Some(&target), &opts)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                (Path::Single(s.clone()), s)
+            } else {
+                let m = Multipath::connect(&portals, &target, &opts, PathPolicy::RoundRobin)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let first = m.paths().first().cloned().ok_or("no path")?;
+                for p in m.paths() {
+                    let _ = p.clear_unit_attention(0).await;
+                }
+                (Path::Multi(Arc::new(m)), first)
+            };
+            let _ = first.clear_unit_attention(0).await;
+            let capacity = first.read_capacity(0).await.map_err(|e| e.to_string())?;
+            Ok::<_, String>(LunTarget {
+                label: format!("{} LUN 0 ({})", target, cell.backend),
+                path,
+                lun: 0,
+                capacity,
+            })
+        })?;
+        self.conn = Some(Conn {
+            key,
+            lun: lun.clone(),
+            _relays: relays,
+        });
+        Ok(lun)
+    }
+
+    /// Measures one cell.
+    pub fn run(
+        &mut self,
+        cell: &Cell,
+        time: Duration,
+        ramp: Duration,
+        relay: bool,
+    ) -> Result<Measured, String> {
+        cell.validate()?;
+        let lun = self.connect(cell, relay)?;
+        let read = if cell.op == Op::Read { 100 } else { 0 };
+        let mut w = Workload::simple(
+            &format!("{} {} qd{}", cell.op.name(), cell.bs, cell.qd),
+            "",
+            AccessLine::simple(cell.bs, read, cell.random),
+            cell.qd,
+        );
+        w.time_s = time.as_secs_f64();
+        w.ramp_s = ramp.as_secs_f64();
+        let opts = RunOptions {
+            target_cpu: Some(ironlun_bench::cpu::threads_probe(TARGET_THREADS)),
+            exclude_threads: Some(ironlun_netem::awake::THREAD_NAME),
+            ..RunOptions::default()
+        };
+        let before = ironlun_bench::cpu::HostCpu::sample();
+        let r = self
+            .rt
+            .block_on(ironlun_bench::run(&w, std::slice::from_ref(&lun), &opts))?;
+        let steal = match (before, ironlun_bench::cpu::HostCpu::sample()) {
+            (Some(a), Some(b)) => a.steal_pct(&b),
+            _ => None,
+        };
+        if r.errors > 0 {
+            return Err(format!(
+                "{}: {} I/O errors, e.g. {}",
+                w.name,
+                r.errors,
+                r.error_samples.first().cloned().unwrap_or_default()
+            ));
+        }
+        let mut m = Measured::from(&r);
+        m.steal_pct = steal;
+        Ok(m)
+    }
+
+    /// Measures the host's own cost for every distinct (op, size, digest,
+    /// link-or-not) among `cells`: response time at queue depth 1 and
+    /// throughput at 32, on loopback (through a transparent relay for
+    /// cells that have a link, so its hop is counted).
+    pub fn calibrate(&mut self, cells: &[Cell], time: Duration) -> Result<Calibration, String> {
+        let mut cal = Calibration::default();
+        for c in cells {
+            let via = c.link().is_some();
+            let k = (c.op, c.bs, c.digest, via);
+            if cal.costs.contains_key(&k) {
+                continue;
+            }
+            let mut base = Cell {
+                op: c.op,
+                bs: c.bs,
+                digest: c.digest,
+                backend: c.backend.clone(),
+                max_recv_dsl: c.max_recv_dsl,
+                max_burst: c.max_burst,
+                first_burst: c.first_burst,
+                qd: 1,
+                ..Cell::default()
+            };
+            // The median response time, not the mean: a host that stalls
+            // now and then (a virtual machine's vCPU preempted) must not
+            // set the model for every cell. The better of two runs for
+            // the host's rate, for the same reason.
+            let one = self.run(&base, time, time / 4, via)?;
+            base.qd = 32;
+            let many = self.run(&base, time, time / 4, via)?;
+            let again = self.run(&base, time, time / 4, via)?;
+            cal.costs.insert(
+                k,
+                HostCost {
+                    t0_s: one.latency_p50_us / 1e6,
+                    max_bytes_per_s: many.mb_per_s.max(again.mb_per_s).max(one.mb_per_s) * 1e6,
+                },
+            );
+        }
+        Ok(cal)
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        self.close();
+        // Targets stop (and flush) as they drop, outside any runtime.
+        self.targets.clear();
+        let f = self
+            .opts
+            .dir
+            .join(format!("ironlun-lab-{}.img", std::process::id()));
+        let _ = std::fs::remove_file(f);
+    }
+}

@@ -1,0 +1,60 @@
+//! `ironlun reproduce NAME`: a published study in one command.
+
+use std::path::PathBuf;
+
+use ironlun_lab::reproduce::{self, ReproduceOptions};
+
+use crate::units::parse_duration;
+
+#[derive(clap::Args)]
+pub struct ReproduceArgs {
+    /// The study (see --list).
+    #[arg(required_unless_present = "list")]
+    pub name: Option<String>,
+    /// List the reproductions.
+    #[arg(long)]
+    pub list: bool,
+    /// Measured time per iSCSI cell (stretched for long round trips).
+    #[arg(long, value_name = "DURATION")]
+    pub time: Option<String>,
+    /// Where NAME.json and NAME.html go.
+    #[arg(long, default_value = "ironlun-reproduce", value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+pub fn run_reproduce(a: ReproduceArgs) -> Result<(), String> {
+    if a.list {
+        for (n, d) in reproduce::NAMES {
+            println!("{n:<16} {d}");
+        }
+        return Ok(());
+    }
+    let name = a.name.clone().unwrap_or_default();
+    let mut opts = ReproduceOptions::default();
+    if let Some(t) = &a.time {
+        opts.cell_time = parse_duration(t)?;
+    }
+    let r = reproduce::run(&name, &opts, &mut |what| eprintln!("{name}: {what} ..."))?;
+    print!("{}", r.text());
+    let out = r.outliers(0.25);
+    if out.is_empty() {
+        println!("\nevery cell is within 25 % of its model");
+    } else {
+        println!("\n{} cell(s) more than 25 % from the model:", out.len());
+        for o in &out {
+            println!("  {o}");
+        }
+    }
+    std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
+    let json = a.out.join(format!("{name}.json"));
+    let html = a.out.join(format!("{name}.html"));
+    std::fs::write(&json, r.json()?).map_err(|e| format!("{}: {e}", json.display()))?;
+    std::fs::write(&html, r.html()?).map_err(|e| format!("{}: {e}", html.display()))?;
+    println!(
+        "took {:.0} s; results: {}; report: {}",
+        r.elapsed_s,
+        json.display(),
+        html.display()
+    );
+    Ok(())
+}

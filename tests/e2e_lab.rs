@@ -1,0 +1,204 @@
+//! The network lab end to end: the netem relay in front of a real target,
+//! bench and tcpbench over emulated links, and sweeps with the model.
+//! Assertions use only bounds a correct emulator cannot break (nothing
+//! is faster than the round trip or the link rate); timings against
+//! settings are checked in crates/ironlun-netem/tests.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+mod support;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use support::Target;
+
+fn ironlun() -> &'static str {
+    env!("CARGO_BIN_EXE_ironlun")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = Command::new(ironlun()).args(args).output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "ironlun {args:?} failed:\n{text}");
+    text
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn netem_relays_a_session_and_bench_sees_the_round_trip() {
+    let t = Target::start(&["--name", "iqn.2026-11.test:lab", "--lun", "ram:64MiB"]);
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut relay = Command::new(ironlun())
+        .args([
+            "netem",
+            "--listen",
+            &listen,
+            "--connect",
+            &t.addr.to_string(),
+            "--rtt",
+            "20ms",
+            "--rate",
+            "100Mbit",
+            "--time",
+            "30s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until it listens.
+    let mut up = false;
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(&listen).is_ok() {
+            up = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(up, "netem did not listen");
+    let text = ok(&[
+        "inquiry",
+        &format!("iscsi://{listen}/iqn.2026-11.test:lab/0"),
+    ]);
+    assert!(text.contains("ironlun"), "{text}");
+    let _ = relay.kill();
+    let _ = relay.wait();
+
+    // bench with a built-in link: nothing completes faster than the round
+    // trip, and nothing moves faster than the link.
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("b.json");
+    ok(&[
+        "bench",
+        &t.url("iqn.2026-11.test:lab", 0),
+        "--bs",
+        "64k",
+        "--read",
+        "100",
+        "--random",
+        "0",
+        "--qd",
+        "4",
+        "--time",
+        "1s",
+        "--ramp",
+        "0.2s",
+        "--rtt",
+        "20ms",
+        "--link-rate",
+        "100Mbit",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let w = &v["workloads"][0];
+    assert_eq!(w["errors"], 0);
+    assert!(w["latency_us"]["p50"].as_f64().unwrap() >= 20_000.0, "{w}");
+    let mbs = w["mb_per_s"].as_f64().unwrap();
+    assert!(
+        mbs > 0.0 && mbs <= 12.5 * 1.02,
+        "{mbs} MB/s over a 100 Mbit/s link"
+    );
+    assert!(
+        v["target"].as_str().unwrap_or("").contains("emulated link"),
+        "{}",
+        v["target"]
+    );
+}
+
+#[test]
+fn tcpbench_reports_both_directions_within_the_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("t.json");
+    let text = ok(&[
+        "tcpbench",
+        "--time",
+        "500ms",
+        "--repeat",
+        "1",
+        "--link-rate",
+        "50Mbit",
+        "--rtt",
+        "4ms",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(text.contains("up") && text.contains("down"), "{text}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = v["tcpbench"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for r in rows {
+        let mbs = r["mb_per_s"].as_f64().unwrap();
+        assert!(mbs > 0.0 && mbs <= 6.25 * 1.02, "{r}");
+        assert_eq!(r["model_mb_per_s"].as_f64().unwrap(), 6.25);
+    }
+}
+
+#[test]
+fn sweep_writes_a_record_per_cell_with_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("s.json");
+    let html = dir.path().join("s.html");
+    let text = ok(&[
+        "sweep",
+        "--set",
+        "op=read",
+        "--set",
+        "bs=64KiB",
+        "--set",
+        "link_rate=100Mbit",
+        "--vary",
+        "rtt=0ms,20ms",
+        "--vary",
+        "qd=1,4",
+        "--time",
+        "0.5s",
+        "--lun-size",
+        "64MiB",
+        "--json",
+        json.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert!(text.contains("model in parentheses"), "{text}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let cells = v["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 4);
+    for c in cells {
+        let mbs = c["mb_per_s"].as_f64().unwrap();
+        let model = c["model"]["mb_per_s"].as_f64().unwrap();
+        assert!(mbs > 0.0 && mbs <= 12.5 * 1.02, "{c}");
+        assert!(model > 0.0 && model <= 12.5, "{c}");
+        if c["params"]["rtt"] == "20ms" {
+            assert!(c["latency_p50_us"].as_f64().unwrap() >= 20_000.0, "{c}");
+        }
+    }
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<svg") && page.contains("model"));
+
+    // Bad sweeps are refused with the reason.
+    let out = Command::new(ironlun())
+        .args(["sweep", "--vary", "connections=2"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("MC/S"));
+    let list = ok(&["reproduce", "--list"]);
+    assert!(list.contains("wan-tuning"));
+}
