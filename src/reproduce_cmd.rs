@@ -17,6 +17,9 @@ pub struct ReproduceArgs {
     /// Measured time per iSCSI cell (stretched for long round trips).
     #[arg(long, value_name = "DURATION")]
     pub time: Option<String>,
+    /// Size of the embedded LUN.
+    #[arg(long, default_value = "512MiB", value_name = "SIZE")]
+    pub lun_size: String,
     /// Where NAME.json and NAME.html go.
     #[arg(long, default_value = "ironlun-reproduce", value_name = "DIR")]
     pub out: PathBuf,
@@ -33,14 +36,25 @@ pub fn run_reproduce(a: ReproduceArgs) -> Result<(), String> {
     let mut opts = ReproduceOptions::default();
     if let Some(t) = &a.time {
         opts.cell_time = parse_duration(t)?;
+        opts.tcp_time = opts.cell_time.max(std::time::Duration::from_millis(200));
     }
+    opts.lab.lun_size = crate::units::parse_size(&a.lun_size)?;
     let r = reproduce::run(&name, &opts, &mut |what| eprintln!("{name}: {what} ..."))?;
     print!("{}", r.text());
     let out = r.outliers(0.25);
-    if out.is_empty() {
-        println!("\nevery cell is within 25 % of its model");
+    if r.modelled() == 0 {
+        println!("\n(no model for these runs: whole workloads are reported as measured)");
+    } else if out.is_empty() {
+        println!(
+            "\nall {} modelled cells are within 25 % of their model",
+            r.modelled()
+        );
     } else {
-        println!("\n{} cell(s) more than 25 % from the model:", out.len());
+        println!(
+            "\n{} of {} modelled cells are more than 25 % from the model:",
+            out.len(),
+            r.modelled()
+        );
         for o in &out {
             println!("  {o}");
         }
@@ -50,6 +64,12 @@ pub fn run_reproduce(a: ReproduceArgs) -> Result<(), String> {
     let html = a.out.join(format!("{name}.html"));
     std::fs::write(&json, r.json()?).map_err(|e| format!("{}: {e}", json.display()))?;
     std::fs::write(&html, r.html()?).map_err(|e| format!("{}: {e}", html.display()))?;
+    if !r.workloads.is_empty() {
+        let w = a.out.join(format!("{name}-workloads.html"));
+        let page = ironlun_bench::report::html(&r.workload_reports())?;
+        std::fs::write(&w, page).map_err(|e| format!("{}: {e}", w.display()))?;
+        println!("workload charts: {}", w.display());
+    }
     println!(
         "took {:.0} s; results: {}; report: {}",
         r.elapsed_s,

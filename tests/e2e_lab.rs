@@ -202,3 +202,43 @@ fn sweep_writes_a_record_per_cell_with_the_model() {
     let list = ok(&["reproduce", "--list"]);
     assert!(list.contains("wan-tuning"));
 }
+
+#[test]
+fn the_other_reproductions_run_end_to_end_and_write_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["target-backends", "ramdisk-target", "app-profiles"] {
+        let text = ok(&[
+            "reproduce",
+            name,
+            "--time",
+            "0.2s",
+            "--lun-size",
+            "32MiB",
+            "--out",
+            dir.path().to_str().unwrap(),
+        ]);
+        assert!(text.contains("took"), "{text}");
+        let json = std::fs::read_to_string(dir.path().join(format!("{name}.json"))).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["reproduction"], name);
+        let cells = v["cells"].as_array().map_or(0, Vec::len);
+        let workloads = v["workloads"].as_array().map_or(0, Vec::len);
+        assert!(cells + workloads > 0, "{name}: nothing measured");
+        for c in v["cells"].as_array().unwrap() {
+            assert!(c["measured_mb_per_s"].as_f64().unwrap() > 0.0, "{c}");
+        }
+        let html = std::fs::read_to_string(dir.path().join(format!("{name}.html"))).unwrap();
+        assert!(html.contains("<html"));
+    }
+    // The ramdisk study pulled one of two paths mid-run and went on.
+    let v: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("ramdisk-target.json")).unwrap(),
+    )
+    .unwrap();
+    let sets = v["workloads"].as_array().unwrap();
+    let agg = sets.last().unwrap();
+    assert!(agg["title"].as_str().unwrap().contains("pulled"));
+    let pulled = &agg["results"][1];
+    assert_eq!(pulled["errors"], 0, "{pulled}");
+    assert!(pulled["iops"].as_f64().unwrap() > 0.0);
+}

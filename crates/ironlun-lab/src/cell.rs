@@ -54,6 +54,13 @@ impl Op {
     }
 }
 
+impl Cell {
+    /// Percent of I/Os that read.
+    pub fn read_pct(&self) -> u32 {
+        self.read.unwrap_or(if self.op.is_read() { 100 } else { 0 })
+    }
+}
+
 /// Digests for a cell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -92,6 +99,11 @@ pub struct Cell {
     pub qd: u32,
     /// Percent random offsets (0: sequential, IOMeter semantics).
     pub random: u32,
+    /// Percent reads, for mixed I/O (`None`: all reads for `read`, all
+    /// writes otherwise; the op still chooses the write negotiation).
+    pub read: Option<u32>,
+    /// Workers (threads of I/O), each with `qd` outstanding.
+    pub workers: u32,
     #[serde(serialize_with = "ser_ms")]
     pub rtt: Duration,
     /// Link rate, bit/s; `None`: no cap.
@@ -104,7 +116,8 @@ pub struct Cell {
     pub digest: Digest,
     /// Sessions (paths) to the LUN, used round-robin.
     pub sessions: u32,
-    /// LUN backend: ram, null or file.
+    /// LUN backend: ram, null, file (through the page cache) or
+    /// file-direct (O_DIRECT).
     pub backend: String,
 }
 
@@ -119,6 +132,8 @@ impl Default for Cell {
             bs: 64 << 10,
             qd: 1,
             random: 0,
+            read: None,
+            workers: 1,
             rtt: Duration::ZERO,
             link_rate: None,
             tcp_window: None,
@@ -148,14 +163,23 @@ impl Cell {
         if self.qd == 0 || self.qd > MAX_QD {
             return Err(format!("qd {}: 1..={MAX_QD}", self.qd));
         }
-        if self.random > 100 {
-            return Err(format!("random {}: a percentage", self.random));
+        if self.random > 100 || self.read.is_some_and(|r| r > 100) {
+            return Err("random and read are percentages".into());
+        }
+        if self.workers == 0 || self.workers > 16 {
+            return Err(format!("workers {}: 1..=16", self.workers));
         }
         if self.sessions == 0 || self.sessions > MAX_SESSIONS {
             return Err(format!("sessions {}: 1..={MAX_SESSIONS}", self.sessions));
         }
-        if !matches!(self.backend.as_str(), "ram" | "null" | "file") {
-            return Err(format!("backend '{}': ram, null or file", self.backend));
+        if !matches!(
+            self.backend.as_str(),
+            "ram" | "null" | "file" | "file-direct"
+        ) {
+            return Err(format!(
+                "backend '{}': ram, null, file or file-direct",
+                self.backend
+            ));
         }
         self.offers().validate()
     }
@@ -243,6 +267,11 @@ impl Cell {
             "bs" => human_size(u64::from(self.bs)),
             "qd" => self.qd.to_string(),
             "random" => self.random.to_string(),
+            "read" => self.read.map_or_else(
+                || if self.op.is_read() { "100" } else { "0" }.to_owned(),
+                |r| r.to_string(),
+            ),
+            "workers" => self.workers.to_string(),
             "rtt" => format!("{}ms", trim(self.rtt.as_secs_f64() * 1e3)),
             "link_rate" => self
                 .link_rate
@@ -268,11 +297,13 @@ impl Cell {
 }
 
 /// Parameter names a sweep may use.
-pub const PARAMS: [&str; 13] = [
+pub const PARAMS: [&str; 15] = [
     "op",
     "bs",
     "qd",
     "random",
+    "read",
+    "workers",
     "rtt",
     "link_rate",
     "tcp_window",

@@ -107,10 +107,17 @@ pub fn predict(cell: &Cell, host: Option<HostCost>) -> Prediction {
     let wire = wire_bytes(cell);
     let rtt = cell.rtt.as_secs_f64();
     let k = round_trips(cell);
+    // Mixed I/O: reads take one round trip, writes what the op needs.
+    let reads = f64::from(cell.read_pct()) / 100.0;
+    let k_mean = if cell.op.is_read() {
+        f64::from(k)
+    } else {
+        reads + (1.0 - reads) * f64::from(k)
+    };
     let rate = cell.link_rate.map(|r| r as f64 / 8.0);
     let t0 = host.map_or(0.0, |h| h.t0_s);
-    let cycle = t0 + f64::from(k) * rtt + rate.map_or(0.0, |r| wire / r);
-    let n = f64::from(cell.qd) * f64::from(cell.sessions);
+    let cycle = t0 + k_mean * rtt + rate.map_or(0.0, |r| wire / r);
+    let n = f64::from(cell.qd) * f64::from(cell.sessions) * f64::from(cell.workers);
     let mut best = (f64::INFINITY, "commands");
     let mut bound = |v: f64, why: &'static str| {
         if v < best.0 {
@@ -121,8 +128,10 @@ pub fn predict(cell: &Cell, host: Option<HostCost>) -> Prediction {
         bound(n * s / cycle, "commands");
     }
     if let Some(r) = rate {
-        // Each session has its own link.
-        bound(r * f64::from(cell.sessions) * s / wire, "link");
+        // Each session has its own link, full duplex: reads fill one
+        // direction and writes the other.
+        let busiest = reads.max(1.0 - reads).max(1e-9);
+        bound(r * f64::from(cell.sessions) * s / wire / busiest, "link");
     }
     if let (Some(w), true) = (cell.tcp_window, rtt > 0.0) {
         bound(

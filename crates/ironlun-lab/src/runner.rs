@@ -13,7 +13,7 @@ use ironlun_netem::{LinkSpec, Relay};
 use serde::Serialize;
 use tracing::info;
 
-use crate::cell::{Cell, Op};
+use crate::cell::Cell;
 use crate::embedded::{EmbeddedTarget, TARGET_THREADS};
 use crate::model::{Calibration, HostCost};
 
@@ -73,8 +73,9 @@ impl From<&WorkloadResult> for Measured {
 struct Conn {
     key: String,
     lun: LunTarget,
-    // Kept alive while the sessions use them.
-    _relays: Vec<Relay>,
+    /// Kept alive while the sessions use them; shared so a path can be
+    /// cut mid-run.
+    relays: Vec<Arc<std::sync::Mutex<Relay>>>,
 }
 
 /// The lab: owns targets, relays and sessions between cells.
@@ -103,12 +104,17 @@ impl Lab {
         let size = self.opts.lun_size;
         match backend {
             "null" => format!("null:{size}"),
-            "file" => format!(
-                "file:{},size={size}",
+            "file" | "file-direct" => format!(
+                "file:{},size={size}{}",
                 self.opts
                     .dir
-                    .join(format!("ironlun-lab-{}.img", std::process::id()))
-                    .display()
+                    .join(format!("ironlun-lab-{}-{backend}.img", std::process::id()))
+                    .display(),
+                if backend == "file-direct" {
+                    ",direct"
+                } else {
+                    ""
+                }
             ),
             _ => format!("ram:{size}"),
         }
@@ -162,7 +168,7 @@ impl Lab {
                     let r = Relay::start(listen, portal, l.clone())
                         .map_err(|e| format!("relay: {e}"))?;
                     portals.push(r.addr().to_string());
-                    relays.push(r);
+                    relays.push(Arc::new(std::sync::Mutex::new(r)));
                 }
                 None => portals.push(portal.to_string()),
             }
@@ -198,7 +204,7 @@ impl Lab {
         self.conn = Some(Conn {
             key,
             lun: lun.clone(),
-            _relays: relays,
+            relays,
         });
         Ok(lun)
     }
@@ -211,17 +217,33 @@ impl Lab {
         ramp: Duration,
         relay: bool,
     ) -> Result<Measured, String> {
-        cell.validate()?;
-        let lun = self.connect(cell, relay)?;
-        let read = if cell.op == Op::Read { 100 } else { 0 };
         let mut w = Workload::simple(
             &format!("{} {} qd{}", cell.op.name(), cell.bs, cell.qd),
             "",
-            AccessLine::simple(cell.bs, read, cell.random),
+            AccessLine::simple(cell.bs, cell.read_pct(), cell.random),
             cell.qd,
         );
+        w.workers = cell.workers;
         w.time_s = time.as_secs_f64();
         w.ramp_s = ramp.as_secs_f64();
+        let (r, steal) = self.run_workload(cell, &w, relay)?;
+        let mut m = Measured::from(&r);
+        m.steal_pct = steal;
+        Ok(m)
+    }
+
+    /// Runs any workload over the sessions and link `cell` describes (its
+    /// size, window and op fields are ignored but for negotiation); also
+    /// returns the host steal during the run.
+    pub fn run_workload(
+        &mut self,
+        cell: &Cell,
+        w: &Workload,
+        relay: bool,
+    ) -> Result<(WorkloadResult, Option<f64>), String> {
+        cell.validate()?;
+        w.validate()?;
+        let lun = self.connect(cell, relay)?;
         let opts = RunOptions {
             target_cpu: Some(ironlun_bench::cpu::threads_probe(TARGET_THREADS)),
             exclude_threads: Some(ironlun_netem::awake::THREAD_NAME),
@@ -230,7 +252,7 @@ impl Lab {
         let before = ironlun_bench::cpu::HostCpu::sample();
         let r = self
             .rt
-            .block_on(ironlun_bench::run(&w, std::slice::from_ref(&lun), &opts))?;
+            .block_on(ironlun_bench::run(w, std::slice::from_ref(&lun), &opts))?;
         let steal = match (before, ironlun_bench::cpu::HostCpu::sample()) {
             (Some(a), Some(b)) => a.steal_pct(&b),
             _ => None,
@@ -243,9 +265,30 @@ impl Lab {
                 r.error_samples.first().cloned().unwrap_or_default()
             ));
         }
-        let mut m = Measured::from(&r);
-        m.steal_pct = steal;
-        Ok(m)
+        Ok((r, steal))
+    }
+
+    /// Cuts path `index` of the current sessions after `after` (a pulled
+    /// cable: its relay closes every connection and refuses new ones).
+    pub fn cut_path_after(&self, index: usize, after: Duration) -> Result<(), String> {
+        let relay = self
+            .conn
+            .as_ref()
+            .and_then(|c| c.relays.get(index))
+            .cloned()
+            .ok_or("no such path (paths are relays: give the cell a link)")?;
+        std::thread::spawn(move || {
+            std::thread::sleep(after);
+            relay.lock().unwrap_or_else(|e| e.into_inner()).cut();
+            tracing::info!("path {index} cut");
+        });
+        Ok(())
+    }
+
+    /// Opens the sessions for `cell` now (so a path can be cut in the run
+    /// that follows).
+    pub fn prepare(&mut self, cell: &Cell) -> Result<(), String> {
+        self.connect(cell, false).map(|_| ())
     }
 
     /// Measures the host's own cost for every distinct (op, size, digest,

@@ -41,6 +41,8 @@ pub fn set_param(cell: &mut Cell, name: &str, value: &str) -> Result<(), String>
             "bs" => cell.bs = size32(v)?,
             "qd" => cell.qd = num(v)?,
             "random" => cell.random = num(v)?,
+            "read" => cell.read = Some(num(v)?),
+            "workers" => cell.workers = num(v)?,
             "rtt" => cell.rtt = parse_duration(v)?,
             "link_rate" => cell.link_rate = parse_rate(v)?,
             "tcp_window" => cell.tcp_window = opt_size(v)?,
