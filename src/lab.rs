@@ -5,13 +5,9 @@ use std::path::PathBuf;
 
 use ironlun_bench::{profiles, report, LunTarget, Path, TargetCpuProbe};
 use ironlun_initiator::{Session, SessionOptions};
-use ironlun_target::{Config, Overrides, Server};
+use ironlun_lab::embedded::{EmbeddedTarget, TARGET_THREADS};
 
 use crate::bench_cmd;
-
-/// Name prefix of the in-process target's runtime threads, so their CPU
-/// can be told apart from the load generator's.
-const TARGET_THREADS: &str = "ironlun-tgt";
 
 #[derive(clap::Args)]
 pub struct LabArgs {
@@ -43,30 +39,9 @@ const DEFAULT_SUITE: [&str; 8] = [
 pub fn run_lab(a: LabArgs) -> Result<(), String> {
     let size = crate::units::parse_size(&a.size)?;
     let time = crate::units::parse_duration(&a.time)?.as_secs_f64();
-    let cfg = Config::load(&Overrides {
-        listen: vec!["127.0.0.1:0".into()],
-        name: Some("iqn.2026-11.org.ironlun:lab".into()),
-        luns: vec![format!("ram:{size}")],
-        ..Overrides::default()
-    })?;
-    // The target gets its own runtime (named threads); the load generator
-    // runs on this thread.
-    let target_rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name(TARGET_THREADS)
-        .enable_all()
-        .build()
-        .map_err(|e| format!("target runtime: {e}"))?;
-    let server = target_rt.block_on(Server::bind(&cfg))?;
-    let addr = server
-        .local_addrs()
-        .first()
-        .copied()
-        .ok_or("the target did not listen")?;
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let served = target_rt.spawn(server.run(async {
-        let _ = stop_rx.await;
-    }));
+    // The target runs on its own runtime threads; the load generator on
+    // this thread.
+    let target = EmbeddedTarget::start(&[format!("ram:{size}")])?;
     let names: Vec<String> = if a.profile.is_empty() {
         DEFAULT_SUITE.iter().map(|s| (*s).to_owned()).collect()
     } else {
@@ -84,14 +59,10 @@ pub fn run_lab(a: LabArgs) -> Result<(), String> {
         ws.extend(found);
     }
     std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
-    let portal = addr.to_string();
-    let target = cfg
-        .targets
-        .first()
-        .map(|t| t.name.clone())
-        .ok_or("no target")?;
+    let portal = target.portal.to_string();
+    let name = target.name.clone();
     eprintln!(
-        "lab: target {target} on {portal}, RAM LUN of {size} bytes; {} workloads of {time} s",
+        "lab: target {name} on {portal}, RAM LUN of {size} bytes; {} workloads of {time} s",
         ws.len()
     );
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -99,13 +70,13 @@ pub fn run_lab(a: LabArgs) -> Result<(), String> {
         .build()
         .map_err(|e| format!("runtime: {e}"))?;
     let results = rt.block_on(async {
-        let s = Session::connect(&portal, Some(&target), &SessionOptions::default())
+        let s = Session::connect(&portal, Some(&name), &SessionOptions::default())
             .await
             .map_err(|e| e.to_string())?;
         let _ = s.clear_unit_attention(0).await;
         let capacity = s.read_capacity(0).await.map_err(|e| e.to_string())?;
         let luns = vec![LunTarget {
-            label: format!("iscsi://{portal}/{target}/0"),
+            label: format!("iscsi://{portal}/{name}/0"),
             path: Path::Single(s.clone()),
             lun: 0,
             capacity,
@@ -115,8 +86,9 @@ pub fn run_lab(a: LabArgs) -> Result<(), String> {
         let _ = s.logout().await;
         r
     })?;
-    let _ = stop_tx.send(());
-    let _ = target_rt.block_on(served);
+    drop(rt);
+    // Stops the target: initiators asked to log out, LUNs flushed.
+    drop(target);
     let rep = bench_cmd::report(
         results,
         Some(format!("in-process ironlun target, ram:{size}")),

@@ -133,9 +133,12 @@ pub fn predict(cell: &Cell, host: Option<HostCost>) -> Prediction {
         let busiest = reads.max(1.0 - reads).max(1e-9);
         bound(r * f64::from(cell.sessions) * s / wire / busiest, "link");
     }
-    if let (Some(w), true) = (cell.tcp_window, rtt > 0.0) {
+    if let (Some(w), true, Some(l)) = (cell.tcp_window, rtt > 0.0, cell.link()) {
+        // Window per round trip; the relay's chunking adds one chunk's
+        // serialisation to the round trip (see LinkSpec::chunk_bytes).
+        let chunk = rate.map_or(0.0, |r| l.chunk_bytes() as f64 / r);
         bound(
-            f64::from(w) / rtt * f64::from(cell.sessions) * s / wire,
+            f64::from(w) / (rtt + chunk) * f64::from(cell.sessions) * s / wire,
             "tcp-window",
         );
     }

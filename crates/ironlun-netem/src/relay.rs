@@ -24,10 +24,6 @@ use crate::spec::LinkSpec;
 
 /// Connections relayed at once; more are refused (closed on accept).
 pub const MAX_CONNECTIONS: usize = 256;
-/// Largest chunk read at once.
-const MAX_CHUNK: usize = 64 << 10;
-/// Smallest chunk when a rate or window makes chunks small.
-const MIN_CHUNK: usize = 1448;
 /// How often waiting threads look at the stop flag.
 const POLL: Duration = Duration::from_millis(50);
 
@@ -155,18 +151,6 @@ fn small_buffer(_spec: &LinkSpec) -> Option<usize> {
     None
 }
 
-fn chunk_size(spec: &LinkSpec) -> usize {
-    let mut c = MAX_CHUNK;
-    if let Some(r) = spec.rate_bps {
-        // About a millisecond of link time per chunk.
-        c = c.min((r / 8 / 1000) as usize);
-    }
-    if let Some(w) = spec.window {
-        c = c.min(w as usize / 4);
-    }
-    c.max(MIN_CHUNK)
-}
-
 fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     let mut next_id = 0u64;
     while !shared.stop.load(Ordering::SeqCst) {
@@ -250,7 +234,7 @@ fn start_connection(id: u64, client: TcpStream, shared: &Arc<Shared>) -> io::Res
     let seed = id.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     let up = Arc::new(Direction::new(window_bytes));
     let down = Arc::new(Direction::new(window_bytes));
-    let chunk = chunk_size(spec);
+    let chunk = spec.chunk_bytes();
     let plan = [
         (
             "up",

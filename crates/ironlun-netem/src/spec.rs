@@ -68,12 +68,30 @@ impl LinkSpec {
         }
     }
 
+    /// The relay moves data in chunks of about a millisecond of link
+    /// time (at most 64 KiB, at least one Ethernet segment, at most a
+    /// quarter of the window): each is delayed and delivered as a unit,
+    /// as a packet train would be.
+    pub fn chunk_bytes(&self) -> usize {
+        let mut c = 64usize << 10;
+        if let Some(r) = self.rate_bps {
+            c = c.min((r / 8 / 1000) as usize);
+        }
+        if let Some(w) = self.window {
+            c = c.min(w as usize / 4);
+        }
+        c.max(1448)
+    }
+
     /// What a bulk TCP stream should get over this link, in bytes/s:
     /// the rate, or the window per round trip if that is less (the
-    /// window-limited throughput of TCP). `None` when nothing bounds it.
+    /// window-limited throughput of TCP; the round trip includes one
+    /// chunk's serialisation, as a real one includes a segment's).
+    /// `None` when nothing bounds it.
     pub fn tcp_model_bytes_per_s(&self) -> Option<f64> {
         let by_rate = self.rate_bps.map(|r| r as f64 / 8.0);
-        let rtt = self.rtt().as_secs_f64();
+        let chunk_time = by_rate.map_or(0.0, |r| self.chunk_bytes() as f64 / r);
+        let rtt = self.rtt().as_secs_f64() + chunk_time;
         let by_window = match self.window {
             Some(w) if rtt > 0.0 => Some(f64::from(w) / rtt),
             _ => None,
@@ -223,7 +241,9 @@ mod tests {
         l.rate_bps = Some(155_000_000);
         assert_eq!(l.tcp_model_bytes_per_s(), Some(19_375_000.0));
         l.window = Some(65536);
-        assert_eq!(l.tcp_model_bytes_per_s(), Some(65536.0 / 0.05));
+        // 16 KiB chunks (a quarter of the window) take 0.85 ms at 155 Mbit/s.
+        let chunk = 16384.0 / 19_375_000.0;
+        assert_eq!(l.tcp_model_bytes_per_s(), Some(65536.0 / (0.05 + chunk)));
         l.window = Some(10_000_000);
         assert_eq!(l.tcp_model_bytes_per_s(), Some(19_375_000.0));
     }
