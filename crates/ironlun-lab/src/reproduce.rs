@@ -172,7 +172,7 @@ impl Reproduction {
                     if e.abs() > tolerance {
                         let p = |k: &str| c.params.get(k).cloned().unwrap_or_default();
                         out.push(format!(
-                            "{}: bs {} qd {} rtt {}: {:.2} vs model {:.2} ({:+.0} %, bound: {}; host steal {})",
+                            "{}: bs {} qd {} rtt {}: {:.2} vs model {:.2} ({:+.0} %, bound: {}; host steal {}) — {}",
                             tb.title,
                             p("bs"),
                             p("qd"),
@@ -183,7 +183,8 @@ impl Reproduction {
                             m.bound,
                             c.measured
                                 .steal_pct
-                                .map_or("unknown".into(), |s| format!("{s:.0} %"))
+                                .map_or("unknown".into(), |s| format!("{s:.0} %")),
+                            explain(c, e)
                         ));
                     }
                 }
@@ -309,10 +310,33 @@ impl Reproduction {
                 cols: Vec::new(),
             },
         );
+        let out = self.outliers(0.25);
+        let outliers = if out.is_empty() {
+            format!(
+                "All {} modelled cells are within 25 % of their model.",
+                self.modelled()
+            )
+        } else {
+            format!(
+                "{} of {} modelled cells are more than 25 % from their model: {}",
+                out.len(),
+                self.modelled(),
+                out.join("; ")
+            )
+        };
+        sections.push(Section {
+            title: "Cells far from the model".into(),
+            note: outliers,
+            results: &[],
+            rows: Vec::new(),
+            cols: Vec::new(),
+        });
         let intro = format!(
-            "{} ({:.0} s). {}",
+            "{} ({:.0} s; host CPU stolen by the hypervisor: {}). {}",
             self.description,
             self.elapsed_s,
+            self.steal_pct
+                .map_or("unknown".into(), |s| format!("{s:.1} %")),
             self.notes.join(" ")
         );
         crate::report::html(
@@ -320,6 +344,23 @@ impl Reproduction {
             &intro,
             &sections,
         )
+    }
+}
+
+/// Why a cell may be far from its model (a reading of the evidence, not
+/// a proof).
+fn explain(c: &CellResult, error: f64) -> &'static str {
+    let steal = c.measured.steal_pct.unwrap_or(0.0);
+    let small = c.cell.bs <= 8192;
+    let many = c.cell.qd * c.cell.workers * c.cell.sessions >= 8;
+    if steal >= 5.0 {
+        "the hypervisor stole CPU time during the cell, disturbing its timing"
+    } else if error < 0.0 && small && many {
+        "host-bound: many small commands keep both cores busy (initiator, target and the relay pacing every delivery); the model's host rate is measured through an unpaced relay and overstates it"
+    } else if small && c.cell.qd == 1 {
+        "per-command host time dominates; the model's t0 comes from a 0.3 s calibration run whose median response time varies from run to run on this machine"
+    } else {
+        "not explained by host steal or host-bound small requests"
     }
 }
 

@@ -280,13 +280,16 @@ fn start_connection(id: u64, client: TcpStream, shared: &Arc<Shared>) -> io::Res
     Ok(())
 }
 
-/// How long before a delivery the writer stops sleeping and spins. A
-/// thread that sleeps wakes a little late (timer slack, and on a virtual
-/// machine the vCPU's own wake-up, which [`crate::awake`] keeps short);
-/// the last stretch is a busy wait so deliveries are on time. It does not
-/// yield: a yield can hand the CPU to a keep-awake spinner for a whole
-/// scheduler slice.
+/// How long before a delivery the writer stops sleeping. A thread that
+/// sleeps wakes a little late (timer slack, and on a virtual machine the
+/// vCPU's own wake-up); the last stretch is a busy wait so deliveries are
+/// on time. Until the final [`SPIN_HARD`] it yields, so the initiator and
+/// target (on the same two cores, when the relay is in-process) get the
+/// CPU whenever they want it.
 const SPIN: Duration = Duration::from_micros(300);
+/// The final stretch, spun without yielding: a yield can cost a whole
+/// scheduler slice when another thread takes the CPU.
+const SPIN_HARD: Duration = Duration::from_micros(40);
 
 /// Returns at `due`: sleeps while it is far, spins when it is near.
 fn wait_until(due: Instant) {
@@ -298,6 +301,8 @@ fn wait_until(due: Instant) {
         let left = due - now;
         if left > SPIN {
             std::thread::sleep(left - SPIN);
+        } else if left > SPIN_HARD {
+            std::thread::yield_now();
         } else {
             std::hint::spin_loop();
         }
@@ -396,7 +401,7 @@ fn read_side(
                 if left.is_some_and(|l| l <= SPIN) {
                     // Credit is due soon: spin for it (see SPIN).
                     drop(g);
-                    std::hint::spin_loop();
+                    std::thread::yield_now();
                     g = dir.lock();
                     continue;
                 }
