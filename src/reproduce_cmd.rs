@@ -17,9 +17,13 @@ pub struct ReproduceArgs {
     /// Measured time per iSCSI cell (stretched for long round trips).
     #[arg(long, value_name = "DURATION")]
     pub time: Option<String>,
-    /// Size of the embedded LUN.
-    #[arg(long, default_value = "512MiB", value_name = "SIZE")]
-    pub lun_size: String,
+    /// Published run lengths (10 s cells and TCP runs, 4 min profile runs
+    /// after 60 s of ramp-up, 2 GiB LUN): hours instead of minutes.
+    #[arg(long)]
+    pub full: bool,
+    /// Size of the embedded LUN (default 512MiB, 2GiB with --full).
+    #[arg(long, value_name = "SIZE")]
+    pub lun_size: Option<String>,
     /// Where NAME.json and NAME.html go.
     #[arg(long, default_value = "ironlun-reproduce", value_name = "DIR")]
     pub out: PathBuf,
@@ -33,12 +37,19 @@ pub fn run_reproduce(a: ReproduceArgs) -> Result<(), String> {
         return Ok(());
     }
     let name = a.name.clone().unwrap_or_default();
-    let mut opts = ReproduceOptions::default();
+    let mut opts = if a.full {
+        ReproduceOptions::full()
+    } else {
+        ReproduceOptions::default()
+    };
     if let Some(t) = &a.time {
         opts.cell_time = parse_duration(t)?;
         opts.tcp_time = opts.cell_time.max(std::time::Duration::from_millis(200));
+        opts.profile_time = opts.cell_time * 3;
     }
-    opts.lab.lun_size = crate::units::parse_size(&a.lun_size)?;
+    if let Some(s) = &a.lun_size {
+        opts.lab.lun_size = crate::units::parse_size(s)?;
+    }
     let r = reproduce::run(&name, &opts, &mut |what| eprintln!("{name}: {what} ..."))?;
     print!("{}", r.text());
     let out = r.outliers(0.25);

@@ -42,7 +42,27 @@ pub struct ReproduceOptions {
     pub cell_time: Duration,
     /// Time per TCP measurement.
     pub tcp_time: Duration,
+    /// Application profiles: measured time and ramp-up per run.
+    pub profile_time: Duration,
+    pub profile_ramp: Duration,
     pub lab: LabOptions,
+}
+
+impl ReproduceOptions {
+    /// The published run lengths: 10 s TCP runs, 4 min profile runs after
+    /// a 60 s ramp (three each), 10 s per iSCSI cell. Hours, not minutes.
+    pub fn full() -> ReproduceOptions {
+        ReproduceOptions {
+            cell_time: Duration::from_secs(10),
+            tcp_time: Duration::from_secs(10),
+            profile_time: Duration::from_secs(240),
+            profile_ramp: Duration::from_secs(60),
+            lab: LabOptions {
+                lun_size: 2 << 30,
+                ..LabOptions::default()
+            },
+        }
+    }
 }
 
 impl Default for ReproduceOptions {
@@ -50,6 +70,8 @@ impl Default for ReproduceOptions {
         ReproduceOptions {
             cell_time: Duration::from_millis(700),
             tcp_time: Duration::from_millis(800),
+            profile_time: Duration::from_millis(2100),
+            profile_ramp: Duration::from_millis(300),
             lab: LabOptions::default(),
         }
     }
@@ -741,14 +763,13 @@ fn ramdisk_target(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
 fn app_profiles(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Reproduction, String> {
     let started = Instant::now();
     let mut lab = Lab::new(opts.lab.clone())?;
-    let time = opts.cell_time * 3;
     let cell = Cell::default();
     let mut results = Vec::new();
     for w in ironlun_bench::profiles::group("app-profiles").unwrap_or_default() {
         progress(&w.name);
         let mut w = w;
-        w.time_s = time.as_secs_f64();
-        w.ramp_s = 0.3;
+        w.time_s = opts.profile_time.as_secs_f64();
+        w.ramp_s = opts.profile_ramp.as_secs_f64();
         // Three runs; the one with the median IOPS is reported.
         let mut runs = Vec::new();
         for _ in 0..3 {
