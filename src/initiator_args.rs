@@ -42,6 +42,9 @@ pub struct InitiatorArgs {
     /// Disable TCP_NODELAY (let Nagle batch small segments).
     #[arg(long)]
     pub tcp_nagle: bool,
+    /// Re-arm TCP_QUICKACK after every read (no delayed ACKs).
+    #[arg(long)]
+    pub tcp_quickack: bool,
     /// Login timeout in seconds.
     #[arg(long, value_name = "SECS", default_value_t = 10)]
     pub login_timeout: u64,
@@ -119,6 +122,7 @@ impl InitiatorArgs {
             nodelay: !self.tcp_nagle,
             send_buffer: window,
             recv_buffer: window,
+            quickack: self.tcp_quickack,
         };
         o.login_timeout = Duration::from_secs(self.login_timeout.max(1));
         o.reconnect.attempts = self.reconnect;

@@ -130,6 +130,16 @@ struct TargetArgs {
     /// bench --target-stats` reads it.
     #[arg(long, value_name = "ADDR:PORT")]
     stats: Option<String>,
+    /// Socket send and receive buffers for every connection (the TCP
+    /// window), e.g. 512KiB; default: kernel autotuning.
+    #[arg(long, value_name = "SIZE")]
+    tcp_window: Option<String>,
+    /// Turn TCP_NODELAY off (let Nagle batch small segments).
+    #[arg(long)]
+    tcp_nagle: bool,
+    /// Re-arm TCP_QUICKACK after every read (no delayed ACKs).
+    #[arg(long)]
+    tcp_quickack: bool,
 }
 
 /// Exit status for bad flags or configuration.
@@ -233,6 +243,9 @@ fn run_target(log: Option<&str>, args: TargetArgs) -> ExitCode {
         queue_depth: args.queue_depth,
         state_dir: args.state_dir,
         stats: args.stats,
+        tcp_window: args.tcp_window,
+        tcp_nagle: args.tcp_nagle,
+        tcp_quickack: args.tcp_quickack,
     };
     let cfg = match Config::load(&overrides) {
         Ok(c) => c,

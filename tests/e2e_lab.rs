@@ -242,3 +242,54 @@ fn the_other_reproductions_run_end_to_end_and_write_reports() {
     assert_eq!(pulled["errors"], 0, "{pulled}");
     assert!(pulled["iops"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn tcp_knobs_on_both_ends_keep_data_intact() {
+    let t = Target::start(&[
+        "--name",
+        "iqn.2026-11.test:knobs",
+        "--lun",
+        "ram:32MiB",
+        "--tcp-window",
+        "256KiB",
+        "--tcp-quickack",
+        "--tcp-nagle",
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("k.json");
+    ok(&[
+        "bench",
+        &t.url("iqn.2026-11.test:knobs", 0),
+        "--verify",
+        "--bs",
+        "16k",
+        "--read",
+        "50",
+        "--qd",
+        "8",
+        "--time",
+        "1s",
+        "--ramp",
+        "0",
+        "--seek-range",
+        "8MiB",
+        "--tcp-window",
+        "128KiB",
+        "--tcp-quickack",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let w = &v["workloads"][0];
+    assert_eq!(w["errors"], 0);
+    assert!(w["verify"]["checked_blocks"].as_u64().unwrap() > 0);
+    assert_eq!(w["verify"]["mismatch_count"], 0);
+    // A window outside the allowed range is refused at start.
+    let out = Command::new(ironlun())
+        .args(["target", "--lun", "ram:1MiB", "--tcp-window", "1k"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--tcp-window"));
+}

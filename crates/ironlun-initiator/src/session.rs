@@ -53,6 +53,8 @@ pub struct TcpOptions {
     pub nodelay: bool,
     pub send_buffer: Option<u32>,
     pub recv_buffer: Option<u32>,
+    /// Re-arm TCP_QUICKACK after every read: ACK at once (Linux).
+    pub quickack: bool,
 }
 
 impl Default for TcpOptions {
@@ -61,6 +63,7 @@ impl Default for TcpOptions {
             nodelay: true,
             send_buffer: None,
             recv_buffer: None,
+            quickack: false,
         }
     }
 }
@@ -262,7 +265,13 @@ impl Session {
             connected: AtomicBool::new(true),
         });
         let (tx, rx) = mpsc::channel(REQUEST_QUEUE);
-        let conn = Conn::new(stream, rbuf, &outcome, opts.limits.clone());
+        let conn = Conn::new(
+            stream,
+            rbuf,
+            &outcome,
+            opts.limits.clone(),
+            opts.tcp.quickack,
+        );
         let task = Task {
             portal: portal.to_owned(),
             cfg,
@@ -533,6 +542,8 @@ struct Conn {
     decoder: FrameDecoder,
     out: Outbox,
     proto: InitiatorSession<Token>,
+    /// Re-arm TCP_QUICKACK after each read.
+    quickack: bool,
 }
 
 impl Conn {
@@ -541,6 +552,7 @@ impl Conn {
         rbuf: BytesMut,
         outcome: &LoginOutcome,
         limits: SessionLimits,
+        quickack: bool,
     ) -> Self {
         let digests = Digests {
             header: outcome.conn.header_digest,
@@ -554,6 +566,7 @@ impl Conn {
             decoder,
             out: Outbox::new(digests),
             proto: InitiatorSession::new(outcome, limits, Instant::now()),
+            quickack,
         }
     }
 }
@@ -650,7 +663,13 @@ impl Task {
             // 7143 §6.3.5), ending whatever of the old one it still holds.
             match login(&self.portal, &self.cfg, &self.opts).await {
                 Ok((stream, rbuf, outcome, _)) => {
-                    return Some(Conn::new(stream, rbuf, &outcome, self.opts.limits.clone()))
+                    return Some(Conn::new(
+                        stream,
+                        rbuf,
+                        &outcome,
+                        self.opts.limits.clone(),
+                        self.opts.tcp.quickack,
+                    ))
                 }
                 Err(e) => {
                     debug!(portal = %self.portal, attempt, "reconnect failed: {e}");
@@ -853,7 +872,11 @@ fn read_some(conn: &mut Conn) -> std::result::Result<(), String> {
                 end = Some("connection closed by the target".to_owned());
                 break;
             }
-            Ok(_) => {}
+            Ok(_) => {
+                if conn.quickack {
+                    let _ = socket2::SockRef::from(&conn.stream).set_quickack(true);
+                }
+            }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
             Err(e) => {
                 end = Some(format!("read failed: {e}"));

@@ -30,6 +30,32 @@ pub struct Config {
     /// Where to serve statistics (process CPU, sessions, I/O counters) as
     /// JSON over HTTP; off when `None`.
     pub stats: Option<SocketAddr>,
+    pub tcp: TcpTuning,
+}
+
+/// Socket options for every portal's connections.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcpTuning {
+    /// SO_SNDBUF / SO_RCVBUF (the TCP window), set on the listening
+    /// socket so the window scale matches; `None`: kernel autotuning.
+    pub send_buffer: Option<u32>,
+    pub recv_buffer: Option<u32>,
+    /// TCP_NODELAY (default on: PDUs go out at once).
+    pub nodelay: bool,
+    /// Re-arm TCP_QUICKACK after every read: acknowledge at once instead
+    /// of delaying ACKs (Linux).
+    pub quickack: bool,
+}
+
+impl Default for TcpTuning {
+    fn default() -> Self {
+        TcpTuning {
+            send_buffer: None,
+            recv_buffer: None,
+            nodelay: true,
+            quickack: false,
+        }
+    }
 }
 
 /// Bounds and timers shared by every target.
@@ -328,6 +354,8 @@ struct FileConfig {
     state_dir: Option<PathBuf>,
     stats: Option<String>,
     #[serde(default)]
+    tcp: FileTcp,
+    #[serde(default)]
     limits: FileLimits,
     #[serde(default)]
     defaults: FileParams,
@@ -346,6 +374,24 @@ struct FileLimits {
     nop_timeout_secs: Option<u64>,
     shutdown_grace_secs: Option<u64>,
     max_transfer_length: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileTcp {
+    send_buffer: Option<String>,
+    recv_buffer: Option<String>,
+    nodelay: Option<bool>,
+    quickack: Option<bool>,
+}
+
+/// A socket buffer size: 4 KiB .. 256 MiB.
+fn buffer_size(what: &str, s: &str) -> Result<u32, String> {
+    let n = parse_size(s).map_err(|e| format!("{what}: {e}"))?;
+    u32::try_from(n)
+        .ok()
+        .filter(|n| (4096..=(256 << 20)).contains(n))
+        .ok_or_else(|| format!("{what} {s}: must be 4KiB..256MiB"))
 }
 
 /// Negotiation offers and queue depth; every key optional.
@@ -477,6 +523,12 @@ pub struct Overrides {
     pub queue_depth: Option<u32>,
     pub state_dir: Option<PathBuf>,
     pub stats: Option<String>,
+    /// Both socket buffers (the TCP window).
+    pub tcp_window: Option<String>,
+    /// Turn TCP_NODELAY off.
+    pub tcp_nagle: bool,
+    /// Re-arm TCP_QUICKACK after every read.
+    pub tcp_quickack: bool,
 }
 
 fn parse_listen(s: &str) -> Result<SocketAddr, String> {
@@ -513,6 +565,17 @@ impl Config {
         }
         if let Some(s) = &o.stats {
             cfg.stats = Some(parse_listen(s).map_err(|e| format!("--stats: {e}"))?);
+        }
+        if let Some(w) = &o.tcp_window {
+            let n = buffer_size("--tcp-window", w)?;
+            cfg.tcp.send_buffer = Some(n);
+            cfg.tcp.recv_buffer = Some(n);
+        }
+        if o.tcp_nagle {
+            cfg.tcp.nodelay = false;
+        }
+        if o.tcp_quickack {
+            cfg.tcp.quickack = true;
         }
         if let Some(qd) = o.queue_depth {
             if qd == 0 || qd > MAX_QUEUE_DEPTH {
@@ -558,6 +621,7 @@ impl Config {
             source: None,
             state_dir: None,
             stats: None,
+            tcp: TcpTuning::default(),
         })
     }
 
@@ -689,6 +753,22 @@ impl Config {
                 .as_deref()
                 .map(|s| parse_listen(s).map_err(|e| format!("{at}stats: {e}")))
                 .transpose()?,
+            tcp: TcpTuning {
+                send_buffer: f
+                    .tcp
+                    .send_buffer
+                    .as_deref()
+                    .map(|v| buffer_size(&format!("{at}tcp.send_buffer"), v))
+                    .transpose()?,
+                recv_buffer: f
+                    .tcp
+                    .recv_buffer
+                    .as_deref()
+                    .map(|v| buffer_size(&format!("{at}tcp.recv_buffer"), v))
+                    .transpose()?,
+                nodelay: f.tcp.nodelay.unwrap_or(true),
+                quickack: f.tcp.quickack.unwrap_or(false),
+            },
         })
     }
 }
@@ -792,6 +872,11 @@ mod tests {
 listen = ["127.0.0.1:3262"]
 log = "debug"
 stats = "127.0.0.1:9262"
+[tcp]
+send_buffer = "512KiB"
+recv_buffer = "512KiB"
+nodelay = false
+quickack = true
 [limits]
 max_sessions = 8
 nop_interval_secs = 0
@@ -822,6 +907,17 @@ spec = "null:1GiB,bs=4096"
         assert_eq!(t.offers.header_digest[0], DigestKind::Crc32c);
         assert_eq!(t.luns[1].number, 5);
         assert_eq!(c.stats, Some("127.0.0.1:9262".parse().unwrap()));
+        assert_eq!(
+            c.tcp,
+            TcpTuning {
+                send_buffer: Some(512 << 10),
+                recv_buffer: Some(512 << 10),
+                nodelay: false,
+                quickack: true
+            }
+        );
+        let e = Config::from_toml(&text.replace("512KiB", "1k"), None).unwrap_err();
+        assert!(e.contains("tcp.send_buffer"), "{e}");
         let e = Config::from_toml(&text.replace("127.0.0.1:9262", "localhost"), None).unwrap_err();
         assert!(e.starts_with("stats:"), "{e}");
     }

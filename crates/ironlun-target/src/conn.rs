@@ -59,7 +59,7 @@ pub async fn serve(
     mut shutdown: watch::Receiver<bool>,
     initial_stat_sn: u32,
 ) {
-    let _ = stream.set_nodelay(true);
+    let _ = stream.set_nodelay(registry.tcp.nodelay);
     let local = stream.local_addr().unwrap_or(peer);
     let mut stream = stream;
     let mut rbuf = BytesMut::with_capacity(16 << 10);
@@ -191,6 +191,7 @@ pub async fn serve(
         in_flight_blocking: 0,
         peer,
         grace: limits.shutdown_grace,
+        quickack: registry.tcp.quickack,
     };
     let reason = driver.run(&mut shutdown, done_rx).await;
     let stats = &driver.conn.stats;
@@ -254,6 +255,8 @@ struct Driver {
     peer: SocketAddr,
     /// Time initiators get to log out when the target shuts down.
     grace: Duration,
+    /// Re-arm TCP_QUICKACK after each read (Linux clears it).
+    quickack: bool,
 }
 
 /// A command finished on the blocking pool: ITT, LUN, response.
@@ -366,7 +369,11 @@ impl Driver {
             }
             match self.stream.try_read_buf(&mut self.rbuf) {
                 Ok(0) => return Ok(false),
-                Ok(_) => {}
+                Ok(_) => {
+                    if self.quickack {
+                        let _ = socket2::SockRef::from(&self.stream).set_quickack(true);
+                    }
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
                 Err(e) => return Err(e),
             }

@@ -13,7 +13,7 @@ use ironlun_proto::target::{Directory, SendTargetsQuery, TargetListing};
 use ironlun_scsi::{LunMap, NexusId};
 use tokio::sync::Notify;
 
-use crate::config::{Limits, TargetConfig};
+use crate::config::{Limits, TargetConfig, TcpTuning};
 
 /// A configured target and its logical units.
 pub struct Target {
@@ -91,6 +91,7 @@ struct SessionTable {
 pub struct Registry {
     pub targets: Vec<Arc<Target>>,
     pub limits: Limits,
+    pub tcp: TcpTuning,
     pub portals: Vec<SocketAddr>,
     sessions: Mutex<SessionTable>,
     next_nexus: AtomicU64,
@@ -151,11 +152,13 @@ impl Registry {
     pub fn new(
         targets: Vec<Arc<Target>>,
         limits: Limits,
+        tcp: TcpTuning,
         portals: Vec<SocketAddr>,
     ) -> Arc<Registry> {
         Arc::new(Registry {
             targets,
             limits,
+            tcp,
             portals,
             sessions: Mutex::new(SessionTable {
                 by_tsih: HashMap::new(),

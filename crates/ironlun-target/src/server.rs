@@ -170,6 +170,18 @@ impl Server {
             }
             .map_err(|e| format!("listen {addr}: {e}"))?;
             let _ = socket.set_reuseaddr(true);
+            // Accepted sockets inherit the buffers; set before listen so
+            // the window scale matches (RFC 7323 §2.2).
+            if let Some(n) = cfg.tcp.send_buffer {
+                socket
+                    .set_send_buffer_size(n)
+                    .map_err(|e| format!("listen {addr}: SO_SNDBUF: {e}"))?;
+            }
+            if let Some(n) = cfg.tcp.recv_buffer {
+                socket
+                    .set_recv_buffer_size(n)
+                    .map_err(|e| format!("listen {addr}: SO_RCVBUF: {e}"))?;
+            }
             socket
                 .bind(*addr)
                 .map_err(|e| format!("listen {addr}: {e}"))?;
@@ -192,7 +204,7 @@ impl Server {
             None => None,
         };
         Ok(Server {
-            registry: Registry::new(targets, cfg.limits.clone(), portals),
+            registry: Registry::new(targets, cfg.limits.clone(), cfg.tcp.clone(), portals),
             listeners,
             stats,
             started: std::time::Instant::now(),
