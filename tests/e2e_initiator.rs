@@ -10,16 +10,10 @@ mod support;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{random_file, run, tool, Target};
+use support::{free_port, ironlun_ok as ok, random_file, run, tool, Target};
 
 fn ironlun() -> &'static str {
     env!("CARGO_BIN_EXE_ironlun")
-}
-
-fn ok(args: &[&str]) -> String {
-    let (rc, out) = run(ironlun(), args);
-    assert_eq!(rc, 0, "ironlun {args:?} failed:\n{out}");
-    out
 }
 
 /// discover, inquiry, readcap and a dd round trip against one LUN URL.
@@ -413,14 +407,6 @@ impl Drop for Tgt {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 #[test]

@@ -11,29 +11,10 @@ mod support;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use support::Target;
+use support::{free_port, ironlun_ok as ok, Target};
 
 fn ironlun() -> &'static str {
     env!("CARGO_BIN_EXE_ironlun")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = Command::new(ironlun()).args(args).output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "ironlun {args:?} failed:\n{text}");
-    text
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 #[test]

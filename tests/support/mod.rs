@@ -192,6 +192,23 @@ pub fn run(cmd: &str, args: &[&str]) -> (i32, String) {
     (out.status.code().unwrap_or(-1), text)
 }
 
+/// Runs `ironlun ARGS`, fails the test unless it exits 0, and returns
+/// its stdout and stderr.
+pub fn ironlun_ok(args: &[&str]) -> String {
+    let (rc, out) = run(env!("CARGO_BIN_EXE_ironlun"), args);
+    assert_eq!(rc, 0, "ironlun {args:?} failed:\n{out}");
+    out
+}
+
+/// A loopback port free at the time of asking.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// Deterministic, incompressible-enough test data written to `path`.
 pub fn random_file(path: &std::path::Path, len: usize) -> Vec<u8> {
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;

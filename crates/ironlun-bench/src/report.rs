@@ -9,7 +9,8 @@ use plotters::prelude::*;
 
 use crate::result::{RunReport, WorkloadResult};
 
-fn esc(s: &str) -> String {
+/// Escapes text for HTML.
+pub fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

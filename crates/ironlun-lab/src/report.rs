@@ -7,7 +7,9 @@ use std::fmt::Write as _;
 
 use plotters::prelude::*;
 
-use crate::sweep::CellResult;
+use ironlun_bench::report::esc;
+
+use crate::sweep::{cell_key as key, first_seen, CellResult};
 
 /// One titled table of a report.
 pub struct Section<'a> {
@@ -18,41 +20,8 @@ pub struct Section<'a> {
     pub cols: Vec<String>,
 }
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
 fn err<E: std::fmt::Display>(e: E) -> String {
     format!("chart: {e}")
-}
-
-fn key(r: &CellResult, names: &[String]) -> String {
-    names
-        .iter()
-        .map(|n| {
-            let v = r.params.get(n).cloned().unwrap_or_default();
-            if names.len() > 1 {
-                format!("{n}={v}")
-            } else {
-                v
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-fn first_seen(results: &[CellResult], names: &[String]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for r in results {
-        let k = key(r, names);
-        if !out.contains(&k) {
-            out.push(k);
-        }
-    }
-    out
 }
 
 const PALETTE: [RGBColor; 8] = [

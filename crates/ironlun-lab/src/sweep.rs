@@ -278,35 +278,44 @@ pub fn run(
     Ok(out.into_iter().flatten().collect())
 }
 
+/// The label of a cell along some parameters: the value alone for one
+/// parameter, `name=value ...` for several.
+pub fn cell_key(r: &CellResult, names: &[String]) -> String {
+    names
+        .iter()
+        .map(|n| {
+            let v = r.params.get(n).cloned().unwrap_or_default();
+            if names.len() > 1 {
+                format!("{n}={v}")
+            } else {
+                v
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The distinct labels of `results` along `names`, in first-seen order.
+pub fn first_seen(results: &[CellResult], names: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for r in results {
+        let k = cell_key(r, names);
+        if !out.contains(&k) {
+            out.push(k);
+        }
+    }
+    out
+}
+
 /// A table of MB/s: one row per combination of `rows` values, one column
 /// per combination of `cols` values, in first-seen order; each entry
 /// "measured (model)" when a model is present.
 pub fn table(results: &[CellResult], rows: &[String], cols: &[String]) -> String {
-    let key = |r: &CellResult, names: &[String]| -> String {
-        names
-            .iter()
-            .map(|n| {
-                let v = r.params.get(n).cloned().unwrap_or_default();
-                if names.len() > 1 {
-                    format!("{n}={v}")
-                } else {
-                    v
-                }
-            })
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    let mut row_keys: Vec<String> = Vec::new();
-    let mut col_keys: Vec<String> = Vec::new();
+    let row_keys = first_seen(results, rows);
+    let col_keys = first_seen(results, cols);
     let mut cellmap: BTreeMap<(String, String), String> = BTreeMap::new();
     for r in results {
-        let (rk, ck) = (key(r, rows), key(r, cols));
-        if !row_keys.contains(&rk) {
-            row_keys.push(rk.clone());
-        }
-        if !col_keys.contains(&ck) {
-            col_keys.push(ck.clone());
-        }
+        let (rk, ck) = (cell_key(r, rows), cell_key(r, cols));
         let text = match &r.model {
             Some(m) => format!("{:.2} ({:.2})", r.measured.mb_per_s, m.mb_per_s),
             None => format!("{:.2}", r.measured.mb_per_s),

@@ -72,10 +72,6 @@ impl Relay {
     pub fn start(listen: SocketAddr, upstream: SocketAddr, spec: LinkSpec) -> io::Result<Relay> {
         let sock = Socket::new(Domain::for_address(listen), Type::STREAM, None)?;
         sock.set_reuse_address(true)?;
-        // Accepted sockets inherit the receive buffer.
-        if let Some(rcv) = small_buffer(&spec) {
-            sock.set_recv_buffer_size(rcv)?;
-        }
         sock.bind(&listen.into())?;
         sock.listen(128)?;
         let listener: TcpListener = sock.into();
@@ -143,14 +139,6 @@ impl Drop for Relay {
     }
 }
 
-/// The relay's own socket buffers are left to the kernel's autotuning:
-/// the window is carried by the credit loop, and small buffers on
-/// loopback (MTU 64 KiB: one segment fills them) stall on the receiver's
-/// silly-window avoidance and the persist timer.
-fn small_buffer(_spec: &LinkSpec) -> Option<usize> {
-    None
-}
-
 fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     let mut next_id = 0u64;
     while !shared.stop.load(Ordering::SeqCst) {
@@ -179,10 +167,6 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
 
 fn connect_upstream(shared: &Shared) -> io::Result<TcpStream> {
     let sock = Socket::new(Domain::for_address(shared.upstream), Type::STREAM, None)?;
-    if let Some(rcv) = small_buffer(&shared.spec) {
-        sock.set_recv_buffer_size(rcv)?;
-        sock.set_send_buffer_size(rcv)?;
-    }
     sock.connect_timeout(&shared.upstream.into(), Duration::from_secs(5))?;
     Ok(sock.into())
 }
@@ -207,9 +191,6 @@ fn start_connection(id: u64, client: TcpStream, shared: &Arc<Shared>) -> io::Res
     let server = connect_upstream(shared)?;
     for s in [&client, &server] {
         s.set_nodelay(true)?;
-        if let Some(n) = small_buffer(&shared.spec) {
-            socket2::SockRef::from(s).set_send_buffer_size(n)?;
-        }
     }
     shared.connections.fetch_add(1, Ordering::Relaxed);
     shared.active.fetch_add(1, Ordering::Relaxed);
