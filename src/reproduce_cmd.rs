@@ -50,7 +50,10 @@ pub fn run_reproduce(a: ReproduceArgs) -> Result<(), String> {
     if let Some(s) = &a.lun_size {
         opts.lab.lun_size = crate::units::parse_size(s)?;
     }
-    let r = reproduce::run(&name, &opts, &mut |what| eprintln!("{name}: {what} ..."))?;
+    let t0 = std::time::Instant::now();
+    let r = reproduce::run(&name, &opts, &mut |what| {
+        eprintln!("[{:>5.1} s] {name}: {what} ...", t0.elapsed().as_secs_f64());
+    })?;
     print!("{}", r.text());
     let out = r.outliers(0.25);
     if r.modelled() == 0 {

@@ -83,6 +83,20 @@ impl LinkSpec {
         c.max(1448)
     }
 
+    /// Within a chunk, each piece of this many bytes has its own due
+    /// time (its bytes leave the link when they are serialised, as a
+    /// packet's do): about 50 µs of link time, at least one Ethernet
+    /// segment, at most a chunk. Without a rate cap nothing is
+    /// serialised and the chunk is one piece.
+    pub fn piece_bytes(&self) -> usize {
+        match self.rate_bps {
+            Some(r) => ((r / 8 / 20_000) as usize)
+                .max(1448)
+                .min(self.chunk_bytes()),
+            None => self.chunk_bytes(),
+        }
+    }
+
     /// What a bulk TCP stream should get over this link, in bytes/s:
     /// the rate, or the window per round trip if that is less (the
     /// window-limited throughput of TCP; the round trip includes one
