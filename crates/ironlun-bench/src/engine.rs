@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 use crate::cpu::{self, HostCpu};
 use crate::result::{Cpu, Latency, Second, VerifyReport, WorkloadResult, ZoneRate};
 use crate::spec::{AccessLine, Workload};
+use crate::timer::{PreciseTimer, NEAR};
 use crate::verify::VerifyMap;
 
 /// A way to reach a LUN: one session, or several paths.
@@ -200,6 +201,14 @@ pub async fn run(
         slots.push(None);
         free.push(i);
     }
+    // Without a timerfd (not Linux), tokio's timer serves every deadline.
+    let timer = match PreciseTimer::new() {
+        Ok(t) => Some(t),
+        Err(e) => {
+            tracing::debug!("no precise timer ({e}): near deadlines use tokio's");
+            None
+        }
+    };
     let (tx, mut rx) =
         mpsc::unbounded_channel::<(u64, Result<ScsiReply, ironlun_initiator::Error>)>();
 
@@ -350,8 +359,21 @@ pub async fn run(
             }
             Some(d)
         };
-        let first = match deadline {
-            Some(d) => {
+        let first = match (deadline, &timer) {
+            // A near deadline (a burst delay, a rate-limited issue time)
+            // needs better than tokio's millisecond slots.
+            (Some(d), Some(timer))
+                if !stop && d.saturating_duration_since(Instant::now()) < NEAR =>
+            {
+                tokio::select! {
+                    v = rx.recv() => v,
+                    r = timer.sleep_until(d) => {
+                        r.map_err(|e| format!("timer: {e}"))?;
+                        continue;
+                    }
+                }
+            }
+            (Some(d), _) => {
                 match tokio::time::timeout_at(tokio::time::Instant::from_std(d), rx.recv()).await {
                     Ok(v) => v,
                     Err(_) if stop => {
@@ -360,7 +382,7 @@ pub async fn run(
                     Err(_) => continue,
                 }
             }
-            None => rx.recv().await,
+            (None, _) => rx.recv().await,
         };
         let mut next = first;
         while let Some((tag, result)) = next.take() {

@@ -24,6 +24,7 @@ pub mod report;
 pub mod result;
 pub mod spec;
 pub mod target_stats;
+pub mod timer;
 pub mod units;
 pub mod verify;
 

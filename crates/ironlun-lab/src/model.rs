@@ -157,6 +157,120 @@ pub fn predict(cell: &Cell, host: Option<HostCost>) -> Prediction {
     }
 }
 
+/// Host time per command at queue depth 1, by direction: `a + b ×
+/// bytes`, fitted through two calibration sizes (what a mix needs without
+/// calibrating each of its sizes).
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct HostLine {
+    pub read: (f64, f64),
+    pub write: (f64, f64),
+}
+
+impl HostLine {
+    /// The line through (s1, t1) and (s2, t2); a negative slope (noise)
+    /// is taken as flat.
+    pub fn fit(p1: (f64, f64), p2: (f64, f64)) -> (f64, f64) {
+        let (s1, t1) = p1;
+        let (s2, t2) = p2;
+        let b = if (s2 - s1).abs() > 0.0 {
+            ((t2 - t1) / (s2 - s1)).max(0.0)
+        } else {
+            0.0
+        };
+        ((t1 - b * s1).max(0.0), b)
+    }
+
+    pub fn t0(&self, size: u32, read: bool) -> f64 {
+        let (a, b) = if read { self.read } else { self.write };
+        a + b * f64::from(size)
+    }
+}
+
+/// What the model predicts for a whole workload (a mix of access lines)
+/// run over the link and sessions `link` describes. Per command, mean
+/// over the mix: host time + round trips × RTT + wire bytes / rate, plus
+/// a line's transfer delay (a worker waits that long after issuing the
+/// last command of a burst, so a burst of commands takes at least the
+/// delay). Throughput is the least of: commands outstanding × mean size
+/// / mean cycle, the link rate in the busier direction, the TCP window
+/// per round trip, and a per-worker rate limit. No host-rate bound: a
+/// mix's host limit is not calibrated.
+pub fn predict_mix(
+    w: &ironlun_bench::Workload,
+    link: &Cell,
+    host: Option<&HostLine>,
+) -> Option<Prediction> {
+    let total: f64 = w.lines.iter().map(|l| f64::from(l.share)).sum();
+    if total <= 0.0 {
+        return None;
+    }
+    let rtt = link.rtt.as_secs_f64();
+    let rate = link.link_rate.map(|r| r as f64 / 8.0);
+    let (mut size, mut cycle, mut wire, mut read_bytes) = (0.0, 0.0, 0.0, 0.0);
+    for l in &w.lines {
+        let p = f64::from(l.share) / total;
+        let r = f64::from(l.read.min(100)) / 100.0;
+        let s = f64::from(l.size);
+        let mut per_op = 0.0;
+        let mut wire_line = 0.0;
+        for (op, share) in [(Op::Read, r), (Op::Write, 1.0 - r)] {
+            if share <= 0.0 {
+                continue;
+            }
+            let c = Cell {
+                op,
+                bs: l.size,
+                ..link.clone()
+            };
+            let bytes = wire_bytes(&c);
+            let t0 = host.map_or(0.0, |h| h.t0(l.size, op.is_read()));
+            let service = t0 + f64::from(round_trips(&c)) * rtt + rate.map_or(0.0, |r| bytes / r);
+            per_op += share * service;
+            wire_line += share * bytes;
+        }
+        // A worker issues `burst` commands, then waits `delay` from the
+        // last issue: a command slot's cycle is at least the delay.
+        let delay = f64::from(l.delay_ms) / 1e3 / f64::from(l.burst.max(1));
+        cycle += p * per_op.max(delay);
+        size += p * s;
+        wire += p * wire_line;
+        read_bytes += p * r * s;
+    }
+    let n = f64::from(w.queue_depth) * f64::from(w.workers) * f64::from(link.sessions);
+    let mut best = (f64::INFINITY, "commands");
+    let mut bound = |v: f64, why: &'static str| {
+        if v < best.0 {
+            best = (v, why);
+        }
+    };
+    if cycle > 0.0 {
+        bound(n * size / cycle, "commands");
+    }
+    let busiest = (read_bytes / size).max(1.0 - read_bytes / size).max(1e-9);
+    if let Some(r) = rate {
+        bound(r * f64::from(link.sessions) * size / wire / busiest, "link");
+    }
+    if let (Some(win), true, Some(l)) = (link.tcp_window, rtt > 0.0, link.link()) {
+        let chunk = rate.map_or(0.0, |r| l.chunk_bytes() as f64 / r);
+        bound(
+            f64::from(win) / (rtt + chunk) * f64::from(link.sessions) * size / wire / busiest,
+            "tcp-window",
+        );
+    }
+    if let Some(iops) = w.rate_iops {
+        bound(
+            iops * f64::from(w.workers) * f64::from(link.sessions) * size,
+            "rate limit",
+        );
+    }
+    best.0.is_finite().then(|| Prediction {
+        mb_per_s: best.0 / 1e6,
+        bound: best.1,
+        round_trips: 1,
+        cycle_ms: cycle * 1e3,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,6 +307,57 @@ mod tests {
         assert_eq!(p.bound, "commands");
         let sol = predict(&cell(Op::SolicitedWrite, 65536, 1, 50), None);
         assert!(sol.mb_per_s < p.mb_per_s * 0.6);
+    }
+
+    #[test]
+    fn a_mix_is_bounded_by_its_busier_direction_and_its_delays() {
+        use ironlun_bench::{AccessLine, Workload};
+        let link = Cell {
+            link_rate: Some(1_000_000_000),
+            rtt: Duration::from_micros(200),
+            ..Cell::default()
+        };
+        // 80 % reads of 64 KiB at a deep queue: the read direction fills.
+        let mut w = Workload::simple("m", "", AccessLine::simple(65536, 80, 100), 60);
+        let p = predict_mix(&w, &link, None).unwrap();
+        assert_eq!(p.bound, "link");
+        let one_way = 125e6 * 65536.0
+            / wire_bytes(&Cell {
+                bs: 65536,
+                ..link.clone()
+            })
+            / 0.8;
+        assert!((p.mb_per_s - one_way / 1e6).abs() < 1e-6);
+        // One outstanding command with a 1 ms delay after each: the delay
+        // sets the cycle when it is longer than the command.
+        w.queue_depth = 1;
+        w.lines = vec![AccessLine {
+            delay_ms: 1,
+            ..AccessLine::simple(4096, 100, 0)
+        }];
+        let p = predict_mix(&w, &link, None).unwrap();
+        assert_eq!(p.bound, "commands");
+        assert!((p.cycle_ms - 1.0).abs() < 1e-9);
+        // A rate limit per worker.
+        w.lines = vec![AccessLine::simple(512, 100, 100)];
+        w.rate_iops = Some(100.0);
+        w.workers = 2;
+        let p = predict_mix(&w, &link, None).unwrap();
+        assert_eq!(p.bound, "rate limit");
+        assert!((p.mb_per_s - 200.0 * 512.0 / 1e6).abs() < 1e-12);
+    }
+
+    #[test]
+    fn host_time_is_a_line_through_two_sizes() {
+        let (a, b) = HostLine::fit((4096.0, 100e-6), (262_144.0, 1.1e-3));
+        let h = HostLine {
+            read: (a, b),
+            write: (a, b),
+        };
+        assert!((h.t0(4096, true) - 100e-6).abs() < 1e-12);
+        assert!((h.t0(262_144, false) - 1.1e-3).abs() < 1e-12);
+        // Noise that makes the larger size cheaper: flat, not negative.
+        assert_eq!(HostLine::fit((4096.0, 2e-4), (65536.0, 1e-4)), (2e-4, 0.0));
     }
 
     #[test]

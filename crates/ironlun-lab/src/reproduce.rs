@@ -10,7 +10,7 @@ use ironlun_netem::{LinkSpec, Relay};
 use serde::Serialize;
 
 use crate::cell::{Cell, Op};
-use crate::model::Calibration;
+use crate::model::{predict_mix, Calibration, Prediction};
 use crate::report::Section;
 use crate::runner::{Lab, LabOptions, DISTURBED_STEAL_PCT};
 use crate::sweep::{self, CellResult, Sweep, SweepFile};
@@ -108,6 +108,41 @@ pub struct Table {
 pub struct WorkloadSet {
     pub title: String,
     pub results: Vec<ironlun_bench::WorkloadResult>,
+    /// The model for each result (`None` where there is none), in order.
+    pub models: Vec<Option<Prediction>>,
+    /// Host steal during each run, %.
+    pub steal_pct: Vec<Option<f64>>,
+}
+
+impl WorkloadSet {
+    /// Runs without a model.
+    pub fn measured(title: String, results: Vec<ironlun_bench::WorkloadResult>) -> WorkloadSet {
+        let n = results.len();
+        WorkloadSet {
+            title,
+            results,
+            models: vec![None; n],
+            steal_pct: vec![None; n],
+        }
+    }
+
+    fn rows(
+        &self,
+    ) -> impl Iterator<
+        Item = (
+            &ironlun_bench::WorkloadResult,
+            Option<&Prediction>,
+            Option<f64>,
+        ),
+    > {
+        self.results.iter().enumerate().map(|(i, r)| {
+            (
+                r,
+                self.models.get(i).and_then(Option::as_ref),
+                self.steal_pct.get(i).copied().flatten(),
+            )
+        })
+    }
 }
 
 /// Everything a reproduction measured.
@@ -175,6 +210,21 @@ impl Reproduction {
                 });
             }
         }
+        for set in &self.workloads {
+            for (r, model, steal) in set.rows() {
+                if let Some(m) = model {
+                    cells.push(Record {
+                        section: &set.title,
+                        params: serde_json::json!({ "workload": r.name }),
+                        measured_mb_per_s: r.mb_per_s,
+                        model_mb_per_s: Some(m.mb_per_s),
+                        model_bound: Some(m.bound),
+                        steal_pct: steal,
+                        runs: None,
+                    });
+                }
+            }
+        }
         serde_json::to_string_pretty(&serde_json::json!({
             "reproduction": self.reproduction,
             "description": self.description,
@@ -233,6 +283,31 @@ impl Reproduction {
                 }
             }
         }
+        for set in &self.workloads {
+            for (r, model, steal) in set.rows() {
+                let Some(m) = model.filter(|m| m.mb_per_s > 0.0) else {
+                    continue;
+                };
+                let e = r.mb_per_s / m.mb_per_s - 1.0;
+                if e.abs() > tolerance {
+                    out.push(format!(
+                        "{}: {}: {:.2} vs model {:.2} ({:+.0} %, bound: {}; host steal {}) — {}",
+                        set.title,
+                        r.name,
+                        r.mb_per_s,
+                        m.mb_per_s,
+                        e * 100.0,
+                        m.bound,
+                        steal.map_or("unknown".into(), |s| format!("{s:.0} %")),
+                        if steal.unwrap_or(0.0) >= DISTURBED_STEAL_PCT {
+                            "the hypervisor stole CPU time during the run, disturbing its timing"
+                        } else {
+                            "a mix is modelled from two calibration sizes per direction; see the notes"
+                        }
+                    ));
+                }
+            }
+        }
         out
     }
 
@@ -244,6 +319,12 @@ impl Reproduction {
                 .iter()
                 .flat_map(|t| &t.cells)
                 .filter(|c| c.model.is_some())
+                .count()
+            + self
+                .workloads
+                .iter()
+                .flat_map(|w| &w.models)
+                .filter(|m| m.is_some())
                 .count()
     }
 
@@ -307,6 +388,14 @@ impl Reproduction {
         for w in &self.workloads {
             s.push_str(&format!("\n{}\n", w.title));
             s.push_str(&ironlun_bench::output::table(&w.results));
+            for (r, model, _) in w.rows() {
+                if let Some(m) = model {
+                    s.push_str(&format!(
+                        "  model {:<28} {:>8.1} MB/s measured, {:>8.1} model ({})\n",
+                        r.name, r.mb_per_s, m.mb_per_s, m.bound
+                    ));
+                }
+            }
         }
         for n in &self.notes {
             s.push_str(&format!("\nnote: {n}\n"));
@@ -780,20 +869,28 @@ fn ramdisk_target(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
             },
         ),
     ];
+    progress("calibrating host time per command on loopback");
+    let host = lab.calibrate_line(&base, Duration::from_millis(300))?;
     let mut workloads = Vec::new();
     for (title, cell) in &scenarios {
         progress(title);
-        let mut results = Vec::new();
+        let (mut results, mut models, mut steals) = (Vec::new(), Vec::new(), Vec::new());
         for name in ["file-server", "file-server-50"] {
-            results.push(lab.run_workload(cell, &profile(name, time)?, false)?.0);
+            let w = profile(name, time)?;
+            let (r, steal) = lab.run_workload(cell, &w, false)?;
+            models.push(predict_mix(&w, cell, Some(&host)));
+            results.push(r);
+            steals.push(steal);
         }
         workloads.push(WorkloadSet {
             title: format!("file-server mix, {title}"),
             results,
+            models,
+            steal_pct: steals,
         });
     }
     progress("64 KiB disk-benchmark tests");
-    let mut disk = Vec::new();
+    let (mut disk, mut disk_models, mut disk_steal) = (Vec::new(), Vec::new(), Vec::new());
     for w in ironlun_bench::profiles::group("disk-tests").unwrap_or_default() {
         let mut w = w;
         // A zone test ends when it has swept the whole LUN.
@@ -803,11 +900,16 @@ fn ramdisk_target(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
             time.as_secs_f64()
         };
         w.ramp_s = if w.zones.is_some() { 0.0 } else { 0.2 };
-        disk.push(lab.run_workload(&base, &w, false)?.0);
+        let (r, steal) = lab.run_workload(&base, &w, false)?;
+        disk_models.push(predict_mix(&w, &base, Some(&host)));
+        disk.push(r);
+        disk_steal.push(steal);
     }
     workloads.push(WorkloadSet {
         title: "disk-benchmark style tests, 64 KiB".into(),
         results: disk,
+        models: disk_models,
+        steal_pct: disk_steal,
     });
     progress("two paths, then one pulled mid-run");
     let two = Cell {
@@ -815,11 +917,12 @@ fn ramdisk_target(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
         ..base.clone()
     };
     let fs = profile("file-server", time * 2)?;
-    let both = lab.run_workload(&two, &fs, false)?.0;
+    let (both, both_steal) = lab.run_workload(&two, &fs, false)?;
+    let both_model = predict_mix(&fs, &two, Some(&host));
     lab.close();
     lab.prepare(&two)?;
     lab.cut_path_after(0, time)?;
-    let mut pulled = lab.run_workload(&two, &fs, false)?.0;
+    let (mut pulled, pulled_steal) = lab.run_workload(&two, &fs, false)?;
     pulled.name = format!(
         "{} (path 0 pulled after {:.1} s)",
         pulled.name,
@@ -828,6 +931,9 @@ fn ramdisk_target(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
     workloads.push(WorkloadSet {
         title: "link aggregation: two paths, and one pulled mid-run".into(),
         results: vec![both, pulled],
+        // A pulled path has no steady state to model.
+        models: vec![both_model, None],
+        steal_pct: vec![both_steal, pulled_steal],
     });
     lab.close();
     Ok(Reproduction {
@@ -840,6 +946,7 @@ fn ramdisk_target(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
         workloads,
         notes: vec![
             "The RAM LUN is 512 MiB, not 2 GB. The link is 1 Gbit/s with a 0.2 ms round trip, emulated by ironlun's relay.".into(),
+            "Model of a workload (a mix of sizes): per command, mean over the mix of host time (a line in the request size through 4 KiB and 256 KiB runs at queue depth 1, per direction) + round trips x RTT + wire bytes / rate, at least a line's transfer delay; throughput = the least of outstanding commands x mean size / mean cycle, the link rate in the busier direction, the TCP window per round trip and any rate limit. It has no host-rate bound (a mix's host limit is not calibrated), and none for the run with a pulled path.".into(),
             "Delayed ACK, window scaling and SACK are the kernel's (loopback TCP between the relay and each end); the TCP window is set on the sockets and carried by the relay.".into(),
             "The file-copy tests need a kernel initiator with a file system on the LUN: not run here (see the kernel-initiator issue). Link aggregation is two iSCSI sessions (multipath, round-robin) over two emulated links rather than NIC teaming; pulling a link cuts one relay.".into(),
         ],
@@ -874,10 +981,10 @@ fn app_profiles(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Repro
         steal_pct: None,
         tcp: Vec::new(),
         tables: Vec::new(),
-        workloads: vec![WorkloadSet {
-            title: "twelve application access specifications (median of 3 runs)".into(),
+        workloads: vec![WorkloadSet::measured(
+            "twelve application access specifications (median of 3 runs)".into(),
             results,
-        }],
+        )],
         notes: vec![
             "One LUN (512 MiB RAM, embedded target on loopback) instead of four 4 GiB targets; run time and ramp are short (settable with --time). Host CPU % is IOMeter's whole-host figure; on this 2-core machine it includes the embedded target, so the published 8 % line is not comparable as is: target CPU is reported separately.".into(),
         ],
