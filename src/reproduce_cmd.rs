@@ -57,7 +57,9 @@ pub fn run_reproduce(a: ReproduceArgs) -> Result<(), String> {
     print!("{}", r.text());
     let out = r.outliers(0.25);
     if r.modelled() == 0 {
-        println!("\n(no model for these runs: whole workloads are reported as measured)");
+        println!(
+            "\n(no model for these runs: on loopback with no emulated link the only bound is the host itself, which is what they measure)"
+        );
     } else if out.is_empty() {
         println!(
             "\nall {} modelled cells are within 25 % of their model",
