@@ -102,6 +102,49 @@ pub fn round_trips(cell: &Cell) -> u32 {
     }
 }
 
+/// The least of several bounds on throughput, and which one it is.
+struct Least {
+    bytes_per_s: f64,
+    why: &'static str,
+}
+
+impl Default for Least {
+    fn default() -> Least {
+        Least {
+            bytes_per_s: f64::INFINITY,
+            why: "commands",
+        }
+    }
+}
+
+impl Least {
+    fn offer(&mut self, v: f64, why: &'static str) {
+        if v < self.bytes_per_s {
+            self.bytes_per_s = v;
+            self.why = why;
+        }
+    }
+
+    fn bytes_per_s(&self) -> Option<f64> {
+        self.bytes_per_s.is_finite().then_some(self.bytes_per_s)
+    }
+}
+
+/// Bytes per second one session's TCP window allows over the cell's
+/// link: the window per round trip, where the relay's chunking adds one
+/// chunk's serialisation to the round trip (see LinkSpec::chunk_bytes).
+fn window_rate(cell: &Cell) -> Option<f64> {
+    let rtt = cell.rtt.as_secs_f64();
+    let (w, l) = (cell.tcp_window?, cell.link()?);
+    if rtt <= 0.0 {
+        return None;
+    }
+    let chunk = cell
+        .link_rate
+        .map_or(0.0, |r| l.chunk_bytes() as f64 / (r as f64 / 8.0));
+    Some(f64::from(w) / (rtt + chunk))
+}
+
 pub fn predict(cell: &Cell, host: Option<HostCost>) -> Prediction {
     let s = f64::from(cell.bs);
     let wire = wire_bytes(cell);
@@ -118,12 +161,8 @@ pub fn predict(cell: &Cell, host: Option<HostCost>) -> Prediction {
     let t0 = host.map_or(0.0, |h| h.t0_s);
     let cycle = t0 + k_mean * rtt + rate.map_or(0.0, |r| wire / r);
     let n = f64::from(cell.qd) * f64::from(cell.sessions) * f64::from(cell.workers);
-    let mut best = (f64::INFINITY, "commands");
-    let mut bound = |v: f64, why: &'static str| {
-        if v < best.0 {
-            best = (v, why);
-        }
-    };
+    let mut best = Least::default();
+    let mut bound = |v: f64, why: &'static str| best.offer(v, why);
     if cycle > 0.0 {
         bound(n * s / cycle, "commands");
     }
@@ -133,25 +172,15 @@ pub fn predict(cell: &Cell, host: Option<HostCost>) -> Prediction {
         let busiest = reads.max(1.0 - reads).max(1e-9);
         bound(r * f64::from(cell.sessions) * s / wire / busiest, "link");
     }
-    if let (Some(w), true, Some(l)) = (cell.tcp_window, rtt > 0.0, cell.link()) {
-        // Window per round trip; the relay's chunking adds one chunk's
-        // serialisation to the round trip (see LinkSpec::chunk_bytes).
-        let chunk = rate.map_or(0.0, |r| l.chunk_bytes() as f64 / r);
-        bound(
-            f64::from(w) / (rtt + chunk) * f64::from(cell.sessions) * s / wire,
-            "tcp-window",
-        );
+    if let Some(w) = window_rate(cell) {
+        bound(w * f64::from(cell.sessions) * s / wire, "tcp-window");
     }
     if let Some(h) = host {
         bound(h.max_bytes_per_s, "host");
     }
     Prediction {
-        mb_per_s: if best.0.is_finite() {
-            best.0 / 1e6
-        } else {
-            0.0
-        },
-        bound: best.1,
+        mb_per_s: best.bytes_per_s().map_or(0.0, |v| v / 1e6),
+        bound: best.why,
         round_trips: k,
         cycle_ms: cycle * 1e3,
     }
@@ -237,12 +266,8 @@ pub fn predict_mix(
         read_bytes += p * r * s;
     }
     let n = f64::from(w.queue_depth) * f64::from(w.workers) * f64::from(link.sessions);
-    let mut best = (f64::INFINITY, "commands");
-    let mut bound = |v: f64, why: &'static str| {
-        if v < best.0 {
-            best = (v, why);
-        }
-    };
+    let mut best = Least::default();
+    let mut bound = |v: f64, why: &'static str| best.offer(v, why);
     if cycle > 0.0 {
         bound(n * size / cycle, "commands");
     }
@@ -250,10 +275,9 @@ pub fn predict_mix(
     if let Some(r) = rate {
         bound(r * f64::from(link.sessions) * size / wire / busiest, "link");
     }
-    if let (Some(win), true, Some(l)) = (link.tcp_window, rtt > 0.0, link.link()) {
-        let chunk = rate.map_or(0.0, |r| l.chunk_bytes() as f64 / r);
+    if let Some(win) = window_rate(link) {
         bound(
-            f64::from(win) / (rtt + chunk) * f64::from(link.sessions) * size / wire / busiest,
+            win * f64::from(link.sessions) * size / wire / busiest,
             "tcp-window",
         );
     }
@@ -263,9 +287,9 @@ pub fn predict_mix(
             "rate limit",
         );
     }
-    best.0.is_finite().then(|| Prediction {
-        mb_per_s: best.0 / 1e6,
-        bound: best.1,
+    best.bytes_per_s().map(|v| Prediction {
+        mb_per_s: v / 1e6,
+        bound: best.why,
         round_trips: 1,
         cycle_ms: cycle * 1e3,
     })
