@@ -254,13 +254,31 @@ impl Lab {
             exclude_threads: Some(ironlun_netem::awake::THREAD_NAME),
             ..RunOptions::default()
         };
-        let before = ironlun_bench::cpu::HostCpu::sample();
-        let r = self
-            .rt
-            .block_on(ironlun_bench::run(w, std::slice::from_ref(&lun), &opts))?;
-        let steal = match (before, ironlun_bench::cpu::HostCpu::sample()) {
-            (Some(a), Some(b)) => a.steal_pct(&b),
-            _ => None,
+        // An interval in which no command completed (the VM frozen by
+        // its host for longer than the run) measures nothing: it is run
+        // again, twice as long, at most twice.
+        let mut w = w.clone();
+        let mut tries = 0;
+        let (r, steal) = loop {
+            let before = ironlun_bench::cpu::HostCpu::sample();
+            let r = self
+                .rt
+                .block_on(ironlun_bench::run(&w, std::slice::from_ref(&lun), &opts))?;
+            let steal = match (before, ironlun_bench::cpu::HostCpu::sample()) {
+                (Some(a), Some(b)) => a.steal_pct(&b),
+                _ => None,
+            };
+            tries += 1;
+            if r.ios > 0 || r.errors > 0 || tries > 2 {
+                break (r, steal);
+            }
+            tracing::warn!(
+                steal = ?steal,
+                "{}: no command completed in {:.2} s; running it again",
+                w.name,
+                w.time_s
+            );
+            w.time_s *= 2.0;
         };
         if r.errors > 0 {
             return Err(format!(
