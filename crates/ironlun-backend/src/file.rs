@@ -374,6 +374,10 @@ impl Backend for FileBackend {
             let mut buf = AlignedBuf::zeroed(len)?;
             fd.read_exact_at(buf.as_mut(), offset)?;
             Ok(Bytes::from_owner(buf))
+        } else if len >= crate::pool::MIN_POOLED {
+            let mut buf = crate::pool::PooledBuf::get(len);
+            fd.read_exact_at(buf.as_mut_slice(), offset)?;
+            Ok(buf.freeze())
         } else {
             Ok(pread_exact(fd, len, offset)?.freeze())
         }

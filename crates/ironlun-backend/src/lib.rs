@@ -21,6 +21,7 @@
 
 mod file;
 mod null;
+pub mod pool;
 mod ram;
 pub mod testing;
 mod zeros;

@@ -4,7 +4,7 @@
 use std::io;
 use std::sync::RwLock;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use crate::{check_range, zeros, Backend};
 
@@ -78,17 +78,22 @@ impl Backend for RamBackend {
         if !any {
             return Ok(zeros(len));
         }
-        let mut out = BytesMut::zeroed(len);
+        // A reused buffer holds old data: every range is either copied or
+        // zeroed.
+        let mut out = crate::pool::PooledBuf::get(len);
+        let buf = out.as_mut_slice();
         Self::for_each_chunk(offset, len, |idx, within, range| {
             let c = self.chunks.get(idx).ok_or_else(lost_chunk)?;
             let guard = c.read().unwrap_or_else(|e| e.into_inner());
-            if let Some(data) = guard.as_ref() {
-                let src = data
-                    .get(within..within + range.len())
-                    .ok_or_else(lost_chunk)?;
-                out.get_mut(range)
-                    .ok_or_else(lost_chunk)?
-                    .copy_from_slice(src);
+            let dst = buf.get_mut(range.clone()).ok_or_else(lost_chunk)?;
+            match guard.as_ref() {
+                Some(data) => {
+                    let src = data
+                        .get(within..within + range.len())
+                        .ok_or_else(lost_chunk)?;
+                    dst.copy_from_slice(src);
+                }
+                None => dst.fill(0),
             }
             Ok(())
         })?;
@@ -158,6 +163,24 @@ impl Backend for RamBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reused_read_buffers_never_leak_old_data_into_unwritten_ranges() {
+        let b = RamBackend::new(16 * CHUNK as u64);
+        let len = 4 * CHUNK;
+        // Fill the pool's buffers of this size with non-zero data.
+        b.write(0, &vec![0xAB; len], false).unwrap();
+        let dirty: Vec<_> = (0..4).map(|_| b.read(0, len).unwrap()).collect();
+        drop(dirty);
+        // Chunks 8 and 10 written, 9 and 11 never: they must read as zeros.
+        b.write(8 * CHUNK as u64, &vec![1; CHUNK], false).unwrap();
+        b.write(10 * CHUNK as u64, &vec![2; CHUNK], false).unwrap();
+        let r = b.read(8 * CHUNK as u64, len).unwrap();
+        assert!(r[..CHUNK].iter().all(|&x| x == 1));
+        assert!(r[CHUNK..2 * CHUNK].iter().all(|&x| x == 0));
+        assert!(r[2 * CHUNK..3 * CHUNK].iter().all(|&x| x == 2));
+        assert!(r[3 * CHUNK..].iter().all(|&x| x == 0));
+    }
 
     #[test]
     fn sparse_until_written_and_reads_back_across_chunks() {
