@@ -9,6 +9,7 @@ use ironlun_target::{Config, Overrides, Server};
 use tracing_subscriber::EnvFilter;
 
 mod bench_cmd;
+mod compare_cmd;
 mod initiator_args;
 mod lab;
 mod link_args;
@@ -74,6 +75,10 @@ enum Command {
     /// Run a published study (shared/workloads.md) in one command:
     /// tables, model predictions, JSON and an HTML report.
     Reproduce(reproduce_cmd::ReproduceArgs),
+    /// ironlun against tgt on loopback: the same clients (iscsi-perf,
+    /// qemu-img bench, ironlun bench) in alternation, with medians,
+    /// ratios and target CPU per I/O.
+    ComparePeers(compare_cmd::CompareArgs),
 }
 
 #[derive(clap::Args)]
@@ -196,6 +201,10 @@ fn main() -> ExitCode {
         Command::Reproduce(a) => {
             init_logging(Some(cli.log.as_deref().unwrap_or("warn")), None);
             finish(reproduce_cmd::run_reproduce(a))
+        }
+        Command::ComparePeers(a) => {
+            init_logging(Some(cli.log.as_deref().unwrap_or("warn")), None);
+            finish(compare_cmd::run_compare(a))
         }
         Command::Lab(a) => {
             init_logging(Some(cli.log.as_deref().unwrap_or("warn")), None);

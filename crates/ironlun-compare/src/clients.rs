@@ -1,0 +1,459 @@
+//! The clients both targets are measured with, each run as the program a
+//! user would run: libiscsi's `iscsi-perf`, `qemu-img bench` over
+//! `iscsi://`, `ironlun bench`, and `iperf3` for the wire's own rate.
+//! Every run excludes its warm-up and measures the target daemon's CPU
+//! over the same interval as the I/Os it counts.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::procfs::{cpu_seconds, rss_bytes, HostTicks};
+use crate::workloads::Workload;
+
+/// LUN block size of both targets' LUNs (iscsi-perf counts in blocks).
+const LUN_BLOCK: u32 = 512;
+/// A run that takes this much longer than asked is stopped and failed.
+const OVERRUN: Duration = Duration::from_secs(30);
+
+/// One measured run of one client against one target.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Sample {
+    pub iops: f64,
+    pub mb_per_s: f64,
+    pub mean_latency_us: f64,
+    /// Target daemon CPU (all threads) per I/O over the measured interval.
+    pub target_cpu_us_per_io: Option<f64>,
+    /// Peak target resident memory seen during the run, bytes.
+    pub target_rss_peak: Option<u64>,
+    /// Hypervisor steal over the run, percent of all CPU time.
+    pub steal_pct: f64,
+    pub seconds: f64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Client {
+    IscsiPerf,
+    QemuImg,
+    IronlunBench,
+}
+
+/// Parameters shared by every run.
+pub struct RunCtx {
+    /// The ironlun binary (for `ironlun bench`).
+    pub exe: PathBuf,
+    /// Measured time per run.
+    pub measure: Duration,
+    /// Scratch directory for result files.
+    pub scratch: PathBuf,
+}
+
+impl Client {
+    pub const ALL: [Client; 3] = [Client::IscsiPerf, Client::QemuImg, Client::IronlunBench];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Client::IscsiPerf => "iscsi-perf",
+            Client::QemuImg => "qemu-img bench",
+            Client::IronlunBench => "ironlun bench",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Client, String> {
+        match s {
+            "iscsi-perf" => Ok(Client::IscsiPerf),
+            "qemu-img" | "qemu-img-bench" => Ok(Client::QemuImg),
+            "ironlun" | "ironlun-bench" => Ok(Client::IronlunBench),
+            _ => Err(format!(
+                "unknown client '{s}' (iscsi-perf, qemu-img, ironlun)"
+            )),
+        }
+    }
+
+    /// Whether this client can run `w`, and how it deviates from it.
+    /// `Err` says why it cannot.
+    pub fn fit(self, w: &Workload) -> Result<Option<&'static str>, &'static str> {
+        match self {
+            // Debian 12's iscsi-perf (0.1) only reads.
+            Client::IscsiPerf if !w.read => Err("iscsi-perf only reads"),
+            // qemu-img bench steps through the image; it has no random mode.
+            Client::QemuImg if w.random => {
+                Ok(Some("sequential: qemu-img bench has no random mode"))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    pub fn run(self, ctx: &RunCtx, w: &Workload, url: &str, target: u32) -> Result<Sample, String> {
+        match self {
+            Client::IscsiPerf => iscsi_perf(ctx, w, url, target),
+            Client::QemuImg => qemu_img(w, url, target, ctx.measure),
+            Client::IronlunBench => ironlun_bench(ctx, w, &[url.to_owned()], target),
+        }
+    }
+}
+
+/// Target CPU and host steal at one instant.
+struct Mark {
+    cpu: Option<f64>,
+    host: HostTicks,
+    at: Instant,
+}
+
+impl Mark {
+    fn now(pid: u32) -> Mark {
+        Mark {
+            cpu: cpu_seconds(pid),
+            host: HostTicks::sample(),
+            at: Instant::now(),
+        }
+    }
+
+    /// Fills CPU per I/O, steal and seconds of `s` for the interval since
+    /// this mark, in which `ios` I/Os completed.
+    fn close(&self, pid: u32, ios: f64, s: &mut Sample) {
+        let end = Mark::now(pid);
+        s.seconds = (end.at - self.at).as_secs_f64();
+        s.steal_pct = end.host.steal_pct_since(&self.host);
+        s.target_cpu_us_per_io = match (self.cpu, end.cpu) {
+            (Some(a), Some(b)) if ios > 0.0 => Some((b - a) * 1e6 / ios),
+            _ => None,
+        };
+    }
+}
+
+fn fill_rates(s: &mut Sample, iops: f64, w: &Workload) {
+    s.iops = iops;
+    s.mb_per_s = iops * f64::from(w.block_size) / 1e6;
+    // Little's law: a full window of `queue_depth` commands.
+    s.mean_latency_us = if iops > 0.0 {
+        f64::from(w.queue_depth) * 1e6 / iops
+    } else {
+        0.0
+    };
+}
+
+/// Stops a child that outlives its run: SIGINT first (iscsi-perf prints
+/// its summary and logs out), then SIGKILL.
+fn stop(child: &mut Child) {
+    // SAFETY: kill(2) on the PID of a child we own and have not reaped,
+    // so the PID cannot have been reused by another process.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+    }
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// The "iops current N" of one iscsi-perf progress line.
+pub fn iscsi_perf_current(line: &str) -> Option<u64> {
+    let rest = line.get(line.find("iops current ")? + "iops current ".len()..)?;
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+/// iscsi-perf prints one line per second (ending in '\r'). The first
+/// second is warm-up; CPU is marked when it arrives and again after the
+/// last measured line, and the I/Os are the sum of those lines' counts.
+fn iscsi_perf(ctx: &RunCtx, w: &Workload, url: &str, pid: u32) -> Result<Sample, String> {
+    let blocks = w.block_size / LUN_BLOCK;
+    let mut cmd = Command::new("iscsi-perf");
+    cmd.args(["-m", &w.queue_depth.to_string(), "-b", &blocks.to_string()]);
+    if w.random {
+        cmd.arg("-r");
+    }
+    let mut child = cmd
+        .arg(url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot run iscsi-perf (Debian package libiscsi-bin): {e}"))?;
+    let Some(mut out) = child.stdout.take() else {
+        stop(&mut child);
+        return Err("iscsi-perf: no stdout".into());
+    };
+    let seconds = ctx.measure.as_secs().max(1);
+    let deadline = Instant::now() + ctx.measure + OVERRUN;
+    let mut text = String::new();
+    let mut buf = [0u8; 4096];
+    let mut lines_seen = 0usize;
+    let mut start: Option<Mark> = None;
+    let mut ios = 0u64;
+    let mut result = Err("iscsi-perf ended before its measured seconds".to_owned());
+    while Instant::now() < deadline {
+        let n = match out.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        text.push_str(&String::from_utf8_lossy(buf.get(..n).unwrap_or(&[])));
+        // Whole lines only; keep a partial one for the next read.
+        while let Some(end) = text.find(['\r', '\n']) {
+            let line: String = text.drain(..=end).collect();
+            let Some(current) = iscsi_perf_current(&line) else {
+                continue;
+            };
+            lines_seen += 1;
+            if lines_seen == 1 {
+                start = Some(Mark::now(pid));
+                continue;
+            }
+            ios += current;
+            if lines_seen as u64 > seconds {
+                let mut s = Sample::default();
+                if let Some(m) = &start {
+                    m.close(pid, ios as f64, &mut s);
+                }
+                fill_rates(&mut s, ios as f64 / (lines_seen - 1) as f64, w);
+                result = Ok(s);
+                break;
+            }
+        }
+        if result.is_ok() {
+            break;
+        }
+    }
+    stop(&mut child);
+    result
+}
+
+/// "Run completed in X seconds." from qemu-img bench.
+pub fn qemu_img_seconds(out: &str) -> Option<f64> {
+    let rest = out.get(out.find("Run completed in ")? + "Run completed in ".len()..)?;
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+fn qemu_img_once(w: &Workload, url: &str, count: u64) -> Result<f64, String> {
+    let mut cmd = Command::new("qemu-img");
+    cmd.args(["bench", "-f", "raw", "-c", &count.to_string()]);
+    cmd.args([
+        "-d",
+        &w.queue_depth.to_string(),
+        "-s",
+        &w.block_size.to_string(),
+    ]);
+    if !w.read {
+        cmd.arg("-w");
+    }
+    let out = cmd
+        .arg(url)
+        .output()
+        .map_err(|e| format!("cannot run qemu-img (Debian package qemu-utils): {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    match qemu_img_seconds(&text) {
+        Some(s) if out.status.success() && s > 0.0 => Ok(count as f64 / s),
+        _ => Err(format!(
+            "qemu-img bench failed: {}{}",
+            text.trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+    }
+}
+
+/// qemu-img bench runs a count of requests, not a time: a warm-up run of
+/// 64 MiB (excluded) sets the count for about the measured time. Its CPU
+/// window is the whole measured process, login included, which the
+/// length of the run makes small.
+fn qemu_img(w: &Workload, url: &str, pid: u32, measure: Duration) -> Result<Sample, String> {
+    let warm = ((64u64 << 20) / u64::from(w.block_size)).max(u64::from(w.queue_depth) * 4);
+    let rate = qemu_img_once(w, url, warm)?;
+    let count = ((rate * measure.as_secs_f64()) as u64).max(warm);
+    let mark = Mark::now(pid);
+    let iops = qemu_img_once(w, url, count)?;
+    let mut s = Sample::default();
+    mark.close(pid, count as f64, &mut s);
+    fill_rates(&mut s, iops, w);
+    Ok(s)
+}
+
+/// Polls a process's resident memory until told to stop; returns the peak.
+struct RssWatch {
+    stop: Arc<AtomicBool>,
+    handle: thread::JoinHandle<Option<u64>>,
+}
+
+impl RssWatch {
+    fn start(pid: u32) -> RssWatch {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = thread::spawn(move || {
+            let mut peak = None;
+            while !flag.load(Ordering::Relaxed) {
+                peak = peak.max(rss_bytes(pid));
+                thread::sleep(Duration::from_millis(100));
+            }
+            peak.max(rss_bytes(pid))
+        });
+        RssWatch { stop, handle }
+    }
+
+    fn finish(self) -> Option<u64> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.join().ok().flatten()
+    }
+}
+
+/// `ironlun bench` against one or more URLs (one session each), with a
+/// one-second ramp excluded and the target's CPU read from /proc over
+/// the measured interval (`--target-pid`).
+pub fn ironlun_bench(
+    ctx: &RunCtx,
+    w: &Workload,
+    urls: &[String],
+    pid: u32,
+) -> Result<Sample, String> {
+    let json = ctx.scratch.join("bench.json");
+    let _ = std::fs::remove_file(&json);
+    let watch = RssWatch::start(pid);
+    let host = HostTicks::sample();
+    let pct = |b: bool| if b { "100" } else { "0" };
+    let out = Command::new(&ctx.exe)
+        .args(["bench", "--log", "warn", "--bs", &w.block_size.to_string()])
+        .args(["--read", pct(w.read), "--random", pct(w.random)])
+        .args(["--qd", &w.queue_depth.to_string(), "--ramp", "1s"])
+        .arg("--time")
+        .arg(format!("{}ms", ctx.measure.as_millis()))
+        .args(["--target-pid", &pid.to_string(), "--json"])
+        .arg(&json)
+        .args(urls)
+        .stdout(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run ironlun bench: {e}"))?;
+    let steal = HostTicks::sample().steal_pct_since(&host);
+    let rss = watch.finish();
+    if !out.status.success() {
+        return Err(format!(
+            "ironlun bench failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let r = read_bench_json(&json)?;
+    if r.errors > 0 {
+        return Err(format!("ironlun bench: {} I/O errors", r.errors));
+    }
+    Ok(Sample {
+        iops: r.iops,
+        mb_per_s: r.mb_per_s,
+        mean_latency_us: r.latency_us.mean,
+        target_cpu_us_per_io: r.cpu.target_us_per_io,
+        target_rss_peak: rss,
+        steal_pct: steal,
+        seconds: r.elapsed_s,
+    })
+}
+
+fn read_bench_json(path: &Path) -> Result<ironlun_bench::WorkloadResult, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let report: ironlun_bench::RunReport =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    report
+        .workloads
+        .into_iter()
+        .next()
+        .ok_or_else(|| "ironlun bench wrote no result".to_owned())
+}
+
+/// iperf3's single-stream TCP rate over loopback, MB/s (one second of
+/// warm-up omitted).
+pub fn iperf3(measure: Duration) -> Result<f64, String> {
+    let addr = crate::daemons::free_loopback_addr()?;
+    let port = addr.port().to_string();
+    let mut server = Command::new("iperf3")
+        .args(["-s", "-1", "-B", "127.0.0.1", "-p", &port])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot run iperf3 (Debian package iperf3): {e}"))?;
+    let secs = measure.as_secs().max(1) + 1;
+    let mut result = Err("iperf3 client could not connect".to_owned());
+    // The server needs a moment to listen.
+    for _ in 0..50 {
+        thread::sleep(Duration::from_millis(100));
+        let out = Command::new("iperf3")
+            .args(["-c", "127.0.0.1", "-p", &port, "-O", "1", "-J"])
+            .args(["-t", &secs.to_string()])
+            .output()
+            .map_err(|e| format!("cannot run iperf3: {e}"))?;
+        if out.status.success() {
+            result = iperf3_mb_per_s(&String::from_utf8_lossy(&out.stdout));
+            break;
+        }
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+    result
+}
+
+/// The received rate of an iperf3 JSON report, MB/s.
+pub fn iperf3_mb_per_s(json: &str) -> Result<f64, String> {
+    let v: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| format!("iperf3 JSON: {e}"))?;
+    v.pointer("/end/sum_received/bits_per_second")
+        .and_then(|b| b.as_f64())
+        .map(|b| b / 8e6)
+        .ok_or_else(|| "iperf3 JSON has no end.sum_received.bits_per_second".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iscsi_perf_progress_lines() {
+        let l = "00:00:02 - lba 1349744, iops current 153891 (601 MB/s), iops average 118639 (463 MB/s), in_flight 64, busy 0        \r";
+        assert_eq!(iscsi_perf_current(l), Some(153_891));
+        assert_eq!(
+            iscsi_perf_current("performing RANDOM READ with 64 parallel requests"),
+            None
+        );
+        assert_eq!(iscsi_perf_current("iops current x"), None);
+    }
+
+    #[test]
+    fn qemu_img_bench_summary() {
+        let out = "Sending 100000 read requests, 4096 bytes each, 64 in parallel (starting at offset 0, step size 4096)\nRun completed in 1.353 seconds.\n";
+        assert_eq!(qemu_img_seconds(out), Some(1.353));
+        assert_eq!(qemu_img_seconds("Sending 1 read requests"), None);
+    }
+
+    #[test]
+    fn iperf3_report() {
+        let j = r#"{"end":{"sum_received":{"bits_per_second":26838915687.2}}}"#;
+        assert!((iperf3_mb_per_s(j).unwrap() - 3354.86).abs() < 0.01);
+        assert!(iperf3_mb_per_s("{}").is_err());
+        assert!(iperf3_mb_per_s("not json").is_err());
+    }
+
+    #[test]
+    fn clients_say_which_workloads_they_cannot_run_as_given() {
+        let ws = crate::workloads::all();
+        let write = ws.iter().find(|w| !w.read).unwrap();
+        assert!(Client::IscsiPerf.fit(write).is_err());
+        let random = ws.iter().find(|w| w.random).unwrap();
+        assert!(Client::QemuImg.fit(random).unwrap().is_some());
+        assert!(ws.iter().all(|w| Client::IronlunBench.fit(w) == Ok(None)));
+    }
+
+    #[test]
+    fn little_law_latency() {
+        let w = crate::workloads::all()
+            .into_iter()
+            .find(|w| w.queue_depth == 1)
+            .unwrap();
+        let mut s = Sample::default();
+        fill_rates(&mut s, 20_000.0, &w);
+        assert!((s.mean_latency_us - 50.0).abs() < 1e-9);
+        assert!((s.mb_per_s - 81.92).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,255 @@
+//! # ironlun-compare: ironlun side by side with a peer target
+//!
+//! **Owns:** starting tgt (`tgtd` + `tgtadm`) and `ironlun target` as
+//! separate processes with equivalent LUNs (a tmpfs file of the same size
+//! and content, and a null LUN), running the same external clients
+//! (`iscsi-perf`, `qemu-img bench`, `ironlun bench`) against each in
+//! alternation, reading each daemon's CPU (all threads) and memory from
+//! /proc, hypervisor steal per run, iperf3's loopback rate, and the
+//! table of medians, ratios and goals (`ironlun compare-peers`,
+//! `benches/compare-peers`).
+//!
+//! **Must not know:** iSCSI or SCSI (every client is a separate program),
+//! how either target works inside.
+
+#![cfg_attr(
+    test,
+    allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
+pub mod clients;
+pub mod daemons;
+pub mod procfs;
+pub mod summary;
+pub mod workloads;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use clients::{Client, RunCtx, Sample};
+use daemons::{Daemon, LunFiles};
+use workloads::{LunKind, Workload};
+
+/// What to run.
+pub struct Options {
+    /// The ironlun binary (target and bench).
+    pub exe: PathBuf,
+    /// Alternating repetitions of every run.
+    pub reps: usize,
+    /// Measured time per run (warm-up excluded).
+    pub measure: Duration,
+    /// Size of each file LUN.
+    pub lun_size: u64,
+    /// Where the LUN files live (a tmpfs directory).
+    pub dir: PathBuf,
+    pub clients: Vec<Client>,
+    /// Session counts for the scaling runs (empty: none).
+    pub sessions: Vec<usize>,
+    /// Only workloads whose name contains one of these (empty: all).
+    pub only: Vec<String>,
+    /// When the run started (RFC 3339), for the report.
+    pub started: String,
+}
+
+/// Both targets' samples of one workload with one client.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    pub workload: Workload,
+    pub client: Client,
+    /// How the client deviates from the workload (qemu-img: sequential).
+    pub note: Option<&'static str>,
+    pub tgt: Vec<Sample>,
+    pub ironlun: Vec<Sample>,
+}
+
+/// Aggregate 4 KiB random reads at QD 64 per session over n sessions.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScalingRow {
+    pub sessions: usize,
+    pub tgt: Vec<Sample>,
+    pub ironlun: Vec<Sample>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub date: String,
+    pub host: ironlun_bench::result::HostInfo,
+    pub versions: Vec<(String, String)>,
+    pub reps: usize,
+    pub measure_s: f64,
+    pub lun_size: u64,
+    /// iperf3 single-stream loopback rate per repetition, MB/s.
+    pub iperf3_mb_per_s: Vec<f64>,
+    pub rows: Vec<Row>,
+    pub scaling: Vec<ScalingRow>,
+    /// Runs that failed, with why.
+    pub failures: Vec<String>,
+    pub elapsed_s: f64,
+}
+
+fn progress(msg: &str) {
+    eprintln!("{msg}");
+}
+
+/// Runs the whole comparison. Failed runs are listed in the report (and
+/// make the command fail); they never stop the others.
+pub fn run(opts: &Options) -> Result<Report, String> {
+    let started = Instant::now();
+    let files = LunFiles::create(&opts.dir, opts.lun_size)?;
+    let tgt = Daemon::start_tgt(daemons::free_loopback_addr()?, &files.tgt)?;
+    let ironlun = Daemon::start_ironlun(&opts.exe, daemons::free_loopback_addr()?, &files.ironlun)?;
+    let ctx = RunCtx {
+        exe: opts.exe.clone(),
+        measure: opts.measure,
+        scratch: opts.dir.clone(),
+    };
+    let mut failures = Vec::new();
+
+    // Warm-up, not recorded: threads started, pages touched, sessions
+    // code paths loaded, for both targets alike.
+    let warm = workloads::all().into_iter().next().ok_or("no workloads")?;
+    for d in [&tgt, &ironlun] {
+        let short = RunCtx {
+            measure: Duration::from_secs(1),
+            exe: ctx.exe.clone(),
+            scratch: ctx.scratch.clone(),
+        };
+        if let Err(e) = clients::ironlun_bench(&short, &warm, &[d.url(LunKind::File)], d.pid()) {
+            failures.push(format!("warm-up against {}: {e}", d.name));
+        }
+    }
+
+    let mut rows: Vec<Row> = Vec::new();
+    for w in workloads::all() {
+        if !opts.only.is_empty() && !opts.only.iter().any(|o| w.name.contains(o.as_str())) {
+            continue;
+        }
+        for &c in &opts.clients {
+            if let Ok(note) = c.fit(&w) {
+                rows.push(Row {
+                    workload: w.clone(),
+                    client: c,
+                    note,
+                    tgt: Vec::new(),
+                    ironlun: Vec::new(),
+                });
+            }
+        }
+    }
+    let mut scaling: Vec<ScalingRow> = opts
+        .sessions
+        .iter()
+        .map(|&n| ScalingRow {
+            sessions: n,
+            tgt: Vec::new(),
+            ironlun: Vec::new(),
+        })
+        .collect();
+    let scale_w = warm;
+
+    let mut iperf = Vec::new();
+    for rep in 0..opts.reps {
+        match clients::iperf3(opts.measure) {
+            Ok(r) => {
+                progress(&format!(
+                    "[rep {}/{}] iperf3 loopback: {r:.0} MB/s",
+                    rep + 1,
+                    opts.reps
+                ));
+                iperf.push(r);
+            }
+            Err(e) => failures.push(format!("iperf3: {e}")),
+        }
+        for (i, row) in rows.iter_mut().enumerate() {
+            // Alternate which target goes first, by repetition and row.
+            let order = if (rep + i) % 2 == 0 {
+                [&tgt, &ironlun]
+            } else {
+                [&ironlun, &tgt]
+            };
+            let mut line = format!(
+                "[rep {}/{}] {} {} {}:",
+                rep + 1,
+                opts.reps,
+                row.workload.name,
+                row.workload.lun.name(),
+                row.client.name()
+            );
+            for d in order {
+                match row
+                    .client
+                    .run(&ctx, &row.workload, &d.url(row.workload.lun), d.pid())
+                {
+                    Ok(s) => {
+                        line.push_str(&format!(
+                            " {} {} (steal {:.0} %)",
+                            d.name,
+                            summary::rate_text(&row.workload, &s),
+                            s.steal_pct
+                        ));
+                        if d.name == "tgt" {
+                            row.tgt.push(s);
+                        } else {
+                            row.ironlun.push(s);
+                        }
+                    }
+                    Err(e) => {
+                        line.push_str(&format!(" {} FAILED", d.name));
+                        failures.push(format!(
+                            "{} {} {} against {}: {e}",
+                            row.workload.name,
+                            row.workload.lun.name(),
+                            row.client.name(),
+                            d.name
+                        ));
+                    }
+                }
+            }
+            progress(&line);
+        }
+        for (i, sc) in scaling.iter_mut().enumerate() {
+            let order = if (rep + i) % 2 == 0 {
+                [&tgt, &ironlun]
+            } else {
+                [&ironlun, &tgt]
+            };
+            let mut line = format!("[rep {}/{}] {} sessions:", rep + 1, opts.reps, sc.sessions);
+            for d in order {
+                let urls = vec![d.url(LunKind::File); sc.sessions];
+                match clients::ironlun_bench(&ctx, &scale_w, &urls, d.pid()) {
+                    Ok(s) => {
+                        line.push_str(&format!(" {} {:.0} IOPS", d.name, s.iops));
+                        if d.name == "tgt" {
+                            sc.tgt.push(s);
+                        } else {
+                            sc.ironlun.push(s);
+                        }
+                    }
+                    Err(e) => {
+                        line.push_str(&format!(" {} FAILED", d.name));
+                        failures.push(format!("{} sessions against {}: {e}", sc.sessions, d.name));
+                    }
+                }
+            }
+            progress(&line);
+        }
+    }
+    drop(tgt);
+    drop(ironlun);
+    drop(files);
+    Ok(Report {
+        date: opts.started.clone(),
+        host: ironlun_bench::result::HostInfo::detect(),
+        versions: summary::versions(&opts.exe),
+        reps: opts.reps,
+        measure_s: opts.measure.as_secs_f64(),
+        lun_size: opts.lun_size,
+        iperf3_mb_per_s: iperf,
+        rows,
+        scaling,
+        failures,
+        elapsed_s: started.elapsed().as_secs_f64(),
+    })
+}

@@ -1,0 +1,395 @@
+//! Medians, ratios and goals: the comparison table (Markdown, so it can
+//! go into docs/performance.md as printed).
+
+use std::fmt::Write;
+use std::path::Path;
+use std::process::Command;
+
+use crate::clients::Sample;
+use crate::workloads::{Goal, Workload};
+use crate::{Report, Row, ScalingRow};
+
+/// Median of the values (mean of the middle two for an even count).
+pub fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.retain(|x| x.is_finite());
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let hi = *v.get(n / 2)?;
+    if n % 2 == 1 {
+        Some(hi)
+    } else {
+        Some((v.get(n / 2 - 1)? + hi) / 2.0)
+    }
+}
+
+fn med(s: &[Sample], f: impl Fn(&Sample) -> Option<f64>) -> Option<f64> {
+    median(s.iter().filter_map(f).collect())
+}
+
+/// The figure a workload is judged by: MB/s for large transfers, mean
+/// latency at QD 1, else IOPS.
+pub fn figure(w: &Workload, s: &Sample) -> f64 {
+    match w.goal {
+        Goal::LatencyRatio(_) => s.mean_latency_us,
+        Goal::RateRatio(_) if w.by_bandwidth() => s.mb_per_s,
+        Goal::RateRatio(_) => s.iops,
+    }
+}
+
+fn unit(w: &Workload) -> &'static str {
+    match w.goal {
+        Goal::LatencyRatio(_) => "µs",
+        Goal::RateRatio(_) if w.by_bandwidth() => "MB/s",
+        Goal::RateRatio(_) => "IOPS",
+    }
+}
+
+fn num(v: f64) -> String {
+    if v >= 10_000.0 {
+        format!("{:.1}K", v / 1000.0)
+    } else if v >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+pub fn rate_text(w: &Workload, s: &Sample) -> String {
+    format!("{} {}", num(figure(w, s)), unit(w))
+}
+
+/// One row's verdicts: the figure ratio and the CPU ratio (ironlun over
+/// tgt), and whether each goal holds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Verdict {
+    pub tgt: Option<f64>,
+    pub ironlun: Option<f64>,
+    pub ratio: Option<f64>,
+    pub met: Option<bool>,
+    pub tgt_cpu: Option<f64>,
+    pub ironlun_cpu: Option<f64>,
+    pub cpu_ratio: Option<f64>,
+    pub cpu_met: Option<bool>,
+    pub steal: Option<f64>,
+}
+
+pub fn verdict(row: &Row) -> Verdict {
+    let w = &row.workload;
+    let tgt = med(&row.tgt, |s| Some(figure(w, s)));
+    let ironlun = med(&row.ironlun, |s| Some(figure(w, s)));
+    let ratio = match (tgt, ironlun) {
+        (Some(t), Some(i)) if t > 0.0 => Some(i / t),
+        _ => None,
+    };
+    let met = ratio.map(|r| match w.goal {
+        Goal::RateRatio(g) => r >= g,
+        Goal::LatencyRatio(g) => r <= g,
+    });
+    let tgt_cpu = med(&row.tgt, |s| s.target_cpu_us_per_io);
+    let ironlun_cpu = med(&row.ironlun, |s| s.target_cpu_us_per_io);
+    let cpu_ratio = match (tgt_cpu, ironlun_cpu) {
+        (Some(t), Some(i)) if t > 0.0 => Some(i / t),
+        _ => None,
+    };
+    let cpu_met = match (w.cpu_goal, cpu_ratio) {
+        (Some(g), Some(r)) => Some(r <= g),
+        _ => None,
+    };
+    let all: Vec<f64> = row
+        .tgt
+        .iter()
+        .chain(&row.ironlun)
+        .map(|s| s.steal_pct)
+        .collect();
+    Verdict {
+        tgt,
+        ironlun,
+        ratio,
+        met,
+        tgt_cpu,
+        ironlun_cpu,
+        cpu_ratio,
+        cpu_met,
+        steal: median(all),
+    }
+}
+
+fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
+    v.map_or_else(|| "–".to_owned(), f)
+}
+
+fn goal_text(met: Option<bool>, goal: String) -> String {
+    match met {
+        Some(true) => format!("{goal} ✓"),
+        Some(false) => format!("{goal} **✗**"),
+        None => goal,
+    }
+}
+
+/// The whole report as Markdown.
+pub fn markdown(r: &Report) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "Measured {} on {} ({} CPUs, kernel {}); {} alternating repetitions of {:.1} s \
+         (warm-up excluded), LUNs of {} MiB; {:.0} s in all.\n",
+        r.date,
+        r.host.cpu_model,
+        r.host.cpus,
+        r.host.kernel,
+        r.reps,
+        r.measure_s,
+        r.lun_size >> 20,
+        r.elapsed_s
+    );
+    for (name, v) in &r.versions {
+        let _ = writeln!(s, "- {name}: {v}");
+    }
+    let _ = writeln!(
+        s,
+        "\nMedians; ratio = ironlun / tgt. CPU = target daemon CPU time (all threads, \
+         /proc/PID/stat) per I/O over the measured interval.\n"
+    );
+    let _ = writeln!(
+        s,
+        "| workload | LUN | client | tgt | ironlun | ratio (goal) | tgt CPU µs/IO | ironlun CPU µs/IO | CPU ratio (goal) | steal % |"
+    );
+    let _ = writeln!(s, "|---|---|---|---:|---:|---|---:|---:|---|---:|");
+    for row in &r.rows {
+        let w = &row.workload;
+        let v = verdict(row);
+        let goal = match w.goal {
+            Goal::RateRatio(g) => format!("≥ {g:.1}"),
+            Goal::LatencyRatio(g) => format!("≤ {g:.1}"),
+        };
+        let cpu_goal = w.cpu_goal.map_or_else(String::new, |g| format!("≤ {g:.1}"));
+        let client = match row.note {
+            Some(n) => format!("{} ({n})", row.client.name()),
+            None => row.client.name().to_owned(),
+        };
+        let u = unit(w);
+        let _ = writeln!(
+            s,
+            "| {} | {} | {client} | {} | {} | {} | {} | {} | {} | {} |",
+            w.name,
+            w.lun.name(),
+            opt(v.tgt, |x| format!("{} {u}", num(x))),
+            opt(v.ironlun, |x| format!("{} {u}", num(x))),
+            goal_text(v.met, opt(v.ratio, |x| format!("{x:.2} ({goal})"))),
+            opt(v.tgt_cpu, |x| format!("{x:.1}")),
+            opt(v.ironlun_cpu, |x| format!("{x:.1}")),
+            goal_text(
+                v.cpu_met,
+                opt(v.cpu_ratio, |x| format!("{x:.2} ({cpu_goal})"))
+            ),
+            opt(v.steal, |x| format!("{x:.0}")),
+        );
+    }
+    let wire = median(r.iperf3_mb_per_s.clone());
+    let _ = writeln!(
+        s,
+        "\niperf3, one TCP stream over loopback: {} MB/s (median).",
+        opt(wire, |x| format!("{x:.0}"))
+    );
+    for row in r
+        .rows
+        .iter()
+        .filter(|r| r.workload.wire_share_goal.is_some())
+    {
+        let w = &row.workload;
+        let goal = w.wire_share_goal.unwrap_or(0.0);
+        let v = verdict(row);
+        if let (Some(i), Some(wire)) = (v.ironlun, wire) {
+            let share = i / wire;
+            let _ = writeln!(
+                s,
+                "- {} with {}: ironlun {:.0} MB/s = {:.0} % of iperf3 (goal ≥ {:.0} %) {}",
+                w.name,
+                row.client.name(),
+                i,
+                share * 100.0,
+                goal * 100.0,
+                if share >= goal { "✓" } else { "**✗**" }
+            );
+        }
+    }
+    if !r.scaling.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nSessions (ironlun bench, 4 KiB random reads, QD 64 per session, file LUN): \
+             aggregate IOPS and the daemon's peak resident memory.\n"
+        );
+        let _ = writeln!(
+            s,
+            "| sessions | tgt IOPS | ironlun IOPS | ratio | tgt RSS MB | ironlun RSS MB |"
+        );
+        let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|");
+        for sc in &r.scaling {
+            let t = med(&sc.tgt, |x| Some(x.iops));
+            let i = med(&sc.ironlun, |x| Some(x.iops));
+            let rss = |v: &[Sample]| {
+                v.iter()
+                    .filter_map(|x| x.target_rss_peak)
+                    .max()
+                    .map(|b| b as f64 / 1e6)
+            };
+            let ratio = match (t, i) {
+                (Some(t), Some(i)) if t > 0.0 => Some(i / t),
+                _ => None,
+            };
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} |",
+                sc.sessions,
+                opt(t, num),
+                opt(i, num),
+                opt(ratio, |x| format!("{x:.2}")),
+                opt(rss(&sc.tgt), |x| format!("{x:.0}")),
+                opt(rss(&sc.ironlun), |x| format!("{x:.0}")),
+            );
+        }
+        let _ = writeln!(s, "\n{}", scaling_verdict(&r.scaling));
+    }
+    if !r.failures.is_empty() {
+        let _ = writeln!(s, "\nFailed runs:");
+        for f in &r.failures {
+            let _ = writeln!(s, "- {f}");
+        }
+    }
+    s
+}
+
+/// Sessions may not cost throughput: ironlun's aggregate IOPS at each
+/// count against the best at fewer sessions (10 % allowed for noise).
+pub fn scaling_verdict(rows: &[ScalingRow]) -> String {
+    let mut best: Option<(usize, f64)> = None;
+    let mut worst: Option<(usize, f64)> = None;
+    for sc in rows {
+        let Some(i) = med(&sc.ironlun, |x| Some(x.iops)) else {
+            continue;
+        };
+        if let Some((_, b)) = best {
+            let r = i / b;
+            if worst.map_or(true, |(_, w)| r < w) {
+                worst = Some((sc.sessions, r));
+            }
+        }
+        if best.map_or(true, |(_, b)| i > b) {
+            best = Some((sc.sessions, i));
+        }
+    }
+    match worst {
+        Some((n, r)) if r < 0.9 => format!(
+            "ironlun's aggregate IOPS **fell** with more sessions: {n} sessions reached {:.0} % of the best at fewer.",
+            r * 100.0
+        ),
+        Some((n, r)) => format!(
+            "ironlun's aggregate IOPS holds as sessions grow (lowest: {n} sessions at {:.0} % of the best at fewer; 90 % allowed for noise).",
+            r * 100.0
+        ),
+        None => "Not enough session counts measured to judge scaling.".to_owned(),
+    }
+}
+
+/// Versions of everything measured.
+pub fn versions(exe: &Path) -> Vec<(String, String)> {
+    let pkg = |p: &str| {
+        Command::new("dpkg-query")
+            .args(["-W", "-f=${Version}", p])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_else(|| "?".to_owned())
+    };
+    let ironlun = Command::new(exe)
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_else(|_| "?".to_owned());
+    vec![
+        ("ironlun".into(), ironlun),
+        ("tgt".into(), pkg("tgt")),
+        ("libiscsi-bin (iscsi-perf)".into(), pkg("libiscsi-bin")),
+        ("qemu-utils (qemu-img)".into(), pkg("qemu-utils")),
+        ("iperf3".into(), pkg("iperf3")),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clients::Client;
+    use crate::workloads::all;
+
+    fn sample(iops: f64, cpu: f64) -> Sample {
+        Sample {
+            iops,
+            mb_per_s: iops * 4096.0 / 1e6,
+            mean_latency_us: 64e6 / iops,
+            target_cpu_us_per_io: Some(cpu),
+            ..Sample::default()
+        }
+    }
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(vec![]), None);
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        assert_eq!(median(vec![f64::NAN, 1.0]), Some(1.0));
+    }
+
+    #[test]
+    fn verdicts_use_medians_and_each_goal_direction() {
+        let w = all().into_iter().next().unwrap(); // 4k random read QD64, ≥ 2.0, CPU ≤ 0.5
+        let row = Row {
+            workload: w,
+            client: Client::IronlunBench,
+            note: None,
+            tgt: vec![sample(40e3, 20.0), sample(30e3, 22.0), sample(1e3, 99.0)],
+            ironlun: vec![sample(70e3, 5.0), sample(61e3, 5.0), sample(90e3, 4.0)],
+        };
+        let v = verdict(&row);
+        assert_eq!(v.tgt, Some(30e3));
+        assert_eq!(v.ironlun, Some(70e3));
+        assert_eq!(v.met, Some(true));
+        assert_eq!(v.cpu_met, Some(true));
+        let mut slower = row.clone();
+        slower.ironlun = vec![sample(50e3, 15.0)];
+        let v = verdict(&slower);
+        assert_eq!(v.met, Some(false));
+        assert_eq!(v.cpu_met, Some(false));
+        // Latency: lower is better.
+        let qd1 = all().into_iter().find(|w| w.queue_depth == 1).unwrap();
+        let lat = Row {
+            workload: qd1,
+            client: Client::IscsiPerf,
+            note: None,
+            tgt: vec![Sample {
+                mean_latency_us: 100.0,
+                ..Sample::default()
+            }],
+            ironlun: vec![Sample {
+                mean_latency_us: 70.0,
+                ..Sample::default()
+            }],
+        };
+        assert_eq!(verdict(&lat).met, Some(true));
+    }
+
+    #[test]
+    fn scaling_that_falls_is_called_out() {
+        let row = |n, iops: f64| ScalingRow {
+            sessions: n,
+            tgt: vec![],
+            ironlun: vec![sample(iops, 1.0)],
+        };
+        assert!(scaling_verdict(&[row(1, 100.0), row(2, 120.0), row(64, 115.0)]).contains("holds"));
+        assert!(scaling_verdict(&[row(1, 100.0), row(2, 120.0), row(64, 80.0)]).contains("fell"));
+        assert!(scaling_verdict(&[row(1, 100.0)]).contains("Not enough"));
+    }
+}
