@@ -1,0 +1,49 @@
+# Debian packages the tests and benchmarks need, installed when missing.
+# Sourced by scripts/test and benches/compare-peers (one place for the
+# rules, including qemu-block-extra's version pin).
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo -n "$@"; fi
+}
+
+apt_install() {
+  export DEBIAN_FRONTEND=noninteractive
+  if ! as_root apt-get install -y -q "$@" </dev/null; then
+    as_root apt-get update -q </dev/null
+    as_root apt-get install -y -q "$@" </dev/null
+  fi
+}
+
+# libiscsi's tools and test suite, qemu-img with its iSCSI driver, tgt
+# (the peer target) and iperf3 (the loopback wire rate).
+install_peer_tools() {
+  local need=()
+  command -v iscsi-test-cu >/dev/null || need+=(libiscsi-bin)
+  command -v qemu-img >/dev/null || need+=(qemu-utils)
+  command -v tgtd >/dev/null || need+=(tgt)
+  command -v iperf3 >/dev/null || need+=(iperf3)
+  if [ ${#need[@]} -gt 0 ]; then
+    echo "installing: ${need[*]}"
+    apt_install "${need[@]}"
+  fi
+  # qemu-img's iSCSI driver lives in qemu-block-extra, which must be the
+  # very same version as qemu-utils. Some machines carry a newer
+  # qemu-utils than their apt sources offer qemu-block-extra for; pin both
+  # to the version of qemu-block-extra that can be installed.
+  if ! qemu-img --help 2>/dev/null | grep -q . || \
+     qemu-img info iscsi://127.0.0.1:1/iqn.x/0 2>&1 | grep -q "Unable to load module iscsi"; then
+    local v
+    v=$(apt-cache policy qemu-block-extra 2>/dev/null | awk '/Candidate:/ {print $2}')
+    if [ -z "$v" ] || [ "$v" = "(none)" ]; then
+      as_root apt-get update -q </dev/null
+      v=$(apt-cache policy qemu-block-extra | awk '/Candidate:/ {print $2}')
+    fi
+    echo "installing qemu-utils and qemu-block-extra $v (iSCSI driver for qemu-img)"
+    apt_install --allow-downgrades "qemu-utils=$v" "qemu-block-extra=$v"
+  fi
+  local p
+  for p in tgt libiscsi-bin qemu-utils qemu-block-extra iperf3; do
+    printf '%s %s  ' "$p" "$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null || echo '?')"
+  done
+  echo
+}
