@@ -59,6 +59,12 @@ pub trait Backend: Send + Sync {
     /// the driver then runs them off its network threads.
     fn may_block(&self) -> bool;
 
+    /// Whether reads and writes copy the data (every store but `null`,
+    /// whose reads share one zeroed buffer and whose writes vanish).
+    fn copies_data(&self) -> bool {
+        true
+    }
+
     /// Looks at the store's size again (a file grown with `truncate`, a
     /// resized block device) and returns it. Stores of fixed size return
     /// their size.

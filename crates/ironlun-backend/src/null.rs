@@ -43,6 +43,10 @@ impl Backend for NullBackend {
         false
     }
 
+    fn copies_data(&self) -> bool {
+        false
+    }
+
     fn provisioning_granularity(&self) -> u64 {
         4096
     }

@@ -87,6 +87,10 @@ impl<B: Backend> Backend for FaultyBackend<B> {
     fn may_block(&self) -> bool {
         self.inner.may_block()
     }
+
+    fn copies_data(&self) -> bool {
+        self.inner.copies_data()
+    }
 }
 
 #[cfg(test)]

@@ -1592,3 +1592,21 @@ fn physical_block_exponent() {
     let r = run(&m, &[0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0]);
     assert_eq!(r.data[13] & 0x0f, 3, "8 logical blocks per physical block");
 }
+
+#[test]
+fn large_copies_and_blocking_backends_run_off_the_network_thread() {
+    let ram = LogicalUnit::new(cfg(512), Arc::new(RamBackend::new(1 << 20))).unwrap();
+    let read = read10(0, 8);
+    assert!(!ram.may_block(&read, 4096));
+    assert!(!ram.may_block(&read, lu::OFFLOAD_TRANSFER - 512));
+    assert!(ram.may_block(&read, lu::OFFLOAD_TRANSFER));
+    // A null LUN copies nothing, whatever the size.
+    let null = LogicalUnit::new(
+        cfg(512),
+        Arc::new(ironlun_backend::NullBackend::new(1 << 20)),
+    )
+    .unwrap();
+    assert!(!null.may_block(&read, 16 << 20));
+    // Work not bounded by the transfer (UNMAP) always goes off.
+    assert!(null.may_block(&[0x42, 0, 0, 0, 0, 0, 0, 0, 24, 0], 24));
+}

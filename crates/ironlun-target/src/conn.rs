@@ -456,9 +456,9 @@ impl Driver {
         };
         let lun = task.lun.index();
         let nexus: NexusId = self.session.nexus;
-        let blocking = lun
-            .and_then(|n| target.luns.get(n))
-            .is_some_and(|lu| lu.may_block(task.cdb.as_slice()));
+        let blocking = lun.and_then(|n| target.luns.get(n)).is_some_and(|lu| {
+            lu.may_block(task.cdb.as_slice(), task.expected_data_transfer_length)
+        });
         if blocking {
             self.in_flight_blocking += 1;
             let tx = self.done_tx.clone();
