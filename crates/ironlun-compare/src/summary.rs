@@ -183,7 +183,11 @@ pub fn markdown(r: &Report) -> String {
             opt(v.ironlun_cpu, |x| format!("{x:.1}")),
             goal_text(
                 v.cpu_met,
-                opt(v.cpu_ratio, |x| format!("{x:.2} ({cpu_goal})"))
+                opt(v.cpu_ratio, |x| if cpu_goal.is_empty() {
+                    format!("{x:.2}")
+                } else {
+                    format!("{x:.2} ({cpu_goal})")
+                })
             ),
             opt(v.steal, |x| format!("{x:.0}")),
         );
