@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::procfs::{cpu_seconds, rss_bytes, HostTicks};
+use ironlun_bench::cpu::{process_cpu_seconds, HostCpu};
+
+use crate::procfs::rss_bytes;
 use crate::workloads::Workload;
 
 /// LUN block size of both targets' LUNs (iscsi-perf counts in blocks).
@@ -102,15 +104,15 @@ impl Client {
 /// Target CPU and host steal at one instant.
 struct Mark {
     cpu: Option<f64>,
-    host: HostTicks,
+    host: Option<HostCpu>,
     at: Instant,
 }
 
 impl Mark {
     fn now(pid: u32) -> Mark {
         Mark {
-            cpu: cpu_seconds(pid),
-            host: HostTicks::sample(),
+            cpu: process_cpu_seconds(pid),
+            host: HostCpu::sample(),
             at: Instant::now(),
         }
     }
@@ -120,11 +122,19 @@ impl Mark {
     fn close(&self, pid: u32, ios: f64, s: &mut Sample) {
         let end = Mark::now(pid);
         s.seconds = (end.at - self.at).as_secs_f64();
-        s.steal_pct = end.host.steal_pct_since(&self.host);
+        s.steal_pct = steal_between(self.host, end.host);
         s.target_cpu_us_per_io = match (self.cpu, end.cpu) {
             (Some(a), Some(b)) if ios > 0.0 => Some((b - a) * 1e6 / ios),
             _ => None,
         };
+    }
+}
+
+/// Steal between two host samples, percent (0 when either is missing).
+fn steal_between(a: Option<HostCpu>, b: Option<HostCpu>) -> f64 {
+    match (a, b) {
+        (Some(a), Some(b)) => a.steal_pct(&b).unwrap_or(0.0),
+        _ => 0.0,
     }
 }
 
@@ -316,7 +326,7 @@ pub fn ironlun_bench(
     let json = ctx.scratch.join("bench.json");
     let _ = std::fs::remove_file(&json);
     let watch = RssWatch::start(pid);
-    let host = HostTicks::sample();
+    let host = HostCpu::sample();
     let pct = |b: bool| if b { "100" } else { "0" };
     let out = Command::new(&ctx.exe)
         .args(["bench", "--log", "warn", "--bs", &w.block_size.to_string()])
@@ -330,7 +340,7 @@ pub fn ironlun_bench(
         .stdout(Stdio::null())
         .output()
         .map_err(|e| format!("cannot run ironlun bench: {e}"))?;
-    let steal = HostTicks::sample().steal_pct_since(&host);
+    let steal = steal_between(host, HostCpu::sample());
     let rss = watch.finish();
     if !out.status.success() {
         return Err(format!(
