@@ -47,3 +47,22 @@ install_peer_tools() {
   done
   echo
 }
+
+# QEMU for the kernel-initiator VM tests (crate ironlun-vm); the guest
+# itself is built from Debian packages by `apt-get download`, nothing is
+# installed for it. e2fsprogs gives the host e2fsck and debugfs, which
+# check the guest's file system from the LUN file. Returns non-zero, with
+# the reason on stderr, when QEMU cannot be installed.
+install_vm_tools() {
+  local need=()
+  command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
+  command -v debugfs >/dev/null || [ -x /usr/sbin/debugfs ] || [ -x /sbin/debugfs ] || need+=(e2fsprogs)
+  if [ ${#need[@]} -gt 0 ]; then
+    echo "installing: ${need[*]}"
+    if ! apt_install --no-install-recommends "${need[@]}" >/tmp/ironlun-vm-apt.log 2>&1; then
+      echo "could not install ${need[*]}: $(tail -3 /tmp/ironlun-vm-apt.log)" >&2
+      return 1
+    fi
+  fi
+  printf 'qemu-system-x86 %s\n' "$(dpkg-query -W -f='${Version}' qemu-system-x86 2>/dev/null || echo '?')"
+}

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Builds the guest image for the kernel-initiator VM from Debian packages:
+# a stock Debian kernel and an initramfs holding busybox-static, open-iscsi
+# (iscsid, iscsiadm), e2fsprogs, the kernel modules the iSCSI path needs and
+# the shared libraries of those programs.
+#
+#   build-image.sh OUT_DIR
+#
+# Writes OUT_DIR/vmlinuz, OUT_DIR/base.cpio and OUT_DIR/manifest.txt (the
+# package versions used). Nothing is fetched but Debian packages through
+# apt; nothing is installed on the host. Run by `ironlun vm build` (crate
+# ironlun-vm), which caches the result and decides when to rebuild.
+set -euo pipefail
+
+OUT=${1:?usage: build-image.sh OUT_DIR}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+WORK="$OUT/build"
+rm -rf "$WORK"
+mkdir -p "$WORK/debs" "$WORK/pkgroot" "$WORK/root"
+ARCH_LIBS=lib/x86_64-linux-gnu
+
+# --- which packages -------------------------------------------------------
+# The kernel: whatever linux-image-amd64 depends on today.
+KPKG=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+if [ -z "$KPKG" ]; then
+  apt-get update -q </dev/null >/dev/null
+  KPKG=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+fi
+[ -n "$KPKG" ] || { echo "build-image: cannot resolve linux-image-amd64" >&2; exit 1; }
+KVER=${KPKG#linux-image-}
+
+# Programs and the libraries they link that a minimal host may lack; any
+# other library comes from the host's own (Debian) copy, found by ldd.
+PKGS=(
+  "$KPKG" busybox-static open-iscsi e2fsprogs
+  libisns0 libkmod2 libmount1 libopeniscsiusr libssl3 libsystemd0
+  libext2fs2 libcom-err2 libblkid1 libuuid1 libss2
+)
+
+cd "$WORK/debs"
+# apt's download sandbox user cannot write here; download as the caller.
+if ! apt-get -q -o APT::Sandbox::User=root download "${PKGS[@]}" </dev/null >/dev/null; then
+  apt-get update -q </dev/null >/dev/null
+  apt-get -q -o APT::Sandbox::User=root download "${PKGS[@]}" </dev/null >/dev/null
+fi
+: >"$OUT/manifest.txt.new"
+for d in *.deb; do
+  dpkg-deb -W --showformat='${Package} ${Version}\n' "$d" >>"$OUT/manifest.txt.new"
+  dpkg-deb -x "$d" "$WORK/pkgroot"
+done
+
+P="$WORK/pkgroot"
+R="$WORK/root"
+BB="$P/bin/busybox"
+
+# --- file system skeleton -------------------------------------------------
+mkdir -p "$R"/{bin,sbin,etc/iscsi,proc,sys,dev,tmp,run,mnt,var/lock/iscsi,var/lib/iscsi,lib64,"$ARCH_LIBS"}
+cp "$BB" "$R/bin/busybox"
+ln -s busybox "$R/bin/sh"
+cp "$P/etc/mke2fs.conf" "$R/etc/mke2fs.conf"
+printf 'root:x:0:0:root:/:/bin/sh\n' >"$R/etc/passwd"
+printf 'root:x:0:\n' >"$R/etc/group"
+
+# --- programs and their libraries ------------------------------------------
+LDPATH="$P/$ARCH_LIBS:$P/usr/$ARCH_LIBS"
+copy_prog() {
+  local src=$1 dst=$2 lib path
+  cp "$src" "$R/$dst"
+  # ldd prints "name => /path (addr)" or "/lib64/ld-linux... (addr)".
+  while read -r lib path; do
+    [ -n "$path" ] || continue
+    case "$lib" in
+      /*) cp -L "$lib" "$R/lib64/$(basename "$lib")" ;;
+      *) cp -L "$path" "$R/$ARCH_LIBS/$lib" ;;
+    esac
+  done < <(LD_LIBRARY_PATH="$LDPATH" ldd "$src" | awk '
+    $2 == "=>" && $3 ~ /^\// {print $1, $3; next}
+    $1 ~ /^\// {print $1, $1}')
+}
+find_prog() {
+  local d
+  for d in sbin usr/sbin bin usr/bin; do
+    if [ -f "$P/$d/$1" ] && [ ! -L "$P/$d/$1" ]; then echo "$P/$d/$1"; return 0; fi
+  done
+  echo "build-image: $1 not found in the packages" >&2
+  exit 1
+}
+for prog in iscsid iscsiadm mke2fs e2fsck; do
+  copy_prog "$(find_prog "$prog")" "sbin/$prog"
+done
+
+# --- kernel modules -------------------------------------------------------
+# The closure of what the iSCSI path needs under modules.dep. crc32c is a
+# soft dependency of ext4 and iscsi_tcp's digests, so it is named here.
+MODS=(virtio_pci virtio_net scsi_mod sd_mod scsi_transport_iscsi libiscsi libiscsi_tcp iscsi_tcp crc32c_generic ext4)
+"$BB" depmod -b "$P" "$KVER"
+MD="$P/lib/modules/$KVER"
+declare -A want=()
+add_mod() {
+  local name=$1 line path dep
+  line=$(grep -E "(^|/)${name//_/[_-]}\.ko:" "$MD/modules.dep" | head -1) || true
+  [ -n "$line" ] || { echo "build-image: module $name not in $KPKG" >&2; exit 1; }
+  path=${line%%:*}
+  [ -z "${want[$path]:-}" ] || return 0
+  want[$path]=1
+  for dep in ${line#*:}; do
+    dep=$(basename "$dep" .ko)
+    add_mod "$dep"
+  done
+}
+for m in "${MODS[@]}"; do add_mod "$m"; done
+for path in "${!want[@]}"; do
+  mkdir -p "$R/lib/modules/$KVER/$(dirname "${path#/lib/modules/$KVER/}")"
+  case "$path" in
+    /*) cp "$P$path" "$R$path" ;;
+    *) cp "$MD/$path" "$R/lib/modules/$KVER/$path" ;;
+  esac
+done
+cp "$MD/modules.builtin" "$MD/modules.order" "$R/lib/modules/$KVER/"
+"$BB" depmod -b "$R" "$KVER"
+
+# --- pack -------------------------------------------------------------------
+(cd "$R" && find . | "$BB" cpio -o -H newc 2>/dev/null) >"$OUT/base.cpio.new"
+cp "$P/boot/vmlinuz-$KVER" "$OUT/vmlinuz.new"
+mv "$OUT/base.cpio.new" "$OUT/base.cpio"
+mv "$OUT/vmlinuz.new" "$OUT/vmlinuz"
+mv "$OUT/manifest.txt.new" "$OUT/manifest.txt"
+rm -rf "$WORK"
+echo "build-image: $KPKG, $(wc -l <"$OUT/manifest.txt") packages, initramfs $(du -h "$OUT/base.cpio" | cut -f1)"

@@ -1,0 +1,81 @@
+# Helpers for the case scripts (busybox sh, `set -e`). The host passes
+# PORTAL_PORT, TARGET_IQN and the case's own variables in /case.env.
+PORTAL="10.0.2.2:${PORTAL_PORT}"
+# Busybox sh runs its own applets before $PATH; e2fsprogs by full path.
+MKE2FS=/sbin/mke2fs
+E2FSCK=/sbin/e2fsck
+
+log() { echo "ironlun-vm: $*"; }
+kv() { echo "IRONLUN-VM-KV $*"; }
+die() { log "FAILED: $*"; exit 1; }
+
+# Monotonic milliseconds since boot.
+now_ms() { awk '{printf "%d\n", $1 * 1000}' /proc/uptime; }
+
+# SendTargets discovery; the target must be listed. It answers with its own
+# listen address (127.0.0.1 on the host), which inside the VM is the VM
+# itself, so the node record is made for the 10.0.2.2 portal explicitly.
+discover() {
+  out=$(iscsiadm -m discovery -t sendtargets -p "$PORTAL") || die "discovery failed"
+  echo "$out" | sed 's/^/ironlun-vm: discovered /'
+  echo "$out" | grep -q " ${TARGET_IQN}\$" || die "discovery did not list ${TARGET_IQN}"
+  kv discovery=ok
+}
+
+login() {
+  iscsiadm -m node -o new -T "$TARGET_IQN" -p "$PORTAL" >/dev/null
+  for kvp in "$@"; do
+    iscsiadm -m node -T "$TARGET_IQN" -p "$PORTAL" -o update -n "${kvp%%=*}" -v "${kvp#*=}"
+  done
+  iscsiadm -m node -T "$TARGET_IQN" -p "$PORTAL" --login || die "login failed"
+  kv login=ok
+}
+
+logout() {
+  iscsiadm -m node -T "$TARGET_IQN" -p "$PORTAL" --logout || die "logout failed"
+  kv logout=ok
+}
+
+# The block device of LUN $1, waiting up to 30 s for the SCSI scan.
+disk_of_lun() {
+  i=0
+  while [ $i -lt 300 ]; do
+    for d in /sys/class/scsi_device/*:0:0:"$1"/device/block/*; do
+      if [ -e "$d" ]; then
+        dev=/dev/$(basename "$d")
+        if [ -b "$dev" ]; then echo "$dev"; return 0; fi
+      fi
+    done
+    sleep 0.1
+    i=$((i + 1))
+  done
+  die "no block device for LUN $1"
+}
+
+# Writes files of known content under $1 and records their SHA-256 in
+# /tmp/sums (paths relative to $1).
+write_files() {
+  mkdir -p "$1/d"
+  n=0
+  for kib in 4 64 1024 4096 16384 8192 8 512; do
+    n=$((n + 1))
+    dd if=/dev/urandom of="$1/d/f$n" bs=1024 count=$kib 2>/dev/null
+  done
+  (cd "$1" && sha256sum d/f*) >/tmp/sums
+  while read -r sum path; do kv "file=/$path sha256=$sum"; done </tmp/sums
+}
+
+verify_files() {
+  (cd "$1" && sha256sum -c /tmp/sums >/tmp/verify.out 2>&1) || { cat /tmp/verify.out; die "files differ after remount"; }
+  kv verify=ok
+}
+
+# Sequential O_DIRECT read of the whole device with 1 MiB requests.
+raw_read() {
+  bytes=$(blockdev --getsize64 "$1")
+  t0=$(now_ms)
+  dd if="$1" of=/dev/null bs=1M iflag=direct 2>/dev/null || die "raw read of $1 failed"
+  t1=$(now_ms)
+  ms=$((t1 - t0)); [ $ms -gt 0 ] || ms=1
+  kv "raw_read_bytes=$bytes raw_read_ms=$ms"
+}
