@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use ironlun_lab::fs_rows::VmMode;
 use ironlun_lab::reproduce::{self, ReproduceOptions};
 
 use crate::units::parse_duration;
@@ -24,6 +25,10 @@ pub struct ReproduceArgs {
     /// Size of the embedded LUN (default 512MiB, 2GiB with --full).
     #[arg(long, value_name = "SIZE")]
     pub lun_size: Option<String>,
+    /// The file-system rows through the Linux kernel initiator in a QEMU
+    /// VM: auto (when qemu-system-x86_64 is installed), on, off.
+    #[arg(long, default_value = "auto", value_name = "auto|on|off")]
+    pub vm: String,
     /// Where NAME.json and NAME.html go.
     #[arg(long, default_value = "ironlun-reproduce", value_name = "DIR")]
     pub out: PathBuf,
@@ -47,6 +52,12 @@ pub fn run_reproduce(a: ReproduceArgs) -> Result<(), String> {
         opts.tcp_time = opts.cell_time.max(std::time::Duration::from_millis(200));
         opts.profile_time = opts.cell_time * 3;
     }
+    opts.vm = match a.vm.as_str() {
+        "auto" => VmMode::Auto,
+        "on" => VmMode::On,
+        "off" => VmMode::Off,
+        other => return Err(format!("--vm {other}: auto, on or off")),
+    };
     if let Some(s) = &a.lun_size {
         opts.lab.lun_size = crate::units::parse_size(s)?;
     }

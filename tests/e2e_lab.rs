@@ -195,6 +195,9 @@ fn the_other_reproductions_run_end_to_end_and_write_reports() {
             "0.2s",
             "--lun-size",
             "32MiB",
+            // The VM rows run in tests/kernel_initiator.rs.
+            "--vm",
+            "off",
             "--out",
             dir.path().to_str().unwrap(),
         ]);

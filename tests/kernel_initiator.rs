@@ -84,7 +84,15 @@ fn main() {
     };
 
     type CaseFn = fn(&Ctx) -> Verdict;
-    let all: &[(&str, CaseFn)] = &[("basic", case_basic)];
+    let all: &[(&str, CaseFn)] = &[
+        ("basic", case_basic),
+        ("digests", case_digests),
+        ("chap", case_chap),
+        ("two-luns", case_two_luns),
+        ("restart", case_restart),
+        ("fstrim", case_fstrim),
+        ("fs-bench", case_fs_bench),
+    ];
     let mut failed = 0;
     for (name, f) in all {
         if only.as_ref().is_some_and(|o| !o.iter().any(|n| n == name)) {
@@ -111,6 +119,20 @@ fn main() {
 /// Boots `case` against a target on `port`, with extra variables, within
 /// `budget`.
 fn boot(ctx: &Ctx, case: &Case, port: u16, extra: &[(&str, &str)], budget: Duration) -> Outcome {
+    boot_watching(ctx, case, case.name, port, extra, budget, None)
+}
+
+/// As [`boot`], with `on_line` seeing each console line as it arrives,
+/// and the console saved as `target/vm-tests/LABEL.console.log`.
+fn boot_watching(
+    ctx: &Ctx,
+    case: &Case,
+    label: &str,
+    port: u16,
+    extra: &[(&str, &str)],
+    budget: Duration,
+    on_line: Option<&(dyn Fn(&str) + Sync)>,
+) -> Outcome {
     let mut env = vec![
         ("PORTAL_PORT".to_owned(), port.to_string()),
         ("TARGET_IQN".to_owned(), IQN.to_owned()),
@@ -120,7 +142,7 @@ fn boot(ctx: &Ctx, case: &Case, port: u16, extra: &[(&str, &str)], budget: Durat
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
     );
-    let log = ctx.logs.join(format!("{}.console.log", case.name));
+    let log = ctx.logs.join(format!("{label}.console.log"));
     ironlun_vm::boot(&Boot {
         image: &ctx.image,
         case,
@@ -129,6 +151,7 @@ fn boot(ctx: &Ctx, case: &Case, port: u16, extra: &[(&str, &str)], budget: Durat
         memory_mib: 512,
         accel: ctx.accel,
         console_log: Some(log),
+        on_line,
     })
     .unwrap_or_else(|e| panic!("booting the VM: {e}"))
 }
@@ -173,7 +196,7 @@ fn sha256_file(path: &Path) -> String {
 /// every file the guest reported has the SHA-256 the guest computed when
 /// it wrote it (read back with debugfs, not through iSCSI). Returns how
 /// many files were checked.
-fn host_checks_ext4(img: &Path, o: &Outcome) -> Result<usize, String> {
+fn host_checks_ext4(img: &Path, o: &Outcome, lun: &str) -> Result<usize, String> {
     let fsck = Command::new(tool("e2fsck"))
         .args(["-fn"])
         .arg(img)
@@ -188,6 +211,7 @@ fn host_checks_ext4(img: &Path, o: &Outcome) -> Result<usize, String> {
     }
     let files: BTreeMap<String, String> = o
         .with_key("file")
+        .filter(|r| r.iter().any(|(k, v)| k == "lun" && v == lun))
         .filter_map(|r| {
             let path = r.iter().find(|(k, _)| k == "file")?.1.clone();
             let sum = r.iter().find(|(k, _)| k == "sha256")?.1.clone();
@@ -195,7 +219,7 @@ fn host_checks_ext4(img: &Path, o: &Outcome) -> Result<usize, String> {
         })
         .collect();
     if files.is_empty() {
-        return Err("guest reported no files".to_owned());
+        return Err(format!("guest reported no files on LUN {lun}"));
     }
     let dump = img.with_extension("dump");
     for (path, sum) in &files {
@@ -248,18 +272,51 @@ fn raw_read_rate(o: &Outcome) -> String {
 /// sync, unmount, e2fsck -fn, remount and verify, raw read, logout; then
 /// the host checks the LUN file itself.
 fn case_basic(ctx: &Ctx) -> Verdict {
-    let img = ctx.work.path().join("basic.img");
+    file_round_trip(ctx, "basic", &[])
+}
+
+/// Case 2, digests: case 1 with CRC32C header and data digests, which
+/// both sides must report as negotiated.
+fn case_digests(ctx: &Ctx) -> Verdict {
+    file_round_trip(
+        ctx,
+        "digests",
+        &[("HEADER_DIGEST", "CRC32C"), ("DATA_DIGEST", "CRC32C")],
+    )
+}
+
+fn file_round_trip(ctx: &Ctx, label: &str, extra: &[(&str, &str)]) -> Verdict {
+    let img = ctx.work.path().join(format!("{label}.img"));
     let lun = format!("file:{},size=128MiB", img.display());
     let mut target = Target::start(&["--name", IQN, "--lun", &lun]);
-    let o = boot(
+    let o = boot_watching(
         ctx,
         &cases::BASIC,
+        label,
         target.addr.port(),
-        &[],
+        extra,
         Duration::from_secs(240),
+        None,
     );
     let r = (|| {
         require_pass(&o)?;
+        let want_digest = extra
+            .iter()
+            .find(|(k, _)| *k == "HEADER_DIGEST")
+            .map_or("None", |(_, v)| *v);
+        require_kv(&o, "header_digest", want_digest)?;
+        let want_data = extra
+            .iter()
+            .find(|(k, _)| *k == "DATA_DIGEST")
+            .map_or("None", |(_, v)| *v);
+        require_kv(&o, "data_digest", want_data)?;
+        let summary = format!("HeaderDigest={want_digest} DataDigest={want_data}");
+        if !target.log().contains(&summary) {
+            return Err(format!(
+                "the target's log does not show {summary}:\n{}",
+                target.log()
+            ));
+        }
         for k in ["discovery", "login", "logout"] {
             require_kv(&o, k, "ok")?;
         }
@@ -269,7 +326,7 @@ fn case_basic(ctx: &Ctx) -> Verdict {
         let host_sum = sha256_file(&img);
         require_kv(&o, "device_sha256", &host_sum)
             .map_err(|e| format!("whole-LUN checksum: {e} (the host's file)"))?;
-        let n = host_checks_ext4(&img, &o)?;
+        let n = host_checks_ext4(&img, &o, "0")?;
         if !target.log().contains(&format!(
             "initiator={}",
             "iqn.2026-11.io.ironlun:vm-initiator"
@@ -280,15 +337,376 @@ fn case_basic(ctx: &Ctx) -> Verdict {
             ));
         }
         Ok(format!(
-            "{n} files verified in the guest and by the host, whole-LUN SHA-256 equal, e2fsck clean in both; raw read {}; boot to power-off {:.0} s ({})",
+            "{summary}; {n} files verified in the guest and by the host, whole-LUN SHA-256 equal, e2fsck clean in both; raw read {}; boot to power-off {:.0} s ({})",
             raw_read_rate(&o),
             o.elapsed.as_secs_f64(),
             o.accel.name()
         ))
     })();
     let _ = target.terminate(Duration::from_secs(10));
+    verdict(r)
+}
+
+/// The target's `--help` offers `flag` (features that land later, such as
+/// CHAP, are detected rather than assumed).
+fn target_offers(flag: &str) -> bool {
+    let out = Command::new(env!("CARGO_BIN_EXE_ironlun"))
+        .args(["target", "--help"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).contains(flag)
+}
+
+/// Case 2, CHAP: mutual CHAP works end to end and a wrong secret is
+/// refused.
+fn case_chap(ctx: &Ctx) -> Verdict {
+    if !target_offers("--chap") {
+        return Verdict::Skip(
+            "ironlun target has no --chap option yet (CHAP is the security issue's work)"
+                .to_owned(),
+        );
+    }
+    let img = ctx.work.path().join("chap.img");
+    let lun = format!("file:{},size=64MiB", img.display());
+    let (user, secret) = ("vm-initiator", "initiator-secret-16");
+    let (tuser, tsecret) = ("ironlun-target", "target-secret-0016");
+    let chap = format!("{user}:{secret}");
+    let mutual = format!("{tuser}:{tsecret}");
+    let mut target = Target::start(&[
+        "--name",
+        IQN,
+        "--lun",
+        &lun,
+        "--chap",
+        &chap,
+        "--mutual-chap",
+        &mutual,
+    ]);
+    let port = target.addr.port();
+    let r = (|| {
+        let ok = boot_watching(
+            ctx,
+            &cases::CHAP,
+            "chap",
+            port,
+            &[
+                ("CHAP_USER", user),
+                ("CHAP_SECRET", secret),
+                ("MUTUAL_USER", tuser),
+                ("MUTUAL_SECRET", tsecret),
+            ],
+            Duration::from_secs(240),
+            None,
+        );
+        require_pass(&ok)?;
+        require_kv(&ok, "verify", "ok")?;
+        let n = host_checks_ext4(&img, &ok, "0")?;
+        let bad = boot_watching(
+            ctx,
+            &cases::CHAP,
+            "chap-wrong-secret",
+            port,
+            &[
+                ("CHAP_USER", user),
+                ("CHAP_SECRET", "not-the-right-secret"),
+                ("WRONG_SECRET", "1"),
+            ],
+            Duration::from_secs(180),
+            None,
+        );
+        require_pass(&bad)?;
+        require_kv(&bad, "login", "refused")?;
+        Ok(format!(
+            "mutual CHAP login and {n} files verified by guest and host; a wrong secret was refused"
+        ))
+    })();
+    let _ = target.terminate(Duration::from_secs(10));
+    verdict(r)
+}
+
+fn verdict(r: Result<String, String>) -> Verdict {
     match r {
         Ok(n) => Verdict::Pass(n),
         Err(e) => Verdict::Fail(e),
     }
+}
+
+/// Case 3: a file LUN with 512-byte blocks and a RAM LUN with 4096-byte
+/// blocks in one session. The host reads the RAM LUN back through its own
+/// initiator (`ironlun dd`) to check it as it checks the file.
+fn case_two_luns(ctx: &Ctx) -> Verdict {
+    let img = ctx.work.path().join("two-luns.img");
+    let lun0 = format!("file:{},size=64MiB", img.display());
+    let mut target = Target::start(&["--name", IQN, "--lun", &lun0, "--lun", "ram:64MiB,bs=4096"]);
+    let port = target.addr.port();
+    let o = boot(
+        ctx,
+        &cases::TWO_LUNS,
+        port,
+        &[("LBS0", "512"), ("LBS1", "4096")],
+        Duration::from_secs(240),
+    );
+    let r = (|| {
+        require_pass(&o)?;
+        for lun in ["0", "1"] {
+            let ok = o.with_key("verify").any(|r| {
+                r.iter().any(|(k, v)| k == "lun" && v == lun)
+                    && r.iter().any(|(k, v)| k == "verify" && v == "ok")
+            });
+            if !ok {
+                return Err(format!("guest did not verify LUN {lun}"));
+            }
+        }
+        let n0 = host_checks_ext4(&img, &o, "0")?;
+        let copy = ctx.work.path().join("two-luns-ram.img");
+        let url = format!("iscsi://127.0.0.1:{port}/{IQN}/1");
+        support::ironlun_ok(&[
+            "dd",
+            "--quiet",
+            "--if",
+            &url,
+            "--of",
+            copy.to_str().unwrap(),
+        ]);
+        let n1 = host_checks_ext4(&copy, &o, "1")?;
+        Ok(format!(
+            "LUN 0 (file, 512 B blocks): {n0} files; LUN 1 (RAM, 4096 B blocks): {n1} files; verified in the guest and by the host (LUN 1 read back with ironlun dd); e2fsck clean"
+        ))
+    })();
+    let _ = target.terminate(Duration::from_secs(10));
+    verdict(r)
+}
+
+/// Case 4: SIGKILL of the target while the guest writes, restart on the
+/// same port; the kernel initiator must reconnect within its replacement
+/// timeout (20 s here), the writes go on, and after unmount e2fsck is
+/// clean and every file whose `sync` returned verifies, in the guest and
+/// on the host.
+fn case_restart(ctx: &Ctx) -> Verdict {
+    const FILES: usize = 10;
+    const KILL_AFTER: usize = 3;
+    let img = ctx.work.path().join("restart.img");
+    let lun = format!("file:{},size=128MiB", img.display());
+    let args = ["--name", IQN, "--lun", lun.as_str()];
+    let first = Target::start(&args);
+    let port = first.addr.port();
+    let listen = first.addr.to_string();
+    let target = std::sync::Mutex::new(Some(first));
+    let events = std::sync::Mutex::new(Vec::<String>::new());
+    let restarted = std::sync::atomic::AtomicBool::new(false);
+    let t0 = Instant::now();
+    let on_line = |line: &str| {
+        let Some(rec) = ironlun_vm::guest::parse_record(line) else {
+            return;
+        };
+        let synced = rec
+            .iter()
+            .find(|(k, _)| k == "synced")
+            .map(|(_, v)| v.as_str());
+        if synced != Some(&KILL_AFTER.to_string())
+            || restarted.load(std::sync::atomic::Ordering::SeqCst)
+        {
+            return;
+        }
+        restarted.store(true, std::sync::atomic::Ordering::SeqCst);
+        let mut t = target.lock().unwrap();
+        if let Some(mut old) = t.take() {
+            let _ = old.child.kill(); // SIGKILL
+            let _ = old.child.wait();
+        }
+        events.lock().unwrap().push(format!(
+            "killed the target (SIGKILL) at {:.1} s, after synced={KILL_AFTER}",
+            t0.elapsed().as_secs_f64()
+        ));
+        std::thread::sleep(Duration::from_secs(3));
+        let mut a: Vec<&str> = args.to_vec();
+        a.extend(["--listen", listen.as_str()]);
+        *t = Some(Target::start_with(&a, false));
+        events.lock().unwrap().push(format!(
+            "restarted it on {listen} at {:.1} s",
+            t0.elapsed().as_secs_f64()
+        ));
+    };
+    let files = FILES.to_string();
+    let o = boot_watching(
+        ctx,
+        &cases::RESTART,
+        "restart",
+        port,
+        &[("FILES", files.as_str()), ("REPLACEMENT_TIMEOUT", "20")],
+        Duration::from_secs(300),
+        Some(&on_line),
+    );
+    let events = events.into_inner().unwrap();
+    let r = (|| {
+        if !restarted.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(format!(
+                "the guest never reported synced={KILL_AFTER}, so the target was not killed; {}",
+                require_pass(&o).err().unwrap_or_default()
+            ));
+        }
+        require_pass(&o)?;
+        let synced = o.with_key("synced").count();
+        if synced != FILES {
+            return Err(format!("{synced} of {FILES} files reported synced"));
+        }
+        require_kv(&o, "fsck", "clean")?;
+        require_kv(&o, "verify", "ok")?;
+        let log = target
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map(|t| t.log())
+            .unwrap_or_default();
+        if !log.contains("initiator=iqn.2026-11.io.ironlun:vm-initiator") {
+            return Err(format!(
+                "the restarted target saw no login from the VM:\n{log}"
+            ));
+        }
+        let n = host_checks_ext4(&img, &o, "0")?;
+        let slowest = o
+            .with_key("sync_ms")
+            .filter_map(|r| {
+                r.iter()
+                    .find(|(k, _)| k == "sync_ms")?
+                    .1
+                    .parse::<u64>()
+                    .ok()
+            })
+            .max()
+            .unwrap_or(0);
+        Ok(format!(
+            "{}; the kernel initiator logged in to the new process and all {n} synced files verify in the guest and on the host, e2fsck clean; longest sync (across the outage) {:.1} s guest-clock",
+            events.join(", "),
+            slowest as f64 / 1000.0
+        ))
+    })();
+    if let Some(mut t) = target.into_inner().unwrap() {
+        let _ = t.terminate(Duration::from_secs(10));
+    }
+    verdict(r)
+}
+
+/// Allocated bytes of a file (st_blocks × 512).
+fn allocated(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path)
+        .map(|m| m.blocks() * 512)
+        .unwrap_or(0)
+}
+
+/// Case 5: `fstrim` in the guest reaches a thin file LUN as UNMAP: the
+/// file's allocation drops by most of what was deleted.
+fn case_fstrim(ctx: &Ctx) -> Verdict {
+    const MIB: u64 = 48;
+    let dir = ctx.work.path();
+    let img = dir.join("fstrim.img");
+    let lun = format!("file:{},size=128MiB,thin", img.display());
+    let mut target = Target::start(&["--name", IQN, "--lun", &lun]);
+    let written = std::sync::Mutex::new(None::<u64>);
+    let on_line = |line: &str| {
+        if line.contains("IRONLUN-VM-KV phase=written") {
+            *written.lock().unwrap() = Some(allocated(&img));
+        }
+    };
+    let mib = MIB.to_string();
+    let o = boot_watching(
+        ctx,
+        &cases::FSTRIM,
+        "fstrim",
+        target.addr.port(),
+        &[("MIB", mib.as_str())],
+        Duration::from_secs(240),
+        Some(&on_line),
+    );
+    let r = (|| {
+        require_pass(&o)?;
+        require_kv(&o, "fsck", "clean")?;
+        let before = written
+            .into_inner()
+            .unwrap()
+            .ok_or("the guest never reported phase=written")?;
+        let after = allocated(&img);
+        let trimmed: u64 = o
+            .get("trimmed_bytes")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let dropped = before.saturating_sub(after);
+        if dropped < MIB * 1024 * 1024 * 3 / 4 {
+            return Err(format!(
+                "the LUN file's allocation went from {before} to {after} bytes after deleting {MIB} MiB and fstrim (guest: trimmed {trimmed} bytes, provisioning_mode={}, discard_max_bytes={})",
+                o.get("provisioning_mode").unwrap_or("?"),
+                o.get("discard_max_bytes").unwrap_or("?")
+            ));
+        }
+        Ok(format!(
+            "allocation {:.1} MiB -> {:.1} MiB after deleting {MIB} MiB and fstrim (guest: {trimmed} bytes trimmed, provisioning_mode={})",
+            before as f64 / 1048576.0,
+            after as f64 / 1048576.0,
+            o.get("provisioning_mode").unwrap_or("?")
+        ))
+    })();
+    let _ = target.terminate(Duration::from_secs(10));
+    verdict(r)
+}
+
+/// The file-system rows' guest script (what `ironlun reproduce` runs for
+/// its ext4 rows), small: every test reports its bytes and time, and the
+/// file system is clean afterwards, in the guest and on the host.
+fn case_fs_bench(ctx: &Ctx) -> Verdict {
+    let img = ctx.work.path().join("fs-bench.img");
+    let lun = format!("file:{},size=256MiB", img.display());
+    let mut target = Target::start(&["--name", IQN, "--lun", &lun]);
+    let o = boot(
+        ctx,
+        &cases::FS_BENCH,
+        target.addr.port(),
+        &[("FILE_MB", "64"), ("COPY_SCALE", "32")],
+        Duration::from_secs(240),
+    );
+    let r = (|| {
+        require_pass(&o)?;
+        require_kv(&o, "fsck", "clean")?;
+        let want = [
+            ("fs-write-512k", 64u64 << 20),
+            ("fs-read-512k", 64 << 20),
+            ("copy-1x1GiB", 32 << 20),
+            ("copy-1024x1MiB", 32 << 20),
+            ("copy-64x64x256KiB", 2 * 64 * 256 * 1024),
+        ];
+        let mut seen = Vec::new();
+        for (test, bytes) in want {
+            let rec = o
+                .with_key("test")
+                .find(|r| r.iter().any(|(k, v)| k == "test" && v == test))
+                .ok_or(format!("guest did not report {test}"))?;
+            let get = |k: &str| rec.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
+            let b: u64 = get("bytes").and_then(|v| v.parse().ok()).unwrap_or(0);
+            let ms: u64 = get("ms").and_then(|v| v.parse().ok()).unwrap_or(0);
+            if b != bytes {
+                return Err(format!("{test}: {b} bytes, expected {bytes}"));
+            }
+            seen.push(format!(
+                "{test} {:.1} MB/s",
+                b as f64 / ms.max(1) as f64 / 1000.0
+            ));
+        }
+        let fsck = Command::new(tool("e2fsck"))
+            .arg("-fn")
+            .arg(&img)
+            .output()
+            .unwrap();
+        if !fsck.status.success() {
+            return Err(format!(
+                "host e2fsck -fn: {}",
+                String::from_utf8_lossy(&fsck.stdout)
+            ));
+        }
+        Ok(format!(
+            "{} (guest clock); e2fsck clean in guest and host",
+            seen.join(", ")
+        ))
+    })();
+    let _ = target.terminate(Duration::from_secs(10));
+    verdict(r)
 }

@@ -18,6 +18,7 @@
 
 pub mod cell;
 pub mod embedded;
+pub mod fs_rows;
 pub mod model;
 pub mod report;
 pub mod reproduce;

@@ -10,6 +10,7 @@ use ironlun_netem::{LinkSpec, Relay};
 use serde::Serialize;
 
 use crate::cell::{Cell, Op};
+use crate::fs_rows::{self, FsPlan, FsRow, VmMode};
 use crate::model::{predict_mix, Calibration, Prediction};
 use crate::report::Section;
 use crate::runner::{Lab, LabOptions, DISTURBED_STEAL_PCT};
@@ -50,6 +51,9 @@ pub struct ReproduceOptions {
     /// run is inside it. `None`: each such cell is measured once more.
     pub budget: Option<Duration>,
     pub lab: LabOptions,
+    /// The file-system rows through the kernel initiator in a VM.
+    pub vm: VmMode,
+    pub fs: FsPlan,
 }
 
 impl ReproduceOptions {
@@ -66,6 +70,11 @@ impl ReproduceOptions {
                 lun_size: 2 << 30,
                 ..LabOptions::default()
             },
+            vm: VmMode::Auto,
+            fs: FsPlan {
+                file_mb: 1000,
+                copy_scale: 1,
+            },
         }
     }
 }
@@ -79,6 +88,13 @@ impl Default for ReproduceOptions {
             profile_ramp: Duration::from_millis(300),
             budget: Some(Duration::from_secs(172)),
             lab: LabOptions::default(),
+            vm: VmMode::Auto,
+            // Under TCG the guest moves some 30-50 MB/s: a fifth of the
+            // file and an eighth of the copies keep each boot near a minute.
+            fs: FsPlan {
+                file_mb: 200,
+                copy_scale: 8,
+            },
         }
     }
 }
@@ -158,6 +174,8 @@ pub struct Reproduction {
     pub tables: Vec<Table>,
     /// Whole-workload runs (mixes, profiles), by scenario.
     pub workloads: Vec<WorkloadSet>,
+    /// Rows measured through ext4 on the Linux kernel initiator in a VM.
+    pub fs_rows: Vec<FsRow>,
     /// What could not be reproduced as published, and what ran instead.
     pub notes: Vec<String>,
 }
@@ -233,6 +251,7 @@ impl Reproduction {
             "notes": self.notes,
             "cells": cells,
             "workloads": self.workloads,
+            "fs_rows": self.fs_rows,
         }))
         .map_err(|e| e.to_string())
     }
@@ -397,6 +416,10 @@ impl Reproduction {
                 }
             }
         }
+        if !self.fs_rows.is_empty() {
+            s.push_str(&format!("\n{FS_TITLE}\n"));
+            s.push_str(&fs_rows::table(&self.fs_rows));
+        }
         for n in &self.notes {
             s.push_str(&format!("\nnote: {n}\n"));
         }
@@ -467,6 +490,25 @@ impl Reproduction {
                 out.join("; ")
             )
         };
+        if !self.fs_rows.is_empty() {
+            let rows: Vec<String> = self
+                .fs_rows
+                .iter()
+                .map(|r| {
+                    format!(
+                        "{} on {}: {:.1} MB/s ({:.2} s)",
+                        r.label, r.backend, r.mb_per_s, r.seconds
+                    )
+                })
+                .collect();
+            sections.push(Section {
+                title: FS_TITLE.into(),
+                note: rows.join("; "),
+                results: &[],
+                rows: Vec::new(),
+                cols: Vec::new(),
+            });
+        }
         sections.push(Section {
             title: "Cells far from the model".into(),
             note: outliers,
@@ -488,6 +530,45 @@ impl Reproduction {
             &sections,
         )
     }
+}
+
+/// Heading of the file-system rows, wherever they appear.
+const FS_TITLE: &str = "Through ext4 on the Linux kernel initiator in an emulated VM (QEMU; guest clock; bounded by the emulation, not the target)";
+
+/// The file-system rows on `luns` when the VM may run; otherwise the note
+/// that says why they are missing.
+fn vm_fs_rows(
+    opts: &ReproduceOptions,
+    luns: &[(&str, String)],
+    plan: &FsPlan,
+    progress: Progress<'_>,
+) -> Result<(Vec<FsRow>, Option<String>), String> {
+    match fs_rows::should_run(opts.vm)? {
+        false if opts.vm == VmMode::Off => Ok((
+            Vec::new(),
+            Some("The file-system rows were not run (--vm off).".into()),
+        )),
+        false => Ok((
+            Vec::new(),
+            Some("The file-system rows need qemu-system-x86_64 (Debian package qemu-system-x86) for the kernel-initiator VM: not installed, so not run.".into()),
+        )),
+        true => {
+            let rows = fs_rows::run(luns, plan, &mut |m| progress(m))?;
+            Ok((rows, None))
+        }
+    }
+}
+
+/// A file LUN of `size` bytes for the VM rows, in the lab's directory.
+fn fs_file_lun(opts: &ReproduceOptions, tag: &str, size: u64, direct: bool) -> String {
+    format!(
+        "file:{},size={size}{}",
+        opts.lab
+            .dir
+            .join(format!("ironlun-fs-{}-{tag}.img", std::process::id()))
+            .display(),
+        if direct { ",direct" } else { "" }
+    )
 }
 
 /// Why a cell may be far from its model (a reading of the evidence, not
@@ -722,6 +803,7 @@ fn wan_tuning(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Reprodu
         tcp,
         tables,
         workloads: Vec::new(),
+        fs_rows: Vec::new(),
         notes: vec![
             "The link is ironlun's netem relay (no netem qdisc on this kernel): the rate and one-way delays are emulated in userspace and the TCP window is carried by the relay's credit loop, because a relay terminates TCP.".into(),
             "The command window is the queue depth the initiator keeps outstanding (the target's MaxCmdSN credit is larger). RAM LUN: reads and writes are served from memory, as the study's cached target.".into(),
@@ -822,6 +904,35 @@ fn target_backends(
         ),
     ];
     let tables = run_tables(&mut lab, &sweeps, opts, started, progress)?;
+    lab.close();
+    drop(lab);
+    // Tests 3 and 4: a file read and written through ext4 on the kernel
+    // initiator, on the file and file-direct backends (a null LUN holds no
+    // file system).
+    let plan = FsPlan {
+        copy_scale: 0,
+        ..opts.fs.clone()
+    };
+    let size = fs_rows::lun_size_for(&plan);
+    let luns = [
+        ("file", fs_file_lun(opts, "file", size, false)),
+        ("file-direct", fs_file_lun(opts, "direct", size, true)),
+    ];
+    let fs = vm_fs_rows(opts, &luns, &plan, progress);
+    for (_, spec) in &luns {
+        if let Some(path) = spec.strip_prefix("file:").and_then(|s| s.split(',').next()) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+    let (fs_rows, fs_note) = fs?;
+    let mut notes = vec![
+        "NULLIO is ironlun's null backend. FILEIO is a file LUN through the page cache; the study limited the target's memory so the cache could not hold the data, which a process cannot do to itself here, so BLOCKIO is stood in for by the same file opened with O_DIRECT (no spare block device on this machine). The LUN is 512 MiB, not 5 GB.".to_owned(),
+    ];
+    notes.extend(fs_note);
+    if !fs_rows.is_empty() {
+        notes.push(format!("Tests 3 and 4 ran through ext4 on the Linux kernel initiator (open-iscsi) in a QEMU VM, {} MiB file{}; under software emulation the guest CPU, not the target, bounds them.", plan.file_mb, if plan.file_mb == 1000 { "" } else { " (1000 MiB with --full)" }));
+    }
+    notes.push("The database-like test reports throughput over a fixed time rather than the total time of a fixed job.".into());
     Ok(Reproduction {
         reproduction: "target-backends".into(),
         description: NAMES[1].1.into(),
@@ -830,11 +941,8 @@ fn target_backends(
         tcp: Vec::new(),
         tables,
         workloads: Vec::new(),
-        notes: vec![
-            "NULLIO is ironlun's null backend. FILEIO is a file LUN through the page cache; the study limited the target's memory so the cache could not hold the data, which a process cannot do to itself here, so BLOCKIO is stood in for by the same file opened with O_DIRECT (no spare block device on this machine). The LUN is 512 MiB, not 5 GB.".into(),
-            "Tests 3 and 4 (a 1000 MB file read and written through a file system on the initiator) need a kernel initiator that mounts the LUN: they are not run here (see the kernel-initiator issue).".into(),
-            "The database-like test reports throughput over a fixed time rather than the total time of a fixed job.".into(),
-        ],
+        fs_rows,
+        notes,
     })
 }
 
@@ -945,6 +1053,14 @@ fn ramdisk_target(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
         steal_pct: vec![both_steal, pulled_steal],
     });
     lab.close();
+    drop(lab);
+    // The file copies through ext4 on the kernel initiator, on a RAM LUN.
+    let plan = FsPlan {
+        file_mb: 0,
+        ..opts.fs.clone()
+    };
+    let luns = [("ram", format!("ram:{}", fs_rows::lun_size_for(&plan)))];
+    let (fs_rows, fs_note) = vm_fs_rows(opts, &luns, &plan, progress)?;
     Ok(Reproduction {
         reproduction: "ramdisk-target".into(),
         description: NAMES[2].1.into(),
@@ -953,11 +1069,13 @@ fn ramdisk_target(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
         tcp,
         tables: Vec::new(),
         workloads,
+        fs_rows,
         notes: vec![
             "The RAM LUN is 512 MiB, not 2 GB. The link is 1 Gbit/s with a 0.2 ms round trip, emulated by ironlun's relay.".into(),
             "Model of a workload (a mix of sizes): per command, mean over the mix of host time (a line in the request size through 4 KiB and 256 KiB runs at queue depth 1, per direction) + round trips x RTT + wire bytes / rate, at least a line's transfer delay; throughput = the least of outstanding commands x mean size / mean cycle, the link rate in the busier direction, the TCP window per round trip and any rate limit. It has no host-rate bound (a mix's host limit is not calibrated), and none for the run with a pulled path.".into(),
             "Delayed ACK, window scaling and SACK are the kernel's (loopback TCP between the relay and each end); the TCP window is set on the sockets and carried by the relay.".into(),
-            "The file-copy tests need a kernel initiator with a file system on the LUN: not run here (see the kernel-initiator issue). Link aggregation is two iSCSI sessions (multipath, round-robin) over two emulated links rather than NIC teaming; pulling a link cuts one relay.".into(),
+            "Link aggregation is two iSCSI sessions (multipath, round-robin) over two emulated links rather than NIC teaming; pulling a link cuts one relay.".into(),
+            fs_note.unwrap_or_else(|| format!("The file copies ran through ext4 on the Linux kernel initiator (open-iscsi) in a QEMU VM on a RAM LUN of its own, with no emulated link{}; under software emulation the guest CPU, not the target, bounds them.", if plan.copy_scale > 1 { format!(", at 1/{} of the published sizes (--full runs them whole)", plan.copy_scale) } else { String::new() })),
         ],
     })
 }
@@ -994,6 +1112,7 @@ fn app_profiles(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Repro
             "twelve application access specifications (median of 3 runs)".into(),
             results,
         )],
+        fs_rows: Vec::new(),
         notes: vec![
             "One LUN (512 MiB RAM, embedded target on loopback) instead of four 4 GiB targets; run time and ramp are short (settable with --time). Host CPU % is IOMeter's whole-host figure; on this 2-core machine it includes the embedded target, so the published 8 % line is not comparable as is: target CPU is reported separately.".into(),
         ],

@@ -22,13 +22,19 @@ discover() {
   kv discovery=ok
 }
 
-login() {
+# Logs in to the 10.0.2.2 portal; arguments are node settings (name=value).
+try_login() {
   iscsiadm -m node -o new -T "$TARGET_IQN" -p "$PORTAL" >/dev/null
   for kvp in "$@"; do
     iscsiadm -m node -T "$TARGET_IQN" -p "$PORTAL" -o update -n "${kvp%%=*}" -v "${kvp#*=}"
   done
-  iscsiadm -m node -T "$TARGET_IQN" -p "$PORTAL" --login || die "login failed"
+  iscsiadm -m node -T "$TARGET_IQN" -p "$PORTAL" --login
+}
+
+login() {
+  try_login "$@" || die "login failed"
   kv login=ok
+  session_params
 }
 
 logout() {
@@ -53,7 +59,7 @@ disk_of_lun() {
 }
 
 # Writes files of known content under $1 and records their SHA-256 in
-# /tmp/sums (paths relative to $1).
+# /tmp/sums.$2 (paths relative to $1); evidence lines carry lun=$2.
 write_files() {
   mkdir -p "$1/d"
   n=0
@@ -61,13 +67,22 @@ write_files() {
     n=$((n + 1))
     dd if=/dev/urandom of="$1/d/f$n" bs=1024 count=$kib 2>/dev/null
   done
-  (cd "$1" && sha256sum d/f*) >/tmp/sums
-  while read -r sum path; do kv "file=/$path sha256=$sum"; done </tmp/sums
+  (cd "$1" && sha256sum d/f*) >"/tmp/sums.$2"
+  while read -r sum path; do kv "file=/$path sha256=$sum lun=$2"; done <"/tmp/sums.$2"
 }
 
+# Checks the files of /tmp/sums.$2 under $1.
 verify_files() {
-  (cd "$1" && sha256sum -c /tmp/sums >/tmp/verify.out 2>&1) || { cat /tmp/verify.out; die "files differ after remount"; }
-  kv verify=ok
+  (cd "$1" && sha256sum -c "/tmp/sums.$2" >/tmp/verify.out 2>&1) || { cat /tmp/verify.out; die "files differ after remount (LUN $2)"; }
+  kv "verify=ok lun=$2"
+}
+
+# What the kernel negotiated for the session (iscsiadm -m session -P 2).
+session_params() {
+  iscsiadm -m session -P 2 >/tmp/session.out 2>&1 || true
+  hd=$(awk '/HeaderDigest:/ {print $2; exit}' /tmp/session.out)
+  dd_=$(awk '/DataDigest:/ {print $2; exit}' /tmp/session.out)
+  kv "header_digest=${hd:-?} data_digest=${dd_:-?}"
 }
 
 # Sequential O_DIRECT read of the whole device with 1 MiB requests.

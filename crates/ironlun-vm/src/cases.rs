@@ -18,8 +18,49 @@ pub const BASIC: Case = Case {
     script: include_str!("../assets/cases/basic.sh"),
 };
 
-/// Every case, for `ironlun vm run --case`.
-pub const ALL: &[Case] = &[BASIC];
+/// Case 2 (CHAP): one-way or mutual CHAP from `CHAP_USER`/`CHAP_SECRET`
+/// (and `MUTUAL_USER`/`MUTUAL_SECRET`); `WRONG_SECRET=1` expects refusal.
+/// Case 2 with digests is [`BASIC`] with `HEADER_DIGEST`/`DATA_DIGEST`.
+pub const CHAP: Case = Case {
+    name: "chap",
+    about: "login with one-way or mutual CHAP, file round trip; or refusal of a wrong secret",
+    script: include_str!("../assets/cases/chap.sh"),
+};
+
+/// Case 3: two LUNs (`LBS0`, `LBS1` = their logical block sizes).
+pub const TWO_LUNS: Case = Case {
+    name: "two-luns",
+    about: "two LUNs of different backends and block sizes in one session, ext4 on each",
+    script: include_str!("../assets/cases/two-luns.sh"),
+};
+
+/// Case 4: files written with `sync` after each while the host kills and
+/// restarts the target (`FILES` files of 2 MiB).
+pub const RESTART: Case = Case {
+    name: "restart",
+    about:
+        "target killed and restarted during writes: reconnect, resume, e2fsck, verify synced files",
+    script: include_str!("../assets/cases/restart.sh"),
+};
+
+/// Case 5: `fstrim` on a thin LUN (`MIB` MiB written, then deleted).
+pub const FSTRIM: Case = Case {
+    name: "fstrim",
+    about: "fstrim on ext4 reaches a thin LUN as UNMAP",
+    script: include_str!("../assets/cases/fstrim.sh"),
+};
+
+/// The file-system rows of the published studies: a `FILE_MB` MB file
+/// written and read with 512 KiB blocks, and file copies scaled down by
+/// `COPY_SCALE`; each test reports `test=NAME bytes=N ms=T`.
+pub const FS_BENCH: Case = Case {
+    name: "fs-bench",
+    about: "1000 MB file write/read with 512 KiB blocks and the file-copy tests through ext4",
+    script: include_str!("../assets/cases/fs-bench.sh"),
+};
+
+/// Every case.
+pub const ALL: &[Case] = &[BASIC, CHAP, TWO_LUNS, RESTART, FSTRIM, FS_BENCH];
 
 /// The case called `name`.
 pub fn find(name: &str) -> Option<&'static Case> {

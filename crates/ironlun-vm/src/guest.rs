@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::cases::Case;
@@ -83,6 +83,9 @@ pub struct Boot<'a> {
     pub accel: Accel,
     /// Where to copy the console as it arrives (for the test's evidence).
     pub console_log: Option<PathBuf>,
+    /// Called with each console line as it arrives (on a reader thread),
+    /// for hosts that act on the guest's progress.
+    pub on_line: Option<&'a (dyn Fn(&str) + Sync)>,
 }
 
 /// What the guest reported.
@@ -218,59 +221,66 @@ pub fn boot(b: &Boot<'_>) -> Result<Outcome, VmError> {
     let mut child = cmd
         .spawn()
         .map_err(|e| VmError::io(Path::new("qemu-system-x86_64"), e))?;
-    let console = Arc::new(Mutex::new(String::new()));
+    let console = Mutex::new(String::new());
     let mut log_file = match &b.console_log {
         Some(p) => Some(std::fs::File::create(p).map_err(|e| VmError::io(p, e))?),
         None => None,
     };
-    let mut readers = Vec::new();
-    if let Some(out) = child.stdout.take() {
-        let console = console.clone();
-        let mut log = log_file.take();
-        readers.push(std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                let line = line.trim_end_matches('\r').to_owned();
-                if let Some(f) = log.as_mut() {
-                    let _ = writeln!(f, "{line}");
-                }
-                if let Ok(mut c) = console.lock() {
-                    c.push_str(&line);
-                    c.push('\n');
-                }
-            }
-        }));
-    }
-    if let Some(err) = child.stderr.take() {
-        let console = console.clone();
-        readers.push(std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                if let Ok(mut c) = console.lock() {
-                    c.push_str("qemu: ");
-                    c.push_str(&line);
-                    c.push('\n');
-                }
-            }
-        }));
-    }
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
     let mut timed_out = false;
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if start.elapsed() >= b.budget => {
-                timed_out = true;
-                let _ = child.kill();
-                let _ = child.wait();
-                break;
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(50)),
-            Err(e) => return Err(VmError::io(Path::new("qemu-system-x86_64"), e)),
+    let waited = std::thread::scope(|s| {
+        if let Some(out) = stdout {
+            let console = &console;
+            s.spawn(move || {
+                for line in BufReader::new(out).lines().map_while(Result::ok) {
+                    let line = line.trim_end_matches('\r');
+                    if let Some(f) = log_file.as_mut() {
+                        let _ = writeln!(f, "{line}");
+                    }
+                    if let Some(cb) = b.on_line {
+                        cb(line);
+                    }
+                    if let Ok(mut c) = console.lock() {
+                        c.push_str(line);
+                        c.push('\n');
+                    }
+                }
+            });
         }
-    }
+        if let Some(err) = stderr {
+            let console = &console;
+            s.spawn(move || {
+                for line in BufReader::new(err).lines().map_while(Result::ok) {
+                    if let Ok(mut c) = console.lock() {
+                        c.push_str("qemu: ");
+                        c.push_str(&line);
+                        c.push('\n');
+                    }
+                }
+            });
+        }
+        loop {
+            match child.try_wait() {
+                Ok(Some(_)) => return Ok(()),
+                Ok(None) if start.elapsed() >= b.budget => {
+                    timed_out = true;
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Ok(());
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(50)),
+                Err(e) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(VmError::io(Path::new("qemu-system-x86_64"), e));
+                }
+            }
+        }
+    });
+    waited?;
     let elapsed = start.elapsed();
-    for r in readers {
-        let _ = r.join();
-    }
-    let console = console.lock().map(|c| c.clone()).unwrap_or_default();
+    let console = console.into_inner().unwrap_or_default();
     let records = console.lines().filter_map(parse_record).collect();
     let rc = console.lines().rev().find_map(parse_result);
     Ok(Outcome {

@@ -7,13 +7,13 @@ DEV=$(disk_of_lun 0)
 kv "device=$DEV size=$(blockdev --getsize64 "$DEV") lbs=$(blockdev --getss "$DEV")"
 "$MKE2FS" -q -F -t ext4 "$DEV" || die "mkfs.ext4 failed"
 mount -t ext4 "$DEV" /mnt || die "mount failed"
-write_files /mnt
+write_files /mnt 0
 sync
 umount /mnt
 "$E2FSCK" -fn "$DEV" >/tmp/fsck.out 2>&1 || { cat /tmp/fsck.out; die "e2fsck found errors"; }
 kv fsck=clean
 mount -t ext4 -o ro "$DEV" /mnt || die "remount failed"
-verify_files /mnt
+verify_files /mnt 0
 umount /mnt
 raw_read "$DEV"
 kv "device_sha256=$(sha256sum "$DEV" | cut -d' ' -f1)"

@@ -1,0 +1,27 @@
+# Case 2 (CHAP): discovery and login with one-way or mutual CHAP, then a
+# file round trip. CHAP_USER/CHAP_SECRET are the initiator's credentials;
+# MUTUAL_USER/MUTUAL_SECRET, when set, the target's (mutual CHAP). With
+# WRONG_SECRET=1 the login must be refused.
+. /lib.sh
+set -- node.session.auth.authmethod=CHAP \
+  "node.session.auth.username=$CHAP_USER" "node.session.auth.password=$CHAP_SECRET"
+if [ -n "${MUTUAL_USER:-}" ]; then
+  set -- "$@" "node.session.auth.username_in=$MUTUAL_USER" "node.session.auth.password_in=$MUTUAL_SECRET"
+fi
+discover
+if [ "${WRONG_SECRET:-0}" = 1 ]; then
+  if try_login "$@"; then die "login with a wrong secret succeeded"; fi
+  kv login=refused
+  exit 0
+fi
+login "$@"
+DEV=$(disk_of_lun 0)
+"$MKE2FS" -q -F -t ext4 "$DEV" || die "mkfs.ext4 failed"
+mount -t ext4 "$DEV" /mnt || die "mount failed"
+write_files /mnt 0
+sync
+umount /mnt
+mount -t ext4 -o ro "$DEV" /mnt || die "remount failed"
+verify_files /mnt 0
+umount /mnt
+logout

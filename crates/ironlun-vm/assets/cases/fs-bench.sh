@@ -1,0 +1,71 @@
+# The file-system rows of the published studies (shared/workloads.md),
+# through ext4 on the kernel initiator. Timings use the guest's clock.
+#   FILE_MB      a FILE_MB MiB file written then read with 512 KiB blocks
+#                (0: skip)
+#   COPY_SCALE   file copies 1 x 1 GiB, 1024 x 1 MiB and 64 folders x
+#                64 x 256 KiB, each divided by COPY_SCALE (0: skip)
+# Each test reports `test=NAME bytes=N ms=T`; caches are dropped before
+# every timed read, and every timed write ends with its data on the LUN.
+. /lib.sh
+discover
+login
+DEV=$(disk_of_lun 0)
+"$MKE2FS" -q -F -t ext4 -E nodiscard "$DEV" || die "mkfs.ext4 failed"
+mount -t ext4 "$DEV" /mnt || die "mount failed"
+
+drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+timed() {
+  name=$1 bytes=$2
+  shift 2
+  t0=$(now_ms)
+  "$@" || die "$name failed"
+  t1=$(now_ms)
+  kv "test=$name bytes=$bytes ms=$((t1 - t0))"
+}
+fill() { dd if=/dev/zero of="$1" bs=256k count=$(($2 / 262144)) 2>/dev/null || die "writing $1 failed"; }
+
+if [ "${FILE_MB:-0}" -gt 0 ]; then
+  count=$((FILE_MB * 2))
+  drop_caches
+  timed fs-write-512k $((count * 524288)) dd if=/dev/zero of=/mnt/file bs=512k count=$count conv=fsync
+  drop_caches
+  timed fs-read-512k $((count * 524288)) dd if=/mnt/file of=/dev/null bs=512k
+  rm /mnt/file
+  sync
+fi
+
+copy() { cp -r /mnt/src /mnt/dst && sync; }
+if [ "${COPY_SCALE:-0}" -gt 0 ]; then
+  s=$COPY_SCALE
+  mkdir /mnt/src
+  fill /mnt/src/one $((1073741824 / s))
+  drop_caches
+  timed "copy-1x1GiB" $((1073741824 / s)) copy
+  rm -rf /mnt/src /mnt/dst
+
+  mkdir /mnt/src
+  n=$((1024 / s)) i=0
+  while [ $i -lt $n ]; do fill /mnt/src/f$i 1048576; i=$((i + 1)); done
+  drop_caches
+  timed "copy-1024x1MiB" $((n * 1048576)) copy
+  rm -rf /mnt/src /mnt/dst
+
+  mkdir /mnt/src
+  folders=$((64 / s))
+  [ "$folders" -gt 0 ] || folders=1
+  d=0
+  while [ $d -lt $folders ]; do
+    mkdir /mnt/src/d$d
+    i=0
+    while [ $i -lt 64 ]; do fill /mnt/src/d$d/f$i 262144; i=$((i + 1)); done
+    d=$((d + 1))
+  done
+  drop_caches
+  timed "copy-64x64x256KiB" $((folders * 64 * 262144)) copy
+  rm -rf /mnt/src /mnt/dst
+  sync
+fi
+umount /mnt
+"$E2FSCK" -fn "$DEV" >/tmp/fsck.out 2>&1 || { cat /tmp/fsck.out; die "e2fsck found errors"; }
+kv fsck=clean
+logout
