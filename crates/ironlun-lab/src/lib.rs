@@ -5,7 +5,9 @@
 //! solicited vs unsolicited writes, bursts, segment size, TCP window,
 //! RTT, rate, digests, sessions, backend), sweeps over cells, the
 //! analytical model printed beside each measurement, and the published
-//! reproductions (`ironlun reproduce`).
+//! reproductions (`ironlun reproduce`), including their file-system rows
+//! measured through the kernel initiator in a VM (`fs_rows`, on
+//! ironlun-vm).
 //!
 //! **Must not know:** PDU layouts or protocol rules (the initiator and
 //! target crates own them), how the load generator schedules I/O
