@@ -26,6 +26,7 @@
     allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod chap;
 pub mod dataout;
 pub mod initiator;
 pub mod keys;

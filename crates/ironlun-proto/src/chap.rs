@@ -1,0 +1,594 @@
+//! CHAP for iSCSI logins (RFC 7143 §12.1.3 over RFC 1994): the algorithms,
+//! binary value encodings, secrets, and the target's side of one exchange,
+//! one-way or mutual. Sans-IO: the caller supplies random bytes.
+//!
+//! Not yet wired into [`crate::login`]: this module is the verified core
+//! the login state machine will drive.
+//!
+//! The exchange (security negotiation stage, after AuthMethod=CHAP):
+//! 1. initiator: `CHAP_A=<list>`; target: `CHAP_A=<chosen> CHAP_I=<id>
+//!    CHAP_C=<challenge>`;
+//! 2. initiator: `CHAP_N=<name> CHAP_R=<response>`, and for mutual CHAP
+//!    also `CHAP_I`, `CHAP_C`; target: for mutual CHAP `CHAP_N CHAP_R`.
+//!
+//! The response is H(identifier ‖ secret ‖ challenge) (RFC 1994 §4.1).
+
+use md5::Md5;
+use sha1::Sha1;
+use sha2::Sha256;
+use sha3::Sha3_256;
+use subtle::ConstantTimeEq;
+
+/// A CHAP digest algorithm and its CHAP_A code (IANA "PPP Authentication
+/// Algorithms": 5 MD5, 6 SHA-1, 7 SHA-256, 8 SHA3-256).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Algorithm {
+    Md5,
+    Sha1,
+    Sha256,
+    Sha3_256,
+}
+
+impl Algorithm {
+    /// Every algorithm this side accepts. MD5 is the one RFC 7143 requires.
+    pub const ALL: [Algorithm; 4] = [
+        Algorithm::Sha3_256,
+        Algorithm::Sha256,
+        Algorithm::Sha1,
+        Algorithm::Md5,
+    ];
+
+    pub fn code(self) -> u8 {
+        match self {
+            Algorithm::Md5 => 5,
+            Algorithm::Sha1 => 6,
+            Algorithm::Sha256 => 7,
+            Algorithm::Sha3_256 => 8,
+        }
+    }
+
+    pub fn from_code(code: &str) -> Option<Algorithm> {
+        match code.trim() {
+            "5" => Some(Algorithm::Md5),
+            "6" => Some(Algorithm::Sha1),
+            "7" => Some(Algorithm::Sha256),
+            "8" => Some(Algorithm::Sha3_256),
+            _ => None,
+        }
+    }
+
+    /// Digest (and so response and challenge) length in bytes.
+    pub fn digest_len(self) -> usize {
+        match self {
+            Algorithm::Md5 => 16,
+            Algorithm::Sha1 => 20,
+            Algorithm::Sha256 | Algorithm::Sha3_256 => 32,
+        }
+    }
+
+    /// H(id ‖ secret ‖ challenge).
+    pub fn response(self, id: u8, secret: &Secret, challenge: &[u8]) -> Vec<u8> {
+        fn h<D: digest::Digest>(id: u8, secret: &[u8], challenge: &[u8]) -> Vec<u8> {
+            let mut d = D::new();
+            d.update([id]);
+            d.update(secret);
+            d.update(challenge);
+            d.finalize().to_vec()
+        }
+        let s = secret.0.as_slice();
+        match self {
+            Algorithm::Md5 => h::<Md5>(id, s, challenge),
+            Algorithm::Sha1 => h::<Sha1>(id, s, challenge),
+            Algorithm::Sha256 => h::<Sha256>(id, s, challenge),
+            Algorithm::Sha3_256 => h::<Sha3_256>(id, s, challenge),
+        }
+    }
+
+    /// The first algorithm of the initiator's list that this side accepts
+    /// (the responder picks from the originator's preference order,
+    /// RFC 7143 §6.2).
+    pub fn choose(offer: &str) -> Option<Algorithm> {
+        offer.split(',').find_map(Algorithm::from_code)
+    }
+}
+
+/// Secrets shorter than this are refused (RFC 7143 §12.1.3 asks for at
+/// least 96 bits; the RFC's examples use 16 bytes and more).
+pub const SECRET_MIN: usize = 12;
+/// And longer than this (nothing sensible is longer).
+pub const SECRET_MAX: usize = 255;
+/// Challenges accepted from a peer: at least 16 bytes, at most 1024.
+pub const CHALLENGE_MIN: usize = 16;
+pub const CHALLENGE_MAX: usize = 1024;
+
+/// A CHAP secret. Its `Debug` output never shows the bytes.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(Vec<u8>);
+
+impl Secret {
+    pub fn new(bytes: &[u8]) -> Result<Secret, ChapError> {
+        if bytes.len() < SECRET_MIN || bytes.len() > SECRET_MAX {
+            return Err(ChapError::SecretLength(bytes.len()));
+        }
+        Ok(Secret(bytes.to_vec()))
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Secret(<{} bytes>)", self.0.len())
+    }
+}
+
+/// A CHAP user name and its secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credentials {
+    pub user: String,
+    pub secret: Secret,
+}
+
+impl Credentials {
+    /// `USER:SECRET`, as the command-line flags take them.
+    pub fn parse(s: &str) -> Result<Credentials, ChapError> {
+        let (user, secret) = s.split_once(':').ok_or(ChapError::Format)?;
+        if user.is_empty() || user.len() > 255 {
+            return Err(ChapError::Format);
+        }
+        Ok(Credentials {
+            user: user.to_owned(),
+            secret: Secret::new(secret.as_bytes())?,
+        })
+    }
+}
+
+/// Why an exchange failed. Every variant maps to login status 0x0201
+/// (authentication failure) except `Missing`, an initiator error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChapError {
+    #[error("CHAP secret of {0} bytes (12 to 255 required)")]
+    SecretLength(usize),
+    #[error("credentials must be USER:SECRET")]
+    Format,
+    #[error("no CHAP algorithm in common (offered {0})")]
+    NoAlgorithm(String),
+    #[error("{0} missing")]
+    Missing(&'static str),
+    #[error("{0} is not a valid binary value")]
+    Encoding(&'static str),
+    #[error("unknown CHAP user {0:?}")]
+    UnknownUser(String),
+    #[error("wrong CHAP response")]
+    WrongResponse,
+    #[error(
+        "the initiator's challenge is {0} bytes ({CHALLENGE_MIN} to {CHALLENGE_MAX} accepted)"
+    )]
+    ChallengeLength(usize),
+    #[error("the initiator reflected the target's challenge")]
+    Reflected,
+    #[error("the initiator and the target use the same CHAP secret")]
+    SameSecret,
+    #[error("mutual CHAP asked for, but the target has no credentials of its own")]
+    NoTargetCredentials,
+    #[error("CHAP key received out of order")]
+    OutOfOrder,
+}
+
+/// Decodes a binary value: `0x` hex or `0b` base64 (RFC 7143 §6.1).
+pub fn decode_binary(s: &str, what: &'static str) -> Result<Vec<u8>, ChapError> {
+    let bad = || ChapError::Encoding(what);
+    if let Some(hex) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        // An odd number of digits has an implied leading zero.
+        let padded;
+        let hex = if hex.len() % 2 == 1 {
+            padded = format!("0{hex}");
+            padded.as_str()
+        } else {
+            hex
+        };
+        if hex.is_empty() {
+            return Err(bad());
+        }
+        return hex
+            .as_bytes()
+            .chunks(2)
+            .map(|p| {
+                std::str::from_utf8(p)
+                    .ok()
+                    .and_then(|d| u8::from_str_radix(d, 16).ok())
+                    .ok_or_else(bad)
+            })
+            .collect();
+    }
+    if let Some(b64) = s.strip_prefix("0b").or_else(|| s.strip_prefix("0B")) {
+        use base64::Engine;
+        return base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .map_err(|_| bad());
+    }
+    Err(bad())
+}
+
+/// `0x` followed by lower-case hex.
+pub fn encode_hex(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(2 + bytes.len() * 2);
+    s.push_str("0x");
+    for b in bytes {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+/// The target's side of one CHAP exchange.
+#[derive(Debug)]
+pub struct TargetChap {
+    /// Who may log in.
+    initiator: Credentials,
+    /// The target's own credentials, for mutual CHAP.
+    target: Option<Credentials>,
+    state: State,
+}
+
+#[derive(Debug)]
+enum State {
+    AwaitAlgorithms,
+    AwaitResponse {
+        alg: Algorithm,
+        id: u8,
+        challenge: Vec<u8>,
+    },
+    Done,
+}
+
+impl TargetChap {
+    pub fn new(initiator: Credentials, target: Option<Credentials>) -> TargetChap {
+        TargetChap {
+            initiator,
+            target,
+            state: State::AwaitAlgorithms,
+        }
+    }
+
+    /// The initiator authenticated (and, if it asked, so did we).
+    pub fn done(&self) -> bool {
+        matches!(self.state, State::Done)
+    }
+
+    /// Takes the CHAP keys of one login request (`CHAP_A`, `CHAP_N`,
+    /// `CHAP_R`, `CHAP_I`, `CHAP_C`) and returns the keys to answer.
+    /// `random` fills a buffer with unpredictable bytes (the identifier
+    /// and challenge).
+    pub fn step(
+        &mut self,
+        keys: &[(String, String)],
+        random: &mut dyn FnMut(&mut [u8]),
+    ) -> Result<Vec<(String, String)>, ChapError> {
+        let get = |k: &str| keys.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        match &self.state {
+            State::AwaitAlgorithms => {
+                let offer = get("CHAP_A").ok_or(ChapError::Missing("CHAP_A"))?;
+                let alg = Algorithm::choose(offer)
+                    .ok_or_else(|| ChapError::NoAlgorithm(offer.to_owned()))?;
+                let mut id = [0u8; 1];
+                random(&mut id);
+                let mut challenge = vec![0u8; alg.digest_len().max(CHALLENGE_MIN)];
+                random(&mut challenge);
+                let answer = vec![
+                    ("CHAP_A".to_owned(), alg.code().to_string()),
+                    ("CHAP_I".to_owned(), id[0].to_string()),
+                    ("CHAP_C".to_owned(), encode_hex(&challenge)),
+                ];
+                self.state = State::AwaitResponse {
+                    alg,
+                    id: id[0],
+                    challenge,
+                };
+                Ok(answer)
+            }
+            State::AwaitResponse { alg, id, challenge } => {
+                let (alg, id) = (*alg, *id);
+                let name = get("CHAP_N").ok_or(ChapError::Missing("CHAP_N"))?;
+                let response =
+                    decode_binary(get("CHAP_R").ok_or(ChapError::Missing("CHAP_R"))?, "CHAP_R")?;
+                // Compare names and responses without early exit on the
+                // first differing byte.
+                let name_ok = name.as_bytes().ct_eq(self.initiator.user.as_bytes());
+                let expected = alg.response(id, &self.initiator.secret, challenge);
+                let response_ok = response.ct_eq(&expected);
+                if !bool::from(name_ok) {
+                    return Err(ChapError::UnknownUser(name.to_owned()));
+                }
+                if !bool::from(response_ok) {
+                    return Err(ChapError::WrongResponse);
+                }
+                let mut answer = Vec::new();
+                match (get("CHAP_I"), get("CHAP_C")) {
+                    (None, None) => {}
+                    (Some(their_id), Some(their_c)) => {
+                        let their_id: u8 = their_id
+                            .trim()
+                            .parse()
+                            .map_err(|_| ChapError::Encoding("CHAP_I"))?;
+                        let their_c = decode_binary(their_c, "CHAP_C")?;
+                        if their_c.len() < CHALLENGE_MIN || their_c.len() > CHALLENGE_MAX {
+                            return Err(ChapError::ChallengeLength(their_c.len()));
+                        }
+                        // RFC 7143 §12.1.3: the originator must not reuse
+                        // the responder's challenge for the other
+                        // direction; the responder checks.
+                        if bool::from(their_c.ct_eq(challenge)) {
+                            return Err(ChapError::Reflected);
+                        }
+                        let ours = self.target.as_ref().ok_or(ChapError::NoTargetCredentials)?;
+                        // The same secret in both directions would let a
+                        // peer replay our own response: refuse it.
+                        if bool::from(ours.secret.0.ct_eq(&self.initiator.secret.0)) {
+                            return Err(ChapError::SameSecret);
+                        }
+                        answer.push(("CHAP_N".to_owned(), ours.user.clone()));
+                        answer.push((
+                            "CHAP_R".to_owned(),
+                            encode_hex(&alg.response(their_id, &ours.secret, &their_c)),
+                        ));
+                    }
+                    (Some(_), None) => return Err(ChapError::Missing("CHAP_C")),
+                    (None, Some(_)) => return Err(ChapError::Missing("CHAP_I")),
+                }
+                self.state = State::Done;
+                Ok(answer)
+            }
+            State::Done => Err(ChapError::OutOfOrder),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn creds(user: &str, secret: &str) -> Credentials {
+        Credentials::parse(&format!("{user}:{secret}")).unwrap()
+    }
+
+    fn counter() -> impl FnMut(&mut [u8]) {
+        let mut n = 0u8;
+        move |buf: &mut [u8]| {
+            for b in buf {
+                n = n.wrapping_add(1);
+                *b = n;
+            }
+        }
+    }
+
+    fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
+        p.iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn responses_match_rfc1994_construction() {
+        // H(0x01 ‖ "secretsecret" ‖ 16 x 0x02), computed independently
+        // with Python's hashlib (and md5sum for MD5).
+        let secret = Secret::new(b"secretsecret").unwrap();
+        let want = [
+            (Algorithm::Md5, "0x48ccf1862ceb2a29d79a059e4f4dd3c3"),
+            (
+                Algorithm::Sha1,
+                "0x88c201e3ab19dc02ad1e057159c10fb24acd8bf6",
+            ),
+            (
+                Algorithm::Sha256,
+                "0x91ebe2f44aae4e13213e6f8717e01cef4a6b833395b8a1266535488553ee5bfd",
+            ),
+            (
+                Algorithm::Sha3_256,
+                "0xbb4d1274e06196952ce78e4c27c52607420c39cf0703a0c58eb4df430fc6e54e",
+            ),
+        ];
+        for (alg, hex) in want {
+            assert_eq!(
+                encode_hex(&alg.response(1, &secret, &[2u8; 16])),
+                hex,
+                "{alg:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn binary_values_in_hex_and_base64() {
+        assert_eq!(decode_binary("0x0aFf", "x").unwrap(), [0x0a, 0xff]);
+        assert_eq!(decode_binary("0xabc", "x").unwrap(), [0x0a, 0xbc]);
+        assert_eq!(decode_binary("0bAQID", "x").unwrap(), [1, 2, 3]);
+        assert!(decode_binary("0x", "x").is_err());
+        assert!(decode_binary("0xzz", "x").is_err());
+        assert!(decode_binary("1234", "x").is_err());
+        assert!(decode_binary("0b!!", "x").is_err());
+    }
+
+    #[test]
+    fn secrets_have_bounds_and_never_print() {
+        assert_eq!(
+            Secret::new(b"short").unwrap_err(),
+            ChapError::SecretLength(5)
+        );
+        assert!(Secret::new(&[b'a'; 256]).is_err());
+        let c = creds("u", "twelve-bytes");
+        assert!(!format!("{c:?}").contains("twelve"));
+        assert!(Credentials::parse("no-colon").is_err());
+        assert!(Credentials::parse(":secret-secret").is_err());
+    }
+
+    #[test]
+    fn algorithm_follows_the_initiators_order() {
+        assert_eq!(Algorithm::choose("7,5"), Some(Algorithm::Sha256));
+        assert_eq!(Algorithm::choose("99,5"), Some(Algorithm::Md5));
+        assert_eq!(Algorithm::choose("8"), Some(Algorithm::Sha3_256));
+        assert_eq!(Algorithm::choose("1,2"), None);
+    }
+
+    /// Plays the initiator against a [`TargetChap`] for every algorithm,
+    /// one-way and mutual.
+    #[test]
+    fn one_way_and_mutual_exchanges_succeed() {
+        for alg in Algorithm::ALL {
+            for mutual in [false, true] {
+                let ini = creds("initiator", "initiator-secret");
+                let tgt = creds("target", "target-secret-1");
+                let mut t = TargetChap::new(ini.clone(), mutual.then(|| tgt.clone()));
+                let mut rnd = counter();
+                let a = t
+                    .step(&pairs(&[("CHAP_A", &alg.code().to_string())]), &mut rnd)
+                    .unwrap();
+                let id: u8 = a[1].1.parse().unwrap();
+                let challenge = decode_binary(&a[2].1, "c").unwrap();
+                assert_eq!(challenge.len(), alg.digest_len().max(16));
+                let r = encode_hex(&alg.response(id, &ini.secret, &challenge));
+                let my_c = [0x55u8; 16];
+                let mut req = vec![("CHAP_N", "initiator"), ("CHAP_R", r.as_str())];
+                let my_c_hex = encode_hex(&my_c);
+                if mutual {
+                    req.push(("CHAP_I", "77"));
+                    req.push(("CHAP_C", &my_c_hex));
+                }
+                let answer = t.step(&pairs(&req), &mut rnd).unwrap();
+                assert!(t.done());
+                if mutual {
+                    assert_eq!(answer[0], ("CHAP_N".to_owned(), "target".to_owned()));
+                    let want = encode_hex(&alg.response(77, &tgt.secret, &my_c));
+                    assert_eq!(answer[1].1, want);
+                } else {
+                    assert!(answer.is_empty());
+                }
+            }
+        }
+    }
+
+    fn after_challenge(t: &mut TargetChap) -> (u8, Vec<u8>) {
+        let a = t.step(&pairs(&[("CHAP_A", "5")]), &mut counter()).unwrap();
+        (
+            a[1].1.parse().unwrap(),
+            decode_binary(&a[2].1, "c").unwrap(),
+        )
+    }
+
+    #[test]
+    fn wrong_secret_user_reflection_and_same_secret_fail() {
+        let ini = creds("initiator", "initiator-secret");
+        // Wrong secret.
+        let mut t = TargetChap::new(ini.clone(), None);
+        let (id, c) = after_challenge(&mut t);
+        let wrong = Secret::new(b"not-the-secret").unwrap();
+        let r = encode_hex(&Algorithm::Md5.response(id, &wrong, &c));
+        let e = t
+            .step(
+                &pairs(&[("CHAP_N", "initiator"), ("CHAP_R", &r)]),
+                &mut counter(),
+            )
+            .unwrap_err();
+        assert_eq!(e, ChapError::WrongResponse);
+        assert!(!t.done());
+        // Unknown user with the right secret.
+        let mut t = TargetChap::new(ini.clone(), None);
+        let (id, c) = after_challenge(&mut t);
+        let r = encode_hex(&Algorithm::Md5.response(id, &ini.secret, &c));
+        let e = t
+            .step(
+                &pairs(&[("CHAP_N", "mallory"), ("CHAP_R", &r)]),
+                &mut counter(),
+            )
+            .unwrap_err();
+        assert_eq!(e, ChapError::UnknownUser("mallory".into()));
+        // The initiator reflects our challenge back for mutual CHAP.
+        let tgt = creds("target", "target-secret-1");
+        let mut t = TargetChap::new(ini.clone(), Some(tgt));
+        let (id, c) = after_challenge(&mut t);
+        let r = encode_hex(&Algorithm::Md5.response(id, &ini.secret, &c));
+        let c_hex = encode_hex(&c);
+        let e = t
+            .step(
+                &pairs(&[
+                    ("CHAP_N", "initiator"),
+                    ("CHAP_R", &r),
+                    ("CHAP_I", &id.to_string()),
+                    ("CHAP_C", &c_hex),
+                ]),
+                &mut counter(),
+            )
+            .unwrap_err();
+        assert_eq!(e, ChapError::Reflected);
+        // The same secret configured for both directions.
+        let same = creds("target", "initiator-secret");
+        let mut t = TargetChap::new(ini.clone(), Some(same));
+        let (id, c) = after_challenge(&mut t);
+        let r = encode_hex(&Algorithm::Md5.response(id, &ini.secret, &c));
+        let e = t
+            .step(
+                &pairs(&[
+                    ("CHAP_N", "initiator"),
+                    ("CHAP_R", &r),
+                    ("CHAP_I", "3"),
+                    ("CHAP_C", &encode_hex(&[9u8; 16])),
+                ]),
+                &mut counter(),
+            )
+            .unwrap_err();
+        assert_eq!(e, ChapError::SameSecret);
+    }
+
+    #[test]
+    fn malformed_and_out_of_order_keys_fail() {
+        let ini = creds("initiator", "initiator-secret");
+        let mut t = TargetChap::new(ini.clone(), None);
+        assert_eq!(
+            t.step(&pairs(&[("CHAP_N", "x")]), &mut counter())
+                .unwrap_err(),
+            ChapError::Missing("CHAP_A")
+        );
+        assert!(matches!(
+            t.step(&pairs(&[("CHAP_A", "1,2,3")]), &mut counter()),
+            Err(ChapError::NoAlgorithm(_))
+        ));
+        let (id, c) = after_challenge(&mut t);
+        let r = encode_hex(&Algorithm::Md5.response(id, &ini.secret, &c));
+        // A short mutual challenge.
+        let e = t
+            .step(
+                &pairs(&[
+                    ("CHAP_N", "initiator"),
+                    ("CHAP_R", &r),
+                    ("CHAP_I", "1"),
+                    ("CHAP_C", "0x0102"),
+                ]),
+                &mut counter(),
+            )
+            .unwrap_err();
+        assert_eq!(e, ChapError::ChallengeLength(2));
+        // Mutual CHAP asked of a target without credentials.
+        let mut t = TargetChap::new(ini.clone(), None);
+        let (id, c) = after_challenge(&mut t);
+        let r = encode_hex(&Algorithm::Md5.response(id, &ini.secret, &c));
+        let e = t
+            .step(
+                &pairs(&[
+                    ("CHAP_N", "initiator"),
+                    ("CHAP_R", &r),
+                    ("CHAP_I", "1"),
+                    ("CHAP_C", &encode_hex(&[7u8; 16])),
+                ]),
+                &mut counter(),
+            )
+            .unwrap_err();
+        assert_eq!(e, ChapError::NoTargetCredentials);
+        // Garbage response encoding.
+        let mut t = TargetChap::new(ini, None);
+        after_challenge(&mut t);
+        assert_eq!(
+            t.step(
+                &pairs(&[("CHAP_N", "initiator"), ("CHAP_R", "zz")]),
+                &mut counter()
+            )
+            .unwrap_err(),
+            ChapError::Encoding("CHAP_R")
+        );
+    }
+}
