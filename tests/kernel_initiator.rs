@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use ironlun_vm::guest::field;
 use ironlun_vm::{cases, Accel, Boot, Case, Image, Outcome};
 use support::Target;
 
@@ -211,12 +212,8 @@ fn host_checks_ext4(img: &Path, o: &Outcome, lun: &str) -> Result<usize, String>
     }
     let files: BTreeMap<String, String> = o
         .with_key("file")
-        .filter(|r| r.iter().any(|(k, v)| k == "lun" && v == lun))
-        .filter_map(|r| {
-            let path = r.iter().find(|(k, _)| k == "file")?.1.clone();
-            let sum = r.iter().find(|(k, _)| k == "sha256")?.1.clone();
-            Some((path, sum))
-        })
+        .filter(|r| field(r, "lun") == Some(lun))
+        .filter_map(|r| Some((field(r, "file")?.to_owned(), field(r, "sha256")?.to_owned())))
         .collect();
     if files.is_empty() {
         return Err(format!("guest reported no files on LUN {lun}"));
@@ -449,10 +446,9 @@ fn case_two_luns(ctx: &Ctx) -> Verdict {
     let r = (|| {
         require_pass(&o)?;
         for lun in ["0", "1"] {
-            let ok = o.with_key("verify").any(|r| {
-                r.iter().any(|(k, v)| k == "lun" && v == lun)
-                    && r.iter().any(|(k, v)| k == "verify" && v == "ok")
-            });
+            let ok = o
+                .with_key("verify")
+                .any(|r| field(r, "lun") == Some(lun) && field(r, "verify") == Some("ok"));
             if !ok {
                 return Err(format!("guest did not verify LUN {lun}"));
             }
@@ -499,11 +495,7 @@ fn case_restart(ctx: &Ctx) -> Verdict {
         let Some(rec) = ironlun_vm::guest::parse_record(line) else {
             return;
         };
-        let synced = rec
-            .iter()
-            .find(|(k, _)| k == "synced")
-            .map(|(_, v)| v.as_str());
-        if synced != Some(&KILL_AFTER.to_string())
+        if field(&rec, "synced") != Some(&KILL_AFTER.to_string())
             || restarted.load(std::sync::atomic::Ordering::SeqCst)
         {
             return;
@@ -566,13 +558,7 @@ fn case_restart(ctx: &Ctx) -> Verdict {
         let n = host_checks_ext4(&img, &o, "0")?;
         let slowest = o
             .with_key("sync_ms")
-            .filter_map(|r| {
-                r.iter()
-                    .find(|(k, _)| k == "sync_ms")?
-                    .1
-                    .parse::<u64>()
-                    .ok()
-            })
+            .filter_map(|r| field(r, "sync_ms")?.parse::<u64>().ok())
             .max()
             .unwrap_or(0);
         Ok(format!(
@@ -678,9 +664,9 @@ fn case_fs_bench(ctx: &Ctx) -> Verdict {
         for (test, bytes) in want {
             let rec = o
                 .with_key("test")
-                .find(|r| r.iter().any(|(k, v)| k == "test" && v == test))
+                .find(|r| field(r, "test") == Some(test))
                 .ok_or(format!("guest did not report {test}"))?;
-            let get = |k: &str| rec.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
+            let get = |k: &str| field(rec, k);
             let b: u64 = get("bytes").and_then(|v| v.parse().ok()).unwrap_or(0);
             let ms: u64 = get("ms").and_then(|v| v.parse().ok()).unwrap_or(0);
             if b != bytes {

@@ -106,7 +106,7 @@ pub fn run(
             ));
         }
         for r in o.with_key("test") {
-            let get = |k: &str| r.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+            let get = |k: &str| ironlun_vm::guest::field(r, k);
             let (Some(test), Some(bytes), Some(ms)) = (
                 get("test"),
                 get("bytes").and_then(|b| b.parse::<u64>().ok()),

@@ -58,6 +58,22 @@ disk_of_lun() {
   die "no block device for LUN $1"
 }
 
+# mkfs.ext4 on $1; further arguments go to mke2fs (-E nodiscard ...).
+mkfs_ext4() {
+  dev=$1
+  shift
+  "$MKE2FS" -q -F -t ext4 "$@" "$dev" || die "mkfs.ext4 on $dev failed"
+}
+
+# e2fsck -fn on the unmounted $1 must be clean; reports fsck=clean with
+# any further key=value words.
+fsck_clean() {
+  dev=$1
+  shift
+  "$E2FSCK" -fn "$dev" >/tmp/fsck.out 2>&1 || { cat /tmp/fsck.out; die "e2fsck found errors on $dev"; }
+  kv fsck=clean "$@"
+}
+
 # Writes files of known content under $1 and records their SHA-256 in
 # /tmp/sums.$2 (paths relative to $1); evidence lines carry lun=$2.
 write_files() {

@@ -111,11 +111,7 @@ impl Outcome {
 
     /// The first value of `key` in any evidence line.
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.records
-            .iter()
-            .flat_map(|r| r.iter())
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
+        self.records.iter().find_map(|r| field(r, key))
     }
 
     /// The evidence lines that carry `key`.
@@ -130,6 +126,14 @@ impl Outcome {
     pub fn console_tail(&self, n: usize) -> String {
         crate::image::tail(&self.console, n)
     }
+}
+
+/// The value of `key` in one evidence line.
+pub fn field<'r>(record: &'r [(String, String)], key: &str) -> Option<&'r str> {
+    record
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
 }
 
 /// Parses the `key=value` pairs after an evidence marker anywhere in a

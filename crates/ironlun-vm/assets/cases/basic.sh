@@ -5,13 +5,12 @@ discover
 login
 DEV=$(disk_of_lun 0)
 kv "device=$DEV size=$(blockdev --getsize64 "$DEV") lbs=$(blockdev --getss "$DEV")"
-"$MKE2FS" -q -F -t ext4 "$DEV" || die "mkfs.ext4 failed"
+mkfs_ext4 "$DEV"
 mount -t ext4 "$DEV" /mnt || die "mount failed"
 write_files /mnt 0
 sync
 umount /mnt
-"$E2FSCK" -fn "$DEV" >/tmp/fsck.out 2>&1 || { cat /tmp/fsck.out; die "e2fsck found errors"; }
-kv fsck=clean
+fsck_clean "$DEV"
 mount -t ext4 -o ro "$DEV" /mnt || die "remount failed"
 verify_files /mnt 0
 umount /mnt

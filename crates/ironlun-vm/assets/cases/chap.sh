@@ -16,7 +16,7 @@ if [ "${WRONG_SECRET:-0}" = 1 ]; then
 fi
 login "$@"
 DEV=$(disk_of_lun 0)
-"$MKE2FS" -q -F -t ext4 "$DEV" || die "mkfs.ext4 failed"
+mkfs_ext4 "$DEV"
 mount -t ext4 "$DEV" /mnt || die "mount failed"
 write_files /mnt 0
 sync

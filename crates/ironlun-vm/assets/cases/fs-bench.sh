@@ -10,7 +10,7 @@
 discover
 login
 DEV=$(disk_of_lun 0)
-"$MKE2FS" -q -F -t ext4 -E nodiscard "$DEV" || die "mkfs.ext4 failed"
+mkfs_ext4 "$DEV" -E nodiscard
 mount -t ext4 "$DEV" /mnt || die "mount failed"
 
 drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
@@ -66,6 +66,5 @@ if [ "${COPY_SCALE:-0}" -gt 0 ]; then
   sync
 fi
 umount /mnt
-"$E2FSCK" -fn "$DEV" >/tmp/fsck.out 2>&1 || { cat /tmp/fsck.out; die "e2fsck found errors"; }
-kv fsck=clean
+fsck_clean "$DEV"
 logout

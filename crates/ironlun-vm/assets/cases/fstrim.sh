@@ -9,7 +9,7 @@ for f in provisioning_mode; do
   [ -n "$p" ] && kv "$f=$(cat "$p")"
 done
 kv "discard_max_bytes=$(cat /sys/block/$(basename "$DEV")/queue/discard_max_bytes)"
-"$MKE2FS" -q -F -t ext4 -E nodiscard "$DEV" || die "mkfs.ext4 failed"
+mkfs_ext4 "$DEV" -E nodiscard
 mount -t ext4 "$DEV" /mnt || die "mount failed"
 dd if=/dev/urandom of=/mnt/big bs=1M count=${MIB:-48} 2>/dev/null || die "write failed"
 sync
@@ -23,6 +23,5 @@ log "$out"
 kv "trimmed_bytes=$(echo "$out" | awk '{print $2}')"
 sync
 umount /mnt
-"$E2FSCK" -fn "$DEV" >/tmp/fsck.out 2>&1 || { cat /tmp/fsck.out; die "e2fsck found errors"; }
-kv fsck=clean
+fsck_clean "$DEV"
 logout

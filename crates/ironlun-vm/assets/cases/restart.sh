@@ -6,7 +6,7 @@
 discover
 login
 DEV=$(disk_of_lun 0)
-"$MKE2FS" -q -F -t ext4 "$DEV" || die "mkfs.ext4 failed"
+mkfs_ext4 "$DEV"
 mount -t ext4 "$DEV" /mnt || die "mount failed"
 mkdir -p /mnt/w
 : >/tmp/sums.0
@@ -22,8 +22,7 @@ while [ $i -lt "${FILES:-10}" ]; do
   kv "synced=$i file=/w/f$i sha256=$sum lun=0 sync_ms=$((t1 - t0))"
 done
 umount /mnt
-"$E2FSCK" -fn "$DEV" >/tmp/fsck.out 2>&1 || { cat /tmp/fsck.out; die "e2fsck found errors"; }
-kv fsck=clean
+fsck_clean "$DEV"
 mount -t ext4 -o ro "$DEV" /mnt || die "remount failed"
 verify_files /mnt 0
 umount /mnt

@@ -9,7 +9,7 @@ for lun in 0 1; do
   want=$(eval echo "\$LBS$lun")
   kv "lun=$lun device=$dev size=$(blockdev --getsize64 "$dev") lbs=$lbs"
   [ "$lbs" = "$want" ] || die "LUN $lun: logical block size $lbs, expected $want"
-  "$MKE2FS" -q -F -t ext4 "$dev" || die "mkfs.ext4 on LUN $lun failed"
+  mkfs_ext4 "$dev"
   mkdir -p /mnt/$lun
   mount -t ext4 "$dev" /mnt/$lun || die "mount LUN $lun failed"
   write_files /mnt/$lun $lun
@@ -17,8 +17,7 @@ done
 sync
 for lun in 0 1; do
   umount /mnt/$lun
-  "$E2FSCK" -fn "$(disk_of_lun $lun)" >/tmp/fsck.out 2>&1 || { cat /tmp/fsck.out; die "e2fsck found errors on LUN $lun"; }
-  kv "fsck=clean lun=$lun"
+  fsck_clean "$(disk_of_lun $lun)" "lun=$lun"
 done
 for lun in 0 1; do
   mount -t ext4 -o ro "$(disk_of_lun $lun)" /mnt/$lun || die "remount LUN $lun failed"
