@@ -198,7 +198,6 @@ pub async fn open_luns(
     a: &BenchArgs,
     relays: &mut Vec<ironlun_netem::Relay>,
 ) -> Result<Vec<LunTarget>, String> {
-    let opts = a.initiator.options()?;
     let mut urls: Vec<IscsiUrl> = a
         .urls
         .iter()
@@ -229,7 +228,7 @@ pub async fn open_luns(
             return Err("--multipath: every URL must name the same target and LUN".into());
         }
         let portals: Vec<String> = urls.iter().map(IscsiUrl::portal).collect();
-        let mut o = opts.clone();
+        let mut o = a.initiator.options_for(first)?;
         o.reconnect.attempts = o.reconnect.attempts.min(2);
         let mp = Multipath::connect(&portals, &first.target, &o, policy)
             .await
@@ -251,7 +250,7 @@ pub async fn open_luns(
         return Ok(out);
     }
     for (i, u) in urls.iter().enumerate() {
-        let mut o = opts.clone();
+        let mut o = a.initiator.options_for(u)?;
         if let Some(last) = o.isid.last_mut() {
             *last = last.wrapping_add(i as u8);
         }

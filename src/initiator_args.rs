@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use ironlun_initiator::{DigestKind, Offers, SessionOptions, TcpOptions};
+use ironlun_initiator::{DigestKind, IscsiUrl, Offers, SessionOptions, TcpOptions};
+use ironlun_proto::chap::{Credentials, InitiatorAuth};
 
 use crate::units::parse_size;
 
@@ -53,6 +54,25 @@ pub struct InitiatorArgs {
     /// re-issued on the reinstated session. 0 disables.
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub reconnect: u32,
+    /// CHAP credentials to log in with, USER:SECRET (RFC 7143 §12.1.3).
+    /// A URL's user%password takes precedence. Prefer the environment
+    /// variable: a flag shows in `ps`.
+    #[arg(
+        long,
+        value_name = "USER:SECRET",
+        env = "IRONLUN_INITIATOR_CHAP",
+        hide_env_values = true
+    )]
+    pub chap: Option<String>,
+    /// Mutual CHAP: the credentials the target must prove it has,
+    /// USER:SECRET (needs CHAP credentials of our own).
+    #[arg(
+        long,
+        value_name = "USER:SECRET",
+        env = "IRONLUN_INITIATOR_MUTUAL_CHAP",
+        hide_env_values = true
+    )]
+    pub mutual_chap: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -77,8 +97,62 @@ fn size32(flag: &str, s: &str) -> Result<u32, String> {
 }
 
 impl InitiatorArgs {
+    /// The session options for a login to `url`: the flags, with the
+    /// URL's `user%password` as CHAP credentials when it has them (they
+    /// take precedence over --chap).
+    pub fn options_for(&self, url: &IscsiUrl) -> Result<SessionOptions, String> {
+        let from_url = match &url.user {
+            None => None,
+            Some(user) => {
+                let password = url.password.as_deref().ok_or_else(|| {
+                    format!("{url}: a user without a password (write user%password)")
+                })?;
+                Some(
+                    Credentials::parse(&format!("{user}:{password}"))
+                        .map_err(|e| format!("{url}: {e}"))?,
+                )
+            }
+        };
+        let mut o = self.base_options()?;
+        o.auth = self.auth(from_url)?;
+        Ok(o)
+    }
+
     /// The session options these flags describe.
     pub fn options(&self) -> Result<SessionOptions, String> {
+        let mut o = self.base_options()?;
+        o.auth = self.auth(None)?;
+        Ok(o)
+    }
+
+    /// CHAP credentials: the URL's, else --chap; --mutual-chap adds the
+    /// target's.
+    fn auth(&self, from_url: Option<Credentials>) -> Result<Option<InitiatorAuth>, String> {
+        let parse = |v: &Option<String>, flag: &str| {
+            v.as_deref()
+                .map(|s| Credentials::parse(s).map_err(|e| format!("{flag}: {e}")))
+                .transpose()
+        };
+        let chap = match from_url {
+            Some(c) => Some(c),
+            None => parse(&self.chap, "--chap")?,
+        };
+        let mutual = parse(&self.mutual_chap, "--mutual-chap")?;
+        match (chap, mutual) {
+            (None, None) => Ok(None),
+            (None, Some(_)) => Err(
+                "--mutual-chap needs our own CHAP credentials too (--chap or user%password@ in the URL)"
+                    .into(),
+            ),
+            (Some(credentials), mutual) => Ok(Some(InitiatorAuth {
+                credentials,
+                mutual,
+            })),
+        }
+    }
+
+    /// Everything but authentication.
+    fn base_options(&self) -> Result<SessionOptions, String> {
         let mut o = SessionOptions::default();
         if let Some(n) = &self.initiator_name {
             o.initiator_name = n.clone();

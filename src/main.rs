@@ -145,6 +145,30 @@ struct TargetArgs {
     /// Re-arm TCP_QUICKACK after every read (no delayed ACKs).
     #[arg(long)]
     tcp_quickack: bool,
+    /// Require CHAP (RFC 7143 §12.1.3) from initiators, for every target
+    /// and for discovery: USER:SECRET, the secret 12 to 255 bytes.
+    /// Prefer the environment variable: a flag shows in `ps`.
+    #[arg(
+        long,
+        value_name = "USER:SECRET",
+        env = "IRONLUN_CHAP",
+        hide_env_values = true
+    )]
+    chap: Option<String>,
+    /// The target's own credentials for initiators that ask for mutual
+    /// CHAP (needs --chap; a different secret).
+    #[arg(
+        long,
+        value_name = "USER:SECRET",
+        env = "IRONLUN_MUTUAL_CHAP",
+        hide_env_values = true
+    )]
+    mutual_chap: Option<String>,
+    /// Allow an initiator name (iqn./eui./naa.) or a network (CIDR, or
+    /// one address) to log in (repeatable; without any, all are allowed;
+    /// with names and networks both, both must match).
+    #[arg(long, value_name = "IQN|CIDR")]
+    allow: Vec<String>,
 }
 
 /// Exit status for bad flags or configuration.
@@ -255,6 +279,9 @@ fn run_target(log: Option<&str>, args: TargetArgs) -> ExitCode {
         tcp_window: args.tcp_window,
         tcp_nagle: args.tcp_nagle,
         tcp_quickack: args.tcp_quickack,
+        chap: args.chap,
+        mutual_chap: args.mutual_chap,
+        allow: args.allow,
     };
     let cfg = match Config::load(&overrides) {
         Ok(c) => c,
@@ -280,7 +307,18 @@ fn run_target(log: Option<&str>, args: TargetArgs) -> ExitCode {
             for l in &t.luns {
                 tracing::info!("target {} LUN {}: {:?}", t.name, l.number, l.spec);
             }
+            // User names only: secrets never reach the log.
+            tracing::info!(
+                "target {}: authentication {}; access: {}",
+                t.name,
+                describe_chap(t.chap.as_ref()),
+                t.acl.describe()
+            );
         }
+        tracing::info!(
+            "discovery: authentication {}",
+            describe_chap(cfg.discovery_chap.as_ref())
+        );
         match server.run(shutdown_signal()).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -289,6 +327,16 @@ fn run_target(log: Option<&str>, args: TargetArgs) -> ExitCode {
             }
         }
     })
+}
+
+fn describe_chap(p: Option<&ironlun_proto::chap::ChapPolicy>) -> String {
+    match p {
+        None => "none".to_owned(),
+        Some(p) => match &p.target {
+            None => format!("CHAP (user {})", p.initiator.user),
+            Some(t) => format!("CHAP (user {}; mutual as {})", p.initiator.user, t.user),
+        },
+    }
 }
 
 /// Resolves on SIGINT or SIGTERM.

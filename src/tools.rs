@@ -75,7 +75,7 @@ pub async fn run_discover(a: DiscoverArgs) -> Result<(), String> {
 }
 
 async fn open(url: &IscsiUrl, a: &InitiatorArgs) -> Result<Session, String> {
-    let s = Session::connect(&url.portal(), Some(&url.target), &a.options()?)
+    let s = Session::connect(&url.portal(), Some(&url.target), &a.options_for(url)?)
         .await
         .map_err(|e| e.to_string())?;
     // A new nexus starts with a unit attention (SAM-5 §5.14).

@@ -58,7 +58,13 @@ impl Target {
     /// Starts the target with `portals` loopback portals on ports the
     /// kernel picks (none: the arguments name them, and one is awaited).
     pub fn start_portals(args: &[&str], portals: usize) -> Target {
+        Self::start_env(args, portals, &[])
+    }
+
+    /// As [`Target::start_portals`], with extra environment variables.
+    pub fn start_env(args: &[&str], portals: usize, envs: &[(&str, &str)]) -> Target {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_ironlun"));
+        cmd.envs(envs.iter().copied());
         cmd.arg("--log").arg("info").arg("target");
         for _ in 0..portals {
             cmd.args(["--listen", "127.0.0.1:0"]);

@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
+use ironlun_proto::chap::{InitiatorAuth, RANDOM_BYTES};
 use ironlun_proto::initiator::{
     default_isid, Completed, InitiatorLogin, InitiatorSession, LoginConfig, LoginOutcome,
     LoginProgress, Reply, ScsiReply, ScsiRequest, SessionEvent, SessionLimits, TaskError,
@@ -102,6 +103,9 @@ pub struct SessionOptions {
     /// Session identifier; sessions of one initiator to one target need
     /// different ISIDs.
     pub isid: [u8; 6],
+    /// CHAP credentials (and the target's, for mutual CHAP); `None` logs
+    /// in without authentication.
+    pub auth: Option<InitiatorAuth>,
 }
 
 /// ironlun's default initiator name.
@@ -124,6 +128,7 @@ impl Default for SessionOptions {
             login_timeout: Duration::from_secs(10),
             reconnect: ReconnectPolicy::default(),
             isid: default_isid(std::process::id()),
+            auth: None,
         }
     }
 }
@@ -424,6 +429,7 @@ fn login_config(target: Option<&str>, opts: &SessionOptions) -> LoginConfig {
         cid: 0,
         offers: opts.offers.clone(),
         initial_cmd_sn: 1,
+        auth: opts.auth.clone(),
     }
 }
 
@@ -472,7 +478,15 @@ async fn login(
 ) -> Result<(TcpStream, BytesMut, LoginOutcome, SocketAddr)> {
     let run = async {
         let (mut stream, peer) = connect_tcp(portal, &opts.tcp).await?;
-        let mut login = InitiatorLogin::new(cfg.clone());
+        // Fresh for every login: a mutual CHAP challenge is never reused.
+        let mut nonce = [0u8; RANDOM_BYTES];
+        getrandom::getrandom(&mut nonce).map_err(|e| {
+            Error::io(
+                "drawing random bytes for CHAP",
+                std::io::Error::other(e.to_string()),
+            )
+        })?;
+        let mut login = InitiatorLogin::new(cfg.clone(), nonce);
         let decoder = FrameDecoder::new(LOGIN_SEGMENT_MAX as u32);
         let mut rbuf = BytesMut::with_capacity(64 << 10);
         let mut next = login.start();

@@ -2,8 +2,8 @@
 //! binary value encodings, secrets, and the target's side of one exchange,
 //! one-way or mutual. Sans-IO: the caller supplies random bytes.
 //!
-//! Not yet wired into [`crate::login`]: this module is the verified core
-//! the login state machine will drive.
+//! [`crate::login`] drives [`TargetChap`] in the security stage;
+//! [`crate::initiator::login`] drives [`InitiatorChap`].
 //!
 //! The exchange (security negotiation stage, after AuthMethod=CHAP):
 //! 1. initiator: `CHAP_A=<list>`; target: `CHAP_A=<chosen> CHAP_I=<id>
@@ -100,6 +100,9 @@ pub const SECRET_MAX: usize = 255;
 /// Challenges accepted from a peer: at least 16 bytes, at most 1024.
 pub const CHALLENGE_MIN: usize = 16;
 pub const CHALLENGE_MAX: usize = 1024;
+/// Random bytes one side draws per exchange: an identifier and a
+/// challenge as long as the longest digest (32 bytes).
+pub const RANDOM_BYTES: usize = 1 + 32;
 
 /// A CHAP secret. Its `Debug` output never shows the bytes.
 #[derive(Clone, PartialEq, Eq)]
@@ -171,6 +174,40 @@ pub enum ChapError {
     NoTargetCredentials,
     #[error("CHAP key received out of order")]
     OutOfOrder,
+    #[error("the target offered CHAP_A={0}, which we did not propose")]
+    UnofferedAlgorithm(String),
+    #[error("the target's CHAP_N {0:?} is not the expected target user")]
+    UnknownTarget(String),
+    #[error("the target's mutual CHAP response is wrong")]
+    WrongTargetResponse,
+}
+
+impl ChapError {
+    /// Whether this is the peer breaking the CHAP exchange's form (login
+    /// status 0x0200) rather than failing to authenticate (0x0201).
+    pub fn is_protocol_error(&self) -> bool {
+        matches!(
+            self,
+            ChapError::Missing(_) | ChapError::OutOfOrder | ChapError::Encoding(_)
+        )
+    }
+}
+
+/// What a target (or its discovery service) requires: the initiator's
+/// credentials, and the target's own for initiators that ask for mutual
+/// CHAP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChapPolicy {
+    pub initiator: Credentials,
+    pub target: Option<Credentials>,
+}
+
+/// What an initiator authenticates with: its own credentials and, for
+/// mutual CHAP, the target's it expects to see.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InitiatorAuth {
+    pub credentials: Credentials,
+    pub mutual: Option<Credentials>,
 }
 
 /// Decodes a binary value: `0x` hex or `0b` base64 (RFC 7143 §6.1).
@@ -337,6 +374,148 @@ impl TargetChap {
                 Ok(answer)
             }
             State::Done => Err(ChapError::OutOfOrder),
+        }
+    }
+}
+
+/// The initiator's side of one CHAP exchange.
+#[derive(Debug)]
+pub struct InitiatorChap {
+    auth: InitiatorAuth,
+    state: IState,
+}
+
+#[derive(Debug)]
+enum IState {
+    Start,
+    AwaitChallenge,
+    /// Our response went out; for mutual CHAP, the target must answer our
+    /// challenge.
+    AwaitTargetResponse {
+        alg: Algorithm,
+        mutual: Option<(u8, Vec<u8>)>,
+    },
+    Done,
+}
+
+impl InitiatorChap {
+    pub fn new(auth: InitiatorAuth) -> InitiatorChap {
+        InitiatorChap {
+            auth,
+            state: IState::Start,
+        }
+    }
+
+    /// The exchange completed (the target, for mutual CHAP, proved itself).
+    pub fn done(&self) -> bool {
+        matches!(self.state, IState::Done)
+    }
+
+    /// `CHAP_A` went out.
+    pub fn offered(&self) -> bool {
+        !matches!(self.state, IState::Start)
+    }
+
+    /// Whether the target's last answer must still be checked.
+    pub fn awaiting_target(&self) -> bool {
+        matches!(self.state, IState::AwaitTargetResponse { .. })
+    }
+
+    /// `CHAP_A`: every algorithm, strongest first.
+    pub fn offer(&mut self) -> Vec<(String, String)> {
+        self.state = IState::AwaitChallenge;
+        let list: Vec<String> = Algorithm::ALL
+            .iter()
+            .map(|a| a.code().to_string())
+            .collect();
+        vec![("CHAP_A".to_owned(), list.join(","))]
+    }
+
+    /// Handles the target's keys: the challenge (answered with `CHAP_N`,
+    /// `CHAP_R` and for mutual CHAP our own `CHAP_I`, `CHAP_C`), or the
+    /// target's mutual response (checked; nothing to send).
+    pub fn step(
+        &mut self,
+        keys: &[(String, String)],
+        random: &mut dyn FnMut(&mut [u8]),
+    ) -> Result<Vec<(String, String)>, ChapError> {
+        let get = |k: &str| keys.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        match &self.state {
+            IState::Start | IState::Done => Err(ChapError::OutOfOrder),
+            IState::AwaitChallenge => {
+                let a = get("CHAP_A").ok_or(ChapError::Missing("CHAP_A"))?;
+                let alg = Algorithm::from_code(a)
+                    .ok_or_else(|| ChapError::UnofferedAlgorithm(a.to_owned()))?;
+                let id: u8 = get("CHAP_I")
+                    .ok_or(ChapError::Missing("CHAP_I"))?
+                    .trim()
+                    .parse()
+                    .map_err(|_| ChapError::Encoding("CHAP_I"))?;
+                let challenge =
+                    decode_binary(get("CHAP_C").ok_or(ChapError::Missing("CHAP_C"))?, "CHAP_C")?;
+                if challenge.len() < CHALLENGE_MIN || challenge.len() > CHALLENGE_MAX {
+                    return Err(ChapError::ChallengeLength(challenge.len()));
+                }
+                let creds = &self.auth.credentials;
+                let mut out = vec![
+                    ("CHAP_N".to_owned(), creds.user.clone()),
+                    (
+                        "CHAP_R".to_owned(),
+                        encode_hex(&alg.response(id, &creds.secret, &challenge)),
+                    ),
+                ];
+                let mutual = match &self.auth.mutual {
+                    None => None,
+                    Some(m) => {
+                        if bool::from(m.secret.0.ct_eq(&creds.secret.0)) {
+                            return Err(ChapError::SameSecret);
+                        }
+                        let mut my_id = [0u8; 1];
+                        random(&mut my_id);
+                        let mut my_c = vec![0u8; alg.digest_len().max(CHALLENGE_MIN)];
+                        // Never the target's own challenge (RFC 7143
+                        // §12.1.3): redraw in the (astronomically
+                        // unlikely) case the source repeats it.
+                        for _ in 0..4 {
+                            random(&mut my_c);
+                            if my_c != challenge {
+                                break;
+                            }
+                        }
+                        if my_c == challenge {
+                            return Err(ChapError::Reflected);
+                        }
+                        out.push(("CHAP_I".to_owned(), my_id[0].to_string()));
+                        out.push(("CHAP_C".to_owned(), encode_hex(&my_c)));
+                        Some((my_id[0], my_c))
+                    }
+                };
+                self.state = if mutual.is_some() {
+                    IState::AwaitTargetResponse { alg, mutual }
+                } else {
+                    IState::Done
+                };
+                Ok(out)
+            }
+            IState::AwaitTargetResponse { alg, mutual } => {
+                let (Some((id, challenge)), Some(expect)) = (mutual, &self.auth.mutual) else {
+                    return Err(ChapError::OutOfOrder);
+                };
+                let name = get("CHAP_N").ok_or(ChapError::Missing("CHAP_N"))?;
+                let response =
+                    decode_binary(get("CHAP_R").ok_or(ChapError::Missing("CHAP_R"))?, "CHAP_R")?;
+                let name_ok = name.as_bytes().ct_eq(expect.user.as_bytes());
+                let want = alg.response(*id, &expect.secret, challenge);
+                let response_ok = response.ct_eq(&want);
+                if !bool::from(name_ok) {
+                    return Err(ChapError::UnknownTarget(name.to_owned()));
+                }
+                if !bool::from(response_ok) {
+                    return Err(ChapError::WrongTargetResponse);
+                }
+                self.state = IState::Done;
+                Ok(Vec::new())
+            }
         }
     }
 }
@@ -590,5 +769,51 @@ mod tests {
             .unwrap_err(),
             ChapError::Encoding("CHAP_R")
         );
+    }
+
+    /// The two sides of this module against each other, every algorithm
+    /// the target might choose, one-way and mutual; then a target that
+    /// answers mutual CHAP with the wrong secret.
+    #[test]
+    fn initiator_and_target_agree() {
+        for alg in Algorithm::ALL {
+            for mutual in [false, true] {
+                let ini = creds("initiator", "initiator-secret");
+                let tgt = creds("target", "target-secret-1");
+                let mut t = TargetChap::new(ini.clone(), mutual.then(|| tgt.clone()));
+                let mut i = InitiatorChap::new(InitiatorAuth {
+                    credentials: ini,
+                    mutual: mutual.then(|| tgt.clone()),
+                });
+                let mut rnd = counter();
+                let mut offer = i.offer();
+                offer[0].1 = alg.code().to_string();
+                let challenge = t.step(&offer, &mut rnd).unwrap();
+                let response = i.step(&challenge, &mut rnd).unwrap();
+                let back = t.step(&response, &mut rnd).unwrap();
+                assert!(t.done());
+                assert_eq!(i.awaiting_target(), mutual);
+                if mutual {
+                    i.step(&back, &mut rnd).unwrap();
+                }
+                assert!(i.done(), "{alg:?} mutual={mutual}");
+            }
+        }
+        // A target that does not know the secret the initiator expects.
+        let ini = creds("initiator", "initiator-secret");
+        let mut t = TargetChap::new(ini.clone(), Some(creds("target", "impostor-secret")));
+        let mut i = InitiatorChap::new(InitiatorAuth {
+            credentials: ini,
+            mutual: Some(creds("target", "target-secret-1")),
+        });
+        let mut rnd = counter();
+        let challenge = t.step(&i.offer(), &mut rnd).unwrap();
+        let response = i.step(&challenge, &mut rnd).unwrap();
+        let back = t.step(&response, &mut rnd).unwrap();
+        assert_eq!(
+            i.step(&back, &mut rnd).unwrap_err(),
+            ChapError::WrongTargetResponse
+        );
+        assert!(!i.done());
     }
 }

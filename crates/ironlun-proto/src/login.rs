@@ -10,6 +10,7 @@
 
 use bytes::Bytes;
 
+use crate::chap::{ChapPolicy, TargetChap, RANDOM_BYTES};
 use crate::keys::{KeyId, Value};
 use crate::negotiate::{NegotiationError, Negotiator, Role, Stage};
 use crate::params::{ConnParams, Offers, SessionParams};
@@ -90,6 +91,9 @@ pub struct TargetInfo {
     /// Commands a session may hold at once: sets MaxCmdSN from the first
     /// response on.
     pub queue_depth: u32,
+    /// CHAP is required to log in (RFC 7143 §12.1.3); `None`: no
+    /// authentication (AuthMethod=None).
+    pub chap: Option<ChapPolicy>,
 }
 
 /// A login that has completed negotiation and asks to become a session.
@@ -111,13 +115,20 @@ pub trait LoginContext {
     /// for this initiator. Errors are login statuses (0x0203 not found,
     /// 0x0202 authorization failure, ...).
     fn find_target(
-        &self,
+        &mut self,
         target_name: &str,
         initiator_name: &str,
     ) -> Result<TargetInfo, LoginStatus>;
 
     /// Offers for discovery sessions, or an error if discovery is refused.
     fn discovery_offers(&self) -> Result<Offers, LoginStatus>;
+
+    /// CHAP required of discovery sessions, if any.
+    fn discovery_chap(&self) -> Option<ChapPolicy>;
+
+    /// Fills `buf` with unpredictable bytes (CHAP identifiers and
+    /// challenges). An error fails the login with that status.
+    fn random(&mut self, buf: &mut [u8]) -> Result<(), LoginStatus>;
 
     /// Creates (or, with the same InitiatorName+ISID, reinstates) a session
     /// and returns its TSIH (RFC 7143 §6.3.5).
@@ -189,6 +200,8 @@ pub struct TargetLogin {
     discovery: bool,
     declared_operational: bool,
     awaiting_proposal_answers: bool,
+    /// The CHAP exchange, when the target requires one.
+    chap: Option<TargetChap>,
 }
 
 impl TargetLogin {
@@ -212,6 +225,7 @@ impl TargetLogin {
             discovery: false,
             declared_operational: false,
             awaiting_proposal_answers: false,
+            chap: None,
         }
     }
 
@@ -328,11 +342,21 @@ impl TargetLogin {
             Err(e) => return Err(ierr(&e.to_string())),
         };
         let pairs = parse_pairs(&text).map_err(|e| ierr(&e.to_string()))?;
+        // CHAP keys belong to the authentication exchange, not to
+        // negotiation (RFC 7143 §12.1.3).
+        let (chap_keys, pairs): (Vec<_>, Vec<_>) =
+            pairs.into_iter().partition(|(k, _)| k.starts_with("CHAP_"));
 
         let mut answers: Vec<(String, String)> = Vec::new();
         if !self.started {
             self.started = true;
             self.begin(&pairs, ctx, &mut answers)?;
+            if self.chap.is_some() && self.stage != CSG_SECURITY {
+                return Err((
+                    LoginStatus::AUTHENTICATION_FAILURE,
+                    "CHAP is required, but the login skipped the security stage".to_owned(),
+                ));
+            }
         }
 
         let stage = if self.stage == CSG_SECURITY {
@@ -351,27 +375,42 @@ impl TargetLogin {
             self.awaiting_proposal_answers = false;
         }
 
-        if self.stage == CSG_SECURITY {
-            // Authentication: only AuthMethod=None is offered here; the
-            // negotiated method must be None before leaving the stage.
-            if req.transit {
-                let method = self.neg.effective(KeyId::AUTH_METHOD);
-                if method.as_ref().and_then(|v| v.as_text()) != Some("None") {
+        if !chap_keys.is_empty() {
+            answers.extend(self.chap_step(&chap_keys, ctx)?);
+        }
+        // Leaving the security stage needs the method the target requires
+        // (CHAP, completed; or None when nothing is required). While a
+        // CHAP exchange is still under way, the answer keeps T=0.
+        let mut req_transit = req.transit;
+        if self.stage == CSG_SECURITY && req.transit {
+            let method = self.neg.effective(KeyId::AUTH_METHOD);
+            let method = method.as_ref().and_then(|v| v.as_text()).unwrap_or("None");
+            match (&self.chap, method) {
+                (None, "None") => {}
+                (Some(c), "CHAP") if c.done() => {}
+                (Some(_), "CHAP") => req_transit = false,
+                (Some(_), _) => {
+                    return Err((
+                        LoginStatus::AUTHENTICATION_FAILURE,
+                        "CHAP is required; the initiator did not offer it".to_owned(),
+                    ))
+                }
+                (None, _) => {
                     return Err((
                         LoginStatus::AUTHENTICATION_FAILURE,
                         "no acceptable AuthMethod".to_owned(),
-                    ));
+                    ))
                 }
             }
         }
 
-        let entering_ffp = req.transit && req.nsg == CSG_FULL_FEATURE;
+        let entering_ffp = req_transit && req.nsg == CSG_FULL_FEATURE;
         if (self.stage == CSG_OPERATIONAL || entering_ffp) && !self.declared_operational {
             self.declared_operational = true;
             self.declare_operational(&mut answers);
         }
 
-        let mut transit = req.transit;
+        let mut transit = req_transit;
         if entering_ffp {
             let proposals = self.neg.proposals();
             if !proposals.is_empty() {
@@ -414,6 +453,43 @@ impl TargetLogin {
             self.response(req, false, false, chunk)
         };
         Ok(LoginStep::Continue(response))
+    }
+
+    /// One round of the CHAP exchange: only in the security stage, only
+    /// after AuthMethod=CHAP was agreed.
+    fn chap_step(
+        &mut self,
+        keys: &[(String, String)],
+        ctx: &mut dyn LoginContext,
+    ) -> Result<Vec<(String, String)>, (LoginStatus, String)> {
+        let ierr = |msg: &str| (LoginStatus::INITIATOR_ERROR, msg.to_owned());
+        if self.stage != CSG_SECURITY {
+            return Err(ierr("CHAP keys outside the security stage"));
+        }
+        let method = self.neg.agreed(KeyId::AUTH_METHOD);
+        if method.and_then(|v| v.as_text()) != Some("CHAP") {
+            return Err(ierr("CHAP keys before AuthMethod=CHAP was agreed"));
+        }
+        let Some(chap) = self.chap.as_mut() else {
+            return Err(ierr("CHAP keys, but this target does not use CHAP"));
+        };
+        let mut pool = [0u8; RANDOM_BYTES];
+        ctx.random(&mut pool)
+            .map_err(|s| (s, "no random bytes for a CHAP challenge".to_owned()))?;
+        let mut drawn = pool.iter().copied();
+        let mut random = |buf: &mut [u8]| {
+            for b in buf {
+                *b = drawn.next().unwrap_or(0);
+            }
+        };
+        chap.step(keys, &mut random).map_err(|e| {
+            let status = if e.is_protocol_error() {
+                LoginStatus::INITIATOR_ERROR
+            } else {
+                LoginStatus::AUTHENTICATION_FAILURE
+            };
+            (status, format!("CHAP: {e}"))
+        })
     }
 
     /// First-PDU checks: who is logging in, to what, and with which offers.
@@ -459,12 +535,19 @@ impl TargetLogin {
                     KeyId::TARGET_PORTAL_GROUP_TAG.name().to_owned(),
                     t.portal_group_tag.to_string(),
                 ));
+                self.chap = t
+                    .chap
+                    .clone()
+                    .map(|p| TargetChap::new(p.initiator, p.target));
                 self.target = Some(t);
                 offers
             }
             "Discovery" => {
                 self.discovery = true;
                 self.neg.set_discovery(true);
+                self.chap = ctx
+                    .discovery_chap()
+                    .map(|p| TargetChap::new(p.initiator, p.target));
                 ctx.discovery_offers()
                     .map_err(|s| (s, format!("discovery refused: {}", s.describe())))?
             }
@@ -476,6 +559,11 @@ impl TargetLogin {
             }
         };
         offers.apply(&mut self.neg);
+        if self.chap.is_some() {
+            // The only method offered when CHAP is required.
+            self.neg
+                .set_ours(KeyId::AUTH_METHOD, Value::Text("CHAP".to_owned()));
+        }
         Ok(())
     }
 

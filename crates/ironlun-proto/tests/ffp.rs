@@ -56,6 +56,7 @@ fn login(session: SessionParams, conn: ConnParams, discovery: bool) -> LoginResu
             portal_group_tag: 1,
             offers: Offers::default(),
             queue_depth: 4,
+            chap: None,
         }),
         session,
         conn,

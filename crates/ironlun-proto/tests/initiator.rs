@@ -8,6 +8,7 @@
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
+use ironlun_proto::chap::{ChapError, ChapPolicy, Credentials, InitiatorAuth, RANDOM_BYTES};
 use ironlun_proto::initiator::{
     InitiatorLogin, InitiatorSession, LoginConfig, LoginError, LoginProgress, Reply, ScsiRequest,
     SessionEvent, SessionLimits, TaskError, ATTR_SIMPLE,
@@ -28,10 +29,12 @@ const BLOCK: usize = 512;
 struct Ctx {
     offers: Offers,
     queue_depth: u32,
+    chap: Option<ChapPolicy>,
+    random_calls: u8,
 }
 
 impl LoginContext for Ctx {
-    fn find_target(&self, name: &str, _i: &str) -> Result<TargetInfo, LoginStatus> {
+    fn find_target(&mut self, name: &str, _i: &str) -> Result<TargetInfo, LoginStatus> {
         if name != TARGET {
             return Err(LoginStatus::NOT_FOUND);
         }
@@ -41,10 +44,22 @@ impl LoginContext for Ctx {
             portal_group_tag: 1,
             offers: self.offers.clone(),
             queue_depth: self.queue_depth,
+            chap: self.chap.clone(),
         })
     }
     fn discovery_offers(&self) -> Result<Offers, LoginStatus> {
         Ok(self.offers.clone())
+    }
+    fn discovery_chap(&self) -> Option<ChapPolicy> {
+        self.chap.clone()
+    }
+    fn random(&mut self, buf: &mut [u8]) -> Result<(), LoginStatus> {
+        // Deterministic, and different on every call.
+        self.random_calls = self.random_calls.wrapping_add(1);
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = self.random_calls.wrapping_mul(31).wrapping_add(i as u8);
+        }
+        Ok(())
     }
     fn create_session(&mut self, _s: &NewSession) -> Result<u16, LoginStatus> {
         Ok(0x42)
@@ -90,11 +105,22 @@ fn login(
     offers: Offers,
     queue_depth: u32,
 ) -> Result<(ironlun_proto::initiator::LoginOutcome, LoginResult), LoginError> {
-    let mut ini = InitiatorLogin::new(cfg);
+    login_with_chap(cfg, offers, queue_depth, None)
+}
+
+fn login_with_chap(
+    cfg: LoginConfig,
+    offers: Offers,
+    queue_depth: u32,
+    chap: Option<ChapPolicy>,
+) -> Result<(ironlun_proto::initiator::LoginOutcome, LoginResult), LoginError> {
+    let mut ini = InitiatorLogin::new(cfg, [0xa5; RANDOM_BYTES]);
     let mut tgt = TargetLogin::new(1000, 8, 64 << 10);
     let mut ctx = Ctx {
         offers,
         queue_depth,
+        chap,
+        random_calls: 0,
     };
     let mut req = ini.start();
     for _ in 0..10 {
@@ -639,4 +665,99 @@ fn without_retries_a_unit_attention_reaches_the_caller() {
         Some((9, Ok(Reply::Scsi(r)))) => assert_eq!(r.status, 2),
         other => panic!("{other:?}"),
     }
+}
+
+fn creds(s: &str) -> Credentials {
+    Credentials::parse(s).unwrap()
+}
+
+fn chap_target(mutual: bool) -> Option<ChapPolicy> {
+    Some(ChapPolicy {
+        initiator: creds("alice:initiator-secret"),
+        target: mutual.then(|| creds("disk:target-secret-1")),
+    })
+}
+
+fn with_auth(mut cfg: LoginConfig, user_secret: &str, mutual: Option<&str>) -> LoginConfig {
+    cfg.auth = Some(InitiatorAuth {
+        credentials: creds(user_secret),
+        mutual: mutual.map(creds),
+    });
+    cfg
+}
+
+/// CHAP through both sans-IO logins, normal and discovery sessions,
+/// one-way and mutual (RFC 7143 §12.1.3).
+#[test]
+fn chap_logins_succeed_one_way_and_mutual() {
+    for discovery in [false, true] {
+        for mutual in [false, true] {
+            let base = if discovery {
+                LoginConfig::discovery("iqn.2026-11.test:host")
+            } else {
+                LoginConfig::normal("iqn.2026-11.test:host", TARGET)
+            };
+            let cfg = with_auth(
+                base,
+                "alice:initiator-secret",
+                mutual.then_some("disk:target-secret-1"),
+            );
+            let (outcome, result) = login_with_chap(cfg, Offers::default(), 8, chap_target(mutual))
+                .unwrap_or_else(|e| panic!("discovery={discovery} mutual={mutual}: {e}"));
+            assert_eq!(outcome.tsih, 0x42);
+            assert_eq!(result.discovery, discovery);
+        }
+    }
+}
+
+#[test]
+fn chap_failures_are_refused_with_the_right_status() {
+    let normal = || LoginConfig::normal("iqn.2026-11.test:host", TARGET);
+    let refused = |r: Result<_, LoginError>| match r {
+        Err(LoginError::Refused { status, .. }) => status,
+        Err(e) => panic!("expected a refusal, got {e}"),
+        Ok(_) => panic!("expected a refusal, the login succeeded"),
+    };
+    // Wrong secret.
+    let cfg = with_auth(normal(), "alice:wrong-secret-xx", None);
+    let r = login_with_chap(cfg, Offers::default(), 8, chap_target(false));
+    assert_eq!(refused(r), LoginStatus::AUTHENTICATION_FAILURE);
+    // Unknown user.
+    let cfg = with_auth(normal(), "mallory:initiator-secret", None);
+    let r = login_with_chap(cfg, Offers::default(), 8, chap_target(false));
+    assert_eq!(refused(r), LoginStatus::AUTHENTICATION_FAILURE);
+    // No credentials at all against a target that requires CHAP.
+    let r = login_with_chap(normal(), Offers::default(), 8, chap_target(false));
+    assert_eq!(refused(r), LoginStatus::AUTHENTICATION_FAILURE);
+    // Mutual CHAP asked of a target without its own credentials.
+    let cfg = with_auth(
+        normal(),
+        "alice:initiator-secret",
+        Some("disk:target-secret-1"),
+    );
+    let r = login_with_chap(cfg, Offers::default(), 8, chap_target(false));
+    assert_eq!(refused(r), LoginStatus::AUTHENTICATION_FAILURE);
+}
+
+/// The initiator side refuses a target that cannot prove itself, and one
+/// that does not do CHAP when we asked for it (no silent downgrade).
+#[test]
+fn the_initiator_refuses_an_impostor_or_a_downgrade() {
+    let normal = || LoginConfig::normal("iqn.2026-11.test:host", TARGET);
+    let cfg = with_auth(
+        normal(),
+        "alice:initiator-secret",
+        Some("disk:the-real-target-secret"),
+    );
+    let r = login_with_chap(cfg, Offers::default(), 8, chap_target(true));
+    assert!(
+        matches!(r, Err(LoginError::Chap(ChapError::WrongTargetResponse))),
+        "{r:?}"
+    );
+    let cfg = with_auth(normal(), "alice:initiator-secret", None);
+    let r = login_with_chap(cfg, Offers::default(), 8, None);
+    assert!(
+        matches!(&r, Err(LoginError::Protocol(m)) if m.contains("AuthMethod=CHAP")),
+        "{r:?}"
+    );
 }

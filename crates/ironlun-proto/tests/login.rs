@@ -30,7 +30,7 @@ impl Ctx {
 }
 
 impl LoginContext for Ctx {
-    fn find_target(&self, name: &str, _i: &str) -> Result<TargetInfo, LoginStatus> {
+    fn find_target(&mut self, name: &str, _i: &str) -> Result<TargetInfo, LoginStatus> {
         if name.eq_ignore_ascii_case(TARGET) {
             Ok(TargetInfo {
                 name: TARGET.into(),
@@ -38,6 +38,7 @@ impl LoginContext for Ctx {
                 portal_group_tag: 7,
                 offers: self.offers.clone(),
                 queue_depth: 32,
+                chap: None,
             })
         } else {
             Err(LoginStatus::NOT_FOUND)
@@ -46,6 +47,15 @@ impl LoginContext for Ctx {
 
     fn discovery_offers(&self) -> Result<Offers, LoginStatus> {
         Ok(Offers::default())
+    }
+
+    fn discovery_chap(&self) -> Option<ironlun_proto::chap::ChapPolicy> {
+        None
+    }
+
+    fn random(&mut self, buf: &mut [u8]) -> Result<(), LoginStatus> {
+        buf.fill(0x5a);
+        Ok(())
     }
 
     fn create_session(&mut self, s: &NewSession) -> Result<u16, LoginStatus> {

@@ -8,8 +8,11 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use ironlun_proto::chap::{ChapPolicy, Credentials};
 use ironlun_proto::params::{DigestKind, Offers};
 use serde::Deserialize;
+
+use crate::access::{chap_policy, credentials_from_env, Acl};
 
 /// Default portal (RFC 7143 §13.8: 3260 is the well-known port).
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:3260";
@@ -31,6 +34,8 @@ pub struct Config {
     /// JSON over HTTP; off when `None`.
     pub stats: Option<SocketAddr>,
     pub tcp: TcpTuning,
+    /// CHAP required of discovery sessions.
+    pub discovery_chap: Option<ChapPolicy>,
 }
 
 /// Socket options for every portal's connections.
@@ -95,6 +100,10 @@ pub struct TargetConfig {
     pub queue_depth: u32,
     pub offers: Offers,
     pub luns: Vec<LunConfig>,
+    /// CHAP required to log in (RFC 7143 §12.1.3).
+    pub chap: Option<ChapPolicy>,
+    /// Who may log in and see the target in SendTargets.
+    pub acl: Acl,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -361,6 +370,47 @@ struct FileConfig {
     defaults: FileParams,
     #[serde(default, rename = "target")]
     targets: Vec<FileTarget>,
+    #[serde(default)]
+    discovery: FileAuth,
+}
+
+/// CHAP credentials in the file: `USER:SECRET` literally (the file must
+/// then not be world-readable) or the name of an environment variable
+/// that holds it.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileAuth {
+    chap: Option<String>,
+    chap_env: Option<String>,
+    mutual_chap: Option<String>,
+    mutual_chap_env: Option<String>,
+}
+
+impl FileAuth {
+    fn has_literal_secret(&self) -> bool {
+        self.chap.is_some() || self.mutual_chap.is_some()
+    }
+
+    fn policy(&self, what: &str) -> Result<Option<ChapPolicy>, String> {
+        let one = |lit: &Option<String>, env: &Option<String>, key: &str| {
+            match (lit, env) {
+                (Some(_), Some(_)) => Err(format!("{what}: give {key} or {key}_env, not both")),
+                // The value is a secret: the error must not quote it.
+                (Some(v), None) => Credentials::parse(v)
+                    .map(Some)
+                    .map_err(|e| format!("{what}.{key}: {e}")),
+                (None, Some(var)) => credentials_from_env(var)
+                    .map(Some)
+                    .map_err(|e| format!("{what}.{key}_env: {e}")),
+                (None, None) => Ok(None),
+            }
+        };
+        chap_policy(
+            one(&self.chap, &self.chap_env, "chap")?,
+            one(&self.mutual_chap, &self.mutual_chap_env, "mutual_chap")?,
+            what,
+        )
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -422,6 +472,11 @@ struct FileTarget {
     params: FileParams,
     #[serde(default, rename = "lun")]
     luns: Vec<FileLun>,
+    /// Initiator names and networks allowed (empty: everyone).
+    #[serde(default)]
+    allow: Vec<String>,
+    #[serde(flatten)]
+    auth: FileAuth,
 }
 
 #[derive(Deserialize)]
@@ -529,6 +584,13 @@ pub struct Overrides {
     pub tcp_nagle: bool,
     /// Re-arm TCP_QUICKACK after every read.
     pub tcp_quickack: bool,
+    /// `USER:SECRET` initiators must authenticate with (every target and
+    /// discovery).
+    pub chap: Option<String>,
+    /// `USER:SECRET` of the target for mutual CHAP.
+    pub mutual_chap: Option<String>,
+    /// Initiator names and networks allowed on every target.
+    pub allow: Vec<String>,
 }
 
 fn parse_listen(s: &str) -> Result<SocketAddr, String> {
@@ -577,6 +639,32 @@ impl Config {
         if o.tcp_quickack {
             cfg.tcp.quickack = true;
         }
+        if o.chap.is_some() || o.mutual_chap.is_some() {
+            // Flags override the file for every target and for discovery.
+            let parse = |v: &Option<String>, flag: &str| {
+                v.as_deref()
+                    .map(|s| Credentials::parse(s).map_err(|e| format!("{flag}: {e}")))
+                    .transpose()
+            };
+            let policy = chap_policy(
+                parse(&o.chap, "--chap")?,
+                parse(&o.mutual_chap, "--mutual-chap")?,
+                "--chap/--mutual-chap",
+            )?;
+            for t in &mut cfg.targets {
+                t.chap = policy.clone();
+            }
+            cfg.discovery_chap = policy;
+        }
+        if !o.allow.is_empty() {
+            let mut acl = Acl::default();
+            for a in &o.allow {
+                acl.allow(a).map_err(|e| format!("--allow: {e}"))?;
+            }
+            for t in &mut cfg.targets {
+                t.acl = acl.clone();
+            }
+        }
         if let Some(qd) = o.queue_depth {
             if qd == 0 || qd > MAX_QUEUE_DEPTH {
                 return Err(format!(
@@ -615,6 +703,8 @@ impl Config {
                 queue_depth: DEFAULT_QUEUE_DEPTH,
                 offers: Offers::default(),
                 luns,
+                chap: None,
+                acl: Acl::default(),
             }],
             limits: Limits::default(),
             log: None,
@@ -622,6 +712,7 @@ impl Config {
             state_dir: None,
             stats: None,
             tcp: TcpTuning::default(),
+            discovery_chap: None,
         })
     }
 
@@ -689,6 +780,14 @@ impl Config {
         if f.targets.is_empty() {
             return Err(format!("{at}no [[target]] defined"));
         }
+        let literal_secrets = f.discovery.has_literal_secret()
+            || f.targets.iter().any(|t| t.auth.has_literal_secret());
+        if literal_secrets {
+            if let Some(p) = path {
+                refuse_world_readable(p)?;
+            }
+        }
+        let discovery_chap = f.discovery.policy(&format!("{at}discovery"))?;
         let mut targets: Vec<TargetConfig> = Vec::new();
         for (ti, t) in f.targets.iter().enumerate() {
             let name = t.name.clone().unwrap_or_else(default_target_name);
@@ -721,6 +820,12 @@ impl Config {
             if luns.is_empty() {
                 return Err(format!("{at}target {name} has no [[target.lun]]"));
             }
+            let mut acl = Acl::default();
+            for a in &t.allow {
+                acl.allow(a)
+                    .map_err(|e| format!("{at}target {name} allow: {e}"))?;
+            }
+            let chap = t.auth.policy(&format!("{at}target {name}"))?;
             targets.push(TargetConfig {
                 name,
                 alias: t.alias.clone(),
@@ -728,6 +833,8 @@ impl Config {
                 queue_depth,
                 offers,
                 luns,
+                chap,
+                acl,
             });
         }
         // State lives next to the configuration unless the file says
@@ -769,8 +876,26 @@ impl Config {
                 nodelay: f.tcp.nodelay.unwrap_or(true),
                 quickack: f.tcp.quickack.unwrap_or(false),
             },
+            discovery_chap,
         })
     }
+}
+
+/// A file holding CHAP secrets must not be readable by every user.
+fn refuse_world_readable(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?
+        .permissions()
+        .mode();
+    if mode & 0o004 != 0 {
+        return Err(format!(
+            "{}: holds CHAP secrets but is world-readable (mode {:o}); run chmod o-r on it or use chap_env",
+            path.display(),
+            mode & 0o777
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

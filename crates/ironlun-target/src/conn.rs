@@ -73,7 +73,9 @@ pub async fn serve(
     );
     let mut ctx = LoginCtx {
         registry: registry.clone(),
+        peer,
         created: None,
+        refusal: None,
     };
     let decoder = FrameDecoder::new(LOGIN_SEGMENT_MAX as u32);
     let deadline = tokio::time::Instant::now() + limits.login_timeout;
@@ -113,10 +115,15 @@ pub async fn serve(
                 status,
                 reason,
             } => {
+                let why = ctx
+                    .refusal
+                    .take()
+                    .map(|w| format!(" ({w})"))
+                    .unwrap_or_default();
                 warn!(
                     %peer,
                     initiator = login.initiator_name().unwrap_or("?"),
-                    "login rejected: {status}: {reason}"
+                    "login rejected: {status}: {reason}{why}"
                 );
                 let _ = send_plain(&mut stream, &response).await;
                 let _ = stream.shutdown().await;
@@ -167,6 +174,7 @@ pub async fn serve(
     let directory = Box::new(PortalDirectory {
         registry: registry.clone(),
         local,
+        peer,
     });
     let conn = TargetConnection::new(&result, ffp, directory, Instant::now());
     let digests = Digests {

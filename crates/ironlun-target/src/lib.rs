@@ -16,6 +16,7 @@
     allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod access;
 pub mod config;
 mod conn;
 mod prstore;

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use ironlun_proto::chap::ChapPolicy;
 use ironlun_proto::login::{LoginContext, LoginStatus, NewSession, TargetInfo};
 use ironlun_proto::params::Offers;
 use ironlun_proto::target::{Directory, SendTargetsQuery, TargetListing};
@@ -93,6 +94,8 @@ pub struct Registry {
     pub limits: Limits,
     pub tcp: TcpTuning,
     pub portals: Vec<SocketAddr>,
+    /// CHAP required of discovery sessions.
+    pub discovery_chap: Option<ChapPolicy>,
     sessions: Mutex<SessionTable>,
     next_nexus: AtomicU64,
     /// Open TCP connections, logged in or not.
@@ -154,12 +157,14 @@ impl Registry {
         limits: Limits,
         tcp: TcpTuning,
         portals: Vec<SocketAddr>,
+        discovery_chap: Option<ChapPolicy>,
     ) -> Arc<Registry> {
         Arc::new(Registry {
             targets,
             limits,
             tcp,
             portals,
+            discovery_chap,
             sessions: Mutex::new(SessionTable {
                 by_tsih: HashMap::new(),
                 next_tsih: 1,
@@ -220,6 +225,7 @@ impl Registry {
             portal_group_tag: t.cfg.portal_group_tag,
             offers: t.cfg.offers.clone(),
             queue_depth: t.cfg.queue_depth,
+            chap: t.cfg.chap.clone(),
         }
     }
 }
@@ -227,24 +233,42 @@ impl Registry {
 /// One login's view of the registry.
 pub struct LoginCtx {
     pub registry: Arc<Registry>,
+    /// Where the connection comes from (access lists match on it).
+    pub peer: SocketAddr,
     /// Set when the login created a session.
     pub created: Option<SessionHandle>,
+    /// Why the access list refused the last lookup (for the log line;
+    /// the initiator only sees status 0x0202).
+    pub refusal: Option<String>,
 }
 
 impl LoginContext for LoginCtx {
     fn find_target(
-        &self,
+        &mut self,
         target_name: &str,
-        _initiator_name: &str,
+        initiator_name: &str,
     ) -> Result<TargetInfo, LoginStatus> {
-        self.registry
+        let t = self
+            .registry
             .find(target_name)
-            .map(|t| Registry::info(t))
-            .ok_or(LoginStatus::NOT_FOUND)
+            .ok_or(LoginStatus::NOT_FOUND)?;
+        if let Err(why) = t.cfg.acl.check(initiator_name, self.peer.ip()) {
+            self.refusal = Some(why);
+            return Err(LoginStatus::AUTHORIZATION_FAILURE);
+        }
+        Ok(Registry::info(t))
     }
 
     fn discovery_offers(&self) -> Result<Offers, LoginStatus> {
         Ok(Offers::default())
+    }
+
+    fn discovery_chap(&self) -> Option<ChapPolicy> {
+        self.registry.discovery_chap.clone()
+    }
+
+    fn random(&mut self, buf: &mut [u8]) -> Result<(), LoginStatus> {
+        getrandom::getrandom(buf).map_err(|_| LoginStatus::TARGET_ERROR)
     }
 
     fn create_session(&mut self, s: &NewSession) -> Result<u16, LoginStatus> {
@@ -319,6 +343,9 @@ impl LoginContext for LoginCtx {
 pub struct PortalDirectory {
     pub registry: Arc<Registry>,
     pub local: SocketAddr,
+    /// The initiator's address: SendTargets lists only targets its access
+    /// lists let this initiator log in to.
+    pub peer: SocketAddr,
 }
 
 impl PortalDirectory {
@@ -344,7 +371,7 @@ impl PortalDirectory {
 }
 
 impl Directory for PortalDirectory {
-    fn send_targets(&self, _initiator: &str, query: SendTargetsQuery<'_>) -> Vec<TargetListing> {
+    fn send_targets(&self, initiator: &str, query: SendTargetsQuery<'_>) -> Vec<TargetListing> {
         self.registry
             .targets
             .iter()
@@ -352,6 +379,7 @@ impl Directory for PortalDirectory {
                 SendTargetsQuery::All => true,
                 SendTargetsQuery::Named(n) => t.cfg.name.eq_ignore_ascii_case(n),
             })
+            .filter(|t| t.cfg.acl.check(initiator, self.peer.ip()).is_ok())
             .map(|t| TargetListing {
                 name: t.cfg.name.clone(),
                 addresses: self.addresses(t.cfg.portal_group_tag),

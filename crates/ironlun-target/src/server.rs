@@ -204,7 +204,13 @@ impl Server {
             None => None,
         };
         Ok(Server {
-            registry: Registry::new(targets, cfg.limits.clone(), cfg.tcp.clone(), portals),
+            registry: Registry::new(
+                targets,
+                cfg.limits.clone(),
+                cfg.tcp.clone(),
+                portals,
+                cfg.discovery_chap.clone(),
+            ),
             listeners,
             stats,
             started: std::time::Instant::now(),

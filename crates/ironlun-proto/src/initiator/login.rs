@@ -3,14 +3,16 @@
 //! ours through the shared [`Negotiator`], and ends with the values the
 //! full feature phase runs on.
 //!
-//! The stages are walked in order: security (only `AuthMethod=None` until
-//! CHAP arrives), then operational, where every operational key the caller
-//! configured in [`Offers`] is proposed explicitly, whatever its default.
+//! The stages are walked in order: security (`AuthMethod=None`, or CHAP
+//! alone when [`LoginConfig::auth`] is set, RFC 7143 §12.1.3), then
+//! operational, where every operational key the caller configured in
+//! [`Offers`] is proposed explicitly, whatever its default.
 
 use bytes::Bytes;
 use ironlun_wire::text::{encode_pairs, parse_pairs, TextAccumulator};
 use ironlun_wire::{LoginRequest, LoginResponse, Pdu};
 
+use crate::chap::{ChapError, InitiatorAuth, InitiatorChap, RANDOM_BYTES};
 use crate::keys::{KeyId, Value};
 use crate::login::{LoginStatus, LOGIN_SEGMENT_MAX};
 use crate::negotiate::{NegotiationError, Negotiator, Role, Stage};
@@ -44,6 +46,10 @@ pub struct LoginConfig {
     pub offers: Offers,
     /// CmdSN of the login, and of the first command after it.
     pub initial_cmd_sn: u32,
+    /// CHAP credentials; `None` logs in without authentication. With
+    /// credentials only CHAP is offered, so a target cannot talk us down
+    /// to no authentication.
+    pub auth: Option<InitiatorAuth>,
 }
 
 impl LoginConfig {
@@ -58,6 +64,7 @@ impl LoginConfig {
             cid: 0,
             offers: Offers::default(),
             initial_cmd_sn: 1,
+            auth: None,
         }
     }
 
@@ -98,7 +105,7 @@ pub struct LoginOutcome {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum LoginError {
     /// The target answered with a non-zero status (RFC 7143 §11.13.5).
-    #[error("login refused: {status} ({})", status.describe())]
+    #[error("login refused: {status}")]
     Refused {
         status: LoginStatus,
         /// TargetAddress of a redirection (class 1).
@@ -107,6 +114,10 @@ pub enum LoginError {
     /// The target broke a login rule.
     #[error("target broke the login protocol: {0}")]
     Protocol(String),
+    /// The CHAP exchange failed on our side (for mutual CHAP: the target
+    /// did not prove it knows its secret).
+    #[error("CHAP: {0}")]
+    Chap(#[from] ChapError),
     #[error(transparent)]
     Negotiation(#[from] NegotiationError),
 }
@@ -131,14 +142,20 @@ pub struct InitiatorLogin {
     rounds: u32,
     rx: TextAccumulator,
     proposed_operational: bool,
+    chap: Option<InitiatorChap>,
+    /// Random bytes for our mutual CHAP identifier and challenge.
+    nonce: [u8; RANDOM_BYTES],
 }
 
 impl InitiatorLogin {
-    pub fn new(cfg: LoginConfig) -> Self {
+    /// `nonce` must be unpredictable (from the OS) when mutual CHAP is
+    /// configured: it becomes our challenge to the target.
+    pub fn new(cfg: LoginConfig, nonce: [u8; RANDOM_BYTES]) -> Self {
         let mut neg = Negotiator::new(Role::Initiator);
         cfg.offers.apply(&mut neg);
         neg.set_discovery(cfg.target_name.is_none());
         neg.set_leading(cfg.tsih == 0);
+        let chap = cfg.auth.clone().map(InitiatorChap::new);
         InitiatorLogin {
             cfg,
             neg,
@@ -148,6 +165,8 @@ impl InitiatorLogin {
             rounds: 0,
             rx: TextAccumulator::new(LOGIN_TEXT_LIMIT),
             proposed_operational: false,
+            chap,
+            nonce,
         }
     }
 
@@ -165,10 +184,12 @@ impl InitiatorLogin {
             }
             None => pairs.push(("SessionType".to_owned(), "Discovery".to_owned())),
         }
+        let method = if self.chap.is_some() { "CHAP" } else { "None" };
         self.neg
-            .set_ours(KeyId::AUTH_METHOD, Value::Text("None".to_owned()));
+            .set_ours(KeyId::AUTH_METHOD, Value::Text(method.to_owned()));
         pairs.push(self.neg.propose(KeyId::AUTH_METHOD));
-        self.request(true, CSG_OPERATIONAL, &pairs)
+        // With CHAP the stage cannot end before the exchange does.
+        self.request(self.chap.is_none(), CSG_OPERATIONAL, &pairs)
     }
 
     fn request(&mut self, transit: bool, nsg: u8, pairs: &[(String, String)]) -> OutPdu {
@@ -275,6 +296,8 @@ impl InitiatorLogin {
             Err(e) => return Err(proto(e.to_string())),
         };
         let pairs = parse_pairs(&text).map_err(|e| proto(e.to_string()))?;
+        let (chap_keys, pairs): (Vec<_>, Vec<_>) =
+            pairs.into_iter().partition(|(k, _)| k.starts_with("CHAP_"));
         let stage = if self.stage == CSG_SECURITY {
             Stage::Security
         } else {
@@ -282,12 +305,32 @@ impl InitiatorLogin {
         };
         let mut answers = self.neg.respond(&pairs, stage)?;
 
+        // Our requests keep T=0 while a CHAP exchange needs more rounds.
+        let mut hold = false;
+        if self.stage == CSG_SECURITY {
+            let (chap_answers, more) = self.chap_round(&chap_keys)?;
+            answers.extend(chap_answers);
+            hold = more;
+        } else if !chap_keys.is_empty() {
+            return Err(proto("CHAP keys outside the security stage".into()));
+        }
+
         if self.stage == CSG_SECURITY && resp.transit {
             let method = self.neg.effective(KeyId::AUTH_METHOD);
-            if method.as_ref().and_then(Value::as_text) != Some("None") {
-                return Err(proto(
-                    "target chose an authentication method we did not offer".into(),
-                ));
+            let method = method.as_ref().and_then(Value::as_text).unwrap_or("None");
+            match (&self.chap, method) {
+                (None, "None") => {}
+                (Some(c), "CHAP") if c.done() => {}
+                (Some(_), "CHAP") => {
+                    return Err(proto(
+                        "target left the security stage before CHAP completed".into(),
+                    ))
+                }
+                _ => {
+                    return Err(proto(
+                        "target chose an authentication method we did not offer".into(),
+                    ))
+                }
             }
         }
 
@@ -323,7 +366,51 @@ impl InitiatorLogin {
         } else {
             CSG_FULL_FEATURE
         };
-        Ok(LoginProgress::Send(self.request(true, nsg, &answers)))
+        Ok(LoginProgress::Send(self.request(!hold, nsg, &answers)))
+    }
+
+    /// The CHAP part of one security-stage response: after the target
+    /// agrees to CHAP, propose the algorithms; on its challenge, respond
+    /// (and challenge it for mutual CHAP); on its mutual response, check
+    /// it. Returns our keys and whether more rounds are needed before the
+    /// stage may end.
+    fn chap_round(
+        &mut self,
+        keys: &[(String, String)],
+    ) -> Result<(Vec<(String, String)>, bool), LoginError> {
+        let agreed_chap =
+            self.neg.agreed(KeyId::AUTH_METHOD).and_then(Value::as_text) == Some("CHAP");
+        let Some(chap) = self.chap.as_mut() else {
+            if keys.is_empty() {
+                return Ok((Vec::new(), false));
+            }
+            return Err(LoginError::Protocol(
+                "CHAP keys, but we did not offer CHAP".into(),
+            ));
+        };
+        if !agreed_chap {
+            // Our only offer was CHAP; anything else is a refusal.
+            return Err(LoginError::Protocol(
+                "the target did not agree to AuthMethod=CHAP".into(),
+            ));
+        }
+        if keys.is_empty() {
+            if chap.offered() {
+                // Nothing new: the transit check decides whether the
+                // target may end the stage here.
+                return Ok((Vec::new(), false));
+            }
+            // AuthMethod=CHAP was just agreed: the algorithms go next.
+            return Ok((chap.offer(), true));
+        }
+        let mut drawn = self.nonce.iter().copied();
+        let mut random = |buf: &mut [u8]| {
+            for b in buf {
+                *b = drawn.next().unwrap_or(0);
+            }
+        };
+        let out = chap.step(keys, &mut random)?;
+        Ok((out, false))
     }
 
     fn outcome(&self, resp: &LoginResponse) -> LoginOutcome {
