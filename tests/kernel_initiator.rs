@@ -344,25 +344,9 @@ fn file_round_trip(ctx: &Ctx, label: &str, extra: &[(&str, &str)]) -> Verdict {
     verdict(r)
 }
 
-/// The target's `--help` offers `flag` (features that land later, such as
-/// CHAP, are detected rather than assumed).
-fn target_offers(flag: &str) -> bool {
-    let out = Command::new(env!("CARGO_BIN_EXE_ironlun"))
-        .args(["target", "--help"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).contains(flag)
-}
-
 /// Case 2, CHAP: mutual CHAP works end to end and a wrong secret is
 /// refused.
 fn case_chap(ctx: &Ctx) -> Verdict {
-    if !target_offers("--chap") {
-        return Verdict::Skip(
-            "ironlun target has no --chap option yet (CHAP is the security issue's work)"
-                .to_owned(),
-        );
-    }
     let img = ctx.work.path().join("chap.img");
     let lun = format!("file:{},size=64MiB", img.display());
     let (user, secret) = ("vm-initiator", "initiator-secret-16");
@@ -406,6 +390,7 @@ fn case_chap(ctx: &Ctx) -> Verdict {
             &[
                 ("CHAP_USER", user),
                 ("CHAP_SECRET", "not-the-right-secret"),
+                ("DISCOVERY_SECRET", secret),
                 ("WRONG_SECRET", "1"),
             ],
             Duration::from_secs(180),
@@ -413,6 +398,9 @@ fn case_chap(ctx: &Ctx) -> Verdict {
         );
         require_pass(&bad)?;
         require_kv(&bad, "login", "refused")?;
+        if !target.wait_log("login rejected: 0x0201", Duration::from_secs(5)) {
+            return Err("the target did not log the refused login as 0x0201".to_owned());
+        }
         Ok(format!(
             "mutual CHAP login and {n} files verified by guest and host; a wrong secret was refused"
         ))

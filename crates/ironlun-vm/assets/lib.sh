@@ -15,8 +15,19 @@ now_ms() { awk '{printf "%d\n", $1 * 1000}' /proc/uptime; }
 # SendTargets discovery; the target must be listed. It answers with its own
 # listen address (127.0.0.1 on the host), which inside the VM is the VM
 # itself, so the node record is made for the 10.0.2.2 portal explicitly.
+# SendTargets discovery of the 10.0.2.2 portal; arguments are discovery
+# record settings (name=value), e.g. discovery.sendtargets.auth.* for CHAP.
 discover() {
-  out=$(iscsiadm -m discovery -t sendtargets -p "$PORTAL") || die "discovery failed"
+  if [ $# -gt 0 ]; then
+    iscsiadm -m discoverydb -t sendtargets -p "$PORTAL" -o new >/dev/null || die "discoverydb new failed"
+    for kvp in "$@"; do
+      iscsiadm -m discoverydb -t sendtargets -p "$PORTAL" -o update -n "${kvp%%=*}" -v "${kvp#*=}" \
+        || die "discoverydb update ${kvp%%=*} failed"
+    done
+    out=$(iscsiadm -m discoverydb -t sendtargets -p "$PORTAL" --discover) || die "discovery failed"
+  else
+    out=$(iscsiadm -m discovery -t sendtargets -p "$PORTAL") || die "discovery failed"
+  fi
   echo "$out" | sed 's/^/ironlun-vm: discovered /'
   echo "$out" | grep -q " ${TARGET_IQN}\$" || die "discovery did not list ${TARGET_IQN}"
   kv discovery=ok

@@ -1,14 +1,24 @@
 # Case 2 (CHAP): discovery and login with one-way or mutual CHAP, then a
 # file round trip. CHAP_USER/CHAP_SECRET are the initiator's credentials;
 # MUTUAL_USER/MUTUAL_SECRET, when set, the target's (mutual CHAP). With
-# WRONG_SECRET=1 the login must be refused.
+# WRONG_SECRET=1 the login must be refused; discovery then uses
+# DISCOVERY_SECRET (the right one) so that only the login is at stake.
 . /lib.sh
 set -- node.session.auth.authmethod=CHAP \
   "node.session.auth.username=$CHAP_USER" "node.session.auth.password=$CHAP_SECRET"
 if [ -n "${MUTUAL_USER:-}" ]; then
   set -- "$@" "node.session.auth.username_in=$MUTUAL_USER" "node.session.auth.password_in=$MUTUAL_SECRET"
 fi
-discover
+# Discovery needs CHAP too (the target's --chap covers discovery).
+DISCOVERY_SECRET=${DISCOVERY_SECRET:-$CHAP_SECRET}
+if [ -n "${MUTUAL_USER:-}" ]; then
+  discover discovery.sendtargets.auth.authmethod=CHAP \
+    "discovery.sendtargets.auth.username=$CHAP_USER" "discovery.sendtargets.auth.password=$DISCOVERY_SECRET" \
+    "discovery.sendtargets.auth.username_in=$MUTUAL_USER" "discovery.sendtargets.auth.password_in=$MUTUAL_SECRET"
+else
+  discover discovery.sendtargets.auth.authmethod=CHAP \
+    "discovery.sendtargets.auth.username=$CHAP_USER" "discovery.sendtargets.auth.password=$DISCOVERY_SECRET"
+fi
 if [ "${WRONG_SECRET:-0}" = 1 ]; then
   if try_login "$@"; then die "login with a wrong secret succeeded"; fi
   kv login=refused
