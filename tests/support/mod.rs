@@ -281,6 +281,8 @@ pub struct Raw {
     pub cmd_sn: u32,
     pub exp_stat_sn: u32,
     next_itt: u32,
+    /// Digests used both ways once negotiated (set by the caller).
+    pub digests: Digests,
 }
 
 impl Raw {
@@ -297,12 +299,13 @@ impl Raw {
             cmd_sn: 1,
             exp_stat_sn: 0,
             next_itt: 1,
+            digests: Digests::default(),
         }
     }
 
     pub fn send(&mut self, pdu: &Pdu, data: &[u8]) {
         let mut out = BytesMut::new();
-        encode_frame(&pdu.encode(), &[], data, Digests::default(), &mut out).unwrap();
+        encode_frame(&pdu.encode(), &[], data, self.digests, &mut out).unwrap();
         self.stream.write_all(&out).unwrap();
     }
 
@@ -313,6 +316,7 @@ impl Raw {
     /// Next PDU, or None at EOF / error.
     pub fn recv(&mut self) -> Option<(Pdu, Bytes)> {
         loop {
+            self.dec.digests = self.digests;
             if let Some(f) = self.dec.decode(&mut self.buf).ok()? {
                 return Some((Pdu::decode(&f.bhs).ok()?, f.data));
             }
@@ -358,7 +362,12 @@ impl Raw {
             ("HeaderDigest", "None"),
             ("DataDigest", "None"),
         ];
-        pairs.extend_from_slice(extra);
+        for (k, v) in extra {
+            match pairs.iter_mut().find(|(pk, _)| pk == k) {
+                Some(p) => p.1 = v,
+                None => pairs.push((k, v)),
+            }
+        }
         let req = LoginRequest {
             transit: true,
             cont: false,
