@@ -1056,6 +1056,11 @@ spec = "null:1GiB,bs=4096"
         assert_eq!(c.listen.len(), 2);
         assert_eq!(c.targets[0].offers.first_burst_length, 262144);
         assert_eq!(c.targets[0].luns[1].number, 5);
+        let chap = c.targets[0].chap.as_ref().unwrap();
+        assert_eq!(chap.initiator.user, "alice");
+        assert_eq!(chap.target.as_ref().unwrap().user, "disk1");
+        assert_eq!(c.discovery_chap.as_ref().unwrap().initiator.user, "finder");
+        assert!(!c.targets[0].acl.is_open());
         assert_eq!(
             c.limits,
             Limits::default(),
