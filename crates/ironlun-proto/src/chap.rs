@@ -255,6 +255,27 @@ pub fn encode_hex(bytes: &[u8]) -> String {
     s
 }
 
+/// Text keys as parsed: (name, value) in order.
+pub type Keys = Vec<(String, String)>;
+
+/// Splits a login request's or response's keys into the CHAP exchange's
+/// (`CHAP_*`) and the rest, which are negotiation (RFC 7143 §12.1.3).
+pub fn split_keys(pairs: Keys) -> (Keys, Keys) {
+    pairs.into_iter().partition(|(k, _)| k.starts_with("CHAP_"))
+}
+
+/// A random source for [`TargetChap::step`] / [`InitiatorChap::step`]
+/// that hands out `pool` (drawn from the OS beforehand) in order; one
+/// exchange needs at most [`RANDOM_BYTES`].
+pub fn draw_from(pool: &[u8]) -> impl FnMut(&mut [u8]) + '_ {
+    let mut drawn = pool.iter().copied();
+    move |buf: &mut [u8]| {
+        for b in buf {
+            *b = drawn.next().unwrap_or(0);
+        }
+    }
+}
+
 /// The target's side of one CHAP exchange.
 #[derive(Debug)]
 pub struct TargetChap {
@@ -274,6 +295,12 @@ enum State {
         challenge: Vec<u8>,
     },
     Done,
+}
+
+impl From<ChapPolicy> for TargetChap {
+    fn from(p: ChapPolicy) -> TargetChap {
+        TargetChap::new(p.initiator, p.target)
+    }
 }
 
 impl TargetChap {
@@ -650,6 +677,23 @@ mod tests {
         )
     }
 
+    /// Runs the target to its challenge, then answers it correctly as
+    /// `ini`, with `mutual` (CHAP_I, CHAP_C) if given.
+    fn answer(
+        t: &mut TargetChap,
+        ini: &Credentials,
+        mutual: Option<(&str, &str)>,
+    ) -> Result<Vec<(String, String)>, ChapError> {
+        let (id, c) = after_challenge(t);
+        let r = encode_hex(&Algorithm::Md5.response(id, &ini.secret, &c));
+        let mut keys = vec![("CHAP_N", ini.user.as_str()), ("CHAP_R", r.as_str())];
+        if let Some((i, c)) = mutual {
+            keys.push(("CHAP_I", i));
+            keys.push(("CHAP_C", c));
+        }
+        t.step(&pairs(&keys), &mut counter())
+    }
+
     #[test]
     fn wrong_secret_user_reflection_and_same_secret_fail() {
         let ini = creds("initiator", "initiator-secret");
@@ -698,19 +742,7 @@ mod tests {
         // The same secret configured for both directions.
         let same = creds("target", "initiator-secret");
         let mut t = TargetChap::new(ini.clone(), Some(same));
-        let (id, c) = after_challenge(&mut t);
-        let r = encode_hex(&Algorithm::Md5.response(id, &ini.secret, &c));
-        let e = t
-            .step(
-                &pairs(&[
-                    ("CHAP_N", "initiator"),
-                    ("CHAP_R", &r),
-                    ("CHAP_I", "3"),
-                    ("CHAP_C", &encode_hex(&[9u8; 16])),
-                ]),
-                &mut counter(),
-            )
-            .unwrap_err();
+        let e = answer(&mut t, &ini, Some(("3", &encode_hex(&[9u8; 16])))).unwrap_err();
         assert_eq!(e, ChapError::SameSecret);
     }
 
@@ -727,36 +759,12 @@ mod tests {
             t.step(&pairs(&[("CHAP_A", "1,2,3")]), &mut counter()),
             Err(ChapError::NoAlgorithm(_))
         ));
-        let (id, c) = after_challenge(&mut t);
-        let r = encode_hex(&Algorithm::Md5.response(id, &ini.secret, &c));
         // A short mutual challenge.
-        let e = t
-            .step(
-                &pairs(&[
-                    ("CHAP_N", "initiator"),
-                    ("CHAP_R", &r),
-                    ("CHAP_I", "1"),
-                    ("CHAP_C", "0x0102"),
-                ]),
-                &mut counter(),
-            )
-            .unwrap_err();
+        let e = answer(&mut t, &ini, Some(("1", "0x0102"))).unwrap_err();
         assert_eq!(e, ChapError::ChallengeLength(2));
         // Mutual CHAP asked of a target without credentials.
         let mut t = TargetChap::new(ini.clone(), None);
-        let (id, c) = after_challenge(&mut t);
-        let r = encode_hex(&Algorithm::Md5.response(id, &ini.secret, &c));
-        let e = t
-            .step(
-                &pairs(&[
-                    ("CHAP_N", "initiator"),
-                    ("CHAP_R", &r),
-                    ("CHAP_I", "1"),
-                    ("CHAP_C", &encode_hex(&[7u8; 16])),
-                ]),
-                &mut counter(),
-            )
-            .unwrap_err();
+        let e = answer(&mut t, &ini, Some(("1", &encode_hex(&[7u8; 16])))).unwrap_err();
         assert_eq!(e, ChapError::NoTargetCredentials);
         // Garbage response encoding.
         let mut t = TargetChap::new(ini, None);

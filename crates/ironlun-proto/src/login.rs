@@ -10,7 +10,7 @@
 
 use bytes::Bytes;
 
-use crate::chap::{ChapPolicy, TargetChap, RANDOM_BYTES};
+use crate::chap::{draw_from, split_keys, ChapPolicy, TargetChap, RANDOM_BYTES};
 use crate::keys::{KeyId, Value};
 use crate::negotiate::{NegotiationError, Negotiator, Role, Stage};
 use crate::params::{ConnParams, Offers, SessionParams};
@@ -344,8 +344,7 @@ impl TargetLogin {
         let pairs = parse_pairs(&text).map_err(|e| ierr(&e.to_string()))?;
         // CHAP keys belong to the authentication exchange, not to
         // negotiation (RFC 7143 §12.1.3).
-        let (chap_keys, pairs): (Vec<_>, Vec<_>) =
-            pairs.into_iter().partition(|(k, _)| k.starts_with("CHAP_"));
+        let (chap_keys, pairs) = split_keys(pairs);
 
         let mut answers: Vec<(String, String)> = Vec::new();
         if !self.started {
@@ -476,13 +475,8 @@ impl TargetLogin {
         let mut pool = [0u8; RANDOM_BYTES];
         ctx.random(&mut pool)
             .map_err(|s| (s, "no random bytes for a CHAP challenge".to_owned()))?;
-        let mut drawn = pool.iter().copied();
-        let mut random = |buf: &mut [u8]| {
-            for b in buf {
-                *b = drawn.next().unwrap_or(0);
-            }
-        };
-        chap.step(keys, &mut random).map_err(|e| {
+        let answers = chap.step(keys, &mut draw_from(&pool));
+        answers.map_err(|e| {
             let status = if e.is_protocol_error() {
                 LoginStatus::INITIATOR_ERROR
             } else {
@@ -535,19 +529,14 @@ impl TargetLogin {
                     KeyId::TARGET_PORTAL_GROUP_TAG.name().to_owned(),
                     t.portal_group_tag.to_string(),
                 ));
-                self.chap = t
-                    .chap
-                    .clone()
-                    .map(|p| TargetChap::new(p.initiator, p.target));
+                self.chap = t.chap.clone().map(TargetChap::from);
                 self.target = Some(t);
                 offers
             }
             "Discovery" => {
                 self.discovery = true;
                 self.neg.set_discovery(true);
-                self.chap = ctx
-                    .discovery_chap()
-                    .map(|p| TargetChap::new(p.initiator, p.target));
+                self.chap = ctx.discovery_chap().map(TargetChap::from);
                 ctx.discovery_offers()
                     .map_err(|s| (s, format!("discovery refused: {}", s.describe())))?
             }

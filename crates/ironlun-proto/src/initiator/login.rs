@@ -12,7 +12,7 @@ use bytes::Bytes;
 use ironlun_wire::text::{encode_pairs, parse_pairs, TextAccumulator};
 use ironlun_wire::{LoginRequest, LoginResponse, Pdu};
 
-use crate::chap::{ChapError, InitiatorAuth, InitiatorChap, RANDOM_BYTES};
+use crate::chap::{draw_from, split_keys, ChapError, InitiatorAuth, InitiatorChap, RANDOM_BYTES};
 use crate::keys::{KeyId, Value};
 use crate::login::{LoginStatus, LOGIN_SEGMENT_MAX};
 use crate::negotiate::{NegotiationError, Negotiator, Role, Stage};
@@ -296,8 +296,7 @@ impl InitiatorLogin {
             Err(e) => return Err(proto(e.to_string())),
         };
         let pairs = parse_pairs(&text).map_err(|e| proto(e.to_string()))?;
-        let (chap_keys, pairs): (Vec<_>, Vec<_>) =
-            pairs.into_iter().partition(|(k, _)| k.starts_with("CHAP_"));
+        let (chap_keys, pairs) = split_keys(pairs);
         let stage = if self.stage == CSG_SECURITY {
             Stage::Security
         } else {
@@ -403,13 +402,7 @@ impl InitiatorLogin {
             // AuthMethod=CHAP was just agreed: the algorithms go next.
             return Ok((chap.offer(), true));
         }
-        let mut drawn = self.nonce.iter().copied();
-        let mut random = |buf: &mut [u8]| {
-            for b in buf {
-                *b = drawn.next().unwrap_or(0);
-            }
-        };
-        let out = chap.step(keys, &mut random)?;
+        let out = chap.step(keys, &mut draw_from(&self.nonce))?;
         Ok((out, false))
     }
 
