@@ -1,0 +1,168 @@
+//! The SCSI device: CDB decoding and every command's handler, on RAM
+//! logical units (`ironlun-scsi`).
+//!
+//! Input: one byte of settings (thin provisioning, write protection,
+//! SANITIZE), then records (see [`crate::input`]). A record's tag picks the
+//! LUN (0, 1, or one without a logical unit) and the I_T nexus (two
+//! initiators share the LUs, so reservations and unit attentions between
+//! them are reachable); its payload is a CDB length byte, the CDB, and the
+//! Data-Out bytes. Tags from 0xe0 up are events instead: LU reset, I_T
+//! nexus reset, nexus loss and return.
+//!
+//! Checked beyond "does not panic": every response is a SAM-5 status;
+//! CHECK CONDITION carries well-formed sense (fixed or descriptor format,
+//! a sense key other than NO SENSE) and no other status carries sense; no
+//! command returns more data than its own transfer length, nor more than
+//! the LU holds.
+
+use std::sync::Arc;
+
+use ironlun_backend::RamBackend;
+use ironlun_scsi::{status, ItNexus, LogicalUnit, LuConfig, LunMap, NexusId, Response};
+
+use crate::input::Records;
+
+/// What one input exercised.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CdbRun {
+    pub commands: usize,
+    pub good: usize,
+    pub check_condition: usize,
+    pub data_in_bytes: u64,
+}
+
+/// The two initiators.
+pub(crate) const NEXUSES: [NexusId; 2] = [NexusId(1), NexusId(2)];
+/// Bytes per LU: 2048 blocks of 512, 256 blocks of 4096.
+pub(crate) const LU_BYTES: u64 = 1 << 20;
+/// The LUN numbers the harnesses address; the third has no LU.
+pub(crate) const LUNS: [u16; 3] = [0, 1, 5];
+
+fn lu_config(block_size: u32, thin: bool, read_only: bool, sanitize: bool) -> LuConfig {
+    LuConfig {
+        block_size,
+        physical_block_size: block_size,
+        read_only,
+        product: "fuzz".into(),
+        revision: "0.1".into(),
+        serial: format!("fuzz{block_size}"),
+        naa_id: 0x0f0f_0000 + u64::from(block_size),
+        target_name: "iqn.2026-11.test:fuzz".into(),
+        relative_port: 1,
+        max_transfer_bytes: 1 << 20,
+        thin,
+        sanitize,
+    }
+}
+
+/// LUN 0: 512-byte blocks; LUN 1: 4096-byte blocks. `settings` bits:
+/// 1 = LUN 0 thin, 2 = LUN 1 write-protected, 4 = SANITIZE offered.
+pub(crate) fn lun_map(settings: u8) -> LunMap {
+    let make = |bs: u32, thin: bool, ro: bool| -> Option<Arc<LogicalUnit>> {
+        let cfg = lu_config(bs, thin, ro, settings & 4 != 0);
+        LogicalUnit::new(cfg, Arc::new(RamBackend::new(LU_BYTES)))
+            .ok()
+            .map(Arc::new)
+    };
+    let luns = [
+        (0, make(512, settings & 1 != 0, false)),
+        (1, make(4096, false, settings & 2 != 0)),
+    ];
+    let map = LunMap::new(
+        luns.into_iter()
+            .filter_map(|(n, lu)| Some((n, lu?)))
+            .collect(),
+    );
+    assert_eq!(map.numbers(), &[0, 1], "the fuzz LUs could not be built");
+    map
+}
+
+pub(crate) fn identity(nexus: NexusId) -> ItNexus {
+    ItNexus::new(
+        &format!("iqn.2026-11.test:initiator{}", nexus.0),
+        [0x80, 0, 0, 0, 0, nexus.0 as u8],
+        1,
+    )
+}
+
+pub fn cdb(data: &[u8]) -> CdbRun {
+    let (settings, rest) = data.split_first().unwrap_or((&0, &[]));
+    let map = lun_map(*settings);
+    for n in NEXUSES {
+        map.attach_nexus(n, &identity(n), false);
+    }
+    let mut run = CdbRun::default();
+    for (tag, payload) in Records::new(rest) {
+        let lun = LUNS.get(usize::from(tag & 3) % LUNS.len()).copied();
+        let nexus = NexusId(u64::from((tag >> 2) & 1) + 1);
+        match tag {
+            0xe0..=0xe7 => {
+                if let Some(lu) = lun.and_then(|n| map.get(n)) {
+                    lu.reset();
+                }
+            }
+            0xe8..=0xef => {
+                if let Some(lu) = lun.and_then(|n| map.get(n)) {
+                    lu.nexus_reset(nexus);
+                }
+            }
+            0xf0..=0xff => {
+                map.detach_nexus(nexus);
+                map.attach_nexus(nexus, &identity(nexus), true);
+            }
+            _ => {
+                let (len, rest) = payload.split_first().unwrap_or((&0, &[]));
+                let (cdb, data_out) = rest.split_at(usize::from(*len).min(rest.len()));
+                let r = map.execute(lun, nexus, cdb, data_out);
+                check_response(&r);
+                run.commands += 1;
+                run.data_in_bytes += r.data.len() as u64;
+                match r.status {
+                    status::GOOD => run.good += 1,
+                    status::CHECK_CONDITION => run.check_condition += 1,
+                    _ => {}
+                }
+            }
+        }
+    }
+    run
+}
+
+/// CONDITION MET (SAM-5 §5.3.1): PRE-FETCH when the range fits the cache.
+const CONDITION_MET: u8 = 0x04;
+
+pub(crate) fn check_response(r: &Response) {
+    let known = [
+        status::GOOD,
+        CONDITION_MET,
+        status::CHECK_CONDITION,
+        status::BUSY,
+        status::RESERVATION_CONFLICT,
+        status::TASK_SET_FULL,
+        status::TASK_ABORTED,
+    ];
+    assert!(known.contains(&r.status), "status {:#x}", r.status);
+    if r.status == status::CHECK_CONDITION {
+        let key = match r.sense.first().map(|b| b & 0x7f) {
+            Some(0x70 | 0x71) => r.sense.get(2).map(|b| b & 0x0f),
+            Some(0x72 | 0x73) => r.sense.get(1).map(|b| b & 0x0f),
+            other => panic!("sense response code {other:?}"),
+        };
+        match key {
+            Some(k) => assert_ne!(k, 0, "CHECK CONDITION with NO SENSE"),
+            None => panic!("sense data too short: {:?}", r.sense),
+        }
+    } else {
+        assert!(r.sense.is_empty(), "status {:#x} with sense", r.status);
+    }
+    assert!(
+        r.data.len() as u64 <= u64::from(r.transfer_length),
+        "{} bytes of data for a transfer length of {}",
+        r.data.len(),
+        r.transfer_length
+    );
+    assert!(
+        r.data.len() as u64 <= LU_BYTES,
+        "more data than the LU holds"
+    );
+}

@@ -1,0 +1,60 @@
+//! # ironlun-fuzz: fuzz harnesses
+//!
+//! **Owns:** one function per fuzz target, each taking arbitrary bytes and
+//! driving a part of the target that reads network input, with the
+//! invariants that part must keep checked by assertions (a failed
+//! assertion is a finding, like a panic):
+//!
+//! | target | drives | module |
+//! |--------|--------|--------|
+//! | `wire` | framing, digests, PDU headers | [`wire`] |
+//! | `text` | text keys and negotiation | [`text`] |
+//! | `cdb` | the SCSI device's CDB decoding and handlers | [`device`] |
+//! | `login` | the login state machine with CHAP | [`login`] |
+//! | `session` | login and full feature phase through the sans-IO core | [`session`] |
+//!
+//! It also owns the seed inputs ([`seeds`]): real exchanges recorded from
+//! ironlun's own initiator, so the fuzzer starts from inputs that reach
+//! deep into each state machine.
+//!
+//! **Must not know:** libFuzzer or cargo-fuzz. The coverage-guided runs
+//! live in `fuzz/` (a cargo-fuzz project outside the workspace, whose
+//! targets call these functions); this crate builds on stable Rust and its
+//! tests replay the committed seeds and every past finding
+//! (`fuzz/regressions/`) in the ordinary test run.
+
+#![cfg_attr(
+    test,
+    allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
+pub mod device;
+pub mod input;
+pub mod login;
+pub mod seeds;
+pub mod session;
+pub mod text;
+pub mod wire;
+pub mod world;
+
+pub use device::{cdb, CdbRun};
+pub use login::{login, LoginRun};
+pub use session::{session, SessionRun};
+pub use text::{text, TextRun};
+pub use wire::{wire, WireRun};
+
+/// The fuzz targets by name, as `fuzz/` and the seed corpus name them.
+pub const TARGETS: [&str; 5] = ["wire", "text", "cdb", "login", "session"];
+
+/// Runs the named target's harness on one input; `None` for an unknown
+/// name. For replaying corpora and findings.
+pub fn run(target: &str, data: &[u8]) -> Option<String> {
+    Some(match target {
+        "wire" => format!("{:?}", wire(data)),
+        "text" => format!("{:?}", text(data)),
+        "cdb" => format!("{:?}", cdb(data)),
+        "login" => format!("{:?}", login(data)),
+        "session" => format!("{:?}", session(data)),
+        _ => return None,
+    })
+}

@@ -1,0 +1,621 @@
+//! A whole session through the sans-IO core: login, then full feature
+//! phase on RAM logical units, with an in-memory transport.
+//!
+//! Input: one byte of settings (bits 0–3: [`WorldSettings`]; bits 4–6: the
+//! LUs' thin provisioning, write protection and SANITIZE), then records
+//! (see [`crate::input`]) by tag:
+//!
+//! | tag | step |
+//! |-----|------|
+//! | 1   | time passes: payload as little-endian milliseconds (≤ 10 min) |
+//! | 2   | the oldest held commands complete (payload byte: how many, 0 = all) |
+//! | 3   | payload bit 0: hold commands instead of running them at once (a blocking backend) |
+//! | 4   | the target asks the initiator to log out (payload: seconds to wait) |
+//! | 5   | another initiator's task management aborts this connection's tasks |
+//! | any other | bytes arriving from the socket |
+//!
+//! The driver does what the daemon's connection driver does with the same
+//! events (`ironlun-target::conn`), minus sockets and other sessions.
+//!
+//! Checked beyond "does not panic", on every PDU the target sends:
+//! - it is a target PDU (never a Login Response after login) and it
+//!   encodes with the negotiated digests;
+//! - its data segment fits the initiator's MaxRecvDataSegmentLength;
+//! - ExpCmdSN and MaxCmdSN never go back, and the window they describe
+//!   is never larger than the queue depth (RFC 7143 §4.2.2.1);
+//! - StatSN advances by one per status (responses, status-carrying
+//!   Data-In, NOP-In replies, Reject, Async Message) and R2T and NOP-In
+//!   pings carry the next StatSN without using it (RFC 7143 §4.2.2.2);
+//! - the connection never holds more tasks than its window and immediate
+//!   allowance;
+//! - a task's Data-In PDUs number DataSN from 0 up, with each buffer
+//!   offset where the previous PDU ended, and never beyond the command's
+//!   Expected Data Transfer Length (RFC 7143 §11.7.4, DataPDUInOrder and
+//!   DataSequenceInOrder are Yes); its R2Ts ask for 1 to MaxBurstLength
+//!   bytes inside that length (§11.8).
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use ironlun_proto::login::{LoginResult, LOGIN_SEGMENT_MAX};
+use ironlun_proto::target::{
+    tmf, AbortScope, Event, FfpConfig, ScsiResult, ScsiTask, TargetConnection, TmfRequest,
+};
+use ironlun_proto::OutPdu;
+use ironlun_scsi::{LunMap, NexusId, Response, Sense};
+use ironlun_wire::{Digests, Frame, FrameDecoder, Lun, Outbox, Pdu, RESERVED_TAG};
+
+use crate::device::{check_response, identity, lun_map};
+use crate::input::{le_u32, Records};
+use crate::login::{LoginDriver, Phase};
+use crate::world::{FuzzDirectory, WorldSettings, QUEUE_DEPTH};
+
+/// What one input exercised.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SessionRun {
+    pub logged_in: bool,
+    pub discovery: bool,
+    pub authenticated: bool,
+    /// Commands the device ran.
+    pub commands: usize,
+    pub data_in_bytes: u64,
+    pub write_bytes: u64,
+    pub r2ts: usize,
+    pub nop_pings: usize,
+    pub text_responses: usize,
+    pub tmf_responses: usize,
+    pub rejects: usize,
+    pub logged_out: bool,
+    /// Why the connection closed, if it did.
+    pub closed: Option<String>,
+    /// PDUs the target sent, login included.
+    pub pdus_out: usize,
+}
+
+/// Immediate commands allowed beyond the window.
+const MAX_IMMEDIATE: u32 = 4;
+const NEXUS: NexusId = NexusId(1);
+
+fn ffp_config() -> FfpConfig {
+    FfpConfig {
+        queue_depth: QUEUE_DEPTH,
+        max_immediate: MAX_IMMEDIATE,
+        max_write_transfer_length: 1 << 20,
+        // Small, so that writes wait for budget.
+        solicit_budget: 256 << 10,
+        nop_interval: Some(Duration::from_secs(5)),
+        nop_timeout: Duration::from_secs(5),
+        text_limit: 16 << 10,
+    }
+}
+
+/// The sequence-number state the target has shown the initiator.
+struct Numbers {
+    next_stat_sn: u32,
+    exp_cmd_sn: u32,
+    max_cmd_sn: u32,
+}
+
+/// `a` is at or after `b` in serial number arithmetic (RFC 1982).
+fn serial_ge(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) >= 0
+}
+
+impl Numbers {
+    fn check(&mut self, p: &Pdu) {
+        let (stat_sn, exp, max, uses_stat_sn) = match p {
+            Pdu::ScsiResponse(r) => (Some(r.stat_sn), r.exp_cmd_sn, r.max_cmd_sn, true),
+            Pdu::DataIn(d) => (
+                d.status.map(|_| d.stat_sn),
+                d.exp_cmd_sn,
+                d.max_cmd_sn,
+                d.status.is_some(),
+            ),
+            Pdu::TaskMgmtResponse(r) => (Some(r.stat_sn), r.exp_cmd_sn, r.max_cmd_sn, true),
+            Pdu::TextResponse(r) => (Some(r.stat_sn), r.exp_cmd_sn, r.max_cmd_sn, true),
+            Pdu::LogoutResponse(r) => (Some(r.stat_sn), r.exp_cmd_sn, r.max_cmd_sn, true),
+            Pdu::Reject(r) => (Some(r.stat_sn), r.exp_cmd_sn, r.max_cmd_sn, true),
+            Pdu::AsyncMessage(m) => (Some(m.stat_sn), m.exp_cmd_sn, m.max_cmd_sn, true),
+            Pdu::NopIn(n) => (
+                Some(n.stat_sn),
+                n.exp_cmd_sn,
+                n.max_cmd_sn,
+                n.itt != RESERVED_TAG,
+            ),
+            Pdu::R2t(r) => (Some(r.stat_sn), r.exp_cmd_sn, r.max_cmd_sn, false),
+            other => panic!("the target sent {:?} in full feature phase", other.opcode()),
+        };
+        if let Some(sn) = stat_sn {
+            assert_eq!(sn, self.next_stat_sn, "StatSN out of sequence in {p:?}");
+            if uses_stat_sn {
+                self.next_stat_sn = sn.wrapping_add(1);
+            }
+        }
+        assert!(serial_ge(exp, self.exp_cmd_sn), "ExpCmdSN went back: {p:?}");
+        assert!(serial_ge(max, self.max_cmd_sn), "MaxCmdSN went back: {p:?}");
+        let window = max.wrapping_sub(exp).wrapping_add(1) as i32;
+        assert!(
+            (0..=QUEUE_DEPTH as i32).contains(&window),
+            "a window of {window} commands: {p:?}"
+        );
+        self.exp_cmd_sn = exp;
+        self.max_cmd_sn = max;
+    }
+}
+
+/// Full feature phase: the connection, its LUs and the driver's state.
+struct Ffp {
+    conn: TargetConnection,
+    map: Option<LunMap>,
+    max_xmit: usize,
+    outbox: Outbox,
+    numbers: Numbers,
+    hold: bool,
+    held: VecDeque<ScsiTask>,
+    closed: Option<String>,
+    max_burst: u32,
+    /// Expected Data Transfer Length of each command the target took.
+    edtl: HashMap<u32, u32>,
+    /// Per task: the next DataSN and buffer offset of its Data-In.
+    data_in: HashMap<u32, (u32, u64)>,
+}
+
+impl Ffp {
+    fn new(result: &LoginResult, lu_settings: u8, now: Instant) -> Ffp {
+        let map = (!result.discovery).then(|| lun_map(lu_settings));
+        if let Some(m) = &map {
+            m.attach_nexus(NEXUS, &identity(NEXUS), false);
+        }
+        let conn = TargetConnection::new(result, ffp_config(), Box::new(FuzzDirectory), now);
+        Ffp {
+            conn,
+            map,
+            max_xmit: result.conn.max_xmit_data_segment_length as usize,
+            outbox: Outbox::new(Digests {
+                header: result.conn.header_digest,
+                data: result.conn.data_digest,
+            }),
+            numbers: Numbers {
+                next_stat_sn: result.next_stat_sn,
+                exp_cmd_sn: result.exp_cmd_sn,
+                max_cmd_sn: result.exp_cmd_sn.wrapping_sub(1),
+            },
+            hold: false,
+            held: VecDeque::new(),
+            closed: None,
+            max_burst: result.session.max_burst_length,
+            edtl: HashMap::new(),
+            data_in: HashMap::new(),
+        }
+    }
+
+    /// Notes the length of a command the connection will take as a new
+    /// task (a duplicate ITT of a live task is refused, not taken).
+    fn watch_received(&mut self, frame: &Frame) {
+        if let Ok(Pdu::ScsiCommand(c)) = Pdu::decode(&frame.bhs) {
+            if !self.conn.has_tasks(AbortScope::Task(c.itt)) {
+                self.edtl.insert(c.itt, c.expected_data_transfer_length);
+                self.data_in.remove(&c.itt);
+            }
+        }
+    }
+
+    /// Data-In and R2T against the command they serve.
+    fn check_transfer(&mut self, p: &OutPdu) {
+        match &p.pdu {
+            Pdu::DataIn(d) => {
+                let edtl = self.edtl.get(&d.itt).copied();
+                let Some(edtl) = edtl else {
+                    panic!("Data-In for ITT {:#x}, which no command used", d.itt);
+                };
+                let (sn, offset) = self.data_in.get(&d.itt).copied().unwrap_or((0, 0));
+                assert_eq!(d.data_sn, sn, "DataSN out of order: {d:?}");
+                assert_eq!(
+                    u64::from(d.buffer_offset),
+                    offset,
+                    "Data-In offset leaves a gap or overlaps: {d:?}"
+                );
+                let end = offset + p.data.len() as u64;
+                assert!(
+                    end <= u64::from(edtl),
+                    "Data-In up to {end} for a transfer length of {edtl}: {d:?}"
+                );
+                if d.status.is_some() {
+                    self.data_in.remove(&d.itt);
+                    self.edtl.remove(&d.itt);
+                } else {
+                    self.data_in.insert(d.itt, (sn.wrapping_add(1), end));
+                }
+            }
+            Pdu::R2t(r) => {
+                let Some(edtl) = self.edtl.get(&r.itt).copied() else {
+                    panic!("R2T for ITT {:#x}, which no command used", r.itt);
+                };
+                let len = r.desired_data_transfer_length;
+                assert!(
+                    len > 0 && len <= self.max_burst,
+                    "R2T for {len} bytes with MaxBurstLength {}: {r:?}",
+                    self.max_burst
+                );
+                let end = u64::from(r.buffer_offset) + u64::from(len);
+                assert!(
+                    end <= u64::from(edtl),
+                    "R2T up to {end} for a transfer length of {edtl}: {r:?}"
+                );
+            }
+            Pdu::ScsiResponse(r) => {
+                self.data_in.remove(&r.itt);
+                self.edtl.remove(&r.itt);
+            }
+            _ => {}
+        }
+    }
+
+    /// Runs the protocol's events and sends its PDUs, as the daemon does
+    /// after every PDU received.
+    fn pump(&mut self, run: &mut SessionRun, sent: &mut Vec<u8>) {
+        while let Some(ev) = self.conn.poll_event() {
+            match ev {
+                Event::Execute(task) if self.hold && self.map.is_some() => {
+                    self.held.push_back(task)
+                }
+                Event::Execute(task) => self.execute(task, run),
+                Event::FailTask { itt, lun, sense } => {
+                    let (key, asc, ascq) = sense;
+                    let r = match &self.map {
+                        Some(m) => m.check_condition(lun.index(), Sense::new(key, (asc, ascq))),
+                        None => Response::default(),
+                    };
+                    self.conn.complete(itt, to_result(r));
+                }
+                Event::TaskManagement(req) => self.task_management(req),
+                Event::Close(reason) => {
+                    self.closed.get_or_insert(format!("{reason:?}"));
+                }
+            }
+        }
+        let held = self.held.len();
+        let tasks = self.conn.tasks_in_progress();
+        assert!(
+            tasks <= (QUEUE_DEPTH + MAX_IMMEDIATE) as usize,
+            "{tasks} tasks held by one connection"
+        );
+        assert!(held <= tasks, "{held} commands held for {tasks} tasks");
+        while let Some(p) = self.conn.poll_transmit() {
+            self.send(p, run, sent);
+        }
+    }
+
+    fn send(&mut self, p: OutPdu, run: &mut SessionRun, sent: &mut Vec<u8>) {
+        run.pdus_out += 1;
+        assert!(
+            p.data.len() <= self.max_xmit,
+            "{} data bytes for a MaxRecvDataSegmentLength of {}: {:?}",
+            p.data.len(),
+            self.max_xmit,
+            p.pdu
+        );
+        self.numbers.check(&p.pdu);
+        self.check_transfer(&p);
+        match &p.pdu {
+            Pdu::DataIn(_) => run.data_in_bytes += p.data.len() as u64,
+            Pdu::R2t(_) => run.r2ts += 1,
+            Pdu::NopIn(n) if n.itt == RESERVED_TAG => run.nop_pings += 1,
+            Pdu::TextResponse(_) => run.text_responses += 1,
+            Pdu::TaskMgmtResponse(_) => run.tmf_responses += 1,
+            Pdu::Reject(_) => run.rejects += 1,
+            Pdu::LogoutResponse(_) => run.logged_out = true,
+            _ => {}
+        }
+        encode_into(&mut self.outbox, p, sent);
+    }
+
+    fn execute(&mut self, task: ScsiTask, run: &mut SessionRun) {
+        let Some(map) = &self.map else {
+            // Discovery sessions never execute SCSI.
+            self.conn.complete(task.itt, ScsiResult::default());
+            return;
+        };
+        let r = map.execute(task.lun.index(), NEXUS, task.cdb.as_slice(), &task.data_out);
+        check_response(&r);
+        run.commands += 1;
+        run.write_bytes += task.data_out.len() as u64;
+        self.conn.complete(task.itt, to_result(r));
+    }
+
+    fn complete_held(&mut self, count: usize, run: &mut SessionRun) {
+        let n = if count == 0 { self.held.len() } else { count };
+        for _ in 0..n {
+            let Some(task) = self.held.pop_front() else {
+                break;
+            };
+            self.execute(task, run);
+        }
+    }
+
+    /// The daemon's decisions (`ironlun-target::conn`), for one session.
+    fn task_management(&mut self, req: TmfRequest) {
+        let index = req.lun.index();
+        let lu = index.and_then(|n| self.map.as_ref().and_then(|m| m.get(n)));
+        let (response, scope) = match (req.function, lu) {
+            (tmf::ABORT_TASK, _) => (
+                tmf::FUNCTION_COMPLETE,
+                AbortScope::Task(req.referenced_task_tag),
+            ),
+            (tmf::ABORT_TASK_SET | tmf::CLEAR_TASK_SET, Some(_)) => {
+                (tmf::FUNCTION_COMPLETE, AbortScope::Lun(req.lun))
+            }
+            (tmf::LOGICAL_UNIT_RESET, Some(lu)) => {
+                lu.reset();
+                (tmf::FUNCTION_COMPLETE, AbortScope::Lun(req.lun))
+            }
+            (
+                tmf::ABORT_TASK_SET
+                | tmf::CLEAR_TASK_SET
+                | tmf::LOGICAL_UNIT_RESET
+                | tmf::QUERY_TASK
+                | tmf::QUERY_TASK_SET,
+                None,
+            ) => (tmf::LUN_DOES_NOT_EXIST, AbortScope::None),
+            (tmf::TARGET_WARM_RESET | tmf::TARGET_COLD_RESET, _) => {
+                for (_, lu) in self.map.iter().flat_map(|m| m.iter()) {
+                    lu.reset();
+                }
+                (tmf::FUNCTION_COMPLETE, AbortScope::All)
+            }
+            (tmf::I_T_NEXUS_RESET, _) => {
+                for (_, lu) in self.map.iter().flat_map(|m| m.iter()) {
+                    lu.nexus_reset(NEXUS);
+                }
+                (tmf::FUNCTION_COMPLETE, AbortScope::All)
+            }
+            (tmf::QUERY_TASK, Some(_)) => (
+                query(
+                    self.conn
+                        .has_tasks(AbortScope::Task(req.referenced_task_tag)),
+                ),
+                AbortScope::None,
+            ),
+            (tmf::QUERY_TASK_SET, Some(_)) => (
+                query(self.conn.has_tasks(AbortScope::Lun(req.lun))),
+                AbortScope::None,
+            ),
+            (tmf::TASK_REASSIGN, _) => (tmf::REASSIGNMENT_NOT_SUPPORTED, AbortScope::None),
+            _ => (tmf::NOT_SUPPORTED, AbortScope::None),
+        };
+        self.conn.finish_tmf(req.itt, response, scope);
+    }
+}
+
+fn query(found: bool) -> u8 {
+    if found {
+        tmf::FUNCTION_SUCCEEDED
+    } else {
+        tmf::FUNCTION_COMPLETE
+    }
+}
+
+fn to_result(r: Response) -> ScsiResult {
+    ScsiResult {
+        status: r.status,
+        sense: r.sense,
+        data_in: r.data,
+        transfer_length: r.transfer_length,
+    }
+}
+
+/// Where the connection is.
+enum Stage {
+    Login(Box<LoginDriver>),
+    Ffp(Box<Ffp>),
+    Closed,
+}
+
+/// One connection driven step by step. [`session`] runs an input through
+/// it; the seed generator drives it interactively with ironlun's own
+/// initiator and records what it sent.
+pub struct SessionHarness {
+    stage: Stage,
+    decoder: FrameDecoder,
+    rbuf: BytesMut,
+    now: Instant,
+    lu_settings: u8,
+    run: SessionRun,
+    /// Keep the bytes the target sends (for a recording initiator).
+    keep_sent: bool,
+    sent: Vec<u8>,
+}
+
+impl SessionHarness {
+    /// `settings` is the input's first byte.
+    pub fn new(settings: u8) -> Self {
+        SessionHarness {
+            stage: Stage::Login(Box::new(LoginDriver::new(WorldSettings::from_byte(
+                settings,
+            )))),
+            decoder: FrameDecoder::new(LOGIN_SEGMENT_MAX as u32),
+            rbuf: BytesMut::new(),
+            now: Instant::now(),
+            lu_settings: settings >> 4,
+            run: SessionRun::default(),
+            keep_sent: false,
+            sent: Vec::new(),
+        }
+    }
+
+    /// Keeps what the target sends, for [`SessionHarness::take_sent`].
+    pub fn keep_sent(&mut self) {
+        self.keep_sent = true;
+    }
+
+    /// Bytes the target sent since the last call.
+    pub fn take_sent(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.sent)
+    }
+
+    pub fn is_closed(&self) -> bool {
+        matches!(self.stage, Stage::Closed)
+    }
+
+    pub fn run(&self) -> &SessionRun {
+        &self.run
+    }
+
+    /// One record of an input.
+    pub fn step(&mut self, tag: u8, payload: &[u8]) {
+        let run = &mut self.run;
+        let sent = &mut self.sent;
+        match (tag, &mut self.stage) {
+            (_, Stage::Closed) => return,
+            (1, Stage::Ffp(f)) => {
+                self.now += Duration::from_millis(u64::from(le_u32(payload).min(600_000)));
+                if f.conn.poll_timeout().is_some_and(|t| t <= self.now) {
+                    f.conn.handle_timeout(self.now);
+                }
+                f.pump(run, sent);
+            }
+            (2, Stage::Ffp(f)) => {
+                f.complete_held(usize::from(payload.first().copied().unwrap_or(0)), run);
+                f.pump(run, sent);
+            }
+            (3, Stage::Ffp(f)) => f.hold = payload.first().is_some_and(|b| b & 1 != 0),
+            (4, Stage::Ffp(f)) => {
+                let wait = u64::from(payload.first().copied().unwrap_or(0));
+                f.conn.request_logout(self.now, Duration::from_secs(wait));
+                f.pump(run, sent);
+            }
+            (5, Stage::Ffp(f)) => {
+                let scope = match payload.first().copied().unwrap_or(0) % 3 {
+                    0 => AbortScope::All,
+                    1 => AbortScope::Lun(Lun::from_index(0)),
+                    _ => AbortScope::Lun(Lun::from_index(1)),
+                };
+                f.conn.abort_third_party(scope);
+                f.pump(run, sent);
+            }
+            (1..=5, Stage::Login(_)) => {}
+            (_, _) => {
+                self.rbuf.extend_from_slice(payload);
+                self.receive();
+            }
+        }
+        if let Stage::Ffp(f) = &mut self.stage {
+            if f.conn.is_closing() {
+                // Running commands finish before the connection goes, as
+                // the daemon waits for them.
+                f.complete_held(0, &mut self.run);
+                f.pump(&mut self.run, &mut self.sent);
+                self.run.closed = Some(f.closed.clone().unwrap_or_else(|| "closing".into()));
+                self.stage = Stage::Closed;
+            }
+        }
+        if !self.keep_sent {
+            self.sent.clear();
+        }
+    }
+
+    /// The connection ends (the initiator went away).
+    pub fn finish(mut self) -> SessionRun {
+        if let Stage::Ffp(f) = &mut self.stage {
+            f.complete_held(0, &mut self.run);
+            f.pump(&mut self.run, &mut self.sent);
+        }
+        self.run
+    }
+
+    /// Feeds every whole PDU in the read buffer to the connection.
+    fn receive(&mut self) {
+        loop {
+            let decoded = self.decoder.decode(&mut self.rbuf);
+            match &mut self.stage {
+                Stage::Closed => return,
+                Stage::Login(login) => {
+                    let frame = match decoded {
+                        Ok(Some(f)) => f,
+                        Ok(None) => return,
+                        Err(_) => {
+                            self.stage = Stage::Closed;
+                            return;
+                        }
+                    };
+                    let (response, phase) = login.handle(&frame);
+                    self.run.pdus_out += 1;
+                    self.run.authenticated = login.authenticated;
+                    encode_into(
+                        &mut Outbox::new(Digests::default()),
+                        response,
+                        &mut self.sent,
+                    );
+                    match phase {
+                        Phase::Continue => {}
+                        Phase::Failed => {
+                            self.stage = Stage::Closed;
+                            return;
+                        }
+                        Phase::Complete(result) => {
+                            self.run.logged_in = true;
+                            self.run.discovery = result.discovery;
+                            self.decoder = FrameDecoder {
+                                digests: Digests {
+                                    header: result.conn.header_digest,
+                                    data: result.conn.data_digest,
+                                },
+                                max_data_segment_len: result.conn.max_recv_data_segment_length,
+                            };
+                            let ffp = Ffp::new(&result, self.lu_settings, self.now);
+                            self.stage = Stage::Ffp(Box::new(ffp));
+                        }
+                    }
+                }
+                Stage::Ffp(f) => {
+                    match decoded {
+                        Ok(Some(frame)) => {
+                            f.watch_received(&frame);
+                            f.conn.handle_frame(frame, self.now);
+                        }
+                        Ok(None) => return,
+                        Err(e) => {
+                            // Undecodable bytes stay in the buffer: the
+                            // connection must end, or the driver would spin.
+                            f.conn.handle_frame_error(&e);
+                            assert!(f.conn.is_closing(), "{e} did not close the connection");
+                        }
+                    }
+                    f.pump(&mut self.run, &mut self.sent);
+                    if f.conn.is_closing() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Encodes one PDU onto `out` as the socket would carry it.
+fn encode_into(outbox: &mut Outbox, p: OutPdu, out: &mut Vec<u8>) {
+    if let Err(e) = outbox.push(&p.pdu, p.data) {
+        panic!("the target's PDU does not encode: {e}");
+    }
+    let written = outbox.write_with(|iov| {
+        let mut n = 0;
+        for s in iov {
+            out.extend_from_slice(s);
+            n += s.len();
+        }
+        Ok(n)
+    });
+    assert!(matches!(written, Ok(true)), "the outbox kept bytes back");
+}
+
+pub fn session(data: &[u8]) -> SessionRun {
+    let (settings, rest) = data.split_first().unwrap_or((&0, &[]));
+    let mut h = SessionHarness::new(*settings);
+    for (tag, payload) in Records::new(rest) {
+        if h.is_closed() {
+            break;
+        }
+        h.step(tag, payload);
+    }
+    h.finish()
+}
