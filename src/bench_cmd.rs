@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use ironlun_bench::{
-    output, profiles, AccessLine, LunTarget, Path, RunOptions, RunReport, Workload, WorkloadFile,
-    WorkloadResult,
+    output, profiles, AccessLine, LunTarget, Path, RunOptions, RunReport, Slice, Workload,
+    WorkloadFile, WorkloadResult,
 };
 use ironlun_initiator::{IscsiUrl, Multipath, PathPolicy, Session};
 
@@ -63,6 +63,11 @@ pub struct BenchArgs {
     /// Write verifiable blocks and check every block read.
     #[arg(long)]
     pub verify: bool,
+    /// Sessions per URL, each its own I_T nexus driving its own equal
+    /// slice of the seek range (so --verify checks every one of them).
+    #[arg(long, default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub sessions: u32,
     /// Several URLs are paths to one LUN (multipath), not separate LUNs.
     #[arg(long)]
     pub multipath: bool,
@@ -246,28 +251,43 @@ pub async fn open_luns(
             path: Path::Multi(Arc::new(mp)),
             lun: first.lun,
             capacity,
+            slice: Slice::WHOLE,
         });
         return Ok(out);
     }
-    for (i, u) in urls.iter().enumerate() {
-        let mut o = a.initiator.options_for(u)?;
-        if let Some(last) = o.isid.last_mut() {
-            *last = last.wrapping_add(i as u8);
+    // Each session its own ISID (RFC 7143 §11.12.5): the same ISID would
+    // reinstate, and so end, the session before it.
+    let mut n: u16 = 0;
+    for u in &urls {
+        for k in 0..a.sessions {
+            let mut o = a.initiator.options_for(u)?;
+            let [.., hi, lo] = &mut o.isid;
+            [*hi, *lo] = u16::from_be_bytes([*hi, *lo]).wrapping_add(n).to_be_bytes();
+            n = n.wrapping_add(1);
+            let label = if a.sessions > 1 {
+                format!("{u} [session {}/{}]", k + 1, a.sessions)
+            } else {
+                u.to_string()
+            };
+            let s = Session::connect(&u.portal(), Some(&u.target), &o)
+                .await
+                .map_err(|e| format!("{label}: {e}"))?;
+            let _ = s.clear_unit_attention(u.lun).await;
+            let capacity = s
+                .read_capacity(u.lun)
+                .await
+                .map_err(|e| format!("{label}: {e}"))?;
+            out.push(LunTarget {
+                label,
+                path: Path::Single(s),
+                lun: u.lun,
+                capacity,
+                slice: Slice {
+                    index: k,
+                    count: a.sessions,
+                },
+            });
         }
-        let s = Session::connect(&u.portal(), Some(&u.target), &o)
-            .await
-            .map_err(|e| format!("{u}: {e}"))?;
-        let _ = s.clear_unit_attention(u.lun).await;
-        let capacity = s
-            .read_capacity(u.lun)
-            .await
-            .map_err(|e| format!("{u}: {e}"))?;
-        out.push(LunTarget {
-            label: u.to_string(),
-            path: Path::Single(s),
-            lun: u.lun,
-            capacity,
-        });
     }
     Ok(out)
 }

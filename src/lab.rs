@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use ironlun_bench::{profiles, report, LunTarget, Path, TargetCpuProbe};
+use ironlun_bench::{profiles, report, LunTarget, Path, Slice, TargetCpuProbe};
 use ironlun_initiator::{Session, SessionOptions};
 use ironlun_lab::embedded::{EmbeddedTarget, TARGET_THREADS};
 
@@ -80,6 +80,7 @@ pub fn run_lab(a: LabArgs) -> Result<(), String> {
             path: Path::Single(s.clone()),
             lun: 0,
             capacity,
+            slice: Slice::WHOLE,
         }];
         let probe: TargetCpuProbe = ironlun_bench::cpu::threads_probe(TARGET_THREADS);
         let r = bench_cmd::run_all(&ws, &luns, false, 1, Some(probe)).await;

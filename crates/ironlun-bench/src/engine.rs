@@ -47,6 +47,22 @@ pub struct LunTarget {
     pub path: Path,
     pub lun: u16,
     pub capacity: Capacity,
+    /// The part of the seek range this target drives.
+    pub slice: Slice,
+}
+
+/// Slice `index` of `count` equal, block-aligned parts of the seek range.
+/// Several sessions to one LUN each take their own slice, so that one
+/// session's verification never sees another's writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slice {
+    pub index: u32,
+    pub count: u32,
+}
+
+impl Slice {
+    /// The whole seek range.
+    pub const WHOLE: Slice = Slice { index: 0, count: 1 };
 }
 
 /// One sample of a target's cumulative CPU seconds (`None`: unknown).
@@ -152,7 +168,7 @@ pub async fn run(
                 ));
             }
         }
-        let (start, len) = range(w, &t.capacity)?;
+        let (start, len) = range(w, &t.capacity, t.slice)?;
         let verify = if opts.verify {
             Some(VerifyMap::new(start / bs, len / bs, t.capacity.block_size)?)
         } else {
@@ -165,7 +181,7 @@ pub async fn run(
     }
     let mut workers = Vec::new();
     for (li, lun) in luns.iter().enumerate() {
-        let (start, len) = range(w, &lun.target.capacity)?;
+        let (start, len) = range(w, &lun.target.capacity, lun.target.slice)?;
         for k in 0..w.workers {
             let seed = 0x1b0d_5eed ^ ((li as u64) << 20) ^ u64::from(k);
             // Workers of one LUN start their sequential streams apart.
@@ -517,7 +533,7 @@ pub async fn run(
             });
     let (zone_start, zone_len) = targets
         .first()
-        .and_then(|t| range(w, &t.capacity).ok())
+        .and_then(|t| range(w, &t.capacity, t.slice).ok())
         .unwrap_or((0, 0));
     let zones = zones.map(|n| {
         zone_acc
@@ -577,7 +593,7 @@ fn process_cpu() -> Option<f64> {
 }
 
 /// The seek range in bytes (start, length), whole blocks.
-fn range(w: &Workload, cap: &Capacity) -> Result<(u64, u64), String> {
+fn range(w: &Workload, cap: &Capacity, slice: Slice) -> Result<(u64, u64), String> {
     let bs = u64::from(cap.block_size);
     let size = cap.bytes();
     let start = w.seek.start / bs * bs;
@@ -592,9 +608,24 @@ fn range(w: &Workload, cap: &Capacity) -> Result<(u64, u64), String> {
         w.seek.length.min(size - start)
     } / bs
         * bs;
+    let count = u64::from(slice.count.max(1));
+    let index = u64::from(slice.index).min(count - 1);
+    let part = len / count / bs * bs;
+    let (start, len) = if count == 1 {
+        (start, len)
+    } else if index == count - 1 {
+        (start + part * index, len - part * index)
+    } else {
+        (start + part * index, part)
+    };
     if len < u64::from(w.max_size()) {
         return Err(format!(
-            "seek range of {len} bytes is smaller than a {}-byte transfer",
+            "seek range of {len} bytes{} is smaller than a {}-byte transfer",
+            if count > 1 {
+                format!(" (one of {count} sessions' slices)")
+            } else {
+                String::new()
+            },
             w.max_size()
         ));
     }
@@ -708,4 +739,45 @@ fn log_buckets(h: &Histogram<u64>) -> Vec<(f64, u64)> {
         lo = hi;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn slices_split_the_seek_range_without_overlap() {
+        let cap = Capacity {
+            blocks: 1000,
+            block_size: 512,
+            lbppbe: 0,
+            thin: false,
+        };
+        let mut w = Workload::simple("t", "", AccessLine::simple(4096, 50, 100), 1);
+        w.seek.start = 1024;
+        let whole = range(&w, &cap, Slice::WHOLE).unwrap();
+        assert_eq!(whole, (1024, 998 * 512));
+        let parts: Vec<(u64, u64)> = (0..7)
+            .map(|index| range(&w, &cap, Slice { index, count: 7 }).unwrap())
+            .collect();
+        let mut at = whole.0;
+        for (start, len) in &parts {
+            assert_eq!(*start, at, "slices are contiguous: {parts:?}");
+            assert_eq!(start % 512, 0);
+            at += len;
+        }
+        assert_eq!(at, whole.0 + whole.1, "slices cover the range");
+        // Too many slices for the transfer size.
+        let err = range(
+            &w,
+            &cap,
+            Slice {
+                index: 0,
+                count: 200,
+            },
+        )
+        .unwrap_err();
+        assert!(err.contains("one of 200 sessions' slices"), "{err}");
+    }
 }

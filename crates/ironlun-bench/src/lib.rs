@@ -28,6 +28,6 @@ pub mod timer;
 pub mod units;
 pub mod verify;
 
-pub use engine::{run, LunTarget, Path, RunOptions, TargetCpuProbe};
+pub use engine::{run, LunTarget, Path, RunOptions, Slice, TargetCpuProbe};
 pub use result::{RunReport, WorkloadResult};
 pub use spec::{AccessLine, SeekRange, Workload, WorkloadFile};

@@ -178,12 +178,45 @@ impl Workload {
     }
 }
 
+/// The data-integrity soak: mixed sizes from 4 KiB to 1 MiB, half
+/// writes, small transfers random and large ones sequential, so that
+/// writes of every size overlap reads and each other. Meant for
+/// `--verify --sessions 16` (every size is a multiple of 4096, so it runs
+/// on 512- and 4096-byte-block LUNs alike).
+fn verify_soak() -> Workload {
+    let mix: [(u32, u32, u32); 6] = [
+        (4 * K, 30, 100),
+        (8 * K, 15, 100),
+        (16 * K, 10, 100),
+        (64 * K, 20, 50),
+        (256 * K, 15, 0),
+        (1024 * K, 10, 0),
+    ];
+    Workload {
+        lines: mix
+            .iter()
+            .map(|&(size, share, random)| AccessLine {
+                share,
+                ..line(size, 50, random)
+            })
+            .collect(),
+        time_s: 20.0,
+        ..one(
+            "verify-soak",
+            "Data-integrity soak: 4 KiB-1 MiB mix, 50% writes; run with --verify --sessions 16 (scripts/test runs 20 s; --time 1h for a long soak)",
+            line(4 * K, 50, 100),
+            8,
+        )
+    }
+}
+
 /// Every built-in workload.
 pub fn all() -> Vec<Workload> {
     let mut v = app_specs();
     v.push(file_server("file-server", 80));
     v.push(file_server("file-server-50", 50));
     v.extend(disk_tests());
+    v.push(verify_soak());
     v
 }
 

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ironlun_bench::{AccessLine, LunTarget, Path, RunOptions, Workload, WorkloadResult};
+use ironlun_bench::{AccessLine, LunTarget, Path, RunOptions, Slice, Workload, WorkloadResult};
 use ironlun_initiator::{Multipath, PathPolicy, Session};
 use ironlun_netem::{LinkSpec, Relay};
 use serde::Serialize;
@@ -204,6 +204,7 @@ impl Lab {
                 path,
                 lun: 0,
                 capacity,
+                slice: Slice::WHOLE,
             })
         })?;
         self.conn = Some(Conn {
