@@ -81,6 +81,8 @@ pub struct World {
     pub settings: WorldSettings,
     random_calls: u8,
     pub sessions: Vec<NewSession>,
+    /// Mutual CHAP challenges already answered (bounded, as the daemon's).
+    challenges: Vec<Vec<u8>>,
 }
 
 impl World {
@@ -126,6 +128,17 @@ impl LoginContext for World {
             *b = self.random_calls.wrapping_mul(37).wrapping_add(i as u8);
         }
         Ok(())
+    }
+
+    fn challenge_seen_before(&mut self, challenge: &[u8]) -> bool {
+        if self.challenges.iter().any(|c| c == challenge) {
+            return true;
+        }
+        if self.challenges.len() >= 64 {
+            self.challenges.remove(0);
+        }
+        self.challenges.push(challenge.to_vec());
+        false
     }
 
     fn create_session(&mut self, s: &NewSession) -> Result<u16, LoginStatus> {

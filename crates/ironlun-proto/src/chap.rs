@@ -284,6 +284,8 @@ pub struct TargetChap {
     /// The target's own credentials, for mutual CHAP.
     target: Option<Credentials>,
     state: State,
+    /// The challenge the initiator sent for mutual CHAP, once answered.
+    initiator_challenge: Option<Vec<u8>>,
 }
 
 #[derive(Debug)]
@@ -309,12 +311,22 @@ impl TargetChap {
             initiator,
             target,
             state: State::AwaitAlgorithms,
+            initiator_challenge: None,
         }
     }
 
     /// The initiator authenticated (and, if it asked, so did we).
     pub fn done(&self) -> bool {
         matches!(self.state, State::Done)
+    }
+
+    /// The challenge the initiator sent for mutual CHAP, after the step
+    /// that answered it. The caller checks it against challenges seen in
+    /// earlier logins before sending the answer: a challenge used twice
+    /// is a replay (RFC 1994 §2.3: challenges must be unique), and the
+    /// answer must then not go out.
+    pub fn initiator_challenge(&self) -> Option<&[u8]> {
+        self.initiator_challenge.as_deref()
     }
 
     /// Takes the CHAP keys of one login request (`CHAP_A`, `CHAP_N`,
@@ -393,6 +405,7 @@ impl TargetChap {
                             "CHAP_R".to_owned(),
                             encode_hex(&alg.response(their_id, &ours.secret, &their_c)),
                         ));
+                        self.initiator_challenge = Some(their_c);
                     }
                     (Some(_), None) => return Err(ChapError::Missing("CHAP_C")),
                     (None, Some(_)) => return Err(ChapError::Missing("CHAP_I")),

@@ -130,6 +130,14 @@ pub trait LoginContext {
     /// challenges). An error fails the login with that status.
     fn random(&mut self, buf: &mut [u8]) -> Result<(), LoginStatus>;
 
+    /// Remembers an initiator's mutual CHAP challenge and says whether an
+    /// earlier login already used it (a replay: the login is refused
+    /// before our response goes out). The default remembers nothing.
+    fn challenge_seen_before(&mut self, challenge: &[u8]) -> bool {
+        let _ = challenge;
+        false
+    }
+
     /// Creates (or, with the same InitiatorName+ISID, reinstates) a session
     /// and returns its TSIH (RFC 7143 §6.3.5).
     fn create_session(&mut self, s: &NewSession) -> Result<u16, LoginStatus>;
@@ -475,15 +483,24 @@ impl TargetLogin {
         let mut pool = [0u8; RANDOM_BYTES];
         ctx.random(&mut pool)
             .map_err(|s| (s, "no random bytes for a CHAP challenge".to_owned()))?;
-        let answers = chap.step(keys, &mut draw_from(&pool));
-        answers.map_err(|e| {
+        let answers = chap.step(keys, &mut draw_from(&pool)).map_err(|e| {
             let status = if e.is_protocol_error() {
                 LoginStatus::INITIATOR_ERROR
             } else {
                 LoginStatus::AUTHENTICATION_FAILURE
             };
             (status, format!("CHAP: {e}"))
-        })
+        })?;
+        if let Some(c) = chap.initiator_challenge() {
+            if ctx.challenge_seen_before(c) {
+                return Err((
+                    LoginStatus::AUTHENTICATION_FAILURE,
+                    "CHAP: the initiator's mutual challenge was used by an earlier login (replay)"
+                        .to_owned(),
+                ));
+            }
+        }
+        Ok(answers)
     }
 
     /// First-PDU checks: who is logging in, to what, and with which offers.

@@ -31,6 +31,8 @@ struct Ctx {
     queue_depth: u32,
     chap: Option<ChapPolicy>,
     random_calls: u8,
+    /// Mutual CHAP challenges of earlier logins, when remembered.
+    challenges: Option<Vec<Vec<u8>>>,
 }
 
 impl LoginContext for Ctx {
@@ -60,6 +62,14 @@ impl LoginContext for Ctx {
             *b = self.random_calls.wrapping_mul(31).wrapping_add(i as u8);
         }
         Ok(())
+    }
+    fn challenge_seen_before(&mut self, challenge: &[u8]) -> bool {
+        let Some(seen) = &mut self.challenges else {
+            return false;
+        };
+        let known = seen.iter().any(|c| c == challenge);
+        seen.push(challenge.to_vec());
+        known
     }
     fn create_session(&mut self, _s: &NewSession) -> Result<u16, LoginStatus> {
         Ok(0x42)
@@ -114,19 +124,29 @@ fn login_with_chap(
     queue_depth: u32,
     chap: Option<ChapPolicy>,
 ) -> Result<(ironlun_proto::initiator::LoginOutcome, LoginResult), LoginError> {
-    let mut ini = InitiatorLogin::new(cfg, [0xa5; RANDOM_BYTES]);
-    let mut tgt = TargetLogin::new(1000, 8, 64 << 10);
     let mut ctx = Ctx {
         offers,
         queue_depth,
         chap,
         random_calls: 0,
+        challenges: None,
     };
+    login_in(cfg, &mut ctx, [0xa5; RANDOM_BYTES])
+}
+
+/// One login against `ctx` with the initiator's random bytes `nonce`.
+fn login_in(
+    cfg: LoginConfig,
+    ctx: &mut Ctx,
+    nonce: [u8; RANDOM_BYTES],
+) -> Result<(ironlun_proto::initiator::LoginOutcome, LoginResult), LoginError> {
+    let mut ini = InitiatorLogin::new(cfg, nonce);
+    let mut tgt = TargetLogin::new(1000, 8, 64 << 10);
     let mut req = ini.start();
     for _ in 0..10 {
         let (pdu, data) = wire(req, Digests::default());
         let Pdu::LoginRequest(r) = pdu else { panic!() };
-        let (resp, result) = match tgt.handle(&r, &data, &mut ctx) {
+        let (resp, result) = match tgt.handle(&r, &data, ctx) {
             LoginStep::Continue(resp) => (resp, None),
             LoginStep::Complete { response, result } => (response, Some(result)),
             LoginStep::Failed { response, .. } => (response, None),
@@ -737,6 +757,36 @@ fn chap_failures_are_refused_with_the_right_status() {
     );
     let r = login_with_chap(cfg, Offers::default(), 8, chap_target(false));
     assert_eq!(refused(r), LoginStatus::AUTHENTICATION_FAILURE);
+}
+
+/// A mutual CHAP challenge that an earlier login used is a replay: the
+/// login is refused with 0x0201 and the target's response never goes out.
+#[test]
+fn a_replayed_mutual_challenge_is_refused() {
+    let cfg = || {
+        with_auth(
+            LoginConfig::normal("iqn.2026-11.test:host", TARGET),
+            "alice:initiator-secret",
+            Some("disk:target-secret-1"),
+        )
+    };
+    let mut ctx = Ctx {
+        offers: Offers::default(),
+        queue_depth: 8,
+        chap: chap_target(true),
+        random_calls: 0,
+        challenges: Some(Vec::new()),
+    };
+    login_in(cfg(), &mut ctx, [1; RANDOM_BYTES]).unwrap();
+    login_in(cfg(), &mut ctx, [2; RANDOM_BYTES]).unwrap();
+    // The same initiator random bytes: the same challenge as the first.
+    match login_in(cfg(), &mut ctx, [1; RANDOM_BYTES]) {
+        Err(LoginError::Refused { status, .. }) => {
+            assert_eq!(status, LoginStatus::AUTHENTICATION_FAILURE)
+        }
+        other => panic!("a replayed challenge was answered: {other:?}"),
+    }
+    assert_eq!(ctx.challenges.as_ref().map(Vec::len), Some(3));
 }
 
 /// The initiator side refuses a target that cannot prove itself, and one

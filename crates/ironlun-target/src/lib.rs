@@ -21,6 +21,7 @@ pub mod config;
 mod conn;
 mod prstore;
 pub mod registry;
+mod replay;
 pub mod server;
 pub mod stats;
 

@@ -15,6 +15,7 @@ use ironlun_scsi::{LunMap, NexusId};
 use tokio::sync::Notify;
 
 use crate::config::{Limits, TargetConfig, TcpTuning};
+use crate::replay::{ChallengeMemory, REMEMBERED_CHALLENGES};
 
 /// A configured target and its logical units.
 pub struct Target {
@@ -97,6 +98,8 @@ pub struct Registry {
     /// CHAP required of discovery sessions.
     pub discovery_chap: Option<ChapPolicy>,
     sessions: Mutex<SessionTable>,
+    /// Mutual CHAP challenges of recent logins (replays are refused).
+    challenges: Mutex<ChallengeMemory>,
     next_nexus: AtomicU64,
     /// Open TCP connections, logged in or not.
     connections: AtomicUsize,
@@ -169,6 +172,7 @@ impl Registry {
                 by_tsih: HashMap::new(),
                 next_tsih: 1,
             }),
+            challenges: Mutex::new(ChallengeMemory::new(REMEMBERED_CHALLENGES)),
             next_nexus: AtomicU64::new(1),
             connections: AtomicUsize::new(0),
         })
@@ -269,6 +273,19 @@ impl LoginContext for LoginCtx {
 
     fn random(&mut self, buf: &mut [u8]) -> Result<(), LoginStatus> {
         getrandom::getrandom(buf).map_err(|_| LoginStatus::TARGET_ERROR)
+    }
+
+    fn challenge_seen_before(&mut self, challenge: &[u8]) -> bool {
+        let seen = self
+            .registry
+            .challenges
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .seen_before(challenge);
+        if seen {
+            self.refusal = Some("mutual CHAP challenge replayed from an earlier login".into());
+        }
+        seen
     }
 
     fn create_session(&mut self, s: &NewSession) -> Result<u16, LoginStatus> {
