@@ -98,9 +98,13 @@ pub struct BenchArgs {
 }
 
 fn list() {
-    println!(
+    outln!(
         "{:<22} {:>4} {:>9} {:>5} {:>6}  description",
-        "name", "qd", "size", "read", "random"
+        "name",
+        "qd",
+        "size",
+        "read",
+        "random"
     );
     for w in profiles::all() {
         let size = if w.lines.len() == 1 {
@@ -115,7 +119,7 @@ fn list() {
             let v: u32 = w.lines.iter().map(|l| f(l) * l.share).sum::<u32>() / 100;
             format!("{v}%")
         };
-        println!(
+        outln!(
             "{:<22} {:>4} {:>9} {:>5} {:>6}  {}",
             w.name,
             w.queue_depth,
@@ -125,7 +129,7 @@ fn list() {
             w.description
         );
     }
-    println!("\ngroups: app-profiles (the twelve application specs), disk-tests");
+    outln!("\ngroups: app-profiles (the twelve application specs), disk-tests");
 }
 
 /// The workloads the flags ask for.
@@ -224,6 +228,9 @@ pub async fn open_luns(
     }
     let mut out = Vec::new();
     if a.multipath {
+        if a.sessions > 1 {
+            return Err("--sessions opens separate sessions per URL; with --multipath the URLs are one LUN's paths".into());
+        }
         let policy: PathPolicy = a.path_policy.parse()?;
         let first = urls.first().ok_or("no URL")?;
         if urls
@@ -335,7 +342,7 @@ pub async fn run_all(
             // The header once, then one block per workload.
             let skip = usize::from(!results.is_empty());
             for line in table.lines().skip(skip) {
-                println!("{line}");
+                outln!("{line}");
             }
             results.push(r);
         }

@@ -78,7 +78,7 @@ pub fn run_compare(a: CompareArgs) -> Result<(), String> {
     };
     let report = ironlun_compare::run(&opts)?;
     let md = summary::markdown(&report);
-    println!("\n{md}");
+    outln!("\n{md}");
     std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
     let table = a.out.join("table.md");
     let json = a.out.join("result.json");

@@ -99,7 +99,7 @@ pub fn run_lab(a: LabArgs) -> Result<(), String> {
     bench_cmd::write_outputs(&rep, Some(&json), None)?;
     std::fs::write(&html, report::html(std::slice::from_ref(&rep))?)
         .map_err(|e| format!("{}: {e}", html.display()))?;
-    println!("results: {}", json.display());
-    println!("report:  {}", html.display());
+    outln!("results: {}", json.display());
+    outln!("report:  {}", html.display());
     Ok(())
 }

@@ -8,6 +8,9 @@ use clap::{Parser, Subcommand};
 use ironlun_target::{Config, Overrides, Server};
 use tracing_subscriber::EnvFilter;
 
+#[macro_use]
+mod stdout;
+
 mod bench_cmd;
 mod compare_cmd;
 mod initiator_args;
@@ -101,7 +104,7 @@ fn run_report(a: ReportArgs) -> Result<(), String> {
     }
     let html = ironlun_bench::report::html(&reports)?;
     std::fs::write(&a.output, html).map_err(|e| format!("{}: {e}", a.output.display()))?;
-    println!("report: {}", a.output.display());
+    outln!("report: {}", a.output.display());
     Ok(())
 }
 

@@ -38,7 +38,7 @@ pub async fn run_netem(a: NetemArgs) -> Result<(), String> {
         .ok_or_else(|| format!("--connect {}: no address", a.connect))?;
     let relay = ironlun_netem::Relay::start(listen, upstream, spec.clone())
         .map_err(|e| format!("--listen {}: {e}", a.listen))?;
-    println!(
+    outln!(
         "relaying {} -> {upstream}: {}",
         relay.addr(),
         spec.describe()
@@ -52,9 +52,11 @@ pub async fn run_netem(a: NetemArgs) -> Result<(), String> {
         None => stop.await,
     }
     let s = relay.stats();
-    println!(
+    outln!(
         "{} connection(s); {} bytes up, {} bytes down",
-        s.connections, s.bytes_up, s.bytes_down
+        s.connections,
+        s.bytes_up,
+        s.bytes_down
     );
     // Let the relay's threads see the stop.
     drop(relay);

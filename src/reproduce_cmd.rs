@@ -37,7 +37,7 @@ pub struct ReproduceArgs {
 pub fn run_reproduce(a: ReproduceArgs) -> Result<(), String> {
     if a.list {
         for (n, d) in reproduce::NAMES {
-            println!("{n:<16} {d}");
+            outln!("{n:<16} {d}");
         }
         return Ok(());
     }
@@ -65,25 +65,25 @@ pub fn run_reproduce(a: ReproduceArgs) -> Result<(), String> {
     let r = reproduce::run(&name, &opts, &mut |what| {
         eprintln!("[{:>5.1} s] {name}: {what} ...", t0.elapsed().as_secs_f64());
     })?;
-    print!("{}", r.text());
+    out!("{}", r.text());
     let out = r.outliers(0.25);
     if r.modelled() == 0 {
-        println!(
+        outln!(
             "\n(no model for these runs: on loopback with no emulated link the only bound is the host itself, which is what they measure)"
         );
     } else if out.is_empty() {
-        println!(
+        outln!(
             "\nall {} modelled cells are within 25 % of their model",
             r.modelled()
         );
     } else {
-        println!(
+        outln!(
             "\n{} of {} modelled cells are more than 25 % from the model:",
             out.len(),
             r.modelled()
         );
         for o in &out {
-            println!("  {o}");
+            outln!("  {o}");
         }
     }
     std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
@@ -95,9 +95,9 @@ pub fn run_reproduce(a: ReproduceArgs) -> Result<(), String> {
         let w = a.out.join(format!("{name}-workloads.html"));
         let page = ironlun_bench::report::html(&r.workload_reports())?;
         std::fs::write(&w, page).map_err(|e| format!("{}: {e}", w.display()))?;
-        println!("workload charts: {}", w.display());
+        outln!("workload charts: {}", w.display());
     }
-    println!(
+    outln!(
         "took {:.0} s; results: {}; report: {}",
         r.elapsed_s,
         json.display(),

@@ -120,7 +120,7 @@ pub fn run_sweep(a: SweepArgs) -> Result<(), String> {
     if tty {
         eprint!("\r\x1b[2K");
     }
-    println!(
+    outln!(
         "{} (MB/s{})",
         s.title,
         if cal.is_some() {
@@ -129,7 +129,7 @@ pub fn run_sweep(a: SweepArgs) -> Result<(), String> {
             ""
         }
     );
-    print!("{}", sweep::table(&results, &s.rows, &s.cols));
+    out!("{}", sweep::table(&results, &s.rows, &s.cols));
     if let Some(p) = &a.json {
         let v = serde_json::json!({ "sweep": s.title, "cells": results });
         let text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
@@ -149,7 +149,7 @@ pub fn run_sweep(a: SweepArgs) -> Result<(), String> {
             &[sec],
         )?;
         std::fs::write(p, h).map_err(|e| format!("{}: {e}", p.display()))?;
-        println!("report: {}", p.display());
+        outln!("report: {}", p.display());
     }
     Ok(())
 }

@@ -125,12 +125,18 @@ pub fn measure(
 }
 
 pub fn print_table(results: &[TcpResult]) {
-    println!(
+    outln!(
         "{:<5} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10}",
-        "dir", "streams", "window", "MB/s", "MiB/s", "Mbit/s", "model MB/s"
+        "dir",
+        "streams",
+        "window",
+        "MB/s",
+        "MiB/s",
+        "Mbit/s",
+        "model MB/s"
     );
     for r in results {
-        println!(
+        outln!(
             "{:<5} {:>7} {:>10} {:>10.1} {:>10.1} {:>10.1} {:>10}",
             r.direction,
             r.streams,
@@ -142,7 +148,7 @@ pub fn print_table(results: &[TcpResult]) {
         );
     }
     if let Some(l) = results.first().and_then(|r| r.link.as_ref()) {
-        println!("link: {l}");
+        outln!("link: {l}");
     }
 }
 
@@ -153,7 +159,7 @@ pub async fn run_tcpbench(a: TcpbenchArgs) -> Result<(), String> {
             .parse()
             .map_err(|_| format!("--server '{addr}' is not ADDR:PORT"))?;
         let l = tcpbench::listen(addr, window).map_err(|e| format!("--server {addr}: {e}"))?;
-        println!(
+        outln!(
             "tcpbench server on {}",
             l.local_addr().map_err(|e| e.to_string())?
         );

@@ -66,9 +66,9 @@ pub async fn run_discover(a: DiscoverArgs) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     for t in targets {
-        println!("{}", t.name);
+        outln!("{}", t.name);
         for addr in t.addresses {
-            println!("  {addr}");
+            outln!("  {addr}");
         }
     }
     Ok(())
@@ -92,14 +92,14 @@ pub async fn run_inquiry(a: UrlArgs) -> Result<(), String> {
     let url = parse_url(&a.url)?;
     let s = open(&url, &a.initiator).await?;
     let inq = s.inquiry(url.lun).await.map_err(|e| e.to_string())?;
-    println!("Peripheral device type: 0x{:02x}", inq.peripheral_type);
-    println!("Version:                0x{:02x}", inq.version);
-    println!("Vendor:                 {}", inq.vendor);
-    println!("Product:                {}", inq.product);
-    println!("Revision:               {}", inq.revision);
+    outln!("Peripheral device type: 0x{:02x}", inq.peripheral_type);
+    outln!("Version:                0x{:02x}", inq.version);
+    outln!("Vendor:                 {}", inq.vendor);
+    outln!("Product:                {}", inq.product);
+    outln!("Revision:               {}", inq.revision);
     if let Ok(d) = s.run(scsi::inquiry(url.lun, Some(0x80), 255)).await {
         let serial = String::from_utf8_lossy(d.get(4..).unwrap_or(&[]));
-        println!("Unit serial number:     {}", serial.trim());
+        outln!("Unit serial number:     {}", serial.trim());
     }
     let _ = s.logout().await;
     Ok(())
@@ -109,19 +109,19 @@ pub async fn run_readcap(a: UrlArgs) -> Result<(), String> {
     let url = parse_url(&a.url)?;
     let s = open(&url, &a.initiator).await?;
     let c = s.read_capacity(url.lun).await.map_err(|e| e.to_string())?;
-    println!("Logical blocks:      {}", c.blocks);
-    println!("Block size:          {} bytes", c.block_size);
-    println!(
+    outln!("Logical blocks:      {}", c.blocks);
+    outln!("Block size:          {} bytes", c.block_size);
+    outln!(
         "Physical block size: {} bytes",
         u64::from(c.block_size) << c.lbppbe
     );
-    println!(
+    outln!(
         "Capacity:            {} bytes ({:.2} GB, {:.2} GiB)",
         c.bytes(),
         c.bytes() as f64 / 1e9,
         c.bytes() as f64 / (1u64 << 30) as f64
     );
-    println!("Thin provisioned:    {}", if c.thin { "yes" } else { "no" });
+    outln!("Thin provisioned:    {}", if c.thin { "yes" } else { "no" });
     let _ = s.logout().await;
     Ok(())
 }

@@ -93,3 +93,22 @@ fn help_and_version_exit_0() {
     assert_eq!(code, 0);
     assert!(out.contains(env!("CARGO_PKG_VERSION")));
 }
+
+/// Output into a pipe whose reader has gone (`ironlun bench --list | head
+/// -0`) ends the command quietly with status 0, instead of a panic.
+#[test]
+fn a_closed_stdout_pipe_is_a_quiet_exit() {
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ironlun"))
+        .args(["bench", "--list"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Close the read end before the child gets to write.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
+}

@@ -9,7 +9,7 @@ use ironlun_netem::tcpbench::{self, Direction};
 use ironlun_netem::{LinkSpec, Relay};
 use serde::Serialize;
 
-use crate::cell::{Cell, Op};
+use crate::cell::{human_size, Cell, Op};
 use crate::fs_rows::{self, FsPlan, FsRow, VmMode};
 use crate::model::{predict_mix, Calibration, Prediction};
 use crate::report::Section;
@@ -926,7 +926,7 @@ fn target_backends(
     }
     let (fs_rows, fs_note) = fs?;
     let mut notes = vec![
-        "NULLIO is ironlun's null backend. FILEIO is a file LUN through the page cache; the study limited the target's memory so the cache could not hold the data, which a process cannot do to itself here, so BLOCKIO is stood in for by the same file opened with O_DIRECT (no spare block device on this machine). The LUN is 512 MiB, not 5 GB.".to_owned(),
+        format!("NULLIO is ironlun's null backend. FILEIO is a file LUN through the page cache; the study limited the target's memory so the cache could not hold the data, which a process cannot do to itself here, so BLOCKIO is stood in for by the same file opened with O_DIRECT (no spare block device on this machine). The LUN is {}, not 5 GB.", human_size(opts.lab.lun_size)),
     ];
     notes.extend(fs_note);
     if !fs_rows.is_empty() {
@@ -1071,7 +1071,7 @@ fn ramdisk_target(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
         workloads,
         fs_rows,
         notes: vec![
-            "The RAM LUN is 512 MiB, not 2 GB. The link is 1 Gbit/s with a 0.2 ms round trip, emulated by ironlun's relay.".into(),
+            format!("The RAM LUN is {}, not 2 GB. The link is 1 Gbit/s with a 0.2 ms round trip, emulated by ironlun's relay.", human_size(opts.lab.lun_size)),
             "Model of a workload (a mix of sizes): per command, mean over the mix of host time (a line in the request size through 4 KiB and 256 KiB runs at queue depth 1, per direction) + round trips x RTT + wire bytes / rate, at least a line's transfer delay; throughput = the least of outstanding commands x mean size / mean cycle, the link rate in the busier direction, the TCP window per round trip and any rate limit. It has no host-rate bound (a mix's host limit is not calibrated), and none for the run with a pulled path.".into(),
             "Delayed ACK, window scaling and SACK are the kernel's (loopback TCP between the relay and each end); the TCP window is set on the sockets and carried by the relay.".into(),
             "Link aggregation is two iSCSI sessions (multipath, round-robin) over two emulated links rather than NIC teaming; pulling a link cuts one relay.".into(),
@@ -1114,7 +1114,7 @@ fn app_profiles(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Repro
         )],
         fs_rows: Vec::new(),
         notes: vec![
-            "One LUN (512 MiB RAM, embedded target on loopback) instead of four 4 GiB targets; run time and ramp are short (settable with --time). Host CPU % is IOMeter's whole-host figure; on this 2-core machine it includes the embedded target, so the published 8 % line is not comparable as is: target CPU is reported separately.".into(),
+            format!("One LUN ({} RAM, embedded target on loopback) instead of four 4 GiB targets; run time and ramp are short (settable with --time). Host CPU % is IOMeter's whole-host figure; on this 2-core machine it includes the embedded target, so the published 8 % line is not comparable as is: target CPU is reported separately.", human_size(opts.lab.lun_size)),
         ],
     })
 }
