@@ -10,6 +10,8 @@ mod support;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use ironlun_compare::daemons::Daemon;
+use ironlun_compare::workloads::LunKind;
 use support::{free_port, ironlun_ok as ok, random_file, run, tool, Target};
 
 fn ironlun() -> &'static str {
@@ -334,81 +336,6 @@ fn bench_lists_every_profile_and_rejects_bad_workloads() {
     assert!(out.contains("sum to 50%"), "{out}");
 }
 
-/// tgtd on a loopback port with a tmpfs file LUN; killed on drop.
-struct Tgt {
-    child: Child,
-    control: String,
-}
-
-impl Tgt {
-    fn start(port: u16, control: u16, img: &str) -> Tgt {
-        let tgtd = tool("tgtd", "tgt");
-        let tgtadm = tool("tgtadm", "tgt");
-        let control = control.to_string();
-        let child = Command::new(&tgtd)
-            .args([
-                "-f",
-                "-C",
-                &control,
-                "--iscsi",
-                &format!("portal=127.0.0.1:{port}"),
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start tgtd");
-        let t = Tgt { child, control };
-        let adm = |args: &[&str]| {
-            let mut a = vec!["-C", t.control.as_str(), "--lld", "iscsi"];
-            a.extend_from_slice(args);
-            run(&tgtadm, &a)
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let (rc, out) = adm(&[
-                "--op",
-                "new",
-                "--mode",
-                "target",
-                "--tid",
-                "1",
-                "-T",
-                "iqn.2026-11.test:tgt",
-            ]);
-            if rc == 0 {
-                break;
-            }
-            assert!(Instant::now() < deadline, "tgtd did not come up: {out}");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let (rc, out) = adm(&[
-            "--op",
-            "new",
-            "--mode",
-            "logicalunit",
-            "--tid",
-            "1",
-            "--lun",
-            "1",
-            "-b",
-            img,
-        ]);
-        assert_eq!(rc, 0, "{out}");
-        let (rc, out) = adm(&[
-            "--op", "bind", "--mode", "target", "--tid", "1", "-I", "ALL",
-        ]);
-        assert_eq!(rc, 0, "{out}");
-        t
-    }
-}
-
-impl Drop for Tgt {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn tools_and_bench_against_tgt() {
     let dir = tempfile::tempdir_in("/dev/shm").unwrap_or_else(|_| tempfile::tempdir().unwrap());
@@ -417,12 +344,15 @@ fn tools_and_bench_against_tgt() {
         .unwrap()
         .set_len(64 << 20)
         .unwrap();
-    let port = free_port();
-    let control = 20000 + (std::process::id() % 10000) as u16;
-    let _tgt = Tgt::start(port, control, img.to_str().unwrap());
-    let portal = format!("127.0.0.1:{port}");
-    let url = format!("iscsi://{portal}/iqn.2026-11.test:tgt/1");
-    tools_round_trip(&portal, &url, "iqn.2026-11.test:tgt");
+    // The comparison's own tgtd set-up (ironlun-compare): the file LUN on
+    // target 1, LUN 1.
+    tool("tgtd", "tgt");
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let tgt = Daemon::start_tgt(addr, &img).unwrap();
+    let url = tgt.url(LunKind::File);
+    let portal = addr.to_string();
+    let iqn = url.split('/').nth(3).unwrap().to_owned();
+    tools_round_trip(&portal, &url, &iqn);
     bench_verify(&url, &[]);
 }
 
