@@ -32,7 +32,8 @@
 //!   offset where the previous PDU ended, and never beyond the command's
 //!   Expected Data Transfer Length (RFC 7143 §11.7.4, DataPDUInOrder and
 //!   DataSequenceInOrder are Yes); its R2Ts ask for 1 to MaxBurstLength
-//!   bytes inside that length (§11.8).
+//!   bytes inside that length (§11.8). Where an initiator reused an ITT,
+//!   the bound is the largest length asked for with it.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -155,8 +156,11 @@ struct Ffp {
     held: VecDeque<ScsiTask>,
     closed: Option<String>,
     max_burst: u32,
-    /// Expected Data Transfer Length of each command the target took.
-    edtl: HashMap<u32, u32>,
+    /// Expected Data Transfer Lengths of the commands received with each
+    /// ITT and not yet answered. Several: a command may wait ahead of the
+    /// window while another reuses its ITT, and one outside the window is
+    /// dropped unseen; which one a response answers is not on the wire.
+    edtl: HashMap<u32, Vec<u32>>,
     /// Per task: the next DataSN and buffer offset of its Data-In.
     data_in: HashMap<u32, (u32, u64)>,
 }
@@ -190,25 +194,54 @@ impl Ffp {
         }
     }
 
-    /// Notes the length of a command the connection will take as a new
-    /// task (a duplicate ITT of a live task is refused, not taken).
+    /// Notes the length of every command received; a Data-In sequence
+    /// starts over with a command whose ITT has no live task.
     fn watch_received(&mut self, frame: &Frame) {
         if let Ok(Pdu::ScsiCommand(c)) = Pdu::decode(&frame.bhs) {
+            self.edtl
+                .entry(c.itt)
+                .or_default()
+                .push(c.expected_data_transfer_length);
             if !self.conn.has_tasks(AbortScope::Task(c.itt)) {
-                self.edtl.insert(c.itt, c.expected_data_transfer_length);
                 self.data_in.remove(&c.itt);
             }
         }
+    }
+
+    /// The largest length any command with this ITT asked for.
+    fn edtl_bound(&self, itt: u32, what: &str) -> u32 {
+        match self.edtl.get(&itt).and_then(|v| v.iter().max()) {
+            Some(n) => *n,
+            None => panic!("{what} for ITT {itt:#x}, which no command used"),
+        }
+    }
+
+    /// A command with this ITT was answered, `end` bytes in: forget the
+    /// tightest length that fits (never one a still-pending command
+    /// needs more than).
+    fn answered(&mut self, itt: u32, end: u64) {
+        if let Some(v) = self.edtl.get_mut(&itt) {
+            let fit = v
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| u64::from(**n) >= end)
+                .min_by_key(|(_, n)| **n)
+                .map(|(i, _)| i);
+            if let Some(i) = fit {
+                v.swap_remove(i);
+            }
+            if v.is_empty() {
+                self.edtl.remove(&itt);
+            }
+        }
+        self.data_in.remove(&itt);
     }
 
     /// Data-In and R2T against the command they serve.
     fn check_transfer(&mut self, p: &OutPdu) {
         match &p.pdu {
             Pdu::DataIn(d) => {
-                let edtl = self.edtl.get(&d.itt).copied();
-                let Some(edtl) = edtl else {
-                    panic!("Data-In for ITT {:#x}, which no command used", d.itt);
-                };
+                let edtl = self.edtl_bound(d.itt, "Data-In");
                 let (sn, offset) = self.data_in.get(&d.itt).copied().unwrap_or((0, 0));
                 assert_eq!(d.data_sn, sn, "DataSN out of order: {d:?}");
                 assert_eq!(
@@ -222,16 +255,13 @@ impl Ffp {
                     "Data-In up to {end} for a transfer length of {edtl}: {d:?}"
                 );
                 if d.status.is_some() {
-                    self.data_in.remove(&d.itt);
-                    self.edtl.remove(&d.itt);
+                    self.answered(d.itt, end);
                 } else {
                     self.data_in.insert(d.itt, (sn.wrapping_add(1), end));
                 }
             }
             Pdu::R2t(r) => {
-                let Some(edtl) = self.edtl.get(&r.itt).copied() else {
-                    panic!("R2T for ITT {:#x}, which no command used", r.itt);
-                };
+                let edtl = self.edtl_bound(r.itt, "R2T");
                 let len = r.desired_data_transfer_length;
                 assert!(
                     len > 0 && len <= self.max_burst,
@@ -245,8 +275,8 @@ impl Ffp {
                 );
             }
             Pdu::ScsiResponse(r) => {
-                self.data_in.remove(&r.itt);
-                self.edtl.remove(&r.itt);
+                let end = self.data_in.get(&r.itt).map_or(0, |(_, end)| *end);
+                self.answered(r.itt, end);
             }
             _ => {}
         }
