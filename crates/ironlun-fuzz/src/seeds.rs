@@ -27,7 +27,7 @@ use ironlun_wire::{
 
 use crate::input::RecordWriter;
 use crate::login::{LoginDriver, Phase};
-use crate::session::SessionHarness;
+use crate::session::{encode_into, SessionHarness};
 use crate::world::{initiator_auth, WorldSettings, INITIATOR, TARGET};
 
 /// One seed file.
@@ -59,18 +59,8 @@ fn seed(target: &'static str, name: &'static str, bytes: Vec<u8>) -> Seed {
 
 /// A PDU as the wire carries it.
 fn frame(p: &OutPdu, digests: Digests) -> Vec<u8> {
-    let mut o = Outbox::new(digests);
     let mut out = Vec::new();
-    if o.push(&p.pdu, p.data.clone()).is_ok() {
-        let _ = o.write_with(|iov| {
-            let mut n = 0;
-            for s in iov {
-                out.extend_from_slice(s);
-                n += s.len();
-            }
-            Ok(n)
-        });
-    }
+    encode_into(&mut Outbox::new(digests), p.clone(), &mut out);
     out
 }
 

@@ -41,7 +41,8 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use ironlun_proto::login::{LoginResult, LOGIN_SEGMENT_MAX};
 use ironlun_proto::target::{
-    tmf, AbortScope, Event, FfpConfig, ScsiResult, ScsiTask, TargetConnection, TmfRequest,
+    tmf, AbortScope, Event, FfpConfig, ScsiResult, ScsiTask, TargetConnection, TmfAction,
+    TmfRequest,
 };
 use ironlun_proto::OutPdu;
 use ironlun_scsi::{LunMap, NexusId, Response, Sense};
@@ -364,65 +365,35 @@ impl Ffp {
         }
     }
 
-    /// The daemon's decisions (`ironlun-target::conn`), for one session.
+    /// Carries out [`TmfRequest::plan`] as the daemon's driver does
+    /// (`ironlun-target::conn`), for one session.
     fn task_management(&mut self, req: TmfRequest) {
-        let index = req.lun.index();
-        let lu = index.and_then(|n| self.map.as_ref().and_then(|m| m.get(n)));
-        let (response, scope) = match (req.function, lu) {
-            (tmf::ABORT_TASK, _) => (
-                tmf::FUNCTION_COMPLETE,
-                AbortScope::Task(req.referenced_task_tag),
-            ),
-            (tmf::ABORT_TASK_SET | tmf::CLEAR_TASK_SET, Some(_)) => {
-                (tmf::FUNCTION_COMPLETE, AbortScope::Lun(req.lun))
+        let lu = req
+            .lun
+            .index()
+            .and_then(|n| self.map.as_ref().and_then(|m| m.get(n)));
+        let plan = req.plan(lu.is_some());
+        let mut response = plan.response;
+        match plan.action {
+            TmfAction::Nothing | TmfAction::ClearTaskSet => {}
+            TmfAction::ResetLu => {
+                if let Some(lu) = lu {
+                    lu.reset();
+                }
             }
-            (tmf::LOGICAL_UNIT_RESET, Some(lu)) => {
-                lu.reset();
-                (tmf::FUNCTION_COMPLETE, AbortScope::Lun(req.lun))
-            }
-            (
-                tmf::ABORT_TASK_SET
-                | tmf::CLEAR_TASK_SET
-                | tmf::LOGICAL_UNIT_RESET
-                | tmf::QUERY_TASK
-                | tmf::QUERY_TASK_SET,
-                None,
-            ) => (tmf::LUN_DOES_NOT_EXIST, AbortScope::None),
-            (tmf::TARGET_WARM_RESET | tmf::TARGET_COLD_RESET, _) => {
+            TmfAction::ResetTarget { .. } => {
                 for (_, lu) in self.map.iter().flat_map(|m| m.iter()) {
                     lu.reset();
                 }
-                (tmf::FUNCTION_COMPLETE, AbortScope::All)
             }
-            (tmf::I_T_NEXUS_RESET, _) => {
+            TmfAction::ResetNexus => {
                 for (_, lu) in self.map.iter().flat_map(|m| m.iter()) {
                     lu.nexus_reset(NEXUS);
                 }
-                (tmf::FUNCTION_COMPLETE, AbortScope::All)
             }
-            (tmf::QUERY_TASK, Some(_)) => (
-                query(
-                    self.conn
-                        .has_tasks(AbortScope::Task(req.referenced_task_tag)),
-                ),
-                AbortScope::None,
-            ),
-            (tmf::QUERY_TASK_SET, Some(_)) => (
-                query(self.conn.has_tasks(AbortScope::Lun(req.lun))),
-                AbortScope::None,
-            ),
-            (tmf::TASK_REASSIGN, _) => (tmf::REASSIGNMENT_NOT_SUPPORTED, AbortScope::None),
-            _ => (tmf::NOT_SUPPORTED, AbortScope::None),
-        };
-        self.conn.finish_tmf(req.itt, response, scope);
-    }
-}
-
-fn query(found: bool) -> u8 {
-    if found {
-        tmf::FUNCTION_SUCCEEDED
-    } else {
-        tmf::FUNCTION_COMPLETE
+            TmfAction::Query(scope) => response = tmf::query_response(self.conn.has_tasks(scope)),
+        }
+        self.conn.finish_tmf(req.itt, response, plan.scope);
     }
 }
 
@@ -623,7 +594,7 @@ impl SessionHarness {
 }
 
 /// Encodes one PDU onto `out` as the socket would carry it.
-fn encode_into(outbox: &mut Outbox, p: OutPdu, out: &mut Vec<u8>) {
+pub(crate) fn encode_into(outbox: &mut Outbox, p: OutPdu, out: &mut Vec<u8>) {
     if let Err(e) = outbox.push(&p.pdu, p.data) {
         panic!("the target's PDU does not encode: {e}");
     }

@@ -79,6 +79,16 @@ pub mod tmf {
     /// FUNCTION SUCCEEDED).
     pub const FUNCTION_SUCCEEDED: u8 = 7;
     pub const REJECTED: u8 = 255;
+
+    /// QUERY TASK / QUERY TASK SET: FUNCTION SUCCEEDED when the tasks
+    /// exist (SAM-5 §7.8, §7.9).
+    pub fn query_response(found: bool) -> u8 {
+        if found {
+            FUNCTION_SUCCEEDED
+        } else {
+            FUNCTION_COMPLETE
+        }
+    }
 }
 
 /// Limits and timers of a full feature phase connection.
@@ -194,6 +204,107 @@ pub struct TmfRequest {
     pub function: u8,
     pub lun: Lun,
     pub referenced_task_tag: u32,
+}
+
+/// What the device must do for a task management function, beyond
+/// aborting this connection's tasks in `scope`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TmfAction {
+    Nothing,
+    /// CLEAR TASK SET: other initiators' tasks on the LU end too (the task
+    /// set is shared, TST=000b).
+    ClearTaskSet,
+    /// LOGICAL UNIT RESET of the addressed LU.
+    ResetLu,
+    /// TARGET WARM or COLD RESET of every LU; a cold reset also closes
+    /// every other session (RFC 7143 §11.5.1).
+    ResetTarget {
+        cold: bool,
+    },
+    /// I_T NEXUS RESET on every LU.
+    ResetNexus,
+    /// QUERY TASK / QUERY TASK SET: the response is FUNCTION SUCCEEDED if
+    /// live tasks fall in this scope ([`tmf::query_response`]).
+    Query(AbortScope),
+}
+
+/// The decision on a task management request: response code, the
+/// connection's tasks it aborts, and the device action.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TmfPlan {
+    pub response: u8,
+    pub scope: AbortScope,
+    pub action: TmfAction,
+}
+
+impl TmfRequest {
+    /// Decides the function (SAM-5 §7, RFC 7143 §11.5.1, RFC 7144 §4.6) at
+    /// ERL 0; `lu_exists` says whether the addressed LUN has an LU.
+    pub fn plan(&self, lu_exists: bool) -> TmfPlan {
+        let plan = |response, scope, action| TmfPlan {
+            response,
+            scope,
+            action,
+        };
+        let lun = AbortScope::Lun(self.lun);
+        match (self.function, lu_exists) {
+            (tmf::ABORT_TASK, _) => plan(
+                tmf::FUNCTION_COMPLETE,
+                AbortScope::Task(self.referenced_task_tag),
+                TmfAction::Nothing,
+            ),
+            (tmf::ABORT_TASK_SET, true) => plan(tmf::FUNCTION_COMPLETE, lun, TmfAction::Nothing),
+            (tmf::CLEAR_TASK_SET, true) => {
+                plan(tmf::FUNCTION_COMPLETE, lun, TmfAction::ClearTaskSet)
+            }
+            (tmf::LOGICAL_UNIT_RESET, true) => {
+                plan(tmf::FUNCTION_COMPLETE, lun, TmfAction::ResetLu)
+            }
+            (
+                tmf::ABORT_TASK_SET
+                | tmf::CLEAR_TASK_SET
+                | tmf::LOGICAL_UNIT_RESET
+                | tmf::QUERY_TASK
+                | tmf::QUERY_TASK_SET,
+                false,
+            ) => plan(
+                tmf::LUN_DOES_NOT_EXIST,
+                AbortScope::None,
+                TmfAction::Nothing,
+            ),
+            (tmf::TARGET_WARM_RESET | tmf::TARGET_COLD_RESET, _) => plan(
+                tmf::FUNCTION_COMPLETE,
+                AbortScope::All,
+                TmfAction::ResetTarget {
+                    cold: self.function == tmf::TARGET_COLD_RESET,
+                },
+            ),
+            (tmf::I_T_NEXUS_RESET, _) => plan(
+                tmf::FUNCTION_COMPLETE,
+                AbortScope::All,
+                TmfAction::ResetNexus,
+            ),
+            (tmf::QUERY_TASK, true) => plan(
+                tmf::FUNCTION_COMPLETE,
+                AbortScope::None,
+                TmfAction::Query(AbortScope::Task(self.referenced_task_tag)),
+            ),
+            (tmf::QUERY_TASK_SET, true) => plan(
+                tmf::FUNCTION_COMPLETE,
+                AbortScope::None,
+                TmfAction::Query(lun),
+            ),
+            // No task allegiance reassignment at ERL 0.
+            (tmf::TASK_REASSIGN, _) => plan(
+                tmf::REASSIGNMENT_NOT_SUPPORTED,
+                AbortScope::None,
+                TmfAction::Nothing,
+            ),
+            // CLEAR ACA (NACA is never accepted, so there is no ACA) and
+            // QUERY ASYNCHRONOUS EVENT.
+            _ => plan(tmf::NOT_SUPPORTED, AbortScope::None, TmfAction::Nothing),
+        }
+    }
 }
 
 /// A set of this connection's tasks: the ones a TMF aborts or queries.

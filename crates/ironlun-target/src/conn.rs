@@ -25,7 +25,7 @@ use bytes::BytesMut;
 use ironlun_proto::login::{LoginStep, TargetLogin, LOGIN_SEGMENT_MAX};
 use ironlun_proto::target::{
     tmf, AbortScope, CloseReason, Event, FfpConfig, ScsiResult, ScsiTask, TargetConnection,
-    TmfRequest,
+    TmfAction, TmfRequest,
 };
 use ironlun_proto::OutPdu;
 use ironlun_scsi::{ItNexus, NexusId, Response, Sense};
@@ -524,10 +524,10 @@ impl Driver {
         None
     }
 
-    /// Decides a task management function (SAM-5 §7, RFC 7143 §11.5.1,
-    /// RFC 7144 §4.6). This connection's tasks are aborted by the
-    /// protocol before the response; other sessions' tasks on the same
-    /// LU (a shared task set: TST=000b) are ended through their signals.
+    /// Carries out a task management function as [`TmfRequest::plan`]
+    /// decides it. This connection's tasks are aborted by the protocol
+    /// before the response; other sessions' tasks on the same LU (a shared
+    /// task set: TST=000b) are ended through their signals.
     fn task_management(&mut self, req: TmfRequest) {
         let index = req.lun.index();
         let lu = index.and_then(|n| self.target.as_ref().and_then(|t| t.luns.get(n)).cloned());
@@ -536,36 +536,24 @@ impl Driver {
             self.session
                 .signal_others(|_| true, SessionSignal::Abort { lun, cleared })
         };
-        let (response, scope) = match (req.function, &lu) {
-            (tmf::ABORT_TASK, _) => (
-                tmf::FUNCTION_COMPLETE,
-                AbortScope::Task(req.referenced_task_tag),
-            ),
-            (tmf::ABORT_TASK_SET, Some(_)) => (tmf::FUNCTION_COMPLETE, AbortScope::Lun(req.lun)),
-            (tmf::CLEAR_TASK_SET, Some(_)) => {
-                abort_others(index, true);
-                (tmf::FUNCTION_COMPLETE, AbortScope::Lun(req.lun))
-            }
-            (tmf::LOGICAL_UNIT_RESET, Some(lu)) => {
-                lu.reset();
+        let plan = req.plan(lu.is_some());
+        let mut response = plan.response;
+        match plan.action {
+            TmfAction::Nothing => {}
+            TmfAction::ClearTaskSet => abort_others(index, true),
+            TmfAction::ResetLu => {
+                if let Some(lu) = &lu {
+                    lu.reset();
+                }
                 abort_others(index, false);
-                (tmf::FUNCTION_COMPLETE, AbortScope::Lun(req.lun))
             }
-            (
-                tmf::ABORT_TASK_SET
-                | tmf::CLEAR_TASK_SET
-                | tmf::LOGICAL_UNIT_RESET
-                | tmf::QUERY_TASK
-                | tmf::QUERY_TASK_SET,
-                None,
-            ) => (tmf::LUN_DOES_NOT_EXIST, AbortScope::None),
-            (tmf::TARGET_WARM_RESET | tmf::TARGET_COLD_RESET, _) => {
+            TmfAction::ResetTarget { cold } => {
                 if let Some(t) = &self.target {
                     for (_, lu) in t.luns.iter() {
                         lu.reset();
                     }
                 }
-                if req.function == tmf::TARGET_COLD_RESET {
+                if cold {
                     // Every other session closes now; this one after its
                     // response (the protocol closes it).
                     self.session.signal_others(
@@ -575,35 +563,18 @@ impl Driver {
                 } else {
                     abort_others(None, false);
                 }
-                (tmf::FUNCTION_COMPLETE, AbortScope::All)
             }
-            (tmf::I_T_NEXUS_RESET, _) => {
+            TmfAction::ResetNexus => {
                 if let Some(t) = &self.target {
                     for (_, lu) in t.luns.iter() {
                         lu.nexus_reset(nexus);
                     }
                 }
-                (tmf::FUNCTION_COMPLETE, AbortScope::All)
             }
-            (tmf::QUERY_TASK, Some(_)) => (
-                query(
-                    self.conn
-                        .has_tasks(AbortScope::Task(req.referenced_task_tag)),
-                ),
-                AbortScope::None,
-            ),
-            (tmf::QUERY_TASK_SET, Some(_)) => (
-                query(self.conn.has_tasks(AbortScope::Lun(req.lun))),
-                AbortScope::None,
-            ),
-            // No task allegiance reassignment at ERL 0.
-            (tmf::TASK_REASSIGN, _) => (tmf::REASSIGNMENT_NOT_SUPPORTED, AbortScope::None),
-            // CLEAR ACA (NACA is never accepted, so there is no ACA) and
-            // QUERY ASYNCHRONOUS EVENT.
-            _ => (tmf::NOT_SUPPORTED, AbortScope::None),
-        };
+            TmfAction::Query(scope) => response = tmf::query_response(self.conn.has_tasks(scope)),
+        }
         debug!(peer = %self.peer, function = req.function, response, "task management");
-        self.conn.finish_tmf(req.itt, response, scope);
+        self.conn.finish_tmf(req.itt, response, plan.scope);
     }
 
     /// Waits for commands running on the blocking pool, so that a write
@@ -648,16 +619,6 @@ impl Driver {
             }
         }
         let _ = self.stream.shutdown().await;
-    }
-}
-
-/// QUERY TASK / QUERY TASK SET: FUNCTION SUCCEEDED when the tasks exist
-/// (SAM-5 §7.8, §7.9).
-fn query(found: bool) -> u8 {
-    if found {
-        tmf::FUNCTION_SUCCEEDED
-    } else {
-        tmf::FUNCTION_COMPLETE
     }
 }
 
