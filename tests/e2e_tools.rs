@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{qemu_round_trip, random_file, run, tool, Target};
+use support::{ironlun_ok, qemu_round_trip, random_file, run, tool, Target};
 
 const NAME: &str = "iqn.2026-11.io.ironlun:e2e-tools";
 
@@ -137,4 +137,96 @@ fn ipv6_portal_and_crc32c_header_digests_with_libiscsi() {
     let data = random_file(&src, 8 << 20);
     qemu_round_trip(dir.path(), &src, &data, &t.url(NAME, 0));
     assert!(t.log().contains("HeaderDigest=CRC32C"), "{}", t.log());
+}
+
+/// `zero_copy_bytes=N` of each session's logout line, in order.
+fn zero_copy_bytes_per_session(log: &str) -> Vec<u64> {
+    log.lines()
+        .filter(|l| l.contains("logout:"))
+        .filter_map(|l| {
+            let v = l.split("zero_copy_bytes=").nth(1)?;
+            v.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+        })
+        .collect()
+}
+
+/// A file LUN on tmpfs hands large reads to the socket as file ranges
+/// (`sendfile`): real clients read back exactly the file, digests still
+/// cover what is sent, and a file shrunk behind the target's back reads
+/// as zeros past its end instead of breaking the PDU.
+#[test]
+fn tmpfs_file_lun_reads_go_from_the_page_cache_and_stay_exact() {
+    let shm = std::path::Path::new("/dev/shm");
+    let (rc, fs) = run("stat", &["-f", "-c", "%T", "/dev/shm"]);
+    assert!(
+        rc == 0 && fs.trim() == "tmpfs",
+        "this test needs /dev/shm on tmpfs (Debian mounts it so): {fs}"
+    );
+    let dir = tempfile::tempdir_in(shm).unwrap();
+    let lun_file = dir.path().join("lun.img");
+    let data = random_file(&lun_file, 32 << 20);
+    let spec = format!("file:{}", lun_file.display());
+    let mut t = Target::start(&["--name", NAME, "--lun", &spec]);
+    let url = t.url(NAME, 0);
+    let back = dir.path().join("back.img");
+    let back_s = back.to_str().unwrap();
+    let read_back = |extra: &[&str]| {
+        let mut args = vec!["dd", "--quiet", "--if", &url, "--of", back_s];
+        args.extend_from_slice(extra);
+        ironlun_ok(&args);
+        std::fs::read(&back).unwrap()
+    };
+
+    // 1. Plain: 512 KiB reads in 8 KiB PDUs, each a slice of the range.
+    assert!(read_back(&["--bs", "512KiB", "--max-recv-dsl", "8KiB"]) == data);
+    // 2. Data digests: the range is read into memory first.
+    let digests = [
+        "--bs",
+        "1MiB",
+        "--header-digest",
+        "CRC32C",
+        "--data-digest",
+        "CRC32C",
+    ];
+    assert!(read_back(&digests) == data);
+    // 3. An independent client.
+    let src = dir.path().join("src.img");
+    std::fs::write(&src, &data).unwrap();
+    qemu_round_trip(dir.path(), &src, &data, &url);
+    // 4. The file loses its second half behind the target's back.
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&lun_file)
+        .unwrap();
+    f.set_len(16 << 20).unwrap();
+    let got = read_back(&["--bs", "1MiB"]);
+    assert!(
+        got[..16 << 20] == data[..16 << 20],
+        "the part still in the file"
+    );
+    assert!(
+        got[16 << 20..].iter().all(|&b| b == 0),
+        "past the end: zeros"
+    );
+
+    assert!(
+        t.wait_log("sending zeros", Duration::from_secs(5)),
+        "{}",
+        t.log()
+    );
+    let log = t.log();
+    assert_eq!(
+        log.matches("sending zeros").count(),
+        1,
+        "warned once:\n{log}"
+    );
+    let per_session = zero_copy_bytes_per_session(&log);
+    assert!(per_session.len() >= 4, "{per_session:?}\n{log}");
+    assert_eq!(per_session[0], 32 << 20, "plain dd: all of it in place");
+    assert_eq!(per_session[1], 0, "with data digests nothing goes in place");
+    assert!(
+        per_session[per_session.len() - 1] >= 15 << 20,
+        "{per_session:?}"
+    );
+    assert_eq!(t.terminate(Duration::from_secs(30)), Some(0));
 }

@@ -26,10 +26,17 @@ use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
+use ironlun_payload::{FileRange, Payload};
 
 use crate::{check_range, Backend};
+
+/// Reads from this size up on a memory file system leave their bytes in
+/// the page cache for the socket to take ([`Backend::read_payload`]).
+/// Below it, copying costs less than the extra system call per PDU.
+pub const ZERO_COPY_MIN: usize = 64 << 10;
 
 /// Alignment used for direct I/O buffers, offsets and lengths.
 const DIRECT_ALIGN: usize = 4096;
@@ -50,7 +57,9 @@ pub struct FileOptions {
 pub struct FileBackend {
     kind: &'static str,
     path: PathBuf,
-    buffered: File,
+    /// Shared with the file ranges that reads hand out on memory file
+    /// systems ([`Backend::read_payload`]).
+    buffered: Arc<File>,
     direct: Option<File>,
     /// Bytes exposed; changes only through `refresh_size`.
     size: AtomicU64,
@@ -126,7 +135,7 @@ impl FileBackend {
         Ok(FileBackend {
             kind: "file",
             path: path.to_owned(),
-            buffered,
+            buffered: Arc::new(buffered),
             direct,
             size: AtomicU64::new(size),
             in_memory,
@@ -162,7 +171,7 @@ impl FileBackend {
         Ok(FileBackend {
             kind: "block",
             path: path.to_owned(),
-            buffered,
+            buffered: Arc::new(buffered),
             direct,
             size: AtomicU64::new(size),
             in_memory: false,
@@ -183,7 +192,7 @@ impl FileBackend {
     fn fd_for(&self, offset: u64, len: usize) -> (&File, bool) {
         match &self.direct {
             Some(d) if offset % DIRECT_ALIGN as u64 == 0 && len % DIRECT_ALIGN == 0 => (d, true),
-            _ => (&self.buffered, false),
+            _ => (&*self.buffered, false),
         }
     }
 }
@@ -383,6 +392,28 @@ impl Backend for FileBackend {
         }
     }
 
+    /// On a memory file system, a buffered read of [`ZERO_COPY_MIN`] bytes
+    /// or more is a range of the file: its pages go from the page cache to
+    /// the socket (`sendfile`) and user space never copies them. Elsewhere
+    /// the bytes are read now: `sendfile` from a disk file could wait for
+    /// the disk on the connection's thread, and a read error would come too
+    /// late to be reported in the command's status.
+    fn read_payload(&self, offset: u64, len: usize) -> io::Result<Payload> {
+        check_range(offset, len, self.size_bytes())?;
+        if self.reads_in_place(len) {
+            return Ok(Payload::File(FileRange::new(
+                self.buffered.clone(),
+                offset,
+                len,
+            )));
+        }
+        self.read(offset, len).map(Payload::Mem)
+    }
+
+    fn reads_in_place(&self, len: usize) -> bool {
+        self.in_memory && self.direct.is_none() && len >= ZERO_COPY_MIN
+    }
+
     fn write(&self, offset: u64, data: &[u8], durable: bool) -> io::Result<()> {
         check_range(offset, data.len(), self.size_bytes())?;
         let (fd, direct) = self.fd_for(offset, data.len());
@@ -497,7 +528,7 @@ impl Backend for FileBackend {
 
     fn refresh_size(&self) -> io::Result<u64> {
         let size = if self.kind == "block" {
-            (&self.buffered).seek(SeekFrom::End(0))?
+            (&*self.buffered).seek(SeekFrom::End(0))?
         } else {
             self.buffered.metadata()?.len()
         };
@@ -555,7 +586,7 @@ mod tests {
     }
 
     #[test]
-    fn a_file_on_tmpfs_runs_inline_and_one_on_disk_may_block() {
+    fn a_file_on_tmpfs_runs_inline_reads_in_place_and_one_on_disk_may_block() {
         let opts = FileOptions {
             size: Some(1 << 20),
             ..Default::default()
@@ -575,6 +606,15 @@ mod tests {
             let data = pattern(300_000, 7);
             b.write(777, &data, false).unwrap();
             assert_eq!(&b.read(777, data.len()).unwrap()[..], &data[..]);
+            // Large reads from memory are file ranges; small ones, and
+            // all from disk, are bytes read now.
+            let big = b.read_payload(777, data.len()).unwrap();
+            assert_eq!(big.as_mem().is_none(), memory, "{ty}");
+            assert_eq!(b.reads_in_place(data.len()), memory);
+            assert_eq!(&big.to_bytes().unwrap()[..], &data[..]);
+            let small = b.read_payload(777, ZERO_COPY_MIN - 1).unwrap();
+            assert!(small.as_mem().is_some());
+            assert!(!b.reads_in_place(ZERO_COPY_MIN - 1));
             seen += 1;
         }
         assert!(

@@ -29,8 +29,9 @@ mod zeros;
 use std::io;
 
 use bytes::Bytes;
+pub use ironlun_payload::Payload;
 
-pub use file::{FileBackend, FileOptions};
+pub use file::{FileBackend, FileOptions, ZERO_COPY_MIN};
 pub use null::NullBackend;
 pub use ram::RamBackend;
 pub use zeros::zeros;
@@ -48,6 +49,13 @@ pub trait Backend: Send + Sync {
     /// Reads `len` bytes at `offset`.
     fn read(&self, offset: u64, len: usize) -> io::Result<Bytes>;
 
+    /// Reads `len` bytes at `offset` for sending to an initiator: in
+    /// memory, or as a file range the sender passes to the socket without
+    /// copying it (see [`FileBackend`]). The default reads into memory.
+    fn read_payload(&self, offset: u64, len: usize) -> io::Result<Payload> {
+        self.read(offset, len).map(Payload::Mem)
+    }
+
     /// Writes `data` at `offset`. With `durable` set the data is on stable
     /// storage when this returns (FUA, or write cache disabled).
     fn write(&self, offset: u64, data: &[u8], durable: bool) -> io::Result<()>;
@@ -63,6 +71,13 @@ pub trait Backend: Send + Sync {
     /// whose reads share one zeroed buffer and whose writes vanish).
     fn copies_data(&self) -> bool {
         true
+    }
+
+    /// Whether [`Backend::read_payload`] of `len` bytes hands out a file
+    /// range instead of copying (nothing to move off the network thread).
+    fn reads_in_place(&self, len: usize) -> bool {
+        let _ = len;
+        !self.copies_data()
     }
 
     /// Looks at the store's size again (a file grown with `truncate`, a

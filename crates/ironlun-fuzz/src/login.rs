@@ -126,7 +126,10 @@ impl LoginDriver {
         if let Phase::Continue = phase {
             assert_eq!(resp.status_class, 0, "a continuing login with a failure");
         }
-        self.watch_response(&out.data, resp.cont);
+        let Some(data) = out.data.as_mem() else {
+            panic!("a login response's data is a file range");
+        };
+        self.watch_response(data, resp.cont);
         if let Phase::Complete(result) = &phase {
             assert!(resp.transit && resp.nsg == 3, "completed without T=1 NSG=3");
             let required = if result.discovery {

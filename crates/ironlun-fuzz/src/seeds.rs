@@ -97,7 +97,7 @@ fn some_pdus(digests: Digests) -> Vec<u8> {
     let pdus = [
         OutPdu {
             pdu: command(1, 1, rw10(0x2a, 0, 1), 512, true),
-            data: Bytes::from(vec![0xab; 512]),
+            data: Bytes::from(vec![0xab; 512]).into(),
         },
         OutPdu {
             pdu: Pdu::DataOut(DataOut {
@@ -109,7 +109,7 @@ fn some_pdus(digests: Digests) -> Vec<u8> {
                 data_sn: 0,
                 buffer_offset: 512,
             }),
-            data: Bytes::from(vec![0xcd; 1000]),
+            data: Bytes::from(vec![0xcd; 1000]).into(),
         },
         OutPdu::new(command(2, 2, rw10(0x28, 0, 8), 4096, false)),
         OutPdu {
@@ -121,7 +121,7 @@ fn some_pdus(digests: Digests) -> Vec<u8> {
                 cmd_sn: 3,
                 exp_stat_sn: 2,
             }),
-            data: Bytes::from_static(b"ping"),
+            data: Bytes::from_static(b"ping").into(),
         },
         OutPdu {
             pdu: Pdu::TextRequest(TextRequest {
@@ -134,7 +134,7 @@ fn some_pdus(digests: Digests) -> Vec<u8> {
                 cmd_sn: 3,
                 exp_stat_sn: 3,
             }),
-            data: Bytes::from(encode_pairs([("SendTargets", "All")])),
+            data: Bytes::from(encode_pairs([("SendTargets", "All")])).into(),
         },
     ];
     for p in &pdus {
@@ -425,7 +425,10 @@ fn recorded_login(settings: WorldSettings, cfg: LoginConfig) -> Vec<u8> {
         let Pdu::LoginResponse(r) = &resp.pdu else {
             break;
         };
-        match (ini.handle(r, &resp.data), phase) {
+        let Some(data) = resp.data.as_mem() else {
+            break;
+        };
+        match (ini.handle(r, data), phase) {
             (Ok(LoginProgress::Send(next)), Phase::Continue) => req = next,
             _ => break,
         }

@@ -544,8 +544,14 @@ async fn login(
 
 async fn send_plain(stream: &mut TcpStream, p: &OutPdu) -> std::io::Result<()> {
     let mut out = BytesMut::new();
-    ironlun_wire::encode_frame(&p.pdu.encode(), &[], &p.data, Digests::default(), &mut out)
-        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    ironlun_wire::encode_frame(
+        &p.pdu.encode(),
+        &[],
+        &p.data.to_bytes()?,
+        Digests::default(),
+        &mut out,
+    )
+    .map_err(|e| std::io::Error::other(e.to_string()))?;
     stream.write_all(&out).await
 }
 

@@ -36,22 +36,21 @@ pub mod params;
 pub mod target;
 pub mod window;
 
-use bytes::Bytes;
-use ironlun_wire::Pdu;
+use ironlun_wire::{Payload, Pdu};
 
 /// A PDU to send: header fields and data segment. The driver encodes it
 /// with the connection's digests; lengths come from the data itself.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OutPdu {
     pub pdu: Pdu,
-    pub data: Bytes,
+    pub data: Payload,
 }
 
 impl OutPdu {
     pub fn new(pdu: Pdu) -> Self {
         OutPdu {
             pdu,
-            data: Bytes::new(),
+            data: Payload::default(),
         }
     }
 }

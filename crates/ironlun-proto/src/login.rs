@@ -654,7 +654,7 @@ impl TargetLogin {
         h.cont = cont;
         OutPdu {
             pdu: Pdu::LoginResponse(h),
-            data,
+            data: data.into(),
         }
     }
 
@@ -664,7 +664,7 @@ impl TargetLogin {
         h.nsg = next;
         OutPdu {
             pdu: Pdu::LoginResponse(h),
-            data,
+            data: data.into(),
         }
     }
 
@@ -675,7 +675,7 @@ impl TargetLogin {
         LoginStep::Failed {
             response: OutPdu {
                 pdu: Pdu::LoginResponse(h),
-                data: Bytes::new(),
+                data: Bytes::new().into(),
             },
             status,
             reason,

@@ -36,8 +36,8 @@ use ironlun_wire::text::{encode_pairs, parse_pairs, TextAccumulator, TextChunker
 use ironlun_wire::{
     frame::{parse_ahs, AHS_TYPE_EXTENDED_CDB},
     AsyncMessage, Bhs, DataIn, DataOut, Frame, LogoutRequest, LogoutResponse, Lun, NopIn, NopOut,
-    Pdu, R2t, Reject, Residual, ScsiCommand, ScsiResponse, TaskMgmtRequest, TaskMgmtResponse,
-    TextRequest, TextResponse, WireError, RESERVED_TAG,
+    Payload, Pdu, R2t, Reject, Residual, ScsiCommand, ScsiResponse, TaskMgmtRequest,
+    TaskMgmtResponse, TextRequest, TextResponse, WireError, RESERVED_TAG,
 };
 
 /// Reject reasons (RFC 7143 §11.17.1).
@@ -191,7 +191,7 @@ pub struct ScsiResult {
     /// Sense data for CHECK CONDITION, empty otherwise.
     pub sense: Bytes,
     /// Data for the initiator (Data-In); sent up to EDTL bytes.
-    pub data_in: Bytes,
+    pub data_in: Payload,
     /// The command's own transfer length in bytes, read or write, against
     /// which residuals are computed (RFC 7143 §11.4.5).
     pub transfer_length: u32,
@@ -1065,7 +1065,7 @@ impl TargetConnection {
                 max_cmd_sn: max,
                 exp_data_sn: data_sn,
             }),
-            data: payload,
+            data: payload.into(),
         });
     }
 
@@ -1100,7 +1100,7 @@ impl TargetConnection {
                 exp_cmd_sn: self.window.exp_cmd_sn(),
                 max_cmd_sn: max,
             }),
-            data: echo,
+            data: echo.into(),
         });
     }
 
@@ -1271,7 +1271,7 @@ impl TargetConnection {
                 exp_cmd_sn: self.window.exp_cmd_sn(),
                 max_cmd_sn: max,
             }),
-            data,
+            data: data.into(),
         });
     }
 
@@ -1495,7 +1495,7 @@ impl TargetConnection {
                 max_cmd_sn: max,
                 data_sn_or_r2t_sn: 0,
             }),
-            data: Bytes::copy_from_slice(&bhs.0),
+            data: Bytes::copy_from_slice(&bhs.0).into(),
         });
     }
 

@@ -139,7 +139,7 @@ fn good(data: &[u8]) -> ScsiResult {
     ScsiResult {
         status: 0,
         sense: Bytes::new(),
-        data_in: Bytes::copy_from_slice(data),
+        data_in: Bytes::copy_from_slice(data).into(),
         transfer_length: data.len() as u32,
     }
 }
@@ -182,7 +182,7 @@ fn read_is_split_by_mrdsl_with_bursts_and_phase_collapse() {
         assert_eq!(d.buffer_offset, offset);
         assert!(p.data.len() <= 4096);
         offset += p.data.len() as u32;
-        reassembled.extend_from_slice(&p.data);
+        reassembled.extend_from_slice(&p.data.to_bytes().unwrap());
         // F at the end of each 16 KiB burst and at the end.
         let end_of_burst = offset % 16384 == 0 || offset == 36864;
         assert_eq!(d.final_bit, end_of_burst, "PDU {i}");
@@ -225,7 +225,7 @@ fn check_condition_goes_in_a_scsi_response_with_sense_length() {
         ScsiResult {
             status: 2,
             sense: sense.clone(),
-            data_in: Bytes::new(),
+            data_in: Bytes::new().into(),
             transfer_length: 0,
         },
     );
@@ -236,8 +236,8 @@ fn check_condition_goes_in_a_scsi_response_with_sense_length() {
     };
     assert_eq!(r.status, 2);
     assert_eq!(r.residual, Residual::Underflow(512));
-    assert_eq!(&out[0].data[..2], &[0, 18]);
-    assert_eq!(&out[0].data[2..], &sense[..]);
+    assert_eq!(&out[0].data.to_bytes().unwrap()[..2], &[0, 18]);
+    assert_eq!(&out[0].data.to_bytes().unwrap()[2..], &sense[..]);
 }
 
 #[test]
@@ -551,7 +551,7 @@ fn duplicate_itt_and_unknown_opcode_are_rejected() {
     assert!(
         matches!(out[0].pdu, Pdu::Reject(ref r) if r.reason == reject_reason::COMMAND_NOT_SUPPORTED)
     );
-    assert_eq!(out[0].data[0] & 0x3f, 0x1d);
+    assert_eq!(out[0].data.to_bytes().unwrap()[0] & 0x3f, 0x1d);
     // Immediate data on a read is a protocol error.
     let c = h.cmd(2, 0x28, true, false, 512);
     h.send(Pdu::ScsiCommand(c), &[1, 2, 3, 4]);
@@ -584,7 +584,7 @@ fn nop_out_ping_is_echoed_and_target_pings_idle_initiators() {
     let out = h.out();
     let Pdu::NopIn(n) = &out[0].pdu else { panic!() };
     assert_eq!((n.itt, n.ttt, n.stat_sn), (77, RESERVED_TAG, 1000));
-    assert_eq!(&out[0].data[..], b"ping!");
+    assert_eq!(&out[0].data.to_bytes().unwrap()[..], b"ping!");
 
     // Idle for 5 s: the target pings, StatSN not advanced.
     let t0 = h.now;
@@ -652,7 +652,7 @@ fn send_targets_in_discovery_with_long_answer_continued() {
             out[0].data.len() <= 8192,
             "initiator's MaxRecvDataSegmentLength"
         );
-        all.extend_from_slice(&out[0].data);
+        all.extend_from_slice(&out[0].data.to_bytes().unwrap());
         if r.final_bit {
             assert!(!r.cont);
             assert_eq!(r.ttt, RESERVED_TAG);
@@ -704,7 +704,7 @@ fn send_targets_in_a_normal_session_reports_its_own_target() {
         &encode_pairs([("SendTargets", "All")]),
     );
     let out = h.out();
-    let pairs = parse_pairs(&out[0].data).unwrap();
+    let pairs = parse_pairs(&out[0].data.to_bytes().unwrap()).unwrap();
     assert_eq!(
         pairs[0],
         ("TargetName".into(), "iqn.2026-11.test:t000".into())

@@ -314,7 +314,7 @@ impl Pair {
         match cdb[0] {
             0x28 => ScsiResult {
                 status: 0,
-                data_in: Bytes::copy_from_slice(&self.disk[range]),
+                data_in: Bytes::copy_from_slice(&self.disk[range]).into(),
                 transfer_length: (blocks * BLOCK) as u32,
                 ..Default::default()
             },
@@ -547,7 +547,7 @@ fn target_pings_are_answered_and_silence_fails_the_connection() {
     let echo = p.ini.poll_transmit().unwrap();
     let Pdu::NopOut(n) = &echo.pdu else { panic!() };
     assert_eq!(
-        (n.ttt, n.itt, &echo.data[..]),
+        (n.ttt, n.itt, &echo.data.to_bytes().unwrap()[..]),
         (0x77, RESERVED_TAG, &b"ping"[..])
     );
 

@@ -105,7 +105,10 @@ fn resp(step: &LoginStep) -> (LoginResponse, Vec<(String, String)>) {
     let Pdu::LoginResponse(r) = &out.pdu else {
         panic!("not a login response")
     };
-    (r.clone(), parse_pairs(&out.data).unwrap())
+    (
+        r.clone(),
+        parse_pairs(&out.data.to_bytes().unwrap()).unwrap(),
+    )
 }
 
 fn status(step: &LoginStep) -> LoginStatus {
@@ -313,7 +316,7 @@ fn text_continues_across_login_pdus_in_both_directions() {
             panic!()
         };
         assert!(out.data.len() <= 8192);
-        collected.extend_from_slice(&out.data);
+        collected.extend_from_slice(&out.data.to_bytes().unwrap());
         if !h.cont {
             break;
         }

@@ -160,7 +160,11 @@ pub fn read(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Respo
         return Ok(Response::good());
     }
     let _shared = lu.shared_access();
-    Ok(Response::read_data(read_blocks(lu, lba, bytes as usize)?))
+    let data = lu
+        .backend
+        .read_payload(lba * u64::from(lu.block_size()), bytes as usize)
+        .map_err(|_| read_error(lba))?;
+    Ok(Response::read_data(data))
 }
 
 pub fn write(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {

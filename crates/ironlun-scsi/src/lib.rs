@@ -38,6 +38,7 @@ pub mod stats;
 use std::sync::Arc;
 
 use bytes::Bytes;
+pub use ironlun_backend::Payload;
 
 pub use lu::{LogicalUnit, LuConfig};
 pub use reservations::ItNexus;
@@ -85,8 +86,9 @@ pub struct Response {
     pub status: u8,
     /// Sense data (CHECK CONDITION), empty otherwise.
     pub sense: Bytes,
-    /// Data for the initiator.
-    pub data: Bytes,
+    /// Data for the initiator: in memory, or (large reads from a file on
+    /// a memory file system) a file range the transport sends unread.
+    pub data: Payload,
     /// The command's own transfer length in bytes: data returned for reads
     /// and allocation-length commands, data expected for writes. The
     /// transport compares it with what the initiator expected.
@@ -108,14 +110,14 @@ impl Response {
         Response {
             status: status::GOOD,
             sense: Bytes::new(),
-            data: Bytes::from(data),
+            data: Payload::from(data),
             transfer_length,
             abort_nexuses: Vec::new(),
         }
     }
 
     /// Data read from the medium.
-    pub fn read_data(data: Bytes) -> Response {
+    pub fn read_data(data: Payload) -> Response {
         let transfer_length = data.len() as u32;
         Response {
             status: status::GOOD,
@@ -196,7 +198,7 @@ impl LunMap {
         let fixed = |s: Sense| Response {
             status: status::CHECK_CONDITION,
             sense: s.encode(false),
-            data: Bytes::new(),
+            data: Payload::default(),
             transfer_length: 0,
             abort_nexuses: Vec::new(),
         };
@@ -223,7 +225,7 @@ impl LunMap {
             None => Response {
                 status: status::CHECK_CONDITION,
                 sense: sense.encode(false),
-                data: Bytes::new(),
+                data: Payload::default(),
                 transfer_length: 0,
                 abort_nexuses: Vec::new(),
             },

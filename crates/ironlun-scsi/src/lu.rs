@@ -6,8 +6,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use bytes::Bytes;
 use ironlun_backend::Backend;
+use ironlun_backend::Payload;
 
 use crate::cdb::Cdb;
 use crate::copy::HeldCopies;
@@ -177,11 +177,16 @@ impl LogicalUnit {
     /// data, where running the copy on another core lets it overlap with
     /// the connection's socket copies (measured on 512 KiB reads from a
     /// tmpfs file: inline, one core did both copies and ironlun trailed
-    /// tgt, whose worker threads overlap them; docs/performance.md).
+    /// tgt, whose worker threads overlap them; docs/performance.md). A
+    /// read the backend hands out in place (a file range sent with
+    /// `sendfile`) copies nothing here and stays inline.
     pub fn may_block(&self, cdb: &[u8], transfer: u32) -> bool {
-        self.backend.may_block()
-            || ops::runs_long(cdb)
-            || (transfer >= OFFLOAD_TRANSFER && self.backend.copies_data())
+        let copies = if ops::reads_medium(cdb) {
+            !self.backend.reads_in_place(transfer as usize)
+        } else {
+            self.backend.copies_data()
+        };
+        self.backend.may_block() || ops::runs_long(cdb) || (transfer >= OFFLOAD_TRANSFER && copies)
     }
 
     pub fn block_size(&self) -> u32 {
@@ -273,7 +278,7 @@ impl LogicalUnit {
         Response {
             status: status::CHECK_CONDITION,
             sense: sense.encode(self.mode.d_sense.load(Ordering::Relaxed)),
-            data: Bytes::new(),
+            data: Payload::default(),
             transfer_length,
             abort_nexuses: Vec::new(),
         }

@@ -44,6 +44,12 @@ pub fn runs_long(cdb: &[u8]) -> bool {
     matches!(cdb.first(), Some(0x83 | 0x41 | 0x93 | 0x42 | 0x48))
 }
 
+/// READ(6), READ(10), READ(12), READ(16): their data comes from
+/// [`ironlun_backend::Backend::read_payload`] (SBC-4 §5.11–5.14).
+pub fn reads_medium(cdb: &[u8]) -> bool {
+    matches!(cdb.first(), Some(0x08 | 0x28 | 0xa8 | 0x88))
+}
+
 /// Opcodes whose byte 1 holds a service action (SPC-4 §4.2.5.3).
 fn has_service_action(opcode: u8) -> bool {
     matches!(

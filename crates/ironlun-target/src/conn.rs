@@ -11,10 +11,15 @@
 //! and block LUNs, and commands whose work is not bounded by their
 //! transfer (EXTENDED COPY, WRITE SAME, UNMAP), execute on tokio's
 //! blocking pool. Outgoing PDUs queue as
-//! `Bytes` segments (headers from a reused arena, data shared with the
-//! backend's buffers) up to a high-water mark, past which the task stops
-//! reading: a client that does not read its responses cannot make us
-//! buffer without bound.
+//! segments (headers from a reused arena, data shared with the backend's
+//! buffers) up to a high-water mark, past which the task stops reading: a
+//! client that does not read its responses cannot make us buffer without
+//! bound. Large reads from a file on a memory file system queue as file
+//! ranges, which [`SocketSink`] hands to the kernel with `sendfile`: the
+//! page-cache pages go to the socket without a copy in user space
+//! (measured on 512 KiB reads from tmpfs with iscsi-perf: 1.4 → 4.5 GB/s,
+//! more than iperf3's one-stream rate, which copies on both sides;
+//! docs/performance.md).
 
 use std::io;
 use std::net::SocketAddr;
@@ -22,6 +27,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
+use ironlun_payload::FILL;
 use ironlun_proto::login::{LoginStep, TargetLogin, LOGIN_SEGMENT_MAX};
 use ironlun_proto::target::{
     tmf, AbortScope, CloseReason, Event, FfpConfig, ScsiResult, ScsiTask, TargetConnection,
@@ -29,7 +35,7 @@ use ironlun_proto::target::{
 };
 use ironlun_proto::OutPdu;
 use ironlun_scsi::{ItNexus, NexusId, Response, Sense};
-use ironlun_wire::{encode_frame, Digests, FrameDecoder, Lun, Outbox, Pdu};
+use ironlun_wire::{encode_frame, Digests, FileRange, FrameDecoder, Lun, Outbox, Pdu, Sink};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
@@ -190,6 +196,9 @@ pub async fn serve(
         conn,
         done_tx,
         close: None,
+        broken: None,
+        warned_short_file: false,
+        zero_copy_bytes: 0,
         stream,
         rbuf,
         decoder,
@@ -211,6 +220,7 @@ pub async fn serve(
         cid = result.cid,
         commands = stats.commands,
         read_bytes = stats.read_bytes,
+        zero_copy_bytes = driver.zero_copy_bytes,
         write_bytes = stats.write_bytes,
         rejects = stats.rejects,
         "logout: {reason}"
@@ -242,8 +252,14 @@ async fn read_frame(
 /// start after login).
 async fn send_plain(stream: &mut TcpStream, p: &OutPdu) -> io::Result<()> {
     let mut out = BytesMut::new();
-    encode_frame(&p.pdu.encode(), &[], &p.data, Digests::default(), &mut out)
-        .map_err(|e| io::Error::other(e.to_string()))?;
+    encode_frame(
+        &p.pdu.encode(),
+        &[],
+        &p.data.to_bytes()?,
+        Digests::default(),
+        &mut out,
+    )
+    .map_err(|e| io::Error::other(e.to_string()))?;
     stream.write_all(&out).await
 }
 
@@ -253,6 +269,12 @@ struct Driver {
     done_tx: mpsc::UnboundedSender<Completion>,
     /// Set once the protocol asked to close.
     close: Option<CloseReason>,
+    /// Set when the driver itself cannot go on (data it cannot send).
+    broken: Option<String>,
+    /// A LUN file shorter than the data being sent was logged once.
+    warned_short_file: bool,
+    /// Data-In bytes the kernel sent straight from a LUN file's pages.
+    zero_copy_bytes: u64,
     stream: TcpStream,
     rbuf: BytesMut,
     decoder: FrameDecoder,
@@ -273,11 +295,38 @@ type Completion = (u32, Option<u16>, Response);
 impl Driver {
     /// Queues a PDU for the socket. Our PDUs are bounded by the negotiated
     /// MaxRecvDataSegmentLength, so encoding cannot fail; if it ever does,
-    /// the PDU is dropped and logged.
+    /// the PDU is dropped and logged. With data digests on, a file range
+    /// is read into memory first, so the digest covers the bytes sent; if
+    /// that read fails, the data cannot be sent and the connection ends
+    /// (the initiator's recovery retries the command).
     fn push_out(&mut self, p: OutPdu) {
-        if let Err(e) = self.out.push(&p.pdu, p.data) {
+        let data = if self.out.digests.data {
+            match p.data.into_mem() {
+                Ok(d) => d,
+                Err(e) => {
+                    warn!(peer = %self.peer, "reading Data-In from the LUN's file failed: {e}");
+                    self.broken
+                        .get_or_insert_with(|| format!("Data-In could not be read: {e}"));
+                    return;
+                }
+            }
+        } else {
+            p.data
+        };
+        if let Err(e) = self.out.push(&p.pdu, data) {
             warn!(peer = %self.peer, "dropping an unencodable PDU: {e}");
         }
+    }
+
+    /// Writes what the socket takes now: `Ok(true)` when everything queued
+    /// is written.
+    fn flush_some(&mut self) -> io::Result<bool> {
+        self.out.write_to(&mut SocketSink {
+            stream: &self.stream,
+            peer: self.peer,
+            warned_short_file: &mut self.warned_short_file,
+            file_bytes: &mut self.zero_copy_bytes,
+        })
     }
 
     async fn run(
@@ -299,6 +348,10 @@ impl Driver {
                 }
             }
             self.pump();
+            if let Some(why) = self.broken.take() {
+                self.wait_blocking(&mut done_rx).await;
+                return why;
+            }
             if let Some(reason) = &self.close {
                 let reason = format!("{reason:?}");
                 self.finish(&mut done_rx).await;
@@ -320,7 +373,7 @@ impl Driver {
                         Err(e) => return format!("socket error: {e}"),
                     };
                     if ready.is_writable() {
-                        if let Err(e) = self.out.write_with(|iov| self.stream.try_write_vectored(iov)) {
+                        if let Err(e) = self.flush_some() {
                             return format!("write failed: {e}");
                         }
                     }
@@ -449,9 +502,7 @@ impl Driver {
         }
         if !self.out.is_empty() {
             // Opportunistic write: most responses fit the socket buffer.
-            let _ = self
-                .out
-                .write_with(|iov| self.stream.try_write_vectored(iov));
+            let _ = self.flush_some();
         }
     }
 
@@ -604,10 +655,7 @@ impl Driver {
         }
         let deadline = tokio::time::Instant::now() + CLOSE_GRACE;
         while !self.out.is_empty() {
-            match self
-                .out
-                .write_with(|iov| self.stream.try_write_vectored(iov))
-            {
+            match self.flush_some() {
                 Ok(true) => break,
                 Ok(false) => {
                     let writable = tokio::time::timeout_at(deadline, self.stream.writable()).await;
@@ -619,6 +667,46 @@ impl Driver {
             }
         }
         let _ = self.stream.shutdown().await;
+    }
+}
+
+/// The connection's socket as the outbox's [`Sink`]: vectored writes, and
+/// `sendfile` for file ranges, so that the kernel hands page-cache pages
+/// to the socket and user space never copies them.
+struct SocketSink<'a> {
+    stream: &'a TcpStream,
+    peer: SocketAddr,
+    warned_short_file: &'a mut bool,
+    file_bytes: &'a mut u64,
+}
+
+impl Sink for SocketSink<'_> {
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        self.stream.try_write_vectored(bufs)
+    }
+
+    fn send_file(&mut self, range: &FileRange) -> io::Result<usize> {
+        let mut offset = range.offset();
+        let sent = self.stream.try_io(Interest::WRITABLE, || {
+            rustix::fs::sendfile(self.stream, range.file(), Some(&mut offset), range.len())
+                .map_err(io::Error::from)
+        })?;
+        if sent > 0 || range.is_empty() {
+            *self.file_bytes += sent as u64;
+            return Ok(sent);
+        }
+        // The file ends before the range: it shrank behind the target's
+        // back. The PDU's length is on the wire already, so the rest of
+        // its data goes as zeros, as reading the range would give.
+        if !std::mem::replace(self.warned_short_file, true) {
+            warn!(
+                peer = %self.peer,
+                offset = range.offset(),
+                "the LUN's file ends before the data being sent (shrunk behind the target's back?); sending zeros"
+            );
+        }
+        let fill = FILL.get(..range.len().min(FILL.len())).unwrap_or(&[]);
+        self.stream.try_write(fill)
     }
 }
 

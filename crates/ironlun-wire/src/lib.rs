@@ -27,7 +27,8 @@ pub mod text;
 
 pub use bhs::{Bhs, Opcode, BHS_LEN};
 pub use frame::{encode_frame, encode_header, pad_len, Digests, Frame, FrameDecoder};
-pub use outbox::Outbox;
+pub use ironlun_payload::{FileRange, Payload};
+pub use outbox::{Outbox, Sink};
 pub use pdu::*;
 
 /// A violation of the wire format. Each variant says which rule was broken;

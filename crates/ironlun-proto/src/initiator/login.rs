@@ -210,7 +210,7 @@ impl InitiatorLogin {
                 cmd_sn: self.cfg.initial_cmd_sn,
                 exp_stat_sn: self.exp_stat_sn,
             }),
-            data: Bytes::from(text),
+            data: Bytes::from(text).into(),
         }
     }
 

@@ -525,7 +525,7 @@ impl<T> InitiatorSession<T> {
                         exp_stat_sn,
                         cdb: req.cdb,
                     }),
-                    data: req.write.slice(..immediate_len),
+                    data: req.write.slice(..immediate_len).into(),
                 });
                 if more_unsolicited {
                     push_data_out(
@@ -553,7 +553,7 @@ impl<T> InitiatorSession<T> {
                         cmd_sn,
                         exp_stat_sn,
                     }),
-                    data: request.clone(),
+                    data: request.clone().into(),
                 });
             }
             Body::TaskMgmt {
@@ -897,7 +897,7 @@ impl<T> InitiatorSession<T> {
                     cmd_sn: self.cmd_sn,
                     exp_stat_sn: self.exp_stat_sn,
                 }),
-                data,
+                data: data.into(),
             });
         }
     }
@@ -1135,7 +1135,7 @@ fn push_data_out(
                 data_sn,
                 buffer_offset: offset as u32,
             }),
-            data: write.slice(offset..end),
+            data: write.slice(offset..end).into(),
         });
         data_sn = data_sn.wrapping_add(1);
         offset = end;
