@@ -688,10 +688,10 @@ fn next_io(
     let blocks = (size / bs) as u32;
     let (req, generation) = if read {
         let mark = lun.verify.as_ref().map_or(0, VerifyMap::read_mark);
-        (
-            scsi::read(lun.target.lun, lba, blocks, lun.target.capacity.block_size),
-            mark,
-        )
+        let mut req = scsi::read(lun.target.lun, lba, blocks, lun.target.capacity.block_size);
+        // Unverified reads are counted, not kept (as IOMeter does).
+        req.discard_data = lun.verify.is_none();
+        (req, mark)
     } else {
         let (data, g) = match &mut lun.verify {
             Some(v) => v.start_write(lba, blocks),

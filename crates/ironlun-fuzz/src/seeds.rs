@@ -617,6 +617,7 @@ impl Recorder {
             read_len,
             write: Bytes::from(write),
             attr: ATTR_SIMPLE,
+            discard_data: false,
         };
         let itt = self
             .ini

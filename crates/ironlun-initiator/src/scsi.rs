@@ -126,6 +126,7 @@ fn request(lun: u16, cdb: &[u8], read_len: u32, write: Bytes) -> ScsiRequest {
         read_len,
         write,
         attr: ATTR_SIMPLE,
+        discard_data: false,
     }
 }
 

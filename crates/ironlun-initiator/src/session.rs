@@ -884,9 +884,7 @@ async fn sleep_until_opt(t: Option<tokio::time::Instant>) {
 fn read_some(conn: &mut Conn) -> std::result::Result<(), String> {
     let mut end = None;
     for _ in 0..READS_PER_WAKEUP {
-        if conn.rbuf.capacity() - conn.rbuf.len() < 16 << 10 {
-            conn.rbuf.reserve(256 << 10);
-        }
+        conn.decoder.make_room(&mut conn.rbuf);
         match conn.stream.try_read_buf(&mut conn.rbuf) {
             Ok(0) => {
                 end = Some("connection closed by the target".to_owned());

@@ -21,7 +21,7 @@ use ironlun_proto::target::{
     Directory, Event, FfpConfig, ScsiResult, SendTargetsQuery, TargetConnection, TargetListing,
 };
 use ironlun_proto::OutPdu;
-use ironlun_wire::{Digests, FrameDecoder, Lun, Outbox, Pdu, R2t, RESERVED_TAG};
+use ironlun_wire::{Digests, FrameDecoder, Lun, Outbox, Pdu, R2t, Residual, RESERVED_TAG};
 
 const TARGET: &str = "iqn.2026-11.test:disk";
 const BLOCK: usize = 512;
@@ -345,6 +345,7 @@ fn write(lba: u32, data: &[u8]) -> ScsiRequest {
         read_len: 0,
         write: Bytes::copy_from_slice(data),
         attr: ATTR_SIMPLE,
+        discard_data: false,
     }
 }
 
@@ -355,6 +356,7 @@ fn read(lba: u32, len: usize) -> ScsiRequest {
         read_len: len as u32,
         write: Bytes::new(),
         attr: ATTR_SIMPLE,
+        discard_data: false,
     }
 }
 
@@ -415,6 +417,33 @@ fn every_write_mode_round_trips_and_costs_the_expected_r2ts() {
             "read back InitialR2T={r2t} ImmediateData={imm}"
         );
     }
+}
+
+#[test]
+fn discarded_read_data_is_checked_and_counted_but_not_kept() {
+    let tgt = Offers {
+        max_recv_data_segment_length: 8192,
+        ..Offers::default()
+    };
+    let mut p = Pair::new(offers(false, true, 16384, 4096), tgt, 16);
+    let data = pattern(100 * 1024, 3);
+    p.ini.submit(write(0, &data), 1).unwrap();
+    let mut r = read(0, data.len());
+    r.discard_data = true;
+    p.ini.submit(r, 2).unwrap();
+    p.run();
+    let Some((_, Ok(Reply::Scsi(r)))) = p.replies.iter().find(|(t, _)| *t == 2) else {
+        panic!("{:?}", p.replies)
+    };
+    assert_eq!((r.status, r.residual), (0, Residual::None));
+    assert!(r.data.is_empty(), "nothing kept");
+    // The same read, kept, gives the bytes (the target sent them).
+    p.ini.submit(read(0, data.len()), 3).unwrap();
+    p.run();
+    let Some((_, Ok(Reply::Scsi(r)))) = p.replies.iter().find(|(t, _)| *t == 3) else {
+        panic!("{:?}", p.replies)
+    };
+    assert_eq!(&r.data[..], &data[..]);
 }
 
 #[test]

@@ -425,9 +425,7 @@ impl Driver {
         // A bounded number of reads per wakeup, so a client that keeps
         // sending cannot keep us from writing responses.
         for _ in 0..READS_PER_WAKEUP {
-            if self.rbuf.capacity() - self.rbuf.len() < 16 << 10 {
-                self.rbuf.reserve(256 << 10);
-            }
+            self.decoder.make_room(&mut self.rbuf);
             match self.stream.try_read_buf(&mut self.rbuf) {
                 Ok(0) => return Ok(false),
                 Ok(_) => {

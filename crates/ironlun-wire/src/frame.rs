@@ -42,6 +42,12 @@ pub struct Frame {
 }
 
 /// Padding that brings `len` to a multiple of four (RFC 7143 §11.2.3).
+/// Receive buffer allocated at a time ([`FrameDecoder::make_room`]).
+pub const RECV_CHUNK: usize = 256 << 10;
+
+/// Room worth a socket read.
+const MIN_READ: usize = 16 << 10;
+
 pub fn pad_len(len: usize) -> usize {
     (4 - (len & 3)) & 3
 }
@@ -70,6 +76,28 @@ impl FrameDecoder {
         let mut b = Bhs::default();
         b.0.copy_from_slice(head);
         Some(self.frame_len_of(&b))
+    }
+
+    /// Makes room in a receive buffer before the next socket read. Frames
+    /// decoded from `buf` share its memory (no copy), so when the rest of
+    /// the PDU at its head would not fit, a fresh buffer is started (of
+    /// [`RECV_CHUNK`], or eight such PDUs up to 4 MiB) and only that PDU's
+    /// bytes so far move over. Growing the old buffer in place instead
+    /// could copy everything it ever held, and starting fresh whenever it
+    /// runs low would copy a partial large PDU every time.
+    pub fn make_room(&self, buf: &mut BytesMut) {
+        // A header that `decode` accepted bounds this by the segment limit.
+        let whole = self.frame_len(buf).unwrap_or(BHS_LEN);
+        let missing = whole.saturating_sub(buf.len()).max(MIN_READ);
+        if buf.capacity() - buf.len() >= missing {
+            return;
+        }
+        let size = RECV_CHUNK
+            .max((whole * 8).min(4 << 20))
+            .max(whole + MIN_READ);
+        let mut fresh = BytesMut::with_capacity(size);
+        fresh.extend_from_slice(buf);
+        *buf = fresh;
     }
 
     fn frame_len_of(&self, b: &Bhs) -> usize {
@@ -293,6 +321,41 @@ mod tests {
                 assert!(buf.is_empty());
             }
         }
+    }
+
+    #[test]
+    fn make_room_moves_only_the_unfinished_pdu_and_keeps_decoded_frames() {
+        let dec = FrameDecoder::new(1 << 20);
+        let mut wire = BytesMut::new();
+        let data: Vec<u8> = (0..300_000u32).map(|i| i as u8).collect();
+        for _ in 0..4 {
+            encode_frame(&sample_bhs(), &[], &data, Digests::default(), &mut wire).unwrap();
+        }
+        // Feed it in reads of 100 000 bytes into whatever room make_room
+        // leaves, as a socket would.
+        let mut buf = BytesMut::new();
+        let mut frames = Vec::new();
+        let mut fed = 0;
+        while fed < wire.len() {
+            dec.make_room(&mut buf);
+            let room = buf.capacity() - buf.len();
+            assert!(room >= 16 << 10, "room to read");
+            let n = room.min(100_000).min(wire.len() - fed);
+            buf.extend_from_slice(&wire[fed..fed + n]);
+            assert!(buf.capacity() < 4 << 20, "bounded: {}", buf.capacity());
+            fed += n;
+            while let Some(f) = dec.decode(&mut buf).unwrap() {
+                frames.push(f);
+            }
+        }
+        assert_eq!(frames.len(), 4);
+        assert!(frames.iter().all(|f| f.data[..] == data[..]));
+        // A PDU whose rest fits is left where it is.
+        let mut buf = BytesMut::with_capacity(400_000);
+        buf.extend_from_slice(&wire[..200_000]);
+        let before = buf.as_ptr();
+        dec.make_room(&mut buf);
+        assert_eq!(buf.as_ptr(), before);
     }
 
     #[test]

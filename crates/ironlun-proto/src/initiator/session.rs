@@ -49,6 +49,11 @@ pub struct ScsiRequest {
     pub write: Bytes,
     /// Task attribute (RFC 7143 §11.3.1.1).
     pub attr: u8,
+    /// Check Data-In for order and length as always, but keep none of it
+    /// ([`ScsiReply::data`] is then empty): for a load generator that
+    /// does not look at what it read, like IOMeter with no verification.
+    /// The bytes still cross into user space once, from the socket.
+    pub discard_data: bool,
 }
 
 /// A finished SCSI command.
@@ -60,7 +65,8 @@ pub struct ScsiReply {
     pub status: u8,
     /// Sense data (without the SenseLength prefix), when status carries it.
     pub sense: Bytes,
-    /// Data read, `read_len` bytes less any residual underflow.
+    /// Data read, `read_len` bytes less any residual underflow (none when
+    /// the request said [`ScsiRequest::discard_data`]).
     pub data: Bytes,
     pub residual: Residual,
 }
@@ -190,12 +196,14 @@ struct ScsiTask {
 }
 
 /// Data-In collected for one command: one PDU's data is kept as it came
-/// (no copy); several are joined into one buffer.
+/// (no copy); several are joined into one buffer; discarded data is only
+/// counted.
 #[derive(Debug)]
 enum DataBuf {
     Empty,
     One(Bytes),
     Many(BytesMut),
+    Counted(usize),
 }
 
 impl DataBuf {
@@ -204,7 +212,12 @@ impl DataBuf {
             DataBuf::Empty => 0,
             DataBuf::One(b) => b.len(),
             DataBuf::Many(b) => b.len(),
+            DataBuf::Counted(n) => *n,
         }
+    }
+
+    fn count(&mut self, n: usize) {
+        *self = DataBuf::Counted(self.len() + n);
     }
 
     fn append(&mut self, d: Bytes, capacity: usize) {
@@ -220,6 +233,7 @@ impl DataBuf {
                 m.extend_from_slice(&d);
                 DataBuf::Many(m)
             }
+            DataBuf::Counted(n) => DataBuf::Counted(n + d.len()),
         }
     }
 
@@ -228,6 +242,7 @@ impl DataBuf {
             DataBuf::Empty => Bytes::new(),
             DataBuf::One(b) => b,
             DataBuf::Many(m) => m.freeze(),
+            DataBuf::Counted(_) => Bytes::new(),
         }
     }
 }
@@ -762,7 +777,9 @@ impl<T> InitiatorSession<T> {
             return self.finish(d.itt, Err(TaskError::Protocol(p)));
         }
         task.exp_data_sn = task.exp_data_sn.wrapping_add(1);
-        if !data.is_empty() {
+        if task.req.discard_data {
+            task.data.count(data.len());
+        } else if !data.is_empty() {
             task.data.append(data, read_len);
         }
         if let Some(status) = d.status {
