@@ -291,10 +291,21 @@ fn run_target(log: Option<&str>, args: TargetArgs) -> ExitCode {
         Err(e) => return usage_error(&e),
     };
     init_logging(log, cfg.log.as_deref());
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // The runtime model: connections on per-core runtimes (ironlun-target's
+    // shards.rs says why). The alternatives stay selectable so that the
+    // measurement behind the choice can be repeated (docs/performance.md).
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let (mut builder, shards) = match std::env::var("IRONLUN_RUNTIME").as_deref() {
+        Err(_) | Ok("per-core") => (tokio::runtime::Builder::new_current_thread(), cores),
+        Ok("multi-thread") => (tokio::runtime::Builder::new_multi_thread(), 0),
+        Ok("current-thread") => (tokio::runtime::Builder::new_current_thread(), 0),
+        Ok(other) => {
+            return usage_error(&format!(
+                "IRONLUN_RUNTIME={other}: expected per-core, multi-thread or current-thread"
+            ))
+        }
+    };
+    let rt = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("ironlun: cannot start the runtime: {e}");
@@ -303,7 +314,7 @@ fn run_target(log: Option<&str>, args: TargetArgs) -> ExitCode {
     };
     rt.block_on(async move {
         let server = match Server::bind(&cfg).await {
-            Ok(s) => s,
+            Ok(s) => s.with_shards(shards),
             Err(e) => return usage_error(&e),
         };
         for t in &cfg.targets {

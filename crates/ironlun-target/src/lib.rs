@@ -23,6 +23,7 @@ mod prstore;
 pub mod registry;
 mod replay;
 pub mod server;
+mod shards;
 pub mod stats;
 
 pub use config::{Config, Overrides};
