@@ -291,17 +291,15 @@ fn run_target(log: Option<&str>, args: TargetArgs) -> ExitCode {
         Err(e) => return usage_error(&e),
     };
     init_logging(log, cfg.log.as_deref());
-    // The runtime model: connections on per-core runtimes (ironlun-target's
-    // shards.rs says why). The alternatives stay selectable so that the
-    // measurement behind the choice can be repeated (docs/performance.md).
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let (mut builder, shards) = match std::env::var("IRONLUN_RUNTIME").as_deref() {
-        Err(_) | Ok("per-core") => (tokio::runtime::Builder::new_current_thread(), cores),
-        Ok("multi-thread") => (tokio::runtime::Builder::new_multi_thread(), 0),
-        Ok("current-thread") => (tokio::runtime::Builder::new_current_thread(), 0),
+    // The runtime model (ironlun-target's conn.rs says why this one). The
+    // alternative stays selectable so that the measurement behind the
+    // choice can be repeated (docs/performance.md).
+    let mut builder = match std::env::var("IRONLUN_RUNTIME").as_deref() {
+        Err(_) | Ok("multi-thread") => tokio::runtime::Builder::new_multi_thread(),
+        Ok("current-thread") => tokio::runtime::Builder::new_current_thread(),
         Ok(other) => {
             return usage_error(&format!(
-                "IRONLUN_RUNTIME={other}: expected per-core, multi-thread or current-thread"
+                "IRONLUN_RUNTIME={other}: expected multi-thread or current-thread"
             ))
         }
     };
@@ -314,7 +312,7 @@ fn run_target(log: Option<&str>, args: TargetArgs) -> ExitCode {
     };
     rt.block_on(async move {
         let server = match Server::bind(&cfg).await {
-            Ok(s) => s.with_shards(shards),
+            Ok(s) => s,
             Err(e) => return usage_error(&e),
         };
         for t in &cfg.targets {

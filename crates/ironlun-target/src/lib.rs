@@ -23,7 +23,6 @@ mod prstore;
 pub mod registry;
 mod replay;
 pub mod server;
-mod shards;
 pub mod stats;
 
 pub use config::{Config, Overrides};

@@ -14,9 +14,9 @@ use tokio::task::JoinSet;
 use tracing::{info, warn};
 
 use crate::config::{BackendSpec, Config, LunConfig, TargetConfig};
+use crate::conn;
 use crate::prstore::FilePrStore;
 use crate::registry::{Registry, Target};
-use crate::shards::{Job, Placement};
 use crate::stats;
 
 /// Stable 64-bit FNV-1a, for serial numbers and NAA identifiers that must
@@ -155,9 +155,6 @@ pub struct Server {
     /// The statistics endpoint, if configured.
     stats: Option<TcpListener>,
     started: std::time::Instant,
-    /// Per-core runtimes to spread connections over; 0 runs them on the
-    /// runtime that calls [`Server::run`] (see `shards.rs`).
-    shards: usize,
 }
 
 impl Server {
@@ -217,15 +214,7 @@ impl Server {
             listeners,
             stats,
             started: std::time::Instant::now(),
-            shards: 0,
         })
-    }
-
-    /// Serves connections on `n` per-core runtimes of their own instead of
-    /// the caller's (0: the caller's). `shards.rs` gives the measurement.
-    pub fn with_shards(mut self, n: usize) -> Server {
-        self.shards = n;
-        self
     }
 
     /// Where the statistics endpoint listens (port 0 resolved).
@@ -243,7 +232,7 @@ impl Server {
     /// flushes every logical unit.
     pub async fn run(self, stop: impl Future<Output = ()>) -> Result<(), String> {
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
-        let mut conns = Placement::new(self.shards)?;
+        let mut conns: JoinSet<()> = JoinSet::new();
         let stat_sn_seed = AtomicU32::new(0x1000);
         let (accept_tx, mut accept_rx) = tokio::sync::mpsc::channel(64);
         let mut acceptors = JoinSet::new();
@@ -285,22 +274,21 @@ impl Server {
                     rescan(&self.registry);
                 }
                 Some((stream, peer)) = accept_rx.recv() => {
-                    conns.reap();
+                    while conns.try_join_next().is_some() {}
                     if conns.len() >= self.registry.limits.max_connections {
                         warn!(%peer, "connection refused: {} connections open", conns.len());
                         drop(stream);
                         continue;
                     }
-                    conns.spawn(Job {
-                        stream,
-                        peer,
-                        registry: self.registry.clone(),
-                        shutdown: shutdown_rx.clone(),
-                        stat_sn: stat_sn_seed.fetch_add(0x1000, Ordering::Relaxed),
-                        guard: self.registry.connection_opened(),
+                    let stat_sn = stat_sn_seed.fetch_add(0x1000, Ordering::Relaxed);
+                    let open = self.registry.connection_opened();
+                    let serve = conn::serve(stream, peer, self.registry.clone(), shutdown_rx.clone(), stat_sn);
+                    conns.spawn(async move {
+                        serve.await;
+                        drop(open);
                     });
                 }
-                _ = conns.next_done(), if !conns.is_empty() => {}
+                Some(_) = conns.join_next(), if !conns.is_empty() => {}
             }
         }
         acceptors.abort_all();
@@ -310,9 +298,14 @@ impl Server {
         );
         let _ = shutdown_tx.send(true);
         let wait = self.registry.limits.shutdown_grace + Duration::from_secs(15);
-        let dropped = conns.drain(wait).await;
-        if dropped > 0 {
-            warn!("{dropped} connection(s) did not close in time; dropped them");
+        let drained =
+            tokio::time::timeout(wait, async { while conns.join_next().await.is_some() {} }).await;
+        if drained.is_err() {
+            warn!(
+                "{} connection(s) did not close in time; dropping them",
+                conns.len()
+            );
+            conns.abort_all();
         }
         let mut result = Ok(());
         for t in &self.registry.targets {
