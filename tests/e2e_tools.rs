@@ -230,3 +230,50 @@ fn tmpfs_file_lun_reads_go_from_the_page_cache_and_stay_exact() {
     );
     assert_eq!(t.terminate(Duration::from_secs(30)), Some(0));
 }
+
+/// The daemon's runtime can be one thread (IRONLUN_RUNTIME, kept to repeat
+/// the runtime-model measurement): it serves and stops as the default
+/// does, and an unknown model is a usage error.
+#[test]
+fn the_single_thread_runtime_serves_and_a_bad_runtime_name_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src.img");
+    let data = random_file(&src, 4 << 20);
+    let mut t = Target::start_env(
+        &["--name", NAME, "--lun", "ram:8MiB"],
+        1,
+        &[("IRONLUN_RUNTIME", "current-thread")],
+    );
+    let url = t.url(NAME, 0);
+    let back = dir.path().join("back.img");
+    ironlun_ok(&["dd", "--quiet", "--if", src.to_str().unwrap(), "--of", &url]);
+    ironlun_ok(&[
+        "dd",
+        "--quiet",
+        "--if",
+        &url,
+        "--of",
+        back.to_str().unwrap(),
+        "--count",
+        "8",
+    ]);
+    assert!(std::fs::read(&back).unwrap() == data);
+    assert_eq!(t.terminate(Duration::from_secs(30)), Some(0), "{}", t.log());
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ironlun"))
+        .env("IRONLUN_RUNTIME", "fibers")
+        .args([
+            "target",
+            "--listen",
+            "127.0.0.1:0",
+            "--name",
+            NAME,
+            "--lun",
+            "ram:1MiB",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("IRONLUN_RUNTIME=fibers"), "{err}");
+}
