@@ -323,8 +323,12 @@ impl Driver {
     /// the PDU is dropped and logged. With data digests on, a file range
     /// is read into memory first, so the digest covers the bytes sent; if
     /// that read fails, the data cannot be sent and the connection ends
-    /// (the initiator's recovery retries the command).
+    /// (the initiator's recovery retries the command); nothing queued
+    /// after that is sent, so the initiator never sees a gap.
     fn push_out(&mut self, p: OutPdu) {
+        if self.broken.is_some() {
+            return;
+        }
         let data = if self.out.digests.data {
             match p.data.into_mem() {
                 Ok(d) => d,
@@ -346,6 +350,9 @@ impl Driver {
     /// Writes what the socket takes now: `Ok(true)` when everything queued
     /// is written.
     fn flush_some(&mut self) -> io::Result<bool> {
+        if self.broken.is_some() {
+            return Ok(false);
+        }
         self.out.write_to(&mut SocketSink {
             stream: &self.stream,
             peer: self.peer,
