@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
 use ironlun_proto::chap::{InitiatorAuth, RANDOM_BYTES};
 use ironlun_proto::initiator::{
     default_isid, Completed, InitiatorLogin, InitiatorSession, LoginConfig, LoginOutcome,
@@ -884,8 +884,11 @@ async fn sleep_until_opt(t: Option<tokio::time::Instant>) {
 fn read_some(conn: &mut Conn) -> std::result::Result<(), String> {
     let mut end = None;
     for _ in 0..READS_PER_WAKEUP {
-        conn.decoder.make_room(&mut conn.rbuf);
-        match conn.stream.try_read_buf(&mut conn.rbuf) {
+        // Whole PDUs leave the buffer before each read, so that make_room
+        // sees the unfinished one at its head.
+        handle_buffered(conn)?;
+        let most = conn.decoder.make_room(&mut conn.rbuf);
+        match conn.stream.try_read_buf(&mut (&mut conn.rbuf).limit(most)) {
             Ok(0) => {
                 end = Some("connection closed by the target".to_owned());
                 break;
@@ -902,6 +905,15 @@ fn read_some(conn: &mut Conn) -> std::result::Result<(), String> {
             }
         }
     }
+    handle_buffered(conn)?;
+    match end {
+        Some(why) => Err(why),
+        None => Ok(()),
+    }
+}
+
+/// Hands every whole PDU in the receive buffer to the protocol.
+fn handle_buffered(conn: &mut Conn) -> std::result::Result<(), String> {
     let now = Instant::now();
     loop {
         match conn.decoder.decode(&mut conn.rbuf) {
@@ -915,8 +927,5 @@ fn read_some(conn: &mut Conn) -> std::result::Result<(), String> {
             Err(e) => return Err(format!("bad PDU from the target: {e}")),
         }
     }
-    match end {
-        Some(why) => Err(why),
-        None => Ok(()),
-    }
+    Ok(())
 }

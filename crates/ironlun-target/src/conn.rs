@@ -51,7 +51,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
 use ironlun_payload::FILL;
 use ironlun_proto::login::{LoginStep, TargetLogin, LOGIN_SEGMENT_MAX};
 use ironlun_proto::target::{
@@ -457,8 +457,8 @@ impl Driver {
         // A bounded number of reads per wakeup, so a client that keeps
         // sending cannot keep us from writing responses.
         for _ in 0..READS_PER_WAKEUP {
-            self.decoder.make_room(&mut self.rbuf);
-            match self.stream.try_read_buf(&mut self.rbuf) {
+            let most = self.decoder.make_room(&mut self.rbuf);
+            match self.stream.try_read_buf(&mut (&mut self.rbuf).limit(most)) {
                 Ok(0) => return Ok(false),
                 Ok(_) => {
                     if self.quickack {

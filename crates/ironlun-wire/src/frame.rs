@@ -78,26 +78,34 @@ impl FrameDecoder {
         Some(self.frame_len_of(&b))
     }
 
-    /// Makes room in a receive buffer before the next socket read. Frames
-    /// decoded from `buf` share its memory (no copy), so when the rest of
-    /// the PDU at its head would not fit, a fresh buffer is started (of
-    /// [`RECV_CHUNK`], or eight such PDUs up to 4 MiB) and only that PDU's
-    /// bytes so far move over. Growing the old buffer in place instead
-    /// could copy everything it ever held, and starting fresh whenever it
-    /// runs low would copy a partial large PDU every time.
-    pub fn make_room(&self, buf: &mut BytesMut) {
+    /// Makes room in a receive buffer before the next socket read, and
+    /// returns how much to read. Frames decoded from `buf` share its
+    /// memory (no copy), so when the rest of the PDU at its head would not
+    /// fit, a fresh buffer is started (of [`RECV_CHUNK`], or eight such
+    /// PDUs up to 4 MiB) and that PDU's bytes so far move over. Growing
+    /// the old buffer in place instead could copy everything it ever held.
+    /// To keep what moves small, a read near the end of a buffer stops at
+    /// the end of the PDU at its head plus the next header, when another
+    /// PDU as large would not fit after it: then at most a header moves.
+    /// Decode every whole PDU first; the result is never 0.
+    pub fn make_room(&self, buf: &mut BytesMut) -> usize {
         // A header that `decode` accepted bounds this by the segment limit.
         let whole = self.frame_len(buf).unwrap_or(BHS_LEN);
-        let missing = whole.saturating_sub(buf.len()).max(MIN_READ);
-        if buf.capacity() - buf.len() >= missing {
-            return;
+        let missing = whole.saturating_sub(buf.len());
+        if buf.capacity() - buf.len() < missing.max(MIN_READ) {
+            let size = RECV_CHUNK
+                .max((whole * 8).min(4 << 20))
+                .max(whole + MIN_READ);
+            let mut fresh = BytesMut::with_capacity(size);
+            fresh.extend_from_slice(buf);
+            *buf = fresh;
         }
-        let size = RECV_CHUNK
-            .max((whole * 8).min(4 << 20))
-            .max(whole + MIN_READ);
-        let mut fresh = BytesMut::with_capacity(size);
-        fresh.extend_from_slice(buf);
-        *buf = fresh;
+        let room = buf.capacity() - buf.len();
+        if room.saturating_sub(missing) < whole {
+            (missing + BHS_LEN).min(room)
+        } else {
+            room
+        }
     }
 
     fn frame_len_of(&self, b: &Bhs) -> usize {
@@ -324,7 +332,7 @@ mod tests {
     }
 
     #[test]
-    fn make_room_moves_only_the_unfinished_pdu_and_keeps_decoded_frames() {
+    fn make_room_moves_at_most_a_header_and_keeps_decoded_frames() {
         let dec = FrameDecoder::new(1 << 20);
         let mut wire = BytesMut::new();
         let data: Vec<u8> = (0..300_000u32).map(|i| i as u8).collect();
@@ -336,11 +344,15 @@ mod tests {
         let mut buf = BytesMut::new();
         let mut frames = Vec::new();
         let mut fed = 0;
+        let mut moved = 0;
         while fed < wire.len() {
-            dec.make_room(&mut buf);
-            let room = buf.capacity() - buf.len();
-            assert!(room >= 16 << 10, "room to read");
-            let n = room.min(100_000).min(wire.len() - fed);
+            let before = (buf.as_ptr(), buf.len());
+            let most = dec.make_room(&mut buf);
+            if buf.as_ptr() != before.0 {
+                moved += before.1;
+            }
+            assert!(most > 0 && most <= buf.capacity() - buf.len());
+            let n = most.min(100_000).min(wire.len() - fed);
             buf.extend_from_slice(&wire[fed..fed + n]);
             assert!(buf.capacity() < 4 << 20, "bounded: {}", buf.capacity());
             fed += n;
@@ -350,6 +362,10 @@ mod tests {
         }
         assert_eq!(frames.len(), 4);
         assert!(frames.iter().all(|f| f.data[..] == data[..]));
+        assert!(
+            moved <= 4 * BHS_LEN,
+            "at most a header moved per buffer: {moved}"
+        );
         // A PDU whose rest fits is left where it is.
         let mut buf = BytesMut::with_capacity(400_000);
         buf.extend_from_slice(&wire[..200_000]);
