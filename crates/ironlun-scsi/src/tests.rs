@@ -51,6 +51,13 @@ fn ram_map(blocks: u64, bs: u32) -> LunMap {
     lu_with(Arc::new(RamBackend::new(blocks * u64::from(bs))), cfg(bs))
 }
 
+impl Response {
+    /// The response's data in memory (read from the file for a file range).
+    fn bytes(&self) -> Bytes {
+        self.data.to_bytes().unwrap()
+    }
+}
+
 fn run(m: &LunMap, cdb: &[u8]) -> Response {
     m.execute(Some(0), N, cdb, &[])
 }
@@ -92,7 +99,7 @@ fn standard_inquiry_layout() {
     let m = ram_map(100, 512);
     let r = run(&m, &[0x12, 0, 0, 0, 255, 0]);
     assert_eq!(r.status, status::GOOD);
-    let d = &r.data.to_bytes().unwrap();
+    let d = &r.bytes();
     assert_eq!(d.len(), 96);
     assert_eq!(d[0], 0x00);
     assert_eq!(d[2], 0x06, "SPC-4");
@@ -124,30 +131,29 @@ fn standard_inquiry_layout() {
 fn vpd_pages() {
     let m = ram_map(100, 512);
     let r = run(&m, &[0x12, 1, 0x00, 0, 255, 0]);
-    let pages = &r.data.to_bytes().unwrap()[4..];
+    let pages = &r.bytes()[4..];
     assert_eq!(pages, &[0x00, 0x80, 0x83, 0xb0, 0xb1, 0xb2]);
     for &p in pages {
         let r = run(&m, &[0x12, 1, p, 0, 255, 0]);
         assert_eq!(r.status, status::GOOD, "page {p:#x}");
-        assert_eq!(r.data.to_bytes().unwrap()[1], p);
+        assert_eq!(r.bytes()[1], p);
         assert_eq!(
             r.data.len(),
-            4 + u16::from_be_bytes([r.data.to_bytes().unwrap()[2], r.data.to_bytes().unwrap()[3]])
-                as usize
+            4 + u16::from_be_bytes([r.bytes()[2], r.bytes()[3]]) as usize
         );
     }
     let bl = run(&m, &[0x12, 1, 0xb0, 0, 255, 0]);
-    assert_eq!(bl.data.to_bytes().unwrap()[3], 0x3c);
+    assert_eq!(bl.bytes()[3], 0x3c);
     assert_eq!(
-        u32::from_be_bytes(bl.data.to_bytes().unwrap()[8..12].try_into().unwrap()),
+        u32::from_be_bytes(bl.bytes()[8..12].try_into().unwrap()),
         (1 << 20) / 512
     );
     let id = run(&m, &[0x12, 1, 0x83, 0, 255, 0]);
     // First designator: NAA, binary, 8 bytes, NAA nibble 3.
-    assert_eq!(&id.data.to_bytes().unwrap()[4..8], &[0x01, 0x03, 0, 8]);
-    assert_eq!(id.data.to_bytes().unwrap()[8] >> 4, 3);
+    assert_eq!(&id.bytes()[4..8], &[0x01, 0x03, 0, 8]);
+    assert_eq!(id.bytes()[8] >> 4, 3);
     let sn = run(&m, &[0x12, 1, 0x80, 0, 255, 0]);
-    assert_eq!(&sn.data.to_bytes().unwrap()[4..], b"ser123");
+    assert_eq!(&sn.bytes()[4..], b"ser123");
     assert_eq!(
         sense_of(&run(&m, &[0x12, 1, 0x99, 0, 255, 0])),
         (key::ILLEGAL_REQUEST, 0x24, 0)
@@ -158,18 +164,12 @@ fn vpd_pages() {
 fn read_capacity_10_and_16() {
     let m = ram_map(2048, 4096);
     let r = run(&m, &[0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
-    assert_eq!(
-        &r.data.to_bytes().unwrap()[..],
-        &[0, 0, 0x07, 0xff, 0, 0, 0x10, 0]
-    );
+    assert_eq!(&r.bytes()[..], &[0, 0, 0x07, 0xff, 0, 0, 0x10, 0]);
     let r = run(&m, &[0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0]);
     assert_eq!(r.data.len(), 32);
+    assert_eq!(u64::from_be_bytes(r.bytes()[..8].try_into().unwrap()), 2047);
     assert_eq!(
-        u64::from_be_bytes(r.data.to_bytes().unwrap()[..8].try_into().unwrap()),
-        2047
-    );
-    assert_eq!(
-        u32::from_be_bytes(r.data.to_bytes().unwrap()[8..12].try_into().unwrap()),
+        u32::from_be_bytes(r.bytes()[8..12].try_into().unwrap()),
         4096
     );
     let r = run(&m, &[0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 0, 0]);
@@ -183,15 +183,9 @@ fn write_then_read_round_trips_all_sizes() {
     let r = run_out(&m, &write10(10, 2, 0), &data);
     assert_eq!(r.status, status::GOOD);
     assert_eq!(r.transfer_length, 1024);
-    assert_eq!(
-        &run(&m, &read10(10, 2)).data.to_bytes().unwrap()[..],
-        &data[..]
-    );
+    assert_eq!(&run(&m, &read10(10, 2)).bytes()[..], &data[..]);
     // READ(6), (12) and (16) see the same data.
-    assert_eq!(
-        &run(&m, &[0x08, 0, 0, 10, 2, 0]).data.to_bytes().unwrap()[..],
-        &data[..]
-    );
+    assert_eq!(&run(&m, &[0x08, 0, 0, 10, 2, 0]).bytes()[..], &data[..]);
     assert_eq!(
         &run(&m, &[0xa8, 0, 0, 0, 0, 10, 0, 0, 0, 2, 0, 0])
             .data
@@ -200,14 +194,14 @@ fn write_then_read_round_trips_all_sizes() {
         &data[..]
     );
     let r16 = [0x88, 0, 0, 0, 0, 0, 0, 0, 0, 10, 0, 0, 0, 2, 0, 0];
-    assert_eq!(&run(&m, &r16).data.to_bytes().unwrap()[..], &data[..]);
+    assert_eq!(&run(&m, &r16).bytes()[..], &data[..]);
     // WRITE(16) with FUA, then WRITE AND VERIFY(10) with BYTCHK=1.
     let w16 = [0x8a, 0x08, 0, 0, 0, 0, 0, 0, 0, 20, 0, 0, 0, 1, 0, 0];
     assert_eq!(run_out(&m, &w16, &data[..512]).status, status::GOOD);
     let wv = [0x2e, 0x02, 0, 0, 0, 21, 0, 0, 1, 0];
     assert_eq!(run_out(&m, &wv, &data[..512]).status, status::GOOD);
     assert_eq!(
-        &run(&m, &read10(20, 2)).data.to_bytes().unwrap()[..],
+        &run(&m, &read10(20, 2)).bytes()[..],
         &[&data[..512], &data[..512]].concat()[..]
     );
     // READ(6) transfer length 0 means 256 blocks.
@@ -263,18 +257,18 @@ fn write_with_too_little_data_writes_what_arrived() {
         r.transfer_length, 1024,
         "overflow residual is computed from this"
     );
-    let back = run(&m, &read10(0, 2)).data.to_bytes().unwrap();
+    let back = run(&m, &read10(0, 2)).bytes();
     assert!(back[..712].iter().all(|&c| c == b'b'));
     assert!(back[712..].iter().all(|&c| c == b'a'));
     // Nothing sent: nothing written.
     let r = run_out(&m, &write10(0, 1, 0), &[]);
     assert_eq!((r.status, r.transfer_length), (status::GOOD, 512));
-    assert_eq!(run(&m, &read10(0, 1)).data.to_bytes().unwrap()[0], b'b');
+    assert_eq!(run(&m, &read10(0, 1)).bytes()[0], b'b');
     // More data than the CDB asks for: only the CDB's length is written.
     let r = run_out(&m, &write10(0, 1, 0), &[b'c'; 1024]);
     assert_eq!(r.status, status::GOOD);
     assert_eq!(r.transfer_length, 512);
-    assert_eq!(run(&m, &read10(1, 1)).data.to_bytes().unwrap()[0], b'b');
+    assert_eq!(run(&m, &read10(1, 1)).bytes()[0], b'b');
 }
 
 #[test]
@@ -289,7 +283,7 @@ fn read_only_lun_refuses_writes() {
     assert_eq!(run(&m, &read10(0, 1)).status, status::GOOD);
     // MODE SENSE reports WP.
     let r = run(&m, &[0x1a, 0, 0x3f, 0, 255, 0]);
-    assert_eq!(r.data.to_bytes().unwrap()[2] & 0x80, 0x80);
+    assert_eq!(r.bytes()[2] & 0x80, 0x80);
 }
 
 #[test]
@@ -325,21 +319,17 @@ fn capacity_change_and_reset_unit_attentions() {
         (key::UNIT_ATTENTION, 0x2a, 0x09)
     );
     let r = run(&m, &[0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
-    assert_eq!(&r.data.to_bytes().unwrap()[..4], &[0, 0, 0, 49]);
+    assert_eq!(&r.bytes()[..4], &[0, 0, 0, 49]);
     lu.reset();
     // REQUEST SENSE reports and clears it.
     let r = run(&m, &[0x03, 0, 0, 0, 18, 0]);
     assert_eq!(r.status, status::GOOD);
     assert_eq!(
-        (
-            r.data.to_bytes().unwrap()[2],
-            r.data.to_bytes().unwrap()[12],
-            r.data.to_bytes().unwrap()[13]
-        ),
+        (r.bytes()[2], r.bytes()[12], r.bytes()[13]),
         (key::UNIT_ATTENTION, 0x29, 0x03)
     );
     let r = run(&m, &[0x03, 0, 0, 0, 18, 0]);
-    assert_eq!(r.data.to_bytes().unwrap()[2], key::NO_SENSE);
+    assert_eq!(r.bytes()[2], key::NO_SENSE);
 }
 
 #[test]
@@ -383,7 +373,7 @@ fn mode_sense_pages() {
     let m = ram_map(100, 512);
     let r = run(&m, &[0x1a, 0, 0x3f, 0, 255, 0]);
     assert_eq!(r.status, status::GOOD);
-    let d = &r.data.to_bytes().unwrap();
+    let d = &r.bytes();
     assert_eq!(d[0] as usize, d.len() - 1);
     assert_eq!(d[2] & 0x10, 0x10, "DPOFUA");
     assert_eq!(d[3], 8, "one short block descriptor");
@@ -404,12 +394,9 @@ fn mode_sense_pages() {
     assert_eq!((r.data.len(), r.transfer_length), (4, 4));
     // MODE SENSE(10) with LLBAA: a 16-byte descriptor.
     let r = run(&m, &[0x5a, 0x10, 0x0a, 0, 0, 0, 0, 0, 255, 0]);
-    assert_eq!(r.data.to_bytes().unwrap()[4] & 1, 1);
-    assert_eq!(
-        u16::from_be_bytes([r.data.to_bytes().unwrap()[6], r.data.to_bytes().unwrap()[7]]),
-        16
-    );
-    assert_eq!(r.data.to_bytes().unwrap()[8 + 16], 0x0a);
+    assert_eq!(r.bytes()[4] & 1, 1);
+    assert_eq!(u16::from_be_bytes([r.bytes()[6], r.bytes()[7]]), 16);
+    assert_eq!(r.bytes()[8 + 16], 0x0a);
     // Saved values are not supported; unknown pages are invalid.
     assert_eq!(
         sense_of(&run(&m, &[0x1a, 0, 0xc8, 0, 255, 0])),
@@ -429,9 +416,9 @@ fn report_luns_and_missing_luns() {
     let rl = [0xa0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0];
     let r = m.execute(Some(5), N, &rl, &[]);
     assert_eq!(r.status, status::GOOD);
-    assert_eq!(&r.data.to_bytes().unwrap()[..4], &[0, 0, 0, 16]);
-    assert_eq!(&r.data.to_bytes().unwrap()[8..16], &[0; 8]);
-    assert_eq!(&r.data.to_bytes().unwrap()[16..18], &[0x41, 0x2c]);
+    assert_eq!(&r.bytes()[..4], &[0, 0, 0, 16]);
+    assert_eq!(&r.bytes()[8..16], &[0; 8]);
+    assert_eq!(&r.bytes()[16..18], &[0x41, 0x2c]);
     // Allocation length below 16 is invalid (SPC-4 §6.33).
     let short = [0xa0, 0, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0];
     assert_eq!(
@@ -440,18 +427,12 @@ fn report_luns_and_missing_luns() {
     );
     // A LUN without a logical unit.
     let r = m.execute(Some(5), N, &[0x12, 0, 0, 0, 96, 0], &[]);
-    assert_eq!(r.data.to_bytes().unwrap()[0], 0x7f);
+    assert_eq!(r.bytes()[0], 0x7f);
     let r = m.execute(Some(5), N, &[0x00, 0, 0, 0, 0, 0], &[]);
     assert_eq!(sense_of(&r), (key::ILLEGAL_REQUEST, 0x25, 0));
     let r = m.execute(None, N, &[0x03, 0, 0, 0, 18, 0], &[]);
     assert_eq!(r.status, status::GOOD);
-    assert_eq!(
-        (
-            r.data.to_bytes().unwrap()[2],
-            r.data.to_bytes().unwrap()[12]
-        ),
-        (key::ILLEGAL_REQUEST, 0x25)
-    );
+    assert_eq!((r.bytes()[2], r.bytes()[12]), (key::ILLEGAL_REQUEST, 0x25));
 }
 
 #[test]
@@ -464,17 +445,10 @@ fn unknown_opcode_and_report_supported_opcodes() {
     // One command, no service action: READ(10).
     let r = run(&m, &[0xa3, 0x0c, 0x01, 0x28, 0, 0, 0, 0, 1, 0, 0, 0]);
     assert_eq!(r.status, status::GOOD);
-    assert_eq!(r.data.to_bytes().unwrap()[1] & 0x07, 0x03, "supported");
-    assert_eq!(
-        u16::from_be_bytes([r.data.to_bytes().unwrap()[2], r.data.to_bytes().unwrap()[3]]),
-        10
-    );
-    assert_eq!(r.data.to_bytes().unwrap()[4], 0x28);
-    assert_eq!(
-        r.data.to_bytes().unwrap()[5] & 0x18,
-        0x18,
-        "DPO/FUA in CDB usage data"
-    );
+    assert_eq!(r.bytes()[1] & 0x07, 0x03, "supported");
+    assert_eq!(u16::from_be_bytes([r.bytes()[2], r.bytes()[3]]), 10);
+    assert_eq!(r.bytes()[4], 0x28);
+    assert_eq!(r.bytes()[5] & 0x18, 0x18, "DPO/FUA in CDB usage data");
     // With timeouts descriptor.
     let r = run(&m, &[0xa3, 0x0c, 0x81, 0x28, 0, 0, 0, 0, 1, 0, 0, 0]);
     assert_eq!(r.data.len(), 4 + 10 + 12);
@@ -487,13 +461,13 @@ fn unknown_opcode_and_report_supported_opcodes() {
         (key::ILLEGAL_REQUEST, 0x24, 0)
     );
     let r = run(&m, &[0xa3, 0x0c, 0x02, 0x9e, 0, 0x10, 0, 0, 1, 0, 0, 0]);
-    assert_eq!(r.data.to_bytes().unwrap()[1] & 0x07, 0x03);
+    assert_eq!(r.bytes()[1] & 0x07, 0x03);
     // Not supported: SUPPORT = 001b.
     let r = run(&m, &[0xa3, 0x0c, 0x01, 0xc0, 0, 0, 0, 0, 1, 0, 0, 0]);
-    assert_eq!(r.data.to_bytes().unwrap()[1] & 0x07, 0x01);
+    assert_eq!(r.bytes()[1] & 0x07, 0x01);
     // All commands: one 8-byte descriptor per table row.
     let r = run(&m, &[0xa3, 0x0c, 0x00, 0, 0, 0, 0, 0, 0x10, 0, 0, 0]);
-    let len = u32::from_be_bytes(r.data.to_bytes().unwrap()[..4].try_into().unwrap()) as usize;
+    let len = u32::from_be_bytes(r.bytes()[..4].try_into().unwrap()) as usize;
     let lu = m.get(0).unwrap();
     assert_eq!(
         len,
@@ -506,10 +480,7 @@ fn block_size_4096() {
     let m = ram_map(16, 4096);
     let data = vec![0x5a; 4096];
     assert_eq!(run_out(&m, &write10(15, 1, 0), &data).status, status::GOOD);
-    assert_eq!(
-        &run(&m, &read10(15, 1)).data.to_bytes().unwrap()[..],
-        &data[..]
-    );
+    assert_eq!(&run(&m, &read10(15, 1)).bytes()[..], &data[..]);
     assert_eq!(
         sense_of(&run(&m, &read10(16, 1))),
         (key::ILLEGAL_REQUEST, 0x21, 0)
@@ -535,7 +506,7 @@ fn cdb16(op: u8, flags: u8, lba: u64, len: u32) -> [u8; 16] {
 fn mode_sense_page(m: &LunMap, page: u8) -> Vec<u8> {
     let r = run(m, &[0x1a, 0x08, page, 0, 255, 0]);
     assert_eq!(r.status, status::GOOD);
-    r.data.to_bytes().unwrap()[4..].to_vec()
+    r.bytes()[4..].to_vec()
 }
 
 fn mode_select6(m: &LunMap, page: &[u8]) -> Response {
@@ -553,7 +524,7 @@ fn mode_select_changes_wce_d_sense_and_swp() {
     m.execute(Some(0), NexusId(9), &[0, 0, 0, 0, 0, 0], &[]);
     // Changeable values show exactly WCE, D_SENSE and SWP.
     let r = run(&m, &[0x1a, 0x08, 0x40 | 0x3f, 0, 255, 0]);
-    assert_eq!(&r.data.to_bytes().unwrap()[4..8], &[0x08, 0x12, 0x04, 0]);
+    assert_eq!(&r.bytes()[4..8], &[0x08, 0x12, 0x04, 0]);
     let mut caching = mode_sense_page(&m, 0x08);
     assert_eq!(caching[2] & 0x04, 0x04, "WCE on by default");
     caching[2] &= !0x04;
@@ -758,7 +729,7 @@ fn write_same_fills_and_zero_blocks_means_to_the_end() {
         c
     };
     assert_eq!(run_out(&m, &ws10(0, 10, 5), &[9; 512]).status, status::GOOD);
-    let back = run(&m, &read10(9, 7)).data.to_bytes().unwrap();
+    let back = run(&m, &read10(9, 7)).bytes();
     assert!(back[..512].iter().all(|&c| c == 0));
     assert!(back[512..512 * 6].iter().all(|&c| c == 9));
     assert!(back[512 * 6..].iter().all(|&c| c == 0));
@@ -798,32 +769,18 @@ fn thin_lu_unmaps_and_reports_lba_status() {
     let blocks = 1024u64; // 512 KiB: 8 RAM chunks of 128 blocks
     let m = thin_map(blocks);
     let r = run(&m, &[0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0]);
-    assert_eq!(
-        r.data.to_bytes().unwrap()[14] & 0xc0,
-        0xc0,
-        "LBPME and LBPRZ"
-    );
-    assert_eq!(
-        r.data.to_bytes().unwrap()[13] & 0x0f,
-        0,
-        "physical block = logical block"
-    );
+    assert_eq!(r.bytes()[14] & 0xc0, 0xc0, "LBPME and LBPRZ");
+    assert_eq!(r.bytes()[13] & 0x0f, 0, "physical block = logical block");
     let lbp = run(&m, &[0x12, 1, 0xb2, 0, 255, 0]);
-    assert_eq!(
-        (
-            lbp.data.to_bytes().unwrap()[5],
-            lbp.data.to_bytes().unwrap()[6]
-        ),
-        (0xe4, 0x02)
-    );
+    assert_eq!((lbp.bytes()[5], lbp.bytes()[6]), (0xe4, 0x02));
     let bl = run(&m, &[0x12, 1, 0xb0, 0, 255, 0]);
     assert_eq!(
-        u32::from_be_bytes(bl.data.to_bytes().unwrap()[24..28].try_into().unwrap()),
+        u32::from_be_bytes(bl.bytes()[24..28].try_into().unwrap()),
         256,
         "max unmap descriptors"
     );
     assert_eq!(
-        u32::from_be_bytes(bl.data.to_bytes().unwrap()[28..32].try_into().unwrap()),
+        u32::from_be_bytes(bl.bytes()[28..32].try_into().unwrap()),
         128,
         "optimal unmap granularity"
     );
@@ -836,12 +793,10 @@ fn thin_lu_unmaps_and_reports_lba_status() {
         c[13] = 255;
         let r = run(&m, &c);
         assert_eq!(r.status, status::GOOD);
-        let n = (u32::from_be_bytes(r.data.to_bytes().unwrap()[..4].try_into().unwrap()) as usize
-            - 4)
-            / 16;
+        let n = (u32::from_be_bytes(r.bytes()[..4].try_into().unwrap()) as usize - 4) / 16;
         (0..n)
             .map(|i| {
-                let d = &r.data.to_bytes().unwrap()[8 + 16 * i..];
+                let d = &r.bytes()[8 + 16 * i..];
                 (
                     u64::from_be_bytes(d[..8].try_into().unwrap()),
                     u32::from_be_bytes(d[8..12].try_into().unwrap()),
@@ -880,7 +835,7 @@ fn thin_lu_unmaps_and_reports_lba_status() {
     // Unmap blocks 0..128 (a whole chunk) and 200..210 (part of one).
     assert_eq!(unmap(&[(0, 128), (200, 10)]).status, status::GOOD);
     assert_eq!(status(0), vec![(0, 128, 1), (128, 128, 0), (256, 768, 1)]);
-    let back = run(&m, &read10(190, 30)).data.to_bytes().unwrap();
+    let back = run(&m, &read10(190, 30)).bytes();
     assert!(back[..10 * 512].iter().all(|&c| c == b'a'));
     assert!(
         back[10 * 512..20 * 512].iter().all(|&c| c == 0),
@@ -892,7 +847,7 @@ fn thin_lu_unmaps_and_reports_lba_status() {
         sense_of(&unmap(&[(128, 10), (1020, 10)])),
         (key::ILLEGAL_REQUEST, 0x21, 0)
     );
-    assert_eq!(run(&m, &read10(128, 1)).data.to_bytes().unwrap()[0], b'a');
+    assert_eq!(run(&m, &read10(128, 1)).bytes()[0], b'a');
     assert_eq!(
         unmap(&[(1024, 0)]).status,
         status::GOOD,
@@ -925,7 +880,7 @@ fn thin_lu_unmaps_and_reports_lba_status() {
         run_out(&m, &cdb16(0x93, 0x08, 600, 1), &[1; 512]).status,
         status::GOOD
     );
-    assert_eq!(run(&m, &read10(600, 1)).data.to_bytes().unwrap()[0], 0);
+    assert_eq!(run(&m, &read10(600, 1)).bytes()[0], 0);
     // Beyond the end.
     assert_eq!(
         sense_of(&run(&m, &{
@@ -952,12 +907,9 @@ fn prefetch_and_read_defect_data() {
         (key::ILLEGAL_REQUEST, 0x21, 0)
     );
     let r = run(&m, &[0x37, 0, 0x18, 0, 0, 0, 0, 0, 32, 0]);
-    assert_eq!(&r.data.to_bytes().unwrap()[..], &[0, 0x18, 0, 0]);
+    assert_eq!(&r.bytes()[..], &[0, 0x18, 0, 0]);
     let r = run(&m, &[0xb7, 0x05, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0]);
-    assert_eq!(
-        &r.data.to_bytes().unwrap()[..],
-        &[0, 0x05, 0, 0, 0, 0, 0, 0]
-    );
+    assert_eq!(&r.bytes()[..], &[0, 0x05, 0, 0, 0, 0, 0, 0]);
 }
 
 /// PERSISTENT RESERVE OUT with the basic 24-byte parameter list.
@@ -972,7 +924,7 @@ fn prout(m: &LunMap, n: NexusId, sa: u8, ty: u8, key: u64, sa_key: u64, flags: u
 fn prin(m: &LunMap, n: NexusId, sa: u8) -> Vec<u8> {
     let r = m.execute(Some(0), n, &[0x5e, sa, 0, 0, 0, 0, 0, 0x10, 0, 0], &[]);
     assert_eq!(r.status, status::GOOD, "{:?}", sense_of(&r));
-    r.data.to_bytes().unwrap().to_vec()
+    r.bytes().to_vec()
 }
 
 fn keys(m: &LunMap, n: NexusId) -> (u32, Vec<u64>) {
@@ -1251,7 +1203,7 @@ fn persistent_reserve_in_forms() {
     // Truncation keeps the additional length.
     let r = m.execute(Some(0), a, &[0x5e, 0, 0, 0, 0, 0, 0, 0, 8, 0], &[]);
     assert_eq!(r.data.len(), 8);
-    assert_eq!(&r.data.to_bytes().unwrap()[4..8], &8u32.to_be_bytes());
+    assert_eq!(&r.bytes()[4..8], &8u32.to_be_bytes());
     for sa in 4..0x20u8 {
         let r = m.execute(Some(0), a, &[0x5e, sa, 0, 0, 0, 0, 0, 0x10, 0, 0], &[]);
         assert_eq!(
@@ -1327,13 +1279,9 @@ fn report_supported_task_management_functions() {
     let m = ram_map(100, 512);
     // ATS ATSS CTSS LURS QTS TRS; QTSS ITNRS.
     let r = run(&m, &[0xa3, 0x0d, 0, 0, 0, 0, 0, 0, 0, 16, 0, 0]);
-    assert_eq!(&r.data.to_bytes().unwrap()[..], &[0xde, 0x03, 0, 0]);
+    assert_eq!(&r.bytes()[..], &[0xde, 0x03, 0, 0]);
     let r = run(&m, &[0xa3, 0x0d, 0x80, 0, 0, 0, 0, 0, 0, 16, 0, 0]);
-    assert_eq!(
-        (r.data.len(), r.data.to_bytes().unwrap()[3]),
-        (16, 0x0c),
-        "extended format"
-    );
+    assert_eq!((r.data.len(), r.bytes()[3]), (16, 0x0c), "extended format");
 }
 
 /// Two RAM LUs (0 and 1) of `blocks` 512-byte blocks with NAA ids 1 and 2.
@@ -1412,7 +1360,7 @@ fn extended_copy_between_lus_and_copy_status() {
     assert_eq!(xcopy(&m, &p).status, status::GOOD);
     let r = m.execute(Some(1), N, &read10(100, 8), &[]);
     assert_eq!(
-        &r.data.to_bytes().unwrap()[..],
+        &r.bytes()[..],
         &pattern(0, 8)[..],
         "LU 1 holds LU 0's blocks"
     );
@@ -1421,7 +1369,7 @@ fn extended_copy_between_lus_and_copy_status() {
     let status_cdb = [0x84, 0x00, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 64, 0, 0];
     let r = run(&m, &status_cdb);
     assert_eq!(
-        &r.data.to_bytes().unwrap()[..],
+        &r.bytes()[..],
         &[0, 0, 0, 8, 0x00, 0, 1, 0x00, 0, 0, 0x10, 0]
     );
     assert_eq!(
@@ -1440,7 +1388,7 @@ fn extended_copy_between_lus_and_copy_status() {
     c[2] = 9;
     let r = run(&m, &c);
     assert_eq!(
-        (r.data.to_bytes().unwrap()[4], r.data.to_bytes().unwrap()[6]),
+        (r.bytes()[4], r.bytes()[6]),
         (0x01, 1),
         "one segment done, then the error"
     );
@@ -1462,7 +1410,7 @@ fn extended_copy_overlapping_within_one_lu_moves_like_memmove() {
     for i in 0..4u32 {
         let r = run(&m, &cdb16(0x88, 0, u64::from(1000 + i * 1024), 1024));
         assert!(
-            r.data.to_bytes().unwrap()[..] == pattern(i * 1024, 1024)[..],
+            r.bytes()[..] == pattern(i * 1024, 1024)[..],
             "source read before overwritten"
         );
     }
@@ -1507,13 +1455,13 @@ fn receive_copy_operating_parameters() {
     let r = run(&m, &[0x84, 0x03, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0]);
     assert_eq!(r.data.len(), 46);
     assert_eq!(
-        &r.data.to_bytes().unwrap()[8..12],
+        &r.bytes()[8..12],
         &[0, 8, 0, 64],
         "8 CSCD and 64 segment descriptors"
     );
-    assert_eq!(&r.data.to_bytes().unwrap()[43..], &[2, 0x02, 0xe4]);
+    assert_eq!(&r.bytes()[43..], &[2, 0x02, 0xe4]);
     let inq = run(&m, &[0x12, 0, 0, 0, 96, 0]);
-    assert_eq!(inq.data.to_bytes().unwrap()[5] & 0x08, 0x08, "3PC");
+    assert_eq!(inq.bytes()[5] & 0x08, 0x08, "3PC");
 }
 
 fn sanitize_map(backend: Arc<dyn Backend>, thin: bool) -> LunMap {
@@ -1550,11 +1498,7 @@ fn sanitize_only_where_configured() {
         (key::ILLEGAL_REQUEST, 0x24, 0)
     );
     let r = run(&m, &[0x12, 1, 0xb1, 0, 64, 0]);
-    assert_eq!(
-        r.data.to_bytes().unwrap()[7] & 0xc0,
-        0,
-        "WABEREQ 0 without BLOCK ERASE"
-    );
+    assert_eq!(r.bytes()[7] & 0xc0, 0, "WABEREQ 0 without BLOCK ERASE");
 }
 
 #[test]
@@ -1580,8 +1524,8 @@ fn sanitize_overwrite_and_its_parameter_checks() {
     p[0] |= 0x80;
     assert_eq!(sanitize(&m, 0x01, p.len() as u16, &p).status, status::GOOD);
     let r = run(&m, &read10(5, 1));
-    assert_eq!(&r.data.to_bytes().unwrap()[..6], &[1, 2, 3, 1, 2, 3]);
-    assert_eq!(r.data.to_bytes().unwrap()[511], [1, 2, 3][511 % 3]);
+    assert_eq!(&r.bytes()[..6], &[1, 2, 3, 1, 2, 3]);
+    assert_eq!(r.bytes()[511], [1, 2, 3][511 % 3]);
     // Parameter list length 0..=4 and block size + 5: INVALID FIELD IN CDB.
     let big = overwrite_params(1, &[0; 512]);
     for len in [0u16, 4, 517] {
@@ -1639,11 +1583,11 @@ fn sanitize_block_erase_deallocates_everything() {
         .all(|&b| b == 0));
     // GET LBA STATUS: one descriptor, all 64 blocks deallocated.
     let r = run(&m, &cdb16(0x9e, 0x12, 0, 64));
-    assert_eq!(&r.data.to_bytes().unwrap()[..4], &[0, 0, 0, 20]);
-    assert_eq!(&r.data.to_bytes().unwrap()[16..20], &64u32.to_be_bytes());
-    assert_eq!(r.data.to_bytes().unwrap()[20] & 0x0f, 1, "deallocated");
+    assert_eq!(&r.bytes()[..4], &[0, 0, 0, 20]);
+    assert_eq!(&r.bytes()[16..20], &64u32.to_be_bytes());
+    assert_eq!(r.bytes()[20] & 0x0f, 1, "deallocated");
     let r = run(&m, &[0x12, 1, 0xb1, 0, 64, 0]);
-    assert_eq!(r.data.to_bytes().unwrap()[7] & 0xc0, 0x40, "WABEREQ 01b");
+    assert_eq!(r.bytes()[7] & 0xc0, 0x40, "WABEREQ 01b");
 }
 
 #[test]
@@ -1665,10 +1609,10 @@ fn sanitize_in_progress_and_failure_mode() {
     let rs = run(&m, &[0x03, 0, 0, 0, 18, 0]);
     assert_eq!(
         (
-            rs.data.to_bytes().unwrap()[2],
-            rs.data.to_bytes().unwrap()[12],
-            rs.data.to_bytes().unwrap()[13],
-            rs.data.to_bytes().unwrap()[15] & 0x80
+            rs.bytes()[2],
+            rs.bytes()[12],
+            rs.bytes()[13],
+            rs.bytes()[15] & 0x80
         ),
         (key::NOT_READY, 0x04, 0x1b, 0x80)
     );
@@ -1707,7 +1651,7 @@ fn physical_block_exponent() {
     let m = lu_with(Arc::new(RamBackend::new(64 * 512)), c);
     let r = run(&m, &[0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0]);
     assert_eq!(
-        r.data.to_bytes().unwrap()[13] & 0x0f,
+        r.bytes()[13] & 0x0f,
         3,
         "8 logical blocks per physical block"
     );
