@@ -60,6 +60,21 @@ pub trait Backend: Send + Sync {
     /// storage when this returns (FUA, or write cache disabled).
     fn write(&self, offset: u64, data: &[u8], durable: bool) -> io::Result<()>;
 
+    /// Writes `parts` one after another from `offset`: a command's data
+    /// in the pieces it arrived in, so that it need not be joined first.
+    /// The default writes each piece in turn; stores that can take them
+    /// in one call (`pwritev`) do.
+    fn write_vectored(&self, offset: u64, parts: &[&[u8]], durable: bool) -> io::Result<()> {
+        let total = parts.iter().map(|p| p.len()).sum();
+        check_range(offset, total, self.size_bytes())?;
+        let mut at = offset;
+        for p in parts {
+            self.write(at, p, durable)?;
+            at += p.len() as u64;
+        }
+        Ok(())
+    }
+
     /// Makes every completed write durable (SYNCHRONIZE CACHE).
     fn flush(&self) -> io::Result<()>;
 

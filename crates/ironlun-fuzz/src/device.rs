@@ -17,8 +17,11 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use ironlun_backend::RamBackend;
-use ironlun_scsi::{status, ItNexus, LogicalUnit, LuConfig, LunMap, NexusId, Response};
+use ironlun_scsi::{
+    status, DataOutBuffer, ItNexus, LogicalUnit, LuConfig, LunMap, NexusId, Response,
+};
 
 use crate::input::Records;
 
@@ -113,7 +116,15 @@ pub fn cdb(data: &[u8]) -> CdbRun {
             _ => {
                 let (len, rest) = payload.split_first().unwrap_or((&0, &[]));
                 let (cdb, data_out) = rest.split_at(usize::from(*len).min(rest.len()));
-                let r = map.execute(lun, nexus, cdb, data_out);
+                // Data-Out in the pieces PDUs would carry, cut where the
+                // tag says, so writes also take the vectored path.
+                let cut = usize::from(tag).min(data_out.len());
+                let (a, b) = data_out.split_at(cut);
+                let data_out = DataOutBuffer::from_segments([
+                    Bytes::copy_from_slice(a),
+                    Bytes::copy_from_slice(b),
+                ]);
+                let r = map.execute(lun, nexus, cdb, &data_out);
                 check_response(&r);
                 run.commands += 1;
                 run.data_in_bytes += r.data.len() as u64;

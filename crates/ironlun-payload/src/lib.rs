@@ -1,6 +1,8 @@
-//! # ironlun-payload: data on its way to an initiator
+//! # ironlun-payload: a command's data on its way to and from an initiator
 //!
-//! **Owns:** [`Payload`], the data of a command's response as it travels
+//! **Owns:** [`DataOutBuffer`], the data an initiator sent for a command, kept
+//! in the pieces the PDUs carried so that a write reaches the backend
+//! without being joined; and [`Payload`], the data of a command's response as it travels
 //! from a backend through the SCSI device and the iSCSI layers to the
 //! socket: either bytes in memory ([`Bytes`], shared, never copied), or a
 //! [`FileRange`] of an open file whose bytes stay in the kernel's page
@@ -36,6 +38,9 @@ use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
+
+mod data_out;
+pub use data_out::{DataOutBuffer, Slices};
 
 /// A range of an open file, sent from the page cache.
 #[derive(Clone)]

@@ -10,7 +10,8 @@
 
 use std::collections::VecDeque;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
+use ironlun_payload::DataOutBuffer;
 
 /// A Data-Out that breaks the sequencing rules. At ERL 0 this is a
 /// connection-level protocol error (RFC 7143 §7.1.4).
@@ -85,7 +86,7 @@ pub struct R2tToSend {
 pub struct WriteCollect {
     edtl: u32,
     received: u32,
-    chunks: Vec<Bytes>,
+    data: DataOutBuffer,
     unsolicited_end: u32,
     unsolicited_data_sn: u32,
     next_solicit: u32,
@@ -119,14 +120,11 @@ impl WriteCollect {
             unsolicited_limit.max(imm)
         }
         .min(edtl);
-        let mut chunks = Vec::new();
-        if imm > 0 {
-            chunks.push(immediate);
-        }
+        let data = DataOutBuffer::from(immediate);
         WriteCollect {
             edtl,
             received: imm,
-            chunks,
+            data,
             unsolicited_end,
             unsolicited_data_sn: 0,
             next_solicit: unsolicited_end,
@@ -240,7 +238,7 @@ impl WriteCollect {
         }
 
         if len > 0 {
-            self.chunks.push(data);
+            self.data.push(data);
         }
         self.received = end;
         if unsolicited {
@@ -263,20 +261,10 @@ impl WriteCollect {
         Ok(progress)
     }
 
-    /// The collected data as one buffer: zero-copy when it arrived in one
-    /// piece, one copy otherwise.
-    pub fn into_data(self) -> Bytes {
-        match self.chunks.len() {
-            0 => Bytes::new(),
-            1 => self.chunks.into_iter().next().unwrap_or_default(),
-            _ => {
-                let mut buf = BytesMut::with_capacity(self.received as usize);
-                for c in &self.chunks {
-                    buf.extend_from_slice(c);
-                }
-                buf.freeze()
-            }
-        }
+    /// The collected data, in the pieces the PDUs carried (never joined
+    /// here: the backend writes the pieces with one vectored call).
+    pub fn into_data(self) -> DataOutBuffer {
+        self.data
     }
 }
 
@@ -334,6 +322,9 @@ mod tests {
         );
         let d = w.into_data();
         assert_eq!(d.len(), 10000);
+        // The six PDUs' data (immediate and five Data-Outs), not joined.
+        assert_eq!(d.segments().len(), 6);
+        let d = d.contiguous();
         assert_eq!(d[0], 1);
         assert_eq!(d[1024], 2);
         assert_eq!(d[4096], 3);

@@ -32,6 +32,7 @@ use crate::negotiate::{Negotiator, Role, Stage};
 use crate::params::{ConnParams, SessionParams};
 use crate::window::{sn_le, sn_lt, Admission, CmdWindow};
 use crate::OutPdu;
+use ironlun_payload::DataOutBuffer;
 use ironlun_wire::text::{encode_pairs, parse_pairs, TextAccumulator, TextChunker};
 use ironlun_wire::{
     frame::{parse_ahs, AHS_TYPE_EXTENDED_CDB},
@@ -179,8 +180,9 @@ pub struct ScsiTask {
     pub read: bool,
     pub write: bool,
     pub expected_data_transfer_length: u32,
-    /// Write data: exactly the bytes the initiator sent (EDTL bytes).
-    pub data_out: Bytes,
+    /// Write data: exactly the bytes the initiator sent (EDTL bytes), in
+    /// the pieces its PDUs carried.
+    pub data_out: DataOutBuffer,
 }
 
 /// What the device made of a task.
@@ -769,7 +771,7 @@ impl TargetConnection {
                 // Too large to buffer: execute with no data; the device
                 // answers that the transfer cannot be done.
                 self.tasks.insert(itt, task);
-                self.execute(itt, Bytes::new());
+                self.execute(itt, DataOutBuffer::new());
                 return;
             }
             let collect = WriteCollect::new(
@@ -791,7 +793,7 @@ impl TargetConnection {
             self.pump_r2ts();
         } else {
             self.tasks.insert(itt, task);
-            self.execute(itt, Bytes::new());
+            self.execute(itt, DataOutBuffer::new());
         }
     }
 
@@ -818,7 +820,7 @@ impl TargetConnection {
         Ok(cdb)
     }
 
-    fn execute(&mut self, itt: u32, data: Bytes) {
+    fn execute(&mut self, itt: u32, data: DataOutBuffer) {
         let Some(task) = self.tasks.get_mut(&itt) else {
             return;
         };

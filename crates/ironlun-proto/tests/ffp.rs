@@ -147,7 +147,7 @@ fn good(data: &[u8]) -> ScsiResult {
 fn executed(evs: &[Event]) -> Vec<(u32, Bytes)> {
     evs.iter()
         .filter_map(|e| match e {
-            Event::Execute(t) => Some((t.itt, t.data_out.clone())),
+            Event::Execute(t) => Some((t.itt, Bytes::copy_from_slice(t.data_out.contiguous()))),
             _ => None,
         })
         .collect()

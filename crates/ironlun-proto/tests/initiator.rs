@@ -268,7 +268,7 @@ impl Pair {
             while let Some(ev) = self.tgt.poll_event() {
                 moved = true;
                 if let Event::Execute(task) = ev {
-                    let result = self.execute(task.cdb.as_slice(), &task.data_out);
+                    let result = self.execute(task.cdb.as_slice(), task.data_out.contiguous());
                     self.tgt.complete(task.itt, result);
                 }
             }
@@ -293,7 +293,7 @@ impl Pair {
         }
     }
 
-    fn execute(&mut self, cdb: &[u8], data_out: &Bytes) -> ScsiResult {
+    fn execute(&mut self, cdb: &[u8], data_out: &[u8]) -> ScsiResult {
         if self.unit_attentions > 0 {
             self.unit_attentions -= 1;
             // POWER ON, RESET, OR BUS DEVICE RESET OCCURRED, fixed format.

@@ -154,6 +154,27 @@ fn write_blocks(lu: &LogicalUnit, lba: u64, data: &[u8], durable: bool) -> Resul
         .map_err(|_| write_error(lba))
 }
 
+/// Writes whole blocks given in the pieces they arrived in: one piece as
+/// it is, several in one vectored write (no join).
+fn write_pieces<'a>(
+    lu: &LogicalUnit,
+    lba: u64,
+    mut pieces: impl Iterator<Item = &'a [u8]>,
+    durable: bool,
+) -> Result<(), Sense> {
+    let Some(first) = pieces.next() else {
+        return Ok(());
+    };
+    let Some(second) = pieces.next() else {
+        return write_blocks(lu, lba, first, durable);
+    };
+    let mut all = vec![first, second];
+    all.extend(pieces);
+    lu.backend
+        .write_vectored(lba * u64::from(lu.block_size()), &all, durable)
+        .map_err(|_| write_error(lba))
+}
+
 pub fn read(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
     let (lba, _, bytes) = checked(lu, cdb)?;
     if bytes == 0 {
@@ -188,13 +209,12 @@ pub fn write(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Respo
     // with the data that arrived and report the rest as overflow. Extra
     // data beyond the CDB's length is ignored (underflow).
     let received = req.data_out.len().min(bytes as usize);
-    let data = req.data_out.get(..received).unwrap_or(&[]);
     let durable = durable(lu, cdb);
     let bs = lu.block_size() as usize;
     let whole = received / bs * bs;
     let _shared = lu.shared_access();
     if whole > 0 {
-        write_blocks(lu, lba, data.get(..whole).unwrap_or(&[]), durable)?;
+        write_pieces(lu, lba, req.data_out.slices(0..whole), durable)?;
     }
     if received > whole {
         // A partial last block: merge it with what the medium holds.
@@ -202,9 +222,12 @@ pub fn write(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Respo
         let mut block = read_blocks(lu, last, bs)
             .map_err(|_| write_error(last))?
             .to_vec();
-        let tail = data.get(whole..).unwrap_or(&[]);
-        if let Some(dst) = block.get_mut(..tail.len()) {
-            dst.copy_from_slice(tail);
+        let mut at = 0;
+        for piece in req.data_out.slices(whole..received) {
+            if let Some(dst) = block.get_mut(at..at + piece.len()) {
+                dst.copy_from_slice(piece);
+            }
+            at += piece.len();
         }
         write_blocks(lu, last, &block, durable)?;
     }
@@ -244,7 +267,7 @@ pub fn verify(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Resp
         }
         return Ok(Response::written(0));
     }
-    let data = req.data_out;
+    let data = req.data();
     if data.len() < expected {
         return Ok(lu.check_condition(
             Sense::new(
@@ -279,7 +302,7 @@ fn exact_data<'a>(
     expected: usize,
 ) -> Result<&'a [u8], Response> {
     if req.data_out.len() == expected {
-        Ok(req.data_out)
+        Ok(req.data())
     } else {
         Err(lu.check_condition(
             Sense::new(

@@ -39,6 +39,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 pub use ironlun_backend::Payload;
+pub use ironlun_payload::DataOutBuffer;
 
 pub use lu::{LogicalUnit, LuConfig};
 pub use reservations::ItNexus;
@@ -65,8 +66,9 @@ pub struct NexusId(pub u64);
 pub struct Request<'a> {
     pub nexus: NexusId,
     pub cdb: &'a [u8],
-    /// Data the initiator sent (write commands).
-    pub data_out: &'a [u8],
+    /// Data the initiator sent (write commands), in the pieces it
+    /// arrived in.
+    pub data_out: &'a DataOutBuffer,
     /// The target's logical units: REPORT LUNS lists them, EXTENDED COPY
     /// copies between them.
     pub map: &'a LunMap,
@@ -76,7 +78,15 @@ impl<'a> Request<'a> {
     /// The parameter list of a command whose CDB gives its length: the
     /// first `len` bytes of Data-Out, or fewer if fewer arrived.
     pub fn parameter_list(&self, len: usize) -> &'a [u8] {
-        self.data_out.get(..len).unwrap_or(self.data_out)
+        let all = self.data();
+        all.get(..len).unwrap_or(all)
+    }
+
+    /// All of Data-Out as one slice (joined once if it arrived in several
+    /// pieces): for commands that parse or compare it. Writes take the
+    /// pieces instead ([`DataOutBuffer::slices`]).
+    pub fn data(&self) -> &'a [u8] {
+        self.data_out.contiguous()
     }
 }
 
@@ -176,7 +186,7 @@ impl LunMap {
         lun: Option<u16>,
         nexus: NexusId,
         cdb: &[u8],
-        data_out: &[u8],
+        data_out: &DataOutBuffer,
     ) -> Response {
         let req = Request {
             nexus,

@@ -115,7 +115,7 @@ pub fn sanitize(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Re
         return Err(Sense::write_protected());
     }
     let job = match sa {
-        0x01 => overwrite_params(lu, len, req.data_out)?,
+        0x01 => overwrite_params(lu, len, req.data())?,
         0x02 | 0x1f if len != 0 => return Err(Sense::invalid_field(7, None)),
         0x02 => Job::BlockErase,
         0x1f => {
