@@ -37,6 +37,9 @@ pub struct Sample {
     /// Hypervisor steal over the run, percent of all CPU time.
     pub steal_pct: f64,
     pub seconds: f64,
+    /// Which repetition measured it (0-based), so that samples of one
+    /// repetition can be compared with each other.
+    pub rep: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -348,7 +351,10 @@ pub fn ironlun_bench(
             String::from_utf8_lossy(&out.stderr).trim()
         ));
     }
-    let r = read_bench_json(&json)?;
+    let r = read_bench_json(&json);
+    // The scratch directory must be empty for LunFiles to remove it.
+    let _ = std::fs::remove_file(&json);
+    let r = r?;
     if r.errors > 0 {
         return Err(format!("ironlun bench: {} I/O errors", r.errors));
     }
@@ -360,6 +366,7 @@ pub fn ironlun_bench(
         target_rss_peak: rss,
         steal_pct: steal,
         seconds: r.elapsed_s,
+        rep: 0,
     })
 }
 

@@ -182,7 +182,8 @@ pub fn run(opts: &Options) -> Result<Report, String> {
                     .client
                     .run(&ctx, &row.workload, &d.url(row.workload.lun), d.pid())
                 {
-                    Ok(s) => {
+                    Ok(mut s) => {
+                        s.rep = rep;
                         line.push_str(&format!(
                             " {} {} (steal {:.0} %)",
                             d.name,
@@ -209,7 +210,15 @@ pub fn run(opts: &Options) -> Result<Report, String> {
             }
             progress(&line);
         }
-        for (i, sc) in scaling.iter_mut().enumerate() {
+        // Session counts in rising order on even repetitions and falling
+        // on odd ones, so that drift within a repetition does not favour
+        // either end when counts are compared within it.
+        let n = scaling.len();
+        for k in 0..n {
+            let i = if rep % 2 == 0 { k } else { n - 1 - k };
+            let Some(sc) = scaling.get_mut(i) else {
+                continue;
+            };
             let order = if (rep + i) % 2 == 0 {
                 [&tgt, &ironlun]
             } else {
@@ -219,7 +228,8 @@ pub fn run(opts: &Options) -> Result<Report, String> {
             for d in order {
                 let urls = vec![d.url(LunKind::File); sc.sessions];
                 match clients::ironlun_bench(&ctx, &scale_w, &urls, d.pid()) {
-                    Ok(s) => {
+                    Ok(mut s) => {
+                        s.rep = rep;
                         line.push_str(&format!(" {} {:.0} IOPS", d.name, s.iops));
                         if d.name == "tgt" {
                             sc.tgt.push(s);
