@@ -337,6 +337,22 @@ fn pwrite_dsync(f: &File, data: &[u8], offset: u64) -> io::Result<()> {
 /// written by further calls.
 const IOV_PER_CALL: usize = 64;
 
+/// What is still to write of `parts` when the first `done_in` bytes of
+/// piece `idx` (and every piece before it) are written.
+fn unwritten<'a>(
+    parts: &'a [&'a [u8]],
+    idx: usize,
+    done_in: usize,
+) -> impl Iterator<Item = &'a [u8]> {
+    parts.iter().enumerate().skip(idx).map(move |(k, part)| {
+        if k == idx {
+            part.get(done_in..).unwrap_or(&[])
+        } else {
+            part
+        }
+    })
+}
+
 /// Writes `parts` one after another from `offset` with `pwritev2`,
 /// resuming after short writes. With `dsync` every call carries
 /// `RWF_DSYNC`, so the data is durable when this returns; where the
@@ -352,12 +368,7 @@ fn pwritev_all(f: &File, parts: &[&[u8]], mut offset: u64, dsync: bool) -> io::R
     let mut done_in = 0;
     loop {
         let mut count = 0;
-        for (k, part) in parts.iter().enumerate().skip(idx) {
-            let rest = if k == idx {
-                part.get(done_in..).unwrap_or(&[])
-            } else {
-                part
-            };
+        for rest in unwritten(parts, idx, done_in) {
             if rest.is_empty() {
                 continue;
             }
@@ -393,12 +404,7 @@ fn pwritev_all(f: &File, parts: &[&[u8]], mut offset: u64, dsync: bool) -> io::R
                 )
             {
                 let mut at = offset;
-                for (k, part) in parts.iter().enumerate().skip(idx) {
-                    let rest = if k == idx {
-                        part.get(done_in..).unwrap_or(&[])
-                    } else {
-                        part
-                    };
+                for rest in unwritten(parts, idx, done_in) {
                     f.write_all_at(rest, at)?;
                     at += rest.len() as u64;
                 }
@@ -752,22 +758,28 @@ mod tests {
         assert!(std::fs::metadata(&path).unwrap().blocks() * 512 >= 1 << 20);
     }
 
-    #[test]
-    fn direct_io_round_trips_aligned_and_unaligned() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("d");
+    /// A 1 MiB file backend with O_DIRECT, or None where the file system
+    /// refuses O_DIRECT (whose error must then name the file).
+    fn open_direct(path: &Path) -> Option<FileBackend> {
         let opts = FileOptions {
             size: Some(1 << 20),
             direct: true,
             ..Default::default()
         };
-        let b = match FileBackend::open_file(&path, &opts) {
-            Ok(b) => b,
-            // Some file systems refuse O_DIRECT; the error must be clear.
+        match FileBackend::open_file(path, &opts) {
+            Ok(b) => Some(b),
             Err(e) => {
                 assert!(e.to_string().contains(path.to_str().unwrap()));
-                return;
+                None
             }
+        }
+    }
+
+    #[test]
+    fn direct_io_round_trips_aligned_and_unaligned() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some(b) = open_direct(&dir.path().join("d")) else {
+            return;
         };
         let data = pattern(16384, 7);
         b.write(8192, &data, false).unwrap();
@@ -815,19 +827,8 @@ mod tests {
     #[test]
     fn vectored_writes_with_direct_io_go_through_one_aligned_buffer() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("dv");
-        let opts = FileOptions {
-            size: Some(1 << 20),
-            direct: true,
-            ..Default::default()
-        };
-        let b = match FileBackend::open_file(&path, &opts) {
-            Ok(b) => b,
-            // Some file systems refuse O_DIRECT; the error must be clear.
-            Err(e) => {
-                assert!(e.to_string().contains(path.to_str().unwrap()));
-                return;
-            }
+        let Some(b) = open_direct(&dir.path().join("dv")) else {
+            return;
         };
         let data = pattern(8192, 9);
         let parts = [&data[..100], &data[100..4196], &data[4196..]];

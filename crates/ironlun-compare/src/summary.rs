@@ -288,7 +288,7 @@ pub fn scaling_verdict(rows: &[ScalingRow]) -> String {
                     .flat_map(|r| r.ironlun.iter())
                     .filter(|x| x.rep == s.rep)
                     .map(|x| x.iops)
-                    .fold(None, |b: Option<f64>, x| Some(b.map_or(x, |b| b.max(x))))?;
+                    .max_by(f64::total_cmp)?;
                 (best > 0.0).then(|| s.iops / best)
             })
             .collect();
