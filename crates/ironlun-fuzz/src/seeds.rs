@@ -696,9 +696,12 @@ fn session_seeds() -> Vec<Seed> {
     let mut seeds = Vec::new();
 
     // The initiator takes 16 KiB per PDU: reads come in several Data-In.
+    // It offers 64 KiB of unsolicited data, so the 96 KiB write waits for
+    // an R2T.
     let mut r = Recorder::new(0);
     let mut cfg = LoginConfig::normal(INITIATOR, TARGET);
     cfg.offers.max_recv_data_segment_length = 16 << 10;
+    cfg.offers.first_burst_length = 64 << 10;
     if r.login(cfg) {
         some_io(&mut r);
         r.ping();
@@ -712,6 +715,7 @@ fn session_seeds() -> Vec<Seed> {
     let mut r = Recorder::new(1 | 2);
     let mut cfg = with_auth(LoginConfig::normal(INITIATOR, TARGET), true);
     cfg.offers = digest_offers();
+    cfg.offers.first_burst_length = 64 << 10;
     if r.login(cfg) {
         some_io(&mut r);
         r.logout();

@@ -317,9 +317,9 @@ mod tests {
         assert_eq!(round_trips(&cell(Op::Read, 8192, 1, 10)), 1);
         assert_eq!(round_trips(&cell(Op::UnsolicitedWrite, 262_144, 1, 10)), 1);
         assert_eq!(round_trips(&cell(Op::SolicitedWrite, 1024, 1, 10)), 2);
-        // Default negotiation: 64 KiB unsolicited, the rest solicited.
-        assert_eq!(round_trips(&cell(Op::Write, 65536, 1, 10)), 1);
-        assert_eq!(round_trips(&cell(Op::Write, 262_144, 1, 10)), 2);
+        // Default negotiation: 512 KiB unsolicited, the rest solicited.
+        assert_eq!(round_trips(&cell(Op::Write, 524_288, 1, 10)), 1);
+        assert_eq!(round_trips(&cell(Op::Write, 1_048_576, 1, 10)), 2);
     }
 
     #[test]

@@ -125,7 +125,18 @@ pub struct Offers {
 
 impl Default for Offers {
     /// ironlun's defaults: accept either digest, allow unsolicited and
-    /// immediate data, 256 KiB segments, 1 MiB bursts.
+    /// immediate data, 256 KiB segments, 1 MiB bursts, and writes of up to
+    /// 512 KiB sent whole without waiting for an R2T.
+    ///
+    /// FirstBurstLength is 512 KiB rather than the RFC's 64 KiB because
+    /// 512 KiB is the largest request the Linux block layer commonly
+    /// builds (`max_sectors_kb`): such a write then costs one round trip,
+    /// not two. Measured with `ironlun bench`, 512 KiB sequential writes at
+    /// QD 8 to a tmpfs file LUN on 2 vCPUs: 3140 → 3608 IOPS (medians of 3
+    /// alternating runs), the R2T wait gone. The price is memory: a
+    /// session may hold queue depth × FirstBurstLength of unsolicited data
+    /// (128 × 512 KiB = 64 MiB at the default depth), the same bound as
+    /// the solicited-data budget (docs/security.md).
     fn default() -> Self {
         Offers {
             header_digest: vec![DigestKind::None, DigestKind::Crc32c],
@@ -135,7 +146,7 @@ impl Default for Offers {
             immediate_data: true,
             max_recv_data_segment_length: 262_144,
             max_burst_length: 1_048_576,
-            first_burst_length: 65_536,
+            first_burst_length: 524_288,
             default_time2wait: 2,
             default_time2retain: 20,
             max_outstanding_r2t: 8,

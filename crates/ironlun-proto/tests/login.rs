@@ -496,6 +496,10 @@ fn context_refusal_is_reported() {
         ("InitialR2T", "No"),
         ("MaxOutstandingR2T", "8"),
         ("MaxBurstLength", "1048576"),
+        // Every key where the target's default differs from the RFC's is
+        // answered here, so the target has nothing left to propose and the
+        // login would complete in this exchange.
+        ("FirstBurstLength", "524288"),
     ]);
     let s = login.handle(&req(1, 3, true), &text(&p), &mut ctx);
     assert_eq!(status(&s), LoginStatus::OUT_OF_RESOURCES);
