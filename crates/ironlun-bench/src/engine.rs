@@ -148,7 +148,37 @@ struct Counters {
 }
 
 /// Runs one workload; returns its measurement.
+///
+/// The loop runs as a task of its own rather than as the caller's future:
+/// on a current-thread runtime, a completion that wakes the future given
+/// to `block_on` makes tokio poll the I/O driver once more before it
+/// returns to that future (one `epoll_wait` with a zero timeout per
+/// completion batch: one per I/O at queue depth 1, seen with strace),
+/// while waking a task only queues it.
 pub async fn run(
+    w: &Workload,
+    targets: &[LunTarget],
+    opts: &RunOptions,
+) -> Result<WorkloadResult, String> {
+    let (w, targets, opts) = (w.clone(), targets.to_vec(), opts.clone());
+    let mut task = AbortOnDrop(tokio::spawn(
+        async move { run_here(&w, &targets, &opts).await },
+    ));
+    (&mut task.0)
+        .await
+        .map_err(|e| format!("the load generator's task failed: {e}"))?
+}
+
+/// Ends the run's task if the caller stops waiting for it.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+async fn run_here(
     w: &Workload,
     targets: &[LunTarget],
     opts: &RunOptions,
@@ -259,6 +289,11 @@ pub async fn run(
     let mut stop = false;
     // When issuing stopped: the end of the measured interval.
     let mut stopped_at: Option<Instant> = None;
+    let deadline_timer = tokio::time::sleep_until(tokio::time::Instant::from_std(end));
+    tokio::pin!(deadline_timer);
+    let mut armed_for: Option<Instant> = None;
+    // Set when issuing stops: outstanding I/O must finish by then.
+    let mut drain_deadline: Option<Instant> = None;
 
     loop {
         let now = Instant::now();
@@ -288,6 +323,7 @@ pub async fn run(
         {
             stop = true;
             stopped_at = Some(now.min(end));
+            drain_deadline = Some(now + opts.drain_timeout.unwrap_or(Duration::from_secs(30)));
         }
         if measuring && now >= next_second {
             let t = series.len() as u32;
@@ -366,7 +402,7 @@ pub async fn run(
 
         // Wait for completions (or the next timed event).
         let deadline = if stop {
-            Some(Instant::now() + opts.drain_timeout.unwrap_or(Duration::from_secs(30)))
+            drain_deadline
         } else {
             let mut d = if measuring { next_second } else { ramp_end };
             d = d.min(end);
@@ -390,12 +426,25 @@ pub async fn run(
                 }
             }
             (Some(d), _) => {
-                match tokio::time::timeout_at(tokio::time::Instant::from_std(d), rx.recv()).await {
-                    Ok(v) => v,
-                    Err(_) if stop => {
-                        return Err(format!("{outstanding} I/Os did not complete after the run"));
+                // The deadline (the next second, the end) changes about
+                // once a second: the one timer moves only then, not per
+                // wait.
+                if armed_for != Some(d) {
+                    deadline_timer
+                        .as_mut()
+                        .reset(tokio::time::Instant::from_std(d));
+                    armed_for = Some(d);
+                }
+                tokio::select! {
+                    biased;
+                    v = rx.recv() => v,
+                    _ = &mut deadline_timer => {
+                        armed_for = None;
+                        if stop {
+                            return Err(format!("{outstanding} I/Os did not complete after the run"));
+                        }
+                        continue;
                     }
-                    Err(_) => continue,
                 }
             }
             (None, _) => rx.recv().await,

@@ -21,7 +21,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{BufMut, BytesMut};
+use bytes::BytesMut;
+use ironlun_net::{read_marking_drained, Read};
 use ironlun_proto::chap::{InitiatorAuth, RANDOM_BYTES};
 use ironlun_proto::initiator::{
     default_isid, Completed, InitiatorLogin, InitiatorSession, LoginConfig, LoginOutcome,
@@ -29,6 +30,7 @@ use ironlun_proto::initiator::{
 };
 use ironlun_proto::login::LOGIN_SEGMENT_MAX;
 use ironlun_proto::params::{ConnParams, Offers, SessionParams};
+use ironlun_proto::timer::TimerSlot;
 use ironlun_proto::OutPdu;
 use ironlun_wire::{Digests, FrameDecoder, Lun, Outbox, Pdu};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
@@ -777,6 +779,11 @@ impl Task {
 
     async fn drive(&mut self, conn: &mut Conn) -> Exit {
         let mut closing: Option<tokio::time::Instant> = None;
+        // One keep-alive timer, moved only when the protocol's deadline
+        // comes nearer (ironlun_proto::timer).
+        let keepalive = tokio::time::sleep_until(tokio::time::Instant::now());
+        tokio::pin!(keepalive);
+        let mut slot = TimerSlot::default();
         loop {
             if self.deliver(conn) {
                 return Exit::Done;
@@ -818,10 +825,9 @@ impl Task {
             } else {
                 Interest::READABLE | Interest::WRITABLE
             };
-            let timer = conn
-                .proto
-                .poll_timeout()
-                .map(tokio::time::Instant::from_std);
+            if let Some(t) = slot.update(conn.proto.poll_timeout()) {
+                keepalive.as_mut().reset(tokio::time::Instant::from_std(t));
+            }
             let take_requests = closing.is_none()
                 && conn.proto.has_capacity()
                 && conn.out.queued_bytes() < OUT_HIGH_WATER;
@@ -863,7 +869,8 @@ impl Task {
                         }
                     }
                 },
-                _ = sleep_until_opt(timer) => {
+                _ = &mut keepalive, if slot.is_armed() => {
+                    slot.fired();
                     conn.proto.handle_timeout(Instant::now());
                 }
                 _ = sleep_until_opt(closing) => return Exit::Done,
@@ -888,17 +895,20 @@ fn read_some(conn: &mut Conn) -> std::result::Result<(), String> {
         // sees the unfinished one at its head.
         handle_buffered(conn)?;
         let most = conn.decoder.make_room(&mut conn.rbuf);
-        match conn.stream.try_read_buf(&mut (&mut conn.rbuf).limit(most)) {
-            Ok(0) => {
+        match read_marking_drained(&conn.stream, &mut conn.rbuf, most) {
+            Ok(Read::Eof) => {
                 end = Some("connection closed by the target".to_owned());
                 break;
             }
-            Ok(_) => {
+            Ok(Read::Bytes { drained }) => {
                 if conn.quickack {
                     let _ = socket2::SockRef::from(&conn.stream).set_quickack(true);
                 }
+                if drained {
+                    break;
+                }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Ok(Read::Nothing) => break,
             Err(e) => {
                 end = Some(format!("read failed: {e}"));
                 break;

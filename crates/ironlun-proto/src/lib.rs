@@ -34,6 +34,7 @@ pub mod login;
 pub mod negotiate;
 pub mod params;
 pub mod target;
+pub mod timer;
 pub mod window;
 
 use ironlun_wire::{Payload, Pdu};

@@ -51,13 +51,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{BufMut, BytesMut};
+use bytes::BytesMut;
+use ironlun_net::{read_marking_drained, Read};
 use ironlun_payload::FILL;
 use ironlun_proto::login::{LoginStep, TargetLogin, LOGIN_SEGMENT_MAX};
 use ironlun_proto::target::{
     tmf, AbortScope, CloseReason, Event, FfpConfig, ScsiResult, ScsiTask, TargetConnection,
     TmfAction, TmfRequest,
 };
+use ironlun_proto::timer::TimerSlot;
 use ironlun_proto::OutPdu;
 use ironlun_scsi::{ItNexus, NexusId, Response, Sense};
 use ironlun_wire::{encode_frame, Digests, FileRange, FrameDecoder, Lun, Outbox, Pdu, Sink};
@@ -367,6 +369,11 @@ impl Driver {
         mut done_rx: mpsc::UnboundedReceiver<Completion>,
     ) -> String {
         let signals = self.session.signals.clone();
+        // One timer for the connection's life, moved only when the
+        // protocol's deadline comes nearer (ironlun_proto::timer).
+        let keepalive = tokio::time::sleep_until(tokio::time::Instant::now());
+        tokio::pin!(keepalive);
+        let mut slot = TimerSlot::default();
         let mut shutting_down = *shutdown.borrow();
         if shutting_down {
             self.conn.request_logout(Instant::now(), self.grace());
@@ -397,7 +404,9 @@ impl Driver {
                 (false, true) => Some(Interest::WRITABLE),
                 (false, false) => None,
             };
-            let timer = self.conn.poll_timeout().map(tokio::time::Instant::from_std);
+            if let Some(t) = slot.update(self.conn.poll_timeout()) {
+                keepalive.as_mut().reset(tokio::time::Instant::from_std(t));
+            }
             tokio::select! {
                 ready = self.stream.ready(interest.unwrap_or(Interest::WRITABLE)), if interest.is_some() => {
                     let ready = match ready {
@@ -434,7 +443,8 @@ impl Driver {
                         self.completed(itt, lun, resp);
                     }
                 }
-                _ = tokio::time::sleep_until(timer.unwrap_or_else(tokio::time::Instant::now)), if timer.is_some() => {
+                _ = &mut keepalive, if slot.is_armed() => {
+                    slot.fired();
                     self.conn.handle_timeout(Instant::now());
                 }
                 _ = shutdown.changed(), if !shutting_down => {
@@ -458,16 +468,17 @@ impl Driver {
         // sending cannot keep us from writing responses.
         for _ in 0..READS_PER_WAKEUP {
             let most = self.decoder.make_room(&mut self.rbuf);
-            match self.stream.try_read_buf(&mut (&mut self.rbuf).limit(most)) {
-                Ok(0) => return Ok(false),
-                Ok(_) => {
+            let drained = match read_marking_drained(&self.stream, &mut self.rbuf, most) {
+                Ok(Read::Eof) => return Ok(false),
+                Ok(Read::Bytes { drained }) => {
                     if self.quickack {
                         let _ = socket2::SockRef::from(&self.stream).set_quickack(true);
                     }
+                    drained
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
+                Ok(Read::Nothing) => return Ok(true),
                 Err(e) => return Err(e),
-            }
+            };
             loop {
                 match self.decoder.decode(&mut self.rbuf) {
                     Ok(Some(frame)) => {
@@ -493,7 +504,7 @@ impl Driver {
                 }
             }
             // Stop reading while a client leaves its responses unread.
-            if self.out.queued_bytes() >= OUT_HIGH_WATER {
+            if drained || self.out.queued_bytes() >= OUT_HIGH_WATER {
                 return Ok(true);
             }
         }
