@@ -81,6 +81,15 @@ mod tests {
         (a, b)
     }
 
+    /// A connected pair where `bytes` were sent from the first and the
+    /// second reports readable, with an empty buffer to read into.
+    async fn pair_with(bytes: &[u8]) -> (TcpStream, TcpStream, BytesMut) {
+        let (mut a, b) = pair().await;
+        a.write_all(bytes).await.unwrap();
+        b.readable().await.unwrap();
+        (a, b, BytesMut::with_capacity(1 << 16))
+    }
+
     /// True if `stream` reports readable within a short wait.
     async fn looks_readable(stream: &TcpStream) -> bool {
         tokio::time::timeout(Duration::from_millis(50), stream.readable())
@@ -90,10 +99,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_short_read_clears_readiness_and_later_data_sets_it_again() {
-        let (mut a, b) = pair().await;
-        let mut buf = BytesMut::with_capacity(1 << 16);
-        a.write_all(&[7u8; 100]).await.unwrap();
-        b.readable().await.unwrap();
+        let (mut a, b, mut buf) = pair_with(&[7u8; 100]).await;
         assert_eq!(
             read_marking_drained(&b, &mut buf, 4096).unwrap(),
             Read::Bytes { drained: true }
@@ -114,10 +120,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_full_read_leaves_readiness_for_the_rest() {
-        let (mut a, b) = pair().await;
-        let mut buf = BytesMut::with_capacity(1 << 16);
-        a.write_all(&[1u8; 300]).await.unwrap();
-        b.readable().await.unwrap();
+        let (_a, b, mut buf) = pair_with(&[1u8; 300]).await;
         assert_eq!(
             read_marking_drained(&b, &mut buf, 200).unwrap(),
             Read::Bytes { drained: false }
