@@ -6,7 +6,7 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -32,6 +32,12 @@ pub struct Sample {
     pub mean_latency_us: f64,
     /// Target daemon CPU (all threads) per I/O over the measured interval.
     pub target_cpu_us_per_io: Option<f64>,
+    /// The client's own CPU time (all its threads) per I/O.
+    pub client_cpu_us_per_io: Option<f64>,
+    /// The client's CPU time over the run's wall time, in cores. Every
+    /// client here drives its I/O from one thread, so near 1.0 the client,
+    /// not the target, set the rate.
+    pub client_cores: Option<f64>,
     /// Peak target resident memory seen during the run, bytes.
     pub target_rss_peak: Option<u64>,
     /// Hypervisor steal over the run, percent of all CPU time.
@@ -104,17 +110,19 @@ impl Client {
     }
 }
 
-/// Target CPU and host steal at one instant.
+/// Target and client CPU and host steal at one instant.
 struct Mark {
     cpu: Option<f64>,
+    client_cpu: Option<f64>,
     host: Option<HostCpu>,
     at: Instant,
 }
 
 impl Mark {
-    fn now(pid: u32) -> Mark {
+    fn now(pid: u32, client: u32) -> Mark {
         Mark {
             cpu: process_cpu_seconds(pid),
+            client_cpu: process_cpu_seconds(client),
             host: HostCpu::sample(),
             at: Instant::now(),
         }
@@ -122,14 +130,24 @@ impl Mark {
 
     /// Fills CPU per I/O, steal and seconds of `s` for the interval since
     /// this mark, in which `ios` I/Os completed.
-    fn close(&self, pid: u32, ios: f64, s: &mut Sample) {
-        let end = Mark::now(pid);
+    fn close(&self, pid: u32, client: u32, ios: f64, s: &mut Sample) {
+        let end = Mark::now(pid, client);
         s.seconds = (end.at - self.at).as_secs_f64();
         s.steal_pct = steal_between(self.host, end.host);
-        s.target_cpu_us_per_io = match (self.cpu, end.cpu) {
-            (Some(a), Some(b)) if ios > 0.0 => Some((b - a) * 1e6 / ios),
+        s.target_cpu_us_per_io = per_io(self.cpu, end.cpu, ios);
+        s.client_cpu_us_per_io = per_io(self.client_cpu, end.client_cpu, ios);
+        s.client_cores = match (self.client_cpu, end.client_cpu) {
+            (Some(a), Some(b)) if s.seconds > 0.0 => Some((b - a) / s.seconds),
             _ => None,
         };
+    }
+}
+
+/// CPU seconds from `a` to `b` per I/O, in microseconds.
+fn per_io(a: Option<f64>, b: Option<f64>, ios: f64) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if ios > 0.0 => Some((b - a) * 1e6 / ios),
+        _ => None,
     }
 }
 
@@ -219,14 +237,14 @@ fn iscsi_perf(ctx: &RunCtx, w: &Workload, url: &str, pid: u32) -> Result<Sample,
             };
             lines_seen += 1;
             if lines_seen == 1 {
-                start = Some(Mark::now(pid));
+                start = Some(Mark::now(pid, child.id()));
                 continue;
             }
             ios += current;
             if lines_seen as u64 > seconds {
                 let mut s = Sample::default();
                 if let Some(m) = &start {
-                    m.close(pid, ios as f64, &mut s);
+                    m.close(pid, child.id(), ios as f64, &mut s);
                 }
                 fill_rates(&mut s, ios as f64 / (lines_seen - 1) as f64, w);
                 result = Ok(s);
@@ -247,7 +265,14 @@ pub fn qemu_img_seconds(out: &str) -> Option<f64> {
     rest.split_whitespace().next()?.parse().ok()
 }
 
-fn qemu_img_once(w: &Workload, url: &str, count: u64) -> Result<f64, String> {
+/// One qemu-img bench run: its rate and its CPU seconds and wall time.
+struct QemuRun {
+    iops: f64,
+    cpu_s: Option<f64>,
+    wall: Duration,
+}
+
+fn qemu_img_once(w: &Workload, url: &str, count: u64) -> Result<QemuRun, String> {
     let mut cmd = Command::new("qemu-img");
     cmd.args(["bench", "-f", "raw", "-c", &count.to_string()]);
     cmd.args([
@@ -259,13 +284,17 @@ fn qemu_img_once(w: &Workload, url: &str, count: u64) -> Result<f64, String> {
     if !w.read {
         cmd.arg("-w");
     }
-    let out = cmd
-        .arg(url)
-        .output()
+    let began = Instant::now();
+    let (out, cpu_s) = output_with_cpu(cmd.arg(url))
         .map_err(|e| format!("cannot run qemu-img (Debian package qemu-utils): {e}"))?;
+    let wall = began.elapsed();
     let text = String::from_utf8_lossy(&out.stdout);
     match qemu_img_seconds(&text) {
-        Some(s) if out.status.success() && s > 0.0 => Ok(count as f64 / s),
+        Some(s) if out.status.success() && s > 0.0 => Ok(QemuRun {
+            iops: count as f64 / s,
+            cpu_s,
+            wall,
+        }),
         _ => Err(format!(
             "qemu-img bench failed: {}{}",
             text.trim(),
@@ -274,19 +303,70 @@ fn qemu_img_once(w: &Workload, url: &str, count: u64) -> Result<f64, String> {
     }
 }
 
+/// Runs `cmd` to completion with its output captured, and returns its CPU
+/// time (user + system, all threads) from wait4(2)'s resource usage.
+fn output_with_cpu(cmd: &mut Command) -> std::io::Result<(Output, Option<f64>)> {
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+    let mut stderr = child.stderr.take();
+    let err_reader = thread::spawn(move || {
+        let mut v = Vec::new();
+        if let Some(e) = stderr.as_mut() {
+            let _ = e.read_to_end(&mut v);
+        }
+        v
+    });
+    let mut stdout = Vec::new();
+    if let Some(mut o) = child.stdout.take() {
+        o.read_to_end(&mut stdout)?;
+    }
+    let stderr = err_reader.join().unwrap_or_default();
+    let pid = child.id() as libc::pid_t;
+    let mut status: libc::c_int = 0;
+    // SAFETY: an all-zero `rusage` is a valid value of that plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4(2) on the PID of a child we spawned and have not
+    // reaped (so the PID cannot belong to another process), with pointers
+    // to a live int and a live rusage that it fills.
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    if r != pid {
+        return Err(std::io::Error::last_os_error());
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    let cpu = secs(usage.ru_utime) + secs(usage.ru_stime);
+    let status = std::os::unix::process::ExitStatusExt::from_raw(status);
+    Ok((
+        Output {
+            status,
+            stdout,
+            stderr,
+        },
+        Some(cpu),
+    ))
+}
+
 /// qemu-img bench runs a count of requests, not a time: a warm-up run of
 /// 64 MiB (excluded) sets the count for about the measured time. Its CPU
-/// window is the whole measured process, login included, which the
-/// length of the run makes small.
+/// windows, the target's and its own, are the whole measured process,
+/// login included, which the length of the run makes small.
 fn qemu_img(w: &Workload, url: &str, pid: u32, measure: Duration) -> Result<Sample, String> {
     let warm = ((64u64 << 20) / u64::from(w.block_size)).max(u64::from(w.queue_depth) * 4);
-    let rate = qemu_img_once(w, url, warm)?;
+    let rate = qemu_img_once(w, url, warm)?.iops;
     let count = ((rate * measure.as_secs_f64()) as u64).max(warm);
-    let mark = Mark::now(pid);
-    let iops = qemu_img_once(w, url, count)?;
-    let mut s = Sample::default();
-    mark.close(pid, count as f64, &mut s);
-    fill_rates(&mut s, iops, w);
+    let target_before = process_cpu_seconds(pid);
+    let host = HostCpu::sample();
+    let run = qemu_img_once(w, url, count)?;
+    let mut s = Sample {
+        seconds: run.wall.as_secs_f64(),
+        steal_pct: steal_between(host, HostCpu::sample()),
+        target_cpu_us_per_io: per_io(target_before, process_cpu_seconds(pid), count as f64),
+        client_cpu_us_per_io: per_io(Some(0.0), run.cpu_s, count as f64),
+        client_cores: run
+            .cpu_s
+            .filter(|_| run.wall > Duration::ZERO)
+            .map(|c| c / run.wall.as_secs_f64()),
+        ..Sample::default()
+    };
+    fill_rates(&mut s, run.iops, w);
     Ok(s)
 }
 
@@ -363,6 +443,11 @@ pub fn ironlun_bench(
         mb_per_s: r.mb_per_s,
         mean_latency_us: r.latency_us.mean,
         target_cpu_us_per_io: r.cpu.target_us_per_io,
+        client_cpu_us_per_io: r.cpu.initiator_us_per_io,
+        client_cores: r
+            .cpu
+            .initiator_process_pct
+            .map(|p| p * ironlun_bench::cpu::cpus() as f64 / 100.0),
         target_rss_peak: rss,
         steal_pct: steal,
         seconds: r.elapsed_s,

@@ -5,7 +5,8 @@
 //! and content, and a null LUN), running the same external clients
 //! (`iscsi-perf`, `qemu-img bench`, `ironlun bench`) against each in
 //! alternation, reading each daemon's CPU (all threads) and memory from
-//! /proc, hypervisor steal per run, iperf3's loopback rate, and the
+//! /proc, each client's own CPU (so that a row the client limited says
+//! so), hypervisor steal per run, iperf3's loopback rate, and the
 //! table of medians, ratios and goals (`ironlun compare-peers`,
 //! `benches/compare-peers`).
 //!
@@ -184,8 +185,11 @@ pub fn run(opts: &Options) -> Result<Report, String> {
                 {
                     Ok(mut s) => {
                         s.rep = rep;
+                        let client = s
+                            .client_cores
+                            .map_or_else(String::new, |c| format!("client {c:.2} cores, "));
                         line.push_str(&format!(
-                            " {} {} (steal {:.0} %)",
+                            " {} {} ({client}steal {:.0} %)",
                             d.name,
                             summary::rate_text(&row.workload, &s),
                             s.steal_pct

@@ -74,6 +74,24 @@ pub struct Verdict {
     pub cpu_ratio: Option<f64>,
     pub cpu_met: Option<bool>,
     pub steal: Option<f64>,
+    /// The client's CPU per I/O against each target, microseconds.
+    pub tgt_client_cpu: Option<f64>,
+    pub ironlun_client_cpu: Option<f64>,
+    /// The client's CPU in cores against each target.
+    pub tgt_client_cores: Option<f64>,
+    pub ironlun_client_cores: Option<f64>,
+}
+
+/// A client busy this much of a core against ironlun set the rate itself
+/// (every client here drives its I/O from one thread).
+pub const CLIENT_BOUND_CORES: f64 = 0.9;
+
+impl Verdict {
+    /// The client, not ironlun, limited ironlun's figure.
+    pub fn client_bound(&self) -> bool {
+        self.ironlun_client_cores
+            .is_some_and(|c| c >= CLIENT_BOUND_CORES)
+    }
 }
 
 pub fn verdict(row: &Row) -> Verdict {
@@ -114,6 +132,10 @@ pub fn verdict(row: &Row) -> Verdict {
         cpu_ratio,
         cpu_met,
         steal: median(all),
+        tgt_client_cpu: med(&row.tgt, |s| s.client_cpu_us_per_io),
+        ironlun_client_cpu: med(&row.ironlun, |s| s.client_cpu_us_per_io),
+        tgt_client_cores: med(&row.tgt, |s| s.client_cores),
+        ironlun_client_cores: med(&row.ironlun, |s| s.client_cores),
     }
 }
 
@@ -151,13 +173,19 @@ pub fn markdown(r: &Report) -> String {
     let _ = writeln!(
         s,
         "\nMedians; ratio = ironlun / tgt. CPU = target daemon CPU time (all threads, \
-         /proc/PID/stat) per I/O over the measured interval.\n"
+         /proc/PID/stat) per I/O over the measured interval. Client = the client \
+         process's own CPU per I/O and its CPU in cores, against tgt / against \
+         ironlun; a client at ≥ {CLIENT_BOUND_CORES} of a core against ironlun \
+         (in bold) set ironlun's rate itself.\n"
     );
     let _ = writeln!(
         s,
-        "| workload | LUN | client | tgt | ironlun | ratio (goal) | tgt CPU µs/IO | ironlun CPU µs/IO | CPU ratio (goal) | steal % |"
+        "| workload | LUN | client | tgt | ironlun | ratio (goal) | tgt CPU µs/IO | ironlun CPU µs/IO | CPU ratio (goal) | client µs/IO | client cores | steal % |"
     );
-    let _ = writeln!(s, "|---|---|---|---:|---:|---|---:|---:|---|---:|");
+    let _ = writeln!(
+        s,
+        "|---|---|---|---:|---:|---|---:|---:|---|---:|---:|---:|"
+    );
     for row in &r.rows {
         let w = &row.workload;
         let v = verdict(row);
@@ -173,7 +201,7 @@ pub fn markdown(r: &Report) -> String {
         let u = unit(w);
         let _ = writeln!(
             s,
-            "| {} | {} | {client} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {client} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} | {} |",
             w.name,
             w.lun.name(),
             opt(v.tgt, |x| format!("{} {u}", num(x))),
@@ -189,7 +217,40 @@ pub fn markdown(r: &Report) -> String {
                     format!("{x:.2} ({cpu_goal})")
                 })
             ),
+            opt(v.tgt_client_cpu, |x| format!("{x:.1}")),
+            opt(v.ironlun_client_cpu, |x| format!("{x:.1}")),
+            opt(v.tgt_client_cores, |x| format!("{x:.2}")),
+            opt(v.ironlun_client_cores, |x| if v.client_bound() {
+                format!("**{x:.2}**")
+            } else {
+                format!("{x:.2}")
+            }),
             opt(v.steal, |x| format!("{x:.0}")),
+        );
+    }
+    let bound: Vec<String> = r
+        .rows
+        .iter()
+        .filter(|row| {
+            let v = verdict(row);
+            v.client_bound() && v.met == Some(false)
+        })
+        .map(|row| {
+            format!(
+                "{} {} with {}",
+                row.workload.name,
+                row.workload.lun.name(),
+                row.client.name()
+            )
+        })
+        .collect();
+    if !bound.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nMissed with the client at a full core against ironlun: {}. There the \
+             ratio measures the client's CPU per I/O against each target more than \
+             the targets themselves.",
+            bound.join("; ")
         );
     }
     let wire = median(r.iperf3_mb_per_s.clone());
@@ -425,6 +486,30 @@ mod tests {
             }],
         };
         assert_eq!(verdict(&lat).met, Some(true));
+    }
+
+    #[test]
+    fn a_client_at_a_full_core_is_called_the_limit() {
+        let with_client = |iops, cores| Sample {
+            client_cores: Some(cores),
+            client_cpu_us_per_io: Some(cores * 1e6 / iops),
+            ..sample(iops, 5.0)
+        };
+        let row = Row {
+            workload: all().into_iter().next().unwrap(),
+            client: Client::QemuImg,
+            note: None,
+            tgt: vec![with_client(50e3, 0.8)],
+            ironlun: vec![with_client(80e3, 0.97)],
+        };
+        let v = verdict(&row);
+        assert!(v.client_bound());
+        assert_eq!(v.ironlun_client_cpu, Some(0.97 * 1e6 / 80e3));
+        let mut idle = row.clone();
+        idle.ironlun = vec![with_client(80e3, 0.5)];
+        assert!(!verdict(&idle).client_bound());
+        idle.ironlun = vec![sample(80e3, 5.0)];
+        assert!(!verdict(&idle).client_bound(), "unknown is not bound");
     }
 
     #[test]
