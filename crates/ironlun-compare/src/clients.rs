@@ -268,7 +268,7 @@ pub fn qemu_img_seconds(out: &str) -> Option<f64> {
 /// One qemu-img bench run: its rate and its CPU seconds and wall time.
 struct QemuRun {
     iops: f64,
-    cpu_s: Option<f64>,
+    cpu_s: f64,
     wall: Duration,
 }
 
@@ -305,7 +305,7 @@ fn qemu_img_once(w: &Workload, url: &str, count: u64) -> Result<QemuRun, String>
 
 /// Runs `cmd` to completion with its output captured, and returns its CPU
 /// time (user + system, all threads) from wait4(2)'s resource usage.
-fn output_with_cpu(cmd: &mut Command) -> std::io::Result<(Output, Option<f64>)> {
+fn output_with_cpu(cmd: &mut Command) -> std::io::Result<(Output, f64)> {
     let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
     let mut stderr = child.stderr.take();
     let err_reader = thread::spawn(move || {
@@ -315,21 +315,29 @@ fn output_with_cpu(cmd: &mut Command) -> std::io::Result<(Output, Option<f64>)> 
         }
         v
     });
+    // A read error leaves the output short, which the caller reports; the
+    // child is reaped either way.
     let mut stdout = Vec::new();
     if let Some(mut o) = child.stdout.take() {
-        o.read_to_end(&mut stdout)?;
+        let _ = o.read_to_end(&mut stdout);
     }
     let stderr = err_reader.join().unwrap_or_default();
     let pid = child.id() as libc::pid_t;
     let mut status: libc::c_int = 0;
     // SAFETY: an all-zero `rusage` is a valid value of that plain C struct.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: wait4(2) on the PID of a child we spawned and have not
-    // reaped (so the PID cannot belong to another process), with pointers
-    // to a live int and a live rusage that it fills.
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    if r != pid {
-        return Err(std::io::Error::last_os_error());
+    loop {
+        // SAFETY: wait4(2) on the PID of a child we spawned and have not
+        // reaped (so the PID cannot belong to another process), with
+        // pointers to a live int and a live rusage that it fills.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if r == pid {
+            break;
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
     }
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     let cpu = secs(usage.ru_utime) + secs(usage.ru_stime);
@@ -340,7 +348,7 @@ fn output_with_cpu(cmd: &mut Command) -> std::io::Result<(Output, Option<f64>)> 
             stdout,
             stderr,
         },
-        Some(cpu),
+        cpu,
     ))
 }
 
@@ -359,11 +367,8 @@ fn qemu_img(w: &Workload, url: &str, pid: u32, measure: Duration) -> Result<Samp
         seconds: run.wall.as_secs_f64(),
         steal_pct: steal_between(host, HostCpu::sample()),
         target_cpu_us_per_io: per_io(target_before, process_cpu_seconds(pid), count as f64),
-        client_cpu_us_per_io: per_io(Some(0.0), run.cpu_s, count as f64),
-        client_cores: run
-            .cpu_s
-            .filter(|_| run.wall > Duration::ZERO)
-            .map(|c| c / run.wall.as_secs_f64()),
+        client_cpu_us_per_io: per_io(Some(0.0), Some(run.cpu_s), count as f64),
+        client_cores: (run.wall > Duration::ZERO).then(|| run.cpu_s / run.wall.as_secs_f64()),
         ..Sample::default()
     };
     fill_rates(&mut s, run.iops, w);
@@ -527,6 +532,20 @@ mod tests {
         let out = "Sending 100000 read requests, 4096 bytes each, 64 in parallel (starting at offset 0, step size 4096)\nRun completed in 1.353 seconds.\n";
         assert_eq!(qemu_img_seconds(out), Some(1.353));
         assert_eq!(qemu_img_seconds("Sending 1 read requests"), None);
+    }
+
+    #[test]
+    fn a_childs_output_and_cpu_time_are_collected() {
+        // A shell loop that burns some CPU, then prints on both streams.
+        let (out, cpu) = output_with_cpu(Command::new("sh").args([
+            "-c",
+            "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; echo out; echo err >&2; exit 3",
+        ]))
+        .unwrap();
+        assert_eq!(out.stdout, b"out\n");
+        assert_eq!(out.stderr, b"err\n");
+        assert_eq!(out.status.code(), Some(3));
+        assert!(cpu > 0.0, "the loop's CPU time was not counted: {cpu}");
     }
 
     #[test]
