@@ -369,9 +369,10 @@ pub fn scaling_verdict(rows: &[ScalingRow]) -> String {
         None => String::new(),
     };
     match worst {
+        // Rounded down, so that a fall never prints as the 90 % allowed.
         Some((n, r, k)) if r < 0.9 => format!(
-            "ironlun's aggregate IOPS **fell** with more sessions: {n} sessions reached {:.0} % of the best at fewer in the same repetition (median of {k}).{aside}",
-            r * 100.0
+            "ironlun's aggregate IOPS **fell** with more sessions: {n} sessions reached {:.1} % of the best at fewer in the same repetition (median of {k}).{aside}",
+            (r * 1000.0).floor() / 10.0
         ),
         Some((n, r, k)) => format!(
             "ironlun's aggregate IOPS holds as sessions grow: the lowest was {n} sessions at {:.0} % of the best at fewer in the same repetition (median of {k}; 90 % allowed for noise).{aside}",
@@ -521,6 +522,9 @@ mod tests {
         };
         assert!(scaling_verdict(&[row(1, 100.0), row(2, 120.0), row(64, 115.0)]).contains("holds"));
         assert!(scaling_verdict(&[row(1, 100.0), row(2, 120.0), row(64, 80.0)]).contains("fell"));
+        // Just under the allowance is a fall, and does not print as 90 %.
+        let v = scaling_verdict(&[row(1, 100.0), row(8, 89.99)]);
+        assert!(v.contains("fell") && v.contains("89.9 %"), "{v}");
         assert!(scaling_verdict(&[row(1, 100.0)]).contains("Not enough"));
     }
 
