@@ -110,8 +110,11 @@ impl Client {
     }
 }
 
-/// Target and client CPU and host steal at one instant.
+/// Target (and, when it is running, client) CPU and host steal at one
+/// instant.
 struct Mark {
+    pid: u32,
+    client: Option<u32>,
     cpu: Option<f64>,
     client_cpu: Option<f64>,
     host: Option<HostCpu>,
@@ -119,10 +122,12 @@ struct Mark {
 }
 
 impl Mark {
-    fn now(pid: u32, client: u32) -> Mark {
+    fn now(pid: u32, client: Option<u32>) -> Mark {
         Mark {
+            pid,
+            client,
             cpu: process_cpu_seconds(pid),
-            client_cpu: process_cpu_seconds(client),
+            client_cpu: client.and_then(process_cpu_seconds),
             host: HostCpu::sample(),
             at: Instant::now(),
         }
@@ -130,8 +135,8 @@ impl Mark {
 
     /// Fills CPU per I/O, steal and seconds of `s` for the interval since
     /// this mark, in which `ios` I/Os completed.
-    fn close(&self, pid: u32, client: u32, ios: f64, s: &mut Sample) {
-        let end = Mark::now(pid, client);
+    fn close(&self, ios: f64, s: &mut Sample) {
+        let end = Mark::now(self.pid, self.client);
         s.seconds = (end.at - self.at).as_secs_f64();
         s.steal_pct = steal_between(self.host, end.host);
         s.target_cpu_us_per_io = per_io(self.cpu, end.cpu, ios);
@@ -237,14 +242,14 @@ fn iscsi_perf(ctx: &RunCtx, w: &Workload, url: &str, pid: u32) -> Result<Sample,
             };
             lines_seen += 1;
             if lines_seen == 1 {
-                start = Some(Mark::now(pid, child.id()));
+                start = Some(Mark::now(pid, Some(child.id())));
                 continue;
             }
             ios += current;
             if lines_seen as u64 > seconds {
                 let mut s = Sample::default();
                 if let Some(m) = &start {
-                    m.close(pid, child.id(), ios as f64, &mut s);
+                    m.close(ios as f64, &mut s);
                 }
                 fill_rates(&mut s, ios as f64 / (lines_seen - 1) as f64, w);
                 result = Ok(s);
@@ -360,17 +365,13 @@ fn qemu_img(w: &Workload, url: &str, pid: u32, measure: Duration) -> Result<Samp
     let warm = ((64u64 << 20) / u64::from(w.block_size)).max(u64::from(w.queue_depth) * 4);
     let rate = qemu_img_once(w, url, warm)?.iops;
     let count = ((rate * measure.as_secs_f64()) as u64).max(warm);
-    let target_before = process_cpu_seconds(pid);
-    let host = HostCpu::sample();
+    let mark = Mark::now(pid, None);
     let run = qemu_img_once(w, url, count)?;
-    let mut s = Sample {
-        seconds: run.wall.as_secs_f64(),
-        steal_pct: steal_between(host, HostCpu::sample()),
-        target_cpu_us_per_io: per_io(target_before, process_cpu_seconds(pid), count as f64),
-        client_cpu_us_per_io: per_io(Some(0.0), Some(run.cpu_s), count as f64),
-        client_cores: (run.wall > Duration::ZERO).then(|| run.cpu_s / run.wall.as_secs_f64()),
-        ..Sample::default()
-    };
+    let mut s = Sample::default();
+    mark.close(count as f64, &mut s);
+    // The client's own CPU comes from wait4 when it exits.
+    s.client_cpu_us_per_io = Some(run.cpu_s * 1e6 / count as f64);
+    s.client_cores = (run.wall > Duration::ZERO).then(|| run.cpu_s / run.wall.as_secs_f64());
     fill_rates(&mut s, run.iops, w);
     Ok(s)
 }

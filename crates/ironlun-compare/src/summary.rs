@@ -186,9 +186,19 @@ pub fn markdown(r: &Report) -> String {
         s,
         "|---|---|---|---:|---:|---|---:|---:|---|---:|---:|---:|"
     );
+    // Missed rows where the client was at a full core against ironlun.
+    let mut bound = Vec::new();
     for row in &r.rows {
         let w = &row.workload;
         let v = verdict(row);
+        if v.client_bound() && v.met == Some(false) {
+            bound.push(format!(
+                "{} {} with {}",
+                w.name,
+                w.lun.name(),
+                row.client.name()
+            ));
+        }
         let goal = match w.goal {
             Goal::RateRatio(g) => format!("≥ {g:.1}"),
             Goal::LatencyRatio(g) => format!("≤ {g:.1}"),
@@ -228,22 +238,6 @@ pub fn markdown(r: &Report) -> String {
             opt(v.steal, |x| format!("{x:.0}")),
         );
     }
-    let bound: Vec<String> = r
-        .rows
-        .iter()
-        .filter(|row| {
-            let v = verdict(row);
-            v.client_bound() && v.met == Some(false)
-        })
-        .map(|row| {
-            format!(
-                "{} {} with {}",
-                row.workload.name,
-                row.workload.lun.name(),
-                row.client.name()
-            )
-        })
-        .collect();
     if !bound.is_empty() {
         let _ = writeln!(
             s,
