@@ -148,6 +148,11 @@ struct TargetArgs {
     /// Re-arm TCP_QUICKACK after every read (no delayed ACKs).
     #[arg(long)]
     tcp_quickack: bool,
+    /// How commands on file and block LUNs reach the kernel: uring (an
+    /// io_uring per connection, the default; the thread pool where
+    /// io_uring is unavailable) or pool (a blocking thread per command).
+    #[arg(long, value_name = "ENGINE")]
+    io_engine: Option<String>,
     /// Require CHAP (RFC 7143 §12.1.3) from initiators, for every target
     /// and for discovery: USER:SECRET, the secret 12 to 255 bytes.
     /// Prefer the environment variable: a flag shows in `ps`.
@@ -282,6 +287,7 @@ fn run_target(log: Option<&str>, args: TargetArgs) -> ExitCode {
         tcp_window: args.tcp_window,
         tcp_nagle: args.tcp_nagle,
         tcp_quickack: args.tcp_quickack,
+        io_engine: args.io_engine,
         chap: args.chap,
         mutual_chap: args.mutual_chap,
         allow: args.allow,

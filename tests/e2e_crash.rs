@@ -3,7 +3,9 @@
 //! on the same file, and every block is checked against what was
 //! acknowledged. Three ways of asking for durability, one phase each:
 //! FUA on every write; the write cache disabled (MODE SELECT, WCE=0);
-//! plain writes with SYNCHRONIZE CACHE every few writes.
+//! plain writes with SYNCHRONIZE CACHE every few writes. Each on every
+//! path a command on a disk file can take: the io_uring and the blocking
+//! thread pool, buffered and `O_DIRECT` (the four run side by side).
 //!
 //! What SIGKILL can and cannot show: the page cache outlives the process,
 //! so this test proves that ironlun holds no acknowledged write in its
@@ -139,10 +141,19 @@ fn try_scsi(c: &mut Raw, cdb: &[u8], write: &[u8]) -> Option<u8> {
     }
 }
 
-fn phase(dir: &std::path::Path, mode: Mode) {
-    let file = dir.join(format!("{mode:?}.img"));
-    let spec = format!("file:{},size=8MiB", file.display());
-    let mut t = Target::start(&["--name", NAME, "--lun", &spec]);
+/// How the target reaches the LUN's file.
+#[derive(Clone, Copy, Debug)]
+struct Path {
+    engine: &'static str,
+    direct: bool,
+}
+
+fn phase(dir: &std::path::Path, path: Path, mode: Mode) {
+    let file = dir.join(format!("{mode:?}-{}-{}.img", path.engine, path.direct));
+    let direct = if path.direct { ",direct" } else { "" };
+    let spec = format!("file:{},size=8MiB{direct}", file.display());
+    let args = ["--name", NAME, "--lun", &spec, "--io-engine", path.engine];
+    let mut t = Target::start(&args);
     if mode == Mode::NoWriteCache {
         // MODE SELECT(10), PF: the caching page with WCE = 0
         // (SBC-3 §6.4.5).
@@ -184,7 +195,7 @@ fn phase(dir: &std::path::Path, mode: Mode) {
     drop(t);
 
     // Restart on the same file and read every block back.
-    let t = Target::start(&["--name", NAME, "--lun", &spec]);
+    let t = Target::start(&args);
     let mut c = session(&t, 2);
     let mut checked = 0u64;
     let mut writes = 0u64;
@@ -227,16 +238,58 @@ fn phase(dir: &std::path::Path, mode: Mode) {
             checked += 1;
         }
     }
+    drop(c);
+    let ring = ring_commands(&t);
+    // The path under test is the one taken (io_uring is never quietly
+    // replaced by the pool, nor the file put on a memory file system).
+    match path.engine {
+        "uring" => assert!(ring > 0, "{path:?}: no command ran on the ring"),
+        _ => assert_eq!(ring, 0, "{path:?}: commands ran on a ring"),
+    }
     eprintln!(
-        "{mode:?}: {writes} acknowledged writes, {checked} blocks verified after SIGKILL and restart \
-         ({not_synced_survived} acknowledged but not yet synced, also intact)"
+        "{mode:?} {path:?}: {writes} acknowledged writes, {checked} blocks verified after SIGKILL \
+         and restart ({not_synced_survived} acknowledged but not yet synced, also intact; \
+         {ring} reads on the ring)"
     );
+}
+
+/// Commands that ran on the ring, from the logout line of the session
+/// that just ended.
+fn ring_commands(t: &Target) -> u64 {
+    assert!(
+        t.wait_log("ring_commands=", Duration::from_secs(20)),
+        "no logout line: {}",
+        t.log()
+    );
+    t.log()
+        .split("ring_commands=")
+        .skip(1)
+        .filter_map(|rest| {
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse::<u64>().ok()
+        })
+        .sum()
 }
 
 #[test]
 fn acknowledged_writes_survive_sigkill_with_fua_wce_off_and_sync_cache() {
-    let dir = tempfile::tempdir().unwrap();
-    for mode in [Mode::Fua, Mode::NoWriteCache, Mode::SyncCache] {
-        phase(dir.path(), mode);
-    }
+    // On the disk the build is on: a memory file system would run the
+    // commands inline, on neither path.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let paths = [
+        ("uring", false),
+        ("uring", true),
+        ("pool", false),
+        ("pool", true),
+    ];
+    std::thread::scope(|s| {
+        for (engine, direct) in paths {
+            let dir = dir.path();
+            s.spawn(move || {
+                for mode in [Mode::Fua, Mode::NoWriteCache, Mode::SyncCache] {
+                    phase(dir, Path { engine, direct }, mode);
+                }
+            });
+        }
+    });
 }

@@ -19,7 +19,6 @@
 //! see docs/performance.md). As with `ram`, a page swapped out must be
 //! read back in; a swapping target has worse problems than that.
 
-use std::alloc::{self, Layout};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
@@ -31,15 +30,13 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use ironlun_payload::{FileRange, Payload};
 
-use crate::{check_range, Backend};
+use crate::aligned::{direct_aligned, AlignedBuf, DIRECT_ALIGN};
+use crate::{check_range, Backend, FileTarget};
 
 /// Reads from this size up on a memory file system leave their bytes in
 /// the page cache for the socket to take ([`Backend::read_payload`]).
 /// Below it, copying costs less than the extra system call per PDU.
 pub const ZERO_COPY_MIN: usize = 64 << 10;
-
-/// Alignment used for direct I/O buffers, offsets and lengths.
-const DIRECT_ALIGN: usize = 4096;
 
 /// How to open a file or device.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -60,7 +57,9 @@ pub struct FileBackend {
     /// Shared with the file ranges that reads hand out on memory file
     /// systems ([`Backend::read_payload`]).
     buffered: Arc<File>,
-    direct: Option<File>,
+    /// The same file opened with `O_DIRECT`, when asked for; shared with
+    /// the rings that run requests asynchronously ([`Backend::file_for`]).
+    direct: Option<Arc<File>>,
     /// Bytes exposed; changes only through `refresh_size`.
     size: AtomicU64,
     /// The file lives in memory (tmpfs, ramfs, hugetlbfs): no call waits
@@ -127,7 +126,7 @@ impl FileBackend {
             fallocate(&buffered, size)?;
         }
         let direct = if opts.direct {
-            Some(open(path, opts.read_only, true, false)?)
+            Some(Arc::new(open(path, opts.read_only, true, false)?))
         } else {
             None
         };
@@ -164,7 +163,7 @@ impl FileBackend {
             ));
         }
         let direct = if opts.direct {
-            Some(open(path, opts.read_only, true, false)?)
+            Some(Arc::new(open(path, opts.read_only, true, false)?))
         } else {
             None
         };
@@ -189,10 +188,10 @@ impl FileBackend {
     }
 
     /// The descriptor for a request: direct when aligned, else buffered.
-    fn fd_for(&self, offset: u64, len: usize) -> (&File, bool) {
+    fn fd_for(&self, offset: u64, len: usize) -> (&Arc<File>, bool) {
         match &self.direct {
-            Some(d) if offset % DIRECT_ALIGN as u64 == 0 && len % DIRECT_ALIGN == 0 => (d, true),
-            _ => (&*self.buffered, false),
+            Some(d) if direct_aligned(offset, len) => (d, true),
+            _ => (&self.buffered, false),
         }
     }
 }
@@ -238,54 +237,6 @@ fn fallocate(f: &File, size: u64) -> io::Result<()> {
         Ok(())
     } else {
         Err(io::Error::last_os_error())
-    }
-}
-
-/// A zeroed, 4096-aligned heap buffer, handed to `Bytes` without a copy.
-struct AlignedBuf {
-    ptr: std::ptr::NonNull<u8>,
-    len: usize,
-    layout: Layout,
-}
-
-// SAFETY: AlignedBuf uniquely owns its allocation (like Box<[u8]>); the
-// pointer is never shared outside `&self`/`&mut self` borrows, so moving it
-// to or sharing it with another thread is as safe as for Box<[u8]>.
-unsafe impl Send for AlignedBuf {}
-// SAFETY: see Send; shared access only reads through `&[u8]`.
-unsafe impl Sync for AlignedBuf {}
-
-impl AlignedBuf {
-    fn zeroed(len: usize) -> io::Result<AlignedBuf> {
-        let size = len.max(1).next_multiple_of(DIRECT_ALIGN);
-        let layout = Layout::from_size_align(size, DIRECT_ALIGN)
-            .map_err(|_| io::Error::other("buffer too large"))?;
-        // SAFETY: `layout` has non-zero size (at least DIRECT_ALIGN bytes).
-        let raw = unsafe { alloc::alloc_zeroed(layout) };
-        let ptr = std::ptr::NonNull::new(raw).ok_or_else(|| io::Error::other("out of memory"))?;
-        Ok(AlignedBuf { ptr, len, layout })
-    }
-}
-
-impl AsRef<[u8]> for AlignedBuf {
-    fn as_ref(&self) -> &[u8] {
-        // SAFETY: `ptr` points to `layout.size() >= len` initialised (zeroed
-        // or written) bytes owned by self, alive while `&self` is.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-}
-
-impl AsMut<[u8]> for AlignedBuf {
-    fn as_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as in `as_ref`, and `&mut self` guarantees uniqueness.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
-    }
-}
-
-impl Drop for AlignedBuf {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `zeroed` with exactly this layout, freed once.
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
     }
 }
 
@@ -449,14 +400,15 @@ impl Backend for FileBackend {
     fn read(&self, offset: u64, len: usize) -> io::Result<Bytes> {
         check_range(offset, len, self.size_bytes())?;
         let (fd, direct) = self.fd_for(offset, len);
-        if direct {
+        if len >= crate::pool::MIN_POOLED {
+            // Pooled buffers are page-aligned: direct or not.
+            let mut buf = crate::pool::PooledBuf::get(len)?;
+            fd.read_exact_at(buf.as_mut_slice(), offset)?;
+            Ok(buf.freeze())
+        } else if direct {
             let mut buf = AlignedBuf::zeroed(len)?;
             fd.read_exact_at(buf.as_mut(), offset)?;
             Ok(Bytes::from_owner(buf))
-        } else if len >= crate::pool::MIN_POOLED {
-            let mut buf = crate::pool::PooledBuf::get(len);
-            fd.read_exact_at(buf.as_mut_slice(), offset)?;
-            Ok(buf.freeze())
         } else {
             Ok(pread_exact(fd, len, offset)?.freeze())
         }
@@ -511,15 +463,7 @@ impl Backend for FileBackend {
         check_range(offset, total, self.size_bytes())?;
         let (fd, direct) = self.fd_for(offset, total);
         if direct {
-            let mut b = AlignedBuf::zeroed(total)?;
-            let mut at = 0;
-            for p in parts {
-                b.as_mut()
-                    .get_mut(at..at + p.len())
-                    .ok_or_else(|| io::Error::other("parts longer than their total"))?
-                    .copy_from_slice(p);
-                at += p.len();
-            }
+            let b = AlignedBuf::gather(parts.iter().copied(), total)?;
             return pwritev_all(fd, &[b.as_ref()], offset, durable);
         }
         pwritev_all(fd, parts, offset, durable)
@@ -531,6 +475,20 @@ impl Backend for FileBackend {
 
     fn may_block(&self) -> bool {
         !self.in_memory
+    }
+
+    /// The direct descriptor for aligned requests, else the buffered one;
+    /// `None` on a memory file system, whose calls never wait (they run
+    /// inline, see the module docs).
+    fn file_for(&self, offset: u64, len: usize) -> Option<FileTarget> {
+        if self.in_memory {
+            return None;
+        }
+        let (file, direct) = self.fd_for(offset, len);
+        Some(FileTarget {
+            file: file.clone(),
+            direct,
+        })
     }
 
     fn provisioning_granularity(&self) -> u64 {

@@ -19,14 +19,18 @@
     allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod aligned;
 mod file;
 mod null;
 pub mod pool;
 mod ram;
+pub mod ring;
 pub mod testing;
 mod zeros;
 
+use std::fs::File;
 use std::io;
+use std::sync::Arc;
 
 use bytes::Bytes;
 pub use ironlun_payload::Payload;
@@ -82,6 +86,16 @@ pub trait Backend: Send + Sync {
     /// the driver then runs them off its network threads.
     fn may_block(&self) -> bool;
 
+    /// For callers that run requests themselves, asynchronously (a
+    /// [`ring::Ring`]): the open file a request of `len` bytes at `offset`
+    /// goes to. `None` for stores that are not files whose calls may block
+    /// (null, RAM, a file on a memory file system): those run their
+    /// requests through the methods above.
+    fn file_for(&self, offset: u64, len: usize) -> Option<FileTarget> {
+        let _ = (offset, len);
+        None
+    }
+
     /// Whether reads and writes copy the data (every store but `null`,
     /// whose reads share one zeroed buffer and whose writes vanish).
     fn copies_data(&self) -> bool {
@@ -128,6 +142,15 @@ pub trait Backend: Send + Sync {
             allocated: true,
         }])
     }
+}
+
+/// An open file a request can be run against (see [`Backend::file_for`]).
+#[derive(Clone, Debug)]
+pub struct FileTarget {
+    pub file: Arc<File>,
+    /// Opened with `O_DIRECT`: buffers, offsets and lengths must be
+    /// aligned to [`aligned::DIRECT_ALIGN`].
+    pub direct: bool,
 }
 
 /// A run of bytes that is, or is not, backed by storage.

@@ -5,11 +5,14 @@
 //! file LUN: 17 % of the target's CPU for 512 KiB reads). Large read
 //! buffers are therefore kept for reuse when the data they carried has
 //! been sent. The pool is bounded: per power-of-two size class at most
-//! [`CLASS_BYTES`] are kept; a buffer beyond that is freed.
+//! [`CLASS_BYTES`] are kept; a buffer beyond that is freed. Buffers are
+//! page-aligned, so `O_DIRECT` reads can land in them too.
 
 use std::sync::{Mutex, PoisonError};
 
 use bytes::Bytes;
+
+use crate::aligned::AlignedBuf;
 
 /// Reads shorter than this use a plain allocation (malloc's own free
 /// lists already recycle them without page faults).
@@ -21,7 +24,7 @@ const CLASS_BYTES: usize = 32 << 20;
 /// Size classes from MIN_POOLED to MAX_POOLED, powers of two.
 const CLASSES: usize = (MAX_POOLED / MIN_POOLED).trailing_zeros() as usize + 1;
 
-static POOL: [Mutex<Vec<Box<[u8]>>>; CLASSES] = [const { Mutex::new(Vec::new()) }; CLASSES];
+static POOL: [Mutex<Vec<AlignedBuf>>; CLASSES] = [const { Mutex::new(Vec::new()) }; CLASSES];
 
 /// The size class of a request, if pooled: (index, buffer size).
 fn class_of(len: usize) -> Option<(usize, usize)> {
@@ -36,33 +39,43 @@ fn class_of(len: usize) -> Option<(usize, usize)> {
 /// A buffer of at least `len` bytes, from the pool when one is free.
 /// Its contents are whatever it last held: callers overwrite `..len`.
 pub struct PooledBuf {
-    buf: Box<[u8]>,
+    buf: Store,
     len: usize,
     class: Option<usize>,
 }
 
 impl PooledBuf {
-    pub fn get(len: usize) -> PooledBuf {
+    /// A buffer of `len` bytes; fails only when memory cannot be had.
+    pub fn get(len: usize) -> std::io::Result<PooledBuf> {
         let Some((class, size)) = class_of(len) else {
-            return PooledBuf {
-                buf: vec![0u8; len].into_boxed_slice(),
+            return Ok(PooledBuf {
+                buf: Store::Plain(vec![0u8; len].into_boxed_slice()),
                 len,
                 class: None,
-            };
+            });
         };
         let reused = POOL
             .get(class)
             .and_then(|m| m.lock().unwrap_or_else(PoisonError::into_inner).pop());
-        PooledBuf {
-            buf: reused.unwrap_or_else(|| vec![0u8; size].into_boxed_slice()),
+        let buf = match reused {
+            Some(b) => b,
+            None => AlignedBuf::zeroed(size)?,
+        };
+        Ok(PooledBuf {
+            buf: Store::Aligned(buf),
             len,
             class: Some(class),
-        }
+        })
     }
 
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         let len = self.len;
-        self.buf.get_mut(..len).unwrap_or_default()
+        let all = match &mut self.buf {
+            Store::Aligned(b) => b.as_mut(),
+            Store::Plain(b) => &mut b[..],
+            Store::Gone => &mut [],
+        };
+        all.get_mut(..len).unwrap_or_default()
     }
 
     /// Hands the first `len` bytes to `Bytes` without a copy; the buffer
@@ -74,8 +87,22 @@ impl PooledBuf {
 
 impl AsRef<[u8]> for PooledBuf {
     fn as_ref(&self) -> &[u8] {
-        self.buf.get(..self.len).unwrap_or_default()
+        let all = match &self.buf {
+            Store::Aligned(b) => b.as_ref(),
+            Store::Plain(b) => &b[..],
+            Store::Gone => &[],
+        };
+        all.get(..self.len).unwrap_or_default()
     }
+}
+
+/// A pooled size class's memory is page-aligned (so `O_DIRECT` reads can
+/// use it); a small buffer is a plain allocation from malloc's free lists.
+enum Store {
+    Aligned(AlignedBuf),
+    Plain(Box<[u8]>),
+    /// Given back to the pool.
+    Gone,
 }
 
 impl Drop for PooledBuf {
@@ -83,7 +110,9 @@ impl Drop for PooledBuf {
         let Some(slot) = self.class.and_then(|c| POOL.get(c)) else {
             return;
         };
-        let buf = std::mem::take(&mut self.buf);
+        let Store::Aligned(buf) = std::mem::replace(&mut self.buf, Store::Gone) else {
+            return;
+        };
         let mut free = slot.lock().unwrap_or_else(PoisonError::into_inner);
         if (free.len() + 1) * buf.len() <= CLASS_BYTES {
             free.push(buf);
@@ -110,7 +139,7 @@ mod tests {
         // A size class no other test uses.
         let len = 8 << 20;
         let (class, _) = class_of(len).unwrap();
-        let mut b = PooledBuf::get(len);
+        let mut b = PooledBuf::get(len).unwrap();
         b.as_mut_slice().fill(7);
         let bytes = b.freeze();
         assert_eq!(bytes.len(), len);
@@ -121,12 +150,13 @@ mod tests {
         drop(clone);
         assert_eq!(POOL[class].lock().unwrap().len(), 1);
         // A reused buffer keeps its old contents (callers overwrite).
-        let again = PooledBuf::get(len - 5);
+        let again = PooledBuf::get(len - 5).unwrap();
         assert_eq!(again.as_ref().len(), len - 5);
+        assert_eq!(again.as_ref().as_ptr() as usize % 4096, 0);
         assert!(again.as_ref().iter().all(|&x| x == 7));
         assert_eq!(POOL[class].lock().unwrap().len(), 0);
         // Many returned at once: only CLASS_BYTES worth are kept.
-        let many: Vec<_> = (0..8).map(|_| PooledBuf::get(len)).collect();
+        let many: Vec<_> = (0..8).map(|_| PooledBuf::get(len).unwrap()).collect();
         drop(again);
         drop(many);
         assert_eq!(POOL[class].lock().unwrap().len(), CLASS_BYTES / len);
@@ -134,10 +164,10 @@ mod tests {
 
     #[test]
     fn small_and_huge_reads_are_not_pooled() {
-        let b = PooledBuf::get(4096);
+        let b = PooledBuf::get(4096).unwrap();
         assert!(b.class.is_none());
         assert_eq!(b.as_ref().len(), 4096);
-        let h = PooledBuf::get(MAX_POOLED + 1);
+        let h = PooledBuf::get(MAX_POOLED + 1).unwrap();
         assert!(h.class.is_none());
     }
 }

@@ -80,7 +80,7 @@ impl Backend for RamBackend {
         }
         // A reused buffer holds old data: every range is either copied or
         // zeroed.
-        let mut out = crate::pool::PooledBuf::get(len);
+        let mut out = crate::pool::PooledBuf::get(len)?;
         let buf = out.as_mut_slice();
         Self::for_each_chunk(offset, len, |idx, within, range| {
             let c = self.chunks.get(idx).ok_or_else(lost_chunk)?;

@@ -175,11 +175,64 @@ fn write_pieces<'a>(
         .map_err(|_| write_error(lba))
 }
 
-pub fn read(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
+/// Where a data-moving command goes on the medium once its checks have
+/// passed: what the synchronous handlers below carry out, and what a
+/// transport that runs the access itself is handed ([`crate::stage`]).
+pub(crate) enum Plan {
+    /// Nothing to move (a zero-length transfer): this is the response.
+    Done(Response),
+    Read {
+        lba: u64,
+        bytes: u32,
+    },
+    /// `received` of the CDB's `bytes` arrived (FCP-4 §9.4.2 option (a):
+    /// fewer is processed as it is, more is ignored).
+    Write {
+        lba: u64,
+        bytes: u32,
+        received: usize,
+        durable: bool,
+    },
+    Flush,
+}
+
+pub(crate) type Planner = fn(&LogicalUnit, &Request<'_>, &Cdb<'_>) -> Result<Plan, Sense>;
+
+/// The commands whose medium access a transport may run itself: READ,
+/// WRITE, WRITE AND VERIFY (6/10/12/16 as they exist) and SYNCHRONIZE
+/// CACHE.
+pub(crate) fn planner(opcode: u8) -> Option<Planner> {
+    match opcode {
+        0x08 | 0x28 | 0xa8 | 0x88 => Some(plan_read),
+        0x0a | 0x2a | 0xaa | 0x8a | 0x2e | 0xae | 0x8e => Some(plan_write),
+        0x35 | 0x91 => Some(plan_flush),
+        _ => None,
+    }
+}
+
+/// Whether a write's Data-Out ends on a block boundary (or covers the
+/// CDB's whole transfer): then it needs no read-modify-write of a partial
+/// last block, and a transport can run it as one request.
+pub(crate) fn whole_blocks(lu: &LogicalUnit, cdb: &Cdb<'_>, data_out: usize) -> bool {
+    let (_, blocks) = lba_len(cdb);
+    let bs = lu.block_size() as usize;
+    data_out % bs == 0 || blocks.saturating_mul(bs as u64) <= data_out as u64
+}
+
+fn plan_read(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Plan, Sense> {
     let (lba, _, bytes) = checked(lu, cdb)?;
     if bytes == 0 {
-        return Ok(Response::good());
+        return Ok(Plan::Done(Response::good()));
     }
+    Ok(Plan::Read { lba, bytes })
+}
+
+pub fn read(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
+    let (lba, bytes) = match plan_read(lu, req, cdb)? {
+        Plan::Read { lba, bytes } => (lba, bytes),
+        Plan::Done(r) => return Ok(r),
+        _ => return Ok(Response::good()),
+    };
     let _shared = lu.shared_access();
     let data = lu
         .backend
@@ -188,7 +241,7 @@ pub fn read(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Respo
     Ok(Response::read_data(data))
 }
 
-pub fn write(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
+fn plan_write(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Plan, Sense> {
     if matches!(cdb.opcode(), 0x2e | 0xae | 0x8e) {
         // WRITE AND VERIFY BYTCHK (SBC-4 §5.42): 00b no compare, 01b
         // compare; the other values are not supported.
@@ -201,15 +254,32 @@ pub fn write(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Respo
     }
     let (lba, _, bytes) = checked(lu, cdb)?;
     if bytes == 0 {
-        return Ok(Response::good());
+        return Ok(Plan::Done(Response::good()));
     }
     // FCP-4 §9.4.2 option (a), which iSCSI residual handling follows
     // (RFC 7143 §11.4.5.1): when the initiator sends less than the CDB asks
     // for (Expected Data Transfer Length too small), process the command
     // with the data that arrived and report the rest as overflow. Extra
     // data beyond the CDB's length is ignored (underflow).
-    let received = req.data_out.len().min(bytes as usize);
-    let durable = durable(lu, cdb);
+    Ok(Plan::Write {
+        lba,
+        bytes,
+        received: req.data_out.len().min(bytes as usize),
+        durable: durable(lu, cdb),
+    })
+}
+
+pub fn write(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
+    let (lba, bytes, received, durable) = match plan_write(lu, req, cdb)? {
+        Plan::Write {
+            lba,
+            bytes,
+            received,
+            durable,
+        } => (lba, bytes, received, durable),
+        Plan::Done(r) => return Ok(r),
+        _ => return Ok(Response::good()),
+    };
     let bs = lu.block_size() as usize;
     let whole = received / bs * bs;
     let _shared = lu.shared_access();
@@ -483,18 +553,27 @@ pub fn write_same(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<
 
 pub fn synchronize_cache(
     lu: &LogicalUnit,
-    _req: &Request<'_>,
+    req: &Request<'_>,
     cdb: &Cdb<'_>,
 ) -> Result<Response, Sense> {
+    plan_flush(lu, req, cdb)?;
+    lu.flush().map_err(|_| flush_error())?;
+    Ok(Response::good())
+}
+
+fn plan_flush(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Plan, Sense> {
     let (lba, blocks) = lba_len(cdb);
     // NUMBER OF LOGICAL BLOCKS 0 means "to the end" (SBC-3 §5.22).
     let n = lu.num_blocks();
     if lba >= n || (blocks != 0 && blocks > n - lba) {
         return Err(Sense::lba_out_of_range());
     }
-    lu.flush()
-        .map_err(|_| Sense::new(key::MEDIUM_ERROR, asc::WRITE_ERROR))?;
-    Ok(Response::good())
+    Ok(Plan::Flush)
+}
+
+/// SYNCHRONIZE CACHE could not make the cache durable.
+pub(crate) fn flush_error() -> Sense {
+    Sense::new(key::MEDIUM_ERROR, asc::WRITE_ERROR)
 }
 
 pub fn read_capacity10(

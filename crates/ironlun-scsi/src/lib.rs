@@ -24,6 +24,7 @@
 mod block;
 pub mod cdb;
 mod copy;
+mod gate;
 mod inquiry;
 pub mod lu;
 mod misc;
@@ -33,6 +34,7 @@ mod provisioning;
 pub mod reservations;
 mod sanitize;
 pub mod sense;
+mod stage;
 pub mod stats;
 
 use std::sync::Arc;
@@ -44,6 +46,7 @@ pub use ironlun_payload::DataOutBuffer;
 pub use lu::{LogicalUnit, LuConfig};
 pub use reservations::ItNexus;
 pub use sense::Sense;
+pub use stage::{MediumIo, Start};
 pub use stats::IoSnapshot;
 
 /// SCSI status codes (SAM-5 §5.3.1).

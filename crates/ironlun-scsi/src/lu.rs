@@ -4,14 +4,15 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex};
 
 use ironlun_backend::Backend;
 use ironlun_backend::Payload;
 
 use crate::cdb::Cdb;
 use crate::copy::HeldCopies;
-use crate::ops;
+use crate::gate::{AccessGate, ExclusiveGuard, HasGate, SharedGuard};
+use crate::ops::{self, OpInfo};
 use crate::reservations::{self, Access, ItNexus, PrState, PrStore, ReservationState};
 use crate::sanitize::SanitizeState;
 use crate::sense::{asc, key, Sense};
@@ -111,13 +112,22 @@ pub struct LogicalUnit {
     pr_store: Option<Arc<dyn PrStore>>,
     /// Shared by ordinary reads and writes, exclusive for the commands
     /// that must appear atomic (COMPARE AND WRITE, ORWRITE, WRITE ATOMIC).
-    access: RwLock<()>,
+    access: AccessGate,
     /// EXTENDED COPY commands running now (bounded).
     pub(crate) copies_running: AtomicUsize,
     /// Statuses of finished copies kept for RECEIVE COPY STATUS.
     held_copies: Mutex<HeldCopies>,
     pub(crate) sanitize: SanitizeState,
     io: IoStats,
+    /// The backend hands out files for asynchronous access
+    /// ([`Backend::file_for`]): reads, writes and flushes can be staged.
+    files: bool,
+}
+
+impl HasGate for LogicalUnit {
+    fn gate(&self) -> &AccessGate {
+        &self.access
+    }
 }
 
 /// Transfers from this size up run off the network thread (see
@@ -146,7 +156,6 @@ impl LogicalUnit {
         mode.wce.store(true, Ordering::Relaxed);
         Ok(LogicalUnit {
             cfg,
-            backend,
             num_blocks: AtomicU64::new(num_blocks),
             mode,
             nexuses: Mutex::new(HashMap::new()),
@@ -154,11 +163,13 @@ impl LogicalUnit {
             reservations: Mutex::new(ReservationState::default()),
             reserved: AtomicBool::new(false),
             pr_store: None,
-            access: RwLock::new(()),
+            access: AccessGate::default(),
             copies_running: AtomicUsize::new(0),
             held_copies: Mutex::new(HeldCopies::default()),
             sanitize: SanitizeState::default(),
             io: IoStats::default(),
+            files: backend.file_for(0, 0).is_some(),
+            backend,
         })
     }
 
@@ -168,6 +179,12 @@ impl LogicalUnit {
 
     pub fn backend(&self) -> &Arc<dyn Backend> {
         &self.backend
+    }
+
+    /// Whether the backend runs its requests through files a transport
+    /// may drive asynchronously (see [`crate::stage`]).
+    pub fn has_files(&self) -> bool {
+        self.files
     }
 
     /// Whether to run `cdb`, moving `transfer` bytes, off the transport's
@@ -203,13 +220,13 @@ impl LogicalUnit {
     }
 
     /// Access shared with other ordinary commands.
-    pub(crate) fn shared_access(&self) -> RwLockReadGuard<'_, ()> {
-        self.access.read().unwrap_or_else(|e| e.into_inner())
+    pub(crate) fn shared_access(&self) -> SharedGuard<'_> {
+        self.access.shared()
     }
 
     /// Access no other data command can interleave with.
-    pub(crate) fn exclusive_access(&self) -> RwLockWriteGuard<'_, ()> {
-        self.access.write().unwrap_or_else(|e| e.into_inner())
+    pub(crate) fn exclusive_access(&self) -> ExclusiveGuard<'_> {
+        self.access.exclusive()
     }
 
     pub fn num_blocks(&self) -> u64 {
@@ -226,13 +243,14 @@ impl LogicalUnit {
     /// and nowhere else.
     pub fn execute(&self, req: &Request<'_>) -> Response {
         let (access, r) = self.dispatch(req);
-        self.io.record(
-            access,
-            req.data_out.len(),
-            r.data.len(),
-            r.status == status::GOOD,
-        );
+        self.record(access, req.data_out.len(), &r);
         r
+    }
+
+    /// Counts a finished command.
+    pub(crate) fn record(&self, access: Option<Access>, data_out: usize, r: &Response) {
+        self.io
+            .record(access, data_out, r.data.len(), r.status == status::GOOD);
     }
 
     /// Commands and bytes served so far.
@@ -244,32 +262,42 @@ impl LogicalUnit {
     /// counters (`None`: not a command this LU knows).
     fn dispatch(&self, req: &Request<'_>) -> (Option<Access>, Response) {
         let cdb = Cdb(req.cdb);
-        let op = match ops::lookup(self, &cdb) {
+        let op = match self.admit(req, &cdb) {
             Ok(op) => op,
-            Err(s) => return (None, self.check_condition(s, 0)),
+            Err(refused) => return refused,
         };
-        let r = (|| {
-            ops::check_usage(op, &cdb)?;
-            // A sanitize under way (or failed) holds off media access
-            // (SBC-4 §4.11), ahead of unit attentions.
-            if let Some(s) = self.sanitize.gate(op.access, op.opcode) {
-                return Err(s);
-            }
-            // SPC-4 §5.14: a pending unit attention is reported instead
-            // of running the command, except for the commands allowed
-            // through.
-            if !op.ua_exempt {
-                if let Some(s) = self.take_ua(req.nexus) {
-                    return Err(s);
-                }
-            }
-            if let Some(conflict) = reservations::check(self, req.nexus, op.access) {
-                return Ok(conflict);
-            }
-            (op.handler)(self, req, &cdb)
-        })();
-        let r = r.unwrap_or_else(|s| self.check_condition(s, 0));
+        let r = (op.handler)(self, req, &cdb).unwrap_or_else(|s| self.check_condition(s, 0));
         (Some(op.access), r)
+    }
+
+    /// What comes before a command's own handler, in this order: the
+    /// opcode table, reserved bits, a sanitize under way, a pending unit
+    /// attention, reservations. Refused: the response (and how the
+    /// command would have touched the medium, for the counters).
+    pub(crate) fn admit(
+        &self,
+        req: &Request<'_>,
+        cdb: &Cdb<'_>,
+    ) -> Result<&'static OpInfo, (Option<Access>, Response)> {
+        let op = ops::lookup(self, cdb).map_err(|s| (None, self.check_condition(s, 0)))?;
+        let refuse = |s: Sense| (Some(op.access), self.check_condition(s, 0));
+        ops::check_usage(op, cdb).map_err(refuse)?;
+        // A sanitize under way (or failed) holds off media access
+        // (SBC-4 §4.11), ahead of unit attentions.
+        if let Some(s) = self.sanitize.gate(op.access, op.opcode) {
+            return Err(refuse(s));
+        }
+        // SPC-4 §5.14: a pending unit attention is reported instead of
+        // running the command, except for the commands allowed through.
+        if !op.ua_exempt {
+            if let Some(s) = self.take_ua(req.nexus) {
+                return Err(refuse(s));
+            }
+        }
+        if let Some(conflict) = reservations::check(self, req.nexus, op.access) {
+            return Err((Some(op.access), conflict));
+        }
+        Ok(op)
     }
 
     /// CHECK CONDITION with sense in the format the control page selects.

@@ -7,10 +7,14 @@
 //! blocking pool, the protocol's next timer, shutdown and reinstatement,
 //! and does non-blocking reads and vectored writes itself, so reading and
 //! writing never block each other and no task hop is paid per command.
-//! Commands on RAM and null LUNs execute inline (they never block); file
-//! and block LUNs, and commands whose work is not bounded by their
-//! transfer (EXTENDED COPY, WRITE SAME, UNMAP), execute on tokio's
-//! blocking pool. Outgoing PDUs queue as
+//! Commands on RAM and null LUNs execute inline (they never block). On
+//! file and block LUNs, READ, WRITE and SYNCHRONIZE CACHE are staged by
+//! the device and their medium access goes on the connection's io_uring
+//! (crate::ring), submitted once per batch of PDUs and reaped on this
+//! task; the other commands there, and those whose work is not bounded
+//! by their transfer (EXTENDED COPY, WRITE SAME, UNMAP), execute on
+//! tokio's blocking pool, as everything did before the ring (and still
+//! does with `--io-engine pool` or without io_uring). Outgoing PDUs queue as
 //! segments (headers from a reused arena, data shared with the backend's
 //! buffers) up to a high-water mark, past which the task stops reading: a
 //! client that does not read its responses cannot make us buffer without
@@ -52,6 +56,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
+use ironlun_backend::ring::Completion as RingCompletion;
 use ironlun_net::{read_marking_drained, Read};
 use ironlun_payload::FILL;
 use ironlun_proto::login::{LoginStep, TargetLogin, LOGIN_SEGMENT_MAX};
@@ -61,7 +66,7 @@ use ironlun_proto::target::{
 };
 use ironlun_proto::timer::TimerSlot;
 use ironlun_proto::OutPdu;
-use ironlun_scsi::{ItNexus, NexusId, Response, Sense};
+use ironlun_scsi::{ItNexus, NexusId, Request, Response, Sense, Start};
 use ironlun_wire::{encode_frame, Digests, FileRange, FrameDecoder, Lun, Outbox, Pdu, Sink};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
@@ -69,6 +74,7 @@ use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
 use crate::registry::{LoginCtx, PortalDirectory, Registry, SessionHandle, SessionSignal, Target};
+use crate::ring::{RingSlot, StagedCmd};
 
 /// Stop reading new PDUs while this many bytes wait to be sent.
 const OUT_HIGH_WATER: usize = 4 << 20;
@@ -233,6 +239,10 @@ pub async fn serve(
         session,
         target,
         in_flight_blocking: 0,
+        ring: RingSlot::new(registry.io_engine),
+        ring_done: Vec::new(),
+        queue_depth,
+        ring_commands: 0,
         peer,
         grace: limits.shutdown_grace,
         quickack: registry.tcp.quickack,
@@ -248,6 +258,7 @@ pub async fn serve(
         commands = stats.commands,
         read_bytes = stats.read_bytes,
         zero_copy_bytes = driver.zero_copy_bytes,
+        ring_commands = driver.ring_commands,
         write_bytes = stats.write_bytes,
         rejects = stats.rejects,
         "logout: {reason}"
@@ -309,6 +320,15 @@ struct Driver {
     session: SessionHandle,
     target: Option<Arc<Target>>,
     in_flight_blocking: usize,
+    /// The io_uring for staged commands on file and block LUNs.
+    ring: RingSlot,
+    /// Ring completions being handed to the protocol (kept for its
+    /// allocation).
+    ring_done: Vec<RingCompletion<StagedCmd>>,
+    /// The session's command window: how many commands can be in flight.
+    queue_depth: u32,
+    /// Commands whose medium access ran on the ring.
+    ring_commands: u64,
     peer: SocketAddr,
     /// Time initiators get to log out when the target shuts down.
     grace: Duration,
@@ -443,6 +463,12 @@ impl Driver {
                         self.completed(itt, lun, resp);
                     }
                 }
+                ready = self.ring.completions(), if self.ring.in_flight() > 0 => {
+                    if let Err(e) = ready {
+                        self.ring_failed(&e);
+                    }
+                    // Taken in pump() at the top of the loop.
+                }
                 _ = &mut keepalive, if slot.is_armed() => {
                     slot.fired();
                     self.conn.handle_timeout(Instant::now());
@@ -535,9 +561,16 @@ impl Driver {
         }
     }
 
-    /// Runs events and queues the protocol's PDUs for sending.
+    /// Runs events, drives the ring (submits what commands queued on it,
+    /// finishes those it completed, which may run more events) and queues
+    /// the protocol's PDUs for sending.
     fn pump(&mut self) {
-        self.run_events();
+        loop {
+            self.run_events();
+            if !self.drive_ring() {
+                break;
+            }
+        }
         while let Some(p) = self.conn.poll_transmit() {
             self.push_out(p);
         }
@@ -556,6 +589,9 @@ impl Driver {
         };
         let lun = task.lun.index();
         let nexus: NexusId = self.session.nexus;
+        let Some(task) = self.stage(&target, task) else {
+            return;
+        };
         let blocking = lun.and_then(|n| target.luns.get(n)).is_some_and(|lu| {
             lu.may_block(task.cdb.as_slice(), task.expected_data_transfer_length)
         });
@@ -574,6 +610,83 @@ impl Driver {
                 .execute(lun, nexus, task.cdb.as_slice(), &task.data_out);
             self.completed(task.itt, lun, r);
         }
+    }
+
+    /// Puts a command's medium access on the ring when the device can
+    /// stage it and a ring is there; gives the task back otherwise (and
+    /// when an atomic command holds the LU: the blocking pool waits for it).
+    fn stage(&mut self, target: &Arc<Target>, task: ScsiTask) -> Option<ScsiTask> {
+        let lun = task.lun.index();
+        let Some(lu) = lun.and_then(|n| target.luns.get(n)) else {
+            return Some(task);
+        };
+        if !lu.stageable(task.cdb.as_slice(), task.data_out.len()) {
+            return Some(task);
+        }
+        let Some(ring) = self.ring.get(self.queue_depth) else {
+            return Some(task);
+        };
+        let req = Request {
+            nexus: self.session.nexus,
+            cdb: task.cdb.as_slice(),
+            data_out: &task.data_out,
+            map: &target.luns,
+        };
+        let io = match lu.start(&req) {
+            None => return Some(task),
+            Some(Start::Done(r)) => {
+                self.completed(task.itt, lun, r);
+                return None;
+            }
+            Some(Start::Io(io)) => io,
+        };
+        let cmd = StagedCmd {
+            itt: task.itt,
+            lun,
+            io,
+        };
+        match ring.push(cmd) {
+            None => self.ring_commands += 1,
+            // The ring is full: this one runs on the blocking pool.
+            Some(cmd) => self.run_blocking(cmd),
+        }
+        None
+    }
+
+    /// Runs a staged command's medium access on the blocking pool.
+    fn run_blocking(&mut self, cmd: StagedCmd) {
+        self.in_flight_blocking += 1;
+        let tx = self.done_tx.clone();
+        tokio::task::spawn_blocking(move || {
+            let _ = tx.send((cmd.itt, cmd.lun, cmd.io.run_here()));
+        });
+    }
+
+    /// Submits what waits on the ring and finishes the commands it
+    /// completed; whether any finished.
+    fn drive_ring(&mut self) -> bool {
+        let Some(ring) = self.ring.made() else {
+            return false;
+        };
+        let mut done = std::mem::take(&mut self.ring_done);
+        if let Err(e) = ring.drive(&mut done) {
+            self.ring_failed(&e);
+        }
+        let any = !done.is_empty();
+        for c in done.drain(..) {
+            let r = c.job.io.finish(c.result);
+            self.completed(c.job.itt, c.job.lun, r);
+        }
+        self.ring_done = done;
+        any
+    }
+
+    /// The ring cannot go on (the kernel refused a submission): the
+    /// connection ends, and the initiator's recovery retries its commands.
+    fn ring_failed(&mut self, e: &io::Error) {
+        warn!(peer = %self.peer, "io_uring failed: {e}");
+        self.broken
+            .get_or_insert_with(|| format!("io_uring failed: {e}"));
     }
 
     /// A command finished. If it aborted other nexuses' tasks (PREEMPT
@@ -669,18 +782,36 @@ impl Driver {
         self.conn.finish_tmf(req.itt, response, plan.scope);
     }
 
-    /// Waits for commands running on the blocking pool, so that a write
-    /// the initiator issued finishes before the connection is gone.
+    /// Waits for commands running on the blocking pool or the ring, so
+    /// that a write the initiator issued finishes before the connection is
+    /// gone.
     async fn wait_blocking(&mut self, done_rx: &mut mpsc::UnboundedReceiver<Completion>) {
         let deadline = tokio::time::Instant::now() + CLOSE_GRACE;
-        while self.in_flight_blocking > 0 {
-            match tokio::time::timeout_at(deadline, done_rx.recv()).await {
+        self.drive_ring();
+        while self.in_flight_blocking > 0 || self.ring.in_flight() > 0 {
+            let ring_busy = self.ring.in_flight() > 0;
+            let next = tokio::time::timeout_at(deadline, async {
+                tokio::select! {
+                    c = done_rx.recv() => c,
+                    _ = self.ring.completions(), if ring_busy => None,
+                }
+            })
+            .await;
+            match next {
                 Ok(Some((itt, lun, r))) => {
                     self.in_flight_blocking -= 1;
                     self.completed(itt, lun, r);
                 }
-                _ => {
-                    warn!(peer = %self.peer, "{} commands still running at close", self.in_flight_blocking);
+                Ok(None) => {
+                    self.drive_ring();
+                }
+                Err(_) => {
+                    warn!(
+                        peer = %self.peer,
+                        "{} commands still running at close",
+                        self.in_flight_blocking + self.ring.in_flight()
+                    );
+                    self.ring.abandon();
                     return;
                 }
             }

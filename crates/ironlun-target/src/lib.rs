@@ -3,7 +3,8 @@
 //! **Owns:** configuration (TOML file and command-line shorthand), opening
 //! backends, the listening portals, the session table (TSIH assignment,
 //! reinstatement, I_T nexus registration), one async task per connection
-//! driving the sans-IO protocol core over a socket, timers, the
+//! driving the sans-IO protocol core over a socket and, for file and
+//! block LUNs, an io_uring (or the blocking pool), timers, the
 //! statistics endpoint (JSON over HTTP), and clean shutdown (stop
 //! accepting, ask initiators to log out, finish commands, flush).
 //!
@@ -22,6 +23,7 @@ mod conn;
 mod prstore;
 pub mod registry;
 mod replay;
+mod ring;
 pub mod server;
 pub mod stats;
 

@@ -14,7 +14,7 @@ use ironlun_proto::target::{Directory, SendTargetsQuery, TargetListing};
 use ironlun_scsi::{LunMap, NexusId};
 use tokio::sync::Notify;
 
-use crate::config::{Limits, TargetConfig, TcpTuning};
+use crate::config::{IoEngine, Limits, TargetConfig, TcpTuning};
 use crate::replay::{ChallengeMemory, REMEMBERED_CHALLENGES};
 
 /// A configured target and its logical units.
@@ -97,6 +97,9 @@ pub struct Registry {
     pub portals: Vec<SocketAddr>,
     /// CHAP required of discovery sessions.
     pub discovery_chap: Option<ChapPolicy>,
+    /// How commands on file and block LUNs reach the kernel (as probed at
+    /// start: io_uring only where it works).
+    pub io_engine: IoEngine,
     sessions: Mutex<SessionTable>,
     /// Mutual CHAP challenges of recent logins (replays are refused).
     challenges: Mutex<ChallengeMemory>,
@@ -161,6 +164,7 @@ impl Registry {
         tcp: TcpTuning,
         portals: Vec<SocketAddr>,
         discovery_chap: Option<ChapPolicy>,
+        io_engine: IoEngine,
     ) -> Arc<Registry> {
         Arc::new(Registry {
             targets,
@@ -168,6 +172,7 @@ impl Registry {
             tcp,
             portals,
             discovery_chap,
+            io_engine,
             sessions: Mutex::new(SessionTable {
                 by_tsih: HashMap::new(),
                 next_tsih: 1,

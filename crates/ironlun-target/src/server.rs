@@ -210,6 +210,7 @@ impl Server {
                 cfg.tcp.clone(),
                 portals,
                 cfg.discovery_chap.clone(),
+                crate::ring::probe(cfg.io_engine),
             ),
             listeners,
             stats,

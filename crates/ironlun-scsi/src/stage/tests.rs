@@ -1,0 +1,243 @@
+//! A staged command answers exactly as an executed one: the same
+//! commands go to two equal file LUNs, one through `execute`, the other
+//! through `start` and its medium access (run here, or on a ring).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use ironlun_backend::ring::Ring;
+use ironlun_backend::{FileBackend, FileOptions, RamBackend};
+
+use super::*;
+use crate::{DataOutBuffer, ItNexus, LuConfig, LunMap, NexusId};
+
+const N: NexusId = NexusId(7);
+
+fn cfg(read_only: bool) -> LuConfig {
+    LuConfig {
+        block_size: 512,
+        physical_block_size: 512,
+        read_only,
+        product: "file".into(),
+        revision: "0.1".into(),
+        serial: "s1".into(),
+        naa_id: 1,
+        target_name: "iqn.2026-11.test:t".into(),
+        relative_port: 1,
+        max_transfer_bytes: 1 << 20,
+        thin: false,
+        sanitize: false,
+    }
+}
+
+/// A 1 MiB file LUN on the disk the tests run from, with nexus N attached
+/// (so its first command meets a unit attention).
+fn file_lu(dir: &Path, name: &str, direct: bool, read_only: bool) -> Arc<LogicalUnit> {
+    let path = dir.join(name);
+    if read_only {
+        std::fs::write(&path, vec![0u8; 1 << 20]).unwrap();
+    }
+    let opts = FileOptions {
+        size: Some(1 << 20),
+        direct,
+        read_only,
+        ..Default::default()
+    };
+    let b = FileBackend::open_file(&path, &opts).unwrap();
+    assert!(
+        !b.in_memory(),
+        "{} is on a memory file system",
+        dir.display()
+    );
+    let lu = Arc::new(LogicalUnit::new(cfg(read_only), Arc::new(b)).unwrap());
+    let id = ItNexus::new("iqn.2026-11.test:i", [0x80, 0, 0, 0, 0, 1], 1);
+    lu.attach_nexus(N, id, false);
+    lu
+}
+
+fn cdb10(op: u8, flags: u8, lba: u32, blocks: u16) -> Vec<u8> {
+    let l = lba.to_be_bytes();
+    let n = blocks.to_be_bytes();
+    vec![op, flags, l[0], l[1], l[2], l[3], 0, n[0], n[1], 0]
+}
+
+fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n).map(|i| (i as u8).wrapping_mul(13) ^ seed).collect()
+}
+
+/// Runs a command on `lu` the staged way; with a ring, its access goes
+/// through the ring, else it runs here.
+fn staged(
+    lu: &Arc<LogicalUnit>,
+    ring: Option<&mut Ring<MediumIo>>,
+    cdb: &[u8],
+    data: &DataOutBuffer,
+) -> Response {
+    let map = LunMap::new(vec![(0, lu.clone())]);
+    let req = Request {
+        nexus: N,
+        cdb,
+        data_out: data,
+        map: &map,
+    };
+    assert!(lu.stageable(cdb, data.len()), "{cdb:02x?} not stageable");
+    match lu.start(&req).expect("no exclusive holder") {
+        Start::Done(r) => r,
+        Start::Io(io) => match ring {
+            None => io.run_here(),
+            Some(ring) => {
+                assert!(ring.push(io).is_ok());
+                ring.submit().unwrap();
+                let mut out = Vec::new();
+                let deadline = Instant::now() + Duration::from_secs(20);
+                while out.is_empty() {
+                    assert!(Instant::now() < deadline, "ring timed out");
+                    ring.complete(&mut out).unwrap();
+                    std::thread::yield_now();
+                }
+                let done = out.pop().unwrap();
+                done.job.finish(done.result)
+            }
+        },
+    }
+}
+
+fn executed(lu: &Arc<LogicalUnit>, cdb: &[u8], data: &DataOutBuffer) -> Response {
+    let map = LunMap::new(vec![(0, lu.clone())]);
+    map.execute(Some(0), N, cdb, data)
+}
+
+/// The commands compared, with their Data-Out.
+fn script() -> Vec<(Vec<u8>, DataOutBuffer)> {
+    let none = DataOutBuffer::new;
+    let mut two_pieces = DataOutBuffer::from(pattern(1024, 5));
+    two_pieces.push(pattern(3072, 6).into());
+    vec![
+        // The attach's unit attention, reported by the first command.
+        (cdb10(0x28, 0, 0, 8), none()),
+        (cdb10(0x2a, 0, 0, 8), pattern(4096, 1).into()),
+        (cdb10(0x28, 0, 0, 8), none()),
+        // FUA, in two pieces.
+        (cdb10(0x2a, 0x08, 8, 8), two_pieces),
+        (cdb10(0x28, 0, 4, 16), none()),
+        // WRITE AND VERIFY, and fewer blocks sent than the CDB names.
+        (cdb10(0x2e, 0, 100, 4), pattern(2048, 9).into()),
+        (cdb10(0x28, 0, 100, 4), none()),
+        // Zero blocks, out of range, SYNCHRONIZE CACHE.
+        (cdb10(0x28, 0, 3, 0), none()),
+        (cdb10(0x28, 0, 2047, 2), none()),
+        (cdb10(0x2a, 0, 2048, 1), pattern(512, 2).into()),
+        (cdb10(0x35, 0, 0, 0), none()),
+        (cdb10(0x35, 0, 4096, 0), none()),
+        // WRITE AND VERIFY with a BYTCHK it does not support.
+        (cdb10(0x2e, 0x04, 0, 1), pattern(512, 3).into()),
+    ]
+}
+
+fn same(a: &Response, b: &Response, what: &str) {
+    assert_eq!(a.status, b.status, "{what}: status");
+    assert_eq!(a.sense, b.sense, "{what}: sense");
+    assert_eq!(
+        a.transfer_length, b.transfer_length,
+        "{what}: transfer length"
+    );
+    assert_eq!(
+        a.data.to_bytes().unwrap(),
+        b.data.to_bytes().unwrap(),
+        "{what}: data"
+    );
+}
+
+#[test]
+fn staged_commands_answer_as_executed_ones() {
+    let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+    for (direct, use_ring) in [(false, false), (true, false), (false, true), (true, true)] {
+        let tag = format!("direct={direct} ring={use_ring}");
+        let plain = file_lu(dir.path(), &format!("a-{tag}"), direct, false);
+        let stage = file_lu(dir.path(), &format!("b-{tag}"), direct, false);
+        let mut ring = use_ring.then(|| Ring::new(8).unwrap());
+        for (i, (cdb, data)) in script().into_iter().enumerate() {
+            let want = executed(&plain, &cdb, &data);
+            let got = staged(&stage, ring.as_mut(), &cdb, &data);
+            same(&got, &want, &format!("{tag} command {i} ({:#04x})", cdb[0]));
+        }
+        assert_eq!(plain.io_stats(), stage.io_stats(), "{tag}: counters");
+    }
+}
+
+#[test]
+fn a_write_protected_lu_refuses_staged_writes() {
+    let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let lu = file_lu(dir.path(), "ro", false, true);
+    let data = DataOutBuffer::from(pattern(512, 1));
+    let first = staged(&lu, None, &cdb10(0x2a, 0, 0, 1), &data);
+    assert_eq!(
+        first.status,
+        crate::status::CHECK_CONDITION,
+        "unit attention"
+    );
+    let r = staged(&lu, None, &cdb10(0x2a, 0, 0, 1), &data);
+    same(
+        &r,
+        &executed(&lu, &cdb10(0x2a, 0, 0, 1), &data),
+        "write on ro",
+    );
+    assert_eq!(r.status, crate::status::CHECK_CONDITION);
+}
+
+#[test]
+fn what_can_be_staged() {
+    let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let lu = file_lu(dir.path(), "s", false, false);
+    assert!(lu.stageable(&cdb10(0x28, 0, 0, 8), 0));
+    assert!(lu.stageable(&cdb10(0x2a, 0, 0, 8), 4096));
+    // Fewer bytes than the CDB names, but whole blocks: staged.
+    assert!(lu.stageable(&cdb10(0x2a, 0, 0, 8), 1024));
+    // A partial last block needs a read-modify-write.
+    assert!(!lu.stageable(&cdb10(0x2a, 0, 0, 8), 1000));
+    assert!(!lu.stageable(&[0x12, 0, 0, 0, 96, 0], 0), "INQUIRY");
+    assert!(
+        !lu.stageable(&cdb10(0x89, 0, 0, 1), 1024),
+        "COMPARE AND WRITE"
+    );
+    let ram = LogicalUnit::new(cfg(false), Arc::new(RamBackend::new(1 << 20))).unwrap();
+    assert!(!ram.stageable(&cdb10(0x28, 0, 0, 8), 0), "RAM runs inline");
+}
+
+#[test]
+fn a_staged_access_and_an_atomic_command_exclude_each_other() {
+    let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let lu = file_lu(dir.path(), "g", false, false);
+    let map = LunMap::new(vec![(0, lu.clone())]);
+    let none = DataOutBuffer::new();
+    let read = cdb10(0x28, 0, 0, 1);
+    let req = Request {
+        nexus: N,
+        cdb: &read,
+        data_out: &none,
+        map: &map,
+    };
+    let _ = lu.start(&req); // the unit attention
+                            // While an atomic command holds the LU, nothing is staged (and
+                            // nothing happened: the caller runs it the blocking way).
+    let held = lu.exclusive_access();
+    assert!(lu.start(&req).is_none());
+    drop(held);
+    // A staged access in flight keeps an atomic command out.
+    let Some(Start::Io(io)) = lu.start(&req) else {
+        panic!("not staged");
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let lu2 = lu.clone();
+    let t = std::thread::spawn(move || {
+        let _x = lu2.exclusive_access();
+        tx.send(()).unwrap();
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_millis(50)).is_err(),
+        "entered past a staged read"
+    );
+    assert_eq!(io.run_here().status, crate::status::GOOD);
+    rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    t.join().unwrap();
+}
