@@ -7,11 +7,11 @@
 
 mod support;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use support::{ironlun_ok, Raw, Target};
+use support::{closed_within, ironlun_ok, Raw, Target};
 
 const NAME: &str = "iqn.2026-11.io.ironlun:limits";
 const MAX_CONNECTIONS: usize = 40;
@@ -39,20 +39,6 @@ spec = "ram:64MiB"
     )
     .unwrap();
     Target::start(&["--config", config.to_str().unwrap()])
-}
-
-/// Whether the server closed `s` (EOF or reset) within `wait`.
-fn closed_within(s: &mut TcpStream, wait: Duration) -> bool {
-    s.set_read_timeout(Some(wait)).unwrap();
-    let mut b = [0u8; 64];
-    match s.read(&mut b) {
-        Ok(0) => true,
-        Ok(_) => false,
-        Err(e) => !matches!(
-            e.kind(),
-            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-        ),
-    }
 }
 
 fn count_in_log(t: &Target, needle: &str, at_least: usize, within: Duration) -> usize {

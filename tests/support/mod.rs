@@ -273,6 +273,50 @@ pub fn qemu_round_trip(dir: &std::path::Path, src: &std::path::Path, data: &[u8]
     std::fs::remove_file(&back).unwrap();
 }
 
+/// How a connection ended, or why it is not known to have ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum End {
+    /// The peer closed it: EOF (a FIN, RFC 9293 §3.6) or a reset
+    /// (ECONNRESET / ECONNABORTED, RFC 9293 §3.5.2).
+    Closed,
+    /// Nothing arrived within the read timeout: the peer is still there.
+    TimedOut,
+    /// PDUs kept arriving for longer than one read timeout.
+    StillSending,
+    /// Bytes arrived that are not a PDU (a framing, digest or opcode
+    /// error).
+    Undecodable(String),
+    /// Another socket error: not the peer closing.
+    Error(std::io::ErrorKind),
+}
+
+/// One `read` from `s`, retried on EINTR: the byte count, or how the
+/// connection ended. Only EOF and a reset are [`End::Closed`]; a read
+/// timeout is [`End::TimedOut`].
+pub fn read_some(s: &mut TcpStream, buf: &mut [u8]) -> Result<usize, End> {
+    use std::io::ErrorKind as K;
+    loop {
+        match s.read(buf) {
+            Ok(0) => return Err(End::Closed),
+            Ok(n) => return Ok(n),
+            Err(e) => match e.kind() {
+                K::Interrupted => {}
+                K::WouldBlock | K::TimedOut => return Err(End::TimedOut),
+                K::ConnectionReset | K::ConnectionAborted => return Err(End::Closed),
+                other => return Err(End::Error(other)),
+            },
+        }
+    }
+}
+
+/// Whether the peer closed `s` (EOF or reset) within `wait`; bytes or
+/// silence are not a close.
+pub fn closed_within(s: &mut TcpStream, wait: Duration) -> bool {
+    s.set_read_timeout(Some(wait)).unwrap();
+    let mut b = [0u8; 64];
+    matches!(read_some(s, &mut b), Err(End::Closed))
+}
+
 /// A minimal raw initiator for protocol-level end-to-end checks.
 pub struct Raw {
     pub stream: TcpStream,
@@ -283,6 +327,9 @@ pub struct Raw {
     next_itt: u32,
     /// Digests used both ways once negotiated (set by the caller).
     pub digests: Digests,
+    /// The LUN commands, Data-Out and task management address (0 unless
+    /// set).
+    pub lun: u16,
 }
 
 impl Raw {
@@ -300,6 +347,7 @@ impl Raw {
             exp_stat_sn: 0,
             next_itt: 1,
             digests: Digests::default(),
+            lun: 0,
         }
     }
 
@@ -313,28 +361,62 @@ impl Raw {
         self.stream.write_all(b)
     }
 
-    /// Next PDU, or None at EOF / error.
-    pub fn recv(&mut self) -> Option<(Pdu, Bytes)> {
+    /// The next PDU, or how the connection ended instead.
+    pub fn next_pdu(&mut self) -> Result<(Pdu, Bytes), End> {
         loop {
             self.dec.digests = self.digests;
-            if let Some(f) = self.dec.decode(&mut self.buf).ok()? {
-                return Some((Pdu::decode(&f.bhs).ok()?, f.data));
+            match self.dec.decode(&mut self.buf) {
+                Ok(Some(f)) => {
+                    return match Pdu::decode(&f.bhs) {
+                        Ok(pdu) => Ok((pdu, f.data)),
+                        Err(e) => Err(End::Undecodable(format!("{e:?}"))),
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => return Err(End::Undecodable(format!("{e:?}"))),
             }
             let mut tmp = [0u8; 65536];
-            let n = self.stream.read(&mut tmp).ok()?;
-            if n == 0 {
-                return None;
-            }
+            let n = read_some(&mut self.stream, &mut tmp)?;
             self.buf.extend_from_slice(&tmp[..n]);
         }
     }
 
-    /// True if the peer closed the connection within the read timeout.
-    pub fn closed(&mut self) -> bool {
+    /// Next PDU, or None when there is none (closed, silent or garbled:
+    /// [`Raw::next_pdu`] says which).
+    pub fn recv(&mut self) -> Option<(Pdu, Bytes)> {
+        self.next_pdu().ok()
+    }
+
+    /// Reads and drops PDUs until the connection ends, and says how:
+    /// [`End::Closed`] only for EOF or a reset. Silence for the read
+    /// timeout is [`End::TimedOut`]; PDUs that keep coming for longer
+    /// than one read timeout are [`End::StillSending`].
+    pub fn end(&mut self) -> End {
+        let wait = self
+            .stream
+            .read_timeout()
+            .ok()
+            .flatten()
+            .unwrap_or(Duration::from_secs(10));
+        let deadline = Instant::now() + wait;
         loop {
-            match self.recv() {
-                None => return true,
-                Some(_) => continue,
+            match self.next_pdu() {
+                Ok(_) if Instant::now() > deadline => return End::StillSending,
+                Ok(_) => {}
+                Err(e) => return e,
+            }
+        }
+    }
+
+    /// True if the peer closed the connection (EOF or reset) within the
+    /// read timeout. A peer that merely goes quiet, or sends bytes that
+    /// are not PDUs, has not closed it (the reason is printed).
+    pub fn closed(&mut self) -> bool {
+        match self.end() {
+            End::Closed => true,
+            other => {
+                eprintln!("expected the peer to close the connection: {other:?}");
+                false
             }
         }
     }
@@ -405,7 +487,7 @@ impl Raw {
             read: read_len > 0,
             write: write_len > 0,
             attr: 1,
-            lun: Lun::from_index(0),
+            lun: Lun::from_index(self.lun),
             itt,
             expected_data_transfer_length: if write_len > 0 { write_len } else { read_len },
             cmd_sn: self.cmd_sn,
@@ -421,7 +503,7 @@ impl Raw {
     pub fn data_out(&mut self, itt: u32, offset: u32, data: &[u8], final_bit: bool) {
         let d = DataOut {
             final_bit,
-            lun: Lun::from_index(0),
+            lun: Lun::from_index(self.lun),
             itt,
             ttt: 0xffff_ffff,
             exp_stat_sn: self.exp_stat_sn,
@@ -438,7 +520,7 @@ impl Raw {
         let req = TaskMgmtRequest {
             immediate: true,
             function,
-            lun: Lun::from_index(0),
+            lun: Lun::from_index(self.lun),
             itt,
             referenced_task_tag,
             cmd_sn: self.cmd_sn,

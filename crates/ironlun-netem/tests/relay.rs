@@ -233,9 +233,44 @@ fn half_close_is_relayed_and_cut_closes_everything() {
     c.read_exact(&mut b).unwrap();
     let addr = relay2.addr();
     relay2.cut();
-    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let n = c.read(&mut b).unwrap_or(0);
-    assert_eq!(n, 0, "a cut connection ends");
+    assert_eq!(
+        ended_within(&mut c, Duration::from_secs(5)),
+        Ok(()),
+        "a cut connection ends"
+    );
     assert!(TcpStream::connect(addr).is_err(), "a cut relay refuses");
     relay.cut();
+}
+
+/// Whether the peer ended `c` within `wait`: EOF or a reset (RFC 9293
+/// §3.6, §3.5.2) is `Ok`; silence for `wait`, bytes, or another error is
+/// not an end, and says what happened instead.
+fn ended_within(c: &mut TcpStream, wait: Duration) -> Result<(), String> {
+    use std::io::ErrorKind as K;
+    c.set_read_timeout(Some(wait)).unwrap();
+    let mut b = [0u8; 64];
+    loop {
+        match c.read(&mut b) {
+            Ok(0) => return Ok(()),
+            Ok(n) => return Err(format!("{n} bytes arrived")),
+            Err(e) => match e.kind() {
+                K::Interrupted => {}
+                K::ConnectionReset | K::ConnectionAborted => return Ok(()),
+                K::WouldBlock | K::TimedOut => return Err(format!("still open after {wait:?}")),
+                _ => return Err(format!("read failed: {e}")),
+            },
+        }
+    }
+}
+
+#[test]
+fn a_silent_peer_has_not_ended_and_a_closed_one_has() {
+    let l = TcpListener::bind(any_port()).unwrap();
+    let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (mut s, _) = l.accept().unwrap();
+    assert!(ended_within(&mut c, Duration::from_millis(200)).is_err());
+    s.write_all(b"x").unwrap();
+    assert!(ended_within(&mut c, Duration::from_secs(5)).is_err());
+    drop(s);
+    assert_eq!(ended_within(&mut c, Duration::from_secs(5)), Ok(()));
 }
