@@ -8,6 +8,9 @@ mod support;
 
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -129,4 +132,174 @@ fn closed_within_counts_only_eof_or_reset() {
     assert!(closed_within(&mut c, Duration::from_secs(5)));
     reset(s2);
     assert!(closed_within(&mut c2, Duration::from_secs(5)));
+}
+
+// --- scripts/verdicts.sh ------------------------------------------------
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs `script` in bash from the repository root with
+/// scripts/verdicts.sh (and scripts/deps.sh) sourced, the environment's CI
+/// removed and `env` added.
+fn bash(script: &str, env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new("/bin/bash");
+    cmd.current_dir(repo())
+        .arg("-c")
+        .arg(format!(
+            "set -euo pipefail\n. scripts/deps.sh\n. scripts/verdicts.sh\n{script}"
+        ))
+        .env_remove("CI")
+        .env_remove("REQUIRE_ALL");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A PATH of links to every program in the system directories except
+/// QEMU, with apt-get and sudo replaced by stubs that fail: a machine
+/// where qemu-system-x86 is neither installed nor installable.
+fn path_without_qemu(dir: &Path) -> String {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for sys in [
+        "/usr/local/sbin",
+        "/usr/local/bin",
+        "/usr/sbin",
+        "/usr/bin",
+        "/sbin",
+        "/bin",
+    ] {
+        let Ok(entries) = std::fs::read_dir(sys) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let n = name.to_string_lossy();
+            if n.starts_with("qemu-system") || ["apt-get", "sudo", "cargo"].contains(&&*n) {
+                continue;
+            }
+            let link = bin.join(&name);
+            if !link.exists() {
+                let _ = std::os::unix::fs::symlink(e.path(), link);
+            }
+        }
+    }
+    for stub in ["apt-get", "sudo"] {
+        let p: PathBuf = bin.join(stub);
+        std::fs::write(
+            &p,
+            "#!/bin/sh\necho \"E: $0 is a test stub\" >&2\nexit 100\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    bin.display().to_string()
+}
+
+#[test]
+fn the_vm_tier_without_qemu_fails_under_ci_and_is_listed_locally() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = path_without_qemu(dir.path());
+    let script = "vm_tier\necho REACHED-THE-END\nsummary";
+    for env in [
+        vec![("PATH", path.as_str()), ("CI", "true")],
+        vec![("PATH", path.as_str()), ("REQUIRE_ALL", "1")],
+    ] {
+        let o = bash(script, &env);
+        let out = text(&o);
+        assert!(!o.status.success(), "{env:?}: passed without QEMU:\n{out}");
+        assert!(!out.contains("REACHED-THE-END"), "{out}");
+        assert!(
+            out.contains("FAILED: kernel initiator VM tests cannot run here"),
+            "{out}"
+        );
+        assert!(out.contains("qemu-system-x86"), "{out}");
+    }
+    // Locally: skipped, said at once and again in the summary.
+    let o = bash(script, &[("PATH", path.as_str())]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains("*** SKIPPED: kernel initiator VM tests"),
+        "{out}"
+    );
+    assert!(!out.contains("all tests passed"), "{out}");
+    assert!(
+        out.contains("1 tier(s) did NOT run:\n  SKIPPED kernel initiator VM tests"),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_summary_says_all_passed_only_when_nothing_was_skipped() {
+    let o = bash("summary", &[]);
+    assert_eq!(text(&o), "all tests passed\n");
+    let o = bash(
+        "skip_tier a 'no x'\nSKIPPED_TIERS+=(\"b: --quick\")\nsummary",
+        &[],
+    );
+    let out = text(&o);
+    assert!(o.status.success());
+    assert!(
+        out.ends_with("2 tier(s) did NOT run:\n  SKIPPED a: no x\n  SKIPPED b: --quick\n"),
+        "{out}"
+    );
+}
+
+#[test]
+fn scripts_test_refuses_quick_when_every_tier_is_required() {
+    for (args, env) in [
+        (&["--quick", "--require-all"][..], vec![]),
+        (&["--quick"][..], vec![("CI", "true")]),
+    ] {
+        let o = Command::new(repo().join("scripts/test"))
+            .args(args)
+            .env_remove("CI")
+            .envs(env)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains("requires every tier"), "{}", text(&o));
+    }
+}
+
+#[test]
+fn a_fuzz_target_that_ran_nothing_is_not_ok() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = |name: &str, body: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, body).unwrap();
+        p.display().to_string()
+    };
+    let ran = log(
+        "ran.log",
+        "#2 INITED cov: 10\nDone 1234 runs in 20 second(s)\nstat::number_of_executed_units: 1234\nstat::average_exec_per_sec:     61\n",
+    );
+    let zero = log(
+        "zero.log",
+        "INFO: 0 files found\nstat::number_of_executed_units: 0\n",
+    );
+    let none = log("none.log", "INFO: Seed: 1\n");
+    let o = bash(&format!("fuzz_runs {ran}"), &[]);
+    assert!(o.status.success());
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "1234\n");
+    for bad in [
+        zero,
+        none,
+        dir.path().join("missing.log").display().to_string(),
+    ] {
+        let o = bash(&format!("fuzz_runs {bad}"), &[]);
+        assert!(!o.status.success(), "{bad}: {}", text(&o));
+    }
 }

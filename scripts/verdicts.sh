@@ -1,0 +1,62 @@
+# shellcheck shell=bash
+# What the test scripts count as run, skipped or failed. Sourced by
+# scripts/test and scripts/fuzz; tests/harness.rs runs these functions
+# with fabricated inputs (a PATH without QEMU, libFuzzer logs).
+
+# A tier that cannot run fails the run under CI=true or --require-all
+# (REQUIRE_ALL=1); otherwise it is skipped, loudly, and the summary says
+# so.
+if [ "${CI:-}" = true ]; then REQUIRE_ALL=1; fi
+REQUIRE_ALL=${REQUIRE_ALL:-0}
+SKIPPED_TIERS=()
+
+# skip_tier NAME REASON
+skip_tier() {
+  if [ "$REQUIRE_ALL" = 1 ]; then
+    echo "FAILED: $1 cannot run here: $2" >&2
+    echo "(CI=true or --require-all: every tier must run; a local run without them skips it and says so)" >&2
+    exit 1
+  fi
+  SKIPPED_TIERS+=("$1: $2")
+  printf '\n*** SKIPPED: %s: %s\n' "$1" "$2"
+}
+
+# The last lines of a run: everything passed, or what did not run.
+summary() {
+  if [ ${#SKIPPED_TIERS[@]} -eq 0 ]; then
+    echo "all tests passed"
+    return
+  fi
+  echo "the tests that ran passed; ${#SKIPPED_TIERS[@]} tier(s) did NOT run:"
+  printf '  SKIPPED %s\n' "${SKIPPED_TIERS[@]}"
+}
+
+# The Linux kernel initiator in a QEMU VM (tests/kernel_initiator.rs),
+# after installing QEMU (scripts/deps.sh). The guest image is built from
+# Debian packages on first use and cached under ~/.cache/ironlun/vm; each
+# case boots the VM once with a time budget.
+vm_tier() {
+  local err
+  err=$(mktemp)
+  if install_vm_tools 2>"$err"; then
+    rm -f "$err"
+    IRONLUN_VM_TESTS=1 cargo test --release --locked --test kernel_initiator
+  else
+    local why
+    why=$(cat "$err")
+    rm -f "$err"
+    skip_tier "kernel initiator VM tests" "qemu-system-x86 is not installable here: $why"
+  fi
+}
+
+# fuzz_runs LOG: prints how many inputs libFuzzer ran (its final
+# stat::number_of_executed_units); fails when the log has no count or
+# the count is zero, so a target that ran nothing is not reported as ok.
+fuzz_runs() {
+  local n
+  n=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$1" 2>/dev/null | grep -o '[0-9]*$' | tail -n 1 || true)
+  if [ -z "$n" ] || [ "$n" -eq 0 ]; then
+    return 1
+  fi
+  echo "$n"
+}
