@@ -1,8 +1,13 @@
 //! libiscsi's conformance suite (iscsi-test-cu) against the daemon: the
-//! families the core target must pass with no failures.
+//! families the core target must pass with no failures. Each run is read
+//! as the full run reads it (tests/conformance_suite.rs): verbose output,
+//! every test ran and passed, and every skip on
+//! testdata/conformance/expected-skips.txt.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
+#[path = "support/cu.rs"]
+mod cu;
 mod support;
 
 use support::{run, tool, Target};
@@ -28,36 +33,93 @@ const FAMILIES: &[&str] = &[
     "iSCSI",
 ];
 
-/// (total, ran, passed, failed) from CUnit's "tests" summary line.
-fn summary(out: &str) -> Option<(u32, u32, u32, u32)> {
-    let line = out.lines().find(|l| l.trim_start().starts_with("tests "))?;
-    let n: Vec<u32> = line
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|w| w.parse().ok())
-        .collect();
-    Some((*n.first()?, *n.get(1)?, *n.get(2)?, *n.get(3)?))
+/// The problems in one family's output: no summary, tests that did not
+/// run or did not pass, a parsed count unlike CUnit's, and skips the
+/// expected-skips list does not allow (whether a run elsewhere covers a
+/// skipped test is the full run's check). Returns the problems and how
+/// many tests passed without skipping anything.
+fn check_family(expected: &[cu::Expected], fam: &str, out: &str) -> (Vec<String>, u32) {
+    let r = cu::parse(out);
+    let Some((total, ran, _, failed)) = r.summary else {
+        return (vec![format!("{fam}: no CUnit summary")], 0);
+    };
+    let mut problems = Vec::new();
+    if total == 0 || ran != total || failed != 0 {
+        problems.push(format!("{fam}: {total} tests, {ran} ran, {failed} failed"));
+    }
+    if r.tests.len() as u32 != total {
+        problems.push(format!(
+            "{fam}: parsed {} tests, CUnit counted {total}",
+            r.tests.len()
+        ));
+    }
+    let mut clean = 0;
+    for (test, o) in &r.tests {
+        if o.failed || !o.passed {
+            problems.push(format!("{fam}: {test} failed"));
+        }
+        for msg in &o.skips {
+            if cu::allowed(expected, test, msg).is_none() {
+                problems.push(format!("{fam}: {test} skipped unexpectedly: {msg}"));
+            }
+        }
+        if o.passed && !o.failed && o.skips.is_empty() {
+            clean += 1;
+        }
+    }
+    (problems, clean)
 }
 
 fn run_families(lun_spec: &str) {
     let cu = tool("iscsi-test-cu", "libiscsi-bin");
+    let expected = cu::expected_skips(
+        &std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("testdata/conformance/expected-skips.txt"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
     let t = Target::start(&["--name", NAME, "--lun", lun_spec]);
+    let silent = cu::silent_skips(&cu::lu_facts(t.addr, NAME, 0));
+    assert!(silent.is_empty(), "{lun_spec}: {silent:?}");
     let url = t.url(NAME, 0);
     let mut report = Vec::new();
     for fam in FAMILIES {
-        let (_, out) = run(&cu, &["--dataloss", "-s", &format!("--test={fam}"), &url]);
-        let (total, ran, passed, failed) =
-            summary(&out).unwrap_or_else(|| panic!("{fam}: no CUnit summary in output:\n{out}"));
-        report.push(format!("{fam}: {passed}/{total} passed"));
-        assert!(total > 0, "{fam}: no tests ran:\n{out}");
-        assert_eq!(
-            (ran, failed),
-            (total, 0),
-            "{fam} on {lun_spec}:\n{out}\ntarget log:\n{}",
+        let (_, out) = run(&cu, &["--dataloss", "-V", &format!("--test={fam}"), &url]);
+        let (problems, clean) = check_family(&expected, fam, &out);
+        assert!(
+            problems.is_empty(),
+            "{fam} on {lun_spec}:\n{}\n{out}\ntarget log:\n{}",
+            problems.join("\n"),
             t.log()
         );
+        let r = cu::parse(&out);
+        report.push(format!(
+            "{fam}: {clean}/{} passed without skips",
+            r.tests.len()
+        ));
     }
     println!("{lun_spec}:\n  {}", report.join("\n  "));
+}
+
+#[test]
+fn a_quick_family_check_fails_on_skips_failures_and_missing_tests() {
+    let expected = cu::expected_skips("Read6.* | LUN is not removable | - | r\n").unwrap();
+    let tail = "               tests      2      2      2      0        0\n";
+    let ok = format!("Suite: Read6\n  Test: A ...passed\n  Test: B ...\n    [SKIPPED] LUN is not removable.\npassed\n{tail}");
+    assert_eq!(check_family(&expected, "f", &ok), (vec![], 1));
+    // The old check read only the summary line: every one of these has
+    // the same summary and passed it.
+    for bad in [
+        format!("Suite: Read6\n  Test: A ...passed\n  Test: B ...\n    [SKIPPING] something else\npassed\n{tail}"),
+        format!("Suite: Read6\n  Test: A ...passed\n  Test: B ...\n    Skipping write\npassed\n{tail}"),
+        format!("Suite: Read6\n  Test: A ...passed\n{tail}"),
+        format!("Suite: Read6\n  Test: A ...passed\n  Test: B ...FAILED\n{tail}"),
+    ] {
+        assert!(!check_family(&expected, "f", &bad).0.is_empty(), "{bad}");
+    }
+    assert!(!check_family(&expected, "f", "no summary").0.is_empty());
 }
 
 #[test]
