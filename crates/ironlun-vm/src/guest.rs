@@ -19,6 +19,10 @@ use crate::VmError;
 const INIT: &str = include_str!("../assets/init");
 const LIB: &str = include_str!("../assets/lib.sh");
 
+/// Files `/lib.sh`'s `write_files` writes on each LUN (one per size in
+/// its list; a test below keeps the two in step).
+pub const WRITE_FILES: usize = 8;
+
 /// Marker of an evidence line on the guest console.
 pub const KV_MARK: &str = "IRONLUN-VM-KV ";
 /// Marker of the case's exit status.
@@ -120,6 +124,49 @@ impl Outcome {
             .iter()
             .filter(move |r| r.iter().any(|(k, _)| k == key))
             .map(|r| r.as_slice())
+    }
+
+    /// The files the guest reported writing on `lun`, path to SHA-256:
+    /// exactly `expected` of them, or an error. A `file` record that
+    /// lost its `lun` or `sha256` (or carries a malformed one), or a path
+    /// reported twice, is an error rather than a record to drop, so a
+    /// count that comes out right is a count of complete records.
+    pub fn files_written(
+        &self,
+        lun: &str,
+        expected: usize,
+    ) -> Result<std::collections::BTreeMap<String, String>, String> {
+        let mut files = std::collections::BTreeMap::new();
+        for r in self.with_key("file") {
+            let line = || {
+                r.iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            let Some(on) = field(r, "lun") else {
+                return Err(format!("a file record without lun: {}", line()));
+            };
+            if on != lun {
+                continue;
+            }
+            let (Some(path), Some(sum)) = (field(r, "file"), field(r, "sha256")) else {
+                return Err(format!("a file record without sha256: {}", line()));
+            };
+            if sum.len() != 64 || !sum.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(format!("a file record with a malformed sha256: {}", line()));
+            }
+            if files.insert(path.to_owned(), sum.to_owned()).is_some() {
+                return Err(format!("{path} reported twice on LUN {lun}"));
+            }
+        }
+        if files.len() != expected {
+            return Err(format!(
+                "the guest reported {} complete file records on LUN {lun}, it writes {expected}",
+                files.len()
+            ));
+        }
+        Ok(files)
     }
 
     /// The last `n` console lines (for failure messages).
@@ -368,5 +415,59 @@ mod tests {
         assert_eq!(o.get("fsck"), Some("clean"));
         assert_eq!(o.with_key("file").count(), 2);
         assert_eq!(o.get("missing"), None);
+    }
+
+    fn outcome_of(lines: &[&str]) -> Outcome {
+        Outcome {
+            rc: Some(0),
+            timed_out: false,
+            elapsed: Duration::ZERO,
+            accel: Accel::Tcg,
+            records: lines
+                .iter()
+                .map(|l| parse_record(&format!("{KV_MARK}{l}")).unwrap())
+                .collect(),
+            console: String::new(),
+        }
+    }
+
+    #[test]
+    fn files_written_counts_only_complete_records_and_wants_them_all() {
+        let (a, b) = ("a".repeat(64), "b".repeat(64));
+        let fa = format!("file=/d/f1 sha256={a} lun=0");
+        let fb = format!("file=/d/f2 sha256={b} lun=0");
+        let other = format!("file=/d/f1 sha256={b} lun=1");
+        let o = outcome_of(&[&fa, &fb, &other]);
+        let files = o.files_written("0", 2).unwrap();
+        assert_eq!(files.len(), 2);
+        assert_eq!(files["/d/f2"], b);
+        assert_eq!(o.files_written("1", 1).unwrap()["/d/f1"], b);
+        // One record lost its checksum: not dropped, an error, even though
+        // the other record would verify.
+        let o = outcome_of(&[&fa, "file=/d/f2 lun=0"]);
+        assert!(o.files_written("0", 1).is_err());
+        assert!(o.files_written("0", 2).is_err());
+        // Lost its LUN, a cut checksum, a path twice.
+        assert!(outcome_of(&[&fa, "file=/d/f2 sha256=ab"])
+            .files_written("0", 1)
+            .is_err());
+        assert!(outcome_of(&[&fa, "file=/d/f2 sha256=abc lun=0"])
+            .files_written("0", 1)
+            .is_err());
+        assert!(outcome_of(&[&fa, &fa]).files_written("0", 1).is_err());
+        // Fewer complete records than files written.
+        assert!(outcome_of(&[&fa]).files_written("0", 2).is_err());
+        assert!(outcome_of(&[]).files_written("0", 0).unwrap().is_empty());
+    }
+
+    #[test]
+    fn write_files_writes_as_many_files_as_the_host_expects() {
+        let body = &LIB[LIB.find("write_files() {").unwrap()..];
+        let sizes = body
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("for kib in "))
+            .and_then(|l| l.strip_suffix("; do"))
+            .unwrap();
+        assert_eq!(sizes.split_whitespace().count(), WRITE_FILES, "{sizes}");
     }
 }
