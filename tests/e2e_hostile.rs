@@ -12,7 +12,7 @@ mod support;
 use std::net::TcpStream;
 use std::time::Duration;
 
-use ironlun_wire::{Digests, LoginRequest, Pdu};
+use ironlun_wire::{Digests, LoginRequest, Pdu, Residual};
 use support::{Raw, Target};
 
 const NAME: &str = "iqn.2026-11.io.ironlun:hostile";
@@ -200,19 +200,32 @@ fn malformed_headers_and_lying_lengths(s: &mut Suite) {
     assert_eq!(st, 0);
 
     // A READ whose expected length disagrees with its CDB: the target
-    // answers with a residual, not a crash.
+    // sends what was expected and reports the rest as an overflow
+    // residual (RFC 7143 §11.4.5, §11.7.5), not a crash.
     let itt = c.command(&read10(0, 8), 512, 0, &[]);
-    loop {
-        let (pdu, _) = c.recv().expect("response");
+    let mut got = 0;
+    let (status, residual) = loop {
+        let (pdu, data) = c.recv().expect("response");
         match pdu {
             Pdu::ScsiResponse(r) => {
                 assert_eq!(r.itt, itt);
-                break;
+                break (r.status, r.residual);
             }
-            Pdu::DataIn(d) if d.status.is_some() => break,
+            Pdu::DataIn(d) => {
+                assert_eq!(d.itt, itt);
+                got += data.len();
+                if let Some(st) = d.status {
+                    break (st, d.residual);
+                }
+            }
             _ => {}
         }
-    }
+    };
+    assert_eq!(
+        (status, residual, got),
+        (0, Residual::Overflow(8 * 512 - 512), 512),
+        "status, residual and bytes for 8 blocks read into 512"
+    );
     // Immediate data beyond the expected length.
     let itt = c.command(&write10(0, 1), 0, 512, &[0x11; 1024]);
     let (pdu, _) = c.recv().expect("answer");
