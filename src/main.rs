@@ -82,6 +82,10 @@ enum Command {
     /// qemu-img bench, ironlun bench) in alternation, with medians,
     /// ratios and target CPU per I/O.
     ComparePeers(compare_cmd::CompareArgs),
+    /// The disk's own limit beside the network path: fio (io_uring,
+    /// O_DIRECT) on a disk file and on a loop device over it, and the same
+    /// exported by ironlun and tgt, driven by ironlun bench in alternation.
+    CompareLocal(compare_cmd::LocalArgs),
 }
 
 #[derive(clap::Args)]
@@ -237,6 +241,10 @@ fn main() -> ExitCode {
         Command::ComparePeers(a) => {
             init_logging(Some(cli.log.as_deref().unwrap_or("warn")), None);
             finish(compare_cmd::run_compare(a))
+        }
+        Command::CompareLocal(a) => {
+            init_logging(Some(cli.log.as_deref().unwrap_or("warn")), None);
+            finish(compare_cmd::run_local(a))
         }
         Command::Lab(a) => {
             init_logging(Some(cli.log.as_deref().unwrap_or("warn")), None);

@@ -157,7 +157,7 @@ fn per_io(a: Option<f64>, b: Option<f64>, ios: f64) -> Option<f64> {
 }
 
 /// Steal between two host samples, percent (0 when either is missing).
-fn steal_between(a: Option<HostCpu>, b: Option<HostCpu>) -> f64 {
+pub(crate) fn steal_between(a: Option<HostCpu>, b: Option<HostCpu>) -> f64 {
     match (a, b) {
         (Some(a), Some(b)) => a.steal_pct(&b).unwrap_or(0.0),
         _ => 0.0,
@@ -403,6 +403,31 @@ impl RssWatch {
     }
 }
 
+/// What a client is asked to do: transfer size, direction, pattern,
+/// queue depth, and where offsets may fall.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Shape {
+    pub block_size: u32,
+    pub read: bool,
+    pub random: bool,
+    pub queue_depth: u32,
+    /// Offset alignment in bytes; `None`: the client's default (for
+    /// `ironlun bench`, the LUN's block size).
+    pub align: Option<u32>,
+}
+
+impl Workload {
+    pub fn shape(&self) -> Shape {
+        Shape {
+            block_size: self.block_size,
+            read: self.read,
+            random: self.random,
+            queue_depth: self.queue_depth,
+            align: None,
+        }
+    }
+}
+
 /// `ironlun bench` against one or more URLs (one session each), with a
 /// one-second ramp excluded and the target's CPU read from /proc over
 /// the measured interval (`--target-pid`).
@@ -412,15 +437,30 @@ pub fn ironlun_bench(
     urls: &[String],
     pid: u32,
 ) -> Result<Sample, String> {
+    bench(ctx, &w.shape(), urls, pid)
+}
+
+/// `ironlun bench` running `shape` (see [`ironlun_bench`]).
+pub fn bench(ctx: &RunCtx, shape: &Shape, urls: &[String], pid: u32) -> Result<Sample, String> {
     let json = ctx.scratch.join("bench.json");
     let _ = std::fs::remove_file(&json);
     let watch = RssWatch::start(pid);
     let host = HostCpu::sample();
     let pct = |b: bool| if b { "100" } else { "0" };
-    let out = Command::new(&ctx.exe)
-        .args(["bench", "--log", "warn", "--bs", &w.block_size.to_string()])
-        .args(["--read", pct(w.read), "--random", pct(w.random)])
-        .args(["--qd", &w.queue_depth.to_string(), "--ramp", "1s"])
+    let mut cmd = Command::new(&ctx.exe);
+    cmd.args([
+        "bench",
+        "--log",
+        "warn",
+        "--bs",
+        &shape.block_size.to_string(),
+    ])
+    .args(["--read", pct(shape.read), "--random", pct(shape.random)])
+    .args(["--qd", &shape.queue_depth.to_string(), "--ramp", "1s"]);
+    if let Some(a) = shape.align {
+        cmd.args(["--align", &a.to_string()]);
+    }
+    let out = cmd
         .arg("--time")
         .arg(format!("{}ms", ctx.measure.as_millis()))
         .args(["--target-pid", &pid.to_string(), "--json"])

@@ -48,6 +48,28 @@ impl Daemon {
     /// Starts tgtd on `addr` with the file LUN (rdwr backing store) on
     /// target 1 and a null LUN on target 2.
     pub fn start_tgt(addr: SocketAddr, file: &Path) -> Result<Daemon, String> {
+        let file_iqn = "iqn.2026-11.io.ironlun.compare:tgt-file";
+        let null_iqn = "iqn.2026-11.io.ironlun.compare:tgt-null";
+        let path = file.to_string_lossy().into_owned();
+        let mut d = Daemon::start_tgt_with(
+            addr,
+            &[
+                (file_iqn, vec![TgtLun::plain(&path)]),
+                (null_iqn, vec![TgtLun::null()]),
+            ],
+        )?;
+        d.file_iqn = file_iqn.into();
+        d.null_iqn = null_iqn.into();
+        Ok(d)
+    }
+
+    /// Starts tgtd on `addr` with targets (tid 1, 2, ...) named as given,
+    /// each with its LUNs numbered from 1 (tgt keeps LUN 0 for its
+    /// controller), open to every initiator.
+    pub fn start_tgt_with(
+        addr: SocketAddr,
+        targets: &[(&str, Vec<TgtLun>)],
+    ) -> Result<Daemon, String> {
         // A control port of our own, so a tgtd the system runs is untouched.
         let control = 20_000 + std::process::id() % 10_000;
         let child = Command::new("tgtd")
@@ -61,58 +83,41 @@ impl Daemon {
             name: "tgt",
             child,
             addr,
-            file_iqn: "iqn.2026-11.io.ironlun.compare:tgt-file".into(),
-            null_iqn: "iqn.2026-11.io.ironlun.compare:tgt-null".into(),
+            file_iqn: String::new(),
+            null_iqn: String::new(),
             file_lun: 1,
             null_lun: 1,
             control: Some(control),
         };
         d.wait_listening()?;
-        let file_iqn = d.file_iqn.clone();
-        let null_iqn = d.null_iqn.clone();
-        let path = file.to_string_lossy().into_owned();
-        let steps: [&[&str]; 6] = [
-            &[
-                "--op", "new", "--mode", "target", "--tid", "1", "-T", &file_iqn,
-            ],
-            &[
-                "--op",
-                "new",
-                "--mode",
-                "logicalunit",
-                "--tid",
-                "1",
-                "--lun",
-                "1",
-                "-b",
-                &path,
-            ],
-            &[
-                "--op", "bind", "--mode", "target", "--tid", "1", "-I", "ALL",
-            ],
-            &[
-                "--op", "new", "--mode", "target", "--tid", "2", "-T", &null_iqn,
-            ],
-            &[
-                "--op",
-                "new",
-                "--mode",
-                "logicalunit",
-                "--tid",
-                "2",
-                "--lun",
-                "1",
-                "-E",
-                "null",
-                "-b",
-                "N",
-            ],
-            &[
-                "--op", "bind", "--mode", "target", "--tid", "2", "-I", "ALL",
-            ],
-        ];
-        for args in steps {
-            d.tgtadm(args)?;
+        for (t, (iqn, luns)) in targets.iter().enumerate() {
+            let tid = (t + 1).to_string();
+            d.tgtadm(&["--op", "new", "--mode", "target", "--tid", &tid, "-T", iqn])?;
+            for (l, lun) in luns.iter().enumerate() {
+                let n = (l + 1).to_string();
+                let mut args = vec![
+                    "--op",
+                    "new",
+                    "--mode",
+                    "logicalunit",
+                    "--tid",
+                    &tid,
+                    "--lun",
+                    &n,
+                    "-b",
+                    &lun.path,
+                ];
+                if let Some(t) = lun.bstype {
+                    args.extend(["-E", t]);
+                }
+                if let Some(f) = lun.bsoflags {
+                    args.extend(["--bsoflags", f]);
+                }
+                d.tgtadm(&args)?;
+            }
+            d.tgtadm(&[
+                "--op", "bind", "--mode", "target", "--tid", &tid, "-I", "ALL",
+            ])?;
         }
         Ok(d)
     }
@@ -120,15 +125,35 @@ impl Daemon {
     /// Starts `ironlun target` (the binary at `exe`) on `addr` with the
     /// file LUN (LUN 0) and a null LUN of tgt's size (LUN 1).
     pub fn start_ironlun(exe: &Path, addr: SocketAddr, file: &Path) -> Result<Daemon, String> {
-        let iqn = "iqn.2026-11.io.ironlun.compare:ironlun".to_owned();
-        let child = Command::new(exe)
-            .args(["target", "--log", "warn", "--name", &iqn])
+        let iqn = "iqn.2026-11.io.ironlun.compare:ironlun";
+        let luns = [
+            format!("file:{}", file.display()),
+            format!("null:{NULL_LUN_BYTES}"),
+        ];
+        let mut d = Daemon::start_ironlun_with(exe, addr, iqn, &luns, &[])?;
+        d.file_lun = 0;
+        d.null_lun = 1;
+        Ok(d)
+    }
+
+    /// Starts `ironlun target` on `addr` as target `iqn` with these LUN
+    /// specs (numbered from 0) and extra arguments.
+    pub fn start_ironlun_with(
+        exe: &Path,
+        addr: SocketAddr,
+        iqn: &str,
+        luns: &[String],
+        extra: &[&str],
+    ) -> Result<Daemon, String> {
+        let mut cmd = Command::new(exe);
+        cmd.args(["target", "--log", "warn", "--name", iqn])
             .arg("--listen")
-            .arg(addr.to_string())
-            .arg("--lun")
-            .arg(format!("file:{}", file.display()))
-            .arg("--lun")
-            .arg(format!("null:{NULL_LUN_BYTES}"))
+            .arg(addr.to_string());
+        for l in luns {
+            cmd.arg("--lun").arg(l);
+        }
+        let child = cmd
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
@@ -137,14 +162,19 @@ impl Daemon {
             name: "ironlun",
             child,
             addr,
-            file_iqn: iqn.clone(),
-            null_iqn: iqn,
+            file_iqn: iqn.to_owned(),
+            null_iqn: iqn.to_owned(),
             file_lun: 0,
-            null_lun: 1,
+            null_lun: 0,
             control: None,
         };
         d.wait_listening()?;
         Ok(d)
+    }
+
+    /// The URL of LUN `lun` of target `iqn` on this daemon.
+    pub fn lun_url(&self, iqn: &str, lun: u16) -> String {
+        format!("iscsi://{}/{iqn}/{lun}", self.addr)
     }
 
     fn wait_listening(&mut self) -> Result<(), String> {
@@ -206,6 +236,34 @@ impl Drop for Daemon {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A LUN of tgt: a backing file or device, its backing store type (`-E`:
+/// rdwr when `None`, aio, null) and its open flags (`--bsoflags`).
+#[derive(Clone, Debug)]
+pub struct TgtLun {
+    pub path: String,
+    pub bstype: Option<&'static str>,
+    pub bsoflags: Option<&'static str>,
+}
+
+impl TgtLun {
+    pub fn plain(path: &str) -> TgtLun {
+        TgtLun {
+            path: path.to_owned(),
+            bstype: None,
+            bsoflags: None,
+        }
+    }
+
+    /// tgt's null backing store (1 TiB, [`NULL_LUN_BYTES`]).
+    pub fn null() -> TgtLun {
+        TgtLun {
+            path: "N".to_owned(),
+            bstype: Some("null"),
+            bsoflags: None,
+        }
     }
 }
 

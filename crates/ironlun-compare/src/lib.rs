@@ -20,6 +20,7 @@
 
 pub mod clients;
 pub mod daemons;
+pub mod local;
 pub mod procfs;
 pub mod summary;
 pub mod workloads;

@@ -1,0 +1,197 @@
+use std::cell::Cell;
+
+use super::table::verdict;
+use super::*;
+
+/// The parts of fio 3.33's JSON report that are read (trimmed from a
+/// real run: `fio --output-format=json`, io_uring, 4 KiB random reads).
+const FIO_JSON: &str = r#"fio: a warning fio prints before its report
+{
+  "fio version" : "fio-3.33",
+  "jobs" : [
+    {
+      "jobname" : "local",
+      "read" : { "iops" : 57387.225549, "bw_bytes" : 235058075, "runtime" : 501,
+                 "lat_ns" : { "min" : 21000, "max" : 900000, "mean" : 68600.810476 } },
+      "write" : { "iops" : 0.0, "bw_bytes" : 0, "runtime" : 0,
+                  "lat_ns" : { "mean" : 0.0 } },
+      "job_runtime" : 500,
+      "usr_cpu" : 6.8,
+      "sys_cpu" : 64.8
+    }
+  ]
+}"#;
+
+#[test]
+fn fio_reports_are_read() {
+    let s = parse_fio(FIO_JSON, true).unwrap();
+    assert!((s.iops - 57387.2).abs() < 0.1);
+    assert!((s.mb_per_s - 235.058).abs() < 0.001);
+    assert!((s.mean_latency_us - 68.6).abs() < 0.01);
+    assert!((s.client_cores.unwrap() - 0.716).abs() < 1e-9);
+    let per_io = s.client_cpu_us_per_io.unwrap();
+    assert!((per_io - 0.716e6 / 57387.225549).abs() < 1e-6);
+    assert_eq!(s.seconds, 0.5);
+    // The other direction ran nothing.
+    assert_eq!(parse_fio(FIO_JSON, false).unwrap().iops, 0.0);
+    assert!(parse_fio("no report", true).is_err());
+    assert!(parse_fio(r#"{"jobs":[]}"#, true).is_err());
+}
+
+#[test]
+fn the_issues_workloads_and_goals() {
+    let ws = workloads();
+    let goal = |n: &str| ws.iter().find(|w| w.name == n).unwrap().goal;
+    for rw in ["randread", "randwrite"] {
+        assert_eq!(goal(&format!("4k-{rw}-qd64")), Goal::Share(0.85));
+        assert_eq!(goal(&format!("4k-{rw}-qd1")), Goal::LatencyPlus(25.0));
+        assert_eq!(goal(&format!("4k-{rw}-qd16")), Goal::None);
+    }
+    assert_eq!(goal("512k-seqread-qd8"), Goal::Share(0.9));
+    assert_eq!(goal("512k-seqwrite-qd8"), Goal::Share(0.9));
+    // Offsets aligned to the transfer size, as fio's are.
+    assert!(ws.iter().all(|w| w.shape.align == Some(w.shape.block_size)));
+}
+
+fn sample(iops: f64, lat: f64, target: f64, client: f64, cores: f64) -> Sample {
+    Sample {
+        iops,
+        mb_per_s: iops * 0.524288,
+        mean_latency_us: lat,
+        target_cpu_us_per_io: Some(target),
+        client_cpu_us_per_io: Some(client),
+        client_cores: Some(cores),
+        ..Sample::default()
+    }
+}
+
+fn row(name: &str, runs: [(Server, Sample); 4]) -> Row {
+    let workload = workloads().into_iter().find(|w| w.name == name).unwrap();
+    Row {
+        device: Device::File,
+        workload,
+        samples: runs.into_iter().map(|(k, s)| (k, vec![s])).collect(),
+    }
+}
+
+#[test]
+fn rows_are_judged_against_local_fio() {
+    let r = row(
+        "4k-randread-qd64",
+        [
+            (Server::Fio, sample(100_000.0, 640.0, 0.0, 6.0, 0.6)),
+            (Server::Ironlun, sample(86_000.0, 744.0, 7.0, 9.0, 0.77)),
+            (Server::TgtRdwr, sample(20_000.0, 3200.0, 30.0, 10.0, 0.2)),
+            (Server::TgtAio, sample(30_000.0, 2100.0, 20.0, 10.0, 0.3)),
+        ],
+    );
+    let v = verdict(&r);
+    assert_eq!(v.met, Some(true), "{}", v.reason);
+    assert!((v.of(Server::Ironlun).vs_local.unwrap() - 0.86).abs() < 1e-9);
+    assert!((v.of(Server::TgtRdwr).vs_local.unwrap() - 0.2).abs() < 1e-9);
+    assert!(!v.client_bound);
+    // 84 % misses the 85 % goal.
+    let mut miss = r.clone();
+    miss.samples[1].1[0].iops = 84_000.0;
+    assert_eq!(verdict(&miss).met, Some(false));
+    // Large transfers by MB/s; QD 1 by added latency.
+    let l = row(
+        "4k-randread-qd1",
+        [
+            (Server::Fio, sample(10_000.0, 100.0, 0.0, 6.0, 0.1)),
+            (Server::Ironlun, sample(8_000.0, 124.0, 7.0, 9.0, 0.1)),
+            (Server::TgtRdwr, sample(5_000.0, 200.0, 30.0, 10.0, 0.1)),
+            (Server::TgtAio, sample(5_000.0, 200.0, 20.0, 10.0, 0.1)),
+        ],
+    );
+    let v = verdict(&l);
+    assert_eq!(v.met, Some(true), "{}", v.reason);
+    assert!((v.of(Server::Ironlun).vs_local.unwrap() - 24.0).abs() < 1e-9);
+    let mut slow = l;
+    slow.samples[1].1[0].mean_latency_us = 126.0;
+    assert_eq!(verdict(&slow).met, Some(false));
+}
+
+#[test]
+fn a_client_at_a_full_core_against_both_targets_is_judged_by_cpu() {
+    let mk = |il_target: f64, il_client: f64| {
+        row(
+            "4k-randwrite-qd64",
+            [
+                (Server::Fio, sample(100_000.0, 640.0, 0.0, 6.0, 0.6)),
+                (
+                    Server::Ironlun,
+                    sample(60_000.0, 1000.0, il_target, il_client, 0.95),
+                ),
+                (Server::TgtRdwr, sample(40_000.0, 1600.0, 12.0, 24.0, 0.96)),
+                (Server::TgtAio, sample(40_000.0, 1600.0, 12.0, 24.0, 0.5)),
+            ],
+        )
+    };
+    // 60 % of fio, but the client set both rates: ironlun spends less
+    // per I/O than tgt and costs the client less, so the row holds.
+    let v = verdict(&mk(6.0, 16.0));
+    assert!(v.client_bound);
+    assert_eq!(v.met, Some(true));
+    assert!(v.reason.starts_with("client-bound"), "{}", v.reason);
+    // More target CPU per I/O than tgt: missed, for that reason.
+    assert_eq!(verdict(&mk(13.0, 16.0)).met, Some(false));
+    // More client CPU per I/O against ironlun than against tgt: missed.
+    assert_eq!(verdict(&mk(6.0, 25.0)).met, Some(false));
+}
+
+#[test]
+fn runs_with_steal_are_repeated_and_the_least_stolen_kept() {
+    let steals = [30.0, 12.0, 20.0];
+    let calls = Cell::new(0);
+    let once = || {
+        let i = calls.get();
+        calls.set(i + 1);
+        Ok(Sample {
+            steal_pct: steals[i],
+            iops: i as f64,
+            ..Sample::default()
+        })
+    };
+    let (s, tries) = least_steal(STEAL_REDO_PCT, once).unwrap();
+    assert_eq!((tries, calls.get()), (3, 3));
+    assert_eq!(s.steal_pct, 12.0);
+    assert_eq!(s.iops, 1.0);
+    // A quiet first run is kept as it is.
+    let (s, tries) = least_steal(STEAL_REDO_PCT, || {
+        Ok(Sample {
+            steal_pct: 1.0,
+            ..Sample::default()
+        })
+    })
+    .unwrap();
+    assert_eq!((tries, s.steal_pct), (1, 1.0));
+    assert!(least_steal(STEAL_REDO_PCT, || Err("down".into())).is_err());
+    // Redos off: one run, whatever its steal.
+    let (s, tries) = least_steal(f64::INFINITY, || {
+        Ok(Sample {
+            steal_pct: 40.0,
+            ..Sample::default()
+        })
+    })
+    .unwrap();
+    assert_eq!((tries, s.steal_pct), (1, 40.0));
+}
+
+#[test]
+fn the_file_is_made_once_with_allocated_random_blocks() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let f = dir.path().join("d.img");
+    prepare_file(&f, 3 << 20).unwrap();
+    let m = std::fs::metadata(&f).unwrap();
+    assert_eq!(m.len(), 3 << 20);
+    assert!(m.blocks() * 512 >= 3 << 20, "not allocated");
+    let data = std::fs::read(&f).unwrap();
+    let zeros = data.iter().filter(|&&b| b == 0).count();
+    assert!(zeros < data.len() / 100, "not random: {zeros} zero bytes");
+    // Kept when it has the size asked for.
+    let t = m.mtime_nsec();
+    prepare_file(&f, 3 << 20).unwrap();
+    assert_eq!(std::fs::metadata(&f).unwrap().mtime_nsec(), t);
+}
