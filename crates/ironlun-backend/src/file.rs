@@ -30,7 +30,7 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use ironlun_payload::{FileRange, Payload};
 
-use crate::aligned::{direct_aligned, AlignedBuf, DIRECT_ALIGN};
+use crate::aligned::{buffer_aligned, direct_aligned, AlignedBuf};
 use crate::{check_range, Backend, FileTarget};
 
 /// Reads from this size up on a memory file system leave their bytes in
@@ -400,15 +400,14 @@ impl Backend for FileBackend {
     fn read(&self, offset: u64, len: usize) -> io::Result<Bytes> {
         check_range(offset, len, self.size_bytes())?;
         let (fd, direct) = self.fd_for(offset, len);
-        if len >= crate::pool::MIN_POOLED {
-            // Pooled buffers are page-aligned: direct or not.
-            let mut buf = crate::pool::PooledBuf::get(len)?;
+        if direct || len >= crate::pool::MIN_POOLED {
+            let mut buf = if direct {
+                crate::pool::PooledBuf::get_aligned(len)?
+            } else {
+                crate::pool::PooledBuf::get(len)?
+            };
             fd.read_exact_at(buf.as_mut_slice(), offset)?;
             Ok(buf.freeze())
-        } else if direct {
-            let mut buf = AlignedBuf::zeroed(len)?;
-            fd.read_exact_at(buf.as_mut(), offset)?;
-            Ok(Bytes::from_owner(buf))
         } else {
             Ok(pread_exact(fd, len, offset)?.freeze())
         }
@@ -440,10 +439,8 @@ impl Backend for FileBackend {
         check_range(offset, data.len(), self.size_bytes())?;
         let (fd, direct) = self.fd_for(offset, data.len());
         let aligned;
-        let data = if direct && (data.as_ptr() as usize) % DIRECT_ALIGN != 0 {
-            let mut b = AlignedBuf::zeroed(data.len())?;
-            b.as_mut().copy_from_slice(data);
-            aligned = b;
+        let data = if direct && !buffer_aligned(data.as_ptr(), data.len()) {
+            aligned = AlignedBuf::gather([data], data.len())?;
             aligned.as_ref()
         } else {
             data

@@ -5,8 +5,11 @@
 //! file LUN: 17 % of the target's CPU for 512 KiB reads). Large read
 //! buffers are therefore kept for reuse when the data they carried has
 //! been sent. The pool is bounded: per power-of-two size class at most
-//! [`CLASS_BYTES`] are kept; a buffer beyond that is freed. Buffers are
-//! page-aligned, so `O_DIRECT` reads can land in them too.
+//! [`CLASS_BYTES`] are kept; a buffer beyond that is freed. Pooled buffers
+//! are carved from huge-page chunks ([`AlignedBuf::huge`]: page-aligned and
+//! physically contiguous where the kernel can, which is what large
+//! `O_DIRECT` transfers need), and [`PooledBuf::get_aligned`] gives
+//! `O_DIRECT`-ready memory of any size.
 
 use std::sync::{Mutex, PoisonError};
 
@@ -46,20 +49,57 @@ pub struct PooledBuf {
 
 impl PooledBuf {
     /// A buffer of `len` bytes; fails only when memory cannot be had.
+    /// Small ones are plain allocations (not aligned for `O_DIRECT`).
     pub fn get(len: usize) -> std::io::Result<PooledBuf> {
-        let Some((class, size)) = class_of(len) else {
+        if len < MIN_POOLED {
             return Ok(PooledBuf {
                 buf: Store::Plain(vec![0u8; len].into_boxed_slice()),
                 len,
                 class: None,
             });
+        }
+        PooledBuf::get_aligned(len)
+    }
+
+    /// A buffer of `len` bytes aligned for `O_DIRECT`, of any size:
+    /// pooled from huge-page chunks in the pooled range, a chunk of its
+    /// own above it, a page-aligned allocation below it.
+    pub fn get_aligned(len: usize) -> std::io::Result<PooledBuf> {
+        let Some((class, size)) = class_of(len) else {
+            let buf = if len < MIN_POOLED {
+                AlignedBuf::zeroed(len)?
+            } else {
+                AlignedBuf::huge(len)?
+                    .pop()
+                    .ok_or_else(|| std::io::Error::other("no buffer carved"))?
+            };
+            return Ok(PooledBuf {
+                buf: Store::Aligned(buf),
+                len,
+                class: None,
+            });
         };
-        let reused = POOL
-            .get(class)
-            .and_then(|m| m.lock().unwrap_or_else(PoisonError::into_inner).pop());
+        let Some(slot) = POOL.get(class) else {
+            return Err(std::io::Error::other("size class out of range"));
+        };
+        let reused = slot.lock().unwrap_or_else(PoisonError::into_inner).pop();
         let buf = match reused {
             Some(b) => b,
-            None => AlignedBuf::zeroed(size)?,
+            None => {
+                // A fresh chunk: one buffer for this caller, the rest of
+                // the chunk's buffers wait in the pool (within its bound).
+                let mut carved = AlignedBuf::huge(size)?;
+                let mine = carved
+                    .pop()
+                    .ok_or_else(|| std::io::Error::other("no buffer carved"))?;
+                let mut free = slot.lock().unwrap_or_else(PoisonError::into_inner);
+                for b in carved {
+                    if (free.len() + 1) * size <= CLASS_BYTES {
+                        free.push(b);
+                    }
+                }
+                mine
+            }
         };
         Ok(PooledBuf {
             buf: Store::Aligned(buf),
@@ -163,11 +203,39 @@ mod tests {
     }
 
     #[test]
+    fn a_fresh_chunk_leaves_its_other_buffers_in_the_pool() {
+        // A size class no other test uses: 1 MiB, two to a huge page.
+        let len = 1 << 20;
+        let (class, _) = class_of(len).unwrap();
+        let a = PooledBuf::get(len).unwrap();
+        assert_eq!(POOL[class].lock().unwrap().len(), 1);
+        let b = PooledBuf::get(len).unwrap();
+        assert_eq!(POOL[class].lock().unwrap().len(), 0);
+        // The two halves of one chunk.
+        let (pa, pb) = (a.as_ref().as_ptr() as usize, b.as_ref().as_ptr() as usize);
+        assert_eq!(pa.abs_diff(pb), len);
+        drop(a);
+        drop(b);
+        assert_eq!(POOL[class].lock().unwrap().len(), 2);
+    }
+
+    #[test]
     fn small_and_huge_reads_are_not_pooled() {
         let b = PooledBuf::get(4096).unwrap();
         assert!(b.class.is_none());
         assert_eq!(b.as_ref().len(), 4096);
         let h = PooledBuf::get(MAX_POOLED + 1).unwrap();
         assert!(h.class.is_none());
+        assert_eq!(h.as_ref().len(), MAX_POOLED + 1);
+        assert_eq!(h.as_ref().as_ptr() as usize % 4096, 0);
+    }
+
+    #[test]
+    fn aligned_buffers_come_in_every_size() {
+        for len in [512, 4096, 65536, 512 << 10, MAX_POOLED + 4096] {
+            let b = PooledBuf::get_aligned(len).unwrap();
+            assert_eq!(b.as_ref().len(), len);
+            assert_eq!(b.as_ref().as_ptr() as usize % 4096, 0, "{len}");
+        }
     }
 }

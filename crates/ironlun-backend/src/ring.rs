@@ -21,12 +21,15 @@
 //!
 //! ## Buffers and descriptors
 //!
-//! Reads get a buffer of their own: aligned for `O_DIRECT`, from the
-//! large-read pool ([`crate::pool`]) from 64 KiB up, else a plain
-//! allocation. Writes take the command's Data-Out pieces as they are
-//! (`IORING_OP_WRITEV`), except for `O_DIRECT` when a piece is not aligned,
-//! where they are first gathered into one aligned buffer. Every request
-//! holds its file (an `Arc<File>`), so the descriptor outlives it.
+//! Reads get a buffer of their own: aligned for `O_DIRECT` and, from
+//! 64 KiB up, carved from huge pages so the device sees one contiguous
+//! segment instead of scattered pages ([`crate::aligned`] says why and what
+//! it bought); buffered reads from 64 KiB up use the same pool
+//! ([`crate::pool`]), smaller ones a plain allocation. Writes take the
+//! command's Data-Out pieces as they are (`IORING_OP_WRITEV`), except for
+//! `O_DIRECT` when a piece is not aligned, where they are first gathered
+//! into one such buffer. Every request holds its file (an `Arc<File>`), so
+//! the descriptor outlives it.
 //!
 //! ## Where io_uring is unavailable
 //!
@@ -44,7 +47,7 @@ use io_uring::{opcode, squeue, types, IoUring};
 use ironlun_payload::DataOutBuffer;
 
 use crate::aligned::{buffer_aligned, AlignedBuf};
-use crate::pool::{PooledBuf, MIN_POOLED};
+use crate::pool::PooledBuf;
 use crate::{check_range, Backend};
 
 /// Pieces per `IORING_OP_WRITEV`; a write in more pieces goes in several
@@ -106,42 +109,27 @@ pub struct Completion<J> {
     pub result: io::Result<Option<Bytes>>,
 }
 
-/// Memory a read lands in.
-enum ReadBuf {
-    Aligned(AlignedBuf),
-    Pooled(PooledBuf),
-    Plain(Vec<u8>),
-}
+/// Memory a read lands in: aligned for `O_DIRECT` (from huge-page chunks
+/// when large, see [`crate::aligned`]), else the large-read pool or a
+/// plain allocation.
+struct ReadBuf(PooledBuf);
 
 impl ReadBuf {
-    /// Pooled buffers are page-aligned, so large reads take one whether
-    /// direct or not.
     fn new(len: usize, direct: bool) -> io::Result<ReadBuf> {
-        Ok(if len >= MIN_POOLED {
-            ReadBuf::Pooled(PooledBuf::get(len)?)
-        } else if direct {
-            ReadBuf::Aligned(AlignedBuf::zeroed(len)?)
+        Ok(ReadBuf(if direct {
+            PooledBuf::get_aligned(len)?
         } else {
-            ReadBuf::Plain(vec![0; len])
-        })
+            PooledBuf::get(len)?
+        }))
     }
 
     /// The buffer's bytes from `at` on, for the kernel to fill.
     fn tail(&mut self, at: usize) -> &mut [u8] {
-        let all = match self {
-            ReadBuf::Aligned(b) => b.as_mut(),
-            ReadBuf::Pooled(b) => b.as_mut_slice(),
-            ReadBuf::Plain(v) => v.as_mut_slice(),
-        };
-        all.get_mut(at..).unwrap_or_default()
+        self.0.as_mut_slice().get_mut(at..).unwrap_or_default()
     }
 
     fn freeze(self) -> Bytes {
-        match self {
-            ReadBuf::Aligned(b) => Bytes::from_owner(b),
-            ReadBuf::Pooled(b) => b.freeze(),
-            ReadBuf::Plain(v) => Bytes::from(v),
-        }
+        self.0.freeze()
     }
 }
 
@@ -150,7 +138,7 @@ enum WriteBuf {
     /// The command's own pieces (the first `len` bytes of them).
     Pieces(DataOutBuffer),
     /// The pieces gathered into one aligned buffer, for `O_DIRECT`.
-    Gathered(AlignedBuf),
+    Gathered(PooledBuf),
 }
 
 enum Work {

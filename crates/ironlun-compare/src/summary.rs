@@ -80,6 +80,11 @@ pub struct Verdict {
     /// The client's CPU in cores against each target.
     pub tgt_client_cores: Option<f64>,
     pub ironlun_client_cores: Option<f64>,
+    /// The row's verdict: by the rate (and CPU) goals, or, when the
+    /// client was at a full core against both targets, by CPU per I/O.
+    pub outcome: Option<bool>,
+    /// Why, in words, for the table.
+    pub reason: String,
 }
 
 /// A client busy this much of a core against ironlun set the rate itself
@@ -92,6 +97,59 @@ impl Verdict {
         self.ironlun_client_cores
             .is_some_and(|c| c >= CLIENT_BOUND_CORES)
     }
+
+    /// The client at a full core against both targets: each rate is one
+    /// core over the client's own cost per I/O, so the rate ratio measures
+    /// the client, and the row is judged by CPU per I/O instead.
+    pub fn judged_by_cpu(&self) -> bool {
+        self.client_bound()
+            && self
+                .tgt_client_cores
+                .is_some_and(|c| c >= CLIENT_BOUND_CORES)
+    }
+}
+
+/// The most target CPU per I/O, against tgt's, a row may spend: its CPU
+/// goal, or else the rate goal turned into a cost (twice the rate at the
+/// same resources is half the cost per I/O).
+fn cpu_bound(w: &Workload) -> f64 {
+    w.cpu_goal.unwrap_or(match w.goal {
+        Goal::RateRatio(g) => 1.0 / g,
+        Goal::LatencyRatio(g) => g,
+    })
+}
+
+/// Decides the row and says why.
+fn judge(w: &Workload, v: &mut Verdict) {
+    if v.judged_by_cpu() {
+        let bound = cpu_bound(w);
+        let (Some(cpu), Some(ic), Some(tc)) = (v.cpu_ratio, v.ironlun_client_cpu, v.tgt_client_cpu)
+        else {
+            v.reason = "client-bound against both targets; CPU per I/O not measured".into();
+            return;
+        };
+        v.outcome = Some(cpu <= bound && ic <= tc);
+        v.reason = format!(
+            "client-bound ({:.2} / {:.2} cores): judged by CPU per I/O: target {cpu:.2}× tgt's \
+             (≤ {bound:.2}), client {ic:.1} vs {tc:.1} µs (≤ tgt's)",
+            v.tgt_client_cores.unwrap_or(0.0),
+            v.ironlun_client_cores.unwrap_or(0.0),
+        );
+        return;
+    }
+    let Some(ratio) = v.ratio else {
+        v.reason = "not measured".into();
+        return;
+    };
+    let goal = match w.goal {
+        Goal::RateRatio(g) => format!("{ratio:.2}× tgt (≥ {g:.1})"),
+        Goal::LatencyRatio(g) => format!("latency {ratio:.2}× tgt's (≤ {g:.1})"),
+    };
+    v.outcome = v.met.map(|m| m && v.cpu_met != Some(false));
+    v.reason = match (v.cpu_ratio, w.cpu_goal) {
+        (Some(c), Some(g)) => format!("{goal}, CPU {c:.2}× (≤ {g:.1})"),
+        _ => goal,
+    };
 }
 
 pub fn verdict(row: &Row) -> Verdict {
@@ -122,7 +180,7 @@ pub fn verdict(row: &Row) -> Verdict {
         .chain(&row.ironlun)
         .map(|s| s.steal_pct)
         .collect();
-    Verdict {
+    let mut v = Verdict {
         tgt,
         ironlun,
         ratio,
@@ -136,7 +194,11 @@ pub fn verdict(row: &Row) -> Verdict {
         ironlun_client_cpu: med(&row.ironlun, |s| s.client_cpu_us_per_io),
         tgt_client_cores: med(&row.tgt, |s| s.client_cores),
         ironlun_client_cores: med(&row.ironlun, |s| s.client_cores),
-    }
+        outcome: None,
+        reason: String::new(),
+    };
+    judge(w, &mut v);
+    v
 }
 
 fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
@@ -176,22 +238,26 @@ pub fn markdown(r: &Report) -> String {
          /proc/PID/stat) per I/O over the measured interval. Client = the client \
          process's own CPU per I/O and its CPU in cores, against tgt / against \
          ironlun; a client at ≥ {CLIENT_BOUND_CORES} of a core against ironlun \
-         (in bold) set ironlun's rate itself.\n"
+         (in bold) set ironlun's rate itself. A row whose client was at a full core \
+         against both targets measures the client, not the targets: it is judged by \
+         CPU per I/O (the target's against tgt's, within the row's CPU goal or the \
+         rate goal turned into a cost, and the client's against tgt no higher), and \
+         the verdict column says so.\n"
     );
     let _ = writeln!(
         s,
-        "| workload | LUN | client | tgt | ironlun | ratio (goal) | tgt CPU µs/IO | ironlun CPU µs/IO | CPU ratio (goal) | client µs/IO | client cores | steal % |"
+        "| workload | LUN | client | tgt | ironlun | ratio (goal) | tgt CPU µs/IO | ironlun CPU µs/IO | CPU ratio (goal) | client µs/IO | client cores | steal % | verdict |"
     );
     let _ = writeln!(
         s,
-        "|---|---|---|---:|---:|---|---:|---:|---|---:|---:|---:|"
+        "|---|---|---|---:|---:|---|---:|---:|---|---:|---:|---:|---|"
     );
     // Missed rows where the client was at a full core against ironlun.
     let mut bound = Vec::new();
     for row in &r.rows {
         let w = &row.workload;
         let v = verdict(row);
-        if v.client_bound() && v.met == Some(false) {
+        if v.client_bound() && !v.judged_by_cpu() && v.outcome == Some(false) {
             bound.push(format!(
                 "{} {} with {}",
                 w.name,
@@ -211,7 +277,7 @@ pub fn markdown(r: &Report) -> String {
         let u = unit(w);
         let _ = writeln!(
             s,
-            "| {} | {} | {client} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} | {} |",
+            "| {} | {} | {client} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} | {} | {} |",
             w.name,
             w.lun.name(),
             opt(v.tgt, |x| format!("{} {u}", num(x))),
@@ -236,14 +302,19 @@ pub fn markdown(r: &Report) -> String {
                 format!("{x:.2}")
             }),
             opt(v.steal, |x| format!("{x:.0}")),
+            match v.outcome {
+                Some(true) => format!("✓ {}", v.reason),
+                Some(false) => format!("**✗** {}", v.reason),
+                None => v.reason.clone(),
+            },
         );
     }
     if !bound.is_empty() {
         let _ = writeln!(
             s,
-            "\nMissed with the client at a full core against ironlun: {}. There the \
-             ratio measures the client's CPU per I/O against each target more than \
-             the targets themselves.",
+            "\nMissed with the client at a full core against ironlun (but not against \
+             tgt): {}. There the ratio measures the client's CPU per I/O against each \
+             target more than the targets themselves.",
             bound.join("; ")
         );
     }
@@ -505,6 +576,46 @@ mod tests {
         assert!(!verdict(&idle).client_bound());
         idle.ironlun = vec![sample(80e3, 5.0)];
         assert!(!verdict(&idle).client_bound(), "unknown is not bound");
+    }
+
+    #[test]
+    fn a_client_at_a_full_core_against_both_is_judged_by_cpu_per_io() {
+        // 4 KiB random reads at QD 64 on the null LUN: 2× the rate, CPU ≤ 0.7.
+        let w = all()
+            .into_iter()
+            .find(|w| w.lun == crate::workloads::LunKind::Null && w.read)
+            .unwrap();
+        let run = |iops: f64, target: f64, client: f64| Sample {
+            client_cores: Some(0.99),
+            client_cpu_us_per_io: Some(client),
+            ..sample(iops, target)
+        };
+        let row = |il: Sample| Row {
+            workload: w.clone(),
+            client: Client::QemuImg,
+            note: None,
+            tgt: vec![run(75e3, 8.0, 13.3)],
+            ironlun: vec![il],
+        };
+        // 1.69× the rate misses 2×, but the client set both rates: the
+        // target spends 0.37× tgt's per I/O and the client less against
+        // it, so the row holds, and says why.
+        let v = verdict(&row(run(126e3, 3.0, 7.9)));
+        assert_eq!(v.met, Some(false));
+        assert!(v.judged_by_cpu());
+        assert_eq!(v.outcome, Some(true));
+        assert!(v.reason.starts_with("client-bound"), "{}", v.reason);
+        // Over the CPU goal, or costing the client more: missed.
+        assert_eq!(verdict(&row(run(126e3, 6.0, 7.9))).outcome, Some(false));
+        assert_eq!(verdict(&row(run(126e3, 3.0, 14.0))).outcome, Some(false));
+        // A client at a full core against ironlun only is judged by the
+        // rate as before.
+        let mut one = row(run(126e3, 3.0, 7.9));
+        one.tgt[0].client_cores = Some(0.6);
+        let v = verdict(&one);
+        assert!(v.client_bound() && !v.judged_by_cpu());
+        assert_eq!(v.outcome, Some(false));
+        assert!(v.reason.contains("tgt (≥ 2.0)"), "{}", v.reason);
     }
 
     #[test]

@@ -1093,6 +1093,35 @@ spec = "null:1GiB,bs=4096"
         assert!(e.contains("tcp.send_buffer"), "{e}");
         let e = Config::from_toml(&text.replace("127.0.0.1:9262", "localhost"), None).unwrap_err();
         assert!(e.starts_with("stats:"), "{e}");
+        // The I/O engine: io_uring unless told otherwise.
+        assert_eq!(c.io_engine, IoEngine::Uring);
+        let pool = format!("io_engine = \"pool\"\n{text}");
+        assert_eq!(
+            Config::from_toml(&pool, None).unwrap().io_engine,
+            IoEngine::Pool
+        );
+        let bad = format!("io_engine = \"threads\"\n{text}");
+        let e = Config::from_toml(&bad, None).unwrap_err();
+        assert!(
+            e.starts_with("io_engine:") && e.contains("uring or pool"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn io_engine_flag() {
+        let o = |engine: &str| Overrides {
+            luns: vec!["ram:1MiB".into()],
+            io_engine: Some(engine.into()),
+            ..Overrides::default()
+        };
+        assert_eq!(Config::load(&o("pool")).unwrap().io_engine, IoEngine::Pool);
+        assert_eq!(
+            Config::load(&o("uring")).unwrap().io_engine,
+            IoEngine::Uring
+        );
+        let e = Config::load(&o("aio")).unwrap_err();
+        assert!(e.starts_with("--io-engine:"), "{e}");
     }
 
     #[test]
@@ -1114,6 +1143,7 @@ spec = "null:1GiB,bs=4096"
             Limits::default(),
             "the example shows the defaults"
         );
+        assert_eq!(c.io_engine, IoEngine::default());
     }
 
     #[test]

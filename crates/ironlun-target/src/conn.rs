@@ -45,8 +45,9 @@
 //! needed the other core; on a machine of its own the target would lose
 //! half its cores that way. The per-core variant was built and is in the
 //! history (commit 6d7eef8) should a larger machine show a difference.
-//! io_uring was not tried: at these rates the time goes to the kernel's
-//! copies and TCP work, not to readiness system calls.
+//! io_uring carries the disk I/O of file and block LUNs (crate::ring), not
+//! the sockets: at these rates the socket time goes to the kernel's copies
+//! and TCP work, not to readiness system calls.
 //! `IRONLUN_RUNTIME=current-thread` runs the daemon on one thread, to
 //! repeat the comparison.
 
