@@ -32,8 +32,9 @@ fn unit(row: &Row) -> &'static str {
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Served {
     pub figure: Option<f64>,
-    /// The figure against local fio's: a share of its rate, or the
-    /// latency added to its latency (µs).
+    /// The figure against local fio's in the same repetition (a share of
+    /// its rate, or the latency added to its latency, µs), median over
+    /// repetitions.
     pub vs_local: Option<f64>,
     pub target_cpu: Option<f64>,
     pub client_cpu: Option<f64>,
@@ -64,18 +65,40 @@ impl Verdict {
     }
 }
 
+/// A run against local fio's in the same repetition: the share of its
+/// rate, or the latency added to its latency.
+fn against(row: &Row, s: &Sample, local: &Sample) -> Option<f64> {
+    let (f, l) = (figure(row, s), figure(row, local));
+    match row.workload.goal {
+        Goal::LatencyPlus(_) => Some(f - l),
+        _ if l > 0.0 => Some(f / l),
+        _ => None,
+    }
+}
+
+/// The median over repetitions of each run against local fio's run of the
+/// same repetition. The device's own speed drifts by half or double over
+/// minutes on the development VM; one repetition runs every server on a
+/// row within seconds, so pairing within it keeps that drift out.
+fn paired(row: &Row, runs: &[Sample]) -> Option<f64> {
+    let local = row.of(Server::Fio);
+    median(
+        runs.iter()
+            .filter_map(|s| {
+                let l = local.iter().find(|l| l.rep == s.rep)?;
+                against(row, s, l)
+            })
+            .collect(),
+    )
+}
+
 pub fn verdict(row: &Row) -> Verdict {
-    let local = med(row.of(Server::Fio), |s| Some(figure(row, s)));
     let served: Vec<(Server, Served)> = Server::ALL
         .iter()
         .map(|&k| {
             let v = row.of(k);
             let figure = med(v, |s| Some(figure(row, s)));
-            let vs_local = match (figure, local, row.workload.goal) {
-                (Some(f), Some(l), Goal::LatencyPlus(_)) => Some(f - l),
-                (Some(f), Some(l), _) if l > 0.0 => Some(f / l),
-                _ => None,
-            };
+            let vs_local = paired(row, v);
             let served = Served {
                 figure,
                 vs_local,
@@ -205,7 +228,8 @@ pub fn markdown(r: &Report) -> String {
          `block:…,direct`; tgt rdwr with `bsoflags direct`, and aio) and one client, \
          ironlun bench, drives each over loopback with offsets aligned to the transfer \
          size. In brackets: the share of local fio's rate, or the latency added to \
-         fio's. CPU: target daemon µs per I/O; client: ironlun bench's µs per I/O and \
+         fio's, each run against fio's run of the same repetition (median of those \
+         pairs: the device's speed drifts over minutes). CPU: target daemon µs per I/O; client: ironlun bench's µs per I/O and \
          cores (fio's own for the local run). {block}.\n"
     );
     let _ = writeln!(

@@ -113,6 +113,36 @@ fn rows_are_judged_against_local_fio() {
 }
 
 #[test]
+fn each_run_is_compared_with_fio_in_its_own_repetition() {
+    // The device's speed changes between repetitions: fio 100K, 200K,
+    // 150K; ironlun 90K, 180K, 100K. The pairs are 90 %, 90 %, 67 %:
+    // median 90 %. Medians divided (100K / 150K) would say 67 %.
+    let at = |iops: f64, rep: usize| Sample {
+        rep,
+        ..sample(iops, 640.0, 7.0, 9.0, 0.5)
+    };
+    let mut r = row(
+        "4k-randread-qd64",
+        [
+            (Server::Fio, at(100_000.0, 0)),
+            (Server::Ironlun, at(90_000.0, 0)),
+            (Server::TgtRdwr, at(20_000.0, 0)),
+            (Server::TgtAio, at(30_000.0, 0)),
+        ],
+    );
+    r.samples[0].1.push(at(200_000.0, 1));
+    r.samples[1].1.push(at(180_000.0, 1));
+    r.samples[0].1.push(at(150_000.0, 2));
+    r.samples[1].1.push(at(100_000.0, 2));
+    let v = verdict(&r);
+    assert!((v.of(Server::Ironlun).vs_local.unwrap() - 0.9).abs() < 1e-9);
+    assert_eq!(v.met, Some(true));
+    // A run whose repetition has no fio run is left out of the pairs.
+    r.samples[1].1.push(at(1.0, 7));
+    assert!((verdict(&r).of(Server::Ironlun).vs_local.unwrap() - 0.9).abs() < 1e-9);
+}
+
+#[test]
 fn a_client_at_a_full_core_against_both_targets_is_judged_by_cpu() {
     let mk = |il_target: f64, il_client: f64| {
         row(
