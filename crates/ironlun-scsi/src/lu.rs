@@ -273,7 +273,9 @@ impl LogicalUnit {
     /// What comes before a command's own handler, in this order: the
     /// opcode table, reserved bits, a sanitize under way, a pending unit
     /// attention, reservations. Refused: the response (and how the
-    /// command would have touched the medium, for the counters).
+    /// command would have touched the medium, for the counters). Inlined:
+    /// it runs for every command.
+    #[inline(always)]
     pub(crate) fn admit(
         &self,
         req: &Request<'_>,

@@ -590,10 +590,11 @@ impl Driver {
         };
         let lun = task.lun.index();
         let nexus: NexusId = self.session.nexus;
-        let Some(task) = self.stage(&target, task) else {
+        let lu = lun.and_then(|n| target.luns.get(n));
+        if lu.is_some_and(|lu| lu.has_files()) && self.stage(&target, &task) {
             return;
-        };
-        let blocking = lun.and_then(|n| target.luns.get(n)).is_some_and(|lu| {
+        }
+        let blocking = lu.is_some_and(|lu| {
             lu.may_block(task.cdb.as_slice(), task.expected_data_transfer_length)
         });
         if blocking {
@@ -614,18 +615,19 @@ impl Driver {
     }
 
     /// Puts a command's medium access on the ring when the device can
-    /// stage it and a ring is there; gives the task back otherwise (and
-    /// when an atomic command holds the LU: the blocking pool waits for it).
-    fn stage(&mut self, target: &Arc<Target>, task: ScsiTask) -> Option<ScsiTask> {
+    /// stage it and a ring is there: whether it did (else the caller runs
+    /// the command, also when an atomic command holds the LU: the blocking
+    /// pool waits for it).
+    fn stage(&mut self, target: &Arc<Target>, task: &ScsiTask) -> bool {
         let lun = task.lun.index();
         let Some(lu) = lun.and_then(|n| target.luns.get(n)) else {
-            return Some(task);
+            return false;
         };
         if !lu.stageable(task.cdb.as_slice(), task.data_out.len()) {
-            return Some(task);
+            return false;
         }
         let Some(ring) = self.ring.get(self.queue_depth) else {
-            return Some(task);
+            return false;
         };
         let req = Request {
             nexus: self.session.nexus,
@@ -634,10 +636,10 @@ impl Driver {
             map: &target.luns,
         };
         let io = match lu.start(&req) {
-            None => return Some(task),
+            None => return false,
             Some(Start::Done(r)) => {
                 self.completed(task.itt, lun, r);
-                return None;
+                return true;
             }
             Some(Start::Io(io)) => io,
         };
@@ -651,7 +653,7 @@ impl Driver {
             // The ring is full: this one runs on the blocking pool.
             Some(cmd) => self.run_blocking(cmd),
         }
-        None
+        true
     }
 
     /// Runs a staged command's medium access on the blocking pool.
