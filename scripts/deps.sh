@@ -15,13 +15,15 @@ apt_install() {
 }
 
 # libiscsi's tools and test suite, qemu-img with its iSCSI driver, tgt
-# (the peer target) and iperf3 (the loopback wire rate).
+# (the peer target), iperf3 (the loopback wire rate) and fio (the disk's
+# own rate, benches/compare-local).
 install_peer_tools() {
   local need=()
   command -v iscsi-test-cu >/dev/null || need+=(libiscsi-bin)
   command -v qemu-img >/dev/null || need+=(qemu-utils)
   command -v tgtd >/dev/null || need+=(tgt)
   command -v iperf3 >/dev/null || need+=(iperf3)
+  command -v fio >/dev/null || need+=(fio)
   if [ ${#need[@]} -gt 0 ]; then
     echo "installing: ${need[*]}"
     apt_install "${need[@]}"
@@ -42,7 +44,7 @@ install_peer_tools() {
     apt_install --allow-downgrades "qemu-utils=$v" "qemu-block-extra=$v"
   fi
   local p
-  for p in tgt libiscsi-bin qemu-utils qemu-block-extra iperf3; do
+  for p in tgt libiscsi-bin qemu-utils qemu-block-extra iperf3 fio; do
     printf '%s %s  ' "$p" "$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null || echo '?')"
   done
   echo
