@@ -11,7 +11,7 @@
 //! | `text` | text keys and negotiation | [`text`] |
 //! | `cdb` | the SCSI device's CDB decoding and handlers | [`device`] |
 //! | `login` | the login state machine with CHAP | [`login`] |
-//! | `session` | login and full feature phase through the sans-IO core | [`session`] |
+//! | `session` | login, then full feature phase through the daemon's own connection logic (ironlun-target-core) | [`session`] |
 //!
 //! It also owns the seed inputs ([`seeds`]): real exchanges recorded from
 //! ironlun's own initiator, so the fuzzer starts from inputs that reach

@@ -14,8 +14,11 @@
 //! | 5   | another initiator's task management aborts this connection's tasks |
 //! | any other | bytes arriving from the socket |
 //!
-//! The driver does what the daemon's connection driver does with the same
-//! events (`ironlun-target::conn`), minus sockets and other sessions.
+//! The connection's logic is the daemon's own: [`ConnCore`]
+//! (ironlun-target-core), which the daemon's connection driver drives
+//! over a socket. This harness is its driver here, minus sockets and
+//! other sessions: every command is handed out ([`Dispatch::Driver`]) and
+//! run at once or held, signals for other sessions are counted.
 //!
 //! Checked beyond "does not panic", on every PDU the target sends:
 //! - it is a target PDU (never a Login Response after login) and it
@@ -36,17 +39,16 @@
 //!   the bound is the largest length asked for with it.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use ironlun_proto::login::{LoginResult, LOGIN_SEGMENT_MAX};
-use ironlun_proto::target::{
-    tmf, AbortScope, Event, FfpConfig, ScsiResult, ScsiTask, TargetConnection, TmfAction,
-    TmfRequest,
-};
+use ironlun_proto::target::{AbortScope, FfpConfig, TargetConnection};
 use ironlun_proto::OutPdu;
-use ironlun_scsi::{LunMap, NexusId, Response, Sense};
-use ironlun_wire::{Digests, Frame, FrameDecoder, Lun, Outbox, Pdu, RESERVED_TAG};
+use ironlun_scsi::NexusId;
+use ironlun_target_core::{Action, Command, ConnCore, Dispatch, Lus};
+use ironlun_wire::{Digests, Frame, FrameDecoder, Outbox, Pdu, RESERVED_TAG};
 
 use crate::device::{check_response, identity, lun_map};
 use crate::input::{le_u32, Records};
@@ -67,6 +69,9 @@ pub struct SessionRun {
     pub nop_pings: usize,
     pub text_responses: usize,
     pub tmf_responses: usize,
+    /// Signals for other sessions (resets, CLEAR TASK SET, PREEMPT AND
+    /// ABORT).
+    pub signals: usize,
     pub rejects: usize,
     pub logged_out: bool,
     /// Why the connection closed, if it did.
@@ -148,14 +153,12 @@ impl Numbers {
 
 /// Full feature phase: the connection, its LUs and the driver's state.
 struct Ffp {
-    conn: TargetConnection,
-    map: Option<LunMap>,
+    core: ConnCore,
     max_xmit: usize,
     outbox: Outbox,
     numbers: Numbers,
     hold: bool,
-    held: VecDeque<ScsiTask>,
-    closed: Option<String>,
+    held: VecDeque<Command>,
     max_burst: u32,
     /// Expected Data Transfer Lengths of the commands received with each
     /// ITT and not yet answered. Several: a command may wait ahead of the
@@ -168,14 +171,15 @@ struct Ffp {
 
 impl Ffp {
     fn new(result: &LoginResult, lu_settings: u8, now: Instant) -> Ffp {
-        let map = (!result.discovery).then(|| lun_map(lu_settings));
-        if let Some(m) = &map {
-            m.attach_nexus(NEXUS, &identity(NEXUS), false);
-        }
+        let lus = (!result.discovery).then(|| Lus {
+            map: Arc::new(lun_map(lu_settings)),
+            nexus: NEXUS,
+            identity: identity(NEXUS),
+            replaced: false,
+        });
         let conn = TargetConnection::new(result, ffp_config(), Box::new(FuzzDirectory), now);
         Ffp {
-            conn,
-            map,
+            core: ConnCore::new(conn, lus, Dispatch::Driver, false),
             max_xmit: result.conn.max_xmit_data_segment_length as usize,
             outbox: Outbox::new(Digests {
                 header: result.conn.header_digest,
@@ -188,7 +192,6 @@ impl Ffp {
             },
             hold: false,
             held: VecDeque::new(),
-            closed: None,
             max_burst: result.session.max_burst_length,
             edtl: HashMap::new(),
             data_in: HashMap::new(),
@@ -203,7 +206,7 @@ impl Ffp {
                 .entry(c.itt)
                 .or_default()
                 .push(c.expected_data_transfer_length);
-            if !self.conn.has_tasks(AbortScope::Task(c.itt)) {
+            if !self.core.conn().has_tasks(AbortScope::Task(c.itt)) {
                 self.data_in.remove(&c.itt);
             }
         }
@@ -283,37 +286,29 @@ impl Ffp {
         }
     }
 
-    /// Runs the protocol's events and sends its PDUs, as the daemon does
-    /// after every PDU received.
+    /// Takes the core's actions and sends its PDUs, as the daemon does
+    /// after every input: commands run now or are held, signals for other
+    /// sessions are counted (there are none).
     fn pump(&mut self, run: &mut SessionRun, sent: &mut Vec<u8>) {
-        while let Some(ev) = self.conn.poll_event() {
-            match ev {
-                Event::Execute(task) if self.hold && self.map.is_some() => {
-                    self.held.push_back(task)
+        while let Some(action) = self.core.poll_action() {
+            match action {
+                Action::Run(cmd) if self.hold => self.held.push_back(cmd),
+                Action::Run(cmd) => self.execute(cmd, run),
+                Action::Stage(staged) => {
+                    run.commands += 1;
+                    self.core.completed(staged.run_here());
                 }
-                Event::Execute(task) => self.execute(task, run),
-                Event::FailTask { itt, lun, sense } => {
-                    let (key, asc, ascq) = sense;
-                    let r = match &self.map {
-                        Some(m) => m.check_condition(lun.index(), Sense::new(key, (asc, ascq))),
-                        None => Response::default(),
-                    };
-                    self.conn.complete(itt, to_result(r));
-                }
-                Event::TaskManagement(req) => self.task_management(req),
-                Event::Close(reason) => {
-                    self.closed.get_or_insert(format!("{reason:?}"));
-                }
+                Action::Signal { .. } => run.signals += 1,
             }
         }
         let held = self.held.len();
-        let tasks = self.conn.tasks_in_progress();
+        let tasks = self.core.conn().tasks_in_progress();
         assert!(
             tasks <= (QUEUE_DEPTH + MAX_IMMEDIATE) as usize,
             "{tasks} tasks held by one connection"
         );
         assert!(held <= tasks, "{held} commands held for {tasks} tasks");
-        while let Some(p) = self.conn.poll_transmit() {
+        while let Some(p) = self.core.poll_transmit() {
             self.send(p, run, sent);
         }
     }
@@ -342,17 +337,12 @@ impl Ffp {
         encode_into(&mut self.outbox, p, sent);
     }
 
-    fn execute(&mut self, task: ScsiTask, run: &mut SessionRun) {
-        let Some(map) = &self.map else {
-            // Discovery sessions never execute SCSI.
-            self.conn.complete(task.itt, ScsiResult::default());
-            return;
-        };
-        let r = map.execute(task.lun.index(), NEXUS, task.cdb.as_slice(), &task.data_out);
-        check_response(&r);
+    fn execute(&mut self, cmd: Command, run: &mut SessionRun) {
         run.commands += 1;
-        run.write_bytes += task.data_out.len() as u64;
-        self.conn.complete(task.itt, to_result(r));
+        run.write_bytes += cmd.data_out_len() as u64;
+        let done = cmd.run();
+        check_response(&done.response);
+        self.core.completed(done);
     }
 
     fn complete_held(&mut self, count: usize, run: &mut SessionRun) {
@@ -363,46 +353,6 @@ impl Ffp {
             };
             self.execute(task, run);
         }
-    }
-
-    /// Carries out [`TmfRequest::plan`] as the daemon's driver does
-    /// (`ironlun-target::conn`), for one session.
-    fn task_management(&mut self, req: TmfRequest) {
-        let lu = req
-            .lun
-            .index()
-            .and_then(|n| self.map.as_ref().and_then(|m| m.get(n)));
-        let plan = req.plan(lu.is_some());
-        let mut response = plan.response;
-        match plan.action {
-            TmfAction::Nothing | TmfAction::ClearTaskSet => {}
-            TmfAction::ResetLu => {
-                if let Some(lu) = lu {
-                    lu.reset();
-                }
-            }
-            TmfAction::ResetTarget { .. } => {
-                for (_, lu) in self.map.iter().flat_map(|m| m.iter()) {
-                    lu.reset();
-                }
-            }
-            TmfAction::ResetNexus => {
-                for (_, lu) in self.map.iter().flat_map(|m| m.iter()) {
-                    lu.nexus_reset(NEXUS);
-                }
-            }
-            TmfAction::Query(scope) => response = tmf::query_response(self.conn.has_tasks(scope)),
-        }
-        self.conn.finish_tmf(req.itt, response, plan.scope);
-    }
-}
-
-fn to_result(r: Response) -> ScsiResult {
-    ScsiResult {
-        status: r.status,
-        sense: r.sense,
-        data_in: r.data,
-        transfer_length: r.transfer_length,
     }
 }
 
@@ -471,8 +421,8 @@ impl SessionHarness {
             (_, Stage::Closed) => return,
             (1, Stage::Ffp(f)) => {
                 self.now += Duration::from_millis(u64::from(le_u32(payload).min(600_000)));
-                if f.conn.poll_timeout().is_some_and(|t| t <= self.now) {
-                    f.conn.handle_timeout(self.now);
+                if f.core.conn().poll_timeout().is_some_and(|t| t <= self.now) {
+                    f.core.handle_timeout(self.now);
                 }
                 f.pump(run, sent);
             }
@@ -483,16 +433,17 @@ impl SessionHarness {
             (3, Stage::Ffp(f)) => f.hold = payload.first().is_some_and(|b| b & 1 != 0),
             (4, Stage::Ffp(f)) => {
                 let wait = u64::from(payload.first().copied().unwrap_or(0));
-                f.conn.request_logout(self.now, Duration::from_secs(wait));
+                f.core.request_logout(self.now, Duration::from_secs(wait));
                 f.pump(run, sent);
             }
             (5, Stage::Ffp(f)) => {
-                let scope = match payload.first().copied().unwrap_or(0) % 3 {
-                    0 => AbortScope::All,
-                    1 => AbortScope::Lun(Lun::from_index(0)),
-                    _ => AbortScope::Lun(Lun::from_index(1)),
+                let b = payload.first().copied().unwrap_or(0);
+                let lun = match b % 3 {
+                    0 => None,
+                    n => Some(u16::from(n - 1)),
                 };
-                f.conn.abort_third_party(scope);
+                // Bit 3: by CLEAR TASK SET (the LU tells this nexus).
+                f.core.abort_from_other(lun, b & 8 != 0);
                 f.pump(run, sent);
             }
             (1..=5, Stage::Login(_)) => {}
@@ -502,12 +453,16 @@ impl SessionHarness {
             }
         }
         if let Stage::Ffp(f) = &mut self.stage {
-            if f.conn.is_closing() {
+            if f.core.is_closing() {
                 // Running commands finish before the connection goes, as
                 // the daemon waits for them.
                 f.complete_held(0, &mut self.run);
                 f.pump(&mut self.run, &mut self.sent);
-                self.run.closed = Some(f.closed.clone().unwrap_or_else(|| "closing".into()));
+                self.run.closed = Some(
+                    f.core
+                        .close_reason()
+                        .map_or_else(|| "closing".into(), |r| format!("{r:?}")),
+                );
                 self.stage = Stage::Closed;
             }
         }
@@ -573,18 +528,18 @@ impl SessionHarness {
                     match decoded {
                         Ok(Some(frame)) => {
                             f.watch_received(&frame);
-                            f.conn.handle_frame(frame, self.now);
+                            f.core.handle_frame(frame, self.now);
                         }
                         Ok(None) => return,
                         Err(e) => {
                             // Undecodable bytes stay in the buffer: the
                             // connection must end, or the driver would spin.
-                            f.conn.handle_frame_error(&e);
-                            assert!(f.conn.is_closing(), "{e} did not close the connection");
+                            f.core.handle_frame_error(&e);
+                            assert!(f.core.is_closing(), "{e} did not close the connection");
                         }
                     }
                     f.pump(&mut self.run, &mut self.sent);
-                    if f.conn.is_closing() {
+                    if f.core.is_closing() {
                         return;
                     }
                 }

@@ -144,6 +144,10 @@ fn session_seeds_reach_full_feature_phase() {
     assert!(r.data_in_bytes >= 96 << 10, "{r:?}");
     assert!(r.r2ts >= 1 && r.text_responses >= 1, "{r:?}");
     assert_eq!(r.tmf_responses, 2, "{r:?}");
+    // The LOGICAL UNIT RESET asked the other sessions to end their tasks:
+    // the daemon's own connection logic (ironlun-target-core's ConnCore)
+    // ran it, as nothing else in the harness makes signals.
+    assert_eq!(r.signals, 1, "{r:?}");
     assert!(r.logged_out, "{r:?}");
 
     let r = session(&seed("session", "mutual-chap-digests-io"));

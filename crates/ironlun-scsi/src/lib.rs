@@ -258,6 +258,36 @@ impl LunMap {
             lu.detach_nexus(nexus);
         }
     }
+
+    /// LOGICAL UNIT RESET of one LU (SAM-5 §6.3.3); whether it exists.
+    pub fn reset_lu(&self, lun: u16) -> bool {
+        self.get(lun).map(|lu| lu.reset()).is_some()
+    }
+
+    /// TARGET WARM or COLD RESET: every LU is reset (SAM-5 §6.3.2,
+    /// RFC 7143 §11.5.1).
+    pub fn reset_all(&self) {
+        for (_, lu) in &self.luns {
+            lu.reset();
+        }
+    }
+
+    /// I_T NEXUS RESET (SAM-5 §7.7) on every LU: `nexus` loses its SPC-2
+    /// reservations and is told I_T NEXUS LOSS OCCURRED.
+    pub fn nexus_reset(&self, nexus: NexusId) {
+        for (_, lu) in &self.luns {
+            lu.nexus_reset(nexus);
+        }
+    }
+
+    /// Another initiator's CLEAR TASK SET ended `nexus`'s commands on
+    /// `lun`: with TAS=0 it is told COMMANDS CLEARED BY ANOTHER INITIATOR
+    /// (SPC-4 §7.5.8).
+    pub fn commands_cleared(&self, lun: u16, nexus: NexusId) {
+        if let Some(lu) = self.get(lun) {
+            lu.commands_cleared(nexus);
+        }
+    }
 }
 
 #[cfg(test)]

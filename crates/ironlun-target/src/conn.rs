@@ -2,8 +2,10 @@
 //!
 //! # Runtime model
 //!
-//! One tokio task per connection owns the socket and the sans-IO
-//! [`TargetConnection`]. It waits on socket readiness, completions from the
+//! One tokio task per connection owns the socket and the connection's
+//! logic without IO ([`ConnCore`]: the sans-IO [`TargetConnection`] and
+//! the target's LUs), and does what the core hands out ([`Action`]). It
+//! waits on socket readiness, completions from the
 //! blocking pool, the protocol's next timer, shutdown and reinstatement,
 //! and does non-blocking reads and vectored writes itself, so reading and
 //! writing never block each other and no task hop is paid per command.
@@ -61,21 +63,20 @@ use ironlun_backend::ring::Completion as RingCompletion;
 use ironlun_net::{read_marking_drained, Read};
 use ironlun_payload::FILL;
 use ironlun_proto::login::{LoginStep, TargetLogin, LOGIN_SEGMENT_MAX};
-use ironlun_proto::target::{
-    tmf, AbortScope, CloseReason, Event, FfpConfig, ScsiResult, ScsiTask, TargetConnection,
-    TmfAction, TmfRequest,
-};
+use ironlun_proto::target::{FfpConfig, TargetConnection};
 use ironlun_proto::timer::TimerSlot;
 use ironlun_proto::OutPdu;
-use ironlun_scsi::{ItNexus, NexusId, Request, Response, Sense, Start};
-use ironlun_wire::{encode_frame, Digests, FileRange, FrameDecoder, Lun, Outbox, Pdu, Sink};
+use ironlun_scsi::ItNexus;
+use ironlun_target_core::{Action, ConnCore, Dispatch, Done, Lus, Staged};
+use ironlun_wire::{encode_frame, Digests, FileRange, FrameDecoder, Outbox, Pdu, Sink};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
-use crate::registry::{LoginCtx, PortalDirectory, Registry, SessionHandle, SessionSignal, Target};
-use crate::ring::{RingSlot, StagedCmd};
+use crate::config::IoEngine;
+use crate::registry::{LoginCtx, PortalDirectory, Registry, SessionHandle, SessionSignal};
+use crate::ring::RingSlot;
 
 /// Stop reading new PDUs while this many bytes wait to be sent.
 const OUT_HIGH_WATER: usize = 4 << 20;
@@ -196,11 +197,12 @@ pub async fn serve(
         "login: {} QueueDepth={queue_depth}",
         result.summary
     );
-    if let Some(t) = &target {
-        let identity = ItNexus::new(&result.initiator_name, result.isid, t.cfg.portal_group_tag);
-        t.luns
-            .attach_nexus(session.nexus, &identity, session.reinstated);
-    }
+    let lus = target.as_ref().map(|t| Lus {
+        map: t.luns.clone(),
+        nexus: session.nexus,
+        identity: ItNexus::new(&result.initiator_name, result.isid, t.cfg.portal_group_tag),
+        replaced: session.reinstated,
+    });
 
     // ---- Full feature phase ----
     let ffp = FfpConfig {
@@ -217,6 +219,8 @@ pub async fn serve(
         peer,
     });
     let conn = TargetConnection::new(&result, ffp, directory, Instant::now());
+    let stage = registry.io_engine == IoEngine::Uring;
+    let core = ConnCore::new(conn, lus, Dispatch::Inline, stage);
     let digests = Digests {
         header: result.conn.header_digest,
         data: result.conn.data_digest,
@@ -225,11 +229,10 @@ pub async fn serve(
         digests,
         max_data_segment_len: result.conn.max_recv_data_segment_length,
     };
-    let (done_tx, done_rx) = mpsc::unbounded_channel::<Completion>();
+    let (done_tx, done_rx) = mpsc::unbounded_channel::<Done>();
     let mut driver = Driver {
-        conn,
+        core,
         done_tx,
-        close: None,
         broken: None,
         warned_short_file: false,
         zero_copy_bytes: 0,
@@ -238,7 +241,6 @@ pub async fn serve(
         decoder,
         out: Outbox::new(digests),
         session,
-        target,
         in_flight_blocking: 0,
         ring: RingSlot::new(registry.io_engine),
         ring_done: Vec::new(),
@@ -249,7 +251,7 @@ pub async fn serve(
         quickack: registry.tcp.quickack,
     };
     let reason = driver.run(&mut shutdown, done_rx).await;
-    let stats = &driver.conn.stats;
+    let stats = &driver.core.conn().stats;
     info!(
         %peer,
         initiator = %result.initiator_name,
@@ -303,11 +305,10 @@ async fn send_plain(stream: &mut TcpStream, p: &OutPdu) -> io::Result<()> {
 }
 
 struct Driver {
-    conn: TargetConnection,
+    /// The protocol and the LUs, joined without IO.
+    core: ConnCore,
     /// Where commands finished on the blocking pool report back.
-    done_tx: mpsc::UnboundedSender<Completion>,
-    /// Set once the protocol asked to close.
-    close: Option<CloseReason>,
+    done_tx: mpsc::UnboundedSender<Done>,
     /// Set when the driver itself cannot go on (data it cannot send).
     broken: Option<String>,
     /// A LUN file shorter than the data being sent was logged once.
@@ -319,13 +320,12 @@ struct Driver {
     decoder: FrameDecoder,
     out: Outbox,
     session: SessionHandle,
-    target: Option<Arc<Target>>,
     in_flight_blocking: usize,
     /// The io_uring for staged commands on file and block LUNs.
     ring: RingSlot,
     /// Ring completions being handed to the protocol (kept for its
     /// allocation).
-    ring_done: Vec<RingCompletion<StagedCmd>>,
+    ring_done: Vec<RingCompletion<Staged>>,
     /// The session's command window: how many commands can be in flight.
     queue_depth: u32,
     /// Commands whose medium access ran on the ring.
@@ -336,9 +336,6 @@ struct Driver {
     /// Re-arm TCP_QUICKACK after each read (Linux clears it).
     quickack: bool,
 }
-
-/// A command finished on the blocking pool: ITT, LUN, response.
-type Completion = (u32, Option<u16>, Response);
 
 impl Driver {
     /// Queues a PDU for the socket. Our PDUs are bounded by the negotiated
@@ -387,7 +384,7 @@ impl Driver {
     async fn run(
         &mut self,
         shutdown: &mut watch::Receiver<bool>,
-        mut done_rx: mpsc::UnboundedReceiver<Completion>,
+        mut done_rx: mpsc::UnboundedReceiver<Done>,
     ) -> String {
         let signals = self.session.signals.clone();
         // One timer for the connection's life, moved only when the
@@ -397,7 +394,7 @@ impl Driver {
         let mut slot = TimerSlot::default();
         let mut shutting_down = *shutdown.borrow();
         if shutting_down {
-            self.conn.request_logout(Instant::now(), self.grace());
+            self.core.request_logout(Instant::now(), self.grace());
         }
         loop {
             // What other sessions sent acts before any PDU read after it.
@@ -412,7 +409,7 @@ impl Driver {
                 self.wait_blocking(&mut done_rx).await;
                 return why;
             }
-            if let Some(reason) = &self.close {
+            if let Some(reason) = self.core.close_reason() {
                 let reason = format!("{reason:?}");
                 self.finish(&mut done_rx).await;
                 return reason;
@@ -425,7 +422,7 @@ impl Driver {
                 (false, true) => Some(Interest::WRITABLE),
                 (false, false) => None,
             };
-            if let Some(t) = slot.update(self.conn.poll_timeout()) {
+            if let Some(t) = slot.update(self.core.conn().poll_timeout()) {
                 keepalive.as_mut().reset(tokio::time::Instant::from_std(t));
             }
             tokio::select! {
@@ -455,13 +452,13 @@ impl Driver {
                         }
                     }
                 }
-                Some((itt, lun, resp)) = done_rx.recv() => {
+                Some(done) = done_rx.recv() => {
                     self.in_flight_blocking -= 1;
-                    self.completed(itt, lun, resp);
+                    self.core.completed(done);
                     // Collect every completion that is already waiting.
-                    while let Ok((itt, lun, resp)) = done_rx.try_recv() {
+                    while let Ok(done) = done_rx.try_recv() {
                         self.in_flight_blocking -= 1;
-                        self.completed(itt, lun, resp);
+                        self.core.completed(done);
                     }
                 }
                 ready = self.ring.completions(), if self.ring.in_flight() > 0 => {
@@ -472,11 +469,11 @@ impl Driver {
                 }
                 _ = &mut keepalive, if slot.is_armed() => {
                     slot.fired();
-                    self.conn.handle_timeout(Instant::now());
+                    self.core.handle_timeout(Instant::now());
                 }
                 _ = shutdown.changed(), if !shutting_down => {
                     shutting_down = true;
-                    self.conn.request_logout(Instant::now(), self.grace());
+                    self.core.request_logout(Instant::now(), self.grace());
                 }
                 // Handled at the top of the loop.
                 _ = signals.wait() => {}
@@ -509,24 +506,24 @@ impl Driver {
             loop {
                 match self.decoder.decode(&mut self.rbuf) {
                     Ok(Some(frame)) => {
-                        self.conn.handle_frame(frame, Instant::now());
-                        // Run the PDU's work before the next PDU is seen,
-                        // so a task management request finds commands in
-                        // the state their order on the wire implies.
-                        self.run_events();
-                        while let Some(p) = self.conn.poll_transmit() {
-                            self.push_out(p);
-                        }
+                        // The core does the PDU's work before the next PDU
+                        // is seen, so a task management request finds
+                        // commands in the state their order on the wire
+                        // implies.
+                        self.core.handle_frame(frame, Instant::now());
+                        self.take_actions();
+                        self.queue_transmit();
                     }
                     Ok(None) => break,
                     Err(e) => {
-                        self.conn.handle_frame_error(&e);
-                        if self.conn.is_closing() {
+                        self.core.handle_frame_error(&e);
+                        self.take_actions();
+                        if self.core.is_closing() {
                             return Ok(true);
                         }
                     }
                 }
-                if self.conn.is_closing() {
+                if self.core.is_closing() {
                     return Ok(true);
                 }
             }
@@ -538,130 +535,75 @@ impl Driver {
         Ok(true)
     }
 
-    /// Runs the protocol's events (which may complete tasks and so queue
-    /// more events).
-    fn run_events(&mut self) {
-        while let Some(ev) = self.conn.poll_event() {
-            match ev {
-                Event::Execute(task) => self.execute(task),
-                Event::FailTask { itt, lun, sense } => {
-                    let (key, asc, ascq) = sense;
-                    let r = match &self.target {
-                        Some(t) => t
-                            .luns
-                            .check_condition(lun.index(), Sense::new(key, (asc, ascq))),
-                        None => Response::default(),
-                    };
-                    self.conn.complete(itt, to_result(r));
-                }
-                Event::TaskManagement(req) => self.task_management(req),
-                Event::Close(reason) => {
-                    self.close.get_or_insert(reason);
+    /// Does what the core handed out: commands for the blocking pool,
+    /// medium access for the ring, signals for other sessions.
+    fn take_actions(&mut self) {
+        while let Some(action) = self.core.poll_action() {
+            match action {
+                Action::Run(cmd) => self.run_blocking(move || cmd.run()),
+                Action::Stage(staged) => self.stage(staged),
+                Action::Signal { to, signal } => {
+                    self.session.signal_others(|n| to.includes(n), signal);
                 }
             }
         }
     }
 
-    /// Runs events, drives the ring (submits what commands queued on it,
-    /// finishes those it completed, which may run more events) and queues
-    /// the protocol's PDUs for sending.
+    /// While the connection closes, commands it releases are not started
+    /// (the initiator's recovery retries them); signals still go out.
+    fn signals_at_close(&mut self) {
+        while let Some(action) = self.core.poll_action() {
+            if let Action::Signal { to, signal } = action {
+                self.session.signal_others(|n| to.includes(n), signal);
+            }
+        }
+    }
+
+    /// Queues the protocol's PDUs for the socket.
+    fn queue_transmit(&mut self) {
+        while let Some(p) = self.core.poll_transmit() {
+            self.push_out(p);
+        }
+    }
+
+    /// Takes the core's actions, drives the ring (submits what commands
+    /// queued on it, finishes those it completed, which may hand out
+    /// more) and queues the protocol's PDUs for sending.
     fn pump(&mut self) {
         loop {
-            self.run_events();
+            self.take_actions();
             if !self.drive_ring() {
                 break;
             }
         }
-        while let Some(p) = self.conn.poll_transmit() {
-            self.push_out(p);
-        }
+        self.queue_transmit();
         if !self.out.is_empty() {
             // Opportunistic write: most responses fit the socket buffer.
             let _ = self.flush_some();
         }
     }
 
-    fn execute(&mut self, task: ScsiTask) {
-        let Some(target) = self.target.clone() else {
-            // Discovery sessions never execute SCSI (the protocol rejects
-            // the command before this point).
-            self.conn.complete(task.itt, ScsiResult::default());
-            return;
-        };
-        let lun = task.lun.index();
-        let nexus: NexusId = self.session.nexus;
-        let lu = lun.and_then(|n| target.luns.get(n));
-        if lu.is_some_and(|lu| lu.has_files()) && self.stage(&target, &task) {
-            return;
-        }
-        let blocking = lu.is_some_and(|lu| {
-            lu.may_block(task.cdb.as_slice(), task.expected_data_transfer_length)
-        });
-        if blocking {
-            self.in_flight_blocking += 1;
-            let tx = self.done_tx.clone();
-            tokio::task::spawn_blocking(move || {
-                let r = target
-                    .luns
-                    .execute(lun, nexus, task.cdb.as_slice(), &task.data_out);
-                let _ = tx.send((task.itt, lun, r));
-            });
-        } else {
-            let r = target
-                .luns
-                .execute(lun, nexus, task.cdb.as_slice(), &task.data_out);
-            self.completed(task.itt, lun, r);
-        }
-    }
-
-    /// Puts a command's medium access on the ring when the device can
-    /// stage it and a ring is there: whether it did (else the caller runs
-    /// the command, also when an atomic command holds the LU: the blocking
-    /// pool waits for it).
-    fn stage(&mut self, target: &Arc<Target>, task: &ScsiTask) -> bool {
-        let lun = task.lun.index();
-        let Some(lu) = lun.and_then(|n| target.luns.get(n)) else {
-            return false;
-        };
-        if !lu.stageable(task.cdb.as_slice(), task.data_out.len()) {
-            return false;
-        }
+    /// Puts a staged command's medium access on the ring; a full ring, or
+    /// none (io_uring refused: staging stops), sends it to the blocking
+    /// pool.
+    fn stage(&mut self, staged: Staged) {
         let Some(ring) = self.ring.get(self.queue_depth) else {
-            return false;
+            self.core.set_staging(false);
+            return self.run_blocking(move || staged.run_here());
         };
-        let req = Request {
-            nexus: self.session.nexus,
-            cdb: task.cdb.as_slice(),
-            data_out: &task.data_out,
-            map: &target.luns,
-        };
-        let io = match lu.start(&req) {
-            None => return false,
-            Some(Start::Done(r)) => {
-                self.completed(task.itt, lun, r);
-                return true;
-            }
-            Some(Start::Io(io)) => io,
-        };
-        let cmd = StagedCmd {
-            itt: task.itt,
-            lun,
-            io,
-        };
-        match ring.push(cmd) {
+        match ring.push(staged) {
             None => self.ring_commands += 1,
-            // The ring is full: this one runs on the blocking pool.
-            Some(cmd) => self.run_blocking(cmd),
+            Some(staged) => self.run_blocking(move || staged.run_here()),
         }
-        true
     }
 
-    /// Runs a staged command's medium access on the blocking pool.
-    fn run_blocking(&mut self, cmd: StagedCmd) {
+    /// Runs work that may block on the blocking pool; its result comes
+    /// back on the completion channel.
+    fn run_blocking(&mut self, work: impl FnOnce() -> Done + Send + 'static) {
         self.in_flight_blocking += 1;
         let tx = self.done_tx.clone();
         tokio::task::spawn_blocking(move || {
-            let _ = tx.send((cmd.itt, cmd.lun, cmd.io.run_here()));
+            let _ = tx.send(work());
         });
     }
 
@@ -677,8 +619,7 @@ impl Driver {
         }
         let any = !done.is_empty();
         for c in done.drain(..) {
-            let r = c.job.io.finish(c.result);
-            self.completed(c.job.itt, c.job.lun, r);
+            self.core.completed(c.job.finish(c.result));
         }
         self.ring_done = done;
         any
@@ -692,22 +633,6 @@ impl Driver {
             .get_or_insert_with(|| format!("io_uring failed: {e}"));
     }
 
-    /// A command finished. If it aborted other nexuses' tasks (PREEMPT
-    /// AND ABORT), their sessions are told to end them.
-    fn completed(&mut self, itt: u32, lun: Option<u16>, r: Response) {
-        if !r.abort_nexuses.is_empty() {
-            let victims = &r.abort_nexuses;
-            self.session.signal_others(
-                |n| victims.contains(&n),
-                SessionSignal::Abort {
-                    lun,
-                    cleared: false,
-                },
-            );
-        }
-        self.conn.complete(itt, to_result(r));
-    }
-
     /// Acts on what other sessions sent; returns why to close, if one of
     /// them ends this session.
     fn take_signals(&mut self) -> Option<&'static str> {
@@ -715,82 +640,21 @@ impl Driver {
             match sig {
                 SessionSignal::Close(why) => return Some(why),
                 SessionSignal::Abort { lun, cleared } => {
-                    let scope =
-                        lun.map_or(AbortScope::All, |n| AbortScope::Lun(Lun::from_index(n)));
-                    let n = self.conn.abort_third_party(scope);
+                    let n = self.core.abort_from_other(lun, cleared);
                     debug!(peer = %self.peer, ?lun, "{n} tasks ended by another initiator's task management");
-                    if n > 0 && cleared {
-                        if let Some(lu) =
-                            lun.and_then(|l| self.target.as_ref()?.luns.get(l).cloned())
-                        {
-                            lu.commands_cleared(self.session.nexus);
-                        }
-                    }
                 }
             }
         }
         None
     }
 
-    /// Carries out a task management function as [`TmfRequest::plan`]
-    /// decides it. This connection's tasks are aborted by the protocol
-    /// before the response; other sessions' tasks on the same LU (a shared
-    /// task set: TST=000b) are ended through their signals.
-    fn task_management(&mut self, req: TmfRequest) {
-        let index = req.lun.index();
-        let lu = index.and_then(|n| self.target.as_ref().and_then(|t| t.luns.get(n)).cloned());
-        let nexus = self.session.nexus;
-        let abort_others = |lun: Option<u16>, cleared: bool| {
-            self.session
-                .signal_others(|_| true, SessionSignal::Abort { lun, cleared })
-        };
-        let plan = req.plan(lu.is_some());
-        let mut response = plan.response;
-        match plan.action {
-            TmfAction::Nothing => {}
-            TmfAction::ClearTaskSet => abort_others(index, true),
-            TmfAction::ResetLu => {
-                if let Some(lu) = &lu {
-                    lu.reset();
-                }
-                abort_others(index, false);
-            }
-            TmfAction::ResetTarget { cold } => {
-                if let Some(t) = &self.target {
-                    for (_, lu) in t.luns.iter() {
-                        lu.reset();
-                    }
-                }
-                if cold {
-                    // Every other session closes now; this one after its
-                    // response (the protocol closes it).
-                    self.session.signal_others(
-                        |_| true,
-                        SessionSignal::Close("target cold reset by another initiator"),
-                    );
-                } else {
-                    abort_others(None, false);
-                }
-            }
-            TmfAction::ResetNexus => {
-                if let Some(t) = &self.target {
-                    for (_, lu) in t.luns.iter() {
-                        lu.nexus_reset(nexus);
-                    }
-                }
-            }
-            TmfAction::Query(scope) => response = tmf::query_response(self.conn.has_tasks(scope)),
-        }
-        debug!(peer = %self.peer, function = req.function, response, "task management");
-        self.conn.finish_tmf(req.itt, response, plan.scope);
-    }
-
     /// Waits for commands running on the blocking pool or the ring, so
     /// that a write the initiator issued finishes before the connection is
     /// gone.
-    async fn wait_blocking(&mut self, done_rx: &mut mpsc::UnboundedReceiver<Completion>) {
+    async fn wait_blocking(&mut self, done_rx: &mut mpsc::UnboundedReceiver<Done>) {
         let deadline = tokio::time::Instant::now() + CLOSE_GRACE;
         self.drive_ring();
+        self.signals_at_close();
         while self.in_flight_blocking > 0 || self.ring.in_flight() > 0 {
             let ring_busy = self.ring.in_flight() > 0;
             let next = tokio::time::timeout_at(deadline, async {
@@ -801,12 +665,14 @@ impl Driver {
             })
             .await;
             match next {
-                Ok(Some((itt, lun, r))) => {
+                Ok(Some(done)) => {
                     self.in_flight_blocking -= 1;
-                    self.completed(itt, lun, r);
+                    self.core.completed(done);
+                    self.signals_at_close();
                 }
                 Ok(None) => {
                     self.drive_ring();
+                    self.signals_at_close();
                 }
                 Err(_) => {
                     warn!(
@@ -823,11 +689,9 @@ impl Driver {
 
     /// Flushes queued PDUs (the logout response, a Reject) and lets
     /// running commands end, then closes.
-    async fn finish(&mut self, done_rx: &mut mpsc::UnboundedReceiver<Completion>) {
+    async fn finish(&mut self, done_rx: &mut mpsc::UnboundedReceiver<Done>) {
         self.wait_blocking(done_rx).await;
-        while let Some(p) = self.conn.poll_transmit() {
-            self.push_out(p);
-        }
+        self.queue_transmit();
         let deadline = tokio::time::Instant::now() + CLOSE_GRACE;
         while !self.out.is_empty() {
             match self.flush_some() {
@@ -882,14 +746,5 @@ impl Sink for SocketSink<'_> {
         }
         let fill = FILL.get(..range.len().min(FILL.len())).unwrap_or(&[]);
         self.stream.try_write(fill)
-    }
-}
-
-fn to_result(r: Response) -> ScsiResult {
-    ScsiResult {
-        status: r.status,
-        sense: r.sense,
-        data_in: r.data,
-        transfer_length: r.transfer_length,
     }
 }

@@ -3,14 +3,17 @@
 //! **Owns:** configuration (TOML file and command-line shorthand), opening
 //! backends, the listening portals, the session table (TSIH assignment,
 //! reinstatement, I_T nexus registration), one async task per connection
-//! driving the sans-IO protocol core over a socket and, for file and
-//! block LUNs, an io_uring (or the blocking pool), timers, the
+//! driving the connection's logic ([`ironlun_target_core::ConnCore`]:
+//! protocol core and LUs joined, without IO) over a socket, with an
+//! io_uring for file and block LUNs and the blocking pool for commands
+//! that may block, delivering its signals to other sessions, timers, the
 //! statistics endpoint (JSON over HTTP), and clean shutdown (stop
 //! accepting, ask initiators to log out, finish commands, flush).
 //!
 //! **Must not know:** PDU layouts beyond "give me the next frame"
-//! (ironlun-wire), protocol rules (ironlun-proto), SCSI semantics
-//! (ironlun-scsi) or how blocks are stored (ironlun-backend).
+//! (ironlun-wire), protocol rules (ironlun-proto), which command runs
+//! where and what task management does (ironlun-target-core), SCSI
+//! semantics (ironlun-scsi) or how blocks are stored (ironlun-backend).
 
 #![cfg_attr(
     test,

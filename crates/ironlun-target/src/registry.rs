@@ -12,6 +12,7 @@ use ironlun_proto::login::{LoginContext, LoginStatus, NewSession, TargetInfo};
 use ironlun_proto::params::Offers;
 use ironlun_proto::target::{Directory, SendTargetsQuery, TargetListing};
 use ironlun_scsi::{LunMap, NexusId};
+pub use ironlun_target_core::SessionSignal;
 use tokio::sync::Notify;
 
 use crate::config::{IoEngine, Limits, TargetConfig, TcpTuning};
@@ -20,7 +21,7 @@ use crate::replay::{ChallengeMemory, REMEMBERED_CHALLENGES};
 /// A configured target and its logical units.
 pub struct Target {
     pub cfg: TargetConfig,
-    pub luns: LunMap,
+    pub luns: Arc<LunMap>,
 }
 
 struct SessionEntry {
@@ -29,19 +30,6 @@ struct SessionEntry {
     target: Option<String>,
     nexus: NexusId,
     signals: Arc<SessionSignals>,
-}
-
-/// What one session asks of another session's connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SessionSignal {
-    /// End this session's tasks on a LUN (all LUNs with `None`): another
-    /// nexus reset the LU or target, cleared the task set or preempted
-    /// this nexus with PREEMPT AND ABORT. `cleared`: tell the initiator
-    /// with COMMANDS CLEARED BY ANOTHER INITIATOR if any task was ended.
-    Abort { lun: Option<u16>, cleared: bool },
-    /// Close the session: a reinstatement replaced it, or a TARGET COLD
-    /// RESET (RFC 7143 §11.5.1) ends every session.
-    Close(&'static str),
 }
 
 /// A session's inbox of signals and the wakeup of its connection task.

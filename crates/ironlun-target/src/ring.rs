@@ -16,9 +16,8 @@ use std::io;
 use std::os::unix::io::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use ironlun_backend::ring::{Completion, Job, Request, Ring};
-use ironlun_backend::Backend;
-use ironlun_scsi::MediumIo;
+use ironlun_backend::ring::{Completion, Ring};
+use ironlun_target_core::Staged;
 use tokio::io::unix::AsyncFd;
 use tracing::{info, warn};
 
@@ -27,27 +26,11 @@ use crate::config::IoEngine;
 /// Largest ring per connection; commands beyond it use the blocking pool.
 pub const RING_MAX: u32 = 512;
 
-/// A staged command on the ring: which task it answers.
-pub struct StagedCmd {
-    pub itt: u32,
-    pub lun: Option<u16>,
-    pub io: MediumIo,
-}
-
-impl Job for StagedCmd {
-    fn backend(&self) -> &dyn Backend {
-        self.io.backend()
-    }
-    fn request(&self) -> &Request {
-        self.io.request()
-    }
-}
-
 /// The ring and its readiness. Field order matters: the descriptor leaves
 /// tokio's reactor before the ring closes it.
 pub struct ConnRing {
     ready: AsyncFd<RawFd>,
-    ring: Ring<StagedCmd>,
+    ring: Ring<Staged>,
 }
 
 /// The connection's ring: not made yet, made, or not to be used.
@@ -145,12 +128,12 @@ impl ConnRing {
     /// Queues a staged command; a refused one comes back (run it on the
     /// blocking pool).
     #[must_use]
-    pub fn push(&mut self, cmd: StagedCmd) -> Option<StagedCmd> {
+    pub fn push(&mut self, cmd: Staged) -> Option<Staged> {
         self.ring.push(cmd).err().map(|(_, cmd)| cmd)
     }
 
     /// Submits what is queued and takes what has finished.
-    pub fn drive(&mut self, out: &mut Vec<Completion<StagedCmd>>) -> io::Result<()> {
+    pub fn drive(&mut self, out: &mut Vec<Completion<Staged>>) -> io::Result<()> {
         self.ring.submit()?;
         self.ring.complete(out)
     }
@@ -168,7 +151,7 @@ fn warn_once(e: &io::Error) {
 /// be made here, else the pool. Logged once, at start.
 pub fn probe(asked: IoEngine) -> IoEngine {
     let engine = match asked {
-        IoEngine::Uring => match Ring::<StagedCmd>::new(4) {
+        IoEngine::Uring => match Ring::<Staged>::new(4) {
             Ok(_) => IoEngine::Uring,
             Err(e) => {
                 warn_once(&e);

@@ -124,7 +124,7 @@ pub fn build_targets(cfg: &Config) -> Result<Vec<Arc<Target>>, String> {
         }
         out.push(Arc::new(Target {
             cfg: t.clone(),
-            luns: LunMap::new(luns),
+            luns: Arc::new(LunMap::new(luns)),
         }));
     }
     Ok(out)

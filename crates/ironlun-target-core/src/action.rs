@@ -1,0 +1,141 @@
+//! What the core hands its driver: commands to run elsewhere, medium
+//! accesses for a ring, and signals for other sessions.
+
+use std::io;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use ironlun_backend::ring::{Job, Request};
+use ironlun_backend::Backend;
+use ironlun_proto::target::ScsiTask;
+use ironlun_scsi::{LunMap, MediumIo, NexusId, Response};
+
+/// Work for the driver, from [`ConnCore::poll_action`](crate::ConnCore::poll_action).
+/// Take every action before sending the PDUs
+/// [`poll_transmit`](crate::ConnCore::poll_transmit) gives: a signal then
+/// reaches other sessions before this session's response leaves.
+pub enum Action {
+    /// Run the command where blocking is fine ([`Command::run`]) and hand
+    /// what it gives to [`ConnCore::completed`](crate::ConnCore::completed).
+    Run(Command),
+    /// Put the medium access on the driver's io_uring and hand the
+    /// outcome to [`Staged::finish`]; with no room or no ring, run it with
+    /// [`Staged::run_here`] where blocking is fine. Either way the result
+    /// goes to [`ConnCore::completed`](crate::ConnCore::completed).
+    Stage(Staged),
+    /// Tell other sessions of the same target.
+    Signal {
+        to: Recipients,
+        signal: SessionSignal,
+    },
+}
+
+/// Which other sessions a signal is for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Recipients {
+    /// Every other session of the target.
+    AllOthers,
+    /// The sessions of these I_T nexuses.
+    Nexuses(Vec<NexusId>),
+}
+
+impl Recipients {
+    /// Whether a session with this nexus is meant (never the sender: the
+    /// driver leaves its own session out).
+    pub fn includes(&self, nexus: NexusId) -> bool {
+        match self {
+            Recipients::AllOthers => true,
+            Recipients::Nexuses(v) => v.contains(&nexus),
+        }
+    }
+}
+
+/// What one session asks of another session's connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionSignal {
+    /// End this session's tasks on a LUN (all LUNs with `None`): another
+    /// nexus reset the LU or target, cleared the task set or preempted
+    /// this nexus with PREEMPT AND ABORT. `cleared`: tell the initiator
+    /// with COMMANDS CLEARED BY ANOTHER INITIATOR if any task was ended
+    /// ([`ConnCore::abort_from_other`](crate::ConnCore::abort_from_other)).
+    Abort { lun: Option<u16>, cleared: bool },
+    /// Close the session: a reinstatement replaced it, or a TARGET COLD
+    /// RESET (RFC 7143 §11.5.1) ends every session.
+    Close(&'static str),
+}
+
+/// A finished command: the task it answers and the device's response.
+#[derive(Debug)]
+pub struct Done {
+    pub itt: u32,
+    pub lun: Option<u16>,
+    pub response: Response,
+}
+
+/// A command the driver runs where blocking is fine.
+pub struct Command {
+    pub(crate) task: ScsiTask,
+    pub(crate) lun: Option<u16>,
+    pub(crate) nexus: NexusId,
+    pub(crate) map: Arc<LunMap>,
+}
+
+impl Command {
+    /// Runs it on the target's LUs (may block on a backend's files).
+    pub fn run(self) -> Done {
+        let response = self.map.execute(
+            self.lun,
+            self.nexus,
+            self.task.cdb.as_slice(),
+            &self.task.data_out,
+        );
+        Done {
+            itt: self.task.itt,
+            lun: self.lun,
+            response,
+        }
+    }
+
+    /// Data-Out bytes the command carries.
+    pub fn data_out_len(&self) -> usize {
+        self.task.data_out.len()
+    }
+}
+
+/// A command whose medium access waits for the driver: the device did
+/// every check before it ([`LogicalUnit::start`](ironlun_scsi::LogicalUnit::start)).
+pub struct Staged {
+    pub(crate) itt: u32,
+    pub(crate) lun: Option<u16>,
+    pub(crate) io: MediumIo,
+}
+
+impl Staged {
+    /// Finishes the command with the access's outcome (bytes read, or
+    /// nothing for writes and flushes).
+    pub fn finish(self, outcome: io::Result<Option<Bytes>>) -> Done {
+        Done {
+            itt: self.itt,
+            lun: self.lun,
+            response: self.io.finish(outcome),
+        }
+    }
+
+    /// Runs the access here, synchronously. May block.
+    pub fn run_here(self) -> Done {
+        Done {
+            itt: self.itt,
+            lun: self.lun,
+            response: self.io.run_here(),
+        }
+    }
+}
+
+impl Job for Staged {
+    fn backend(&self) -> &dyn Backend {
+        self.io.backend()
+    }
+    fn request(&self) -> &Request {
+        self.io.request()
+    }
+}

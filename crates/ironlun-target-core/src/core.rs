@@ -1,0 +1,276 @@
+//! [`ConnCore`]: one connection's protocol core and the target's LUs,
+//! joined.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ironlun_proto::target::{
+    AbortScope, CloseReason, Event, ScsiResult, ScsiTask, TargetConnection,
+};
+use ironlun_proto::OutPdu;
+use ironlun_scsi::{ItNexus, LogicalUnit, LunMap, NexusId, Request, Response, Sense, Start};
+use ironlun_wire::{Frame, Lun, WireError};
+
+use crate::action::{Action, Command, Done, Recipients, SessionSignal, Staged};
+
+/// Where commands run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dispatch {
+    /// Commands that cannot block (RAM and null LUs, reads a file LU
+    /// serves from memory) run inside the core; the others are handed
+    /// out as [`Action::Run`] or [`Action::Stage`]. The daemon.
+    Inline,
+    /// Every command is handed out as [`Action::Run`] (or
+    /// [`Action::Stage`]): the driver decides when each finishes. The fuzz
+    /// harness, which holds commands as a slow backend would and checks
+    /// every response.
+    Driver,
+}
+
+/// A normal session's view of the target's LUs.
+pub struct Lus {
+    pub map: Arc<LunMap>,
+    /// This session's I_T nexus.
+    pub nexus: NexusId,
+    /// Who the nexus is (reservations and unit attentions key on it).
+    pub identity: ItNexus,
+    /// The session reinstated one of the same nexus (RFC 7143 §6.3.5).
+    pub replaced: bool,
+}
+
+/// One connection in full feature phase: feed it frames, time and
+/// completions; take its [`Action`]s, then its PDUs.
+///
+/// Every input runs the protocol's events to the end before it returns,
+/// so what a PDU asked for (a command, task management) has been done or
+/// handed out before the next PDU is seen: task management finds commands
+/// in the state their order on the wire implies.
+pub struct ConnCore {
+    conn: TargetConnection,
+    /// `None` for a discovery session.
+    lus: Option<Lus>,
+    dispatch: Dispatch,
+    /// Medium access of file and block LUs goes out as [`Action::Stage`].
+    stage: bool,
+    actions: VecDeque<Action>,
+    close: Option<CloseReason>,
+}
+
+impl ConnCore {
+    /// Takes over a connection whose login completed. A normal session's
+    /// nexus is registered with every LU (its first command sees the
+    /// unit attention SAM-5 §6.3.1 asks for).
+    pub fn new(conn: TargetConnection, lus: Option<Lus>, dispatch: Dispatch, stage: bool) -> Self {
+        if let Some(l) = &lus {
+            l.map.attach_nexus(l.nexus, &l.identity, l.replaced);
+        }
+        ConnCore {
+            conn,
+            lus,
+            dispatch,
+            stage,
+            actions: VecDeque::new(),
+            close: None,
+        }
+    }
+
+    /// The protocol core, to read its state (timeouts, tasks, counters).
+    pub fn conn(&self) -> &TargetConnection {
+        &self.conn
+    }
+
+    /// Whether medium access is handed out for a ring (the driver turns
+    /// it off when it finds it has none).
+    pub fn set_staging(&mut self, on: bool) {
+        self.stage = on;
+    }
+
+    pub fn handle_frame(&mut self, frame: Frame, now: Instant) {
+        self.conn.handle_frame(frame, now);
+        self.run_events();
+    }
+
+    /// Bytes that do not decode: the protocol decides (it closes).
+    pub fn handle_frame_error(&mut self, err: &WireError) {
+        self.conn.handle_frame_error(err);
+        self.run_events();
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.conn.handle_timeout(now);
+        self.run_events();
+    }
+
+    /// The target asks the initiator to log out within `wait`.
+    pub fn request_logout(&mut self, now: Instant, wait: Duration) {
+        self.conn.request_logout(now, wait);
+        self.run_events();
+    }
+
+    /// A command handed out earlier finished.
+    pub fn completed(&mut self, done: Done) {
+        self.finish(done);
+        self.run_events();
+    }
+
+    /// Another session's task management ended this session's tasks on
+    /// `lun` (all LUNs with `None`); with `cleared`, and if any task
+    /// ended, the LU tells this nexus COMMANDS CLEARED BY ANOTHER
+    /// INITIATOR. How many tasks ended.
+    pub fn abort_from_other(&mut self, lun: Option<u16>, cleared: bool) -> usize {
+        let scope = lun.map_or(AbortScope::All, |n| AbortScope::Lun(Lun::from_index(n)));
+        let ended = self.conn.abort_third_party(scope);
+        if ended > 0 && cleared {
+            if let (Some(n), Some(l)) = (lun, &self.lus) {
+                l.map.commands_cleared(n, l.nexus);
+            }
+        }
+        self.run_events();
+        ended
+    }
+
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    pub fn poll_transmit(&mut self) -> Option<OutPdu> {
+        self.conn.poll_transmit()
+    }
+
+    /// Why the protocol asked to close, once it did: send what
+    /// [`ConnCore::poll_transmit`] gives, then close.
+    pub fn close_reason(&self) -> Option<&CloseReason> {
+        self.close.as_ref()
+    }
+
+    pub fn is_closing(&self) -> bool {
+        self.conn.is_closing()
+    }
+
+    /// Runs the protocol's events; finishing a task may queue more.
+    fn run_events(&mut self) {
+        while let Some(ev) = self.conn.poll_event() {
+            match ev {
+                Event::Execute(task) => self.execute(task),
+                Event::FailTask { itt, lun, sense } => self.fail(itt, lun, sense),
+                Event::TaskManagement(req) => self.task_management(req),
+                Event::Close(reason) => {
+                    self.close.get_or_insert(reason);
+                }
+            }
+        }
+    }
+
+    /// The protocol found the task's data transfer broken: CHECK
+    /// CONDITION with its sense, in the LU's sense format.
+    fn fail(&mut self, itt: u32, lun: Lun, (key, asc, ascq): (u8, u8, u8)) {
+        let r = match &self.lus {
+            Some(l) => l
+                .map
+                .check_condition(lun.index(), Sense::new(key, (asc, ascq))),
+            None => Response::default(),
+        };
+        self.conn.complete(itt, to_result(r));
+    }
+
+    fn execute(&mut self, task: ScsiTask) {
+        let Some(l) = &self.lus else {
+            // Discovery sessions never execute SCSI (the protocol rejects
+            // the command before this point).
+            self.conn.complete(task.itt, ScsiResult::default());
+            return;
+        };
+        let lun = task.lun.index();
+        let lu = lun.and_then(|n| l.map.get(n));
+        let cdb = task.cdb.as_slice();
+        if let Some(lu) = lu.filter(|lu| self.stage && lu.stageable(cdb, task.data_out.len())) {
+            match start(lu, l, &task) {
+                None => {}
+                Some(Start::Done(response)) => {
+                    return self.finish(Done {
+                        itt: task.itt,
+                        lun,
+                        response,
+                    })
+                }
+                Some(Start::Io(io)) => {
+                    let itt = task.itt;
+                    return self
+                        .actions
+                        .push_back(Action::Stage(Staged { itt, lun, io }));
+                }
+            }
+        }
+        let may_block = lu.is_some_and(|lu| lu.may_block(cdb, task.expected_data_transfer_length));
+        if may_block || self.dispatch == Dispatch::Driver {
+            let cmd = Command {
+                lun,
+                nexus: l.nexus,
+                map: Arc::clone(&l.map),
+                task,
+            };
+            return self.actions.push_back(Action::Run(cmd));
+        }
+        let response = l.map.execute(lun, l.nexus, cdb, &task.data_out);
+        self.finish(Done {
+            itt: task.itt,
+            lun,
+            response,
+        });
+    }
+
+    /// Hands a response to the protocol. If the command aborted other
+    /// nexuses' tasks (PREEMPT AND ABORT, SPC-4 §5.13.12.2), their
+    /// sessions are told to end them.
+    fn finish(&mut self, done: Done) {
+        let Done { itt, lun, response } = done;
+        if !response.abort_nexuses.is_empty() {
+            self.actions.push_back(Action::Signal {
+                to: Recipients::Nexuses(response.abort_nexuses.clone()),
+                signal: SessionSignal::Abort {
+                    lun,
+                    cleared: false,
+                },
+            });
+        }
+        self.conn.complete(itt, to_result(response));
+    }
+
+    /// Asks every other session of the target to act.
+    pub(crate) fn signal_others(&mut self, signal: SessionSignal) {
+        self.actions.push_back(Action::Signal {
+            to: Recipients::AllOthers,
+            signal,
+        });
+    }
+
+    pub(crate) fn lus(&self) -> Option<&Lus> {
+        self.lus.as_ref()
+    }
+
+    pub(crate) fn conn_mut(&mut self) -> &mut TargetConnection {
+        &mut self.conn
+    }
+}
+
+/// The device's checks and, if they pass, its medium access to stage.
+fn start(lu: &Arc<LogicalUnit>, l: &Lus, task: &ScsiTask) -> Option<Start> {
+    lu.start(&Request {
+        nexus: l.nexus,
+        cdb: task.cdb.as_slice(),
+        data_out: &task.data_out,
+        map: &l.map,
+    })
+}
+
+/// The device's response as the protocol's result (the transport works
+/// out residuals from the transfer length, RFC 7143 §11.4.5).
+fn to_result(r: Response) -> ScsiResult {
+    ScsiResult {
+        status: r.status,
+        sense: r.sense,
+        data_in: r.data,
+        transfer_length: r.transfer_length,
+    }
+}
