@@ -7,7 +7,8 @@
 //! phase collapse and residuals, NOP-In/Out, text (SendTargets), logout,
 //! task management bookkeeping and Reject; and the initiator's login and
 //! full feature phase (tags, the MaxCmdSN window, Data-Out generation,
-//! Data-In reassembly).
+//! Data-In reassembly); the target's session table (TSIH assignment and
+//! session reinstatement, [`sessions`]).
 //!
 //! **Must not know:** sockets, tasks or runtimes, clocks (time is passed in
 //! as `Instant`), storage, or SCSI semantics. A CDB is opaque bytes here;
@@ -33,6 +34,7 @@ pub mod keys;
 pub mod login;
 pub mod negotiate;
 pub mod params;
+pub mod sessions;
 pub mod target;
 pub mod timer;
 pub mod window;

@@ -1,8 +1,9 @@
 //! # ironlun-target: the target daemon
 //!
 //! **Owns:** configuration (TOML file and command-line shorthand), opening
-//! backends, the listening portals, the session table (TSIH assignment,
-//! reinstatement, I_T nexus registration), one async task per connection
+//! backends, the listening portals, the session registry (the table of
+//! ironlun-proto behind a lock, I_T nexus numbers, each session's signal
+//! inbox), one async task per connection
 //! driving the connection's logic ([`ironlun_target_core::ConnCore`]:
 //! protocol core and LUs joined, without IO) over a socket, with an
 //! io_uring for file and block LUNs and the blocking pool for commands

@@ -1,8 +1,9 @@
 //! Targets and sessions: what the login state machine asks of the daemon
-//! (target lookup, discovery, TSIH assignment, session reinstatement) and
-//! what SendTargets reports.
+//! (target lookup, discovery, a new session) and what SendTargets
+//! reports. The session table's rules (TSIH assignment, session
+//! reinstatement) are ironlun-proto's [`SessionTable`]; the registry holds
+//! it behind its lock with each session's nexus and signal inbox.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -10,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use ironlun_proto::chap::ChapPolicy;
 use ironlun_proto::login::{LoginContext, LoginStatus, NewSession, TargetInfo};
 use ironlun_proto::params::Offers;
+use ironlun_proto::sessions::{SessionName, SessionTable};
 use ironlun_proto::target::{Directory, SendTargetsQuery, TargetListing};
 use ironlun_scsi::{LunMap, NexusId};
 pub use ironlun_target_core::SessionSignal;
@@ -24,10 +26,8 @@ pub struct Target {
     pub luns: Arc<LunMap>,
 }
 
+/// What the daemon keeps per session in the table.
 struct SessionEntry {
-    initiator: String,
-    isid: [u8; 6],
-    target: Option<String>,
     nexus: NexusId,
     signals: Arc<SessionSignals>,
 }
@@ -71,12 +71,6 @@ impl SessionSignals {
     }
 }
 
-#[derive(Default)]
-struct SessionTable {
-    by_tsih: HashMap<u16, SessionEntry>,
-    next_tsih: u16,
-}
-
 /// Everything connections share.
 pub struct Registry {
     pub targets: Vec<Arc<Target>>,
@@ -88,7 +82,7 @@ pub struct Registry {
     /// How commands on file and block LUNs reach the kernel (as probed at
     /// start: io_uring only where it works).
     pub io_engine: IoEngine,
-    sessions: Mutex<SessionTable>,
+    sessions: Mutex<SessionTable<SessionEntry>>,
     /// Mutual CHAP challenges of recent logins (replays are refused).
     challenges: Mutex<ChallengeMemory>,
     next_nexus: AtomicU64,
@@ -119,14 +113,10 @@ pub struct SessionHandle {
 
 impl Drop for SessionHandle {
     fn drop(&mut self) {
-        let mut t = self.registry.table();
-        if t.by_tsih
-            .get(&self.tsih)
-            .is_some_and(|e| e.nexus == self.nexus)
-        {
-            t.by_tsih.remove(&self.tsih);
-        }
-        drop(t);
+        let nexus = self.nexus;
+        self.registry
+            .table()
+            .remove_if(self.tsih, |e| e.nexus == nexus);
         if let Some(target) = &self.target {
             target.luns.detach_nexus(self.nexus);
         }
@@ -154,6 +144,7 @@ impl Registry {
         discovery_chap: Option<ChapPolicy>,
         io_engine: IoEngine,
     ) -> Arc<Registry> {
+        let max_sessions = limits.max_sessions;
         Arc::new(Registry {
             targets,
             limits,
@@ -161,10 +152,7 @@ impl Registry {
             portals,
             discovery_chap,
             io_engine,
-            sessions: Mutex::new(SessionTable {
-                by_tsih: HashMap::new(),
-                next_tsih: 1,
-            }),
+            sessions: Mutex::new(SessionTable::new(max_sessions)),
             challenges: Mutex::new(ChallengeMemory::new(REMEMBERED_CHALLENGES)),
             next_nexus: AtomicU64::new(1),
             connections: AtomicUsize::new(0),
@@ -183,12 +171,10 @@ impl Registry {
 
     /// Sessions now: (normal, discovery).
     pub fn session_counts(&self) -> (usize, usize) {
-        let t = self.table();
-        let normal = t.by_tsih.values().filter(|e| e.target.is_some()).count();
-        (normal, t.by_tsih.len() - normal)
+        self.table().counts()
     }
 
-    fn table(&self) -> std::sync::MutexGuard<'_, SessionTable> {
+    fn table(&self) -> std::sync::MutexGuard<'_, SessionTable<SessionEntry>> {
         self.sessions.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -203,13 +189,8 @@ impl Registry {
     /// Sends `sig` to the sessions of `target` whose nexus satisfies
     /// `pred`.
     pub fn signal(&self, target: &str, pred: impl Fn(NexusId) -> bool, sig: SessionSignal) {
-        let table = self.table();
-        for e in table.by_tsih.values() {
-            let same_target = e
-                .target
-                .as_deref()
-                .is_some_and(|t| t.eq_ignore_ascii_case(target));
-            if same_target && pred(e.nexus) {
+        for e in self.table().of_target(target) {
+            if pred(e.nexus) {
                 e.signals.send(sig);
             }
         }
@@ -291,51 +272,37 @@ impl LoginContext for LoginCtx {
             ),
             None => None,
         };
-        let target_name = target.as_ref().map(|t| t.cfg.name.clone());
-        let mut table = self.registry.table();
-        // Session reinstatement (RFC 7143 §6.3.5): a leading login with
-        // TSIH 0 and the ISID of a live session to the same target
-        // replaces that session.
-        let old = table
-            .by_tsih
-            .iter()
-            .find(|(_, e)| {
-                e.initiator == s.initiator_name && e.isid == s.isid && e.target == target_name
-            })
-            .map(|(tsih, _)| *tsih);
-        let reinstated = old.is_some();
-        if let Some(old) = old {
-            if let Some(e) = table.by_tsih.remove(&old) {
-                e.signals.send(SessionSignal::Close(
-                    "session reinstated by a new login with the same ISID",
-                ));
-            }
-        }
-        if table.by_tsih.len() >= self.registry.limits.max_sessions {
-            return Err(LoginStatus::OUT_OF_RESOURCES);
-        }
-        // TSIH: non-zero and unused (RFC 7143 §11.12.6).
-        let mut tsih = table.next_tsih;
-        for _ in 0..=u16::MAX {
-            if tsih != 0 && !table.by_tsih.contains_key(&tsih) {
-                break;
-            }
-            tsih = tsih.wrapping_add(1);
-        }
-        table.next_tsih = tsih.wrapping_add(1);
+        let name = SessionName {
+            initiator: s.initiator_name.clone(),
+            isid: s.isid,
+            target: target.as_ref().map(|t| t.cfg.name.clone()),
+        };
         let nexus = NexusId(self.registry.next_nexus.fetch_add(1, Ordering::Relaxed));
         let signals = Arc::new(SessionSignals::default());
-        table.by_tsih.insert(
-            tsih,
-            SessionEntry {
-                initiator: s.initiator_name.clone(),
-                isid: s.isid,
-                target: target_name,
-                nexus,
-                signals: signals.clone(),
-            },
-        );
-        drop(table);
+        let entry = SessionEntry {
+            nexus,
+            signals: signals.clone(),
+        };
+        // A session of the same name is replaced (RFC 7143 §6.3.5): it
+        // closes, whether or not the new one fits.
+        let closed = |old: Option<SessionEntry>| {
+            if let Some(old) = old {
+                let why = "session reinstated by a new login with the same ISID";
+                old.signals.send(SessionSignal::Close(why));
+            }
+        };
+        let admitted = self.registry.table().admit(name, entry);
+        let (tsih, reinstated) = match admitted {
+            Ok(a) => {
+                let reinstated = a.replaced.is_some();
+                closed(a.replaced);
+                (a.tsih, reinstated)
+            }
+            Err(full) => {
+                closed(full.replaced);
+                return Err(LoginStatus::OUT_OF_RESOURCES);
+            }
+        };
         self.created = Some(SessionHandle {
             registry: self.registry.clone(),
             tsih,
