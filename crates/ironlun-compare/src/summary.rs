@@ -513,6 +513,196 @@ mod tests {
         }
     }
 
+    /// A report that reaches every part of the table: a row with a note,
+    /// one limited by the client against ironlun only, one judged by CPU
+    /// per I/O, one by MB/s with a wire-share goal, one unmeasured, the
+    /// sessions table (with a count tgt did not serve) and failed runs.
+    fn sample_report() -> Report {
+        let find = |name: &str, lun| {
+            all()
+                .into_iter()
+                .find(|w| w.name == name && w.lun == lun)
+                .unwrap()
+        };
+        let with_client = |iops: f64, cpu: f64, cores: f64, steal: f64| Sample {
+            client_cores: Some(cores),
+            client_cpu_us_per_io: Some(cores * 1e6 / iops),
+            steal_pct: steal,
+            ..sample(iops, cpu)
+        };
+        let row = |workload, client, note, tgt, ironlun| Row {
+            workload,
+            client,
+            note,
+            tgt,
+            ironlun,
+        };
+        let file = crate::workloads::LunKind::File;
+        let null = crate::workloads::LunKind::Null;
+        let rss = |iops: f64, rep, rss: u64| Sample {
+            rep,
+            target_rss_peak: Some(rss),
+            ..sample(iops, 1.0)
+        };
+        Report {
+            date: "2026-01-02T03:04:05Z".into(),
+            host: ironlun_bench::result::HostInfo {
+                cpu_model: "Test CPU @ 2.0GHz".into(),
+                cpus: 2,
+                kernel: "6.1.0-test".into(),
+            },
+            versions: vec![
+                ("ironlun".into(), "ironlun 0.1.0".into()),
+                ("tgt".into(), "1:1.0.85-1".into()),
+            ],
+            reps: 3,
+            measure_s: 5.0,
+            lun_size: 256 << 20,
+            iperf3_mb_per_s: vec![3000.0, 3200.0, 2900.0],
+            rows: vec![
+                row(
+                    find("4k-randread-qd64", file),
+                    Client::IronlunBench,
+                    None,
+                    vec![
+                        with_client(40e3, 20.0, 0.5, 1.0),
+                        with_client(30e3, 22.0, 0.6, 3.0),
+                    ],
+                    vec![
+                        with_client(70e3, 5.0, 0.7, 2.0),
+                        with_client(90e3, 4.0, 0.8, 0.0),
+                    ],
+                ),
+                row(
+                    find("4k-randwrite-qd64", file),
+                    Client::QemuImg,
+                    Client::QemuImg
+                        .fit(&find("4k-randwrite-qd64", file))
+                        .unwrap(),
+                    vec![with_client(50e3, 10.0, 0.6, 0.5)],
+                    vec![with_client(80e3, 12.0, 0.97, 0.5)],
+                ),
+                row(
+                    find("4k-randread-qd64", null),
+                    Client::QemuImg,
+                    None,
+                    vec![with_client(75e3, 8.0, 0.99, 4.0)],
+                    vec![with_client(126e3, 3.0, 0.99, 6.0)],
+                ),
+                row(
+                    find("512k-seqread-qd8", file),
+                    Client::IscsiPerf,
+                    None,
+                    vec![Sample {
+                        mb_per_s: 1500.0,
+                        ..sample(2860.0, 30.0)
+                    }],
+                    vec![Sample {
+                        mb_per_s: 2100.0,
+                        ..sample(4000.0, 25.0)
+                    }],
+                ),
+                row(
+                    find("4k-randread-qd1", file),
+                    Client::IscsiPerf,
+                    None,
+                    vec![Sample {
+                        mean_latency_us: 95.5,
+                        ..Sample::default()
+                    }],
+                    vec![],
+                ),
+            ],
+            scaling: vec![
+                ScalingRow {
+                    sessions: 1,
+                    tgt: vec![rss(50e3, 0, 40_000_000), rss(52e3, 1, 41_000_000)],
+                    ironlun: vec![rss(90e3, 0, 12_000_000), rss(95e3, 1, 13_500_000)],
+                },
+                ScalingRow {
+                    sessions: 64,
+                    tgt: vec![],
+                    ironlun: vec![sample(88e3, 1.0), sample(91e3, 1.0)],
+                },
+            ],
+            failures: vec![
+                "iperf3: not installed".into(),
+                "4k-randread-qd1 file iscsi-perf against ironlun: timed out".into(),
+            ],
+            elapsed_s: 612.4,
+        }
+    }
+
+    /// The whole table, as printed for [`sample_report`].
+    const SAMPLE_MARKDOWN: &str = r#"Measured 2026-01-02T03:04:05Z on Test CPU @ 2.0GHz (2 CPUs, kernel 6.1.0-test); 3 alternating repetitions of 5.0 s (warm-up excluded), LUNs of 256 MiB; 612 s in all.
+
+- ironlun: ironlun 0.1.0
+- tgt: 1:1.0.85-1
+
+Medians; ratio = ironlun / tgt. CPU = target daemon CPU time (all threads, /proc/PID/stat) per I/O over the measured interval. Client = the client process's own CPU per I/O and its CPU in cores, against tgt / against ironlun; a client at ≥ 0.9 of a core against ironlun (in bold) set ironlun's rate itself. A row whose client was at a full core against both targets measures the client, not the targets: it is judged by CPU per I/O (the target's against tgt's, within the row's CPU goal or the rate goal turned into a cost, and the client's against tgt no higher), and the verdict column says so.
+
+| workload | LUN | client | tgt | ironlun | ratio (goal) | tgt CPU µs/IO | ironlun CPU µs/IO | CPU ratio (goal) | client µs/IO | client cores | steal % | verdict |
+|---|---|---|---:|---:|---|---:|---:|---|---:|---:|---:|---|
+| 4k-randread-qd64 | file | ironlun bench | 35.0K IOPS | 80.0K IOPS | 2.29 (≥ 2.0) ✓ | 21.0 | 4.5 | 0.21 (≤ 0.5) ✓ | 16.2 / 9.4 | 0.55 / 0.75 | 2 | ✓ 2.29× tgt (≥ 2.0), CPU 0.21× (≤ 0.5) |
+| 4k-randwrite-qd64 | file | qemu-img bench (sequential: qemu-img bench has no random mode) | 50.0K IOPS | 80.0K IOPS | 1.60 (≥ 2.0) **✗** | 10.0 | 12.0 | 1.20 (≤ 0.5) **✗** | 12.0 / 12.1 | 0.60 / **0.97** | 0 | **✗** 1.60× tgt (≥ 2.0), CPU 1.20× (≤ 0.5) |
+| 4k-randread-qd64 | null | qemu-img bench | 75.0K IOPS | 126.0K IOPS | 1.68 (≥ 2.0) **✗** | 8.0 | 3.0 | 0.38 (≤ 0.7) ✓ | 13.2 / 7.9 | 0.99 / **0.99** | 5 | ✓ client-bound (0.99 / 0.99 cores): judged by CPU per I/O: target 0.38× tgt's (≤ 0.70), client 7.9 vs 13.2 µs (≤ tgt's) |
+| 512k-seqread-qd8 | file | iscsi-perf | 1500 MB/s | 2100 MB/s | 1.40 (≥ 1.3) ✓ | 30.0 | 25.0 | 0.83 | – / – | – / – | 0 | ✓ 1.40× tgt (≥ 1.3) |
+| 4k-randread-qd1 | file | iscsi-perf | 95.5 µs | – | – | – | – | – | – / – | – / – | 0 | not measured |
+
+Missed with the client at a full core against ironlun (but not against tgt): 4k-randwrite-qd64 file with qemu-img bench. There the ratio measures the client's CPU per I/O against each target more than the targets themselves.
+
+iperf3, one TCP stream over loopback: 3000 MB/s (median).
+- 512k-seqread-qd8 with iscsi-perf: ironlun 2100 MB/s = 70 % of iperf3 (goal ≥ 60 %) ✓
+
+Sessions (ironlun bench, 4 KiB random reads, QD 64 per session, file LUN): aggregate IOPS and the daemon's peak resident memory.
+
+| sessions | tgt IOPS | ironlun IOPS | ratio | tgt RSS MB | ironlun RSS MB |
+|---:|---:|---:|---:|---:|---:|
+| 1 | 51.0K | 92.5K | 1.81 | 41 | 14 |
+| 64 | – | 89.5K | – | – | – |
+
+ironlun's aggregate IOPS holds as sessions grow: the lowest was 64 sessions at 99 % of the best at fewer in the same repetition (median of 2; goal ≥ 95 %). Across repetitions (the medians in the table), the lowest was 64 sessions at 97 % of the best at fewer.
+
+Failed runs:
+- iperf3: not installed
+- 4k-randread-qd1 file iscsi-perf against ironlun: timed out
+"#;
+
+    /// The table for [`bare_report`]: no sections beyond the rows and the
+    /// wire rate, which is unknown.
+    const BARE_MARKDOWN: &str = r#"Measured 2026-01-02T03:04:05Z on Test CPU @ 2.0GHz (2 CPUs, kernel 6.1.0-test); 3 alternating repetitions of 5.0 s (warm-up excluded), LUNs of 256 MiB; 612 s in all.
+
+
+Medians; ratio = ironlun / tgt. CPU = target daemon CPU time (all threads, /proc/PID/stat) per I/O over the measured interval. Client = the client process's own CPU per I/O and its CPU in cores, against tgt / against ironlun; a client at ≥ 0.9 of a core against ironlun (in bold) set ironlun's rate itself. A row whose client was at a full core against both targets measures the client, not the targets: it is judged by CPU per I/O (the target's against tgt's, within the row's CPU goal or the rate goal turned into a cost, and the client's against tgt no higher), and the verdict column says so.
+
+| workload | LUN | client | tgt | ironlun | ratio (goal) | tgt CPU µs/IO | ironlun CPU µs/IO | CPU ratio (goal) | client µs/IO | client cores | steal % | verdict |
+|---|---|---|---:|---:|---|---:|---:|---|---:|---:|---:|---|
+| 4k-randread-qd64 | file | ironlun bench | 35.0K IOPS | 80.0K IOPS | 2.29 (≥ 2.0) ✓ | 21.0 | 4.5 | 0.21 (≤ 0.5) ✓ | 16.2 / 9.4 | 0.55 / 0.75 | 2 | ✓ 2.29× tgt (≥ 2.0), CPU 0.21× (≤ 0.5) |
+| 512k-seqread-qd8 | file | iscsi-perf | 1500 MB/s | 2100 MB/s | 1.40 (≥ 1.3) ✓ | 30.0 | 25.0 | 0.83 | – / – | – / – | 0 | ✓ 1.40× tgt (≥ 1.3) |
+
+iperf3, one TCP stream over loopback: – MB/s (median).
+"#;
+
+    #[test]
+    fn the_markdown_table_is_printed_as_pinned() {
+        assert_eq!(markdown(&sample_report()), SAMPLE_MARKDOWN);
+        assert_eq!(markdown(&bare_report()), BARE_MARKDOWN);
+    }
+
+    /// The same report without iperf3, sessions, versions or failures,
+    /// and with two of its rows.
+    fn bare_report() -> Report {
+        let mut r = sample_report();
+        r.iperf3_mb_per_s.clear();
+        r.scaling.clear();
+        r.failures.clear();
+        r.versions.clear();
+        let wire = r.rows.swap_remove(3);
+        r.rows.truncate(1);
+        r.rows.push(wire);
+        r
+    }
+
     #[test]
     fn medians() {
         assert_eq!(median(vec![]), None);

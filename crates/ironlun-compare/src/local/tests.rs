@@ -225,3 +225,148 @@ fn the_file_is_made_once_with_allocated_random_blocks() {
     prepare_file(&f, 3 << 20).unwrap();
     assert_eq!(std::fs::metadata(&f).unwrap().mtime_nsec(), t);
 }
+
+/// A report that reaches every part of the table: file and block rows, a
+/// share, a latency and an unjudged goal, a row judged by CPU (the client
+/// at a full core), one by MB/s, an unmeasured one, and failed runs.
+fn sample_report() -> super::Report {
+    let on = |device, r: Row| Row { device, ..r };
+    let mut unmeasured = row(
+        "4k-randwrite-qd1",
+        [
+            (Server::Fio, sample(9_000.0, 110.0, 0.0, 6.0, 0.1)),
+            (Server::Ironlun, sample(8_000.0, 125.0, 7.0, 9.0, 0.1)),
+            (Server::TgtRdwr, sample(5_000.0, 200.0, 30.0, 10.0, 0.1)),
+            (Server::TgtAio, sample(5_000.0, 200.0, 20.0, 10.0, 0.1)),
+        ],
+    );
+    unmeasured.samples[1].1.clear();
+    unmeasured.samples[3].1.clear();
+    super::Report {
+        date: "2026-01-02T03:04:05Z".into(),
+        host: ironlun_bench::result::HostInfo {
+            cpu_model: "Test CPU @ 2.0GHz".into(),
+            cpus: 2,
+            kernel: "6.1.0-test".into(),
+        },
+        versions: vec![
+            ("ironlun".into(), "ironlun 0.1.0".into()),
+            ("fio".into(), "fio-3.33".into()),
+        ],
+        reps: 3,
+        measure_s: 5.0,
+        size: 1 << 30,
+        file: PathBuf::from("/var/tmp/ironlun-compare-local.img"),
+        block_device: Ok("/dev/loop7".into()),
+        rows: vec![
+            row(
+                "4k-randread-qd64",
+                [
+                    (Server::Fio, sample(100_000.0, 640.0, 0.0, 6.0, 0.6)),
+                    (Server::Ironlun, sample(86_000.0, 744.0, 7.0, 9.0, 0.77)),
+                    (Server::TgtRdwr, sample(20_000.0, 3200.0, 30.0, 10.0, 0.2)),
+                    (Server::TgtAio, sample(30_000.0, 2100.0, 20.0, 10.0, 0.3)),
+                ],
+            ),
+            row(
+                "4k-randread-qd1",
+                [
+                    (Server::Fio, sample(10_000.0, 100.0, 0.0, 6.0, 0.1)),
+                    (Server::Ironlun, sample(8_000.0, 126.0, 7.0, 9.0, 0.1)),
+                    (Server::TgtRdwr, sample(5_000.0, 200.0, 30.0, 10.0, 0.1)),
+                    (Server::TgtAio, sample(5_000.0, 180.0, 20.0, 10.0, 0.1)),
+                ],
+            ),
+            row(
+                "4k-randread-qd16",
+                [
+                    (Server::Fio, sample(60_000.0, 260.0, 0.0, 6.0, 0.4)),
+                    (Server::Ironlun, sample(50_000.0, 320.0, 7.5, 9.5, 0.6)),
+                    (Server::TgtRdwr, sample(18_000.0, 880.0, 28.0, 10.0, 0.2)),
+                    (Server::TgtAio, sample(24_000.0, 660.0, 21.0, 10.0, 0.3)),
+                ],
+            ),
+            unmeasured,
+            on(
+                Device::Block,
+                row(
+                    "4k-randwrite-qd64",
+                    [
+                        (Server::Fio, sample(100_000.0, 640.0, 0.0, 6.0, 0.6)),
+                        (Server::Ironlun, sample(60_000.0, 1000.0, 6.0, 16.0, 0.95)),
+                        (Server::TgtRdwr, sample(40_000.0, 1600.0, 12.0, 24.0, 0.96)),
+                        (Server::TgtAio, sample(40_000.0, 1600.0, 12.0, 24.0, 0.5)),
+                    ],
+                ),
+            ),
+            on(
+                Device::Block,
+                row(
+                    "512k-seqread-qd8",
+                    [
+                        (Server::Fio, sample(2_000.0, 4000.0, 0.0, 30.0, 0.2)),
+                        (Server::Ironlun, sample(1_700.0, 4700.0, 40.0, 60.0, 0.3)),
+                        (Server::TgtRdwr, sample(900.0, 8800.0, 90.0, 70.0, 0.2)),
+                        (Server::TgtAio, sample(1_100.0, 7200.0, 80.0, 70.0, 0.2)),
+                    ],
+                ),
+            ),
+        ],
+        failures: vec!["file 4k-randwrite-qd1 ironlun: connection refused".into()],
+        redone: 2,
+        steal_redo_pct: STEAL_REDO_PCT,
+        elapsed_s: 431.7,
+    }
+}
+
+/// The same report without the block rows (and why), versions or
+/// failures.
+fn bare_report() -> super::Report {
+    let mut r = sample_report();
+    r.block_device = Err("not asked for".into());
+    r.rows.retain(|row| row.device == Device::File);
+    r.rows.truncate(2);
+    r.versions.clear();
+    r.failures.clear();
+    r.redone = 0;
+    r
+}
+
+/// The whole table, as printed for [`sample_report`].
+const SAMPLE_MARKDOWN: &str = r#"Measured 2026-01-02T03:04:05Z on Test CPU @ 2.0GHz (2 CPUs, kernel 6.1.0-test); 3 alternating repetitions of 5.0 s (one second of ramp excluded); a 1024 MiB file of random data at /var/tmp/ironlun-compare-local.img; 2 runs repeated for steal ≥ 5 %; 432 s in all.
+
+- ironlun: ironlun 0.1.0
+- fio: fio-3.33
+
+Medians. fio: io_uring, O_DIRECT, on the file or device itself. The targets export the same file or device with O_DIRECT (ironlun `file:…,direct` / `block:…,direct`; tgt rdwr with `bsoflags direct`, and aio) and one client, ironlun bench, drives each over loopback with offsets aligned to the transfer size. In brackets: the share of local fio's rate, or the latency added to fio's, each run against fio's run of the same repetition (median of those pairs: the device's speed drifts over minutes). CPU: target daemon µs per I/O; client: ironlun bench's µs per I/O and cores (fio's own for the local run). the block rows ran on /dev/loop7.
+
+| device | workload | fio (local) | ironlun | tgt rdwr | tgt aio | CPU µs/IO ironlun / tgt rdwr / aio | client µs/IO (cores) ironlun / tgt rdwr | steal % | verdict |
+|---|---|---:|---:|---:|---:|---:|---:|---:|---|
+| file | 4k-randread-qd64 | 100.0K IOPS | 86.0K IOPS (86 %) | 20.0K IOPS (20 %) | 30.0K IOPS (30 %) | 7.0 / 30.0 / 20.0 | 9.0 (0.77) / 10.0 (0.20) | 0 | ✓ 86 % of local fio (goal ≥ 85 %) |
+| file | 4k-randread-qd1 | 100 µs | 126 µs (+26 µs) | 200 µs (+100 µs) | 180 µs (+80 µs) | 7.0 / 30.0 / 20.0 | 9.0 (0.10) / 10.0 (0.10) | 0 | **✗** +26 µs over local fio (goal ≤ +25 µs) |
+| file | 4k-randread-qd16 | 60.0K IOPS | 50.0K IOPS (83 %) | 18.0K IOPS (30 %) | 24.0K IOPS (40 %) | 7.5 / 28.0 / 21.0 | 9.5 (0.60) / 10.0 (0.20) | 0 | reported, no goal |
+| file | 4k-randwrite-qd1 | 110 µs | – µs (–) | 200 µs (+90 µs) | – µs (–) | – / 30.0 / – | – (–) / 10.0 (0.10) | 0 | not measured |
+| block | 4k-randwrite-qd64 | 100.0K IOPS | 60.0K IOPS (60 %) | 40.0K IOPS (40 %) | 40.0K IOPS (40 %) | 6.0 / 12.0 / 12.0 | 16.0 (**0.95**) / 24.0 (**0.96**) | 0 | ✓ client-bound (ironlun bench at 0.95 / 0.96 cores): judged by CPU per I/O: target 6.0 vs tgt's 12.0 µs, client 16.0 vs 24.0 µs |
+| block | 512k-seqread-qd8 | 1049 MB/s | 891 MB/s (85 %) | 472 MB/s (45 %) | 577 MB/s (55 %) | 40.0 / 90.0 / 80.0 | 60.0 (0.30) / 70.0 (0.20) | 0 | **✗** 85 % of local fio (goal ≥ 90 %) |
+
+Failed runs:
+- file 4k-randwrite-qd1 ironlun: connection refused
+"#;
+
+/// The table for [`bare_report`].
+const BARE_MARKDOWN: &str = r#"Measured 2026-01-02T03:04:05Z on Test CPU @ 2.0GHz (2 CPUs, kernel 6.1.0-test); 3 alternating repetitions of 5.0 s (one second of ramp excluded); a 1024 MiB file of random data at /var/tmp/ironlun-compare-local.img; 0 runs repeated for steal ≥ 5 %; 432 s in all.
+
+
+Medians. fio: io_uring, O_DIRECT, on the file or device itself. The targets export the same file or device with O_DIRECT (ironlun `file:…,direct` / `block:…,direct`; tgt rdwr with `bsoflags direct`, and aio) and one client, ironlun bench, drives each over loopback with offsets aligned to the transfer size. In brackets: the share of local fio's rate, or the latency added to fio's, each run against fio's run of the same repetition (median of those pairs: the device's speed drifts over minutes). CPU: target daemon µs per I/O; client: ironlun bench's µs per I/O and cores (fio's own for the local run). no block rows: not asked for.
+
+| device | workload | fio (local) | ironlun | tgt rdwr | tgt aio | CPU µs/IO ironlun / tgt rdwr / aio | client µs/IO (cores) ironlun / tgt rdwr | steal % | verdict |
+|---|---|---:|---:|---:|---:|---:|---:|---:|---|
+| file | 4k-randread-qd64 | 100.0K IOPS | 86.0K IOPS (86 %) | 20.0K IOPS (20 %) | 30.0K IOPS (30 %) | 7.0 / 30.0 / 20.0 | 9.0 (0.77) / 10.0 (0.20) | 0 | ✓ 86 % of local fio (goal ≥ 85 %) |
+| file | 4k-randread-qd1 | 100 µs | 126 µs (+26 µs) | 200 µs (+100 µs) | 180 µs (+80 µs) | 7.0 / 30.0 / 20.0 | 9.0 (0.10) / 10.0 (0.10) | 0 | **✗** +26 µs over local fio (goal ≤ +25 µs) |
+"#;
+
+#[test]
+fn the_markdown_table_is_printed_as_pinned() {
+    assert_eq!(super::table::markdown(&sample_report()), SAMPLE_MARKDOWN);
+    assert_eq!(super::table::markdown(&bare_report()), BARE_MARKDOWN);
+}
