@@ -25,7 +25,8 @@ pub fn median(mut v: Vec<f64>) -> Option<f64> {
     }
 }
 
-fn med(s: &[Sample], f: impl Fn(&Sample) -> Option<f64>) -> Option<f64> {
+/// Median of one figure of the samples (those that have it).
+pub(crate) fn med(s: &[Sample], f: impl Fn(&Sample) -> Option<f64>) -> Option<f64> {
     median(s.iter().filter_map(f).collect())
 }
 
@@ -47,7 +48,8 @@ fn unit(w: &Workload) -> &'static str {
     }
 }
 
-fn num(v: f64) -> String {
+/// A figure in few digits: thousands as K, one decimal below 100.
+pub(crate) fn num(v: f64) -> String {
     if v >= 10_000.0 {
         format!("{:.1}K", v / 1000.0)
     } else if v >= 100.0 {
@@ -201,7 +203,8 @@ pub fn verdict(row: &Row) -> Verdict {
     v
 }
 
-fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
+/// A figure formatted by `f`, or a dash when unknown.
+pub(crate) fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
     v.map_or_else(|| "–".to_owned(), f)
 }
 
@@ -213,9 +216,49 @@ fn goal_text(met: Option<bool>, goal: String) -> String {
     }
 }
 
+/// A verdict cell: ✓ or a bold ✗ before the reason, or the reason alone
+/// when nothing was decided.
+pub(crate) fn outcome_text(outcome: Option<bool>, reason: &str) -> String {
+    match outcome {
+        Some(true) => format!("✓ {reason}"),
+        Some(false) => format!("**✗** {reason}"),
+        None => reason.to_owned(),
+    }
+}
+
+/// The versions measured, one list item each.
+pub(crate) fn write_versions(s: &mut String, versions: &[(String, String)]) {
+    for (name, v) in versions {
+        let _ = writeln!(s, "- {name}: {v}");
+    }
+}
+
+/// The failed runs, when there were any.
+pub(crate) fn write_failures(s: &mut String, failures: &[String]) {
+    if !failures.is_empty() {
+        let _ = writeln!(s, "\nFailed runs:");
+        for f in failures {
+            let _ = writeln!(s, "- {f}");
+        }
+    }
+}
+
 /// The whole report as Markdown.
 pub fn markdown(r: &Report) -> String {
     let mut s = String::new();
+    write_preamble(&mut s, r);
+    let bound = write_rows(&mut s, &r.rows);
+    write_client_bound(&mut s, &bound);
+    write_wire_shares(&mut s, r);
+    if !r.scaling.is_empty() {
+        write_scaling(&mut s, &r.scaling);
+    }
+    write_failures(&mut s, &r.failures);
+    s
+}
+
+/// Where and how it was measured, the versions, and what the columns mean.
+fn write_preamble(s: &mut String, r: &Report) {
     let _ = writeln!(
         s,
         "Measured {} on {} ({} CPUs, kernel {}); {} alternating repetitions of {:.1} s \
@@ -229,9 +272,7 @@ pub fn markdown(r: &Report) -> String {
         r.lun_size >> 20,
         r.elapsed_s
     );
-    for (name, v) in &r.versions {
-        let _ = writeln!(s, "- {name}: {v}");
-    }
+    write_versions(s, &r.versions);
     let _ = writeln!(
         s,
         "\nMedians; ratio = ironlun / tgt. CPU = target daemon CPU time (all threads, \
@@ -244,6 +285,11 @@ pub fn markdown(r: &Report) -> String {
          rate goal turned into a cost, and the client's against tgt no higher), and \
          the verdict column says so.\n"
     );
+}
+
+/// The table of rows; returns the rows missed with the client at a full
+/// core against ironlun (but judged by the rate), in words.
+fn write_rows(s: &mut String, rows: &[Row]) -> Vec<String> {
     let _ = writeln!(
         s,
         "| workload | LUN | client | tgt | ironlun | ratio (goal) | tgt CPU µs/IO | ironlun CPU µs/IO | CPU ratio (goal) | client µs/IO | client cores | steal % | verdict |"
@@ -252,63 +298,69 @@ pub fn markdown(r: &Report) -> String {
         s,
         "|---|---|---|---:|---:|---|---:|---:|---|---:|---:|---:|---|"
     );
-    // Missed rows where the client was at a full core against ironlun.
     let mut bound = Vec::new();
-    for row in &r.rows {
-        let w = &row.workload;
+    for row in rows {
         let v = verdict(row);
         if v.client_bound() && !v.judged_by_cpu() && v.outcome == Some(false) {
             bound.push(format!(
                 "{} {} with {}",
-                w.name,
-                w.lun.name(),
+                row.workload.name,
+                row.workload.lun.name(),
                 row.client.name()
             ));
         }
-        let goal = match w.goal {
-            Goal::RateRatio(g) => format!("≥ {g:.1}"),
-            Goal::LatencyRatio(g) => format!("≤ {g:.1}"),
-        };
-        let cpu_goal = w.cpu_goal.map_or_else(String::new, |g| format!("≤ {g:.1}"));
-        let client = match row.note {
-            Some(n) => format!("{} ({n})", row.client.name()),
-            None => row.client.name().to_owned(),
-        };
-        let u = unit(w);
-        let _ = writeln!(
-            s,
-            "| {} | {} | {client} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} | {} | {} |",
-            w.name,
-            w.lun.name(),
-            opt(v.tgt, |x| format!("{} {u}", num(x))),
-            opt(v.ironlun, |x| format!("{} {u}", num(x))),
-            goal_text(v.met, opt(v.ratio, |x| format!("{x:.2} ({goal})"))),
-            opt(v.tgt_cpu, |x| format!("{x:.1}")),
-            opt(v.ironlun_cpu, |x| format!("{x:.1}")),
-            goal_text(
-                v.cpu_met,
-                opt(v.cpu_ratio, |x| if cpu_goal.is_empty() {
-                    format!("{x:.2}")
-                } else {
-                    format!("{x:.2} ({cpu_goal})")
-                })
-            ),
-            opt(v.tgt_client_cpu, |x| format!("{x:.1}")),
-            opt(v.ironlun_client_cpu, |x| format!("{x:.1}")),
-            opt(v.tgt_client_cores, |x| format!("{x:.2}")),
-            opt(v.ironlun_client_cores, |x| if v.client_bound() {
-                format!("**{x:.2}**")
-            } else {
-                format!("{x:.2}")
-            }),
-            opt(v.steal, |x| format!("{x:.0}")),
-            match v.outcome {
-                Some(true) => format!("✓ {}", v.reason),
-                Some(false) => format!("**✗** {}", v.reason),
-                None => v.reason.clone(),
-            },
-        );
+        write_row(s, row, &v);
     }
+    bound
+}
+
+/// One row of the table.
+fn write_row(s: &mut String, row: &Row, v: &Verdict) {
+    let w = &row.workload;
+    let goal = match w.goal {
+        Goal::RateRatio(g) => format!("≥ {g:.1}"),
+        Goal::LatencyRatio(g) => format!("≤ {g:.1}"),
+    };
+    let cpu_goal = w.cpu_goal.map_or_else(String::new, |g| format!("≤ {g:.1}"));
+    let client = match row.note {
+        Some(n) => format!("{} ({n})", row.client.name()),
+        None => row.client.name().to_owned(),
+    };
+    let u = unit(w);
+    let _ = writeln!(
+        s,
+        "| {} | {} | {client} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} | {} | {} |",
+        w.name,
+        w.lun.name(),
+        opt(v.tgt, |x| format!("{} {u}", num(x))),
+        opt(v.ironlun, |x| format!("{} {u}", num(x))),
+        goal_text(v.met, opt(v.ratio, |x| format!("{x:.2} ({goal})"))),
+        opt(v.tgt_cpu, |x| format!("{x:.1}")),
+        opt(v.ironlun_cpu, |x| format!("{x:.1}")),
+        goal_text(
+            v.cpu_met,
+            opt(v.cpu_ratio, |x| if cpu_goal.is_empty() {
+                format!("{x:.2}")
+            } else {
+                format!("{x:.2} ({cpu_goal})")
+            })
+        ),
+        opt(v.tgt_client_cpu, |x| format!("{x:.1}")),
+        opt(v.ironlun_client_cpu, |x| format!("{x:.1}")),
+        opt(v.tgt_client_cores, |x| format!("{x:.2}")),
+        opt(v.ironlun_client_cores, |x| if v.client_bound() {
+            format!("**{x:.2}**")
+        } else {
+            format!("{x:.2}")
+        }),
+        opt(v.steal, |x| format!("{x:.0}")),
+        outcome_text(v.outcome, &v.reason),
+    );
+}
+
+/// The note on rows missed with the client at a full core against
+/// ironlun, when there were any.
+fn write_client_bound(s: &mut String, bound: &[String]) {
     if !bound.is_empty() {
         let _ = writeln!(
             s,
@@ -318,6 +370,11 @@ pub fn markdown(r: &Report) -> String {
             bound.join("; ")
         );
     }
+}
+
+/// iperf3's loopback rate, and ironlun's rate against it for the rows
+/// with a wire-share goal.
+fn write_wire_shares(s: &mut String, r: &Report) {
     let wire = median(r.iperf3_mb_per_s.clone());
     let _ = writeln!(
         s,
@@ -346,50 +403,45 @@ pub fn markdown(r: &Report) -> String {
             );
         }
     }
-    if !r.scaling.is_empty() {
+}
+
+/// The sessions table and its verdict.
+fn write_scaling(s: &mut String, scaling: &[ScalingRow]) {
+    let _ = writeln!(
+        s,
+        "\nSessions (ironlun bench, 4 KiB random reads, QD 64 per session, file LUN): \
+         aggregate IOPS and the daemon's peak resident memory.\n"
+    );
+    let _ = writeln!(
+        s,
+        "| sessions | tgt IOPS | ironlun IOPS | ratio | tgt RSS MB | ironlun RSS MB |"
+    );
+    let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|");
+    let rss = |v: &[Sample]| {
+        v.iter()
+            .filter_map(|x| x.target_rss_peak)
+            .max()
+            .map(|b| b as f64 / 1e6)
+    };
+    for sc in scaling {
+        let t = med(&sc.tgt, |x| Some(x.iops));
+        let i = med(&sc.ironlun, |x| Some(x.iops));
+        let ratio = match (t, i) {
+            (Some(t), Some(i)) if t > 0.0 => Some(i / t),
+            _ => None,
+        };
         let _ = writeln!(
             s,
-            "\nSessions (ironlun bench, 4 KiB random reads, QD 64 per session, file LUN): \
-             aggregate IOPS and the daemon's peak resident memory.\n"
+            "| {} | {} | {} | {} | {} | {} |",
+            sc.sessions,
+            opt(t, num),
+            opt(i, num),
+            opt(ratio, |x| format!("{x:.2}")),
+            opt(rss(&sc.tgt), |x| format!("{x:.0}")),
+            opt(rss(&sc.ironlun), |x| format!("{x:.0}")),
         );
-        let _ = writeln!(
-            s,
-            "| sessions | tgt IOPS | ironlun IOPS | ratio | tgt RSS MB | ironlun RSS MB |"
-        );
-        let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|");
-        for sc in &r.scaling {
-            let t = med(&sc.tgt, |x| Some(x.iops));
-            let i = med(&sc.ironlun, |x| Some(x.iops));
-            let rss = |v: &[Sample]| {
-                v.iter()
-                    .filter_map(|x| x.target_rss_peak)
-                    .max()
-                    .map(|b| b as f64 / 1e6)
-            };
-            let ratio = match (t, i) {
-                (Some(t), Some(i)) if t > 0.0 => Some(i / t),
-                _ => None,
-            };
-            let _ = writeln!(
-                s,
-                "| {} | {} | {} | {} | {} | {} |",
-                sc.sessions,
-                opt(t, num),
-                opt(i, num),
-                opt(ratio, |x| format!("{x:.2}")),
-                opt(rss(&sc.tgt), |x| format!("{x:.0}")),
-                opt(rss(&sc.ironlun), |x| format!("{x:.0}")),
-            );
-        }
-        let _ = writeln!(s, "\n{}", scaling_verdict(&r.scaling));
     }
-    if !r.failures.is_empty() {
-        let _ = writeln!(s, "\nFailed runs:");
-        for f in &r.failures {
-            let _ = writeln!(s, "- {f}");
-        }
-    }
-    s
+    let _ = writeln!(s, "\n{}", scaling_verdict(scaling));
 }
 
 /// The least share of the best aggregate IOPS at fewer sessions that a

@@ -4,11 +4,9 @@ use std::fmt::Write;
 
 use super::{Device, Goal, Report, Row, Server};
 use crate::clients::Sample;
-use crate::summary::{median, CLIENT_BOUND_CORES};
-
-fn med(s: &[Sample], f: impl Fn(&Sample) -> Option<f64>) -> Option<f64> {
-    median(s.iter().filter_map(f).collect())
-}
+use crate::summary::{
+    med, median, num, opt, outcome_text, write_failures, write_versions, CLIENT_BOUND_CORES,
+};
 
 /// The figure a row is judged by: mean latency at QD 1, MB/s for large
 /// transfers, else IOPS.
@@ -170,20 +168,6 @@ fn judge(row: &Row, v: &mut Verdict) {
     }
 }
 
-fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
-    v.map_or_else(|| "–".to_owned(), f)
-}
-
-fn num(v: f64) -> String {
-    if v >= 10_000.0 {
-        format!("{:.1}K", v / 1000.0)
-    } else if v >= 100.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.1}")
-    }
-}
-
 /// A target's cell: its figure and how it compares with local fio.
 fn cell(row: &Row, s: Served) -> String {
     let u = unit(row);
@@ -197,6 +181,21 @@ fn cell(row: &Row, s: Served) -> String {
 /// The whole report as Markdown.
 pub fn markdown(r: &Report) -> String {
     let mut s = String::new();
+    write_preamble(&mut s, r);
+    let _ = writeln!(
+        s,
+        "| device | workload | fio (local) | ironlun | tgt rdwr | tgt aio | CPU µs/IO ironlun / tgt rdwr / aio | client µs/IO (cores) ironlun / tgt rdwr | steal % | verdict |"
+    );
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---|");
+    for row in &r.rows {
+        write_row(&mut s, row);
+    }
+    write_failures(&mut s, &r.failures);
+    s
+}
+
+/// Where and how it was measured, the versions, and what the columns mean.
+fn write_preamble(s: &mut String, r: &Report) {
     let _ = writeln!(
         s,
         "Measured {} on {} ({} CPUs, kernel {}); {} alternating repetitions of {:.1} s \
@@ -214,9 +213,7 @@ pub fn markdown(r: &Report) -> String {
         r.steal_redo_pct,
         r.elapsed_s
     );
-    for (name, v) in &r.versions {
-        let _ = writeln!(s, "- {name}: {v}");
-    }
+    write_versions(s, &r.versions);
     let block = match &r.block_device {
         Ok(d) => format!("the block rows ran on {d}"),
         Err(why) => format!("no block rows: {why}"),
@@ -232,61 +229,48 @@ pub fn markdown(r: &Report) -> String {
          pairs: the device's speed drifts over minutes). CPU: target daemon µs per I/O; client: ironlun bench's µs per I/O and \
          cores (fio's own for the local run). {block}.\n"
     );
+}
+
+/// One row of the table: every server's figure, CPU and client, and the
+/// verdict.
+fn write_row(s: &mut String, row: &Row) {
+    let v = verdict(row);
+    let (il, rd, ai, fio) = (
+        v.of(Server::Ironlun),
+        v.of(Server::TgtRdwr),
+        v.of(Server::TgtAio),
+        v.of(Server::Fio),
+    );
+    let client = |x: Served| {
+        let cores = opt(x.client_cores, |c| {
+            if c >= CLIENT_BOUND_CORES {
+                format!("**{c:.2}**")
+            } else {
+                format!("{c:.2}")
+            }
+        });
+        format!("{} ({cores})", opt(x.client_cpu, |c| format!("{c:.1}")))
+    };
+    let verdict = outcome_text(v.met, &v.reason);
+    let cpu = |x: Served| opt(x.target_cpu, |c| format!("{c:.1}"));
     let _ = writeln!(
         s,
-        "| device | workload | fio (local) | ironlun | tgt rdwr | tgt aio | CPU µs/IO ironlun / tgt rdwr / aio | client µs/IO (cores) ironlun / tgt rdwr | steal % | verdict |"
+        "| {} | {} | {} {} | {} | {} | {} | {} / {} / {} | {} / {} | {} | {verdict} |",
+        match row.device {
+            Device::File => "file",
+            Device::Block => "block",
+        },
+        row.workload.name,
+        opt(fio.figure, num),
+        unit(row),
+        cell(row, il),
+        cell(row, rd),
+        cell(row, ai),
+        cpu(il),
+        cpu(rd),
+        cpu(ai),
+        client(il),
+        client(rd),
+        opt(v.steal, |x| format!("{x:.0}")),
     );
-    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---|");
-    for row in &r.rows {
-        let v = verdict(row);
-        let (il, rd, ai, fio) = (
-            v.of(Server::Ironlun),
-            v.of(Server::TgtRdwr),
-            v.of(Server::TgtAio),
-            v.of(Server::Fio),
-        );
-        let client = |x: Served| {
-            let cores = opt(x.client_cores, |c| {
-                if c >= CLIENT_BOUND_CORES {
-                    format!("**{c:.2}**")
-                } else {
-                    format!("{c:.2}")
-                }
-            });
-            format!("{} ({cores})", opt(x.client_cpu, |c| format!("{c:.1}")))
-        };
-        let verdict = match v.met {
-            Some(true) => format!("✓ {}", v.reason),
-            Some(false) => format!("**✗** {}", v.reason),
-            None => v.reason.clone(),
-        };
-        let cpu = |x: Served| opt(x.target_cpu, |c| format!("{c:.1}"));
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} {} | {} | {} | {} | {} / {} / {} | {} / {} | {} | {verdict} |",
-            match row.device {
-                Device::File => "file",
-                Device::Block => "block",
-            },
-            row.workload.name,
-            opt(fio.figure, num),
-            unit(row),
-            cell(row, il),
-            cell(row, rd),
-            cell(row, ai),
-            cpu(il),
-            cpu(rd),
-            cpu(ai),
-            client(il),
-            client(rd),
-            opt(v.steal, |x| format!("{x:.0}")),
-        );
-    }
-    if !r.failures.is_empty() {
-        let _ = writeln!(s, "\nFailed runs:");
-        for f in &r.failures {
-            let _ = writeln!(s, "- {f}");
-        }
-    }
-    s
 }
