@@ -102,44 +102,20 @@ pub fn run(opts: &Options) -> Result<Report, String> {
     let files = LunFiles::create(&opts.dir, opts.lun_size)?;
     let tgt = Daemon::start_tgt(daemons::free_loopback_addr()?, &files.tgt)?;
     let ironlun = Daemon::start_ironlun(&opts.exe, daemons::free_loopback_addr()?, &files.ironlun)?;
-    let ctx = RunCtx {
-        exe: opts.exe.clone(),
-        measure: opts.measure,
-        scratch: opts.dir.clone(),
+    let mut runner = Runner {
+        opts,
+        ctx: RunCtx {
+            exe: opts.exe.clone(),
+            measure: opts.measure,
+            scratch: opts.dir.clone(),
+        },
+        tgt: &tgt,
+        ironlun: &ironlun,
+        failures: Vec::new(),
     };
-    let mut failures = Vec::new();
-
-    // Warm-up, not recorded: threads started, pages touched, sessions
-    // code paths loaded, for both targets alike.
     let warm = workloads::all().into_iter().next().ok_or("no workloads")?;
-    for d in [&tgt, &ironlun] {
-        let short = RunCtx {
-            measure: Duration::from_secs(1),
-            exe: ctx.exe.clone(),
-            scratch: ctx.scratch.clone(),
-        };
-        if let Err(e) = clients::ironlun_bench(&short, &warm, &[d.url(LunKind::File)], d.pid()) {
-            failures.push(format!("warm-up against {}: {e}", d.name));
-        }
-    }
-
-    let mut rows: Vec<Row> = Vec::new();
-    for w in workloads::all() {
-        if !opts.only.is_empty() && !opts.only.iter().any(|o| w.name.contains(o.as_str())) {
-            continue;
-        }
-        for &c in &opts.clients {
-            if let Ok(note) = c.fit(&w) {
-                rows.push(Row {
-                    workload: w.clone(),
-                    client: c,
-                    note,
-                    tgt: Vec::new(),
-                    ironlun: Vec::new(),
-                });
-            }
-        }
-    }
+    runner.warm_up(&warm);
+    let mut rows = planned_rows(opts);
     let mut scaling: Vec<ScalingRow> = opts
         .sessions
         .iter()
@@ -149,108 +125,15 @@ pub fn run(opts: &Options) -> Result<Report, String> {
             ironlun: Vec::new(),
         })
         .collect();
-    let scale_w = warm;
-
     let mut iperf = Vec::new();
     for rep in 0..opts.reps {
-        match clients::iperf3(opts.measure) {
-            Ok(r) => {
-                progress(&format!(
-                    "[rep {}/{}] iperf3 loopback: {r:.0} MB/s",
-                    rep + 1,
-                    opts.reps
-                ));
-                iperf.push(r);
-            }
-            Err(e) => failures.push(format!("iperf3: {e}")),
-        }
+        iperf.extend(runner.iperf3(rep));
         for (i, row) in rows.iter_mut().enumerate() {
-            // Alternate which target goes first, by repetition and row.
-            let order = if (rep + i) % 2 == 0 {
-                [&tgt, &ironlun]
-            } else {
-                [&ironlun, &tgt]
-            };
-            let mut line = format!(
-                "[rep {}/{}] {} {} {}:",
-                rep + 1,
-                opts.reps,
-                row.workload.name,
-                row.workload.lun.name(),
-                row.client.name()
-            );
-            for d in order {
-                match row
-                    .client
-                    .run(&ctx, &row.workload, &d.url(row.workload.lun), d.pid())
-                {
-                    Ok(mut s) => {
-                        s.rep = rep;
-                        let client = s
-                            .client_cores
-                            .map_or_else(String::new, |c| format!("client {c:.2} cores, "));
-                        line.push_str(&format!(
-                            " {} {} ({client}steal {:.0} %)",
-                            d.name,
-                            summary::rate_text(&row.workload, &s),
-                            s.steal_pct
-                        ));
-                        if d.name == "tgt" {
-                            row.tgt.push(s);
-                        } else {
-                            row.ironlun.push(s);
-                        }
-                    }
-                    Err(e) => {
-                        line.push_str(&format!(" {} FAILED", d.name));
-                        failures.push(format!(
-                            "{} {} {} against {}: {e}",
-                            row.workload.name,
-                            row.workload.lun.name(),
-                            row.client.name(),
-                            d.name
-                        ));
-                    }
-                }
-            }
-            progress(&line);
+            runner.run_row(rep, i, row);
         }
-        // Session counts in rising order on even repetitions and falling
-        // on odd ones, so that drift within a repetition does not favour
-        // either end when counts are compared within it.
-        let n = scaling.len();
-        for k in 0..n {
-            let i = if rep % 2 == 0 { k } else { n - 1 - k };
-            let Some(sc) = scaling.get_mut(i) else {
-                continue;
-            };
-            let order = if (rep + i) % 2 == 0 {
-                [&tgt, &ironlun]
-            } else {
-                [&ironlun, &tgt]
-            };
-            let mut line = format!("[rep {}/{}] {} sessions:", rep + 1, opts.reps, sc.sessions);
-            for d in order {
-                let urls = vec![d.url(LunKind::File); sc.sessions];
-                match clients::ironlun_bench(&ctx, &scale_w, &urls, d.pid()) {
-                    Ok(mut s) => {
-                        s.rep = rep;
-                        line.push_str(&format!(" {} {:.0} IOPS", d.name, s.iops));
-                        if d.name == "tgt" {
-                            sc.tgt.push(s);
-                        } else {
-                            sc.ironlun.push(s);
-                        }
-                    }
-                    Err(e) => {
-                        line.push_str(&format!(" {} FAILED", d.name));
-                        failures.push(format!("{} sessions against {}: {e}", sc.sessions, d.name));
-                    }
-                }
-            }
-            progress(&line);
-        }
+        runner.run_scaling(rep, &mut scaling, &warm);
     }
+    let failures = runner.failures;
     drop(tgt);
     drop(ironlun);
     drop(files);
@@ -267,4 +150,175 @@ pub fn run(opts: &Options) -> Result<Report, String> {
         failures,
         elapsed_s: started.elapsed().as_secs_f64(),
     })
+}
+
+/// Every workload (of those asked for) with every client that can run
+/// it, without samples yet.
+fn planned_rows(opts: &Options) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for w in workloads::all() {
+        if !opts.only.is_empty() && !opts.only.iter().any(|o| w.name.contains(o.as_str())) {
+            continue;
+        }
+        for &c in &opts.clients {
+            if let Ok(note) = c.fit(&w) {
+                rows.push(Row {
+                    workload: w.clone(),
+                    client: c,
+                    note,
+                    tgt: Vec::new(),
+                    ironlun: Vec::new(),
+                });
+            }
+        }
+    }
+    rows
+}
+
+/// The targets under comparison and what their runs share; collects the
+/// failed runs.
+struct Runner<'a> {
+    opts: &'a Options,
+    ctx: RunCtx,
+    tgt: &'a Daemon,
+    ironlun: &'a Daemon,
+    failures: Vec<String>,
+}
+
+impl<'a> Runner<'a> {
+    /// Both targets, in the order of the `k`th run (`rep + row`):
+    /// alternating which goes first.
+    fn order(&self, k: usize) -> [&'a Daemon; 2] {
+        if k % 2 == 0 {
+            [self.tgt, self.ironlun]
+        } else {
+            [self.ironlun, self.tgt]
+        }
+    }
+
+    /// Warm-up, not recorded: threads started, pages touched, sessions
+    /// code paths loaded, for both targets alike.
+    fn warm_up(&mut self, warm: &Workload) {
+        for d in [self.tgt, self.ironlun] {
+            let short = RunCtx {
+                measure: Duration::from_secs(1),
+                exe: self.ctx.exe.clone(),
+                scratch: self.ctx.scratch.clone(),
+            };
+            if let Err(e) = clients::ironlun_bench(&short, warm, &[d.url(LunKind::File)], d.pid()) {
+                self.failures
+                    .push(format!("warm-up against {}: {e}", d.name));
+            }
+        }
+    }
+
+    /// iperf3's loopback rate in repetition `rep`, MB/s.
+    fn iperf3(&mut self, rep: usize) -> Option<f64> {
+        match clients::iperf3(self.opts.measure) {
+            Ok(r) => {
+                progress(&format!(
+                    "[rep {}/{}] iperf3 loopback: {r:.0} MB/s",
+                    rep + 1,
+                    self.opts.reps
+                ));
+                Some(r)
+            }
+            Err(e) => {
+                self.failures.push(format!("iperf3: {e}"));
+                None
+            }
+        }
+    }
+
+    /// Runs row `i` against both targets in repetition `rep`.
+    fn run_row(&mut self, rep: usize, i: usize, row: &mut Row) {
+        let mut line = format!(
+            "[rep {}/{}] {} {} {}:",
+            rep + 1,
+            self.opts.reps,
+            row.workload.name,
+            row.workload.lun.name(),
+            row.client.name()
+        );
+        for d in self.order(rep + i) {
+            match row
+                .client
+                .run(&self.ctx, &row.workload, &d.url(row.workload.lun), d.pid())
+            {
+                Ok(mut s) => {
+                    s.rep = rep;
+                    let client = s
+                        .client_cores
+                        .map_or_else(String::new, |c| format!("client {c:.2} cores, "));
+                    line.push_str(&format!(
+                        " {} {} ({client}steal {:.0} %)",
+                        d.name,
+                        summary::rate_text(&row.workload, &s),
+                        s.steal_pct
+                    ));
+                    samples_of(d, &mut row.tgt, &mut row.ironlun).push(s);
+                }
+                Err(e) => {
+                    line.push_str(&format!(" {} FAILED", d.name));
+                    self.failures.push(format!(
+                        "{} {} {} against {}: {e}",
+                        row.workload.name,
+                        row.workload.lun.name(),
+                        row.client.name(),
+                        d.name
+                    ));
+                }
+            }
+        }
+        progress(&line);
+    }
+
+    /// Runs every session count against both targets in repetition
+    /// `rep`: in rising order on even repetitions and falling on odd
+    /// ones, so that drift within a repetition does not favour either end
+    /// when counts are compared within it.
+    fn run_scaling(&mut self, rep: usize, scaling: &mut [ScalingRow], w: &Workload) {
+        let n = scaling.len();
+        for k in 0..n {
+            let i = if rep % 2 == 0 { k } else { n - 1 - k };
+            let Some(sc) = scaling.get_mut(i) else {
+                continue;
+            };
+            let mut line = format!(
+                "[rep {}/{}] {} sessions:",
+                rep + 1,
+                self.opts.reps,
+                sc.sessions
+            );
+            for d in self.order(rep + i) {
+                let urls = vec![d.url(LunKind::File); sc.sessions];
+                match clients::ironlun_bench(&self.ctx, w, &urls, d.pid()) {
+                    Ok(mut s) => {
+                        s.rep = rep;
+                        line.push_str(&format!(" {} {:.0} IOPS", d.name, s.iops));
+                        samples_of(d, &mut sc.tgt, &mut sc.ironlun).push(s);
+                    }
+                    Err(e) => {
+                        line.push_str(&format!(" {} FAILED", d.name));
+                        self.failures
+                            .push(format!("{} sessions against {}: {e}", sc.sessions, d.name));
+                    }
+                }
+            }
+            progress(&line);
+        }
+    }
+}
+
+/// Where a run against `d` is kept: tgt's samples or ironlun's.
+fn samples_of<'v>(
+    d: &Daemon,
+    tgt: &'v mut Vec<Sample>,
+    ironlun: &'v mut Vec<Sample>,
+) -> &'v mut Vec<Sample> {
+    if d.name == "tgt" {
+        tgt
+    } else {
+        ironlun
+    }
 }
