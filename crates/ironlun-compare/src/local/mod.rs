@@ -247,6 +247,17 @@ struct Exported {
     urls: Vec<(Server, String)>,
 }
 
+/// tgt's target for each device.
+fn tgt_iqn(d: Device) -> &'static str {
+    match d {
+        Device::File => "iqn.2026-11.io.ironlun.compare:tgt-local-file",
+        Device::Block => "iqn.2026-11.io.ironlun.compare:tgt-local-block",
+    }
+}
+
+/// ironlun's target, with one LUN per device in order.
+const IRONLUN_IQN: &str = "iqn.2026-11.io.ironlun.compare:local";
+
 /// Runs the whole comparison. Failed runs are listed in the report; they
 /// never stop the others.
 pub fn run(opts: &Options) -> Result<Report, String> {
@@ -258,140 +269,40 @@ pub fn run(opts: &Options) -> Result<Report, String> {
     } else {
         Err("not asked for (--block)".into())
     };
-    let mut devices = vec![(Device::File, file.clone())];
+    let mut devices = vec![(Device::File, file)];
     if let Ok(l) = &loopdev {
         devices.push((Device::Block, l.path.clone()));
     }
-    let tgt_iqn = |d: Device| match d {
-        Device::File => "iqn.2026-11.io.ironlun.compare:tgt-local-file",
-        Device::Block => "iqn.2026-11.io.ironlun.compare:tgt-local-block",
-    };
-    let tgt_targets: Vec<(&str, Vec<TgtLun>)> = devices
-        .iter()
-        .map(|(d, p)| {
-            let rdwr = TgtLun {
-                path: p.clone(),
-                bstype: None,
-                bsoflags: Some("direct"),
-            };
-            let aio = TgtLun {
-                path: p.clone(),
-                bstype: Some("aio"),
-                bsoflags: None,
-            };
-            (tgt_iqn(*d), vec![rdwr, aio])
-        })
-        .collect();
-    let tgt = Daemon::start_tgt_with(daemons::free_loopback_addr()?, &tgt_targets)?;
-    let iqn = "iqn.2026-11.io.ironlun.compare:local";
-    let specs: Vec<String> = devices
-        .iter()
-        .map(|(d, p)| match d {
-            Device::File => format!("file:{p},direct"),
-            Device::Block => format!("block:{p},direct"),
-        })
-        .collect();
-    let ironlun =
-        Daemon::start_ironlun_with(&opts.exe, daemons::free_loopback_addr()?, iqn, &specs, &[])?;
-    let exported: Vec<Exported> = devices
-        .iter()
-        .enumerate()
-        .map(|(i, (d, p))| Exported {
-            device: *d,
-            path: p.clone(),
-            urls: vec![
-                (Server::Ironlun, ironlun.lun_url(iqn, i as u16)),
-                (Server::TgtRdwr, tgt.lun_url(tgt_iqn(*d), 1)),
-                (Server::TgtAio, tgt.lun_url(tgt_iqn(*d), 2)),
-            ],
-        })
-        .collect();
+    let tgt = start_tgt(&devices)?;
+    let ironlun = start_ironlun(&opts.exe, &devices)?;
+    let exported = export(&devices, &ironlun, &tgt);
     let scratch =
         std::env::temp_dir().join(format!("ironlun-compare-local-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
-    let ctx = RunCtx {
-        exe: opts.exe.clone(),
-        measure: opts.measure,
-        scratch: scratch.clone(),
+    let mut runner = Runner {
+        opts,
+        ctx: RunCtx {
+            exe: opts.exe.clone(),
+            measure: opts.measure,
+            scratch: scratch.clone(),
+        },
+        ironlun: &ironlun,
+        tgt: &tgt,
+        failures: Vec::new(),
+        redone: 0,
     };
-    let mut rows = Vec::new();
-    for e in &exported {
-        for w in workloads() {
-            if opts.only.is_empty() || opts.only.iter().any(|o| w.name.contains(o.as_str())) {
-                rows.push(Row {
-                    device: e.device,
-                    workload: w,
-                    samples: Server::ALL.iter().map(|s| (*s, Vec::new())).collect(),
-                });
-            }
-        }
-    }
-    let mut failures = Vec::new();
-    let mut redone = 0;
+    let mut rows = planned_rows(opts, &exported);
     for rep in 0..opts.reps {
         for (i, row) in rows.iter_mut().enumerate() {
             let Some(e) = exported.iter().find(|e| e.device == row.device) else {
                 continue;
             };
-            // A different server goes first in each row and repetition.
-            let mut order = Server::ALL.to_vec();
-            order.rotate_left((rep + i) % Server::ALL.len());
-            let mut line = format!(
-                "[rep {}/{}] {} {}:",
-                rep + 1,
-                opts.reps,
-                row.device.name(),
-                row.workload.name
-            );
-            for server in order {
-                let pid = match server {
-                    Server::Fio => None,
-                    Server::Ironlun => Some(ironlun.pid()),
-                    Server::TgtRdwr | Server::TgtAio => Some(tgt.pid()),
-                };
-                let target = e.urls.iter().find(|(s, _)| *s == server).map(|(_, u)| u);
-                let once = || match (server, target, pid) {
-                    (Server::Fio, _, _) => {
-                        fio(&e.path, &row.workload.shape, opts.size, opts.measure)
-                    }
-                    (_, Some(url), Some(pid)) => {
-                        clients::bench(&ctx, &row.workload.shape, std::slice::from_ref(url), pid)
-                    }
-                    _ => Err("no URL for this server".into()),
-                };
-                match least_steal(opts.steal_redo_pct, once) {
-                    Ok((mut s, tries)) => {
-                        redone += tries - 1;
-                        s.rep = rep;
-                        line.push_str(&format!(
-                            " {} {} (steal {:.0} %{})",
-                            server.name(),
-                            rate_text(&row.workload, &s),
-                            s.steal_pct,
-                            if tries > 1 {
-                                format!(", {tries} tries")
-                            } else {
-                                String::new()
-                            }
-                        ));
-                        if let Some((_, v)) = row.samples.iter_mut().find(|(k, _)| *k == server) {
-                            v.push(s);
-                        }
-                    }
-                    Err(err) => {
-                        line.push_str(&format!(" {} FAILED", server.name()));
-                        failures.push(format!(
-                            "{} {} {}: {err}",
-                            row.device.name(),
-                            row.workload.name,
-                            server.name()
-                        ));
-                    }
-                }
-            }
-            progress(&line);
+            runner.run_row(rep, i, row, e);
         }
     }
+    let Runner {
+        failures, redone, ..
+    } = runner;
     drop(ironlun);
     drop(tgt);
     drop(loopdev);
@@ -416,6 +327,165 @@ pub fn run(opts: &Options) -> Result<Report, String> {
         steal_redo_pct: opts.steal_redo_pct,
         elapsed_s: started.elapsed().as_secs_f64(),
     })
+}
+
+/// tgt with one target per device, each with two LUNs on it: LUN 1 the
+/// `rdwr` store with `bsoflags direct`, LUN 2 the `aio` store.
+fn start_tgt(devices: &[(Device, String)]) -> Result<Daemon, String> {
+    let tgt_targets: Vec<(&str, Vec<TgtLun>)> = devices
+        .iter()
+        .map(|(d, p)| {
+            let rdwr = TgtLun {
+                path: p.clone(),
+                bstype: None,
+                bsoflags: Some("direct"),
+            };
+            let aio = TgtLun {
+                path: p.clone(),
+                bstype: Some("aio"),
+                bsoflags: None,
+            };
+            (tgt_iqn(*d), vec![rdwr, aio])
+        })
+        .collect();
+    Daemon::start_tgt_with(daemons::free_loopback_addr()?, &tgt_targets)
+}
+
+/// `ironlun target` with one `O_DIRECT` LUN per device.
+fn start_ironlun(exe: &Path, devices: &[(Device, String)]) -> Result<Daemon, String> {
+    let specs: Vec<String> = devices
+        .iter()
+        .map(|(d, p)| match d {
+            Device::File => format!("file:{p},direct"),
+            Device::Block => format!("block:{p},direct"),
+        })
+        .collect();
+    Daemon::start_ironlun_with(
+        exe,
+        daemons::free_loopback_addr()?,
+        IRONLUN_IQN,
+        &specs,
+        &[],
+    )
+}
+
+/// Each device with the URL of every target's LUN on it.
+fn export(devices: &[(Device, String)], ironlun: &Daemon, tgt: &Daemon) -> Vec<Exported> {
+    devices
+        .iter()
+        .enumerate()
+        .map(|(i, (d, p))| Exported {
+            device: *d,
+            path: p.clone(),
+            urls: vec![
+                (Server::Ironlun, ironlun.lun_url(IRONLUN_IQN, i as u16)),
+                (Server::TgtRdwr, tgt.lun_url(tgt_iqn(*d), 1)),
+                (Server::TgtAio, tgt.lun_url(tgt_iqn(*d), 2)),
+            ],
+        })
+        .collect()
+}
+
+/// Every workload (of those asked for) on every exported device, without
+/// samples yet.
+fn planned_rows(opts: &Options, exported: &[Exported]) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for e in exported {
+        for w in workloads() {
+            if opts.only.is_empty() || opts.only.iter().any(|o| w.name.contains(o.as_str())) {
+                rows.push(Row {
+                    device: e.device,
+                    workload: w,
+                    samples: Server::ALL.iter().map(|s| (*s, Vec::new())).collect(),
+                });
+            }
+        }
+    }
+    rows
+}
+
+/// The servers under comparison and what their runs share; collects the
+/// failed runs and counts the redone ones.
+struct Runner<'a> {
+    opts: &'a Options,
+    ctx: RunCtx,
+    ironlun: &'a Daemon,
+    tgt: &'a Daemon,
+    failures: Vec<String>,
+    redone: usize,
+}
+
+impl Runner<'_> {
+    /// Runs row `i` with every server in repetition `rep`, on the device
+    /// `e` exports.
+    fn run_row(&mut self, rep: usize, i: usize, row: &mut Row, e: &Exported) {
+        // A different server goes first in each row and repetition.
+        let mut order = Server::ALL.to_vec();
+        order.rotate_left((rep + i) % Server::ALL.len());
+        let mut line = format!(
+            "[rep {}/{}] {} {}:",
+            rep + 1,
+            self.opts.reps,
+            row.device.name(),
+            row.workload.name
+        );
+        for server in order {
+            match self.run_server(server, &row.workload.shape, e) {
+                Ok((mut s, tries)) => {
+                    self.redone += tries - 1;
+                    s.rep = rep;
+                    line.push_str(&format!(
+                        " {} {} (steal {:.0} %{})",
+                        server.name(),
+                        rate_text(&row.workload, &s),
+                        s.steal_pct,
+                        if tries > 1 {
+                            format!(", {tries} tries")
+                        } else {
+                            String::new()
+                        }
+                    ));
+                    if let Some((_, v)) = row.samples.iter_mut().find(|(k, _)| *k == server) {
+                        v.push(s);
+                    }
+                }
+                Err(err) => {
+                    line.push_str(&format!(" {} FAILED", server.name()));
+                    self.failures.push(format!(
+                        "{} {} {}: {err}",
+                        row.device.name(),
+                        row.workload.name,
+                        server.name()
+                    ));
+                }
+            }
+        }
+        progress(&line);
+    }
+
+    /// One run of `shape` by `server` on the device `e` exports, run again
+    /// for steal ([`least_steal`]); with how many tries it took.
+    fn run_server(
+        &self,
+        server: Server,
+        shape: &Shape,
+        e: &Exported,
+    ) -> Result<(Sample, usize), String> {
+        let pid = match server {
+            Server::Fio => None,
+            Server::Ironlun => Some(self.ironlun.pid()),
+            Server::TgtRdwr | Server::TgtAio => Some(self.tgt.pid()),
+        };
+        let target = e.urls.iter().find(|(s, _)| *s == server).map(|(_, u)| u);
+        let once = || match (server, target, pid) {
+            (Server::Fio, _, _) => fio(&e.path, shape, self.opts.size, self.opts.measure),
+            (_, Some(url), Some(pid)) => {
+                clients::bench(&self.ctx, shape, std::slice::from_ref(url), pid)
+            }
+            _ => Err("no URL for this server".into()),
+        };
+        least_steal(self.opts.steal_redo_pct, once)
+    }
 }
 
 fn loopdev_name(asked: bool, exported: &[Exported]) -> Result<String, String> {
