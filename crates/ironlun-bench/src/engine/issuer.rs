@@ -1,0 +1,482 @@
+//! The issuer: the LUNs under test, the workers that keep each one's queue
+//! depth of I/Os in flight, their pacing (rate limits, burst delays), the
+//! slots of the I/Os in flight, and how each next I/O is picked (the
+//! IOMeter rules).
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ironlun_initiator::scsi;
+use ironlun_initiator::{Capacity, Responder, ScsiReply, ScsiRequest};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use tokio::sync::mpsc;
+
+use super::{LunTarget, Slice};
+use crate::spec::{AccessLine, Workload};
+use crate::verify::VerifyMap;
+
+/// A completion as the initiator reports it: the I/O's slot and the reply.
+pub(super) type Completion = (u64, Result<ScsiReply, ironlun_initiator::Error>);
+
+/// One worker: keeps its queue depth of I/Os in flight on one LUN, in
+/// its part of the seek range, by the workload's access lines.
+struct Worker {
+    lun: usize,
+    qd: u32,
+    in_flight: u32,
+    rng: SmallRng,
+    range_start: u64,
+    range_len: u64,
+    /// Where the previous I/O ended: the next sequential I/O starts here.
+    last_end: u64,
+    line: usize,
+    burst_left: u32,
+    not_before: Option<Instant>,
+    next_intended: Option<Instant>,
+    interval: Option<Duration>,
+    /// A zone sweep wrapped around: the pass is complete.
+    swept: bool,
+}
+
+impl Worker {
+    /// When the worker may issue its next I/O: `Ok` with the time it was
+    /// meant to start (now, or its rate's next slot), or `Err` with when
+    /// it may (held back by a burst delay or by its rate).
+    fn pace(&mut self, now: Instant) -> Result<Instant, Instant> {
+        if let Some(t) = self.not_before {
+            if now < t {
+                return Err(t);
+            }
+            self.not_before = None;
+        }
+        match self.interval {
+            Some(iv) => {
+                let t = self.next_intended.unwrap_or(now);
+                if now < t {
+                    return Err(t);
+                }
+                self.next_intended = Some(t + iv);
+                Ok(t)
+            }
+            None => Ok(now),
+        }
+    }
+
+    /// The access line of the next I/O: the current burst's, or a new
+    /// pick by share when the burst is done. After a burst's last I/O,
+    /// the line's delay holds the worker back.
+    fn next_line(&mut self, w: &Workload) -> AccessLine {
+        if self.burst_left == 0 {
+            self.line = pick_line(&w.lines, &mut self.rng);
+            self.burst_left = w.lines.get(self.line).map_or(1, |l| l.burst);
+        }
+        let line = w
+            .lines
+            .get(self.line)
+            .or(w.lines.first())
+            .cloned()
+            .unwrap_or(AccessLine {
+                size: 512,
+                share: 100,
+                read: 100,
+                random: 0,
+                align: 0,
+                burst: 1,
+                delay_ms: 0,
+            });
+        self.burst_left -= 1;
+        if self.burst_left == 0 && line.delay_ms > 0 {
+            self.not_before =
+                Some(Instant::now() + Duration::from_millis(u64::from(line.delay_ms)));
+        }
+        line
+    }
+
+    /// Where the next I/O of `size` bytes starts: at a random multiple of
+    /// `align` in the range, or where the previous one ended (back at the
+    /// start when it would run past the end, which completes a zone
+    /// sweep). Remembers where it ends.
+    fn next_offset(&mut self, w: &Workload, random: bool, size: u64, align: u64, bs: u64) -> u64 {
+        let end = self.range_start + self.range_len;
+        let offset = if random {
+            let slots = (self.range_len - size) / align + 1;
+            self.range_start + self.rng.gen_range(0..slots) * align
+        } else {
+            let o = self.last_end.div_ceil(bs) * bs;
+            if o + size > end || o < self.range_start {
+                if w.zones.is_some() && o > self.range_start {
+                    self.swept = true;
+                }
+                self.range_start
+            } else {
+                o
+            }
+        };
+        self.last_end = offset + size;
+        offset
+    }
+}
+
+/// One I/O in flight.
+pub(super) struct InFlight {
+    worker: u32,
+    /// When it was issued (or meant to be, when rate-limited).
+    pub(super) start: Instant,
+    pub(super) read: bool,
+    pub(super) bytes: u32,
+    pub(super) lba: u64,
+    blocks: u32,
+    /// Writes: the generation written. Reads: the verify mark at issue.
+    generation: u64,
+}
+
+/// One LUN under test, with its verification map when verifying.
+struct Lun {
+    target: LunTarget,
+    verify: Option<VerifyMap>,
+}
+
+/// A completed I/O, its reply checked, with where it lay in its worker's
+/// range (for zone rates).
+pub(super) struct Completed<'a> {
+    pub(super) io: InFlight,
+    /// The LUN's label, for error messages.
+    pub(super) label: &'a str,
+    /// Why it failed, when it did.
+    pub(super) error: Option<String>,
+    /// Its byte offset on the LUN.
+    pub(super) offset: u64,
+    /// The worker's seek range, in bytes (start, length).
+    pub(super) range_start: u64,
+    pub(super) range_len: u64,
+}
+
+/// The LUNs, their workers and the I/Os in flight.
+pub(super) struct Issuer {
+    luns: Vec<Lun>,
+    workers: Vec<Worker>,
+    /// Shared write payload: one buffer as large as the largest transfer.
+    payload: Bytes,
+    /// One slot per I/O that may be in flight (the sum of the queue
+    /// depths); an I/O's tag is its slot.
+    slots: Vec<Option<InFlight>>,
+    free: Vec<u32>,
+}
+
+impl Issuer {
+    /// Checks the workload against every LUN and sets up the workers;
+    /// with `verify`, a verification map per LUN.
+    pub(super) fn new(w: &Workload, targets: &[LunTarget], verify: bool) -> Result<Issuer, String> {
+        let luns = luns(w, targets, verify)?;
+        let workers = workers(w, &luns)?;
+        let payload = {
+            let mut rng = SmallRng::seed_from_u64(7);
+            let v: Vec<u8> = (0..w.max_size()).map(|_| rng.gen()).collect();
+            Bytes::from(v)
+        };
+        let total_qd: usize = workers.iter().map(|k| k.qd as usize).sum();
+        let mut slots: Vec<Option<InFlight>> = Vec::with_capacity(total_qd);
+        let mut free: Vec<u32> = Vec::with_capacity(total_qd);
+        for i in (0..total_qd as u32).rev() {
+            slots.push(None);
+            free.push(i);
+        }
+        Ok(Issuer {
+            luns,
+            workers,
+            payload,
+            slots,
+            free,
+        })
+    }
+
+    /// I/Os in flight over all workers.
+    pub(super) fn outstanding(&self) -> u32 {
+        self.workers.iter().map(|k| k.in_flight).sum()
+    }
+
+    /// Every worker's zone sweep is complete.
+    pub(super) fn all_swept(&self) -> bool {
+        self.workers.iter().all(|k| k.swept)
+    }
+
+    /// The LUNs' verification maps (none without verification).
+    pub(super) fn verify_maps(&self) -> impl Iterator<Item = &VerifyMap> {
+        self.luns.iter().filter_map(|l| l.verify.as_ref())
+    }
+
+    /// Issues I/O until every worker has its queue depth in flight or is
+    /// held back by its pacing; returns the earliest time a held-back
+    /// worker may issue again. Completions go to `tx`, tagged by slot.
+    pub(super) async fn issue(
+        &mut self,
+        w: &Workload,
+        now: Instant,
+        tx: &mpsc::UnboundedSender<Completion>,
+    ) -> Result<Option<Instant>, String> {
+        let mut wake: Option<Instant> = None;
+        for (wi, k) in self.workers.iter_mut().enumerate() {
+            while k.in_flight < k.qd && !k.swept {
+                let intended = match k.pace(now) {
+                    Ok(t) => t,
+                    Err(t) => {
+                        wake = Some(wake.map_or(t, |x| x.min(t)));
+                        break;
+                    }
+                };
+                let Some(lun) = self.luns.get_mut(k.lun) else {
+                    break;
+                };
+                let Some(slot) = self.free.pop() else { break };
+                let (req, inflight) = next_io(w, k, wi as u32, lun, &self.payload, intended);
+                k.in_flight += 1;
+                if let Some(s) = self.slots.get_mut(slot as usize) {
+                    *s = Some(inflight);
+                }
+                let r = Responder::Stream {
+                    tx: tx.clone(),
+                    tag: u64::from(slot),
+                };
+                if let Err(e) = lun.target.path.submit(req, r).await {
+                    return Err(format!("{}: {e}", lun.target.label));
+                }
+            }
+        }
+        Ok(wake)
+    }
+
+    /// Frees the slot of a completed I/O and checks its reply (and, when
+    /// verifying, its data). `None`: the tag was not in flight.
+    pub(super) fn complete(
+        &mut self,
+        tag: u64,
+        result: Result<ScsiReply, ironlun_initiator::Error>,
+    ) -> Option<Completed<'_>> {
+        let io = self.slots.get_mut(tag as usize).and_then(Option::take)?;
+        self.free.push(tag as u32);
+        let k = self.workers.get_mut(io.worker as usize)?;
+        k.in_flight -= 1;
+        let lun = self.luns.get_mut(k.lun)?;
+        let error = match result
+            .map_err(|e| e.to_string())
+            .and_then(|r| scsi::check(r).map_err(|e| e.to_string()))
+        {
+            Ok(data) => {
+                if let Some(v) = &mut lun.verify {
+                    if io.read {
+                        v.check_read(io.lba, &data, io.generation);
+                    }
+                }
+                None
+            }
+            Err(e) => Some(e),
+        };
+        if let (Some(v), false) = (&mut lun.verify, io.read) {
+            v.end_write(io.lba, io.blocks, io.generation as u32, error.is_none());
+        }
+        Some(Completed {
+            offset: io.lba * u64::from(lun.target.capacity.block_size),
+            io,
+            label: &lun.target.label,
+            error,
+            range_start: k.range_start,
+            range_len: k.range_len,
+        })
+    }
+}
+
+/// Each target as a LUN under test, once the workload's transfer sizes
+/// and seek range are checked against it.
+fn luns(w: &Workload, targets: &[LunTarget], verify: bool) -> Result<Vec<Lun>, String> {
+    let mut luns = Vec::new();
+    for t in targets {
+        let bs = u64::from(t.capacity.block_size);
+        for l in &w.lines {
+            if u64::from(l.size) % bs != 0 {
+                return Err(format!(
+                    "{}: transfer size {} is not a multiple of the {bs}-byte block",
+                    t.label, l.size
+                ));
+            }
+        }
+        let (start, len) = range(w, &t.capacity, t.slice)?;
+        let verify = if verify {
+            Some(VerifyMap::new(start / bs, len / bs, t.capacity.block_size)?)
+        } else {
+            None
+        };
+        luns.push(Lun {
+            target: t.clone(),
+            verify,
+        });
+    }
+    Ok(luns)
+}
+
+/// The workload's workers on every LUN, each with its own random stream.
+fn workers(w: &Workload, luns: &[Lun]) -> Result<Vec<Worker>, String> {
+    let mut workers = Vec::new();
+    for (li, lun) in luns.iter().enumerate() {
+        let (start, len) = range(w, &lun.target.capacity, lun.target.slice)?;
+        for k in 0..w.workers {
+            let seed = 0x1b0d_5eed ^ ((li as u64) << 20) ^ u64::from(k);
+            // Workers of one LUN start their sequential streams apart.
+            let stagger = (len / u64::from(w.workers)) * u64::from(k);
+            let bs = u64::from(lun.target.capacity.block_size);
+            workers.push(Worker {
+                lun: li,
+                qd: w.queue_depth,
+                in_flight: 0,
+                rng: SmallRng::seed_from_u64(seed),
+                range_start: start,
+                range_len: len,
+                last_end: start + stagger / bs * bs,
+                line: 0,
+                burst_left: 0,
+                not_before: None,
+                next_intended: None,
+                interval: w.rate_iops.map(|r| Duration::from_secs_f64(1.0 / r)),
+                swept: false,
+            });
+        }
+    }
+    Ok(workers)
+}
+
+/// The seek range in bytes (start, length), whole blocks.
+pub(super) fn range(w: &Workload, cap: &Capacity, slice: Slice) -> Result<(u64, u64), String> {
+    let bs = u64::from(cap.block_size);
+    let size = cap.bytes();
+    let start = w.seek.start / bs * bs;
+    if start >= size {
+        return Err(format!(
+            "seek range starts at {start}, beyond the LUN's {size} bytes"
+        ));
+    }
+    let len = if w.seek.length == 0 {
+        size - start
+    } else {
+        w.seek.length.min(size - start)
+    } / bs
+        * bs;
+    let count = u64::from(slice.count.max(1));
+    let index = u64::from(slice.index).min(count - 1);
+    let part = len / count / bs * bs;
+    let (start, len) = if count == 1 {
+        (start, len)
+    } else if index == count - 1 {
+        (start + part * index, len - part * index)
+    } else {
+        (start + part * index, part)
+    };
+    if len < u64::from(w.max_size()) {
+        return Err(format!(
+            "seek range of {len} bytes{} is smaller than a {}-byte transfer",
+            if count > 1 {
+                format!(" (one of {count} sessions' slices)")
+            } else {
+                String::new()
+            },
+            w.max_size()
+        ));
+    }
+    Ok((start, len))
+}
+
+/// Picks the next I/O of a worker by the IOMeter rules.
+fn next_io(
+    w: &Workload,
+    k: &mut Worker,
+    worker: u32,
+    lun: &mut Lun,
+    payload: &Bytes,
+    start: Instant,
+) -> (ScsiRequest, InFlight) {
+    let line = k.next_line(w);
+    let bs = u64::from(lun.target.capacity.block_size);
+    let align = (u64::from(line.align).max(bs)).div_ceil(bs) * bs;
+    let size = u64::from(line.size);
+    let read = k.rng.gen_range(0..100) < line.read;
+    let random = k.rng.gen_range(0..100) < line.random;
+    let offset = k.next_offset(w, random, size, align, bs);
+    let lba = offset / bs;
+    let blocks = (size / bs) as u32;
+    let (req, generation) = if read {
+        let mark = lun.verify.as_ref().map_or(0, VerifyMap::read_mark);
+        let mut req = scsi::read(lun.target.lun, lba, blocks, lun.target.capacity.block_size);
+        // Unverified reads are counted, not kept (as IOMeter does).
+        req.discard_data = lun.verify.is_none();
+        (req, mark)
+    } else {
+        let (data, g) = match &mut lun.verify {
+            Some(v) => v.start_write(lba, blocks),
+            None => (payload.slice(..size as usize), 0),
+        };
+        (scsi::write(lun.target.lun, lba, blocks, data), u64::from(g))
+    };
+    (
+        req,
+        InFlight {
+            worker,
+            start,
+            read,
+            bytes: line.size,
+            lba,
+            blocks,
+            generation,
+        },
+    )
+}
+
+fn pick_line(lines: &[AccessLine], rng: &mut SmallRng) -> usize {
+    let mut x = rng.gen_range(0..100u32);
+    for (i, l) in lines.iter().enumerate() {
+        if x < l.share {
+            return i;
+        }
+        x -= l.share;
+    }
+    lines.len().saturating_sub(1)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn slices_split_the_seek_range_without_overlap() {
+        let cap = Capacity {
+            blocks: 1000,
+            block_size: 512,
+            lbppbe: 0,
+            thin: false,
+        };
+        let mut w = Workload::simple("t", "", AccessLine::simple(4096, 50, 100), 1);
+        w.seek.start = 1024;
+        let whole = range(&w, &cap, Slice::WHOLE).unwrap();
+        assert_eq!(whole, (1024, 998 * 512));
+        let parts: Vec<(u64, u64)> = (0..7)
+            .map(|index| range(&w, &cap, Slice { index, count: 7 }).unwrap())
+            .collect();
+        let mut at = whole.0;
+        for (start, len) in &parts {
+            assert_eq!(*start, at, "slices are contiguous: {parts:?}");
+            assert_eq!(start % 512, 0);
+            at += len;
+        }
+        assert_eq!(at, whole.0 + whole.1, "slices cover the range");
+        // Too many slices for the transfer size.
+        let err = range(
+            &w,
+            &cap,
+            Slice {
+                index: 0,
+                count: 200,
+            },
+        )
+        .unwrap_err();
+        assert!(err.contains("one of 200 sessions' slices"), "{err}");
+    }
+}
