@@ -5,6 +5,8 @@
 use crate::spec::{AccessLine, SeekRange, Workload};
 
 const K: u32 = 1024;
+/// The disk benchmark's transfer size (section 2).
+const DISK_BS: u32 = 64 * K;
 
 fn line(size: u32, read: u32, random: u32) -> AccessLine {
     AccessLine::simple(size, read, random)
@@ -76,38 +78,13 @@ fn disk(name: &str, description: &str, l: AccessLine, qd: u32) -> Workload {
 /// Disk-benchmark style tests with 64 KiB blocks (section 2) and the
 /// dd-style sequential tests (section 3).
 fn disk_tests() -> Vec<Workload> {
-    let b = 64 * K;
+    let b = DISK_BS;
     let delayed = |read| AccessLine {
         delay_ms: 1,
         ..line(b, read, 0)
     };
-    let mut core_read = disk(
-        "core-read-64k",
-        "Disk benchmark (section 2): repetitive sequential read of one 8 MiB region",
-        line(b, 100, 0),
-        1,
-    );
-    core_read.seek = SeekRange {
-        start: 0,
-        length: 8 << 20,
-    };
-    let mut core_write = core_read.clone();
-    core_write.name = "core-write-64k".into();
-    core_write.description =
-        "Disk benchmark (section 2): repetitive sequential write of one 8 MiB region".into();
-    core_write.lines = vec![line(b, 0, 0)];
-    let mut zones_read = disk(
-        "zones-read-64k",
-        "Disk benchmark (section 2): sustained read rate per zone across the whole LUN",
-        line(b, 100, 0),
-        4,
-    );
-    zones_read.zones = Some(16);
-    let mut zones_write = zones_read.clone();
-    zones_write.name = "zones-write-64k".into();
-    zones_write.description =
-        "Disk benchmark (section 2): sustained write rate per zone across the whole LUN".into();
-    zones_write.lines = vec![line(b, 0, 0)];
+    let [core_read, core_write] = core_tests();
+    let [zones_read, zones_write] = zone_tests();
     vec![
         disk(
             "dd-read-512k",
@@ -169,6 +146,47 @@ fn disk_tests() -> Vec<Workload> {
             1,
         ),
     ]
+}
+
+/// Repetitive sequential read and write of one 8 MiB region, 64 KiB
+/// at a time (section 2).
+fn core_tests() -> [Workload; 2] {
+    let b = DISK_BS;
+    let mut core_read = disk(
+        "core-read-64k",
+        "Disk benchmark (section 2): repetitive sequential read of one 8 MiB region",
+        line(b, 100, 0),
+        1,
+    );
+    core_read.seek = SeekRange {
+        start: 0,
+        length: 8 << 20,
+    };
+    let mut core_write = core_read.clone();
+    core_write.name = "core-write-64k".into();
+    core_write.description =
+        "Disk benchmark (section 2): repetitive sequential write of one 8 MiB region".into();
+    core_write.lines = vec![line(b, 0, 0)];
+    [core_read, core_write]
+}
+
+/// Sustained read and write rates per zone across the whole LUN, 64 KiB
+/// at a time (section 2).
+fn zone_tests() -> [Workload; 2] {
+    let b = DISK_BS;
+    let mut zones_read = disk(
+        "zones-read-64k",
+        "Disk benchmark (section 2): sustained read rate per zone across the whole LUN",
+        line(b, 100, 0),
+        4,
+    );
+    zones_read.zones = Some(16);
+    let mut zones_write = zones_read.clone();
+    zones_write.name = "zones-write-64k".into();
+    zones_write.description =
+        "Disk benchmark (section 2): sustained write rate per zone across the whole LUN".into();
+    zones_write.lines = vec![line(b, 0, 0)];
+    [zones_read, zones_write]
 }
 
 impl Workload {
