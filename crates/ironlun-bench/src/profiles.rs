@@ -151,42 +151,49 @@ fn disk_tests() -> Vec<Workload> {
 /// Repetitive sequential read and write of one 8 MiB region, 64 KiB
 /// at a time (section 2).
 fn core_tests() -> [Workload; 2] {
-    let b = DISK_BS;
-    let mut core_read = disk(
+    let mut read = disk(
         "core-read-64k",
         "Disk benchmark (section 2): repetitive sequential read of one 8 MiB region",
-        line(b, 100, 0),
+        line(DISK_BS, 100, 0),
         1,
     );
-    core_read.seek = SeekRange {
+    read.seek = SeekRange {
         start: 0,
         length: 8 << 20,
     };
-    let mut core_write = core_read.clone();
-    core_write.name = "core-write-64k".into();
-    core_write.description =
-        "Disk benchmark (section 2): repetitive sequential write of one 8 MiB region".into();
-    core_write.lines = vec![line(b, 0, 0)];
-    [core_read, core_write]
+    let write = writing(
+        &read,
+        "core-write-64k",
+        "Disk benchmark (section 2): repetitive sequential write of one 8 MiB region",
+    );
+    [read, write]
 }
 
 /// Sustained read and write rates per zone across the whole LUN, 64 KiB
 /// at a time (section 2).
 fn zone_tests() -> [Workload; 2] {
-    let b = DISK_BS;
-    let mut zones_read = disk(
+    let mut read = disk(
         "zones-read-64k",
         "Disk benchmark (section 2): sustained read rate per zone across the whole LUN",
-        line(b, 100, 0),
+        line(DISK_BS, 100, 0),
         4,
     );
-    zones_read.zones = Some(16);
-    let mut zones_write = zones_read.clone();
-    zones_write.name = "zones-write-64k".into();
-    zones_write.description =
-        "Disk benchmark (section 2): sustained write rate per zone across the whole LUN".into();
-    zones_write.lines = vec![line(b, 0, 0)];
-    [zones_read, zones_write]
+    read.zones = Some(16);
+    let write = writing(
+        &read,
+        "zones-write-64k",
+        "Disk benchmark (section 2): sustained write rate per zone across the whole LUN",
+    );
+    [read, write]
+}
+
+/// A sequential read test's twin that writes instead.
+fn writing(read: &Workload, name: &str, description: &str) -> Workload {
+    let mut write = read.clone();
+    write.name = name.into();
+    write.description = description.into();
+    write.lines = vec![line(DISK_BS, 0, 0)];
+    write
 }
 
 impl Workload {

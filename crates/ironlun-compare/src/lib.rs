@@ -91,6 +91,16 @@ pub struct Report {
     pub elapsed_s: f64,
 }
 
+/// A fixed host, for the tables' tests.
+#[cfg(test)]
+fn test_host() -> ironlun_bench::result::HostInfo {
+    ironlun_bench::result::HostInfo {
+        cpu_model: "Test CPU @ 2.0GHz".into(),
+        cpus: 2,
+        kernel: "6.1.0-test".into(),
+    }
+}
+
 fn progress(msg: &str) {
     eprintln!("{msg}");
 }

@@ -598,11 +598,7 @@ mod tests {
         };
         Report {
             date: "2026-01-02T03:04:05Z".into(),
-            host: ironlun_bench::result::HostInfo {
-                cpu_model: "Test CPU @ 2.0GHz".into(),
-                cpus: 2,
-                kernel: "6.1.0-test".into(),
-            },
+            host: crate::test_host(),
             versions: vec![
                 ("ironlun".into(), "ironlun 0.1.0".into()),
                 ("tgt".into(), "1:1.0.85-1".into()),
