@@ -20,7 +20,8 @@
 
 use bytes::BytesMut;
 use ironlun_proto::chap::{decode_binary, Algorithm, Secret};
-use ironlun_proto::login::{LoginResult, LoginStep, TargetLogin, LOGIN_SEGMENT_MAX};
+use ironlun_proto::login::LOGIN_SEGMENT_MAX;
+use ironlun_proto::target::login::{LoginResult, LoginStep, TargetLogin};
 use ironlun_proto::OutPdu;
 use ironlun_wire::text::parse_pairs;
 use ironlun_wire::{Frame, FrameDecoder, Pdu};
@@ -89,14 +90,10 @@ impl LoginDriver {
     /// One PDU of the login phase; returns the response to send.
     pub(crate) fn handle(&mut self, frame: &Frame) -> (OutPdu, Phase) {
         self.requests += 1;
-        let step = match Pdu::decode(&frame.bhs) {
-            Ok(Pdu::LoginRequest(req)) => {
-                self.watch_request(&frame.data, req.cont);
-                self.login.handle(&req, &frame.data, &mut self.world)
-            }
-            Ok(other) => self.login.reject_non_login(other.opcode()),
-            Err(_) => self.login.reject_non_login(frame.bhs.opcode()),
-        };
+        if let Ok(Pdu::LoginRequest(req)) = Pdu::decode(&frame.bhs) {
+            self.watch_request(&frame.data, req.cont);
+        }
+        let step = self.login.handle_frame(frame, &mut self.world);
         let (out, phase) = match step {
             LoginStep::Continue(out) => (out, Phase::Continue),
             LoginStep::Failed {

@@ -21,7 +21,7 @@ use ironlun_proto::target::tmf;
 use ironlun_proto::OutPdu;
 use ironlun_wire::text::encode_pairs;
 use ironlun_wire::{
-    encode_frame, Bhs, DataOut, Digests, FrameDecoder, Lun, NopOut, Opcode, Outbox, Pdu,
+    encode_frame, Bhs, DataOut, Digests, Frame, FrameDecoder, Lun, NopOut, Opcode, Outbox, Pdu,
     ScsiCommand, TextRequest,
 };
 
@@ -422,13 +422,11 @@ fn recorded_login(settings: WorldSettings, cfg: LoginConfig) -> Vec<u8> {
             break;
         };
         let (resp, phase) = target.handle(&f);
-        let Pdu::LoginResponse(r) = &resp.pdu else {
+        let mut back = BytesMut::from(&frame(&resp, Digests::default())[..]);
+        let Ok(Some(r)) = FrameDecoder::new(8192).decode(&mut back) else {
             break;
         };
-        let Some(data) = resp.data.as_mem() else {
-            break;
-        };
-        match (ini.handle(r, data), phase) {
+        match (ini.handle_frame(&r), phase) {
             (Ok(LoginProgress::Send(next)), Phase::Continue) => req = next,
             _ => break,
         }
@@ -524,13 +522,11 @@ impl Recorder {
         self.h.step(0, &bytes);
     }
 
-    fn received(&mut self) -> Vec<(Pdu, Bytes)> {
+    fn received(&mut self) -> Vec<Frame> {
         self.rx.extend_from_slice(&self.h.take_sent());
         let mut out = Vec::new();
         while let Ok(Some(f)) = self.decoder.decode(&mut self.rx) {
-            if let Ok(p) = Pdu::decode(&f.bhs) {
-                out.push((p, f.data));
-            }
+            out.push(f);
         }
         out
     }
@@ -541,11 +537,8 @@ impl Recorder {
         for _ in 0..16 {
             self.wire(&req);
             let mut next = None;
-            for (pdu, data) in self.received() {
-                let Pdu::LoginResponse(r) = pdu else {
-                    return false;
-                };
-                match ini.handle(&r, &data) {
+            for f in self.received() {
+                match ini.handle_frame(&f) {
                     Ok(LoginProgress::Send(n)) => next = Some(n),
                     Ok(LoginProgress::Done(outcome)) => {
                         self.start_session(&outcome);
@@ -593,10 +586,10 @@ impl Recorder {
                 moved = true;
                 self.wire(p);
             }
-            for (pdu, data) in self.received() {
+            for f in self.received() {
                 moved = true;
                 if let Some(ini) = &mut self.ini {
-                    ini.handle_pdu(pdu, data, self.now);
+                    let _ = ini.handle_frame(f, self.now);
                 }
             }
             if let Some(ini) = &mut self.ini {

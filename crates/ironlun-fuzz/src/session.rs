@@ -43,7 +43,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use ironlun_proto::login::{LoginResult, LOGIN_SEGMENT_MAX};
+use ironlun_proto::login::LOGIN_SEGMENT_MAX;
+use ironlun_proto::target::login::LoginResult;
 use ironlun_proto::target::{AbortScope, FfpConfig, TargetConnection};
 use ironlun_proto::OutPdu;
 use ironlun_scsi::NexusId;

@@ -3,8 +3,9 @@
 //! deterministic random source, and a small SendTargets directory.
 
 use ironlun_proto::chap::{ChapPolicy, Credentials, InitiatorAuth, Secret};
-use ironlun_proto::login::{LoginContext, LoginStatus, NewSession, TargetInfo};
+use ironlun_proto::login::LoginStatus;
 use ironlun_proto::params::Offers;
+use ironlun_proto::target::login::{LoginContext, NewSession, TargetInfo};
 use ironlun_proto::target::{Directory, SendTargetsQuery, TargetListing};
 
 pub const TARGET: &str = "iqn.2026-11.test:fuzz";

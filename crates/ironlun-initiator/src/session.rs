@@ -32,7 +32,7 @@ use ironlun_proto::login::LOGIN_SEGMENT_MAX;
 use ironlun_proto::params::{ConnParams, Offers, SessionParams};
 use ironlun_proto::timer::TimerSlot;
 use ironlun_proto::OutPdu;
-use ironlun_wire::{Digests, FrameDecoder, Lun, Outbox, Pdu};
+use ironlun_wire::{Digests, FrameDecoder, Lun, Outbox};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::{mpsc, oneshot};
@@ -516,14 +516,7 @@ async fn login(
                     ));
                 }
             };
-            let resp = match Pdu::decode(&frame.bhs) {
-                Ok(Pdu::LoginResponse(r)) => r,
-                Ok(other) => {
-                    return Err(Error::Malformed(format!("{} during login", other.opcode())))
-                }
-                Err(e) => return Err(Error::Malformed(format!("login response: {e}"))),
-            };
-            match login.handle(&resp, &frame.data) {
+            match login.handle_frame(&frame) {
                 Ok(LoginProgress::Send(p)) => next = p,
                 Ok(LoginProgress::Done(outcome)) => return Ok((stream, rbuf, *outcome, peer)),
                 Err(source) => {
@@ -927,10 +920,10 @@ fn handle_buffered(conn: &mut Conn) -> std::result::Result<(), String> {
     let now = Instant::now();
     loop {
         match conn.decoder.decode(&mut conn.rbuf) {
-            Ok(Some(f)) => match Pdu::decode(&f.bhs) {
-                Ok(pdu) => conn.proto.handle_pdu(pdu, f.data, now),
-                Err(e) => return Err(format!("undecodable PDU from the target: {e}")),
-            },
+            Ok(Some(f)) => conn
+                .proto
+                .handle_frame(f, now)
+                .map_err(|e| format!("undecodable PDU from the target: {e}"))?,
             Ok(None) => break,
             // A digest error or an oversize segment: at ERL 0 the
             // connection cannot recover (RFC 7143 §7.8).

@@ -21,6 +21,16 @@
 //!
 //! The initiator side ([`initiator`]) reuses [`keys`], [`negotiate`] and
 //! [`window`]: its login and full feature phase follow the same contract.
+//!
+//! Layout: one folder per role, [`target`] (`login`, then full feature
+//! phase: `command`, `session` for NOP and logout, `text`, `tmf`) and
+//! [`initiator`] (`login`, `session`); what both share beside them:
+//! negotiation ([`keys`], [`negotiate`], [`params`]), [`chap`], the
+//! command window ([`window`]), Data-Out tracking ([`dataout`]), login
+//! status and stage codes ([`login`]), timers ([`timer`]) and the
+//! target's session table ([`sessions`]). Both roles take what arrives
+//! the same way, as whole frames: `handle_frame` in the login phase and
+//! in full feature phase alike.
 
 #![cfg_attr(
     test,

@@ -6,8 +6,8 @@
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use ironlun_proto::login::{LoginResult, TargetInfo};
 use ironlun_proto::params::{ConnParams, Offers, SessionParams};
+use ironlun_proto::target::login::{LoginResult, TargetInfo};
 use ironlun_proto::target::{
     reject_reason, tmf, AbortScope, CloseReason, Directory, Event, FfpConfig, ScsiResult,
     SendTargetsQuery, TargetConnection, TargetListing, TmfRequest,

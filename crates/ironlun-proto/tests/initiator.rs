@@ -13,15 +13,16 @@ use ironlun_proto::initiator::{
     InitiatorLogin, InitiatorSession, LoginConfig, LoginError, LoginProgress, Reply, ScsiRequest,
     SessionEvent, SessionLimits, TaskError, ATTR_SIMPLE,
 };
-use ironlun_proto::login::{
-    LoginContext, LoginResult, LoginStatus, LoginStep, NewSession, TargetInfo, TargetLogin,
-};
+use ironlun_proto::login::LoginStatus;
 use ironlun_proto::params::{DigestKind, Offers};
+use ironlun_proto::target::login::{
+    LoginContext, LoginResult, LoginStep, NewSession, TargetInfo, TargetLogin,
+};
 use ironlun_proto::target::{
     Directory, Event, FfpConfig, ScsiResult, SendTargetsQuery, TargetConnection, TargetListing,
 };
 use ironlun_proto::OutPdu;
-use ironlun_wire::{Digests, FrameDecoder, Lun, Outbox, Pdu, R2t, Residual, RESERVED_TAG};
+use ironlun_wire::{Digests, Frame, FrameDecoder, Lun, Outbox, Pdu, R2t, Residual, RESERVED_TAG};
 
 const TARGET: &str = "iqn.2026-11.test:disk";
 const BLOCK: usize = 512;
@@ -90,7 +91,7 @@ impl Directory for Dir {
 }
 
 /// Encodes and decodes a PDU as the wire would carry it.
-fn wire(p: OutPdu, digests: Digests) -> (Pdu, Bytes) {
+fn framed(p: OutPdu, digests: Digests) -> Frame {
     let mut o = Outbox::new(digests);
     o.push(&p.pdu, p.data).unwrap();
     let mut bytes = Vec::new();
@@ -107,7 +108,30 @@ fn wire(p: OutPdu, digests: Digests) -> (Pdu, Bytes) {
     let mut buf = BytesMut::from(&bytes[..]);
     let f = d.decode(&mut buf).unwrap().unwrap();
     assert!(buf.is_empty());
+    f
+}
+
+/// Encodes and decodes a PDU: what the other end's decoder yields.
+fn wire(p: OutPdu, digests: Digests) -> (Pdu, Bytes) {
+    let f = framed(p, digests);
     (Pdu::decode(&f.bhs).unwrap(), f.data)
+}
+
+/// The initiator is fed a PDU and its data as the frame its driver
+/// would hand it.
+trait Feed {
+    fn feed(&mut self, pdu: Pdu, data: Bytes, now: Instant);
+}
+
+impl<T> Feed for InitiatorSession<T> {
+    fn feed(&mut self, pdu: Pdu, data: Bytes, now: Instant) {
+        let p = OutPdu {
+            pdu,
+            data: data.into(),
+        };
+        self.handle_frame(framed(p, Digests::default()), now)
+            .unwrap();
+    }
 }
 
 fn login(
@@ -144,18 +168,12 @@ fn login_in(
     let mut tgt = TargetLogin::new(1000, 8, 64 << 10);
     let mut req = ini.start();
     for _ in 0..10 {
-        let (pdu, data) = wire(req, Digests::default());
-        let Pdu::LoginRequest(r) = pdu else { panic!() };
-        let (resp, result) = match tgt.handle(&r, &data, ctx) {
+        let (resp, result) = match tgt.handle_frame(&framed(req, Digests::default()), ctx) {
             LoginStep::Continue(resp) => (resp, None),
             LoginStep::Complete { response, result } => (response, Some(result)),
             LoginStep::Failed { response, .. } => (response, None),
         };
-        let (pdu, data) = wire(resp, Digests::default());
-        let Pdu::LoginResponse(resp) = pdu else {
-            panic!()
-        };
-        match ini.handle(&resp, &data)? {
+        match ini.handle_frame(&framed(resp, Digests::default()))? {
             LoginProgress::Send(next) => req = next,
             LoginProgress::Done(outcome) => return Ok((*outcome, *result.expect("target done"))),
         }
@@ -281,7 +299,7 @@ impl Pair {
                     Pdu::DataIn(d) if d.status.is_some() => self.outstanding -= 1,
                     _ => {}
                 }
-                self.ini.handle_pdu(pdu, data, self.now);
+                self.ini.feed(pdu, data, self.now);
             }
             while let Some(c) = self.ini.poll_completion() {
                 moved = true;
@@ -532,7 +550,7 @@ fn send_targets_follows_text_continuation() {
                 data.len() <= 4096,
                 "target honours our MaxRecvDataSegmentLength"
             );
-            ini.handle_pdu(pdu, data, now);
+            ini.feed(pdu, data, now);
         }
         if let Some(c) = ini.poll_completion() {
             break c;
@@ -564,7 +582,7 @@ fn login_to_an_unknown_target_reports_the_status() {
 fn target_pings_are_answered_and_silence_fails_the_connection() {
     let mut p = Pair::new(Offers::default(), Offers::default(), 8);
     // A target ping: NOP-In with a TTT wants a NOP-Out echo.
-    p.ini.handle_pdu(
+    p.ini.feed(
         Pdu::NopIn(ironlun_wire::NopIn {
             itt: RESERVED_TAG,
             ttt: 0x77,
@@ -602,7 +620,7 @@ fn hostile_target_pdus_fail_tasks_or_the_connection_without_panicking() {
     let mut p = Pair::new(offers(true, false, 65536, 8192), Offers::default(), 8);
     let itt = p.ini.submit(write(0, &[1u8; 4096]), 1).unwrap();
     let _ = std::iter::from_fn(|| p.ini.poll_transmit()).count();
-    p.ini.handle_pdu(
+    p.ini.feed(
         Pdu::R2t(R2t {
             itt,
             ttt: 9,
@@ -624,7 +642,7 @@ fn hostile_target_pdus_fail_tasks_or_the_connection_without_panicking() {
     assert!(p.ini.failure().is_none());
 
     // Data-In for a tag we never used fails the connection.
-    p.ini.handle_pdu(
+    p.ini.feed(
         Pdu::DataIn(ironlun_wire::DataIn {
             itt: 0x1234_5678,
             ..Default::default()

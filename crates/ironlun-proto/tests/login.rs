@@ -4,14 +4,34 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 use bytes::BytesMut;
-use ironlun_proto::login::{
-    LoginContext, LoginStatus, LoginStep, NewSession, TargetInfo, TargetLogin,
-};
+use ironlun_proto::login::LoginStatus;
 use ironlun_proto::params::Offers;
+use ironlun_proto::target::login::{LoginContext, LoginStep, NewSession, TargetInfo, TargetLogin};
 use ironlun_wire::text::{encode_pairs, parse_pairs};
-use ironlun_wire::{FrameDecoder, LoginRequest, LoginResponse, Opcode, Pdu};
+use ironlun_wire::{
+    encode_frame, Digests, Frame, FrameDecoder, LoginRequest, LoginResponse, Opcode, Pdu,
+};
 
 const TARGET: &str = "iqn.2026-11.test:tgt";
+
+/// A PDU and its data segment as the decoder gives them to a driver.
+fn frame_of(pdu: &Pdu, data: &[u8]) -> Frame {
+    let mut b = BytesMut::new();
+    encode_frame(&pdu.encode(), &[], data, Digests::default(), &mut b).unwrap();
+    FrameDecoder::new(1 << 24).decode(&mut b).unwrap().unwrap()
+}
+
+/// The tests step the login with a request and its data, fed as the
+/// frame a driver would hand it.
+trait Feed {
+    fn feed(&mut self, req: &LoginRequest, data: &[u8], ctx: &mut dyn LoginContext) -> LoginStep;
+}
+
+impl Feed for TargetLogin {
+    fn feed(&mut self, req: &LoginRequest, data: &[u8], ctx: &mut dyn LoginContext) -> LoginStep {
+        self.handle_frame(&frame_of(&Pdu::LoginRequest(req.clone()), data), ctx)
+    }
+}
 
 struct Ctx {
     sessions: Vec<NewSession>,
@@ -147,7 +167,7 @@ fn libiscsi_captured_login_completes_in_one_exchange() {
 
     let mut ctx = Ctx::new();
     let mut login = TargetLogin::new(500, 8, 65536);
-    let step = login.handle(&r, &frame.data, &mut ctx);
+    let step = login.feed(&r, &frame.data, &mut ctx);
     let LoginStep::Complete { response, result } = &step else {
         panic!("expected completion, got {step:?}")
     };
@@ -194,7 +214,7 @@ fn security_then_operational_then_full_feature() {
     let mut login = TargetLogin::new(1, 8, 65536);
     let mut p = first_pairs();
     p.push(("AuthMethod", "CHAP,None"));
-    let s = login.handle(&req(0, 1, true), &text(&p), &mut ctx);
+    let s = login.feed(&req(0, 1, true), &text(&p), &mut ctx);
     let (h, a) = resp(&s);
     assert!(matches!(s, LoginStep::Continue(_)));
     assert!(h.transit);
@@ -206,7 +226,7 @@ fn security_then_operational_then_full_feature() {
     assert_eq!(get(&a, "MaxRecvDataSegmentLength"), None);
 
     // Operational stage without transit: answers, T=0.
-    let s = login.handle(
+    let s = login.feed(
         &req(1, 3, false),
         &text(&[("MaxBurstLength", "65536")]),
         &mut ctx,
@@ -227,7 +247,7 @@ fn security_then_operational_then_full_feature() {
         ("DefaultTime2Wait", "2"),
         ("DefaultTime2Retain", "20"),
     ];
-    let s = login.handle(&req(1, 3, true), &text(&rest), &mut ctx);
+    let s = login.feed(&req(1, 3, true), &text(&rest), &mut ctx);
     let LoginStep::Complete { result, .. } = &s else {
         panic!("{s:?}")
     };
@@ -242,7 +262,7 @@ fn target_proposes_keys_the_initiator_left_out() {
     let mut login = TargetLogin::new(1, 8, 65536);
     // InitialR2T=No (our default) differs from the RFC default; the
     // initiator says nothing about it and asks to finish.
-    let s = login.handle(&req(1, 3, true), &text(&first_pairs()), &mut ctx);
+    let s = login.feed(&req(1, 3, true), &text(&first_pairs()), &mut ctx);
     let (h, a) = resp(&s);
     assert!(matches!(s, LoginStep::Continue(_)));
     assert!(
@@ -251,7 +271,7 @@ fn target_proposes_keys_the_initiator_left_out() {
     );
     assert_eq!(get(&a, "InitialR2T"), Some("No"));
     assert_eq!(get(&a, "MaxOutstandingR2T"), Some("8"));
-    let s = login.handle(
+    let s = login.feed(
         &req(1, 3, true),
         &text(&[("InitialR2T", "No"), ("MaxOutstandingR2T", "4")]),
         &mut ctx,
@@ -274,14 +294,14 @@ fn text_continues_across_login_pdus_in_both_directions() {
     let (a, b) = all.split_at(20);
     let mut r = req(1, 3, false);
     r.cont = true;
-    let s = login.handle(&r, a, &mut ctx);
+    let s = login.feed(&r, a, &mut ctx);
     let (h, pairs) = resp(&s);
     assert!(
         pairs.is_empty() && !h.transit,
         "empty acknowledgement while C=1"
     );
     r.cont = false;
-    let s = login.handle(&r, b, &mut ctx);
+    let s = login.feed(&r, b, &mut ctx);
     let (_, pairs) = resp(&s);
     assert_eq!(get(&pairs, "TargetPortalGroupTag"), Some("7"));
 
@@ -303,7 +323,7 @@ fn text_continues_across_login_pdus_in_both_directions() {
     let mut step = None;
     for (i, c) in chunks.iter().enumerate() {
         r.cont = i + 1 < chunks.len();
-        step = Some(login.handle(&r, c, &mut ctx));
+        step = Some(login.feed(&r, c, &mut ctx));
     }
     let mut collected = Vec::new();
     let mut s = step.unwrap();
@@ -322,7 +342,7 @@ fn text_continues_across_login_pdus_in_both_directions() {
         }
         assert!(!h.transit, "no transition while our text continues");
         r.cont = false;
-        s = login.handle(&r, &[], &mut ctx);
+        s = login.feed(&r, &[], &mut ctx);
     }
     let answers = parse_pairs(&collected).unwrap();
     assert_eq!(
@@ -397,7 +417,7 @@ fn failures_carry_the_right_status() {
     for (i, (r, p, want)) in cases.into_iter().enumerate() {
         let mut ctx = Ctx::new();
         let mut login = TargetLogin::new(1, 8, 65536);
-        let s = login.handle(&r, &text(&p), &mut ctx);
+        let s = login.feed(&r, &text(&p), &mut ctx);
         assert_eq!(status(&s), want, "case {i}: {s:?}");
         let (h, _) = resp(&s);
         assert_eq!(
@@ -417,7 +437,7 @@ fn failures_carry_the_right_status() {
 fn repeated_keys_and_changed_isid_fail() {
     let mut ctx = Ctx::new();
     let mut login = TargetLogin::new(1, 8, 65536);
-    login.handle(
+    login.feed(
         &req(1, 3, false),
         &text(&[
             ("InitiatorName", "iqn.x:i"),
@@ -426,7 +446,7 @@ fn repeated_keys_and_changed_isid_fail() {
         ]),
         &mut ctx,
     );
-    let s = login.handle(
+    let s = login.feed(
         &req(1, 3, false),
         &text(&[("MaxBurstLength", "4096")]),
         &mut ctx,
@@ -434,11 +454,11 @@ fn repeated_keys_and_changed_isid_fail() {
     assert_eq!(status(&s), LoginStatus::INITIATOR_ERROR);
 
     let mut login = TargetLogin::new(1, 8, 65536);
-    login.handle(&req(1, 3, false), &text(&first_pairs()), &mut ctx);
+    login.feed(&req(1, 3, false), &text(&first_pairs()), &mut ctx);
     let mut r = req(1, 3, true);
     r.isid[5] = 0xee;
     assert_eq!(
-        status(&login.handle(&r, &[], &mut ctx)),
+        status(&login.feed(&r, &[], &mut ctx)),
         LoginStatus::INITIATOR_ERROR
     );
 }
@@ -452,7 +472,7 @@ fn unsupported_auth_method_is_rejected_and_the_default_applies() {
     let mut login = TargetLogin::new(1, 8, 65536);
     let mut p = first_pairs();
     p.push(("AuthMethod", "KRB5"));
-    let s = login.handle(&req(0, 1, true), &text(&p), &mut ctx);
+    let s = login.feed(&req(0, 1, true), &text(&p), &mut ctx);
     let (h, a) = resp(&s);
     assert_eq!(get(&a, "AuthMethod"), Some("Reject"));
     assert!(h.transit);
@@ -461,7 +481,8 @@ fn unsupported_auth_method_is_rejected_and_the_default_applies() {
 #[test]
 fn non_login_pdu_during_login_is_invalid_during_login() {
     let mut login = TargetLogin::new(1, 8, 65536);
-    let s = login.reject_non_login(Opcode::SCSI_COMMAND);
+    let cmd = Pdu::ScsiCommand(ironlun_wire::ScsiCommand::default());
+    let s = login.handle_frame(&frame_of(&cmd, &[]), &mut Ctx::new());
     assert_eq!(status(&s), LoginStatus::INVALID_DURING_LOGIN);
 }
 
@@ -475,7 +496,7 @@ fn discovery_session() {
         ("MaxBurstLength", "65536"),
         ("HeaderDigest", "None"),
     ];
-    let s = login.handle(&req(1, 3, true), &text(&p), &mut ctx);
+    let s = login.feed(&req(1, 3, true), &text(&p), &mut ctx);
     let LoginStep::Complete { result, .. } = &s else {
         panic!("{s:?}")
     };
@@ -501,7 +522,7 @@ fn context_refusal_is_reported() {
         // login would complete in this exchange.
         ("FirstBurstLength", "524288"),
     ]);
-    let s = login.handle(&req(1, 3, true), &text(&p), &mut ctx);
+    let s = login.feed(&req(1, 3, true), &text(&p), &mut ctx);
     assert_eq!(status(&s), LoginStatus::OUT_OF_RESOURCES);
 }
 
@@ -513,15 +534,15 @@ fn login_text_is_bounded() {
     r.cont = true;
     let chunk = vec![b'a'; 8192];
     assert!(matches!(
-        login.handle(&r, &chunk, &mut ctx),
+        login.feed(&r, &chunk, &mut ctx),
         LoginStep::Continue(_)
     ));
     assert!(matches!(
-        login.handle(&r, &chunk, &mut ctx),
+        login.feed(&r, &chunk, &mut ctx),
         LoginStep::Continue(_)
     ));
     assert_eq!(
-        status(&login.handle(&r, &chunk, &mut ctx)),
+        status(&login.feed(&r, &chunk, &mut ctx)),
         LoginStatus::INITIATOR_ERROR
     );
 }

@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use bytes::BytesMut;
 use ironlun_backend::{FileBackend, FileOptions, RamBackend};
-use ironlun_proto::login::{LoginResult, TargetInfo};
 use ironlun_proto::params::{ConnParams, Offers, SessionParams};
+use ironlun_proto::target::login::{LoginResult, TargetInfo};
 use ironlun_proto::target::{
     tmf, Directory, FfpConfig, SendTargetsQuery, TargetConnection, TargetListing,
 };

@@ -62,13 +62,14 @@ use bytes::BytesMut;
 use ironlun_backend::ring::Completion as RingCompletion;
 use ironlun_net::{read_marking_drained, Read};
 use ironlun_payload::FILL;
-use ironlun_proto::login::{LoginStep, TargetLogin, LOGIN_SEGMENT_MAX};
+use ironlun_proto::login::LOGIN_SEGMENT_MAX;
+use ironlun_proto::target::login::{LoginStep, TargetLogin};
 use ironlun_proto::target::{FfpConfig, TargetConnection};
 use ironlun_proto::timer::TimerSlot;
 use ironlun_proto::OutPdu;
 use ironlun_scsi::ItNexus;
 use ironlun_target_core::{Action, ConnCore, Dispatch, Done, Lus, Staged};
-use ironlun_wire::{encode_frame, Digests, FileRange, FrameDecoder, Outbox, Pdu, Sink};
+use ironlun_wire::{encode_frame, Digests, FileRange, FrameDecoder, Outbox, Sink};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
@@ -140,11 +141,7 @@ pub async fn serve(
                 return;
             }
         };
-        let step = match Pdu::decode(&frame.bhs) {
-            Ok(Pdu::LoginRequest(req)) => login.handle(&req, &frame.data, &mut ctx),
-            Ok(other) => login.reject_non_login(other.opcode()),
-            Err(_) => login.reject_non_login(frame.bhs.opcode()),
-        };
+        let step = login.handle_frame(&frame, &mut ctx);
         match step {
             LoginStep::Continue(resp) => {
                 if send_plain(&mut stream, &resp).await.is_err() {

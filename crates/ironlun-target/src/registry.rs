@@ -9,9 +9,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ironlun_proto::chap::ChapPolicy;
-use ironlun_proto::login::{LoginContext, LoginStatus, NewSession, TargetInfo};
+use ironlun_proto::login::LoginStatus;
 use ironlun_proto::params::Offers;
 use ironlun_proto::sessions::{SessionName, SessionTable};
+use ironlun_proto::target::login::{LoginContext, NewSession, TargetInfo};
 use ironlun_proto::target::{Directory, SendTargetsQuery, TargetListing};
 use ironlun_scsi::{LunMap, NexusId};
 pub use ironlun_target_core::SessionSignal;

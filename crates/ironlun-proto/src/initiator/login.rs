@@ -10,7 +10,7 @@
 
 use bytes::Bytes;
 use ironlun_wire::text::{encode_pairs, parse_pairs, TextAccumulator};
-use ironlun_wire::{LoginRequest, LoginResponse, Pdu};
+use ironlun_wire::{Frame, LoginRequest, LoginResponse, Pdu};
 
 use crate::chap::{draw_from, split_keys, ChapError, InitiatorAuth, InitiatorChap, RANDOM_BYTES};
 use crate::keys::{KeyId, Value};
@@ -244,8 +244,21 @@ impl InitiatorLogin {
         out
     }
 
+    /// Handles one PDU received in the login phase: anything but a Login
+    /// Response breaks the login protocol.
+    pub fn handle_frame(&mut self, frame: &Frame) -> Result<LoginProgress, LoginError> {
+        match Pdu::decode(&frame.bhs) {
+            Ok(Pdu::LoginResponse(resp)) => self.handle_response(&resp, &frame.data),
+            Ok(other) => Err(LoginError::Protocol(format!(
+                "{} during login",
+                other.opcode()
+            ))),
+            Err(e) => Err(LoginError::Protocol(format!("login response: {e}"))),
+        }
+    }
+
     /// Handles one Login Response.
-    pub fn handle(
+    fn handle_response(
         &mut self,
         resp: &LoginResponse,
         data: &[u8],

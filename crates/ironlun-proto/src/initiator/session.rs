@@ -6,7 +6,7 @@
 //!
 //! # Contract (sans-IO)
 //! Inputs: [`InitiatorSession::submit`] (and the other `submit_*`),
-//! [`InitiatorSession::handle_pdu`], [`InitiatorSession::handle_timeout`].
+//! [`InitiatorSession::handle_frame`], [`InitiatorSession::handle_timeout`].
 //! Outputs: [`InitiatorSession::poll_transmit`] (PDUs to write, in order),
 //! [`InitiatorSession::poll_completion`] (finished tasks with the caller's
 //! token `T`), [`InitiatorSession::poll_event`], [`InitiatorSession::poll_timeout`].
@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use ironlun_wire::text::{encode_pairs, parse_pairs};
 use ironlun_wire::{
-    DataIn, DataOut, LogoutRequest, Lun, NopIn, NopOut, Pdu, Residual, ScsiCommand, ScsiResponse,
-    TaskMgmtRequest, TextRequest, RESERVED_TAG,
+    DataIn, DataOut, Frame, LogoutRequest, Lun, NopIn, NopOut, Pdu, Residual, ScsiCommand,
+    ScsiResponse, TaskMgmtRequest, TextRequest, WireError, RESERVED_TAG,
 };
 
 use super::login::LoginOutcome;
@@ -619,8 +619,16 @@ impl<T> InitiatorSession<T> {
         }
     }
 
-    /// Handles one PDU from the target.
-    pub fn handle_pdu(&mut self, pdu: Pdu, data: Bytes, now: Instant) {
+    /// Handles one PDU from the target. A header that does not decode is
+    /// the driver's to act on (the connection cannot go on, RFC 7143
+    /// §7.8); the session is left as it was.
+    pub fn handle_frame(&mut self, frame: Frame, now: Instant) -> Result<(), WireError> {
+        let pdu = Pdu::decode(&frame.bhs)?;
+        self.handle_pdu(pdu, frame.data, now);
+        Ok(())
+    }
+
+    fn handle_pdu(&mut self, pdu: Pdu, data: Bytes, now: Instant) {
         if self.failed.is_some() {
             return;
         }

@@ -1,0 +1,178 @@
+//! The connection's own exchanges: NOP-Out/NOP-In keep-alive, logout, and
+//! the target asking for one (RFC 7143 §11.14–§11.19, §11.9).
+
+use super::*;
+
+pub(super) struct PendingLogout {
+    itt: u32,
+    windowed: bool,
+    response: u8,
+}
+
+impl TargetConnection {
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.closing {
+            return;
+        }
+        if let Some(deadline) = self.logout_deadline {
+            if now >= deadline {
+                self.close(CloseReason::LogoutTimeout);
+                return;
+            }
+        }
+        match self.ping {
+            Some((_, deadline)) if now >= deadline => self.close(CloseReason::NopTimeout),
+            Some(_) => {}
+            None => {
+                if let Some(interval) = self.cfg.nop_interval {
+                    if now >= self.last_rx + interval {
+                        self.send_ping(now);
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) fn send_ping(&mut self, now: Instant) {
+        let ttt = self.alloc_ttt();
+        // A target ping: ITT reserved, TTT valid, StatSN not advanced
+        // (RFC 7143 §11.19.2).
+        let max = self.window.max_cmd_sn();
+        self.out.push_back(OutPdu::new(Pdu::NopIn(NopIn {
+            lun: Lun::default(),
+            itt: RESERVED_TAG,
+            ttt,
+            stat_sn: self.stat_sn,
+            exp_cmd_sn: self.window.exp_cmd_sn(),
+            max_cmd_sn: max,
+        })));
+        self.ping = Some((ttt, now + self.cfg.nop_timeout));
+    }
+
+    /// Asks the initiator to log out within `wait` (RFC 7143 §11.9.1,
+    /// AsyncEvent 1); the connection closes if it does not.
+    pub fn request_logout(&mut self, now: Instant, wait: Duration) {
+        if self.closing || self.logout.is_some() {
+            return;
+        }
+        let secs = u16::try_from(wait.as_secs()).unwrap_or(u16::MAX);
+        let stat_sn = self.next_stat_sn();
+        let max = self.window.max_cmd_sn();
+        self.out
+            .push_back(OutPdu::new(Pdu::AsyncMessage(AsyncMessage {
+                lun: Lun::default(),
+                stat_sn,
+                exp_cmd_sn: self.window.exp_cmd_sn(),
+                max_cmd_sn: max,
+                async_event: 1,
+                async_vcode: 0,
+                parameter1: 0,
+                parameter2: 0,
+                parameter3: secs,
+            })));
+        // Give the initiator the time it was told, plus a little to answer.
+        self.logout_deadline = Some(now + wait + Duration::from_secs(2));
+    }
+
+    pub(super) fn on_nop_out_no_reply(&mut self, n: &NopOut) {
+        // ITT 0xffffffff: either the answer to our ping (TTT echoes it) or
+        // an initiator ping that wants no reply (RFC 7143 §11.18.2).
+        if let Some((ttt, _)) = self.ping {
+            if ttt == n.ttt {
+                self.ping = None;
+            }
+        }
+    }
+
+    pub(super) fn on_nop_out(&mut self, n: NopOut, data: Bytes, windowed: bool) {
+        if n.ttt != RESERVED_TAG {
+            // A NOP-Out with a valid ITT must not carry a TTT.
+            self.reject_pdu(&Pdu::NopOut(n), reject_reason::PROTOCOL_ERROR);
+            self.finish_command(windowed);
+            return;
+        }
+        let mut echo = data;
+        echo.truncate(self.conn.max_xmit_data_segment_length as usize);
+        let stat_sn = self.next_stat_sn();
+        self.finish_command(windowed);
+        let max = self.window.max_cmd_sn();
+        self.out.push_back(OutPdu {
+            pdu: Pdu::NopIn(NopIn {
+                lun: n.lun,
+                itt: n.itt,
+                ttt: RESERVED_TAG,
+                stat_sn,
+                exp_cmd_sn: self.window.exp_cmd_sn(),
+                max_cmd_sn: max,
+            }),
+            data: echo.into(),
+        });
+    }
+
+    pub(super) fn on_logout(&mut self, l: LogoutRequest, windowed: bool) {
+        // Reasons (RFC 7143 §11.14.1): 0 close the session, 1 close the
+        // connection, 2 remove it for recovery (needs ERL 2).
+        let response = match l.reason {
+            0 => 0,
+            // Close a connection: with one connection per session only our
+            // own CID exists (response 1: CID not found).
+            1 if l.cid == self.cid => 0,
+            1 => 1,
+            // Connection recovery needs ERL 2 (response 2: not supported).
+            2 => 2,
+            _ => {
+                self.reject_pdu(&Pdu::LogoutRequest(l), reject_reason::INVALID_PDU_FIELD);
+                self.finish_command(windowed);
+                return;
+            }
+        };
+        self.logout = Some(PendingLogout {
+            itt: l.itt,
+            windowed,
+            response,
+        });
+        if response != 0 {
+            self.check_logout();
+            return;
+        }
+        // Tasks still waiting for data will never get it: abort them.
+        let waiting: Vec<u32> = self
+            .tasks
+            .iter()
+            .filter(|(_, t)| matches!(t.state, TaskState::Collecting(_)))
+            .map(|(itt, _)| *itt)
+            .collect();
+        for itt in waiting {
+            self.abort_task(itt);
+        }
+        self.check_logout();
+    }
+
+    pub(super) fn check_logout(&mut self) {
+        let Some(l) = self.logout.take() else {
+            return;
+        };
+        if l.response == 0 && !self.tasks.is_empty() {
+            // Answer once the executing tasks are done.
+            self.logout = Some(l);
+            return;
+        }
+        let stat_sn = self.next_stat_sn();
+        self.finish_command(l.windowed);
+        let max = self.window.max_cmd_sn();
+        self.out
+            .push_back(OutPdu::new(Pdu::LogoutResponse(LogoutResponse {
+                response: l.response,
+                itt: l.itt,
+                stat_sn,
+                exp_cmd_sn: self.window.exp_cmd_sn(),
+                max_cmd_sn: max,
+                // ERL 0 keeps no task state for reconnection.
+                time2wait: 0,
+                time2retain: 0,
+            })));
+        if l.response == 0 {
+            self.close(CloseReason::LoggedOut);
+        }
+    }
+}

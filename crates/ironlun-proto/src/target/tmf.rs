@@ -1,0 +1,305 @@
+//! Task management (RFC 7143 §11.5, §11.6): function and response codes,
+//! what each function does to this connection's tasks, and the tasks
+//! waiting for one.
+
+use super::*;
+
+pub const ABORT_TASK: u8 = 1;
+pub const ABORT_TASK_SET: u8 = 2;
+pub const CLEAR_ACA: u8 = 3;
+pub const CLEAR_TASK_SET: u8 = 4;
+pub const LOGICAL_UNIT_RESET: u8 = 5;
+pub const TARGET_WARM_RESET: u8 = 6;
+pub const TARGET_COLD_RESET: u8 = 7;
+pub const TASK_REASSIGN: u8 = 8;
+pub const QUERY_TASK: u8 = 9;
+pub const QUERY_TASK_SET: u8 = 10;
+pub const I_T_NEXUS_RESET: u8 = 11;
+pub const QUERY_ASYNC_EVENT: u8 = 12;
+
+// Responses (RFC 7143 §11.6.1).
+pub const FUNCTION_COMPLETE: u8 = 0;
+pub const TASK_DOES_NOT_EXIST: u8 = 1;
+pub const LUN_DOES_NOT_EXIST: u8 = 2;
+pub const TASK_STILL_ALLEGIANT: u8 = 3;
+pub const REASSIGNMENT_NOT_SUPPORTED: u8 = 4;
+pub const NOT_SUPPORTED: u8 = 5;
+pub const AUTHORIZATION_FAILED: u8 = 6;
+/// QUERY TASK / QUERY TASK SET found tasks (RFC 7144 §4.6, SAM-5
+/// FUNCTION SUCCEEDED).
+pub const FUNCTION_SUCCEEDED: u8 = 7;
+pub const REJECTED: u8 = 255;
+
+/// QUERY TASK / QUERY TASK SET: FUNCTION SUCCEEDED when the tasks
+/// exist (SAM-5 §7.8, §7.9).
+pub fn query_response(found: bool) -> u8 {
+    if found {
+        FUNCTION_SUCCEEDED
+    } else {
+        FUNCTION_COMPLETE
+    }
+}
+
+/// A task management request for the driver to decide.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TmfRequest {
+    pub itt: u32,
+    pub function: u8,
+    pub lun: Lun,
+    pub referenced_task_tag: u32,
+}
+
+/// What the device must do for a task management function, beyond
+/// aborting this connection's tasks in `scope`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TmfAction {
+    Nothing,
+    /// CLEAR TASK SET: other initiators' tasks on the LU end too (the task
+    /// set is shared, TST=000b).
+    ClearTaskSet,
+    /// LOGICAL UNIT RESET of the addressed LU.
+    ResetLu,
+    /// TARGET WARM or COLD RESET of every LU; a cold reset also closes
+    /// every other session (RFC 7143 §11.5.1).
+    ResetTarget {
+        cold: bool,
+    },
+    /// I_T NEXUS RESET on every LU.
+    ResetNexus,
+    /// QUERY TASK / QUERY TASK SET: the response is FUNCTION SUCCEEDED if
+    /// live tasks fall in this scope ([`tmf::query_response`]).
+    Query(AbortScope),
+}
+
+/// The decision on a task management request: response code, the
+/// connection's tasks it aborts, and the device action.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TmfPlan {
+    pub response: u8,
+    pub scope: AbortScope,
+    pub action: TmfAction,
+}
+
+impl TmfRequest {
+    /// Decides the function (SAM-5 §7, RFC 7143 §11.5.1, RFC 7144 §4.6) at
+    /// ERL 0; `lu_exists` says whether the addressed LUN has an LU.
+    pub fn plan(&self, lu_exists: bool) -> TmfPlan {
+        let plan = |response, scope, action| TmfPlan {
+            response,
+            scope,
+            action,
+        };
+        let lun = AbortScope::Lun(self.lun);
+        match (self.function, lu_exists) {
+            (tmf::ABORT_TASK, _) => plan(
+                tmf::FUNCTION_COMPLETE,
+                AbortScope::Task(self.referenced_task_tag),
+                TmfAction::Nothing,
+            ),
+            (tmf::ABORT_TASK_SET, true) => plan(tmf::FUNCTION_COMPLETE, lun, TmfAction::Nothing),
+            (tmf::CLEAR_TASK_SET, true) => {
+                plan(tmf::FUNCTION_COMPLETE, lun, TmfAction::ClearTaskSet)
+            }
+            (tmf::LOGICAL_UNIT_RESET, true) => {
+                plan(tmf::FUNCTION_COMPLETE, lun, TmfAction::ResetLu)
+            }
+            (
+                tmf::ABORT_TASK_SET
+                | tmf::CLEAR_TASK_SET
+                | tmf::LOGICAL_UNIT_RESET
+                | tmf::QUERY_TASK
+                | tmf::QUERY_TASK_SET,
+                false,
+            ) => plan(
+                tmf::LUN_DOES_NOT_EXIST,
+                AbortScope::None,
+                TmfAction::Nothing,
+            ),
+            (tmf::TARGET_WARM_RESET | tmf::TARGET_COLD_RESET, _) => plan(
+                tmf::FUNCTION_COMPLETE,
+                AbortScope::All,
+                TmfAction::ResetTarget {
+                    cold: self.function == tmf::TARGET_COLD_RESET,
+                },
+            ),
+            (tmf::I_T_NEXUS_RESET, _) => plan(
+                tmf::FUNCTION_COMPLETE,
+                AbortScope::All,
+                TmfAction::ResetNexus,
+            ),
+            (tmf::QUERY_TASK, true) => plan(
+                tmf::FUNCTION_COMPLETE,
+                AbortScope::None,
+                TmfAction::Query(AbortScope::Task(self.referenced_task_tag)),
+            ),
+            (tmf::QUERY_TASK_SET, true) => plan(
+                tmf::FUNCTION_COMPLETE,
+                AbortScope::None,
+                TmfAction::Query(lun),
+            ),
+            // No task allegiance reassignment at ERL 0.
+            (tmf::TASK_REASSIGN, _) => plan(
+                tmf::REASSIGNMENT_NOT_SUPPORTED,
+                AbortScope::None,
+                TmfAction::Nothing,
+            ),
+            // CLEAR ACA (NACA is never accepted, so there is no ACA) and
+            // QUERY ASYNCHRONOUS EVENT.
+            _ => plan(tmf::NOT_SUPPORTED, AbortScope::None, TmfAction::Nothing),
+        }
+    }
+}
+
+/// A set of this connection's tasks: the ones a TMF aborts or queries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AbortScope {
+    None,
+    Task(u32),
+    Lun(Lun),
+    All,
+}
+
+impl AbortScope {
+    fn covers(self, tag: u32, task: &Task) -> bool {
+        match self {
+            AbortScope::None => false,
+            AbortScope::Task(rtt) => tag == rtt,
+            // The same LU however the initiator addressed it.
+            AbortScope::Lun(lun) => lun.index().is_some() && task.lun.index() == lun.index(),
+            AbortScope::All => true,
+        }
+    }
+}
+
+pub(super) struct PendingTmf {
+    itt: u32,
+    function: u8,
+    response: u8,
+    windowed: bool,
+    /// The driver has decided the response.
+    decided: bool,
+}
+
+impl TargetConnection {
+    pub(super) fn on_tmf(&mut self, t: TaskMgmtRequest, windowed: bool) {
+        self.tmfs.push(PendingTmf {
+            itt: t.itt,
+            function: t.function,
+            response: tmf::FUNCTION_COMPLETE,
+            windowed,
+            decided: false,
+        });
+        if t.function == tmf::ABORT_TASK && !self.tasks.contains_key(&t.referenced_task_tag) {
+            // RFC 7143 §11.5.1: a task not found whose RefCmdSN lies in the
+            // window is considered received and aborted (function
+            // complete); otherwise it does not exist.
+            let in_window = sn_le(self.window.exp_cmd_sn(), t.ref_cmd_sn)
+                && sn_lt(t.ref_cmd_sn, t.cmd_sn.wrapping_add(1));
+            let response = if in_window {
+                tmf::FUNCTION_COMPLETE
+            } else {
+                tmf::TASK_DOES_NOT_EXIST
+            };
+            self.finish_tmf(t.itt, response, AbortScope::None);
+            return;
+        }
+        self.events.push_back(Event::TaskManagement(TmfRequest {
+            itt: t.itt,
+            function: t.function,
+            lun: t.lun,
+            referenced_task_tag: t.referenced_task_tag,
+        }));
+    }
+
+    /// The driver's decision on a TMF: the response code and which of this
+    /// connection's tasks it aborts. The response goes out once the aborted
+    /// tasks that are executing have finished (RFC 7143 §4.2.3.3).
+    pub fn finish_tmf(&mut self, itt: u32, response: u8, scope: AbortScope) {
+        let Some(p) = self.tmfs.iter_mut().find(|p| p.itt == itt) else {
+            return;
+        };
+        p.response = response;
+        p.decided = true;
+        if response == tmf::FUNCTION_COMPLETE {
+            let victims: Vec<u32> = self
+                .tasks
+                .iter()
+                .filter(|(tag, t)| scope.covers(**tag, t))
+                .map(|(tag, _)| *tag)
+                .collect();
+            for v in victims {
+                self.abort_task(v);
+            }
+        }
+        self.check_pending_tmfs();
+    }
+
+    /// Whether live (not aborted) tasks fall in `scope`: QUERY TASK and
+    /// QUERY TASK SET (SAM-5 §7.8, §7.9).
+    pub fn has_tasks(&self, scope: AbortScope) -> bool {
+        self.tasks
+            .iter()
+            .any(|(tag, t)| !t.aborted && scope.covers(*tag, t))
+    }
+
+    /// Aborts tasks because of another I_T nexus's action (a LOGICAL UNIT
+    /// RESET, CLEAR TASK SET or PREEMPT AND ABORT from another session).
+    /// With TAS=0 in the Control mode page they end without a response
+    /// (SAM-5 §5.6; RFC 7143 §4.2.3.3); data still arriving for them is
+    /// discarded. Returns how many were aborted.
+    pub fn abort_third_party(&mut self, scope: AbortScope) -> usize {
+        let victims: Vec<u32> = self
+            .tasks
+            .iter()
+            .filter(|(tag, t)| !t.aborted && scope.covers(**tag, t))
+            .map(|(tag, _)| *tag)
+            .collect();
+        for v in &victims {
+            self.abort_task(*v);
+        }
+        self.check_pending_tmfs();
+        self.check_logout();
+        victims.len()
+    }
+
+    pub(super) fn abort_task(&mut self, itt: u32) {
+        let Some(task) = self.tasks.get_mut(&itt) else {
+            return;
+        };
+        task.aborted = true;
+        if matches!(task.state, TaskState::Collecting(_)) {
+            if let Some(task) = self.tasks.remove(&itt) {
+                self.release_task_resources(&task);
+                self.finish_command(task.windowed);
+            }
+            self.solicit_queue.retain(|t| *t != itt);
+        }
+    }
+
+    pub(super) fn check_pending_tmfs(&mut self) {
+        if self.tasks.values().any(|t| t.aborted) {
+            return;
+        }
+        let (decided, waiting): (Vec<PendingTmf>, Vec<PendingTmf>) = std::mem::take(&mut self.tmfs)
+            .into_iter()
+            .partition(|p| p.decided);
+        self.tmfs = waiting;
+        for p in decided {
+            let stat_sn = self.next_stat_sn();
+            self.finish_command(p.windowed);
+            let max = self.window.max_cmd_sn();
+            self.out
+                .push_back(OutPdu::new(Pdu::TaskMgmtResponse(TaskMgmtResponse {
+                    response: p.response,
+                    itt: p.itt,
+                    stat_sn,
+                    exp_cmd_sn: self.window.exp_cmd_sn(),
+                    max_cmd_sn: max,
+                })));
+            if p.function == tmf::TARGET_COLD_RESET && p.response == tmf::FUNCTION_COMPLETE {
+                self.close(CloseReason::TargetColdReset);
+            }
+        }
+        self.pump_r2ts();
+    }
+}
