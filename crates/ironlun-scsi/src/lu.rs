@@ -183,6 +183,7 @@ impl LogicalUnit {
 
     /// Whether the backend runs its requests through files a transport
     /// may drive asynchronously (see [`crate::stage`]).
+    #[inline]
     pub fn has_files(&self) -> bool {
         self.files
     }

@@ -76,6 +76,7 @@ impl ConnCore {
     }
 
     /// The protocol core, to read its state (timeouts, tasks, counters).
+    #[inline]
     pub fn conn(&self) -> &TargetConnection {
         &self.conn
     }
@@ -130,20 +131,31 @@ impl ConnCore {
         ended
     }
 
+    #[inline]
     pub fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
     }
 
+    /// Whether [`ConnCore::poll_action`] has anything (most inputs hand
+    /// nothing out: a cheap check first).
+    #[inline]
+    pub fn has_actions(&self) -> bool {
+        !self.actions.is_empty()
+    }
+
+    #[inline]
     pub fn poll_transmit(&mut self) -> Option<OutPdu> {
         self.conn.poll_transmit()
     }
 
     /// Why the protocol asked to close, once it did: send what
     /// [`ConnCore::poll_transmit`] gives, then close.
+    #[inline]
     pub fn close_reason(&self) -> Option<&CloseReason> {
         self.close.as_ref()
     }
 
+    #[inline]
     pub fn is_closing(&self) -> bool {
         self.conn.is_closing()
     }
@@ -184,7 +196,11 @@ impl ConnCore {
         let lun = task.lun.index();
         let lu = lun.and_then(|n| l.map.get(n));
         let cdb = task.cdb.as_slice();
-        if let Some(lu) = lu.filter(|lu| self.stage && lu.stageable(cdb, task.data_out.len())) {
+        // has_files first: RAM and null LUs skip the staging checks.
+        let staged = |lu: &&Arc<LogicalUnit>| {
+            self.stage && lu.has_files() && lu.stageable(cdb, task.data_out.len())
+        };
+        if let Some(lu) = lu.filter(staged) {
             match start(lu, l, &task) {
                 None => {}
                 Some(Start::Done(response)) => {

@@ -534,7 +534,11 @@ impl Driver {
 
     /// Does what the core handed out: commands for the blocking pool,
     /// medium access for the ring, signals for other sessions.
+    #[inline]
     fn take_actions(&mut self) {
+        if !self.core.has_actions() {
+            return;
+        }
         while let Some(action) = self.core.poll_action() {
             match action {
                 Action::Run(cmd) => self.run_blocking(move || cmd.run()),
