@@ -23,6 +23,7 @@
 //! tests replay the committed seeds and every past finding
 //! (`fuzz/regressions/`) in the ordinary test run.
 
+#![forbid(unsafe_code)]
 #![cfg_attr(
     test,
     allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)

@@ -11,6 +11,7 @@
 //! the sans-IO `ironlun_proto::initiator` own them), benchmarks, or
 //! anything of the target daemon.
 
+#![forbid(unsafe_code)]
 #![cfg_attr(
     test,
     allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)

@@ -21,6 +21,8 @@
 //! observed, and data that arrives later raises a new edge-triggered
 //! event.
 
+#![forbid(unsafe_code)]
+
 use std::io;
 
 use bytes::{BufMut, BytesMut};

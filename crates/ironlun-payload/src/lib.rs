@@ -25,6 +25,7 @@
 //! over one read of the range and send another: a data digest needs the
 //! bytes in memory first.
 
+#![forbid(unsafe_code)]
 #![cfg_attr(
     test,
     allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)

@@ -32,6 +32,7 @@
 //! the same way, as whole frames: `handle_frame` in the login phase and
 //! in full feature phase alike.
 
+#![forbid(unsafe_code)]
 #![cfg_attr(
     test,
     allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)

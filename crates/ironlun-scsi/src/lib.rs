@@ -16,6 +16,7 @@
 //! [`LogicalUnit::execute`] for one LU. Both are synchronous; a backend
 //! that blocks is the caller's reason to run them on a blocking thread.
 
+#![forbid(unsafe_code)]
 #![cfg_attr(
     test,
     allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)

@@ -13,6 +13,7 @@
 //! Layout references: RFC 7143 §11 (PDU formats), §6.1 (text format),
 //! §13.1 and Appendix B.4 (digests).
 
+#![forbid(unsafe_code)]
 #![cfg_attr(
     test,
     allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)

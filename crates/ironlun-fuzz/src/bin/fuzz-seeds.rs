@@ -1,6 +1,8 @@
 //! Writes the seed corpus: `fuzz-seeds DIR` puts each seed at
 //! `DIR/<target>/<name>`, replacing what was there.
 
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
