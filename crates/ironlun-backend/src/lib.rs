@@ -14,6 +14,8 @@
 //! allocation (whose pages are the kernel's zero page until written, so it
 //! costs no memory), and data is copied once out of the store.
 
+// This crate keeps unsafe code: every block must say why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
 #![cfg_attr(
     test,
     allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)

@@ -11,6 +11,8 @@
 //! through a probe (a PID's /proc entry, in-process threads, or an
 //! ironlun target's statistics endpoint, read as documented JSON).
 
+// This crate keeps unsafe code: every block must say why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
 #![cfg_attr(
     test,
     allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)

@@ -13,6 +13,8 @@
 //! **Must not know:** iSCSI or SCSI (every client is a separate program),
 //! how either target works inside.
 
+// This crate keeps unsafe code: every block must say why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
 #![cfg_attr(
     test,
     allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)

@@ -23,6 +23,8 @@
 //! link. Without a window the relay's buffer is sized to at least twice
 //! the bandwidth-delay product, so the relay is never what limits.
 
+// This crate keeps unsafe code: every block must say why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
 #![cfg_attr(
     test,
     allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)

@@ -16,6 +16,8 @@
 //! where and what task management does (ironlun-target-core), SCSI
 //! semantics (ironlun-scsi) or how blocks are stored (ironlun-backend).
 
+// This crate keeps unsafe code: every block must say why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
 #![cfg_attr(
     test,
     allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)

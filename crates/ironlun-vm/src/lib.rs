@@ -11,6 +11,8 @@
 //! 10.0.2.2 through QEMU's user-mode network. Checking the evidence
 //! against the target's backing store is the caller's job.
 
+// This crate keeps unsafe code: every block must say why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
 #![cfg_attr(
     test,
     allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
