@@ -20,6 +20,8 @@ use std::alloc::{self, Layout};
 use std::io;
 use std::sync::Arc;
 
+use rustix::mm::{madvise, Advice};
+
 /// Alignment used for direct I/O buffers, offsets and lengths: the page
 /// size, a multiple of every logical block size Linux devices use.
 pub const DIRECT_ALIGN: usize = 4096;
@@ -174,12 +176,12 @@ impl HugeChunk {
         // SAFETY: `layout` has non-zero size (whole huge pages).
         let raw = unsafe { alloc::alloc(layout) };
         let ptr = std::ptr::NonNull::new(raw).ok_or_else(|| io::Error::other("out of memory"))?;
-        // SAFETY: madvise on the range just allocated, owned here; the
-        // advice changes how pages are backed, never their contents. A
-        // refusal (no THP here) is harmless and ignored.
-        unsafe {
-            libc::madvise(raw.cast(), size, libc::MADV_HUGEPAGE);
-        }
+        // SAFETY: madvise on the range just allocated (page-aligned, as
+        // the layout is huge-page aligned) and owned here; MADV_HUGEPAGE
+        // changes how pages are backed, never their contents or mapping,
+        // so no other memory is affected. A refusal (no THP here) is
+        // harmless and ignored.
+        let _ = unsafe { madvise(raw.cast(), size, Advice::LinuxHugepage) };
         // Touch (zero) it now: the pages are faulted in as huge pages
         // while the advice holds, and buffers start zeroed as `zeroed`'s.
         // SAFETY: `size` bytes at `raw` are allocated and owned here.

@@ -20,15 +20,17 @@
 //! read back in; a swapping target has worse problems than that.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Seek, SeekFrom};
+use std::io::{self, IoSlice, Seek, SeekFrom};
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use ironlun_payload::{FileRange, Payload};
+use rustix::buffer::spare_capacity;
+use rustix::fs::{FallocateFlags, OFlags};
+use rustix::io::{Errno, ReadWriteFlags};
 
 use crate::aligned::{buffer_aligned, direct_aligned, AlignedBuf};
 use crate::{check_range, Backend, FileTarget};
@@ -196,11 +198,15 @@ impl FileBackend {
     }
 }
 
+/// `O_DIRECT` as `OpenOptionsExt::custom_flags` takes it (its bits fit an
+/// `i32`).
+const O_DIRECT: i32 = OFlags::DIRECT.bits() as i32;
+
 fn open(path: &Path, read_only: bool, direct: bool, create: bool) -> io::Result<File> {
     let mut o = OpenOptions::new();
     o.read(true).write(!read_only).create(create);
     if direct {
-        o.custom_flags(libc::O_DIRECT);
+        o.custom_flags(O_DIRECT);
     }
     o.open(path)
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
@@ -212,68 +218,36 @@ fn on_memory_fs(f: &File) -> io::Result<bool> {
     const TMPFS_MAGIC: i64 = 0x0102_1994;
     const RAMFS_MAGIC: i64 = 0x8584_58f6;
     const HUGETLBFS_MAGIC: i64 = 0x9584_58f6;
-    let mut st = std::mem::MaybeUninit::<libc::statfs>::zeroed();
-    // SAFETY: fstatfs writes one `struct statfs` through the pointer, which
-    // points to a properly sized and aligned MaybeUninit owned by this
-    // frame; the descriptor is borrowed from `f` for the call.
-    let rc = unsafe { libc::fstatfs(f.as_raw_fd(), st.as_mut_ptr()) };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fstatfs returned 0, so it filled the whole struct (and the
-    // zeroed start already made every field initialised).
-    let st = unsafe { st.assume_init() };
+    let st = rustix::fs::fstatfs(f)?;
     #[allow(clippy::unnecessary_cast)] // f_type's width differs by target
     let magic = st.f_type as i64;
     Ok(matches!(magic, TMPFS_MAGIC | RAMFS_MAGIC | HUGETLBFS_MAGIC))
 }
 
 fn fallocate(f: &File, size: u64) -> io::Result<()> {
-    let len = libc::off_t::try_from(size).map_err(|_| io::Error::other("size too large"))?;
-    // SAFETY: fallocate takes a valid open descriptor (borrowed from `f`,
-    // alive for the call) and plain integers; it touches no user memory.
-    let rc = unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, len) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    Ok(rustix::fs::fallocate(f, FallocateFlags::empty(), 0, size)?)
 }
 
 /// Reads exactly `len` bytes at `offset` into a new buffer, without
-/// zeroing it first (a 512 KiB memset costs as much as the copy itself).
-fn pread_exact(f: &File, len: usize, mut offset: u64) -> io::Result<BytesMut> {
-    let mut buf = BytesMut::with_capacity(len);
+/// zeroing it first (a 512 KiB memset costs as much as the copy itself):
+/// `pread` fills the vector's spare capacity and rustix extends its length
+/// by what was read.
+fn pread_exact(f: &File, len: usize, mut offset: u64) -> io::Result<Vec<u8>> {
+    // Exactly `len` of capacity (Vec::with_capacity's guarantee), so no
+    // call reads past the range.
+    let mut buf = Vec::with_capacity(len);
     while buf.len() < len {
-        let missing = len - buf.len();
-        let spare = buf.spare_capacity_mut();
-        let want = spare.len().min(missing);
-        let off =
-            libc::off_t::try_from(offset).map_err(|_| io::Error::other("offset too large"))?;
-        // SAFETY: the kernel writes at most `want` bytes to the pointer,
-        // which addresses `spare`: at least `want` bytes of capacity owned
-        // by `buf` and not aliased while this call runs. The descriptor is
-        // borrowed from `f`.
-        let n = unsafe { libc::pread(f.as_raw_fd(), spare.as_mut_ptr().cast(), want, off) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
+        match rustix::io::pread(f, spare_capacity(&mut buf), offset) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("short read at offset {offset}"),
+                ))
             }
-            return Err(e);
+            Ok(n) => offset += n as u64,
+            Err(Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
         }
-        let n = n as usize;
-        if n == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!("short read at offset {offset}"),
-            ));
-        }
-        // SAFETY: pread initialised the first `n <= want` bytes of the
-        // spare capacity, so `len() + n` bytes are initialised and within
-        // capacity.
-        unsafe { buf.set_len(buf.len() + n) };
-        offset += n as u64;
     }
     Ok(buf)
 }
@@ -309,11 +283,7 @@ fn unwritten<'a>(
 /// `RWF_DSYNC`, so the data is durable when this returns; where the
 /// kernel lacks the flag, the data is written and then `fdatasync`ed.
 fn pwritev_all(f: &File, parts: &[&[u8]], mut offset: u64, dsync: bool) -> io::Result<()> {
-    const EMPTY: libc::iovec = libc::iovec {
-        iov_base: std::ptr::null_mut(),
-        iov_len: 0,
-    };
-    let mut iov = [EMPTY; IOV_PER_CALL];
+    let mut iov = [IoSlice::new(&[]); IOV_PER_CALL];
     // The first piece not wholly written, and how much of it was.
     let mut idx = 0;
     let mut done_in = 0;
@@ -326,44 +296,35 @@ fn pwritev_all(f: &File, parts: &[&[u8]], mut offset: u64, dsync: bool) -> io::R
             let Some(slot) = iov.get_mut(count) else {
                 break;
             };
-            *slot = libc::iovec {
-                iov_base: rest.as_ptr() as *mut libc::c_void,
-                iov_len: rest.len(),
-            };
+            *slot = IoSlice::new(rest);
             count += 1;
         }
         if count == 0 {
             return Ok(());
         }
-        let off =
-            libc::off_t::try_from(offset).map_err(|_| io::Error::other("offset too large"))?;
-        let flags = if dsync { libc::RWF_DSYNC } else { 0 };
-        // SAFETY: the first `count` entries of `iov` describe live slices
-        // borrowed from `parts` for the duration of the call; the kernel
-        // only reads from them for a write. `count <= IOV_PER_CALL`, the
-        // array's length. The descriptor is borrowed from `f`.
-        let n = unsafe { libc::pwritev2(f.as_raw_fd(), iov.as_ptr(), count as i32, off, flags) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            if dsync
-                && matches!(
-                    e.raw_os_error(),
-                    Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS)
-                )
-            {
+        let flags = if dsync {
+            ReadWriteFlags::DSYNC
+        } else {
+            ReadWriteFlags::empty()
+        };
+        let filled = iov.get(..count).unwrap_or_default();
+        let mut n = match rustix::io::pwritev2(f, filled, offset, flags) {
+            Ok(n) => n,
+            Err(Errno::INTR) => continue,
+            // A kernel without RWF_DSYNC (before 4.7), or without pwritev2
+            // at all (before 4.6: rustix makes the system call itself,
+            // where glibc's wrapper fell back to pwritev): plain
+            // positioned writes.
+            Err(e @ (Errno::OPNOTSUPP | Errno::NOSYS)) if dsync || e == Errno::NOSYS => {
                 let mut at = offset;
                 for rest in unwritten(parts, idx, done_in) {
                     f.write_all_at(rest, at)?;
                     at += rest.len() as u64;
                 }
-                return f.sync_data();
+                return if dsync { f.sync_data() } else { Ok(()) };
             }
-            return Err(e);
-        }
-        let mut n = n as usize;
+            Err(e) => return Err(e.into()),
+        };
         if n == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::WriteZero,
@@ -409,7 +370,7 @@ impl Backend for FileBackend {
             fd.read_exact_at(buf.as_mut_slice(), offset)?;
             Ok(buf.freeze())
         } else {
-            Ok(pread_exact(fd, len, offset)?.freeze())
+            Ok(Bytes::from(pread_exact(fd, len, offset)?))
         }
     }
 
@@ -512,24 +473,8 @@ impl Backend for FileBackend {
                 Err(io::Error::from(io::ErrorKind::Unsupported))
             };
         }
-        let off =
-            libc::off_t::try_from(offset).map_err(|_| io::Error::other("offset too large"))?;
-        let n = libc::off_t::try_from(len).map_err(|_| io::Error::other("length too large"))?;
-        // SAFETY: fallocate takes a descriptor borrowed from `self` and
-        // plain integers; it touches no user memory.
-        let rc = unsafe {
-            libc::fallocate(
-                self.buffered.as_raw_fd(),
-                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                off,
-                n,
-            )
-        };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
+        let mode = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
+        Ok(rustix::fs::fallocate(&*self.buffered, mode, offset, len)?)
     }
 
     /// Holes and data as the file system reports them (`SEEK_DATA`,
@@ -538,35 +483,29 @@ impl Backend for FileBackend {
         let ulen = usize::try_from(len).map_err(|_| io::Error::other("range too large"))?;
         check_range(offset, ulen, self.size_bytes())?;
         let end = offset + len;
-        let fd = self.buffered.as_raw_fd();
-        let seek = |from: u64, whence: libc::c_int| -> io::Result<Option<u64>> {
-            let from =
-                libc::off_t::try_from(from).map_err(|_| io::Error::other("offset too large"))?;
-            // SAFETY: lseek on a descriptor borrowed from `self`; the
-            // file offset it moves is not used by this backend, which
-            // reads and writes with pread/pwrite.
-            let r = unsafe { libc::lseek(fd, from, whence) };
-            if r >= 0 {
-                Ok(Some(r as u64))
-            } else {
-                let e = io::Error::last_os_error();
-                // ENXIO: no more data after `from` (SEEK_DATA).
-                if e.raw_os_error() == Some(libc::ENXIO) {
-                    Ok(None)
-                } else {
-                    Err(e)
-                }
+        // The file offset these seeks move is not used by this backend,
+        // which reads and writes with pread/pwrite.
+        let seek = |to: rustix::fs::SeekFrom| -> io::Result<Option<u64>> {
+            match rustix::fs::seek(&*self.buffered, to) {
+                Ok(r) => Ok(Some(r)),
+                // ENXIO: no more data after the offset (SEEK_DATA).
+                Err(Errno::NXIO) => Ok(None),
+                Err(e) => Err(e.into()),
             }
         };
         let mut out = Vec::new();
         let mut at = offset;
         while at < end {
-            let data = seek(at, libc::SEEK_DATA)?.unwrap_or(end).min(end);
+            let data = seek(rustix::fs::SeekFrom::Data(at))?
+                .unwrap_or(end)
+                .min(end);
             crate::push_extent(&mut out, data - at, false);
             if data >= end {
                 break;
             }
-            let hole = seek(data, libc::SEEK_HOLE)?.unwrap_or(end).min(end);
+            let hole = seek(rustix::fs::SeekFrom::Hole(data))?
+                .unwrap_or(end)
+                .min(end);
             crate::push_extent(&mut out, hole - data, true);
             at = hole;
         }
@@ -719,9 +658,9 @@ mod tests {
     fn o_direct_unsupported(path: &Path) -> bool {
         OpenOptions::new()
             .read(true)
-            .custom_flags(libc::O_DIRECT)
+            .custom_flags(O_DIRECT)
             .open(path)
-            .is_err_and(|e| e.raw_os_error() == Some(libc::EINVAL))
+            .is_err_and(|e| e.raw_os_error() == Some(Errno::INVAL.raw_os_error()))
     }
 
     /// A test that cannot run here: skipped with the reason printed, or,

@@ -45,6 +45,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use io_uring::{opcode, squeue, types, IoUring};
 use ironlun_payload::DataOutBuffer;
+use rustix::io::Errno;
 
 use crate::aligned::{buffer_aligned, AlignedBuf};
 use crate::pool::PooledBuf;
@@ -148,7 +149,8 @@ enum Work {
     Write {
         buf: WriteBuf,
         /// Rebuilt for every round; its heap block stays put while the
-        /// kernel reads it.
+        /// kernel reads it. libc's type, not rustix's: io-uring's `Writev`
+        /// takes a pointer to `libc::iovec`.
         iov: Vec<libc::iovec>,
         durable: bool,
     },
@@ -324,8 +326,10 @@ impl<J> Ring<J> {
                 Ok(n) => self.unsubmitted = self.unsubmitted.saturating_sub(n.max(1)),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e)
-                    if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EBUSY))
-                        && busy < SUBMIT_RETRIES =>
+                    if matches!(
+                        e.raw_os_error().map(Errno::from_raw_os_error),
+                        Some(Errno::AGAIN | Errno::BUSY)
+                    ) && busy < SUBMIT_RETRIES =>
                 {
                     busy += 1;
                     self.reap();
@@ -366,9 +370,9 @@ impl<J> Ring<J> {
             return;
         };
         let step = match res {
-            n if n < 0 => match -n {
-                libc::EINTR | libc::EAGAIN => Step::Again,
-                errno => Step::Fail(io::Error::from_raw_os_error(errno)),
+            n if n < 0 => match Errno::from_raw_os_error(-n) {
+                Errno::INTR | Errno::AGAIN => Step::Again,
+                errno => Step::Fail(errno.into()),
             },
             0 if op.done < op.len => Step::Fail(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
@@ -499,6 +503,7 @@ impl<J> InFlight<J> {
                     WriteBuf::Pieces(d) => d.slices(done..len).for_each(&mut add),
                     WriteBuf::Gathered(b) => add(b.as_ref().get(done..len).unwrap_or_default()),
                 }
+                // libc's constant: io-uring's `rw_flags` takes the C int.
                 let flags = if *durable { libc::RWF_DSYNC } else { 0 };
                 opcode::Writev::new(fd, iov.as_ptr(), iov.len() as u32)
                     .offset(at)

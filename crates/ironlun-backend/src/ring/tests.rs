@@ -77,6 +77,8 @@ fn run<'a>(ring: &mut TestRing<'a>, n: usize) -> Vec<(u64, io::Result<Option<Byt
             break;
         }
         assert!(Instant::now() < deadline, "ring completions timed out");
+        // libc's poll: the ring hands out a raw descriptor, and rustix's
+        // poll would need an unsafe borrow of it all the same.
         let mut pfd = libc::pollfd {
             fd: ring.fd(),
             events: libc::POLLIN,
