@@ -47,6 +47,7 @@ pub enum Error {
 }
 
 impl Error {
+    #[must_use]
     pub fn io(context: impl Into<String>, source: io::Error) -> Self {
         Error::Io {
             context: context.into(),

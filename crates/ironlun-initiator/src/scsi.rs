@@ -131,6 +131,7 @@ fn request(lun: u16, cdb: &[u8], read_len: u32, write: Bytes) -> ScsiRequest {
 }
 
 /// READ(16) (SBC-4 §5.17).
+#[must_use = "a request does nothing until a session runs it"]
 pub fn read16(lun: u16, lba: u64, blocks: u32, block_size: u32) -> ScsiRequest {
     let mut cdb = [0u8; 16];
     cdb[0] = 0x88;
@@ -140,6 +141,7 @@ pub fn read16(lun: u16, lba: u64, blocks: u32, block_size: u32) -> ScsiRequest {
 }
 
 /// WRITE(16) (SBC-4 §5.41); `fua` forces the data to the medium.
+#[must_use = "a request does nothing until a session runs it"]
 pub fn write16(lun: u16, lba: u64, blocks: u32, data: Bytes, fua: bool) -> ScsiRequest {
     let mut cdb = [0u8; 16];
     cdb[0] = 0x8a;
@@ -150,6 +152,7 @@ pub fn write16(lun: u16, lba: u64, blocks: u32, data: Bytes, fua: bool) -> ScsiR
 }
 
 /// READ(10) (SBC-4 §5.13).
+#[must_use = "a request does nothing until a session runs it"]
 pub fn read10(lun: u16, lba: u32, blocks: u16, block_size: u32) -> ScsiRequest {
     let mut cdb = [0u8; 10];
     cdb[0] = 0x28;
@@ -164,6 +167,7 @@ pub fn read10(lun: u16, lba: u32, blocks: u16, block_size: u32) -> ScsiRequest {
 }
 
 /// WRITE(10) (SBC-4 §5.36).
+#[must_use = "a request does nothing until a session runs it"]
 pub fn write10(lun: u16, lba: u32, blocks: u16, data: Bytes) -> ScsiRequest {
     let mut cdb = [0u8; 10];
     cdb[0] = 0x2a;
@@ -173,6 +177,7 @@ pub fn write10(lun: u16, lba: u32, blocks: u16, data: Bytes) -> ScsiRequest {
 }
 
 /// A READ or WRITE with the smallest CDB that can carry it.
+#[must_use = "a request does nothing until a session runs it"]
 pub fn read(lun: u16, lba: u64, blocks: u32, block_size: u32) -> ScsiRequest {
     match (u32::try_from(lba), u16::try_from(blocks)) {
         (Ok(l), Ok(b)) => read10(lun, l, b, block_size),
@@ -181,6 +186,7 @@ pub fn read(lun: u16, lba: u64, blocks: u32, block_size: u32) -> ScsiRequest {
 }
 
 /// See [`read`].
+#[must_use = "a request does nothing until a session runs it"]
 pub fn write(lun: u16, lba: u64, blocks: u32, data: Bytes) -> ScsiRequest {
     match (u32::try_from(lba), u16::try_from(blocks)) {
         (Ok(l), Ok(b)) => write10(lun, l, b, data),
@@ -189,16 +195,19 @@ pub fn write(lun: u16, lba: u64, blocks: u32, data: Bytes) -> ScsiRequest {
 }
 
 /// SYNCHRONIZE CACHE(10) of the whole LU (SBC-4 §5.24).
+#[must_use = "a request does nothing until a session runs it"]
 pub fn sync_cache(lun: u16) -> ScsiRequest {
     request(lun, &[0x35, 0, 0, 0, 0, 0, 0, 0, 0, 0], 0, Bytes::new())
 }
 
 /// TEST UNIT READY (SPC-5 §6.47).
+#[must_use = "a request does nothing until a session runs it"]
 pub fn test_unit_ready(lun: u16) -> ScsiRequest {
     request(lun, &[0; 6], 0, Bytes::new())
 }
 
 /// INQUIRY (SPC-5 §6.7), standard data or a VPD page.
+#[must_use = "a request does nothing until a session runs it"]
 pub fn inquiry(lun: u16, vpd_page: Option<u8>, alloc: u16) -> ScsiRequest {
     let a = alloc.to_be_bytes();
     let (evpd, page) = match vpd_page {
@@ -214,6 +223,7 @@ pub fn inquiry(lun: u16, vpd_page: Option<u8>, alloc: u16) -> ScsiRequest {
 }
 
 /// READ CAPACITY(16) (SBC-4 §5.20).
+#[must_use = "a request does nothing until a session runs it"]
 pub fn read_capacity16(lun: u16) -> ScsiRequest {
     let mut cdb = [0u8; 16];
     cdb[0] = 0x9e;
@@ -223,11 +233,13 @@ pub fn read_capacity16(lun: u16) -> ScsiRequest {
 }
 
 /// READ CAPACITY(10) (SBC-4 §5.19).
+#[must_use = "a request does nothing until a session runs it"]
 pub fn read_capacity10(lun: u16) -> ScsiRequest {
     request(lun, &[0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0], 8, Bytes::new())
 }
 
 /// REPORT LUNS (SPC-5 §6.35).
+#[must_use = "a request does nothing until a session runs it"]
 pub fn report_luns(alloc: u32) -> ScsiRequest {
     let a = alloc.to_be_bytes();
     request(
@@ -239,6 +251,7 @@ pub fn report_luns(alloc: u32) -> ScsiRequest {
 }
 
 /// UNMAP of LBA ranges (SBC-4 §5.30).
+#[must_use = "a request does nothing until a session runs it"]
 pub fn unmap(lun: u16, ranges: &[(u64, u32)]) -> ScsiRequest {
     let desc_len = (ranges.len() * 16) as u16;
     let mut p = Vec::with_capacity(8 + usize::from(desc_len));

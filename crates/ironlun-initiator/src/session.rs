@@ -312,6 +312,7 @@ impl Session {
     }
 
     /// A handle that does not keep the session open.
+    #[must_use = "this returns a new WeakSession and leaves the session as it is"]
     pub fn downgrade(&self) -> WeakSession {
         WeakSession {
             tx: self.tx.downgrade(),
@@ -413,6 +414,8 @@ pub struct WeakSession {
 }
 
 impl WeakSession {
+    /// A strong handle, unless the session has ended.
+    #[must_use = "the session stays open only while the returned handle lives"]
     pub fn upgrade(&self) -> Option<Session> {
         Some(Session {
             tx: self.tx.upgrade()?,
