@@ -628,3 +628,6 @@ pub fn read_defect_data(
         Ok(Response::data(vec![0, flags, 0, 0, 0, 0, 0, 0], alloc))
     }
 }
+
+#[cfg(test)]
+mod tests;

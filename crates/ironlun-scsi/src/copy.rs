@@ -447,3 +447,6 @@ fn operating_parameters() -> Vec<u8> {
     d.extend_from_slice(&types);
     d
 }
+
+#[cfg(test)]
+mod tests;

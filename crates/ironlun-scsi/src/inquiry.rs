@@ -200,3 +200,6 @@ fn logical_block_provisioning(lu: &LogicalUnit) -> Vec<u8> {
         vec![0u8; 4]
     }
 }
+
+#[cfg(test)]
+mod tests;

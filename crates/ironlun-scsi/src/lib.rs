@@ -37,6 +37,8 @@ mod sanitize;
 pub mod sense;
 mod stage;
 pub mod stats;
+#[cfg(test)]
+mod test_util;
 
 use std::sync::Arc;
 
@@ -290,6 +292,3 @@ impl LunMap {
         }
     }
 }
-
-#[cfg(test)]
-mod tests;

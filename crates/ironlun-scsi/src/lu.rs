@@ -536,3 +536,6 @@ impl LogicalUnit {
         self.backend.flush()
     }
 }
+
+#[cfg(test)]
+mod tests;

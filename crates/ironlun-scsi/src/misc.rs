@@ -130,3 +130,6 @@ pub fn prevent_allow(
 ) -> Result<Response, Sense> {
     Ok(Response::good())
 }
+
+#[cfg(test)]
+mod tests;

@@ -318,3 +318,6 @@ pub fn mode_select(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result
     }
     Ok(Response::written(len as u32))
 }
+
+#[cfg(test)]
+mod tests;

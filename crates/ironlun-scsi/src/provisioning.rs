@@ -150,3 +150,6 @@ pub fn get_lba_status(
     }
     Ok(Response::data(out, alloc))
 }
+
+#[cfg(test)]
+mod tests;

@@ -211,3 +211,6 @@ fn overwrite(lu: &LogicalUnit, pattern: &[u8], passes: u8, invert: bool) -> Resu
     }
     lu.backend.flush().map_err(|_| failed())
 }
+
+#[cfg(test)]
+mod tests;

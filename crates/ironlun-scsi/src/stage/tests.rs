@@ -9,24 +9,17 @@ use ironlun_backend::ring::Ring;
 use ironlun_backend::{FileBackend, FileOptions, RamBackend};
 
 use super::*;
-use crate::{DataOutBuffer, ItNexus, LuConfig, LunMap, NexusId};
+use crate::{test_util, DataOutBuffer, LuConfig, LunMap, NexusId};
 
 const N: NexusId = NexusId(7);
 
 fn cfg(read_only: bool) -> LuConfig {
     LuConfig {
-        block_size: 512,
-        physical_block_size: 512,
         read_only,
         product: "file".into(),
-        revision: "0.1".into(),
         serial: "s1".into(),
         naa_id: 1,
-        target_name: "iqn.2026-11.test:t".into(),
-        relative_port: 1,
-        max_transfer_bytes: 1 << 20,
-        thin: false,
-        sanitize: false,
+        ..test_util::cfg(512)
     }
 }
 
@@ -50,8 +43,7 @@ fn file_lu(dir: &Path, name: &str, direct: bool, read_only: bool) -> Arc<Logical
         dir.display()
     );
     let lu = Arc::new(LogicalUnit::new(cfg(read_only), Arc::new(b)).unwrap());
-    let id = ItNexus::new("iqn.2026-11.test:i", [0x80, 0, 0, 0, 0, 1], 1);
-    lu.attach_nexus(N, id, false);
+    lu.attach_nexus(N, test_util::id("i"), false);
     lu
 }
 

@@ -1,0 +1,529 @@
+//! Reservations: the conflict rules and saved state, SPC-2 RESERVE and
+//! RELEASE, and PERSISTENT RESERVE IN/OUT between nexuses.
+
+use std::sync::Arc;
+
+use ironlun_backend::RamBackend;
+
+use super::*;
+use crate::test_util::{cfg, id, ram_map, read10, sense_of, write10, N};
+use crate::{DataOutBuffer, LunMap};
+
+#[test]
+fn nexus_names_and_transport_ids() {
+    let n = ItNexus::new("iqn.2026-11.X:init", [0x80, 1, 2, 3, 4, 5], 1);
+    assert_eq!(n.initiator_port, "iqn.2026-11.x:init,i,0x800102030405");
+    assert_eq!(n.initiator_name(), "iqn.2026-11.x:init");
+    let t = transport_id(&n);
+    assert_eq!(t[0], 0x45);
+    assert_eq!(t.len() % 4, 0);
+    assert_eq!(
+        parse_transport_id(&t),
+        Some((n.initiator_port.clone(), true))
+    );
+}
+
+#[test]
+fn conflict_rules_per_type() {
+    let a = ItNexus::new("iqn.x:a", [0; 6], 1);
+    let b = ItNexus::new("iqn.x:b", [0; 6], 1);
+    let c = ItNexus::new("iqn.x:c", [0; 6], 1);
+    for (ty, b_read, b_write, c_read, c_write) in [
+        // (type, registered non-holder read/write, unregistered read/write)
+        (pr_type::WRITE_EXCLUSIVE, false, true, false, true),
+        (pr_type::EXCLUSIVE_ACCESS, true, true, true, true),
+        (
+            pr_type::WRITE_EXCLUSIVE_REGISTRANTS_ONLY,
+            false,
+            false,
+            false,
+            true,
+        ),
+        (
+            pr_type::EXCLUSIVE_ACCESS_REGISTRANTS_ONLY,
+            false,
+            false,
+            true,
+            true,
+        ),
+        (
+            pr_type::WRITE_EXCLUSIVE_ALL_REGISTRANTS,
+            false,
+            false,
+            false,
+            true,
+        ),
+        (
+            pr_type::EXCLUSIVE_ACCESS_ALL_REGISTRANTS,
+            false,
+            false,
+            true,
+            true,
+        ),
+    ] {
+        let st = PrState {
+            generation: 0,
+            registrations: vec![
+                Registration {
+                    nexus: a.clone(),
+                    key: 1,
+                    all_tg_pt: false,
+                },
+                Registration {
+                    nexus: b.clone(),
+                    key: 2,
+                    all_tg_pt: false,
+                },
+            ],
+            reservation: Some(Reservation {
+                holder: a.clone(),
+                pr_type: ty,
+            }),
+            aptpl: false,
+        };
+        assert!(!st.conflicts(&a, Access::Write), "holder writes, type {ty}");
+        assert_eq!(
+            st.conflicts(&b, Access::Read),
+            b_read,
+            "registrant read, type {ty}"
+        );
+        assert_eq!(
+            st.conflicts(&b, Access::Write),
+            b_write,
+            "registrant write, type {ty}"
+        );
+        assert_eq!(
+            st.conflicts(&c, Access::Read),
+            c_read,
+            "stranger read, type {ty}"
+        );
+        assert_eq!(
+            st.conflicts(&c, Access::Write),
+            c_write,
+            "stranger write, type {ty}"
+        );
+        assert!(!st.conflicts(&c, Access::Other));
+    }
+}
+
+#[test]
+fn state_round_trips_through_text() {
+    let st = PrState {
+        generation: 7,
+        registrations: vec![Registration {
+            nexus: ItNexus::new("iqn.x:a", [1, 2, 3, 4, 5, 6], 1),
+            key: 0xdead,
+            all_tg_pt: true,
+        }],
+        reservation: Some(Reservation {
+            holder: ItNexus::new("iqn.x:a", [1, 2, 3, 4, 5, 6], 1),
+            pr_type: 5,
+        }),
+        aptpl: true,
+    };
+    assert_eq!(PrState::decode(&st.encode()), Ok(st));
+    assert!(PrState::decode("garbage").is_err());
+    assert!(PrState::decode("ironlun-pr 1\nreserve 2 1 iqn.x:a,i,0x01").is_err());
+}
+
+/// PERSISTENT RESERVE OUT with the basic 24-byte parameter list.
+fn prout(m: &LunMap, n: NexusId, sa: u8, ty: u8, key: u64, sa_key: u64, flags: u8) -> Response {
+    let mut p = [0u8; 24];
+    p[..8].copy_from_slice(&key.to_be_bytes());
+    p[8..16].copy_from_slice(&sa_key.to_be_bytes());
+    p[20] = flags;
+    m.execute(
+        Some(0),
+        n,
+        &[0x5f, sa, ty, 0, 0, 0, 0, 0, 24, 0],
+        &DataOutBuffer::copy_from_slice(&p),
+    )
+}
+
+fn prin(m: &LunMap, n: NexusId, sa: u8) -> Vec<u8> {
+    let r = m.execute(
+        Some(0),
+        n,
+        &[0x5e, sa, 0, 0, 0, 0, 0, 0x10, 0, 0],
+        &DataOutBuffer::new(),
+    );
+    assert_eq!(r.status, status::GOOD, "{:?}", sense_of(&r));
+    r.bytes().to_vec()
+}
+
+fn keys(m: &LunMap, n: NexusId) -> (u32, Vec<u64>) {
+    let d = prin(m, n, 0);
+    let gen = u32::from_be_bytes(d[..4].try_into().unwrap());
+    let len = u32::from_be_bytes(d[4..8].try_into().unwrap()) as usize;
+    (
+        gen,
+        d[8..8 + len]
+            .chunks(8)
+            .map(|c| u64::from_be_bytes(c.try_into().unwrap()))
+            .collect(),
+    )
+}
+
+fn two_nexus_map() -> (LunMap, NexusId, NexusId) {
+    let m = ram_map(100, 512);
+    let (a, b) = (NexusId(1), NexusId(2));
+    m.attach_nexus(a, &id("a"), false);
+    m.attach_nexus(b, &id("b"), false);
+    for n in [a, b] {
+        m.execute(Some(0), n, &[0, 0, 0, 0, 0, 0], &DataOutBuffer::new());
+    }
+    (m, a, b)
+}
+
+const CONFLICT: u8 = status::RESERVATION_CONFLICT;
+
+/// The status of a command without data from nexus `n`.
+fn status_of(m: &LunMap, n: NexusId, cdb: &[u8]) -> u8 {
+    m.execute(Some(0), n, cdb, &DataOutBuffer::new()).status
+}
+
+/// The status of a one-block WRITE(10) at LBA 0 from nexus `n`.
+fn write_status(m: &LunMap, n: NexusId) -> u8 {
+    m.execute(
+        Some(0),
+        n,
+        &write10(0, 1, 0),
+        &DataOutBuffer::copy_from_slice(&[0; 512]),
+    )
+    .status
+}
+
+#[test]
+fn spc2_reserve_release_between_two_nexuses() {
+    let (m, a, b) = two_nexus_map();
+    let reserve = [0x16, 0, 0, 0, 0, 0];
+    let release = [0x17, 0, 0, 0, 0, 0];
+    assert_eq!(status_of(&m, a, &reserve), status::GOOD);
+    assert_eq!(
+        status_of(&m, a, &reserve),
+        status::GOOD,
+        "holder may re-reserve"
+    );
+    assert_eq!(status_of(&m, b, &reserve), CONFLICT);
+    assert_eq!(status_of(&m, b, &read10(0, 1)), CONFLICT);
+    assert_eq!(
+        status_of(&m, b, &[0x12, 0, 0, 0, 36, 0]),
+        status::GOOD,
+        "INQUIRY passes"
+    );
+    assert_eq!(
+        status_of(&m, b, &release),
+        status::GOOD,
+        "a non-holder's RELEASE is a no-op"
+    );
+    assert_eq!(status_of(&m, b, &reserve), CONFLICT);
+    assert_eq!(status_of(&m, a, &read10(0, 1)), status::GOOD);
+    assert_eq!(status_of(&m, a, &release), status::GOOD);
+    assert_eq!(status_of(&m, b, &reserve), status::GOOD);
+    // Nexus loss releases it; so does a LU reset.
+    m.detach_nexus(b);
+    assert_eq!(status_of(&m, a, &reserve), status::GOOD);
+    m.get(0).unwrap().reset();
+    m.attach_nexus(b, &id("b"), true);
+    m.execute(Some(0), b, &[0, 0, 0, 0, 0, 0], &DataOutBuffer::new());
+    assert_eq!(status_of(&m, b, &reserve), status::GOOD);
+}
+
+#[test]
+fn persistent_register_reserve_release_and_conflicts() {
+    let (m, a, b) = two_nexus_map();
+    register_a_and_b(&m, a, b);
+    a_holds_write_exclusive(&m, a, b);
+    release_needs_the_type_and_the_holder(&m, a, b);
+    unregistering_the_holder_releases(&m, a, b);
+}
+
+/// a registers with key 0x1111 (REGISTER), b with 0x2222 (REGISTER AND
+/// IGNORE); the wrong current key conflicts.
+fn register_a_and_b(m: &LunMap, a: NexusId, b: NexusId) {
+    // REGISTER with a non-zero key from an unregistered nexus conflicts.
+    assert_eq!(prout(m, a, 0x00, 0, 5, 0x1111, 0).status, CONFLICT);
+    assert_eq!(prout(m, a, 0x00, 0, 0, 0x1111, 0).status, status::GOOD);
+    assert_eq!(
+        prout(m, b, 0x06, 0, 0, 0x2222, 0).status,
+        status::GOOD,
+        "REGISTER AND IGNORE"
+    );
+    let (gen, k) = keys(m, a);
+    assert_eq!((gen, k), (2, vec![0x1111, 0x2222]));
+    // Re-registering with the wrong current key conflicts.
+    assert_eq!(prout(m, a, 0x00, 0, 0x9999, 0x3333, 0).status, CONFLICT);
+}
+
+/// a reserves Write Exclusive: b reads but neither writes nor reserves.
+fn a_holds_write_exclusive(m: &LunMap, a: NexusId, b: NexusId) {
+    assert_eq!(
+        prout(m, a, 0x01, pr_type::WRITE_EXCLUSIVE, 0x1111, 0, 0).status,
+        status::GOOD
+    );
+    let r = prin(m, a, 1);
+    assert_eq!(&r[4..8], &16u32.to_be_bytes());
+    assert_eq!(&r[8..16], &0x1111u64.to_be_bytes());
+    assert_eq!(r[21] & 0x0f, pr_type::WRITE_EXCLUSIVE);
+    assert_eq!(
+        status_of(m, b, &read10(0, 1)),
+        status::GOOD,
+        "reads pass WE"
+    );
+    assert_eq!(write_status(m, b), CONFLICT);
+    assert_eq!(write_status(m, a), status::GOOD);
+    // Another RESERVE by b conflicts; RESERVE(6) conflicts with PR state.
+    assert_eq!(
+        prout(m, b, 0x01, pr_type::WRITE_EXCLUSIVE, 0x2222, 0, 0).status,
+        CONFLICT
+    );
+    assert_eq!(status_of(m, b, &[0x16, 0, 0, 0, 0, 0]), CONFLICT);
+}
+
+/// RELEASE of a's reservation: with the wrong type an error, by b a
+/// no-op, by a the end of it; neither changes the generation.
+fn release_needs_the_type_and_the_holder(m: &LunMap, a: NexusId, b: NexusId) {
+    assert_eq!(
+        sense_of(&prout(m, a, 0x02, pr_type::EXCLUSIVE_ACCESS, 0x1111, 0, 0)),
+        (key::ILLEGAL_REQUEST, 0x26, 0x04)
+    );
+    assert_eq!(
+        prout(m, b, 0x02, pr_type::WRITE_EXCLUSIVE, 0x2222, 0, 0).status,
+        status::GOOD
+    );
+    assert_eq!(write_status(m, b), CONFLICT);
+    assert_eq!(
+        prout(m, a, 0x02, pr_type::WRITE_EXCLUSIVE, 0x1111, 0, 0).status,
+        status::GOOD
+    );
+    assert_eq!(write_status(m, b), status::GOOD);
+    // Reserve/release do not bump the generation.
+    assert_eq!(keys(m, a).0, 2);
+}
+
+/// Unregistering the holder of a registrants-only reservation ends it and
+/// tells the others.
+fn unregistering_the_holder_releases(m: &LunMap, a: NexusId, b: NexusId) {
+    assert_eq!(
+        prout(
+            m,
+            a,
+            0x01,
+            pr_type::WRITE_EXCLUSIVE_REGISTRANTS_ONLY,
+            0x1111,
+            0,
+            0
+        )
+        .status,
+        status::GOOD
+    );
+    assert_eq!(prout(m, a, 0x00, 0, 0x1111, 0, 0).status, status::GOOD);
+    let r = m.execute(Some(0), b, &[0, 0, 0, 0, 0, 0], &DataOutBuffer::new());
+    assert_eq!(
+        sense_of(&r),
+        (key::UNIT_ATTENTION, 0x2a, 0x04),
+        "RESERVATIONS RELEASED"
+    );
+    assert_eq!(prin(m, b, 1)[4..8], 0u32.to_be_bytes());
+}
+
+#[test]
+fn all_registrants_reservation_survives_its_maker() {
+    let (m, a, b) = two_nexus_map();
+    prout(&m, a, 0x06, 0, 0, 1, 0);
+    prout(&m, b, 0x06, 0, 0, 2, 0);
+    assert_eq!(
+        prout(
+            &m,
+            a,
+            0x01,
+            pr_type::EXCLUSIVE_ACCESS_ALL_REGISTRANTS,
+            1,
+            0,
+            0
+        )
+        .status,
+        status::GOOD
+    );
+    let r = prin(&m, b, 1);
+    assert_eq!(
+        &r[8..16],
+        &0u64.to_be_bytes(),
+        "all-registrants reservations report key 0"
+    );
+    assert_eq!(write_status(&m, b), status::GOOD);
+    prout(&m, a, 0x00, 0, 1, 0, 0);
+    assert_eq!(
+        prin(&m, b, 1)[4..8],
+        16u32.to_be_bytes(),
+        "b still holds it"
+    );
+    prout(&m, b, 0x00, 0, 2, 0, 0);
+    assert_eq!(
+        prin(&m, a, 1)[4..8],
+        0u32.to_be_bytes(),
+        "gone with the last registrant"
+    );
+}
+
+#[test]
+fn preempt_and_clear() {
+    let (m, a, b) = two_nexus_map();
+    prout(&m, a, 0x06, 0, 0, 1, 0);
+    prout(&m, b, 0x06, 0, 0, 2, 0);
+    let gen = keys(&m, a).0;
+    // No reservation: PREEMPT removes the registrations with that key.
+    let r = prout(&m, b, 0x04, pr_type::EXCLUSIVE_ACCESS, 2, 1, 0);
+    assert_eq!(
+        (r.status, r.abort_nexuses),
+        (status::GOOD, vec![]),
+        "PREEMPT aborts nothing"
+    );
+    assert_eq!(keys(&m, b), (gen + 1, vec![2]));
+    let r = m.execute(Some(0), a, &[0, 0, 0, 0, 0, 0], &DataOutBuffer::new());
+    assert_eq!(
+        sense_of(&r),
+        (key::UNIT_ATTENTION, 0x2a, 0x05),
+        "REGISTRATIONS PREEMPTED"
+    );
+    assert_eq!(
+        prout(&m, b, 0x04, pr_type::EXCLUSIVE_ACCESS, 2, 7, 0).status,
+        CONFLICT,
+        "nobody has key 7"
+    );
+    // Preempting the holder takes its reservation.
+    prout(&m, a, 0x06, 0, 0, 1, 0);
+    prout(&m, a, 0x01, pr_type::EXCLUSIVE_ACCESS, 1, 0, 0);
+    assert_eq!(status_of(&m, b, &read10(0, 1)), CONFLICT);
+    let r = prout(&m, b, 0x05, pr_type::WRITE_EXCLUSIVE, 2, 1, 0);
+    assert_eq!(
+        (r.status, r.abort_nexuses),
+        (status::GOOD, vec![a]),
+        "PREEMPT AND ABORT ends a's tasks"
+    );
+    let r = m.execute(Some(0), a, &[0, 0, 0, 0, 0, 0], &DataOutBuffer::new());
+    assert_eq!(
+        sense_of(&r),
+        (key::UNIT_ATTENTION, 0x2a, 0x05),
+        "the preempted holder is told"
+    );
+    let r = prin(&m, a, 1);
+    assert_eq!(
+        (&r[8..16], r[21] & 0x0f),
+        (&2u64.to_be_bytes()[..], pr_type::WRITE_EXCLUSIVE)
+    );
+    // CLEAR by a registrant removes everything.
+    assert_eq!(prout(&m, b, 0x03, 0, 2, 0, 0).status, status::GOOD);
+    assert_eq!(keys(&m, a).1, Vec::<u64>::new());
+    assert_eq!(prin(&m, a, 1)[4..8], 0u32.to_be_bytes());
+}
+
+#[test]
+fn persistent_reserve_in_forms() {
+    let (m, a, _b) = two_nexus_map();
+    prout(&m, a, 0x06, 0, 0, 0xabc, 0);
+    let caps = prin(&m, a, 2);
+    assert_eq!(&caps[..2], &8u16.to_be_bytes());
+    assert_eq!(caps[3] & 0x80, 0x80, "TMV");
+    assert_eq!((caps[4], caps[5]), (0xea, 0x01));
+    assert_eq!(caps[2] & 0x01, 0, "no APTPL without a store");
+    let full = prin(&m, a, 3);
+    assert_eq!(
+        u32::from_be_bytes(full[4..8].try_into().unwrap()) as usize,
+        full.len() - 8
+    );
+    assert_eq!(&full[8..16], &0xabcu64.to_be_bytes());
+    let tid = &full[8 + 24..];
+    assert_eq!(tid[0], 0x45);
+    assert!(std::str::from_utf8(tid)
+        .unwrap()
+        .contains("iqn.2026-11.test:a,i,0x800000000001"));
+    // Truncation keeps the additional length.
+    let r = m.execute(
+        Some(0),
+        a,
+        &[0x5e, 0, 0, 0, 0, 0, 0, 0, 8, 0],
+        &DataOutBuffer::new(),
+    );
+    assert_eq!(r.data.len(), 8);
+    assert_eq!(&r.bytes()[4..8], &8u32.to_be_bytes());
+    for sa in 4..0x20u8 {
+        let r = m.execute(
+            Some(0),
+            a,
+            &[0x5e, sa, 0, 0, 0, 0, 0, 0x10, 0, 0],
+            &DataOutBuffer::new(),
+        );
+        assert_eq!(
+            sense_of(&r).0,
+            key::ILLEGAL_REQUEST,
+            "PR IN service action {sa}"
+        );
+    }
+    // APTPL without a store, and a short parameter list.
+    assert_eq!(sense_of(&prout(&m, a, 0x06, 0, 0, 1, 0x01)).1, 0x26);
+    let r = m.execute(
+        Some(0),
+        a,
+        &[0x5f, 0, 0, 0, 0, 0, 0, 0, 8, 0],
+        &DataOutBuffer::copy_from_slice(&[0; 8]),
+    );
+    assert_eq!(sense_of(&r).1, 0x1a);
+}
+
+struct MemStore(std::sync::Mutex<Option<String>>);
+
+impl PrStore for MemStore {
+    fn save(&self, text: &str) -> std::io::Result<()> {
+        *self.0.lock().unwrap() = Some(text.to_owned());
+        Ok(())
+    }
+    fn clear(&self) -> std::io::Result<()> {
+        *self.0.lock().unwrap() = None;
+        Ok(())
+    }
+}
+
+#[test]
+fn aptpl_state_is_saved_and_restored() {
+    let store = Arc::new(MemStore(std::sync::Mutex::new(None)));
+    let mut lu = LogicalUnit::new(cfg(512), Arc::new(RamBackend::new(512 * 100))).unwrap();
+    lu.set_pr_store(store.clone(), None);
+    let m = LunMap::new(vec![(0, Arc::new(lu))]);
+    m.attach_nexus(N, &id("a"), false);
+    m.execute(Some(0), N, &[0, 0, 0, 0, 0, 0], &DataOutBuffer::new());
+    assert_eq!(prout(&m, N, 0x06, 0, 0, 77, 0x01).status, status::GOOD);
+    assert_eq!(
+        prout(&m, N, 0x01, pr_type::EXCLUSIVE_ACCESS, 77, 0, 0).status,
+        status::GOOD
+    );
+    let saved = store.0.lock().unwrap().clone().expect("saved with APTPL");
+    // A new LU (a restart) restored from the saved text: the same nexus
+    // identity still holds the reservation, another one conflicts.
+    let mut lu = LogicalUnit::new(cfg(512), Arc::new(RamBackend::new(512 * 100))).unwrap();
+    lu.set_pr_store(store.clone(), Some(PrState::decode(&saved).unwrap()));
+    let m2 = LunMap::new(vec![(0, Arc::new(lu))]);
+    m2.attach_nexus(NexusId(5), &id("a"), false);
+    m2.attach_nexus(NexusId(6), &id("b"), false);
+    m2.execute(
+        Some(0),
+        NexusId(5),
+        &[0, 0, 0, 0, 0, 0],
+        &DataOutBuffer::new(),
+    );
+    m2.execute(
+        Some(0),
+        NexusId(6),
+        &[0, 0, 0, 0, 0, 0],
+        &DataOutBuffer::new(),
+    );
+    assert_eq!(status_of(&m2, NexusId(5), &read10(0, 1)), status::GOOD);
+    assert_eq!(status_of(&m2, NexusId(6), &read10(0, 1)), CONFLICT);
+    assert_eq!(prin(&m2, NexusId(5), 2)[3] & 0x01, 1, "PTPL_A");
+    // Clearing APTPL forgets the saved state.
+    assert_eq!(
+        prout(&m2, NexusId(5), 0x00, 0, 77, 77, 0).status,
+        status::GOOD
+    );
+    assert!(store.0.lock().unwrap().is_none());
+}
