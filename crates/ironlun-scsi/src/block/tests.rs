@@ -39,10 +39,7 @@ fn write_then_read_round_trips_all_sizes() {
     // READ(6), (12) and (16) see the same data.
     assert_eq!(&run(&m, &[0x08, 0, 0, 10, 2, 0]).bytes()[..], &data[..]);
     assert_eq!(
-        &run(&m, &[0xa8, 0, 0, 0, 0, 10, 0, 0, 0, 2, 0, 0])
-            .data
-            .to_bytes()
-            .unwrap()[..],
+        &run(&m, &[0xa8, 0, 0, 0, 0, 10, 0, 0, 0, 2, 0, 0]).bytes()[..],
         &data[..]
     );
     let r16 = [0x88, 0, 0, 0, 0, 0, 0, 0, 0, 10, 0, 0, 0, 2, 0, 0];
@@ -228,12 +225,7 @@ fn compare_and_write_is_all_or_nothing() {
     let mut data = vec![b'A'; 1024];
     data.extend_from_slice(&[b'B'; 1024]);
     assert_eq!(run_out(&m, &caw(0, 2), &data).status, status::GOOD);
-    assert!(run(&m, &read10(0, 2))
-        .data
-        .to_bytes()
-        .unwrap()
-        .iter()
-        .all(|&c| c == b'B'));
+    assert!(run(&m, &read10(0, 2)).bytes().iter().all(|&c| c == b'B'));
     // Miscompare at byte 600: nothing written.
     let mut data = vec![b'B'; 1024];
     data[600] = b'x';
@@ -241,12 +233,7 @@ fn compare_and_write_is_all_or_nothing() {
     let r = run_out(&m, &caw(0, 2), &data);
     assert_eq!(sense_of(&r), (key::MISCOMPARE, 0x1d, 0));
     assert_eq!(&r.sense[3..7], &600u32.to_be_bytes());
-    assert!(run(&m, &read10(0, 2))
-        .data
-        .to_bytes()
-        .unwrap()
-        .iter()
-        .all(|&c| c == b'B'));
+    assert!(run(&m, &read10(0, 2)).bytes().iter().all(|&c| c == b'B'));
     // Wrong Data-Out sizes are refused.
     assert_eq!(
         sense_of(&run_out(&m, &caw(0, 1), &[b'B'; 512])).0,
@@ -288,23 +275,13 @@ fn orwrite_and_write_atomic() {
         run_out(&m, &cdb16(0x8b, 0, 0, 1), &[0xa0; 512]).status,
         status::GOOD
     );
-    assert!(run(&m, &read10(0, 1))
-        .data
-        .to_bytes()
-        .unwrap()
-        .iter()
-        .all(|&c| c == 0xaf));
+    assert!(run(&m, &read10(0, 1)).bytes().iter().all(|&c| c == 0xaf));
     let mut wa = [0u8; 16];
     wa[0] = 0x9c;
     wa[9] = 3;
     wa[13] = 2;
     assert_eq!(run_out(&m, &wa, &[7; 1024]).status, status::GOOD);
-    assert!(run(&m, &read10(3, 2))
-        .data
-        .to_bytes()
-        .unwrap()
-        .iter()
-        .all(|&c| c == 7));
+    assert!(run(&m, &read10(3, 2)).bytes().iter().all(|&c| c == 7));
     wa[9] = 99;
     assert_eq!(
         sense_of(&run_out(&m, &wa, &[7; 1024])),
@@ -327,12 +304,7 @@ fn write_same_fills_and_zero_blocks_means_to_the_end() {
     assert!(back[512..512 * 6].iter().all(|&c| c == 9));
     assert!(back[512 * 6..].iter().all(|&c| c == 0));
     assert_eq!(run_out(&m, &ws10(0, 90, 0), &[3; 512]).status, status::GOOD);
-    assert!(run(&m, &read10(90, 10))
-        .data
-        .to_bytes()
-        .unwrap()
-        .iter()
-        .all(|&c| c == 3));
+    assert!(run(&m, &read10(90, 10)).bytes().iter().all(|&c| c == 3));
     // One block of Data-Out exactly.
     assert_eq!(
         sense_of(&run_out(&m, &ws10(0, 0, 1), &[3; 256])).0,

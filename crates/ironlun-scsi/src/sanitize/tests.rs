@@ -57,12 +57,7 @@ fn sanitize_overwrite_and_its_parameter_checks() {
     let p = overwrite_params(1, &[0xaa; 512]);
     assert_eq!(sanitize(&m, 0x01, p.len() as u16, &p).status, status::GOOD);
     for lba in [0, 63] {
-        assert!(run(&m, &read10(lba, 1))
-            .data
-            .to_bytes()
-            .unwrap()
-            .iter()
-            .all(|&b| b == 0xaa));
+        assert!(run(&m, &read10(lba, 1)).bytes().iter().all(|&b| b == 0xaa));
     }
     // A 3-byte pattern repeats through each block; INVERT with two passes
     // ends on the pattern itself.
@@ -121,12 +116,7 @@ fn sanitize_block_erase_deallocates_everything() {
         (key::ILLEGAL_REQUEST, 0x24, 0)
     );
     assert_eq!(sanitize(&m, 0x02, 0, &[]).status, status::GOOD);
-    assert!(run(&m, &read10(0, 4))
-        .data
-        .to_bytes()
-        .unwrap()
-        .iter()
-        .all(|&b| b == 0));
+    assert!(run(&m, &read10(0, 4)).bytes().iter().all(|&b| b == 0));
     // GET LBA STATUS: one descriptor, all 64 blocks deallocated.
     let r = run(&m, &cdb16(0x9e, 0x12, 0, 64));
     assert_eq!(&r.bytes()[..4], &[0, 0, 0, 20]);
