@@ -63,7 +63,7 @@ use ironlun_backend::ring::Completion as RingCompletion;
 use ironlun_net::{read_marking_drained, Read};
 use ironlun_payload::FILL;
 use ironlun_proto::login::LOGIN_SEGMENT_MAX;
-use ironlun_proto::target::login::{LoginStep, TargetLogin};
+use ironlun_proto::target::login::{LoginResult, LoginStep, TargetLogin};
 use ironlun_proto::target::{FfpConfig, TargetConnection};
 use ironlun_proto::timer::TimerSlot;
 use ironlun_proto::OutPdu;
@@ -103,150 +103,16 @@ pub async fn serve(
 ) {
     let _ = stream.set_nodelay(registry.tcp.nodelay);
     let local = stream.local_addr().unwrap_or(peer);
-    let mut stream = stream;
-    let mut rbuf = BytesMut::with_capacity(16 << 10);
-    let limits = registry.limits.clone();
-
-    // ---- Login phase (RFC 7143 §6.3) ----
-    let mut login = TargetLogin::new(
-        initial_stat_sn,
-        DISCOVERY_QUEUE_DEPTH,
-        limits.login_text_limit,
-    );
-    let mut ctx = LoginCtx {
-        registry: registry.clone(),
+    let mut link = Link {
+        stream,
+        rbuf: BytesMut::with_capacity(16 << 10),
         peer,
-        created: None,
-        refusal: None,
     };
-    let decoder = FrameDecoder::new(LOGIN_SEGMENT_MAX as u32);
-    let deadline = tokio::time::Instant::now() + limits.login_timeout;
-    let result = loop {
-        let frame = tokio::select! {
-            r = read_frame(&mut stream, &mut rbuf, &decoder) => r,
-            _ = tokio::time::sleep_until(deadline) => {
-                info!(%peer, "login timed out after {:?}", limits.login_timeout);
-                return;
-            }
-            _ = shutdown.changed() => return,
-        };
-        let frame = match frame {
-            Ok(Some(f)) => f,
-            Ok(None) => {
-                debug!(%peer, "connection closed during login");
-                return;
-            }
-            Err(e) => {
-                info!(%peer, "login connection dropped: {e}");
-                return;
-            }
-        };
-        let step = login.handle_frame(&frame, &mut ctx);
-        match step {
-            LoginStep::Continue(resp) => {
-                if send_plain(&mut stream, &resp).await.is_err() {
-                    return;
-                }
-            }
-            LoginStep::Failed {
-                response,
-                status,
-                reason,
-            } => {
-                let why = ctx
-                    .refusal
-                    .take()
-                    .map(|w| format!(" ({w})"))
-                    .unwrap_or_default();
-                warn!(
-                    %peer,
-                    initiator = login.initiator_name().unwrap_or("?"),
-                    "login rejected: {status}: {reason}{why}"
-                );
-                let _ = send_plain(&mut stream, &response).await;
-                let _ = stream.shutdown().await;
-                return;
-            }
-            LoginStep::Complete { response, result } => {
-                if send_plain(&mut stream, &response).await.is_err() {
-                    return;
-                }
-                break result;
-            }
-        }
-    };
-    let Some(session) = ctx.created.take() else {
-        warn!(%peer, "login completed without a session");
+    let login = login_phase(&mut link, &registry, &mut shutdown, initial_stat_sn).await;
+    let Some((result, session)) = login else {
         return;
     };
-    let target = session.target.clone();
-    let queue_depth = target
-        .as_ref()
-        .map_or(DISCOVERY_QUEUE_DEPTH, |t| t.cfg.queue_depth);
-    info!(
-        %peer,
-        initiator = %result.initiator_name,
-        isid = %isid_hex(&result.isid),
-        tsih = result.tsih,
-        cid = result.cid,
-        target = target.as_ref().map_or("(discovery)", |t| t.cfg.name.as_str()),
-        reinstated = session.reinstated,
-        "login: {} QueueDepth={queue_depth}",
-        result.summary
-    );
-    let lus = target.as_ref().map(|t| Lus {
-        map: t.luns.clone(),
-        nexus: session.nexus,
-        identity: ItNexus::new(&result.initiator_name, result.isid, t.cfg.portal_group_tag),
-        replaced: session.reinstated,
-    });
-
-    // ---- Full feature phase ----
-    let ffp = FfpConfig {
-        queue_depth,
-        max_write_transfer_length: limits.max_transfer_bytes,
-        nop_interval: limits.nop_interval,
-        nop_timeout: limits.nop_timeout,
-        text_limit: limits.login_text_limit,
-        ..FfpConfig::default()
-    };
-    let directory = Box::new(PortalDirectory {
-        registry: registry.clone(),
-        local,
-        peer,
-    });
-    let conn = TargetConnection::new(&result, ffp, directory, Instant::now());
-    let stage = registry.io_engine == IoEngine::Uring;
-    let core = ConnCore::new(conn, lus, Dispatch::Inline, stage);
-    let digests = Digests {
-        header: result.conn.header_digest,
-        data: result.conn.data_digest,
-    };
-    let decoder = FrameDecoder {
-        digests,
-        max_data_segment_len: result.conn.max_recv_data_segment_length,
-    };
-    let (done_tx, done_rx) = mpsc::unbounded_channel::<Done>();
-    let mut driver = Driver {
-        core,
-        done_tx,
-        broken: None,
-        warned_short_file: false,
-        zero_copy_bytes: 0,
-        stream,
-        rbuf,
-        decoder,
-        out: Outbox::new(digests),
-        session,
-        in_flight_blocking: 0,
-        ring: RingSlot::new(registry.io_engine),
-        ring_done: Vec::new(),
-        queue_depth,
-        ring_commands: 0,
-        peer,
-        grace: limits.shutdown_grace,
-        quickack: registry.tcp.quickack,
-    };
+    let (mut driver, done_rx) = Driver::start(link, local, &registry, &result, session);
     let reason = driver.run(&mut shutdown, done_rx).await;
     let stats = &driver.core.conn().stats;
     info!(
@@ -263,6 +129,90 @@ pub async fn serve(
         rejects = stats.rejects,
         "logout: {reason}"
     );
+}
+
+/// A connection's socket before full feature phase: what login reads
+/// from, and what the driver takes over (bytes already buffered
+/// included).
+struct Link {
+    stream: TcpStream,
+    rbuf: BytesMut,
+    peer: SocketAddr,
+}
+
+/// The login phase (RFC 7143 §6.3): the session it created and the
+/// negotiated result, or `None` when the login failed, timed out, the
+/// initiator left or the target shuts down (each logged).
+async fn login_phase(
+    link: &mut Link,
+    registry: &Arc<Registry>,
+    shutdown: &mut watch::Receiver<bool>,
+    initial_stat_sn: u32,
+) -> Option<(Box<LoginResult>, SessionHandle)> {
+    let limits = &registry.limits;
+    let peer = link.peer;
+    let mut login = TargetLogin::new(
+        initial_stat_sn,
+        DISCOVERY_QUEUE_DEPTH,
+        limits.login_text_limit,
+    );
+    let mut ctx = LoginCtx {
+        registry: registry.clone(),
+        peer,
+        created: None,
+        refusal: None,
+    };
+    let decoder = FrameDecoder::new(LOGIN_SEGMENT_MAX as u32);
+    let deadline = tokio::time::Instant::now() + limits.login_timeout;
+    let result = loop {
+        let frame = tokio::select! {
+            r = read_frame(&mut link.stream, &mut link.rbuf, &decoder) => r,
+            _ = tokio::time::sleep_until(deadline) => {
+                info!(%peer, "login timed out after {:?}", limits.login_timeout);
+                return None;
+            }
+            _ = shutdown.changed() => return None,
+        };
+        let frame = match frame {
+            Ok(Some(f)) => f,
+            Ok(None) => {
+                debug!(%peer, "connection closed during login");
+                return None;
+            }
+            Err(e) => {
+                info!(%peer, "login connection dropped: {e}");
+                return None;
+            }
+        };
+        match login.handle_frame(&frame, &mut ctx) {
+            LoginStep::Continue(resp) => send_plain(&mut link.stream, &resp).await.ok()?,
+            LoginStep::Failed {
+                response,
+                status,
+                reason,
+            } => {
+                let why = ctx.refusal.take().map(|w| format!(" ({w})"));
+                warn!(
+                    %peer,
+                    initiator = login.initiator_name().unwrap_or("?"),
+                    "login rejected: {status}: {reason}{}",
+                    why.unwrap_or_default()
+                );
+                let _ = send_plain(&mut link.stream, &response).await;
+                let _ = link.stream.shutdown().await;
+                return None;
+            }
+            LoginStep::Complete { response, result } => {
+                send_plain(&mut link.stream, &response).await.ok()?;
+                break result;
+            }
+        }
+    };
+    let Some(session) = ctx.created.take() else {
+        warn!(%peer, "login completed without a session");
+        return None;
+    };
+    Some((result, session))
 }
 
 /// Reads until one whole PDU is buffered. `Ok(None)` at a clean EOF.
@@ -335,6 +285,84 @@ struct Driver {
 }
 
 impl Driver {
+    /// Takes a logged-in connection into full feature phase; the
+    /// receiver is where commands run on the blocking pool report back.
+    fn start(
+        link: Link,
+        local: SocketAddr,
+        registry: &Arc<Registry>,
+        result: &LoginResult,
+        session: SessionHandle,
+    ) -> (Driver, mpsc::UnboundedReceiver<Done>) {
+        let limits = &registry.limits;
+        let peer = link.peer;
+        let target = session.target.clone();
+        let queue_depth = target
+            .as_ref()
+            .map_or(DISCOVERY_QUEUE_DEPTH, |t| t.cfg.queue_depth);
+        info!(
+            %peer,
+            initiator = %result.initiator_name,
+            isid = %isid_hex(&result.isid),
+            tsih = result.tsih,
+            cid = result.cid,
+            target = target.as_ref().map_or("(discovery)", |t| t.cfg.name.as_str()),
+            reinstated = session.reinstated,
+            "login: {} QueueDepth={queue_depth}",
+            result.summary
+        );
+        let lus = target.as_ref().map(|t| Lus {
+            map: t.luns.clone(),
+            nexus: session.nexus,
+            identity: ItNexus::new(&result.initiator_name, result.isid, t.cfg.portal_group_tag),
+            replaced: session.reinstated,
+        });
+        let ffp = FfpConfig {
+            queue_depth,
+            max_write_transfer_length: limits.max_transfer_bytes,
+            nop_interval: limits.nop_interval,
+            nop_timeout: limits.nop_timeout,
+            text_limit: limits.login_text_limit,
+            ..FfpConfig::default()
+        };
+        let directory = Box::new(PortalDirectory {
+            registry: registry.clone(),
+            local,
+            peer,
+        });
+        let conn = TargetConnection::new(result, ffp, directory, Instant::now());
+        let stage = registry.io_engine == IoEngine::Uring;
+        let digests = Digests {
+            header: result.conn.header_digest,
+            data: result.conn.data_digest,
+        };
+        let (done_tx, done_rx) = mpsc::unbounded_channel::<Done>();
+        let driver = Driver {
+            core: ConnCore::new(conn, lus, Dispatch::Inline, stage),
+            done_tx,
+            broken: None,
+            warned_short_file: false,
+            zero_copy_bytes: 0,
+            stream: link.stream,
+            rbuf: link.rbuf,
+            decoder: FrameDecoder {
+                digests,
+                max_data_segment_len: result.conn.max_recv_data_segment_length,
+            },
+            out: Outbox::new(digests),
+            session,
+            in_flight_blocking: 0,
+            ring: RingSlot::new(registry.io_engine),
+            ring_done: Vec::new(),
+            queue_depth,
+            ring_commands: 0,
+            peer,
+            grace: limits.shutdown_grace,
+            quickack: registry.tcp.quickack,
+        };
+        (driver, done_rx)
+    }
+
     /// Queues a PDU for the socket. Our PDUs are bounded by the negotiated
     /// MaxRecvDataSegmentLength, so encoding cannot fail; if it ever does,
     /// the PDU is dropped and logged. With data digests on, a file range
