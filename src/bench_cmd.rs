@@ -12,7 +12,7 @@ use ironlun_initiator::{IscsiUrl, Multipath, PathPolicy, Session};
 
 use crate::initiator_args::InitiatorArgs;
 use crate::link_args::{self, LinkArgs};
-use crate::units::{parse_duration, parse_size};
+use ironlun_units::{parse_duration, parse_size};
 
 #[derive(clap::Args, Clone)]
 pub struct BenchArgs {

@@ -39,7 +39,7 @@ pub struct CompareArgs {
 }
 
 pub fn run_compare(a: CompareArgs) -> Result<(), String> {
-    let measure = crate::units::parse_duration(&a.time)?;
+    let measure = ironlun_units::parse_duration(&a.time)?;
     if measure.as_secs() < 1 {
         return Err("--time must be at least 1s (iscsi-perf reports whole seconds)".into());
     }
@@ -71,7 +71,7 @@ pub fn run_compare(a: CompareArgs) -> Result<(), String> {
         exe,
         reps: a.reps,
         measure,
-        lun_size: crate::units::parse_size(&a.size)?,
+        lun_size: ironlun_units::parse_size(&a.size)?,
         dir,
         clients,
         sessions,
@@ -137,14 +137,14 @@ pub struct LocalArgs {
 }
 
 pub fn run_local(a: LocalArgs) -> Result<(), String> {
-    let measure = crate::units::parse_duration(&a.time)?;
+    let measure = ironlun_units::parse_duration(&a.time)?;
     if measure.as_millis() < 500 {
         return Err("--time must be at least 500ms".into());
     }
     if a.reps == 0 {
         return Err("--reps must be at least 1".into());
     }
-    let size = crate::units::parse_size(&a.size)?;
+    let size = ironlun_units::parse_size(&a.size)?;
     if size < 64 << 20 {
         return Err("--size must be at least 64MiB".into());
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use ironlun_initiator::{DigestKind, IscsiUrl, Offers, SessionOptions, TcpOptions};
 use ironlun_proto::chap::{Credentials, InitiatorAuth};
 
-use crate::units::parse_size;
+use ironlun_units::parse_size;
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct InitiatorArgs {

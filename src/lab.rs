@@ -37,8 +37,8 @@ const DEFAULT_SUITE: [&str; 8] = [
 ];
 
 pub fn run_lab(a: LabArgs) -> Result<(), String> {
-    let size = crate::units::parse_size(&a.size)?;
-    let time = crate::units::parse_duration(&a.time)?.as_secs_f64();
+    let size = ironlun_units::parse_size(&a.size)?;
+    let time = ironlun_units::parse_duration(&a.time)?.as_secs_f64();
     // The target runs on its own runtime threads; the load generator on
     // this thread.
     let target = EmbeddedTarget::start(&[format!("ram:{size}")])?;

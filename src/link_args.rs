@@ -4,9 +4,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use ironlun_netem::{parse_rate, LinkSpec, Relay};
-
-use crate::units::{parse_duration, parse_size};
+use ironlun_netem::{LinkSpec, Relay};
+use ironlun_units::{parse_duration, parse_rate, parse_size};
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct LinkArgs {

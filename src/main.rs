@@ -22,7 +22,6 @@ mod reproduce_cmd;
 mod sweep_cmd;
 mod tcpbench_cmd;
 mod tools;
-mod units;
 
 /// The current time as RFC 3339 (UTC, seconds).
 pub fn now_rfc3339() -> String {

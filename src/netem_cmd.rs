@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::link_args::LinkArgs;
-use crate::units::parse_duration;
+use ironlun_units::parse_duration;
 
 #[derive(clap::Args)]
 pub struct NetemArgs {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use ironlun_lab::fs_rows::VmMode;
 use ironlun_lab::reproduce::{self, ReproduceOptions};
 
-use crate::units::parse_duration;
+use ironlun_units::parse_duration;
 
 #[derive(clap::Args)]
 pub struct ReproduceArgs {
@@ -59,7 +59,7 @@ pub fn run_reproduce(a: ReproduceArgs) -> Result<(), String> {
         other => return Err(format!("--vm {other}: auto, on or off")),
     };
     if let Some(s) = &a.lun_size {
-        opts.lab.lun_size = crate::units::parse_size(s)?;
+        opts.lab.lun_size = ironlun_units::parse_size(s)?;
     }
     let t0 = std::time::Instant::now();
     let r = reproduce::run(&name, &opts, &mut |what| {

@@ -7,7 +7,7 @@ use ironlun_lab::report::{self, Section};
 use ironlun_lab::sweep::{self, SweepFile};
 use ironlun_lab::{Lab, LabOptions, Sweep};
 
-use crate::units::parse_size;
+use ironlun_units::parse_size;
 
 #[derive(clap::Args)]
 pub struct SweepArgs {

@@ -11,7 +11,7 @@ use ironlun_netem::LinkSpec;
 use serde::Serialize;
 
 use crate::link_args::{self, LinkArgs};
-use crate::units::{parse_duration, parse_size};
+use ironlun_units::{parse_duration, parse_size};
 
 #[derive(clap::Args)]
 pub struct TcpbenchArgs {

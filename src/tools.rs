@@ -9,7 +9,7 @@ use ironlun_initiator::scsi;
 use ironlun_initiator::{discover, IscsiUrl, Session};
 
 use crate::initiator_args::InitiatorArgs;
-use crate::units::parse_size;
+use ironlun_units::parse_size;
 
 #[derive(clap::Args)]
 pub struct DiscoverArgs {

@@ -27,7 +27,6 @@ pub mod result;
 pub mod spec;
 pub mod target_stats;
 pub mod timer;
-pub mod units;
 pub mod verify;
 
 pub use engine::{run, LunTarget, Path, RunOptions, Slice, TargetCpuProbe};

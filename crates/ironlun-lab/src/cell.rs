@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use ironlun_initiator::{DigestKind, Offers, SessionOptions};
 use ironlun_netem::LinkSpec;
+use ironlun_units::{format_rate, format_size};
 use serde::Serialize;
 
 /// What the I/O does, and the write negotiation it needs (RFC 7143
@@ -264,7 +265,7 @@ impl Cell {
     pub fn param(&self, name: &str) -> Option<String> {
         Some(match name {
             "op" => self.op.name().to_owned(),
-            "bs" => human_size(u64::from(self.bs)),
+            "bs" => format_size(u64::from(self.bs)),
             "qd" => self.qd.to_string(),
             "random" => self.random.to_string(),
             "read" => self.read.map_or_else(
@@ -273,21 +274,19 @@ impl Cell {
             ),
             "workers" => self.workers.to_string(),
             "rtt" => format!("{}ms", trim(self.rtt.as_secs_f64() * 1e3)),
-            "link_rate" => self
-                .link_rate
-                .map_or("none".into(), ironlun_netem::spec::format_rate),
+            "link_rate" => self.link_rate.map_or("none".into(), format_rate),
             "tcp_window" => self
                 .tcp_window
-                .map_or("default".into(), |w| human_size(u64::from(w))),
+                .map_or("default".into(), |w| format_size(u64::from(w))),
             "max_burst" => self
                 .max_burst
-                .map_or("default".into(), |w| human_size(u64::from(w))),
+                .map_or("default".into(), |w| format_size(u64::from(w))),
             "first_burst" => self
                 .first_burst
-                .map_or("default".into(), |w| human_size(u64::from(w))),
+                .map_or("default".into(), |w| format_size(u64::from(w))),
             "max_recv_dsl" => self
                 .max_recv_dsl
-                .map_or("default".into(), |w| human_size(u64::from(w))),
+                .map_or("default".into(), |w| format_size(u64::from(w))),
             "digest" => self.digest.name().to_owned(),
             "sessions" => self.sessions.to_string(),
             "backend" => self.backend.clone(),
@@ -318,19 +317,4 @@ pub const PARAMS: [&str; 15] = [
 fn trim(v: f64) -> String {
     let s = format!("{v:.3}");
     s.trim_end_matches('0').trim_end_matches('.').to_owned()
-}
-
-/// 512, 1KiB, 64KiB, 1MiB, 10MB (decimal when exact).
-pub fn human_size(n: u64) -> String {
-    for (unit, div) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
-        if n >= div && n % div == 0 {
-            return format!("{}{unit}", n / div);
-        }
-    }
-    for (unit, div) in [("GB", 1_000_000_000u64), ("MB", 1_000_000), ("kB", 1000)] {
-        if n >= div && n % div == 0 {
-            return format!("{}{unit}", n / div);
-        }
-    }
-    n.to_string()
 }

@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 
 use ironlun_netem::tcpbench::{self, Direction};
 use ironlun_netem::{LinkSpec, Relay};
+use ironlun_units::format_size;
 use serde::Serialize;
 
-use crate::cell::{human_size, Cell, Op};
+use crate::cell::{Cell, Op};
 use crate::fs_rows::{self, FsPlan, FsRow, VmMode};
 use crate::model::{predict_mix, Calibration, Prediction};
 use crate::report::Section;
@@ -381,10 +382,7 @@ impl Reproduction {
                 }
             }
             for (rtt, w) in keys {
-                s.push_str(&format!(
-                    "{rtt:<8} {:<10}",
-                    crate::cell::human_size(u64::from(w))
-                ));
+                s.push_str(&format!("{rtt:<8} {:<10}", format_size(u64::from(w))));
                 for d in ["up", "down"] {
                     let v = self
                         .tcp
@@ -461,7 +459,7 @@ impl Reproduction {
                 "{} rtt {} ms window {} = {:.2} / {:.2}; ",
                 t.direction,
                 t.rtt_ms,
-                crate::cell::human_size(u64::from(t.window)),
+                format_size(u64::from(t.window)),
                 t.measured_mb_per_s,
                 t.model_mb_per_s
             ));
@@ -926,7 +924,7 @@ fn target_backends(
     }
     let (fs_rows, fs_note) = fs?;
     let mut notes = vec![
-        format!("NULLIO is ironlun's null backend. FILEIO is a file LUN through the page cache; the study limited the target's memory so the cache could not hold the data, which a process cannot do to itself here, so BLOCKIO is stood in for by the same file opened with O_DIRECT (no spare block device on this machine). The LUN is {}, not 5 GB.", human_size(opts.lab.lun_size)),
+        format!("NULLIO is ironlun's null backend. FILEIO is a file LUN through the page cache; the study limited the target's memory so the cache could not hold the data, which a process cannot do to itself here, so BLOCKIO is stood in for by the same file opened with O_DIRECT (no spare block device on this machine). The LUN is {}, not 5 GB.", format_size(opts.lab.lun_size)),
     ];
     notes.extend(fs_note);
     if !fs_rows.is_empty() {
@@ -1071,7 +1069,7 @@ fn ramdisk_target(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
         workloads,
         fs_rows,
         notes: vec![
-            format!("The RAM LUN is {}, not 2 GB. The link is 1 Gbit/s with a 0.2 ms round trip, emulated by ironlun's relay.", human_size(opts.lab.lun_size)),
+            format!("The RAM LUN is {}, not 2 GB. The link is 1 Gbit/s with a 0.2 ms round trip, emulated by ironlun's relay.", format_size(opts.lab.lun_size)),
             "Model of a workload (a mix of sizes): per command, mean over the mix of host time (a line in the request size through 4 KiB and 256 KiB runs at queue depth 1, per direction) + round trips x RTT + wire bytes / rate, at least a line's transfer delay; throughput = the least of outstanding commands x mean size / mean cycle, the link rate in the busier direction, the TCP window per round trip and any rate limit. It has no host-rate bound (a mix's host limit is not calibrated), and none for the run with a pulled path.".into(),
             "Delayed ACK, window scaling and SACK are the kernel's (loopback TCP between the relay and each end); the TCP window is set on the sockets and carried by the relay.".into(),
             "Link aggregation is two iSCSI sessions (multipath, round-robin) over two emulated links rather than NIC teaming; pulling a link cuts one relay.".into(),
@@ -1114,7 +1112,7 @@ fn app_profiles(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Repro
         )],
         fs_rows: Vec::new(),
         notes: vec![
-            format!("One LUN ({} RAM, embedded target on loopback) instead of four 4 GiB targets; run time and ramp are short (settable with --time). Host CPU % is IOMeter's whole-host figure; on this 2-core machine it includes the embedded target, so the published 8 % line is not comparable as is: target CPU is reported separately.", human_size(opts.lab.lun_size)),
+            format!("One LUN ({} RAM, embedded target on loopback) instead of four 4 GiB targets; run time and ramp are short (settable with --time). Host CPU % is IOMeter's whole-host figure; on this 2-core machine it includes the embedded target, so the published 8 % line is not comparable as is: target CPU is reported separately.", format_size(opts.lab.lun_size)),
         ],
     })
 }

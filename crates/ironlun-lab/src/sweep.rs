@@ -5,9 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use ironlun_bench::units::parse_duration;
-use ironlun_netem::parse_rate;
-use ironlun_target::config::parse_size;
+use ironlun_units::{parse_duration, parse_rate, parse_size};
 use serde::{Deserialize, Serialize};
 
 use crate::cell::{Cell, Digest, Op, PARAMS};

@@ -37,4 +37,4 @@ pub mod spec;
 pub mod tcpbench;
 
 pub use relay::{Relay, RelayStats};
-pub use spec::{parse_rate, LinkSpec};
+pub use spec::LinkSpec;

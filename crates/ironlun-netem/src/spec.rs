@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use ironlun_units::format_rate;
+
 /// An emulated link between a client (the initiator side) and a server
 /// (the target side). "Up" is client to server.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -138,100 +140,9 @@ impl LinkSpec {
     }
 }
 
-/// Parses a rate: bits per second as `155Mbit`, `1Gbit`, `100Mbit/s`,
-/// `1.5Gbps`, `500kbit` or a plain number; bytes per second as `10MB/s`,
-/// `1MiB/s`, `1GB/s` (upper-case B). `0`, `none` or `unlimited` mean no
-/// cap (`None`).
-pub fn parse_rate(s: &str) -> Result<Option<u64>, String> {
-    let t = s.trim();
-    if matches!(t.to_ascii_lowercase().as_str(), "0" | "none" | "unlimited") {
-        return Ok(None);
-    }
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("rate '{t}': expected a number and a unit such as 155Mbit"))?;
-    let unit = unit.trim();
-    let unit = unit.strip_suffix("/s").unwrap_or(unit);
-    let bad = || format!("rate '{t}': unknown unit (use kbit, Mbit, Gbit, MB/s, MiB/s)");
-    let lower = unit.to_ascii_lowercase();
-    let bits_prefix = lower
-        .strip_suffix("bit")
-        .or_else(|| lower.strip_suffix("bps"));
-    let bps = if unit.is_empty() {
-        value
-    } else if let Some(p) = bits_prefix {
-        value
-            * match p {
-                "" => 1.0,
-                "k" => 1e3,
-                "m" => 1e6,
-                "g" => 1e9,
-                _ => return Err(bad()),
-            }
-    } else if let Some(p) = unit.strip_suffix('B') {
-        8.0 * value
-            * match p {
-                "" => 1.0,
-                "k" | "K" => 1e3,
-                "M" => 1e6,
-                "G" => 1e9,
-                "Ki" => 1024.0,
-                "Mi" => 1024.0 * 1024.0,
-                "Gi" => 1024.0 * 1024.0 * 1024.0,
-                _ => return Err(bad()),
-            }
-    } else {
-        return Err(bad());
-    };
-    if !(1000.0..=1e12).contains(&bps) {
-        return Err(format!("rate '{t}': must be between 1 kbit/s and 1 Tbit/s"));
-    }
-    Ok(Some(bps as u64))
-}
-
-/// `155 Mbit/s`, `1 Gbit/s`.
-pub fn format_rate(bps: u64) -> String {
-    let b = bps as f64;
-    if b >= 1e9 {
-        format!("{} Gbit/s", trim(b / 1e9))
-    } else if b >= 1e6 {
-        format!("{} Mbit/s", trim(b / 1e6))
-    } else {
-        format!("{} kbit/s", trim(b / 1e3))
-    }
-}
-
-fn trim(v: f64) -> String {
-    let s = format!("{v:.3}");
-    s.trim_end_matches('0').trim_end_matches('.').to_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rates() {
-        assert_eq!(parse_rate("155Mbit"), Ok(Some(155_000_000)));
-        assert_eq!(parse_rate("155Mbit/s"), Ok(Some(155_000_000)));
-        assert_eq!(parse_rate("1Gbit"), Ok(Some(1_000_000_000)));
-        assert_eq!(parse_rate("1.5Gbps"), Ok(Some(1_500_000_000)));
-        assert_eq!(parse_rate("100mbit"), Ok(Some(100_000_000)));
-        assert_eq!(parse_rate("500kbit"), Ok(Some(500_000)));
-        assert_eq!(parse_rate("10MB/s"), Ok(Some(80_000_000)));
-        assert_eq!(parse_rate("1MiB/s"), Ok(Some(8 * 1024 * 1024)));
-        assert_eq!(parse_rate("none"), Ok(None));
-        assert_eq!(parse_rate("0"), Ok(None));
-        assert!(parse_rate("fast").is_err());
-        assert!(parse_rate("10furlongs").is_err());
-        assert!(parse_rate("1bit").is_err());
-        assert_eq!(format_rate(155_000_000), "155 Mbit/s");
-        assert_eq!(format_rate(1_000_000_000), "1 Gbit/s");
-    }
 
     #[test]
     fn buffers_cover_the_bandwidth_delay_product() {

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use ironlun_proto::chap::{ChapPolicy, Credentials};
 use ironlun_proto::params::{DigestKind, Offers};
+use ironlun_units::parse_size;
 use serde::Deserialize;
 
 use crate::access::{chap_policy, credentials_from_env, Acl};
@@ -182,35 +183,6 @@ pub struct LunSpec {
     pub thin: bool,
     /// SANITIZE is offered: it destroys every block, so only on request.
     pub sanitize: bool,
-}
-
-/// Parses a size: a number with an optional unit. `K`, `M`, `G`, `T`
-/// (or lower case) and `KiB`..`TiB` are powers of 1024; `KB`..`TB` powers of 1000; `B`
-/// or no unit means bytes.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    if num.is_empty() {
-        return Err(format!("size '{s}' has no number"));
-    }
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("size '{s}' is too large"))?;
-    let mult: u64 = match unit {
-        "" | "B" => 1,
-        "K" | "KiB" | "k" => 1 << 10,
-        "M" | "MiB" | "m" => 1 << 20,
-        "G" | "GiB" | "g" => 1 << 30,
-        "T" | "TiB" | "t" => 1 << 40,
-        "KB" | "kB" => 1_000,
-        "MB" => 1_000_000,
-        "GB" => 1_000_000_000,
-        "TB" => 1_000_000_000_000,
-        other => return Err(format!("size '{s}': unknown unit '{other}' (use B, KiB, MiB, GiB, TiB, K, M, G, T, KB, MB, GB, TB)")),
-    };
-    n.checked_mul(mult)
-        .ok_or_else(|| format!("size '{s}' is too large"))
 }
 
 impl std::str::FromStr for LunSpec {
@@ -949,18 +921,6 @@ fn refuse_world_readable(path: &Path) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("512MiB"), Ok(512 << 20));
-        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
-        assert_eq!(parse_size("1G"), Ok(1 << 30));
-        assert_eq!(parse_size("1GB"), Ok(1_000_000_000));
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert!(parse_size("GiB").is_err());
-        assert!(parse_size("1XB").is_err());
-        assert!(parse_size("99999999999999T").is_err());
-    }
 
     #[test]
     fn lun_specs() {
