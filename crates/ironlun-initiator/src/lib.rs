@@ -3,7 +3,8 @@
 //! **Owns:** TCP connections to targets (socket options, the login
 //! exchange, the full feature phase task per connection), reconnection
 //! with back-off and session reinstatement, multipath (several sessions
-//! to one target through several portals, with failover), SendTargets
+//! to one target through several portals, with failover), the ISID each
+//! of an initiator's concurrent sessions gets, SendTargets
 //! discovery, iSCSI URLs, and typed SCSI helpers (INQUIRY, READ CAPACITY,
 //! READ/WRITE, SYNCHRONIZE CACHE, UNMAP, REPORT LUNS).
 //!
@@ -19,6 +20,7 @@
 
 pub mod discovery;
 pub mod error;
+pub mod isid;
 pub mod multipath;
 pub mod scsi;
 pub mod session;
@@ -28,6 +30,7 @@ pub use discovery::{discover, DiscoveredTarget};
 pub use error::{Error, Result};
 pub use ironlun_proto::initiator::{ScsiReply, ScsiRequest, SessionLimits};
 pub use ironlun_proto::params::{DigestKind, Offers};
+pub use isid::isid_for;
 pub use multipath::{Multipath, PathPolicy};
 pub use scsi::{Capacity, Inquiry, SenseInfo};
 pub use session::{

@@ -11,6 +11,7 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::{info, warn};
 
 use crate::error::{Error, Result};
+use crate::isid::isid_for;
 use crate::session::{Orphan, Responder, Session, SessionOptions, WeakSession};
 
 /// How a path is chosen for each command.
@@ -74,8 +75,9 @@ fn pick<'a>(paths: &'a [Session], policy: PathPolicy, next: &AtomicUsize) -> Opt
 
 impl Multipath {
     /// Logs in to `target` through each portal, one session per portal
-    /// (each with its own ISID). Fails if no portal can be reached; paths
-    /// that fail at login are reported and left out.
+    /// (path `i` with the ISID [`isid_for`]`(opts.isid, i)`). Fails if no
+    /// portal can be reached; paths that fail at login are reported and
+    /// left out.
     pub async fn connect(
         portals: &[String],
         target: &str,
@@ -87,9 +89,7 @@ impl Multipath {
         let mut errors = Vec::new();
         for (i, portal) in portals.iter().enumerate() {
             let mut o = opts.clone();
-            if let Some(last) = o.isid.last_mut() {
-                *last = last.wrapping_add(i as u8);
-            }
+            o.isid = isid_for(opts.isid, i);
             match Session::connect_with_failover(portal, Some(target), &o, Some(fail_tx.clone()))
                 .await
             {

@@ -103,7 +103,7 @@ pub struct SessionOptions {
     pub login_timeout: Duration,
     pub reconnect: ReconnectPolicy,
     /// Session identifier; sessions of one initiator to one target need
-    /// different ISIDs.
+    /// different ISIDs ([`crate::isid_for`] numbers them).
     pub isid: [u8; 6],
     /// CHAP credentials (and the target's, for mutual CHAP); `None` logs
     /// in without authentication.
