@@ -4,11 +4,12 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use ironlun_bench::luns::{self, Route};
 use ironlun_bench::{
-    output, profiles, AccessLine, LunTarget, Path, RunOptions, RunReport, Slice, Workload,
-    WorkloadFile, WorkloadResult,
+    output, profiles, AccessLine, LunTarget, RunOptions, RunReport, Slice, Workload, WorkloadFile,
+    WorkloadResult,
 };
-use ironlun_initiator::{IscsiUrl, Multipath, PathPolicy, Session};
+use ironlun_initiator::{IscsiUrl, PathPolicy};
 
 use crate::initiator_args::InitiatorArgs;
 use crate::link_args::{self, LinkArgs};
@@ -226,7 +227,6 @@ pub async fn open_luns(
             relays.push(relay);
         }
     }
-    let mut out = Vec::new();
     if a.multipath {
         if a.sessions > 1 {
             return Err("--sessions opens separate sessions per URL; with --multipath the URLs are one LUN's paths".into());
@@ -242,59 +242,21 @@ pub async fn open_luns(
         let portals: Vec<String> = urls.iter().map(IscsiUrl::portal).collect();
         let mut o = a.initiator.options_for(first)?;
         o.reconnect.attempts = o.reconnect.attempts.min(2);
-        let mp = Multipath::connect(&portals, &first.target, &o, policy)
-            .await
-            .map_err(|e| e.to_string())?;
-        let s = mp.paths().first().ok_or("no path")?.clone();
-        for p in mp.paths() {
-            let _ = p.clear_unit_attention(first.lun).await;
-        }
-        let capacity = s
-            .read_capacity(first.lun)
-            .await
-            .map_err(|e| e.to_string())?;
-        out.push(LunTarget {
-            label: format!("{first} ({} paths)", portals.len()),
-            path: Path::Multi(Arc::new(mp)),
-            lun: first.lun,
-            capacity,
-            slice: Slice::WHOLE,
-        });
-        return Ok(out);
+        let label = format!("{first} ({} paths)", portals.len());
+        let route = Route::Paths(&portals, policy);
+        let lun = luns::open(route, &first.target, first.lun, &o, label, Slice::WHOLE).await?;
+        return Ok(vec![lun]);
     }
     // Each session its own ISID (RFC 7143 §11.12.5): the same ISID would
     // reinstate, and so end, the session before it.
-    let mut n: u16 = 0;
+    let mut out = Vec::new();
     for u in &urls {
-        for k in 0..a.sessions {
-            let mut o = a.initiator.options_for(u)?;
-            let [.., hi, lo] = &mut o.isid;
-            [*hi, *lo] = u16::from_be_bytes([*hi, *lo]).wrapping_add(n).to_be_bytes();
-            n = n.wrapping_add(1);
-            let label = if a.sessions > 1 {
-                format!("{u} [session {}/{}]", k + 1, a.sessions)
-            } else {
-                u.to_string()
-            };
-            let s = Session::connect(&u.portal(), Some(&u.target), &o)
-                .await
-                .map_err(|e| format!("{label}: {e}"))?;
-            let _ = s.clear_unit_attention(u.lun).await;
-            let capacity = s
-                .read_capacity(u.lun)
-                .await
-                .map_err(|e| format!("{label}: {e}"))?;
-            out.push(LunTarget {
-                label,
-                path: Path::Single(s),
-                lun: u.lun,
-                capacity,
-                slice: Slice {
-                    index: k,
-                    count: a.sessions,
-                },
-            });
-        }
+        let o = a.initiator.options_for(u)?;
+        let label = u.to_string();
+        let (portal, first) = (u.portal(), out.len());
+        out.extend(
+            luns::open_sessions(&portal, &u.target, u.lun, &o, a.sessions, first, &label).await?,
+        );
     }
     Ok(out)
 }
@@ -404,14 +366,7 @@ pub async fn run_bench(a: BenchArgs) -> Result<(), String> {
     });
     let rep = report(results, target);
     write_outputs(&rep, a.json.as_ref(), a.csv.as_ref())?;
-    for l in luns {
-        match l.path {
-            Path::Single(s) => {
-                let _ = s.logout().await;
-            }
-            Path::Multi(m) => m.logout().await,
-        }
-    }
+    luns::close(&luns).await;
     if clean {
         Ok(())
     } else {

@@ -3,8 +3,9 @@
 
 use std::path::PathBuf;
 
-use ironlun_bench::{profiles, report, LunTarget, Path, Slice, TargetCpuProbe};
-use ironlun_initiator::{Session, SessionOptions};
+use ironlun_bench::luns::{self, Route};
+use ironlun_bench::{profiles, report, Slice, TargetCpuProbe};
+use ironlun_initiator::SessionOptions;
 use ironlun_lab::embedded::{EmbeddedTarget, TARGET_THREADS};
 
 use crate::bench_cmd;
@@ -70,21 +71,13 @@ pub fn run_lab(a: LabArgs) -> Result<(), String> {
         .build()
         .map_err(|e| format!("runtime: {e}"))?;
     let results = rt.block_on(async {
-        let s = Session::connect(&portal, Some(&name), &SessionOptions::default())
-            .await
-            .map_err(|e| e.to_string())?;
-        let _ = s.clear_unit_attention(0).await;
-        let capacity = s.read_capacity(0).await.map_err(|e| e.to_string())?;
-        let luns = vec![LunTarget {
-            label: format!("iscsi://{portal}/{name}/0"),
-            path: Path::Single(s.clone()),
-            lun: 0,
-            capacity,
-            slice: Slice::WHOLE,
-        }];
+        let label = format!("iscsi://{portal}/{name}/0");
+        let opts = SessionOptions::default();
+        let lun = luns::open(Route::Portal(&portal), &name, 0, &opts, label, Slice::WHOLE).await?;
+        let luns = vec![lun];
         let probe: TargetCpuProbe = ironlun_bench::cpu::threads_probe(TARGET_THREADS);
         let r = bench_cmd::run_all(&ws, &luns, false, 1, Some(probe)).await;
-        let _ = s.logout().await;
+        luns::close(&luns).await;
         r
     })?;
     drop(rt);

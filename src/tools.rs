@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use ironlun_initiator::scsi;
-use ironlun_initiator::{discover, IscsiUrl, Session};
+use ironlun_initiator::{discover, open_lun, IscsiUrl, Session};
 
 use crate::initiator_args::InitiatorArgs;
 use ironlun_units::parse_size;
@@ -75,12 +75,10 @@ pub async fn run_discover(a: DiscoverArgs) -> Result<(), String> {
 }
 
 async fn open(url: &IscsiUrl, a: &InitiatorArgs) -> Result<Session, String> {
-    let s = Session::connect(&url.portal(), Some(&url.target), &a.options_for(url)?)
+    let opts = a.options_for(url)?;
+    open_lun(&url.portal(), &url.target, url.lun, &opts)
         .await
-        .map_err(|e| e.to_string())?;
-    // A new nexus starts with a unit attention (SAM-5 §5.14).
-    let _ = s.clear_unit_attention(url.lun).await;
-    Ok(s)
+        .map_err(|e| e.to_string())
 }
 
 fn parse_url(s: &str) -> Result<IscsiUrl, String> {

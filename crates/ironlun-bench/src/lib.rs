@@ -2,7 +2,9 @@
 //!
 //! **Owns:** the workload model (IOMeter access specifications, TOML
 //! workload files, the built-in profiles of `shared/workloads.md`), the
-//! engine that runs them over the ironlun initiator, metrics (HDR
+//! LUNs a run drives (opened through one portal, as a multipath set, or
+//! as several sessions each with its own slice), the engine that runs
+//! workloads over the ironlun initiator, metrics (HDR
 //! latency histograms, per-second series, host/process CPU from /proc,
 //! zone rates), data verification, and the table/JSON/CSV/HTML outputs.
 //!
@@ -20,6 +22,7 @@
 
 pub mod cpu;
 pub mod engine;
+pub mod luns;
 pub mod output;
 pub mod profiles;
 pub mod report;

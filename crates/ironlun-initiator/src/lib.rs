@@ -21,6 +21,7 @@
 pub mod discovery;
 pub mod error;
 pub mod isid;
+pub mod lun;
 pub mod multipath;
 pub mod scsi;
 pub mod session;
@@ -31,6 +32,7 @@ pub use error::{Error, Result};
 pub use ironlun_proto::initiator::{ScsiReply, ScsiRequest, SessionLimits};
 pub use ironlun_proto::params::{DigestKind, Offers};
 pub use isid::isid_for;
+pub use lun::{open_lun, open_lun_paths};
 pub use multipath::{Multipath, PathPolicy};
 pub use scsi::{Capacity, Inquiry, SenseInfo};
 pub use session::{

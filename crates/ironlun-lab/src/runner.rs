@@ -7,8 +7,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ironlun_bench::{AccessLine, LunTarget, Path, RunOptions, Slice, Workload, WorkloadResult};
-use ironlun_initiator::{Multipath, PathPolicy, Session};
+use ironlun_bench::luns::{self, Route};
+use ironlun_bench::{AccessLine, LunTarget, RunOptions, Slice, Workload, WorkloadResult};
+use ironlun_initiator::PathPolicy;
 use ironlun_netem::{LinkSpec, Relay};
 use serde::Serialize;
 use tracing::info;
@@ -138,15 +139,7 @@ impl Lab {
     /// Logs out of the current sessions.
     pub fn close(&mut self) {
         if let Some(c) = self.conn.take() {
-            let path = c.lun.path.clone();
-            self.rt.block_on(async move {
-                match path {
-                    Path::Single(s) => {
-                        let _ = s.logout().await;
-                    }
-                    Path::Multi(m) => m.logout().await,
-                }
-            });
+            self.rt.block_on(luns::close(std::slice::from_ref(&c.lun)));
         }
     }
 
@@ -179,34 +172,15 @@ impl Lab {
             }
         }
         let opts = cell.session_options();
-        let sessions = cell.sessions;
-        let lun = self.rt.block_on(async {
-            let (path, first) = if sessions == 1 {
-                let p = portals.first().ok_or("no portal")?;
-                let s = Session::connect(p, Some(&target), &opts)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                (Path::Single(s.clone()), s)
-            } else {
-                let m = Multipath::connect(&portals, &target, &opts, PathPolicy::RoundRobin)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let first = m.paths().first().cloned().ok_or("no path")?;
-                for p in m.paths() {
-                    let _ = p.clear_unit_attention(0).await;
-                }
-                (Path::Multi(Arc::new(m)), first)
-            };
-            let _ = first.clear_unit_attention(0).await;
-            let capacity = first.read_capacity(0).await.map_err(|e| e.to_string())?;
-            Ok::<_, String>(LunTarget {
-                label: format!("{} LUN 0 ({})", target, cell.backend),
-                path,
-                lun: 0,
-                capacity,
-                slice: Slice::WHOLE,
-            })
-        })?;
+        let route = if cell.sessions == 1 {
+            Route::Portal(portals.first().ok_or("no portal")?)
+        } else {
+            Route::Paths(&portals, PathPolicy::RoundRobin)
+        };
+        let label = format!("{} LUN 0 ({})", target, cell.backend);
+        let lun = self
+            .rt
+            .block_on(luns::open(route, &target, 0, &opts, label, Slice::WHOLE))?;
         self.conn = Some(Conn {
             key,
             lun: lun.clone(),
