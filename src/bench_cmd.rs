@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use ironlun_bench::luns::{self, Route};
+use ironlun_bench::result::median_by_iops;
 use ironlun_bench::{
     output, profiles, AccessLine, LunTarget, RunOptions, RunReport, Slice, Workload, WorkloadFile,
     WorkloadResult,
@@ -116,17 +117,13 @@ fn list() {
         } else {
             "mix".into()
         };
-        let pct = |f: fn(&AccessLine) -> u32| {
-            let v: u32 = w.lines.iter().map(|l| f(l) * l.share).sum::<u32>() / 100;
-            format!("{v}%")
-        };
         outln!(
             "{:<22} {:>4} {:>9} {:>5} {:>6}  {}",
             w.name,
             w.queue_depth,
             size,
-            pct(|l| l.read),
-            pct(|l| l.random),
+            format!("{}%", w.read_pct()),
+            format!("{}%", w.random_pct()),
             w.description
         );
     }
@@ -137,10 +134,7 @@ fn list() {
 pub fn workloads(a: &BenchArgs) -> Result<Vec<Workload>, String> {
     let mut out = Vec::new();
     for p in &a.profile {
-        match profiles::group(p).or_else(|| profiles::find(p).map(|w| vec![w])) {
-            Some(ws) => out.extend(ws),
-            None => return Err(format!("unknown profile '{p}' (see ironlun bench --list)")),
-        }
+        out.extend(profiles::lookup(p)?);
     }
     if let Some(f) = &a.workload {
         let text = std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?;
@@ -297,9 +291,7 @@ pub async fn run_all(
             }
             runs.push(r);
         }
-        runs.sort_by(|a, b| a.iops.total_cmp(&b.iops));
-        let median = runs.len() / 2;
-        if let Some(r) = runs.into_iter().nth(median) {
+        if let Some(r) = median_by_iops(runs) {
             let table = output::table(std::slice::from_ref(&r));
             // The header once, then one block per workload.
             let skip = usize::from(!results.is_empty());
@@ -313,14 +305,12 @@ pub async fn run_all(
 }
 
 pub fn report(results: Vec<WorkloadResult>, target: Option<String>) -> RunReport {
-    RunReport {
-        tool: "ironlun bench".into(),
-        version: env!("CARGO_PKG_VERSION").into(),
-        started: crate::now_rfc3339(),
-        host: ironlun_bench::result::HostInfo::detect(),
+    RunReport::new(
+        "ironlun bench".into(),
+        crate::now_rfc3339(),
         target,
-        workloads: results,
-    }
+        results,
+    )
 }
 
 pub fn write_outputs(

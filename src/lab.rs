@@ -50,9 +50,7 @@ pub fn run_lab(a: LabArgs) -> Result<(), String> {
     };
     let mut ws = Vec::new();
     for n in &names {
-        let mut found = profiles::group(n)
-            .or_else(|| profiles::find(n).map(|w| vec![w]))
-            .ok_or_else(|| format!("unknown profile '{n}' (see ironlun bench --list)"))?;
+        let mut found = profiles::lookup(n)?;
         for w in &mut found {
             w.time_s = time;
             w.ramp_s = 0.5;

@@ -259,6 +259,14 @@ pub fn group(name: &str) -> Option<Vec<Workload>> {
     }
 }
 
+/// A group by name, else a single profile by name; an unknown name is an
+/// error that says where the names are listed.
+pub fn lookup(name: &str) -> Result<Vec<Workload>, String> {
+    group(name)
+        .or_else(|| find(name).map(|w| vec![w]))
+        .ok_or_else(|| format!("unknown profile '{name}' (see ironlun bench --list)"))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -279,5 +287,15 @@ mod tests {
         assert_eq!(fs.lines.len(), 8);
         assert_eq!(fs.queue_depth, 60);
         assert_eq!(find("exchange-email-4k").unwrap().queue_depth, 52);
+    }
+
+    #[test]
+    fn lookup_takes_groups_then_names() {
+        assert_eq!(lookup("disk-tests").unwrap(), disk_tests());
+        let one = lookup("db-oltp-8k").unwrap();
+        assert_eq!(one.len(), 1);
+        assert_eq!(one[0].name, "db-oltp-8k");
+        let e = lookup("nope").unwrap_err();
+        assert!(e.contains("'nope'") && e.contains("--list"), "{e}");
     }
 }

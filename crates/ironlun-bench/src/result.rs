@@ -124,6 +124,14 @@ impl WorkloadResult {
     }
 }
 
+/// Of several runs of one workload, the one with the median IOPS (the
+/// upper median of an even count); `None` when there are none.
+pub fn median_by_iops(mut runs: Vec<WorkloadResult>) -> Option<WorkloadResult> {
+    runs.sort_by(|a, b| a.iops.total_cmp(&b.iops));
+    let median = runs.len() / 2;
+    runs.into_iter().nth(median)
+}
+
 /// A results file: what ran, where, and the workloads.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunReport {
@@ -133,6 +141,26 @@ pub struct RunReport {
     pub host: HostInfo,
     pub target: Option<String>,
     pub workloads: Vec<WorkloadResult>,
+}
+
+impl RunReport {
+    /// A results file of `tool` (this version, on this host) that started
+    /// at `started` (RFC 3339, or empty when unknown) against `target`.
+    pub fn new(
+        tool: String,
+        started: String,
+        target: Option<String>,
+        workloads: Vec<WorkloadResult>,
+    ) -> RunReport {
+        RunReport {
+            tool,
+            version: env!("CARGO_PKG_VERSION").into(),
+            started,
+            host: HostInfo::detect(),
+            target,
+            workloads,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -200,6 +200,21 @@ impl Workload {
     pub fn max_size(&self) -> u32 {
         self.lines.iter().map(|l| l.size).max().unwrap_or(0)
     }
+
+    /// Percent of all I/Os that are reads, over the lines by their share
+    /// (rounded down).
+    pub fn read_pct(&self) -> u32 {
+        self.share_weighted(|l| l.read)
+    }
+
+    /// Percent of all I/Os that are random, as [`Workload::read_pct`].
+    pub fn random_pct(&self) -> u32 {
+        self.share_weighted(|l| l.random)
+    }
+
+    fn share_weighted(&self, f: fn(&AccessLine) -> u32) -> u32 {
+        self.lines.iter().map(|l| f(l) * l.share).sum::<u32>() / 100
+    }
 }
 
 /// A workload file: `[[workload]]` tables.
@@ -247,5 +262,8 @@ lines = [
         assert!(WorkloadFile::parse(&bad).is_err());
         let bad = text.replace("time_s = 5", "time_s = 5\nbogus = 1");
         assert!(WorkloadFile::parse(&bad).is_err());
+        // 60 % of I/Os at 80 % reads and 40 % at 50 %: 68 % reads.
+        assert_eq!(w[0].read_pct(), 68);
+        assert_eq!(w[0].random_pct(), 60);
     }
 }

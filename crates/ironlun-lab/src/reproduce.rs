@@ -428,13 +428,13 @@ impl Reproduction {
     pub fn workload_reports(&self) -> Vec<ironlun_bench::RunReport> {
         self.workloads
             .iter()
-            .map(|w| ironlun_bench::RunReport {
-                tool: format!("ironlun reproduce {}", self.reproduction),
-                version: env!("CARGO_PKG_VERSION").into(),
-                started: String::new(),
-                host: ironlun_bench::result::HostInfo::detect(),
-                target: Some(w.title.clone()),
-                workloads: w.results.clone(),
+            .map(|w| {
+                ironlun_bench::RunReport::new(
+                    format!("ironlun reproduce {}", self.reproduction),
+                    String::new(),
+                    Some(w.title.clone()),
+                    w.results.clone(),
+                )
             })
             .collect()
     }
@@ -1093,10 +1093,7 @@ fn app_profiles(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Repro
         for _ in 0..3 {
             runs.push(lab.run_workload(&cell, &w, false)?.0);
         }
-        runs.sort_by(|a, b| a.iops.total_cmp(&b.iops));
-        if let Some(r) = runs.into_iter().nth(1) {
-            results.push(r);
-        }
+        results.extend(ironlun_bench::result::median_by_iops(runs));
     }
     lab.close();
     Ok(Reproduction {
