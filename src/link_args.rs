@@ -110,12 +110,5 @@ pub fn relay_to(portal: &str, spec: &LinkSpec) -> Result<Relay, String> {
         .map_err(|e| format!("{portal}: {e}"))?
         .next()
         .ok_or_else(|| format!("{portal}: no address"))?;
-    let listen: SocketAddr = if upstream.is_ipv4() {
-        "127.0.0.1:0"
-    } else {
-        "[::1]:0"
-    }
-    .parse()
-    .map_err(|e| format!("{e}"))?;
-    Relay::start(listen, upstream, spec.clone()).map_err(|e| format!("netem relay: {e}"))
+    Relay::start_on_loopback(upstream, spec.clone()).map_err(|e| format!("netem relay: {e}"))
 }

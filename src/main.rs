@@ -101,8 +101,8 @@ fn run_report(a: ReportArgs) -> Result<(), String> {
     let mut reports = Vec::new();
     for p in &a.results {
         let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        let r: ironlun_bench::RunReport =
-            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))?;
+        let r =
+            ironlun_bench::output::read_json(&text).map_err(|e| format!("{}: {e}", p.display()))?;
         reports.push(r);
     }
     let html = ironlun_bench::report::html(&reports)?;

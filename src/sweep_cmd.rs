@@ -3,7 +3,6 @@
 
 use std::path::PathBuf;
 
-use ironlun_lab::report::{self, Section};
 use ironlun_lab::sweep::{self, SweepFile};
 use ironlun_lab::{Lab, LabOptions, Sweep};
 
@@ -56,7 +55,7 @@ fn build(a: &SweepArgs) -> Result<Sweep, String> {
     let mut f = match &a.file {
         Some(p) => {
             let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-            toml::from_str::<SweepFile>(&text).map_err(|e| format!("{}: {e}", p.display()))?
+            SweepFile::parse(&text).map_err(|e| format!("{}: {e}", p.display()))?
         }
         None => SweepFile::default(),
     };
@@ -64,17 +63,13 @@ fn build(a: &SweepArgs) -> Result<Sweep, String> {
         let (k, v) = s
             .split_once('=')
             .ok_or_else(|| format!("--set {s}: expected PARAM=VALUE"))?;
-        f.base.insert(
-            k.trim().to_owned(),
-            toml::Value::String(v.trim().to_owned()),
-        );
+        f.set(k, v);
     }
     for s in &a.vary {
         let (k, v) = s
             .split_once('=')
             .ok_or_else(|| format!("--vary {s}: expected PARAM=V1,V2"))?;
-        let vals = split_list(v).into_iter().map(toml::Value::String).collect();
-        f.axes.insert(k.trim().to_owned(), toml::Value::Array(vals));
+        f.vary(k, split_list(v));
     }
     if let Some(r) = &a.rows {
         f.rows = split_list(r);
@@ -86,14 +81,7 @@ fn build(a: &SweepArgs) -> Result<Sweep, String> {
         f.time = Some(t.clone());
     }
     let mut s = Sweep::from_file(&f)?;
-    // Default layout: first axis down, the rest across.
-    let swept = s.swept();
-    if s.rows.is_empty() {
-        s.rows = swept.first().cloned().into_iter().collect();
-    }
-    if s.cols.is_empty() {
-        s.cols = swept.iter().skip(1).cloned().collect();
-    }
+    s.default_layout();
     Ok(s)
 }
 
@@ -131,24 +119,11 @@ pub fn run_sweep(a: SweepArgs) -> Result<(), String> {
     );
     out!("{}", sweep::table(&results, &s.rows, &s.cols));
     if let Some(p) = &a.json {
-        let v = serde_json::json!({ "sweep": s.title, "cells": results });
-        let text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
+        let text = s.json(&results)?;
         std::fs::write(p, text).map_err(|e| format!("{}: {e}", p.display()))?;
     }
     if let Some(p) = &a.html {
-        let sec = Section {
-            title: s.title.clone(),
-            note: String::new(),
-            results: &results,
-            rows: s.rows.clone(),
-            cols: s.cols.clone(),
-        };
-        let h = report::html(
-            &s.title,
-            "ironlun sweep against an embedded target.",
-            &[sec],
-        )?;
-        std::fs::write(p, h).map_err(|e| format!("{}: {e}", p.display()))?;
+        std::fs::write(p, s.html(&results)?).map_err(|e| format!("{}: {e}", p.display()))?;
         outln!("report: {}", p.display());
     }
     Ok(())

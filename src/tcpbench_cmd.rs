@@ -6,9 +6,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use ironlun_netem::tcpbench::{self, Direction, Received};
-use ironlun_netem::LinkSpec;
-use serde::Serialize;
+use ironlun_netem::tcpbench::{self, measure, Direction, LocalServer, TcpResult};
 
 use crate::link_args::{self, LinkArgs};
 use ironlun_units::{parse_duration, parse_size};
@@ -45,22 +43,6 @@ pub struct TcpbenchArgs {
     pub link: LinkArgs,
 }
 
-/// One direction's result.
-#[derive(Serialize, Debug, Clone)]
-pub struct TcpResult {
-    pub direction: &'static str,
-    pub streams: usize,
-    pub window: Option<u32>,
-    pub link: Option<String>,
-    pub mb_per_s: f64,
-    pub mib_per_s: f64,
-    pub mbit_per_s: f64,
-    /// What the link model predicts (rate, or window per round trip).
-    pub model_mb_per_s: Option<f64>,
-    /// Every repetition, MB/s.
-    pub runs_mb_per_s: Vec<f64>,
-}
-
 fn window(a: &TcpbenchArgs) -> Result<Option<u32>, String> {
     a.window
         .as_deref()
@@ -81,47 +63,6 @@ fn directions(s: &str) -> Result<Vec<Direction>, String> {
         "both" => Ok(vec![Direction::Up, Direction::Down]),
         _ => Err(format!("--direction {s}: up, down or both")),
     }
-}
-
-/// Measures each direction `repeat` times against `addr` and reports the
-/// medians. Blocking: call from a thread that may block.
-pub fn measure(
-    addr: SocketAddr,
-    dirs: &[Direction],
-    streams: usize,
-    time: std::time::Duration,
-    window: Option<u32>,
-    repeat: u32,
-    link: Option<&LinkSpec>,
-) -> Result<Vec<TcpResult>, String> {
-    let mut out = Vec::new();
-    for &dir in dirs {
-        let mut runs: Vec<Received> = Vec::new();
-        for _ in 0..repeat.max(1) {
-            runs.push(
-                tcpbench::run(addr, dir, streams, time, window)
-                    .map_err(|e| format!("tcpbench {}: {e}", dir.name()))?,
-            );
-        }
-        let mut rates: Vec<f64> = runs.iter().map(Received::mb_per_s).collect();
-        let all = rates.clone();
-        rates.sort_by(f64::total_cmp);
-        let mb = rates.get(rates.len() / 2).copied().unwrap_or(0.0);
-        out.push(TcpResult {
-            direction: dir.name(),
-            streams,
-            window,
-            link: link.map(LinkSpec::describe),
-            mb_per_s: mb,
-            mib_per_s: mb * 1e6 / 1048576.0,
-            mbit_per_s: mb * 8.0,
-            model_mb_per_s: link
-                .and_then(LinkSpec::tcp_model_bytes_per_s)
-                .map(|b| b / 1e6),
-            runs_mb_per_s: all,
-        });
-    }
-    Ok(out)
 }
 
 pub fn print_table(results: &[TcpResult]) {
@@ -180,7 +121,6 @@ pub async fn run_tcpbench(a: TcpbenchArgs) -> Result<(), String> {
     }
     let spec = a.link.spec(None, a.window.as_deref())?;
     // The server: remote, or here on loopback.
-    let stop = Arc::new(AtomicBool::new(false));
     let (server_addr, local_server) = match &a.connect {
         Some(c) => (
             std::net::ToSocketAddrs::to_socket_addrs(c)
@@ -190,14 +130,8 @@ pub async fn run_tcpbench(a: TcpbenchArgs) -> Result<(), String> {
             None,
         ),
         None => {
-            let l = tcpbench::listen("127.0.0.1:0".parse().map_err(|e| format!("{e}"))?, window)
-                .map_err(|e| e.to_string())?;
-            let addr = l.local_addr().map_err(|e| e.to_string())?;
-            let s2 = stop.clone();
-            (
-                addr,
-                Some(std::thread::spawn(move || tcpbench::serve(l, s2))),
-            )
+            let server = LocalServer::start(window).map_err(|e| e.to_string())?;
+            (server.addr(), Some(server))
         }
     };
     let relay = match &spec {
@@ -214,15 +148,11 @@ pub async fn run_tcpbench(a: TcpbenchArgs) -> Result<(), String> {
     })
     .await
     .map_err(|e| e.to_string())??;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
     drop(relay);
-    if let Some(h) = local_server {
-        let _ = h.join();
-    }
+    drop(local_server);
     print_table(&results);
     if let Some(p) = &a.json {
-        let json = serde_json::to_string_pretty(&serde_json::json!({ "tcpbench": results }))
-            .map_err(|e| e.to_string())?;
+        let json = tcpbench::json(&results)?;
         std::fs::write(p, json).map_err(|e| format!("{}: {e}", p.display()))?;
     }
     Ok(())

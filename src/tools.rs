@@ -1,11 +1,9 @@
 //! Initiator tools: `discover`, `inquiry`, `readcap`, `dd`.
 
-use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::Bytes;
-use ironlun_initiator::scsi;
+use ironlun_initiator::copy::{copy, CopyPlan, End};
 use ironlun_initiator::{discover, open_lun, IscsiUrl, Session};
 
 use crate::initiator_args::InitiatorArgs;
@@ -95,9 +93,8 @@ pub async fn run_inquiry(a: UrlArgs) -> Result<(), String> {
     outln!("Vendor:                 {}", inq.vendor);
     outln!("Product:                {}", inq.product);
     outln!("Revision:               {}", inq.revision);
-    if let Ok(d) = s.run(scsi::inquiry(url.lun, Some(0x80), 255)).await {
-        let serial = String::from_utf8_lossy(d.get(4..).unwrap_or(&[]));
-        outln!("Unit serial number:     {}", serial.trim());
+    if let Ok(serial) = s.unit_serial_number(url.lun).await {
+        outln!("Unit serial number:     {serial}");
     }
     let _ = s.logout().await;
     Ok(())
@@ -109,10 +106,7 @@ pub async fn run_readcap(a: UrlArgs) -> Result<(), String> {
     let c = s.read_capacity(url.lun).await.map_err(|e| e.to_string())?;
     outln!("Logical blocks:      {}", c.blocks);
     outln!("Block size:          {} bytes", c.block_size);
-    outln!(
-        "Physical block size: {} bytes",
-        u64::from(c.block_size) << c.lbppbe
-    );
+    outln!("Physical block size: {} bytes", c.physical_block_size());
     outln!(
         "Capacity:            {} bytes ({:.2} GB, {:.2} GiB)",
         c.bytes(),
@@ -124,106 +118,13 @@ pub async fn run_readcap(a: UrlArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// One side of a copy. Chunks are disjoint, so copies of different chunks
-/// run concurrently, in any order.
-enum End {
-    File(std::fs::File, u64),
-    Lun {
-        session: Session,
-        lun: u16,
-        block_size: u32,
-        bytes: u64,
-    },
-}
-
-impl End {
-    async fn open(spec: &str, write: bool, a: &InitiatorArgs) -> Result<End, String> {
-        if spec.starts_with("iscsi://") {
-            let url = parse_url(spec)?;
-            let session = open(&url, a).await?;
-            let cap = session
-                .read_capacity(url.lun)
-                .await
-                .map_err(|e| format!("{url}: {e}"))?;
-            return Ok(End::Lun {
-                session,
-                lun: url.lun,
-                block_size: cap.block_size,
-                bytes: cap.bytes(),
-            });
-        }
-        let f = if write {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(spec)
-        } else {
-            std::fs::File::open(spec)
-        }
-        .map_err(|e| format!("{spec}: {e}"))?;
-        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-        Ok(End::File(f, len))
-    }
-
-    fn len(&self) -> u64 {
-        match self {
-            End::File(_, l) => *l,
-            End::Lun { bytes, .. } => *bytes,
-        }
-    }
-
-    async fn read(&self, off: u64, len: u64) -> Result<Bytes, String> {
-        match self {
-            End::File(f, _) => {
-                let mut buf = vec![0u8; len as usize];
-                f.read_exact_at(&mut buf, off).map_err(|e| e.to_string())?;
-                Ok(Bytes::from(buf))
-            }
-            End::Lun {
-                session,
-                lun,
-                block_size,
-                ..
-            } => {
-                let bsz = u64::from(*block_size);
-                let blocks = len.div_ceil(bsz) as u32;
-                let mut d = session
-                    .run(scsi::read(*lun, off / bsz, blocks, *block_size))
-                    .await
-                    .map_err(|e| e.to_string())?;
-                d.truncate(len as usize);
-                Ok(d)
-            }
-        }
-    }
-
-    async fn write(&self, off: u64, data: Bytes) -> Result<(), String> {
-        match self {
-            End::File(f, _) => f.write_all_at(&data, off).map_err(|e| e.to_string()),
-            End::Lun {
-                session,
-                lun,
-                block_size,
-                ..
-            } => {
-                let bsz = *block_size as usize;
-                let data = if data.len() % bsz != 0 {
-                    // A short tail is padded with zeros to a whole block.
-                    let mut v = data.to_vec();
-                    v.resize(data.len().div_ceil(bsz) * bsz, 0);
-                    Bytes::from(v)
-                } else {
-                    data
-                };
-                let blocks = (data.len() / bsz) as u32;
-                session
-                    .run(scsi::write(*lun, off / bsz as u64, blocks, data))
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| e.to_string())
-            }
-        }
+/// A copy's end: an iscsi:// URL or a local file.
+async fn end(spec: &str, write: bool, a: &InitiatorArgs) -> Result<End, String> {
+    if spec.starts_with("iscsi://") {
+        let url = parse_url(spec)?;
+        End::lun(&url, &a.options_for(&url)?).await
+    } else {
+        End::file(spec, write)
     }
 }
 
@@ -232,74 +133,27 @@ pub async fn run_dd(a: DdArgs) -> Result<(), String> {
     if bs == 0 || bs > 16 << 20 {
         return Err("--bs must be between 1 byte and 16 MiB".into());
     }
-    let qd = a.qd.clamp(1, 256);
-    let src = Arc::new(End::open(&a.input, false, &a.initiator).await?);
-    let dst = Arc::new(End::open(&a.output, true, &a.initiator).await?);
-    for end in [&src, &dst] {
-        if let End::Lun { block_size, .. } = end.as_ref() {
-            if bs % u64::from(*block_size) != 0 {
-                return Err(format!(
-                    "--bs {bs} is not a multiple of the LUN's {block_size}-byte blocks"
-                ));
-            }
-        }
-    }
-    let start = a.skip.saturating_mul(bs);
-    let dst_start = a.seek.saturating_mul(bs);
-    let avail = src.len().saturating_sub(start);
-    let mut total = match a.count {
-        Some(c) => c.saturating_mul(bs).min(avail),
-        None => avail,
+    let plan = CopyPlan {
+        bs,
+        count: a.count,
+        skip: a.skip,
+        seek: a.seek,
+        qd: a.qd.clamp(1, 256),
     };
-    if let End::Lun { bytes, .. } = dst.as_ref() {
-        total = total.min(bytes.saturating_sub(dst_start));
-    }
+    let src = Arc::new(end(&a.input, false, &a.initiator).await?);
+    let dst = Arc::new(end(&a.output, true, &a.initiator).await?);
+    let total = plan.total(&src, &dst)?;
     let progress = Arc::new(crate::progress::Progress::new(total, a.quiet));
     let began = Instant::now();
-    let mut tasks = tokio::task::JoinSet::new();
-    let mut off = 0u64;
-    let mut result = Ok(());
-    while off < total || !tasks.is_empty() {
-        while off < total && tasks.len() < qd && result.is_ok() {
-            let len = bs.min(total - off);
-            let (src, dst, progress) = (src.clone(), dst.clone(), progress.clone());
-            let (input, output) = (a.input.clone(), a.output.clone());
-            tasks.spawn(async move {
-                let data = src
-                    .read(start + off, len)
-                    .await
-                    .map_err(|e| format!("reading {input} at byte {}: {e}", start + off))?;
-                dst.write(dst_start + off, data)
-                    .await
-                    .map_err(|e| format!("writing {output} at byte {}: {e}", dst_start + off))?;
-                progress.add(len);
-                Ok::<(), String>(())
-            });
-            off += len;
-        }
-        match tasks.join_next().await {
-            Some(Ok(Ok(()))) => {}
-            Some(Ok(Err(e))) => {
-                result = Err(e);
-                off = total;
-            }
-            Some(Err(e)) => {
-                result = Err(format!("copy task failed: {e}"));
-                off = total;
-            }
-            None => break,
-        }
-    }
-    result?;
-    match dst.as_ref() {
-        End::Lun { session, lun, .. } => {
-            session
-                .run(scsi::sync_cache(*lun))
-                .await
-                .map_err(|e| format!("SYNCHRONIZE CACHE: {e}"))?;
-        }
-        End::File(f, _) => f.sync_all().map_err(|e| format!("{}: {e}", a.output))?,
-    }
+    let counter = progress.clone();
+    copy(
+        src.clone(),
+        dst.clone(),
+        &plan,
+        total,
+        Arc::new(move |n| counter.add(n)),
+    )
+    .await?;
     progress.finish();
     let secs = began.elapsed().as_secs_f64().max(1e-9);
     eprintln!(
@@ -307,10 +161,7 @@ pub async fn run_dd(a: DdArgs) -> Result<(), String> {
         total as f64 / secs / 1e6,
         total as f64 / secs / (1u64 << 20) as f64
     );
-    for end in [src, dst] {
-        if let End::Lun { session, .. } = end.as_ref() {
-            let _ = session.logout().await;
-        }
-    }
+    src.close().await;
+    dst.close().await;
     Ok(())
 }

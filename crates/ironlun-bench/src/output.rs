@@ -86,6 +86,11 @@ pub fn json(report: &RunReport) -> Result<String, String> {
     serde_json::to_string_pretty(report).map_err(|e| e.to_string())
 }
 
+/// Reads a results file [`json`] wrote.
+pub fn read_json(text: &str) -> Result<RunReport, String> {
+    serde_json::from_str(text).map_err(|e| e.to_string())
+}
+
 /// One row per workload.
 pub fn csv(results: &[WorkloadResult]) -> String {
     let mut s = String::from(

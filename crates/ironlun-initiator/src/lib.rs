@@ -5,8 +5,10 @@
 //! with back-off and session reinstatement, multipath (several sessions
 //! to one target through several portals, with failover), the ISID each
 //! of an initiator's concurrent sessions gets, SendTargets
-//! discovery, iSCSI URLs, and typed SCSI helpers (INQUIRY, READ CAPACITY,
-//! READ/WRITE, SYNCHRONIZE CACHE, UNMAP, REPORT LUNS).
+//! discovery, iSCSI URLs, opening a LUN (login, then its unit attention
+//! cleared), typed SCSI helpers (INQUIRY and the serial number page,
+//! READ CAPACITY, READ/WRITE, SYNCHRONIZE CACHE, UNMAP, REPORT LUNS), and
+//! `dd`'s copies between LUNs and local files.
 //!
 //! **Must not know:** PDU layouts or negotiation rules (the wire codec and
 //! the sans-IO `ironlun_proto::initiator` own them), benchmarks, or
@@ -18,6 +20,7 @@
     allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod copy;
 pub mod discovery;
 pub mod error;
 pub mod isid;

@@ -321,6 +321,11 @@ impl Capacity {
         self.blocks.saturating_mul(u64::from(self.block_size))
     }
 
+    /// Bytes per physical block: 2^LBPPBE logical blocks.
+    pub fn physical_block_size(&self) -> u64 {
+        u64::from(self.block_size) << self.lbppbe
+    }
+
     pub fn parse16(d: &[u8]) -> Result<Capacity> {
         let last = d
             .get(0..8)
@@ -368,6 +373,13 @@ impl Session {
 
     pub async fn inquiry(&self, lun: u16) -> Result<Inquiry> {
         Inquiry::parse(&self.run(inquiry(lun, None, 255)).await?)
+    }
+
+    /// The unit serial number (VPD page 0x80, SPC-5), trimmed.
+    pub async fn unit_serial_number(&self, lun: u16) -> Result<String> {
+        let d = self.run(inquiry(lun, Some(0x80), 255)).await?;
+        let serial = String::from_utf8_lossy(d.get(4..).unwrap_or(&[]));
+        Ok(serial.trim().to_owned())
     }
 
     /// Capacity, from READ CAPACITY(16) or, where that is refused, (10).

@@ -596,60 +596,38 @@ fn tcp_baseline(
     time: Duration,
     repeat: usize,
 ) -> Result<Vec<TcpCell>, String> {
-    let listener = tcpbench::listen("127.0.0.1:0".parse().map_err(|e| format!("{e}"))?, None)
-        .map_err(|e| e.to_string())?;
-    let server = listener.local_addr().map_err(|e| e.to_string())?;
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let s2 = stop.clone();
-    let handle = std::thread::spawn(move || tcpbench::serve(listener, s2));
+    let server = tcpbench::LocalServer::start(None).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
-    let result = (|| {
-        for &rtt in rtts_ms {
-            for &w in windows {
-                let mut spec = LinkSpec::with_rtt(Duration::from_secs_f64(rtt / 1e3));
-                spec.rate_bps = Some(rate);
-                spec.window = Some(w);
-                let relay = Relay::start(
-                    "127.0.0.1:0".parse().map_err(|e| format!("{e}"))?,
-                    server,
-                    spec.clone(),
-                )
-                .map_err(|e| e.to_string())?;
-                let model = spec.tcp_model_bytes_per_s().unwrap_or(0.0) / 1e6;
-                for dir in [Direction::Up, Direction::Down] {
-                    // The endpoints' buffers are the window too (capped by
-                    // the kernel's limits); the relay carries it over the
-                    // emulated delay.
-                    // The median of `repeat` runs (the published baseline
-                    // took three).
-                    let mut runs = Vec::new();
-                    for _ in 0..repeat.max(1) {
-                        let r = tcpbench::run(relay.addr(), dir, 1, time, Some(w))
-                            .map_err(|e| format!("tcpbench: {e}"))?;
-                        runs.push(r.mb_per_s());
-                    }
-                    runs.sort_by(f64::total_cmp);
-                    out.push(TcpCell {
-                        rtt_ms: rtt,
-                        window: w,
-                        direction: dir.name(),
-                        link_rate: rate,
-                        measured_mb_per_s: runs.get(runs.len() / 2).copied().unwrap_or(0.0),
-                        model_mb_per_s: model,
-                    });
-                }
-            }
+    for &rtt in rtts_ms {
+        for &w in windows {
+            let mut spec = LinkSpec::with_rtt(Duration::from_secs_f64(rtt / 1e3));
+            spec.rate_bps = Some(rate);
+            spec.window = Some(w);
+            let relay =
+                Relay::start_on_loopback(server.addr(), spec.clone()).map_err(|e| e.to_string())?;
+            // The endpoints' buffers are the window too (capped by the
+            // kernel's limits); the relay carries it over the emulated
+            // delay. The median of `repeat` runs (the published baseline
+            // took three).
+            let dirs = [Direction::Up, Direction::Down];
+            let repeat = u32::try_from(repeat).unwrap_or(u32::MAX);
+            let runs =
+                tcpbench::measure(relay.addr(), &dirs, 1, time, Some(w), repeat, Some(&spec))?;
+            out.extend(runs.into_iter().map(|r| TcpCell {
+                rtt_ms: rtt,
+                window: w,
+                direction: r.direction,
+                link_rate: rate,
+                measured_mb_per_s: r.mb_per_s,
+                model_mb_per_s: r.model_mb_per_s.unwrap_or(0.0),
+            }));
         }
-        Ok::<(), String>(())
-    })();
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let _ = handle.join();
-    result.map(|()| out)
+    }
+    Ok(out)
 }
 
 fn sweep_from(text: &str) -> Result<Sweep, String> {
-    let f: SweepFile = toml::from_str(text).map_err(|e| e.to_string())?;
-    Sweep::from_file(&f)
+    Sweep::from_file(&SweepFile::parse(text)?)
 }
 
 fn run_tables(

@@ -162,8 +162,7 @@ impl Lab {
         for _ in 0..cell.sessions {
             match &link {
                 Some(l) => {
-                    let listen = "127.0.0.1:0".parse().map_err(|e| format!("{e}"))?;
-                    let r = Relay::start(listen, portal, l.clone())
+                    let r = Relay::start_on_loopback(portal, l.clone())
                         .map_err(|e| format!("relay: {e}"))?;
                     portals.push(r.addr().to_string());
                     relays.push(Arc::new(std::sync::Mutex::new(r)));

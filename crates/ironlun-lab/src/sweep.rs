@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cell::{Cell, Digest, Op, PARAMS};
 use crate::model::{predict, Calibration, Prediction};
+use crate::report::Section;
 use crate::runner::{Lab, Measured};
 
 /// Most cells one sweep may have.
@@ -91,6 +92,29 @@ pub struct SweepFile {
     /// Parameters and the values they take, crossed in file order.
     #[serde(default)]
     pub axes: toml::Table,
+}
+
+impl SweepFile {
+    /// Reads a sweep file's TOML.
+    pub fn parse(text: &str) -> Result<SweepFile, String> {
+        toml::from_str(text).map_err(|e| e.to_string())
+    }
+
+    /// Sets a base value (as `[base] param = "value"` would).
+    pub fn set(&mut self, param: &str, value: &str) {
+        self.base.insert(
+            param.trim().to_owned(),
+            toml::Value::String(value.trim().to_owned()),
+        );
+    }
+
+    /// Adds an axis, crossed after those already there (as
+    /// `[axes] param = [values]` would).
+    pub fn vary(&mut self, param: &str, values: Vec<String>) {
+        let values = values.into_iter().map(toml::Value::String).collect();
+        self.axes
+            .insert(param.trim().to_owned(), toml::Value::Array(values));
+    }
 }
 
 fn value_text(v: &toml::Value) -> String {
@@ -192,6 +216,40 @@ impl Sweep {
     /// Parameters that vary (the axes), for records and default tables.
     pub fn swept(&self) -> Vec<String> {
         self.axes.iter().map(|(n, _)| n.clone()).collect()
+    }
+
+    /// Where the sweep does not say how to tabulate: the first axis down,
+    /// the others across.
+    pub fn default_layout(&mut self) {
+        let swept = self.swept();
+        if self.rows.is_empty() {
+            self.rows = swept.first().cloned().into_iter().collect();
+        }
+        if self.cols.is_empty() {
+            self.cols = swept.iter().skip(1).cloned().collect();
+        }
+    }
+
+    /// The results file: `{"sweep": title, "cells": [CellResult, ...]}`.
+    pub fn json(&self, results: &[CellResult]) -> Result<String, String> {
+        let v = serde_json::json!({ "sweep": self.title, "cells": results });
+        serde_json::to_string_pretty(&v).map_err(|e| e.to_string())
+    }
+
+    /// The HTML report: the table of `results` with its charts.
+    pub fn html(&self, results: &[CellResult]) -> Result<String, String> {
+        let sec = Section {
+            title: self.title.clone(),
+            note: String::new(),
+            results,
+            rows: self.rows.clone(),
+            cols: self.cols.clone(),
+        };
+        crate::report::html(
+            &self.title,
+            "ironlun sweep against an embedded target.",
+            &[sec],
+        )
     }
 }
 
@@ -388,8 +446,31 @@ mod tests {
     use super::*;
 
     fn sweep(text: &str) -> Result<Sweep, String> {
-        let f: SweepFile = toml::from_str(text).map_err(|e| e.to_string())?;
-        Sweep::from_file(&f)
+        Sweep::from_file(&SweepFile::parse(text)?)
+    }
+
+    #[test]
+    fn values_set_and_varied_by_hand_and_the_default_layout() {
+        let mut f = SweepFile::parse("title = \"t\"").unwrap();
+        f.set(" op ", " read ");
+        f.vary("bs", vec!["4KiB".into(), "8KiB".into()]);
+        f.vary("qd", vec!["1".into(), "8".into()]);
+        let mut s = Sweep::from_file(&f).unwrap();
+        let cells = s.cells().unwrap();
+        assert_eq!(cells.len(), 4);
+        assert!(cells.iter().all(|c| c.op == Op::Read));
+        assert_eq!((cells[1].bs, cells[1].qd), (4096, 8));
+        s.default_layout();
+        assert_eq!(
+            (s.rows.clone(), s.cols.clone()),
+            (vec!["bs".into()], vec!["qd".into()])
+        );
+        // A layout given is kept.
+        s.rows = vec!["qd".into()];
+        s.cols = vec!["bs".into()];
+        s.default_layout();
+        assert_eq!(s.rows, ["qd"]);
+        assert!(SweepFile::parse("bogus = 1").is_err());
     }
 
     #[test]

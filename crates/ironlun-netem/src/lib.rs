@@ -7,7 +7,8 @@
 //! qdisc.
 //!
 //! It also owns `tcpbench`, the iperf-like TCP baseline measured over
-//! the same link.
+//! the same link: the streams, the median of repeated runs beside what
+//! the link model predicts, and its JSON results.
 //!
 //! **Must not know:** iSCSI. It moves bytes.
 //!

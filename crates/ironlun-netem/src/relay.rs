@@ -10,7 +10,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -67,6 +67,17 @@ pub struct Relay {
 }
 
 impl Relay {
+    /// A relay for this host's initiators: listens on a free loopback
+    /// port of `upstream`'s family (127.0.0.1 or ::1), as [`Relay::start`].
+    pub fn start_on_loopback(upstream: SocketAddr, spec: LinkSpec) -> io::Result<Relay> {
+        let ip: IpAddr = if upstream.is_ipv4() {
+            Ipv4Addr::LOCALHOST.into()
+        } else {
+            Ipv6Addr::LOCALHOST.into()
+        };
+        Relay::start(SocketAddr::new(ip, 0), upstream, spec)
+    }
+
     /// Listens on `listen` (port 0: the kernel picks) and relays each
     /// connection to `upstream` through `spec`.
     pub fn start(listen: SocketAddr, upstream: SocketAddr, spec: LinkSpec) -> io::Result<Relay> {

@@ -16,8 +16,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use serde::Serialize;
 use socket2::{Domain, Socket, Type};
 use tracing::debug;
+
+use crate::spec::LinkSpec;
 
 const MAGIC: &[u8; 4] = b"ILTB";
 /// Longest test a server accepts.
@@ -235,23 +238,143 @@ pub fn run(
     Ok(total)
 }
 
+/// A server on a free loopback port, in a thread of its own: the far
+/// end of a measurement that needs no remote host. Stopped when dropped.
+pub struct LocalServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<io::Result<()>>>,
+}
+
+impl LocalServer {
+    /// Listens on 127.0.0.1 with both socket buffers at `window`.
+    pub fn start(window: Option<u32>) -> io::Result<LocalServer> {
+        let l = listen((std::net::Ipv4Addr::LOCALHOST, 0).into(), window)?;
+        let addr = l.local_addr()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let s2 = stop.clone();
+        let thread = Some(std::thread::spawn(move || serve(l, s2)));
+        Ok(LocalServer { addr, stop, thread })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for LocalServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// One direction's result: the median of repeated runs, beside what the
+/// link model predicts.
+#[derive(Serialize, Debug, Clone)]
+pub struct TcpResult {
+    pub direction: &'static str,
+    pub streams: usize,
+    pub window: Option<u32>,
+    pub link: Option<String>,
+    pub mb_per_s: f64,
+    pub mib_per_s: f64,
+    pub mbit_per_s: f64,
+    /// What the link model predicts (rate, or window per round trip).
+    pub model_mb_per_s: Option<f64>,
+    /// Every repetition, MB/s.
+    pub runs_mb_per_s: Vec<f64>,
+}
+
+/// Measures each of `dirs` `repeat` times ([`run`] with `streams` and
+/// `window`) against the server at `addr`, reached over `link` when there
+/// is one, and reports the medians. Blocking: call from a thread that
+/// may block.
+pub fn measure(
+    addr: SocketAddr,
+    dirs: &[Direction],
+    streams: usize,
+    time: Duration,
+    window: Option<u32>,
+    repeat: u32,
+    link: Option<&LinkSpec>,
+) -> Result<Vec<TcpResult>, String> {
+    let mut out = Vec::new();
+    for &dir in dirs {
+        let mut all = Vec::new();
+        for _ in 0..repeat.max(1) {
+            let r = run(addr, dir, streams, time, window)
+                .map_err(|e| format!("tcpbench {}: {e}", dir.name()))?;
+            all.push(r.mb_per_s());
+        }
+        let mut sorted = all.clone();
+        sorted.sort_by(f64::total_cmp);
+        let mb = sorted.get(sorted.len() / 2).copied().unwrap_or(0.0);
+        out.push(TcpResult {
+            direction: dir.name(),
+            streams,
+            window,
+            link: link.map(LinkSpec::describe),
+            mb_per_s: mb,
+            mib_per_s: mb * 1e6 / 1048576.0,
+            mbit_per_s: mb * 8.0,
+            model_mb_per_s: link
+                .and_then(LinkSpec::tcp_model_bytes_per_s)
+                .map(|b| b / 1e6),
+            runs_mb_per_s: all,
+        });
+    }
+    Ok(out)
+}
+
+/// The results file `ironlun tcpbench --json` writes:
+/// `{"tcpbench": [TcpResult, ...]}`.
+pub fn json(results: &[TcpResult]) -> Result<String, String> {
+    serde_json::to_string_pretty(&serde_json::json!({ "tcpbench": results }))
+        .map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn both_directions_move_data_on_loopback() {
-        let l = listen("127.0.0.1:0".parse().unwrap(), None).unwrap();
-        let addr = l.local_addr().unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let s2 = stop.clone();
-        let server = std::thread::spawn(move || serve(l, s2));
+        let server = LocalServer::start(None).unwrap();
         for dir in [Direction::Up, Direction::Down] {
-            let r = run(addr, dir, 2, Duration::from_millis(200), Some(256 << 10)).unwrap();
+            let r = run(
+                server.addr(),
+                dir,
+                2,
+                Duration::from_millis(200),
+                Some(256 << 10),
+            )
+            .unwrap();
             assert!(r.bytes > 1 << 20, "{dir:?}: {r:?}");
             assert!(r.seconds > 0.05 && r.seconds < 5.0, "{dir:?}: {r:?}");
         }
-        stop.store(true, Ordering::Relaxed);
-        server.join().unwrap().unwrap();
+    }
+
+    #[test]
+    fn measure_reports_the_median_of_each_direction() {
+        let server = LocalServer::start(None).unwrap();
+        let link = LinkSpec::default();
+        let dirs = [Direction::Up, Direction::Down];
+        let time = Duration::from_millis(50);
+        let r = measure(server.addr(), &dirs, 1, time, None, 3, Some(&link)).unwrap();
+        assert_eq!(r.len(), 2);
+        for (t, dir) in r.iter().zip(dirs) {
+            assert_eq!(t.direction, dir.name());
+            assert_eq!(t.runs_mb_per_s.len(), 3);
+            let mut runs = t.runs_mb_per_s.clone();
+            runs.sort_by(f64::total_cmp);
+            assert_eq!(t.mb_per_s, runs[1]);
+            assert_eq!(t.mbit_per_s, t.mb_per_s * 8.0);
+            // A transparent link bounds nothing.
+            assert_eq!(t.model_mb_per_s, None);
+        }
+        assert!(json(&r).unwrap().starts_with("{\n  \"tcpbench\": ["));
     }
 }
