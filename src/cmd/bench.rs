@@ -1,8 +1,6 @@
 //! `ironlun bench`: runs workloads against LUNs and reports them.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use ironlun_bench::luns::{self, Route};
 use ironlun_bench::result::median_by_iops;
@@ -11,10 +9,10 @@ use ironlun_bench::{
     WorkloadResult,
 };
 use ironlun_initiator::{IscsiUrl, PathPolicy};
-
-use crate::initiator_args::InitiatorArgs;
-use crate::link_args::{self, LinkArgs};
 use ironlun_units::{parse_duration, parse_size};
+
+use crate::args::{parse_url, relay_to, InitiatorArgs, LinkArgs};
+use crate::ui::progress_line;
 
 #[derive(clap::Args, Clone)]
 pub struct BenchArgs {
@@ -205,17 +203,14 @@ pub async fn open_luns(
     let mut urls: Vec<IscsiUrl> = a
         .urls
         .iter()
-        .map(|u| {
-            u.parse()
-                .map_err(|e: ironlun_initiator::url::UrlError| e.to_string())
-        })
+        .map(|u| parse_url(u))
         .collect::<Result<_, _>>()?;
     if urls.is_empty() {
         return Err("no LUN given (ironlun bench iscsi://host/target/lun ...)".into());
     }
     if let Some(spec) = a.link.spec(None, a.initiator.tcp_window.as_deref())? {
         for u in &mut urls {
-            let relay = link_args::relay_to(&u.portal(), &spec)?;
+            let relay = relay_to(&u.portal(), &spec)?;
             u.host = relay.addr().ip().to_string();
             u.port = relay.addr().port();
             relays.push(relay);
@@ -253,17 +248,6 @@ pub async fn open_luns(
         );
     }
     Ok(out)
-}
-
-/// A progress line on a terminal, nothing otherwise.
-pub fn progress_line(name: &str) -> Option<ironlun_bench::engine::ProgressFn> {
-    if !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let name = name.to_owned();
-    Some(Arc::new(move |t, iops, mbs, p99| {
-        eprint!("\r\x1b[2K{name}: {t:>5.0} s {iops:>10.0} IOPS {mbs:>9.1} MB/s p99 {p99:>8.1} µs");
-    }))
 }
 
 /// Runs every workload (with repeats), printing the table.
@@ -307,7 +291,7 @@ pub async fn run_all(
 pub fn report(results: Vec<WorkloadResult>, target: Option<String>) -> RunReport {
     RunReport::new(
         "ironlun bench".into(),
-        crate::now_rfc3339(),
+        crate::runtime::now_rfc3339(),
         target,
         results,
     )
@@ -328,7 +312,7 @@ pub fn write_outputs(
     Ok(())
 }
 
-pub async fn run_bench(a: BenchArgs) -> Result<(), String> {
+pub async fn run(a: BenchArgs) -> Result<(), String> {
     if a.list {
         list();
         return Ok(());

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use ironlun_initiator::{DigestKind, IscsiUrl, Offers, SessionOptions, TcpOptions};
 use ironlun_proto::chap::{Credentials, InitiatorAuth};
-
 use ironlun_units::parse_size;
 
 #[derive(clap::Args, Clone, Debug)]
@@ -201,5 +200,74 @@ impl InitiatorArgs {
         o.login_timeout = Duration::from_secs(self.login_timeout.max(1));
         o.reconnect.attempts = self.reconnect;
         Ok(o)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        initiator: InitiatorArgs,
+    }
+
+    fn args(flags: &[&str]) -> InitiatorArgs {
+        Flags::try_parse_from(std::iter::once("t").chain(flags.iter().copied()))
+            .unwrap()
+            .initiator
+    }
+
+    const SECRET: &str = "twelve-bytes!";
+
+    #[test]
+    fn flags_become_offers_and_socket_options() {
+        let o = args(&[]).options().unwrap();
+        assert_eq!(o.offers.header_digest, vec![DigestKind::None]);
+        assert!(o.tcp.nodelay && o.auth.is_none());
+        let o = args(&[
+            "--header-digest",
+            "CRC32C,None",
+            "--max-burst",
+            "256KiB",
+            "--first-burst",
+            "64k",
+            "--tcp-window",
+            "1MiB",
+            "--tcp-nagle",
+            "--login-timeout",
+            "0",
+        ])
+        .options()
+        .unwrap();
+        assert_eq!(
+            o.offers.header_digest,
+            vec![DigestKind::Crc32c, DigestKind::None]
+        );
+        assert_eq!(o.offers.max_burst_length, 256 << 10);
+        assert_eq!(o.offers.first_burst_length, 64 << 10);
+        assert_eq!((o.tcp.send_buffer, o.tcp.nodelay), (Some(1 << 20), false));
+        assert_eq!(o.login_timeout, Duration::from_secs(1));
+        let e = args(&["--max-burst", "8GiB"]).options().unwrap_err();
+        assert!(e.starts_with("--max-burst: "), "{e}");
+    }
+
+    #[test]
+    fn a_urls_credentials_come_before_the_flags() {
+        let chap = format!("flag:{SECRET}");
+        let a = args(&["--chap", &chap]);
+        let url: IscsiUrl = format!("iscsi://u%{SECRET}@127.0.0.1/iqn.2026-11.x:t/0")
+            .parse()
+            .unwrap();
+        let auth = a.options_for(&url).unwrap().auth.unwrap();
+        assert_eq!(auth.credentials.user, "u");
+        let plain: IscsiUrl = "iscsi://127.0.0.1/iqn.2026-11.x:t/0".parse().unwrap();
+        let auth = a.options_for(&plain).unwrap().auth.unwrap();
+        assert_eq!(auth.credentials.user, "flag");
+        let e = args(&["--mutual-chap", &chap]).options().unwrap_err();
+        assert!(e.contains("needs our own CHAP credentials"), "{e}");
     }
 }

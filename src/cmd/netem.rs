@@ -2,8 +2,9 @@
 
 use std::time::Duration;
 
-use crate::link_args::LinkArgs;
 use ironlun_units::parse_duration;
+
+use crate::args::LinkArgs;
 
 #[derive(clap::Args)]
 pub struct NetemArgs {
@@ -23,7 +24,7 @@ pub struct NetemArgs {
     pub time: Option<String>,
 }
 
-pub async fn run_netem(a: NetemArgs) -> Result<(), String> {
+pub async fn run(a: NetemArgs) -> Result<(), String> {
     if a.rate.is_some() && a.link.link_rate.is_some() {
         return Err("--rate and --link-rate: give one".into());
     }
@@ -44,7 +45,7 @@ pub async fn run_netem(a: NetemArgs) -> Result<(), String> {
         spec.describe()
     );
     let limit = a.time.as_deref().map(parse_duration).transpose()?;
-    let stop = crate::shutdown_signal();
+    let stop = crate::runtime::shutdown_signal();
     match limit {
         Some(t) => {
             let _ = tokio::time::timeout(t, stop).await;

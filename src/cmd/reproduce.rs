@@ -4,7 +4,6 @@ use std::path::PathBuf;
 
 use ironlun_lab::fs_rows::VmMode;
 use ironlun_lab::reproduce::{self, ReproduceOptions};
-
 use ironlun_units::parse_duration;
 
 #[derive(clap::Args)]
@@ -34,7 +33,7 @@ pub struct ReproduceArgs {
     pub out: PathBuf,
 }
 
-pub fn run_reproduce(a: ReproduceArgs) -> Result<(), String> {
+pub fn run(a: ReproduceArgs) -> Result<(), String> {
     if a.list {
         for (n, d) in reproduce::NAMES {
             outln!("{n:<16} {d}");

@@ -23,16 +23,16 @@ pub fn write(args: fmt::Arguments<'_>) {
 /// `println!` for results: see [`write`].
 macro_rules! outln {
     () => {
-        $crate::stdout::write(format_args!("\n"))
+        $crate::ui::stdout::write(format_args!("\n"))
     };
     ($($arg:tt)*) => {
-        $crate::stdout::write(format_args!("{}\n", format_args!($($arg)*)))
+        $crate::ui::stdout::write(format_args!("{}\n", format_args!($($arg)*)))
     };
 }
 
 /// `print!` for results: see [`write`].
 macro_rules! out {
     ($($arg:tt)*) => {
-        $crate::stdout::write(format_args!($($arg)*))
+        $crate::ui::stdout::write(format_args!($($arg)*))
     };
 }

@@ -1,10 +1,13 @@
-//! A progress line on a terminal (indicatif); nothing when stderr is not
-//! a terminal or the user asked for quiet.
+//! Progress on a terminal: a bar for a copy (indicatif), a line per
+//! workload for a run; nothing when stderr is not a terminal or the user
+//! asked for quiet.
 
 use std::io::IsTerminal;
+use std::sync::Arc;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
+/// A copy's progress bar.
 pub struct Progress {
     bar: Option<ProgressBar>,
 }
@@ -34,4 +37,16 @@ impl Progress {
             b.finish_and_clear();
         }
     }
+}
+
+/// A workload's progress line on a terminal (elapsed time, IOPS, MB/s,
+/// p99), nothing otherwise.
+pub fn progress_line(name: &str) -> Option<ironlun_bench::engine::ProgressFn> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let name = name.to_owned();
+    Some(Arc::new(move |t, iops, mbs, p99| {
+        eprint!("\r\x1b[2K{name}: {t:>5.0} s {iops:>10.0} IOPS {mbs:>9.1} MB/s p99 {p99:>8.1} µs");
+    }))
 }

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 use ironlun_lab::sweep::{self, SweepFile};
 use ironlun_lab::{Lab, LabOptions, Sweep};
-
 use ironlun_units::parse_size;
 
 #[derive(clap::Args)]
@@ -85,7 +84,7 @@ fn build(a: &SweepArgs) -> Result<Sweep, String> {
     Ok(s)
 }
 
-pub fn run_sweep(a: SweepArgs) -> Result<(), String> {
+pub fn run(a: SweepArgs) -> Result<(), String> {
     let s = build(&a)?;
     let cells = s.cells()?;
     let mut lab = Lab::new(LabOptions {

@@ -112,3 +112,74 @@ pub fn relay_to(portal: &str, spec: &LinkSpec) -> Result<Relay, String> {
         .ok_or_else(|| format!("{portal}: no address"))?;
     Relay::start_on_loopback(upstream, spec.clone()).map_err(|e| format!("netem relay: {e}"))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        link: LinkArgs,
+    }
+
+    fn spec(
+        flags: &[&str],
+        rate: Option<&str>,
+        window: Option<&str>,
+    ) -> Result<Option<LinkSpec>, String> {
+        let f = Flags::try_parse_from(std::iter::once("t").chain(flags.iter().copied())).unwrap();
+        f.link.spec(rate, window)
+    }
+
+    #[test]
+    fn no_flags_no_relay() {
+        assert_eq!(spec(&[], None, None), Ok(None));
+        // The session's TCP window alone asks for no relay.
+        assert_eq!(spec(&[], None, Some("64KiB")), Ok(None));
+    }
+
+    #[test]
+    fn flags_become_the_link() {
+        let s = spec(
+            &["--rtt", "10ms", "--link-rate", "100Mbit"],
+            None,
+            Some("64KiB"),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(s.rtt(), Duration::from_millis(10));
+        assert_eq!(s.rate_bps, Some(100_000_000));
+        // --tcp-window stands in for --link-window.
+        assert_eq!(s.window, Some(65536));
+        let s = spec(
+            &["--delay-up", "1ms", "--link-window", "1MiB"],
+            Some("1Gbit"),
+            None,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (s.delay_up, s.delay_down),
+            (Duration::from_millis(1), Duration::ZERO)
+        );
+        assert_eq!((s.rate_bps, s.window), (Some(1_000_000_000), Some(1 << 20)));
+        assert!(!s.keep_awake);
+    }
+
+    #[test]
+    fn bad_links_name_the_flag() {
+        let e = spec(&["--rtt", "2ms", "--delay-up", "1ms"], None, None).unwrap_err();
+        assert!(e.contains("--rtt and --delay-up"), "{e}");
+        let e = spec(&["--rtt", "11s"], None, None).unwrap_err();
+        assert!(e.contains("10 s"), "{e}");
+        let e = spec(&["--jitter", "soon"], None, None).unwrap_err();
+        assert!(e.starts_with("--jitter: "), "{e}");
+        let e = spec(&["--link-rate", "fast"], None, None).unwrap_err();
+        assert!(e.starts_with("link rate: "), "{e}");
+        let e = spec(&["--link-window", "512"], None, None).unwrap_err();
+        assert!(e.contains("1KiB..256MiB"), "{e}");
+    }
+}

@@ -8,7 +8,7 @@ use ironlun_bench::{profiles, report, Slice, TargetCpuProbe};
 use ironlun_initiator::SessionOptions;
 use ironlun_lab::embedded::{EmbeddedTarget, TARGET_THREADS};
 
-use crate::bench_cmd;
+use super::bench;
 
 #[derive(clap::Args)]
 pub struct LabArgs {
@@ -37,7 +37,7 @@ const DEFAULT_SUITE: [&str; 8] = [
     "access-time-read",
 ];
 
-pub fn run_lab(a: LabArgs) -> Result<(), String> {
+pub fn run(a: LabArgs) -> Result<(), String> {
     let size = ironlun_units::parse_size(&a.size)?;
     let time = ironlun_units::parse_duration(&a.time)?.as_secs_f64();
     // The target runs on its own runtime threads; the load generator on
@@ -74,20 +74,20 @@ pub fn run_lab(a: LabArgs) -> Result<(), String> {
         let lun = luns::open(Route::Portal(&portal), &name, 0, &opts, label, Slice::WHOLE).await?;
         let luns = vec![lun];
         let probe: TargetCpuProbe = ironlun_bench::cpu::threads_probe(TARGET_THREADS);
-        let r = bench_cmd::run_all(&ws, &luns, false, 1, Some(probe)).await;
+        let r = bench::run_all(&ws, &luns, false, 1, Some(probe)).await;
         luns::close(&luns).await;
         r
     })?;
     drop(rt);
     // Stops the target: initiators asked to log out, LUNs flushed.
     drop(target);
-    let rep = bench_cmd::report(
+    let rep = bench::report(
         results,
         Some(format!("in-process ironlun target, ram:{size}")),
     );
     let json = a.out.join("lab.json");
     let html = a.out.join("report.html");
-    bench_cmd::write_outputs(&rep, Some(&json), None)?;
+    bench::write_outputs(&rep, Some(&json), None)?;
     std::fs::write(&html, report::html(std::slice::from_ref(&rep))?)
         .map_err(|e| format!("{}: {e}", html.display()))?;
     outln!("results: {}", json.display());

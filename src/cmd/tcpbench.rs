@@ -7,9 +7,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use ironlun_netem::tcpbench::{self, measure, Direction, LocalServer, TcpResult};
-
-use crate::link_args::{self, LinkArgs};
 use ironlun_units::{parse_duration, parse_size};
+
+use crate::args::{relay_to, LinkArgs};
 
 #[derive(clap::Args)]
 pub struct TcpbenchArgs {
@@ -93,7 +93,7 @@ pub fn print_table(results: &[TcpResult]) {
     }
 }
 
-pub async fn run_tcpbench(a: TcpbenchArgs) -> Result<(), String> {
+pub async fn run(a: TcpbenchArgs) -> Result<(), String> {
     let window = window(&a)?;
     if let Some(addr) = &a.server {
         let addr: SocketAddr = addr
@@ -107,7 +107,7 @@ pub async fn run_tcpbench(a: TcpbenchArgs) -> Result<(), String> {
         let stop = Arc::new(AtomicBool::new(false));
         let s2 = stop.clone();
         let server = std::thread::spawn(move || tcpbench::serve(l, s2));
-        crate::shutdown_signal().await;
+        crate::runtime::shutdown_signal().await;
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         return server
             .join()
@@ -135,7 +135,7 @@ pub async fn run_tcpbench(a: TcpbenchArgs) -> Result<(), String> {
         }
     };
     let relay = match &spec {
-        Some(s) => Some(link_args::relay_to(&server_addr.to_string(), s)?),
+        Some(s) => Some(relay_to(&server_addr.to_string(), s)?),
         None => None,
     };
     let target = relay

@@ -1,0 +1,19 @@
+//! One module per subcommand: its flags (a clap `Args` struct) and a
+//! `run` that turns them into the crates' types, calls the crates and
+//! prints what they return. The work itself (protocol, measurement,
+//! models, file formats, reports) belongs to the crates.
+
+pub mod bench;
+pub mod compare_local;
+pub mod compare_peers;
+pub mod dd;
+pub mod discover;
+pub mod inquiry;
+pub mod lab;
+pub mod netem;
+pub mod readcap;
+pub mod report;
+pub mod reproduce;
+pub mod sweep;
+pub mod target;
+pub mod tcpbench;
