@@ -1,0 +1,136 @@
+//! The published studies of `shared/workloads.md` as commands: each runs
+//! its sweeps against an embedded target over emulated links, prints
+//! tables shaped like the published ones with the model beside every
+//! cell, and returns records for JSON and the HTML report.
+//!
+//! One module per study (`wan_tuning`, `target_backends`,
+//! `ramdisk_target`, `app_profiles`); the steps they share (the TCP
+//! baseline, sweep tables with their calibration and re-measurement, the
+//! kernel initiator's file-system rows) are in `steps`, and what a study
+//! returns and how it is printed in `reproduction`.
+
+use std::time::Duration;
+
+use crate::fs_rows::{FsPlan, VmMode};
+use crate::runner::LabOptions;
+
+mod app_profiles;
+mod ramdisk_target;
+mod reproduction;
+mod steps;
+mod target_backends;
+mod wan_tuning;
+
+pub use reproduction::{Reproduction, Table, TcpCell, WorkloadSet};
+
+/// The reproductions, with what each covers.
+pub const NAMES: [(&str, &str); 4] = [
+    (
+        "wan-tuning",
+        "section 4: TCP 64 KiB vs 10 MB windows, then request size x command window x RTT for solicited writes, unsolicited writes and reads over 155 Mbit/s, and the 1 Gbit/s LAN table",
+    ),
+    (
+        "target-backends",
+        "section 3: NULLIO / FILEIO / BLOCKIO sequential 512 KiB read and write over 1 Gbit/s, the database-like random test, MPIO over two 100 Mbit/s paths vs one",
+    ),
+    (
+        "ramdisk-target",
+        "section 2: TCP window sweep, the file-server mix under three tuning scenarios and its 50/50 variant, the 64 KiB disk-benchmark tests, two paths with one pulled mid-run",
+    ),
+    (
+        "app-profiles",
+        "section 1: the twelve application access specifications with IOPS, MB/s and initiator CPU %",
+    ),
+];
+
+/// How long cells run.
+#[derive(Clone, Debug)]
+pub struct ReproduceOptions {
+    /// Measured time per iSCSI cell (stretched for long round trips).
+    pub cell_time: Duration,
+    /// Time per TCP measurement.
+    pub tcp_time: Duration,
+    /// Application profiles: measured time and ramp-up per run.
+    pub profile_time: Duration,
+    pub profile_ramp: Duration,
+    /// Wall time the reproduction aims to stay within: cells measured
+    /// while the hypervisor stole CPU are measured again only while the
+    /// run is inside it. `None`: each such cell is measured once more.
+    pub budget: Option<Duration>,
+    pub lab: LabOptions,
+    /// The file-system rows through the kernel initiator in a VM.
+    pub vm: VmMode,
+    pub fs: FsPlan,
+}
+
+impl ReproduceOptions {
+    /// The published run lengths: 10 s TCP runs, 4 min profile runs after
+    /// a 60 s ramp (three each), 10 s per iSCSI cell. Hours, not minutes.
+    pub fn full() -> ReproduceOptions {
+        ReproduceOptions {
+            cell_time: Duration::from_secs(10),
+            tcp_time: Duration::from_secs(10),
+            profile_time: Duration::from_secs(240),
+            profile_ramp: Duration::from_secs(60),
+            budget: None,
+            lab: LabOptions {
+                lun_size: 2 << 30,
+                ..LabOptions::default()
+            },
+            vm: VmMode::Auto,
+            fs: FsPlan {
+                file_mb: 1000,
+                copy_scale: 1,
+            },
+        }
+    }
+}
+
+impl Default for ReproduceOptions {
+    fn default() -> Self {
+        ReproduceOptions {
+            cell_time: Duration::from_millis(600),
+            tcp_time: Duration::from_millis(600),
+            profile_time: Duration::from_millis(2100),
+            profile_ramp: Duration::from_millis(300),
+            budget: Some(Duration::from_secs(172)),
+            lab: LabOptions::default(),
+            vm: VmMode::Auto,
+            // Under TCG the guest moves some 30-50 MB/s: a fifth of the
+            // file and an eighth of the copies keep each boot near a minute.
+            fs: FsPlan {
+                file_mb: 200,
+                copy_scale: 8,
+            },
+        }
+    }
+}
+
+/// Progress lines: (what is running).
+pub type Progress<'a> = &'a mut dyn FnMut(&str);
+
+/// Runs a reproduction by name.
+pub fn run(
+    name: &str,
+    opts: &ReproduceOptions,
+    progress: Progress<'_>,
+) -> Result<Reproduction, String> {
+    let before = ironlun_bench::cpu::HostCpu::sample();
+    let mut r = match name {
+        "wan-tuning" => wan_tuning::run(opts, progress)?,
+        "target-backends" => target_backends::run(opts, progress)?,
+        "ramdisk-target" => ramdisk_target::run(opts, progress)?,
+        "app-profiles" => app_profiles::run(opts, progress)?,
+        _ => {
+            return Err(format!(
+                "unknown reproduction '{name}' (one of: {})",
+                NAMES.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+            ))
+        }
+    };
+    r.steal_pct = match (before, ironlun_bench::cpu::HostCpu::sample()) {
+        (Some(a), Some(b)) => a.steal_pct(&b),
+        _ => None,
+    };
+    Ok(r)
+}
