@@ -14,7 +14,7 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
     let mut lab = Lab::new(opts.lab.clone())?;
     let cell = Cell::default();
     let mut results = Vec::new();
-    for w in ironlun_bench::profiles::group("app-profiles").unwrap_or_default() {
+    for w in ironlun_bench::profiles::lookup("app-profiles")? {
         progress(&w.name);
         let mut w = w;
         w.time_s = opts.profile_time.as_secs_f64();

@@ -118,7 +118,7 @@ fn disk_tests(
     time: Duration,
 ) -> Result<WorkloadSet, String> {
     let mut set = WorkloadSet::new("disk-benchmark style tests, 64 KiB".into());
-    for mut w in ironlun_bench::profiles::group("disk-tests").unwrap_or_default() {
+    for mut w in ironlun_bench::profiles::lookup("disk-tests")? {
         // A zone test ends when it has swept the whole LUN.
         w.time_s = if w.zones.is_some() {
             120.0
