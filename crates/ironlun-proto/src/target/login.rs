@@ -122,6 +122,15 @@ pub enum LoginStep {
     },
 }
 
+/// Why a login fails: the status for the response and the reason for the
+/// log.
+type Refusal = (LoginStatus, String);
+
+/// A request that breaks a login rule (status 0x0200, RFC 7143 §11.13.5).
+fn initiator_error(msg: &str) -> Refusal {
+    (LoginStatus::INITIATOR_ERROR, msg.to_owned())
+}
+
 /// The target's login state machine for one connection.
 #[derive(Debug)]
 pub struct TargetLogin {
@@ -208,9 +217,37 @@ impl TargetLogin {
         req: &LoginRequest,
         data: &[u8],
         ctx: &mut dyn LoginContext,
-    ) -> Result<LoginStep, (LoginStatus, String)> {
-        let ierr = |msg: &str| (LoginStatus::INITIATOR_ERROR, msg.to_owned());
+    ) -> Result<LoginStep, Refusal> {
+        self.check_header(req)?;
+        // Our own text continues (C=1 on our last response): the initiator
+        // asks for the next piece with an empty request.
+        if !self.tx.is_empty() {
+            if !data.is_empty() {
+                return Err(initiator_error(
+                    "text sent while our response was continuing",
+                ));
+            }
+            let (chunk, more) = self.tx.next_chunk(LOGIN_SEGMENT_MAX);
+            return Ok(LoginStep::Continue(self.response(req, false, more, chunk)));
+        }
+        let text = match self.rx.push(data, req.cont) {
+            Ok(Some(text)) => text,
+            // More text follows: acknowledge with an empty response.
+            Ok(None) => {
+                let ack = self.response(req, false, false, Bytes::new());
+                return Ok(LoginStep::Continue(ack));
+            }
+            Err(e) => return Err(initiator_error(&e.to_string())),
+        };
+        let pairs = parse_pairs(&text).map_err(|e| initiator_error(&e.to_string()))?;
+        let mut answers = self.negotiate(pairs, ctx)?;
+        let transit = req.transit && self.may_leave_security(req)?;
+        self.answer(req, &mut answers, transit, ctx)
+    }
 
+    /// The header rules of every Login Request: version, stages and their
+    /// transitions, and the identifiers that stay fixed for the login.
+    fn check_header(&mut self, req: &LoginRequest) -> Result<(), Refusal> {
         // RFC 7143 §11.12.4: Version-min above what we speak (0x00).
         if req.version_min > 0 {
             return Err((
@@ -232,7 +269,8 @@ impl TargetLogin {
                 // security negotiation the initiator begins operational
                 // negotiation at once (RFC 7143 §6.3).
                 if req.csg != CSG_SECURITY && req.csg != CSG_OPERATIONAL {
-                    return Err(ierr(&format!("login cannot start in stage {}", req.csg)));
+                    let msg = format!("login cannot start in stage {}", req.csg);
+                    return Err(initiator_error(&msg));
                 }
                 self.stage = req.csg;
                 self.first = Some(req.clone());
@@ -241,61 +279,43 @@ impl TargetLogin {
                 // ISID, TSIH and CID stay the same throughout one login
                 // (RFC 7143 §11.12.5–§11.12.7).
                 if first.isid != req.isid || first.tsih != req.tsih || first.cid != req.cid {
-                    return Err(ierr("ISID, TSIH or CID changed during login"));
+                    return Err(initiator_error("ISID, TSIH or CID changed during login"));
                 }
             }
         }
         if req.transit && req.cont {
-            return Err(ierr("T and C both set (RFC 7143 §11.12.2)"));
+            return Err(initiator_error("T and C both set (RFC 7143 §11.12.2)"));
         }
         if req.csg != self.stage {
-            return Err(ierr(&format!(
+            return Err(initiator_error(&format!(
                 "CSG {} does not match the current stage {}",
                 req.csg, self.stage
             )));
         }
-        if req.transit {
-            let valid_next = match self.stage {
-                CSG_SECURITY => req.nsg == CSG_OPERATIONAL || req.nsg == CSG_FULL_FEATURE,
-                CSG_OPERATIONAL => req.nsg == CSG_FULL_FEATURE,
-                _ => false,
-            };
-            if !valid_next {
-                return Err(ierr(&format!(
-                    "transition from stage {} to {} is not allowed",
-                    req.csg, req.nsg
-                )));
-            }
-        }
-
-        // Our own text continues (C=1 on our last response): the initiator
-        // asks for the next piece with an empty request.
-        if !self.tx.is_empty() {
-            if !data.is_empty() {
-                return Err(ierr("text sent while our response was continuing"));
-            }
-            let (chunk, more) = self.tx.next_chunk(LOGIN_SEGMENT_MAX);
-            return Ok(LoginStep::Continue(self.response(req, false, more, chunk)));
-        }
-
-        let text = match self.rx.push(data, req.cont) {
-            Ok(Some(text)) => text,
-            // More text follows: acknowledge with an empty response.
-            Ok(None) => {
-                return Ok(LoginStep::Continue(self.response(
-                    req,
-                    false,
-                    false,
-                    Bytes::new(),
-                )))
-            }
-            Err(e) => return Err(ierr(&e.to_string())),
+        let valid_next = match self.stage {
+            CSG_SECURITY => req.nsg == CSG_OPERATIONAL || req.nsg == CSG_FULL_FEATURE,
+            CSG_OPERATIONAL => req.nsg == CSG_FULL_FEATURE,
+            _ => false,
         };
-        let pairs = parse_pairs(&text).map_err(|e| ierr(&e.to_string()))?;
-        // CHAP keys belong to the authentication exchange, not to
-        // negotiation (RFC 7143 §12.1.3).
-        let (chap_keys, pairs) = split_keys(pairs);
+        if req.transit && !valid_next {
+            return Err(initiator_error(&format!(
+                "transition from stage {} to {} is not allowed",
+                req.csg, req.nsg
+            )));
+        }
+        Ok(())
+    }
 
+    /// The answers to one request's keys: the first request's checks
+    /// ([`TargetLogin::begin`]), negotiation in the current stage, and the
+    /// CHAP exchange (CHAP keys belong to authentication, not to
+    /// negotiation: RFC 7143 §12.1.3).
+    fn negotiate(
+        &mut self,
+        pairs: Vec<(String, String)>,
+        ctx: &mut dyn LoginContext,
+    ) -> Result<Vec<(String, String)>, Refusal> {
+        let (chap_keys, pairs) = split_keys(pairs);
         let mut answers: Vec<(String, String)> = Vec::new();
         if !self.started {
             self.started = true;
@@ -307,7 +327,6 @@ impl TargetLogin {
                 ));
             }
         }
-
         let stage = if self.stage == CSG_SECURITY {
             Stage::Security
         } else {
@@ -323,84 +342,79 @@ impl TargetLogin {
             self.neg.drop_unanswered();
             self.awaiting_proposal_answers = false;
         }
-
         if !chap_keys.is_empty() {
             answers.extend(self.chap_step(&chap_keys, ctx)?);
         }
-        // Leaving the security stage needs the method the target requires
-        // (CHAP, completed; or None when nothing is required). While a
-        // CHAP exchange is still under way, the answer keeps T=0.
-        let mut req_transit = req.transit;
-        if self.stage == CSG_SECURITY && req.transit {
-            let method = self.neg.effective(KeyId::AUTH_METHOD);
-            let method = method.as_ref().and_then(|v| v.as_text()).unwrap_or("None");
-            match (&self.chap, method) {
-                (None, "None") => {}
-                (Some(c), "CHAP") if c.done() => {}
-                (Some(_), "CHAP") => req_transit = false,
-                (Some(_), _) => {
-                    return Err((
-                        LoginStatus::AUTHENTICATION_FAILURE,
-                        "CHAP is required; the initiator did not offer it".to_owned(),
-                    ))
-                }
-                (None, _) => {
-                    return Err((
-                        LoginStatus::AUTHENTICATION_FAILURE,
-                        "no acceptable AuthMethod".to_owned(),
-                    ))
-                }
-            }
-        }
+        Ok(answers)
+    }
 
+    /// Whether a request asking to leave the current stage may: leaving
+    /// the security stage needs the method the target requires (CHAP,
+    /// completed; or None when nothing is required). While a CHAP
+    /// exchange is still under way the answer keeps T=0.
+    fn may_leave_security(&self, req: &LoginRequest) -> Result<bool, Refusal> {
+        if self.stage != CSG_SECURITY || !req.transit {
+            return Ok(true);
+        }
+        let method = self.neg.effective(KeyId::AUTH_METHOD);
+        let method = method.as_ref().and_then(|v| v.as_text()).unwrap_or("None");
+        let refused = |why: &str| Err((LoginStatus::AUTHENTICATION_FAILURE, why.to_owned()));
+        match (&self.chap, method) {
+            (None, "None") => Ok(true),
+            (Some(c), "CHAP") => Ok(c.done()),
+            (Some(_), _) => refused("CHAP is required; the initiator did not offer it"),
+            (None, _) => refused("no acceptable AuthMethod"),
+        }
+    }
+
+    /// Sends the round's answers: with our own proposals when full
+    /// feature phase is near, in pieces when they are long, and with the
+    /// stage transition (or the login's completion) when it is allowed.
+    fn answer(
+        &mut self,
+        req: &LoginRequest,
+        answers: &mut Vec<(String, String)>,
+        req_transit: bool,
+        ctx: &mut dyn LoginContext,
+    ) -> Result<LoginStep, Refusal> {
         let entering_ffp = req_transit && req.nsg == CSG_FULL_FEATURE;
         if (self.stage == CSG_OPERATIONAL || entering_ffp) && !self.declared_operational {
             self.declared_operational = true;
-            self.declare_operational(&mut answers);
+            self.declare_operational(answers);
         }
-
         let mut transit = req_transit;
         if entering_ffp {
             let proposals = self.neg.proposals();
             if !proposals.is_empty() {
                 // Keys we need but the initiator did not offer: propose them
                 // and stay in this stage for one more round (RFC 7143 §6.2).
-                answers.extend(proposals);
-                transit = false;
-                self.awaiting_proposal_answers = true;
                 // Security stage proposals would be answered in the
-                // operational stage; move there.
-                if self.stage == CSG_SECURITY {
-                    transit = true;
-                }
+                // operational stage: move there.
+                answers.extend(proposals);
+                self.awaiting_proposal_answers = true;
+                transit = self.stage == CSG_SECURITY;
             }
         }
-
-        let text = Bytes::from(encode_pairs(
-            answers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-        ));
-        self.tx = TextChunker::new(text.to_vec());
+        let text = encode_pairs(answers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        self.tx = TextChunker::new(text);
         let (chunk, more) = self.tx.next_chunk(LOGIN_SEGMENT_MAX);
         if more {
             // Our answer continues: no transition until it has all gone out.
             return Ok(LoginStep::Continue(self.response(req, false, true, chunk)));
         }
-
         if transit && entering_ffp && !self.awaiting_proposal_answers {
             return self.complete(req, chunk, ctx);
         }
-        let response = if transit {
-            let next = if self.awaiting_proposal_answers {
-                CSG_OPERATIONAL
-            } else {
-                req.nsg
-            };
-            let r = self.response_transit(req, next, chunk);
-            self.stage = next;
-            r
+        if !transit {
+            return Ok(LoginStep::Continue(self.response(req, false, false, chunk)));
+        }
+        let next = if self.awaiting_proposal_answers {
+            CSG_OPERATIONAL
         } else {
-            self.response(req, false, false, chunk)
+            req.nsg
         };
+        let response = self.response_transit(req, next, chunk);
+        self.stage = next;
         Ok(LoginStep::Continue(response))
     }
 
