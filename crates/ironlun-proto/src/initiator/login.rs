@@ -122,6 +122,11 @@ pub enum LoginError {
     Negotiation(#[from] NegotiationError),
 }
 
+/// The target broke a login rule.
+fn protocol(msg: String) -> LoginError {
+    LoginError::Protocol(msg)
+}
+
 /// What to do after a Login Response.
 #[derive(Clone, Debug)]
 pub enum LoginProgress {
@@ -263,7 +268,54 @@ impl InitiatorLogin {
         resp: &LoginResponse,
         data: &[u8],
     ) -> Result<LoginProgress, LoginError> {
-        let proto = |m: String| LoginError::Protocol(m);
+        self.check_header(resp, data)?;
+        // RFC 7143 §11.13.4: StatSN is valid from the first response on.
+        self.exp_stat_sn = resp.stat_sn.wrapping_add(1);
+        let text = match self.rx.push(data, resp.cont) {
+            Ok(Some(t)) => t,
+            // The target's text continues: ask for the rest (RFC 7143 §6.3).
+            Ok(None) => return Ok(LoginProgress::Send(self.request(false, 0, &[]))),
+            Err(e) => return Err(protocol(e.to_string())),
+        };
+        let pairs = parse_pairs(&text).map_err(|e| protocol(e.to_string()))?;
+        let (mut answers, hold) = self.answer_keys(pairs)?;
+        if resp.transit {
+            self.check_security_exit()?;
+            if resp.nsg == CSG_FULL_FEATURE {
+                // Proposals the target did not answer keep their
+                // defaults (RFC 7143 §6.2).
+                self.neg.drop_unanswered();
+                return Ok(LoginProgress::Done(Box::new(self.outcome(resp))));
+            }
+            if resp.nsg != CSG_OPERATIONAL || self.stage != CSG_SECURITY {
+                let msg = format!(
+                    "target moved from stage {} to stage {}",
+                    self.stage, resp.nsg
+                );
+                return Err(protocol(msg));
+            }
+            self.stage = CSG_OPERATIONAL;
+        }
+        if self.stage == CSG_OPERATIONAL && !self.proposed_operational {
+            self.proposed_operational = true;
+            answers.extend(self.operational_proposals());
+        }
+        let text_len: usize = answers.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
+        if text_len > LOGIN_SEGMENT_MAX {
+            return Err(protocol("our login text outgrew one PDU".into()));
+        }
+        let nsg = if self.stage == CSG_SECURITY {
+            CSG_OPERATIONAL
+        } else {
+            CSG_FULL_FEATURE
+        };
+        Ok(LoginProgress::Send(self.request(!hold, nsg, &answers)))
+    }
+
+    /// A refusal (with a redirection's TargetAddress), and the header
+    /// rules a response must keep: our ITT, ISID and stage, T and C not
+    /// both set, and a bound on the number of rounds.
+    fn check_header(&self, resp: &LoginResponse, data: &[u8]) -> Result<(), LoginError> {
         if resp.status_class != 0 {
             let redirect = parse_pairs(data).ok().and_then(|pairs| {
                 pairs
@@ -277,38 +329,37 @@ impl InitiatorLogin {
             });
         }
         if resp.itt != self.itt {
-            return Err(proto(format!(
+            return Err(protocol(format!(
                 "Login Response ITT 0x{:08x}, expected 0x{:08x}",
                 resp.itt, self.itt
             )));
         }
         if resp.isid != self.cfg.isid {
-            return Err(proto("Login Response carries another ISID".into()));
+            return Err(protocol("Login Response carries another ISID".into()));
         }
         if resp.csg != self.stage {
-            return Err(proto(format!(
+            return Err(protocol(format!(
                 "Login Response in stage {}, we are in stage {}",
                 resp.csg, self.stage
             )));
         }
         if resp.transit && resp.cont {
-            return Err(proto("T and C both set (RFC 7143 §11.13.1)".into()));
+            return Err(protocol("T and C both set (RFC 7143 §11.13.1)".into()));
         }
         if self.rounds >= MAX_LOGIN_ROUNDS {
-            return Err(proto(format!(
+            return Err(protocol(format!(
                 "login did not complete in {MAX_LOGIN_ROUNDS} exchanges"
             )));
         }
-        // RFC 7143 §11.13.4: StatSN is valid from the first response on.
-        self.exp_stat_sn = resp.stat_sn.wrapping_add(1);
+        Ok(())
+    }
 
-        let text = match self.rx.push(data, resp.cont) {
-            Ok(Some(t)) => t,
-            // The target's text continues: ask for the rest (RFC 7143 §6.3).
-            Ok(None) => return Ok(LoginProgress::Send(self.request(false, 0, &[]))),
-            Err(e) => return Err(proto(e.to_string())),
-        };
-        let pairs = parse_pairs(&text).map_err(|e| proto(e.to_string()))?;
+    /// Our answers to the target's keys, and whether a CHAP exchange
+    /// needs more rounds (our requests then keep T=0).
+    fn answer_keys(
+        &mut self,
+        pairs: Vec<(String, String)>,
+    ) -> Result<(Vec<(String, String)>, bool), LoginError> {
         let (chap_keys, pairs) = split_keys(pairs);
         let stage = if self.stage == CSG_SECURITY {
             Stage::Security
@@ -316,69 +367,35 @@ impl InitiatorLogin {
             Stage::Operational
         };
         let mut answers = self.neg.respond(&pairs, stage)?;
-
-        // Our requests keep T=0 while a CHAP exchange needs more rounds.
-        let mut hold = false;
-        if self.stage == CSG_SECURITY {
-            let (chap_answers, more) = self.chap_round(&chap_keys)?;
-            answers.extend(chap_answers);
-            hold = more;
-        } else if !chap_keys.is_empty() {
-            return Err(proto("CHAP keys outside the security stage".into()));
-        }
-
-        if self.stage == CSG_SECURITY && resp.transit {
-            let method = self.neg.effective(KeyId::AUTH_METHOD);
-            let method = method.as_ref().and_then(Value::as_text).unwrap_or("None");
-            match (&self.chap, method) {
-                (None, "None") => {}
-                (Some(c), "CHAP") if c.done() => {}
-                (Some(_), "CHAP") => {
-                    return Err(proto(
-                        "target left the security stage before CHAP completed".into(),
-                    ))
-                }
-                _ => {
-                    return Err(proto(
-                        "target chose an authentication method we did not offer".into(),
-                    ))
-                }
+        if self.stage != CSG_SECURITY {
+            if !chap_keys.is_empty() {
+                return Err(protocol("CHAP keys outside the security stage".into()));
             }
+            return Ok((answers, false));
         }
+        let (chap_answers, more) = self.chap_round(&chap_keys)?;
+        answers.extend(chap_answers);
+        Ok((answers, more))
+    }
 
-        if resp.transit {
-            match resp.nsg {
-                CSG_FULL_FEATURE => {
-                    // Proposals the target did not answer keep their
-                    // defaults (RFC 7143 §6.2).
-                    self.neg.drop_unanswered();
-                    return Ok(LoginProgress::Done(Box::new(self.outcome(resp))));
-                }
-                CSG_OPERATIONAL if self.stage == CSG_SECURITY => {
-                    self.stage = CSG_OPERATIONAL;
-                }
-                other => {
-                    return Err(proto(format!(
-                        "target moved from stage {} to stage {other}",
-                        self.stage
-                    )))
-                }
-            }
+    /// The target leaves the security stage: only with the method we
+    /// offered, and with CHAP only once it completed.
+    fn check_security_exit(&self) -> Result<(), LoginError> {
+        if self.stage != CSG_SECURITY {
+            return Ok(());
         }
-        if self.stage == CSG_OPERATIONAL && !self.proposed_operational {
-            self.proposed_operational = true;
-            answers.extend(self.operational_proposals());
+        let method = self.neg.effective(KeyId::AUTH_METHOD);
+        let method = method.as_ref().and_then(Value::as_text).unwrap_or("None");
+        match (&self.chap, method) {
+            (None, "None") => Ok(()),
+            (Some(c), "CHAP") if c.done() => Ok(()),
+            (Some(_), "CHAP") => Err(protocol(
+                "target left the security stage before CHAP completed".into(),
+            )),
+            _ => Err(protocol(
+                "target chose an authentication method we did not offer".into(),
+            )),
         }
-        let text_len: usize = answers.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
-        if text_len > LOGIN_SEGMENT_MAX {
-            return Err(proto("our login text outgrew one PDU".into()));
-        }
-        let nsg = if self.stage == CSG_SECURITY {
-            CSG_OPERATIONAL
-        } else {
-            CSG_FULL_FEATURE
-        };
-        Ok(LoginProgress::Send(self.request(!hold, nsg, &answers)))
     }
 
     /// The CHAP part of one security-stage response: after the target
