@@ -384,10 +384,19 @@ impl Pdu {
     /// Decodes the opcode-specific fields of a BHS. Unknown opcodes are an
     /// error that carries the opcode, so the caller can Reject it.
     pub fn decode(b: &Bhs) -> Result<Pdu, WireError> {
+        match Pdu::decode_request(b) {
+            Some(p) => Ok(p),
+            None => Pdu::decode_response(b),
+        }
+    }
+
+    /// The PDUs an initiator sends (RFC 7143 §11.1.1); `None` for any
+    /// other opcode.
+    fn decode_request(b: &Bhs) -> Option<Pdu> {
         let op = b.opcode();
         let lun = Lun(b.lun_raw());
         let b1 = b.byte(1);
-        Ok(match op {
+        Some(match op {
             Opcode::NOP_OUT => Pdu::NopOut(NopOut {
                 immediate: b.immediate(),
                 lun,
@@ -474,6 +483,17 @@ impl Pdu {
                 beg_run: b.be32(40),
                 run_length: b.be32(44),
             }),
+            _ => return None,
+        })
+    }
+
+    /// The PDUs a target sends (RFC 7143 §11.1.2); an unknown opcode is
+    /// an error that carries it.
+    fn decode_response(b: &Bhs) -> Result<Pdu, WireError> {
+        let op = b.opcode();
+        let lun = Lun(b.lun_raw());
+        let b1 = b.byte(1);
+        Ok(match op {
             Opcode::NOP_IN => Pdu::NopIn(NopIn {
                 lun,
                 itt: b.itt(),
@@ -587,6 +607,15 @@ impl Pdu {
     /// the frame encoder sets them from the segments it actually writes.
     pub fn encode(&self) -> Bhs {
         let mut b = Bhs::new(self.opcode());
+        if !self.encode_request(&mut b) {
+            self.encode_response(&mut b);
+        }
+        b
+    }
+
+    /// The fields of a PDU an initiator sends; `false` for the others
+    /// (every variant is covered by one of the two: `every_pdu_round_trips`).
+    fn encode_request(&self, b: &mut Bhs) -> bool {
         match self {
             Pdu::NopOut(p) => {
                 b.set_immediate(p.immediate);
@@ -672,6 +701,14 @@ impl Pdu {
                 b.set_be32(40, p.beg_run);
                 b.set_be32(44, p.run_length);
             }
+            _ => return false,
+        }
+        true
+    }
+
+    /// The fields of a PDU a target sends.
+    fn encode_response(&self, b: &mut Bhs) {
+        match self {
             Pdu::NopIn(p) => {
                 b.set_byte(1, 0x80);
                 b.set_lun_raw(p.lun.0);
@@ -790,8 +827,8 @@ impl Pdu {
                 b.set_be32(32, p.max_cmd_sn);
                 b.set_be32(36, p.data_sn_or_r2t_sn);
             }
+            _ => {}
         }
-        b
     }
 
     pub fn opcode(&self) -> Opcode {
