@@ -764,25 +764,7 @@ impl Pdu {
                 b.set_be32(28, p.exp_cmd_sn);
                 b.set_be32(32, p.max_cmd_sn);
             }
-            Pdu::DataIn(p) => {
-                b.set_byte(
-                    1,
-                    flag(p.final_bit, 0x80)
-                        | flag(p.ack, 0x40)
-                        | p.residual.flag_bits()
-                        | flag(p.status.is_some(), 0x01),
-                );
-                b.set_byte(3, p.status.unwrap_or(0));
-                b.set_lun_raw(p.lun.0);
-                b.set_itt(p.itt);
-                b.set_be32(20, p.ttt);
-                b.set_be32(24, p.stat_sn);
-                b.set_be32(28, p.exp_cmd_sn);
-                b.set_be32(32, p.max_cmd_sn);
-                b.set_be32(36, p.data_sn);
-                b.set_be32(40, p.buffer_offset);
-                b.set_be32(44, p.residual.count());
-            }
+            Pdu::DataIn(p) => encode_data_in(p, b),
             Pdu::LogoutResponse(p) => {
                 b.set_byte(1, 0x80);
                 b.set_byte(2, p.response);
@@ -853,6 +835,28 @@ impl Pdu {
             Pdu::Reject(_) => Opcode::REJECT,
         }
     }
+}
+
+/// Data-In's fields (RFC 7143 §11.7): the status, when the last PDU
+/// carries it, and the residual.
+fn encode_data_in(p: &DataIn, b: &mut Bhs) {
+    b.set_byte(
+        1,
+        flag(p.final_bit, 0x80)
+            | flag(p.ack, 0x40)
+            | p.residual.flag_bits()
+            | flag(p.status.is_some(), 0x01),
+    );
+    b.set_byte(3, p.status.unwrap_or(0));
+    b.set_lun_raw(p.lun.0);
+    b.set_itt(p.itt);
+    b.set_be32(20, p.ttt);
+    b.set_be32(24, p.stat_sn);
+    b.set_be32(28, p.exp_cmd_sn);
+    b.set_be32(32, p.max_cmd_sn);
+    b.set_be32(36, p.data_sn);
+    b.set_be32(40, p.buffer_offset);
+    b.set_be32(44, p.residual.count());
 }
 
 fn flag(on: bool, mask: u8) -> u8 {
