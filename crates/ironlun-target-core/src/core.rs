@@ -132,6 +132,7 @@ impl ConnCore {
     }
 
     #[inline]
+    #[must_use]
     pub fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
     }
@@ -144,6 +145,7 @@ impl ConnCore {
     }
 
     #[inline]
+    #[must_use]
     pub fn poll_transmit(&mut self) -> Option<OutPdu> {
         self.conn.poll_transmit()
     }

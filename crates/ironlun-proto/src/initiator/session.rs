@@ -346,14 +346,17 @@ impl<T> InitiatorSession<T> {
         self.failed.as_deref()
     }
 
+    #[must_use]
     pub fn poll_transmit(&mut self) -> Option<OutPdu> {
         self.out.pop_front()
     }
 
+    #[must_use]
     pub fn poll_completion(&mut self) -> Option<Completed<T>> {
         self.done.pop_front()
     }
 
+    #[must_use]
     pub fn poll_event(&mut self) -> Option<SessionEvent> {
         self.events.pop_front()
     }
@@ -1059,6 +1062,7 @@ impl<T> InitiatorSession<T> {
     }
 
     /// When [`InitiatorSession::handle_timeout`] wants to run next.
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         if self.failed.is_some() {
             return None;

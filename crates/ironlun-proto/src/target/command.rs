@@ -84,6 +84,10 @@ impl TargetConnection {
         if windowed {
             self.window.release();
         } else {
+            debug_assert!(
+                self.immediate_in_flight > 0,
+                "an immediate command ended twice"
+            );
             self.immediate_in_flight = self.immediate_in_flight.saturating_sub(1);
         }
     }
@@ -297,6 +301,7 @@ impl TargetConnection {
             Ok(DataOutProgress::Complete) => {
                 let reserved = task.reserved;
                 let state = std::mem::replace(&mut task.state, TaskState::Executing);
+                debug_assert!(self.reserved >= reserved, "solicited bytes released twice");
                 self.reserved = self.reserved.saturating_sub(reserved);
                 if let Some(t) = self.tasks.get_mut(&d.itt) {
                     t.reserved = 0;
@@ -322,6 +327,7 @@ impl TargetConnection {
         task.state = TaskState::Executing;
         let reserved = std::mem::take(&mut task.reserved);
         let lun = task.lun;
+        debug_assert!(self.reserved >= reserved, "solicited bytes released twice");
         self.reserved = self.reserved.saturating_sub(reserved);
         self.solicit_queue.retain(|t| *t != itt);
         self.events.push_back(Event::FailTask {
@@ -354,6 +360,10 @@ impl TargetConnection {
     }
 
     pub(super) fn release_task_resources(&mut self, task: &Task) {
+        debug_assert!(
+            self.reserved >= task.reserved,
+            "solicited bytes released twice"
+        );
         self.reserved = self.reserved.saturating_sub(task.reserved);
     }
 

@@ -287,15 +287,18 @@ impl TargetConnection {
         self.tasks.len()
     }
 
+    #[must_use]
     pub fn poll_transmit(&mut self) -> Option<OutPdu> {
         self.out.pop_front()
     }
 
+    #[must_use]
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }
 
     /// When `handle_timeout` must next be called.
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let ping = match (self.ping, self.cfg.nop_interval) {
             (Some((_, deadline)), _) => Some(deadline),
