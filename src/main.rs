@@ -4,6 +4,8 @@
 //! several share are in [`args`], output helpers in [`ui`], runtimes,
 //! logging and exit statuses in [`runtime`].
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};

@@ -13,6 +13,7 @@
 //! target crates own them), how the load generator schedules I/O
 //! (ironlun-bench) or how the relay emulates a link (ironlun-netem).
 
+#![forbid(unsafe_code)]
 #![cfg_attr(
     test,
     allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
