@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use ironlun_proto::chap::ChapPolicy;
-use ironlun_target::{Config, Overrides, Server};
+use ironlun_target::{BindError, Config, ConfigError, Overrides, Server};
 
 use crate::runtime::{init_logging, shutdown_signal, usage_error};
 
@@ -81,8 +81,65 @@ pub struct TargetArgs {
     pub allow: Vec<String>,
 }
 
+/// Why the daemon did not start, or stopped with an error.
+enum Failure {
+    /// Flags or the configuration file.
+    Config(ConfigError),
+    /// A LUN that did not open, a portal that did not listen.
+    Bind(BindError),
+    /// `IRONLUN_RUNTIME` names no runtime model.
+    RuntimeModel(String),
+    /// The tokio runtime did not start.
+    Runtime(std::io::Error),
+    /// Serving ended with an error (a LUN that did not flush).
+    Serve(String),
+}
+
+impl From<ConfigError> for Failure {
+    fn from(e: ConfigError) -> Failure {
+        Failure::Config(e)
+    }
+}
+
+impl From<BindError> for Failure {
+    fn from(e: BindError) -> Failure {
+        Failure::Bind(e)
+    }
+}
+
+impl Failure {
+    /// The one place a failure becomes a message and an exit status:
+    /// what the user must fix before the daemon can start (configuration,
+    /// a LUN or port) is a usage error, status 2 with one line; the rest
+    /// is status 1.
+    fn exit(self) -> ExitCode {
+        match self {
+            Failure::Config(e) => usage_error(&e.to_string()),
+            Failure::Bind(e) => usage_error(&e.to_string()),
+            Failure::RuntimeModel(other) => usage_error(&format!(
+                "IRONLUN_RUNTIME={other}: expected multi-thread or current-thread"
+            )),
+            Failure::Runtime(e) => {
+                eprintln!("ironlun: cannot start the runtime: {e}");
+                ExitCode::FAILURE
+            }
+            Failure::Serve(e) => {
+                eprintln!("ironlun: {e}");
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
 pub fn run(log: Option<&str>, args: TargetArgs) -> ExitCode {
-    let overrides = Overrides {
+    match serve(log, args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => f.exit(),
+    }
+}
+
+fn overrides(args: TargetArgs) -> Overrides {
+    Overrides {
         config: args.config,
         listen: args.listen,
         name: args.name,
@@ -97,60 +154,49 @@ pub fn run(log: Option<&str>, args: TargetArgs) -> ExitCode {
         chap: args.chap,
         mutual_chap: args.mutual_chap,
         allow: args.allow,
-    };
-    let cfg = match Config::load(&overrides) {
-        Ok(c) => c,
-        Err(e) => return usage_error(&e),
-    };
-    init_logging(log, cfg.log.as_deref());
-    // The runtime model (ironlun-target's conn.rs says why this one). The
-    // alternative stays selectable so that the measurement behind the
-    // choice can be repeated (docs/performance.md).
+    }
+}
+
+/// The runtime model (ironlun-target's conn.rs says why this one). The
+/// alternative stays selectable so that the measurement behind the
+/// choice can be repeated (docs/performance.md).
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
     let mut builder = match std::env::var("IRONLUN_RUNTIME").as_deref() {
         Err(_) | Ok("multi-thread") => tokio::runtime::Builder::new_multi_thread(),
         Ok("current-thread") => tokio::runtime::Builder::new_current_thread(),
-        Ok(other) => {
-            return usage_error(&format!(
-                "IRONLUN_RUNTIME={other}: expected multi-thread or current-thread"
-            ))
-        }
+        Ok(other) => return Err(Failure::RuntimeModel(other.to_owned())),
     };
-    let rt = match builder.enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("ironlun: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    rt.block_on(async move {
-        let server = match Server::bind(&cfg).await {
-            Ok(s) => s,
-            Err(e) => return usage_error(&e),
-        };
-        for t in &cfg.targets {
-            for l in &t.luns {
-                tracing::info!("target {} LUN {}: {:?}", t.name, l.number, l.spec);
-            }
-            // User names only: secrets never reach the log.
-            tracing::info!(
-                "target {}: authentication {}; access: {}",
-                t.name,
-                describe_chap(t.chap.as_ref()),
-                t.acl.describe()
-            );
-        }
-        tracing::info!(
-            "discovery: authentication {}",
-            describe_chap(cfg.discovery_chap.as_ref())
-        );
-        match server.run(shutdown_signal()).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("ironlun: {e}");
-                ExitCode::FAILURE
-            }
-        }
+    builder.enable_all().build().map_err(Failure::Runtime)
+}
+
+fn serve(log: Option<&str>, args: TargetArgs) -> Result<(), Failure> {
+    let cfg = Config::load(&overrides(args))?;
+    init_logging(log, cfg.log.as_deref());
+    runtime()?.block_on(async move {
+        let server = Server::bind(&cfg).await?;
+        log_startup(&cfg);
+        server.run(shutdown_signal()).await.map_err(Failure::Serve)
     })
+}
+
+/// What each target serves and who may log in.
+fn log_startup(cfg: &Config) {
+    for t in &cfg.targets {
+        for l in &t.luns {
+            tracing::info!("target {} LUN {}: {:?}", t.name, l.number, l.spec);
+        }
+        // User names only: secrets never reach the log.
+        tracing::info!(
+            "target {}: authentication {}; access: {}",
+            t.name,
+            describe_chap(t.chap.as_ref()),
+            t.acl.describe()
+        );
+    }
+    tracing::info!(
+        "discovery: authentication {}",
+        describe_chap(cfg.discovery_chap.as_ref())
+    );
 }
 
 fn describe_chap(p: Option<&ChapPolicy>) -> String {

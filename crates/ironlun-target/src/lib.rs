@@ -33,5 +33,5 @@ mod ring;
 pub mod server;
 pub mod stats;
 
-pub use config::{Config, Overrides};
-pub use server::Server;
+pub use config::{Config, ConfigError, Overrides};
+pub use server::{BindError, Server};

@@ -13,11 +13,58 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
-use crate::config::{BackendSpec, Config, LunConfig, TargetConfig};
+use crate::config::{BackendSpec, Config, LunConfig, TargetConfig, TcpTuning};
 use crate::conn;
 use crate::prstore::FilePrStore;
 use crate::registry::{Registry, Target};
 use crate::stats;
+
+/// Why [`Server::bind`] failed: a LUN that cannot be opened or a portal
+/// or endpoint that cannot listen. Each names the LUN or address.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    /// The backend (file, block device) of a LUN did not open.
+    #[error("target {target} LUN {lun}: {source}")]
+    OpenBackend {
+        target: String,
+        lun: u16,
+        source: std::io::Error,
+    },
+    /// The logical unit refused its settings, or its persistent
+    /// reservation state could not be read.
+    #[error("target {target} LUN {lun}: {problem}")]
+    SetUpLun {
+        target: String,
+        lun: u16,
+        problem: String,
+    },
+    /// A portal's socket could not be created, bound or put to listen.
+    #[error("listen {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    /// A socket option (`SO_SNDBUF`, `SO_RCVBUF`) of a portal was refused.
+    #[error("listen {addr}: {option}: {source}")]
+    SocketOption {
+        addr: SocketAddr,
+        option: &'static str,
+        source: std::io::Error,
+    },
+    /// The statistics endpoint could not listen.
+    #[error("statistics endpoint {addr}: {source}")]
+    Stats {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// For callers that report errors as text.
+impl From<BindError> for String {
+    fn from(e: BindError) -> String {
+        e.to_string()
+    }
+}
 
 /// Stable 64-bit FNV-1a, for serial numbers and NAA identifiers that must
 /// not change across restarts.
@@ -34,7 +81,7 @@ fn fnv1a(parts: &[&[u8]]) -> u64 {
     h
 }
 
-fn open_backend(spec: &BackendSpec, read_only: bool) -> Result<Arc<dyn Backend>, String> {
+fn open_backend(spec: &BackendSpec, read_only: bool) -> std::io::Result<Arc<dyn Backend>> {
     Ok(match spec {
         BackendSpec::Null { size } => Arc::new(NullBackend::new(*size)),
         BackendSpec::Ram { size } => Arc::new(RamBackend::new(*size)),
@@ -43,30 +90,24 @@ fn open_backend(spec: &BackendSpec, read_only: bool) -> Result<Arc<dyn Backend>,
             size,
             direct,
             preallocate,
-        } => Arc::new(
-            FileBackend::open_file(
-                path,
-                &FileOptions {
-                    size: *size,
-                    direct: *direct,
-                    preallocate: *preallocate,
-                    read_only,
-                },
-            )
-            .map_err(|e| e.to_string())?,
-        ),
-        BackendSpec::Block { path, direct } => Arc::new(
-            FileBackend::open_block(
-                path,
-                &FileOptions {
-                    size: None,
-                    direct: *direct,
-                    preallocate: false,
-                    read_only,
-                },
-            )
-            .map_err(|e| e.to_string())?,
-        ),
+        } => Arc::new(FileBackend::open_file(
+            path,
+            &FileOptions {
+                size: *size,
+                direct: *direct,
+                preallocate: *preallocate,
+                read_only,
+            },
+        )?),
+        BackendSpec::Block { path, direct } => Arc::new(FileBackend::open_block(
+            path,
+            &FileOptions {
+                size: None,
+                direct: *direct,
+                preallocate: false,
+                read_only,
+            },
+        )?),
     })
 }
 
@@ -75,8 +116,19 @@ fn build_lu(
     l: &LunConfig,
     max_transfer_bytes: u32,
     state_dir: Option<&std::path::Path>,
-) -> Result<Arc<LogicalUnit>, String> {
-    let backend = open_backend(&l.spec.backend, l.spec.read_only)?;
+) -> Result<Arc<LogicalUnit>, BindError> {
+    let set_up = |problem| BindError::SetUpLun {
+        target: t.name.clone(),
+        lun: l.number,
+        problem,
+    };
+    let backend = open_backend(&l.spec.backend, l.spec.read_only).map_err(|source| {
+        BindError::OpenBackend {
+            target: t.name.clone(),
+            lun: l.number,
+            source,
+        }
+    })?;
     let id = fnv1a(&[
         t.name.to_ascii_lowercase().as_bytes(),
         &l.number.to_be_bytes(),
@@ -99,16 +151,16 @@ fn build_lu(
         thin: l.spec.thin,
         sanitize: l.spec.sanitize,
     };
-    let mut lu = LogicalUnit::new(cfg, backend)?;
+    let mut lu = LogicalUnit::new(cfg, backend).map_err(set_up)?;
     if let Some(dir) = state_dir {
-        let (store, restored) = FilePrStore::open(dir, &t.name, l.number)?;
+        let (store, restored) = FilePrStore::open(dir, &t.name, l.number).map_err(set_up)?;
         lu.set_pr_store(Arc::new(store), restored);
     }
     Ok(Arc::new(lu))
 }
 
 /// Opens every backend and builds the targets.
-pub fn build_targets(cfg: &Config) -> Result<Vec<Arc<Target>>, String> {
+pub fn build_targets(cfg: &Config) -> Result<Vec<Arc<Target>>, BindError> {
     let mut out = Vec::new();
     for t in &cfg.targets {
         let mut luns = Vec::new();
@@ -118,8 +170,7 @@ pub fn build_targets(cfg: &Config) -> Result<Vec<Arc<Target>>, String> {
                 l,
                 cfg.limits.max_transfer_bytes,
                 cfg.state_dir.as_deref(),
-            )
-            .map_err(|e| format!("target {} LUN {}: {e}", t.name, l.number))?;
+            )?;
             luns.push((l.number, lu));
         }
         out.push(Arc::new(Target {
@@ -148,6 +199,40 @@ pub fn rescan(registry: &Registry) {
     }
 }
 
+/// One portal: a socket with the configured buffers, bound and
+/// listening.
+fn listen(addr: SocketAddr, tcp: &TcpTuning) -> Result<TcpListener, BindError> {
+    let failed = |source| BindError::Listen { addr, source };
+    let option = |option| {
+        move |source| BindError::SocketOption {
+            addr,
+            option,
+            source,
+        }
+    };
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()
+    } else {
+        TcpSocket::new_v6()
+    }
+    .map_err(failed)?;
+    let _ = socket.set_reuseaddr(true);
+    // Accepted sockets inherit the buffers; set before listen so the
+    // window scale matches (RFC 7323 §2.2).
+    if let Some(n) = tcp.send_buffer {
+        socket
+            .set_send_buffer_size(n)
+            .map_err(option("SO_SNDBUF"))?;
+    }
+    if let Some(n) = tcp.recv_buffer {
+        socket
+            .set_recv_buffer_size(n)
+            .map_err(option("SO_RCVBUF"))?;
+    }
+    socket.bind(addr).map_err(failed)?;
+    socket.listen(1024).map_err(failed)
+}
+
 /// A bound, not yet running target daemon.
 pub struct Server {
     registry: Arc<Registry>,
@@ -159,38 +244,13 @@ pub struct Server {
 
 impl Server {
     /// Opens backends and binds every portal.
-    pub async fn bind(cfg: &Config) -> Result<Server, String> {
+    pub async fn bind(cfg: &Config) -> Result<Server, BindError> {
         let targets = build_targets(cfg)?;
-        let mut listeners = Vec::new();
-        for addr in &cfg.listen {
-            let socket = if addr.is_ipv4() {
-                TcpSocket::new_v4()
-            } else {
-                TcpSocket::new_v6()
-            }
-            .map_err(|e| format!("listen {addr}: {e}"))?;
-            let _ = socket.set_reuseaddr(true);
-            // Accepted sockets inherit the buffers; set before listen so
-            // the window scale matches (RFC 7323 §2.2).
-            if let Some(n) = cfg.tcp.send_buffer {
-                socket
-                    .set_send_buffer_size(n)
-                    .map_err(|e| format!("listen {addr}: SO_SNDBUF: {e}"))?;
-            }
-            if let Some(n) = cfg.tcp.recv_buffer {
-                socket
-                    .set_recv_buffer_size(n)
-                    .map_err(|e| format!("listen {addr}: SO_RCVBUF: {e}"))?;
-            }
-            socket
-                .bind(*addr)
-                .map_err(|e| format!("listen {addr}: {e}"))?;
-            listeners.push(
-                socket
-                    .listen(1024)
-                    .map_err(|e| format!("listen {addr}: {e}"))?,
-            );
-        }
+        let listeners = cfg
+            .listen
+            .iter()
+            .map(|addr| listen(*addr, &cfg.tcp))
+            .collect::<Result<Vec<_>, _>>()?;
         let portals = listeners
             .iter()
             .filter_map(|l| l.local_addr().ok())
@@ -199,7 +259,7 @@ impl Server {
             Some(addr) => Some(
                 TcpListener::bind(addr)
                     .await
-                    .map_err(|e| format!("statistics endpoint {addr}: {e}"))?,
+                    .map_err(|source| BindError::Stats { addr, source })?,
             ),
             None => None,
         };

@@ -1,0 +1,242 @@
+//! The LUN spec shorthand (`ram:1GiB`, `file:PATH,size=1G,direct`,
+//! `block:/dev/sdb,ro`) of `--lun` and of `spec = …` in the file:
+//! [`LunSpec`], [`BackendSpec`] and what can be wrong with one.
+
+use std::path::PathBuf;
+
+use ironlun_units::parse_size;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BackendSpec {
+    Null {
+        size: u64,
+    },
+    Ram {
+        size: u64,
+    },
+    File {
+        path: PathBuf,
+        size: Option<u64>,
+        direct: bool,
+        preallocate: bool,
+    },
+    Block {
+        path: PathBuf,
+        direct: bool,
+    },
+}
+
+/// A parsed `--lun` spec: `ram:SIZE`, `null:SIZE`,
+/// `file:PATH[,size=SIZE][,direct][,prealloc]` or `block:PATH[,direct]`,
+/// each optionally followed by `,bs=512|4096`, `,pbs=4096`, `,ro`, (not
+/// for block devices) `,thin` and `,sanitize`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LunSpec {
+    pub backend: BackendSpec,
+    pub block_size: u32,
+    /// Physical block size reported to initiators (512e with bs=512).
+    pub physical_block_size: u32,
+    pub read_only: bool,
+    /// Thin provisioning: UNMAP, WRITE SAME with UNMAP, GET LBA STATUS.
+    pub thin: bool,
+    /// SANITIZE is offered: it destroys every block, so only on request.
+    pub sanitize: bool,
+}
+
+/// A LUN spec that does not parse: the spec as given and what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("LUN '{spec}': {problem}")]
+pub struct LunSpecError {
+    pub spec: String,
+    pub problem: LunSpecProblem,
+}
+
+/// What is wrong with a LUN spec.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LunSpecProblem {
+    #[error("expected KIND:ARG (ram:SIZE, null:SIZE, file:PATH, block:PATH)")]
+    NoKind,
+    /// Nothing after `KIND:`; `what` is `size` or `path`.
+    #[error("missing {what} after '{kind}:'")]
+    Missing { kind: String, what: &'static str },
+    /// A size that does not parse (the message quotes it).
+    #[error("{0}")]
+    Size(String),
+    /// `bs=` or `pbs=` other than 512 or 4096.
+    #[error("{key}={value} (must be 512 or 4096)")]
+    BlockSize { key: &'static str, value: String },
+    #[error("unknown option '{0}'")]
+    UnknownOption(String),
+    /// `size=`, `direct` or `prealloc` on `ram:` or `null:`.
+    #[error("{kind} takes only a size, bs=, ro, thin and sanitize")]
+    MemoryOption { kind: String },
+    /// `size=` or `prealloc` on `block:`.
+    #[error("block devices take their own size")]
+    BlockDeviceSize,
+    #[error("thin provisioning needs ram, null or file (a discard on a device need not read back as zeros)")]
+    ThinBlockDevice,
+    #[error("unknown backend '{0}' (use ram, null, file or block)")]
+    UnknownBackend(String),
+    #[error("size is smaller than one {block_size}-byte block")]
+    BelowOneBlock { block_size: u32 },
+    #[error("pbs={physical} is smaller than bs={logical}")]
+    PhysicalBelowLogical { physical: u32, logical: u32 },
+    #[error("thin and prealloc contradict each other")]
+    ThinPreallocated,
+}
+
+impl std::str::FromStr for LunSpec {
+    type Err = LunSpecError;
+
+    fn from_str(spec: &str) -> Result<LunSpec, LunSpecError> {
+        parse(spec).map_err(|problem| LunSpecError {
+            spec: spec.to_owned(),
+            problem,
+        })
+    }
+}
+
+fn parse(spec: &str) -> Result<LunSpec, LunSpecProblem> {
+    let (kind, rest) = spec.split_once(':').ok_or(LunSpecProblem::NoKind)?;
+    let mut parts = rest.split(',');
+    let first = parts.next().unwrap_or("");
+    if first.is_empty() {
+        let what = if matches!(kind, "ram" | "null") {
+            "size"
+        } else {
+            "path"
+        };
+        return Err(LunSpecProblem::Missing {
+            kind: kind.to_owned(),
+            what,
+        });
+    }
+    let mut opts = Options::default();
+    for opt in parts {
+        opts.set(opt)?;
+    }
+    let backend = opts.backend(kind, first)?;
+    opts.finish(backend)
+}
+
+/// The `,key[=value]` options after the path or size.
+#[derive(Default)]
+struct Options {
+    size: Option<u64>,
+    block_size: Option<u32>,
+    physical_block_size: Option<u32>,
+    read_only: bool,
+    direct: bool,
+    preallocate: bool,
+    thin: bool,
+    sanitize: bool,
+}
+
+fn size(s: &str) -> Result<u64, LunSpecProblem> {
+    parse_size(s).map_err(LunSpecProblem::Size)
+}
+
+fn block_size(key: &'static str, v: &str) -> Result<u32, LunSpecProblem> {
+    match v {
+        "512" => Ok(512),
+        "4096" | "4k" | "4K" | "4KiB" => Ok(4096),
+        _ => Err(LunSpecProblem::BlockSize {
+            key,
+            value: v.to_owned(),
+        }),
+    }
+}
+
+impl Options {
+    fn set(&mut self, opt: &str) -> Result<(), LunSpecProblem> {
+        let (k, v) = match opt.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (opt, None),
+        };
+        match (k, v) {
+            ("size", Some(v)) => self.size = Some(size(v)?),
+            ("bs", Some(v)) => self.block_size = Some(block_size("bs", v)?),
+            ("pbs", Some(v)) => self.physical_block_size = Some(block_size("pbs", v)?),
+            ("ro", None) => self.read_only = true,
+            ("thin", None) => self.thin = true,
+            ("sanitize", None) => self.sanitize = true,
+            ("direct", None) => self.direct = true,
+            ("prealloc", None) | ("preallocate", None) => self.preallocate = true,
+            ("sparse", None) => self.preallocate = false,
+            _ => return Err(LunSpecProblem::UnknownOption(opt.to_owned())),
+        }
+        Ok(())
+    }
+
+    /// The backend of `kind` at `first` (its size or path).
+    fn backend(&self, kind: &str, first: &str) -> Result<BackendSpec, LunSpecProblem> {
+        Ok(match kind {
+            "ram" | "null" => {
+                if self.size.is_some() || self.direct || self.preallocate {
+                    return Err(LunSpecProblem::MemoryOption {
+                        kind: kind.to_owned(),
+                    });
+                }
+                let size = size(first)?;
+                if kind == "ram" {
+                    BackendSpec::Ram { size }
+                } else {
+                    BackendSpec::Null { size }
+                }
+            }
+            "file" => BackendSpec::File {
+                path: PathBuf::from(first),
+                size: self.size,
+                direct: self.direct,
+                preallocate: self.preallocate,
+            },
+            "block" => {
+                if self.size.is_some() || self.preallocate {
+                    return Err(LunSpecProblem::BlockDeviceSize);
+                }
+                if self.thin {
+                    return Err(LunSpecProblem::ThinBlockDevice);
+                }
+                BackendSpec::Block {
+                    path: PathBuf::from(first),
+                    direct: self.direct,
+                }
+            }
+            other => return Err(LunSpecProblem::UnknownBackend(other.to_owned())),
+        })
+    }
+
+    /// The checks across options, then the spec.
+    fn finish(self, backend: BackendSpec) -> Result<LunSpec, LunSpecProblem> {
+        let block_size = self.block_size.unwrap_or(512);
+        if let BackendSpec::Null { size } | BackendSpec::Ram { size } = &backend {
+            if *size < u64::from(block_size) {
+                return Err(LunSpecProblem::BelowOneBlock { block_size });
+            }
+        }
+        let physical_block_size = self.physical_block_size.unwrap_or(block_size);
+        if physical_block_size < block_size {
+            return Err(LunSpecProblem::PhysicalBelowLogical {
+                physical: physical_block_size,
+                logical: block_size,
+            });
+        }
+        if self.thin && self.preallocate {
+            return Err(LunSpecProblem::ThinPreallocated);
+        }
+        Ok(LunSpec {
+            backend,
+            block_size,
+            physical_block_size,
+            read_only: self.read_only,
+            thin: self.thin,
+            sanitize: self.sanitize,
+        })
+    }
+}
+
+/// Parses the LUN spec given at `key` (`--lun`, `target NAME lun[N]`).
+pub(crate) fn parse_at(key: String, spec: &str) -> Result<LunSpec, super::ConfigError> {
+    spec.parse()
+        .map_err(|source| super::ConfigError::Lun { key, source })
+}

@@ -1,0 +1,118 @@
+//! Target configuration: the TOML file and the command-line shorthand
+//! (`--listen`, `--name`, `--lun SPEC`) both produce a [`Config`].
+//!
+//! Every value is checked here, before any socket opens; a bad value is a
+//! [`ConfigError`] that names the file, the key or flag, and what is
+//! wrong.
+//!
+//! - `flags`: [`Overrides`] and [`Config::load`] (flags, or a file and
+//!   flags on top)
+//! - `toml_file`: the file form and [`Config::from_toml`]
+//! - `params`, `limits`, `chap`: the file's sections with their checks
+//! - `lun_spec`: [`LunSpec`], the `ram:1GiB` / `file:PATH,direct` shorthand
+//! - `names`: iSCSI names; `io_engine`: [`IoEngine`]; `error`:
+//!   [`ConfigError`]
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+
+use ironlun_proto::chap::ChapPolicy;
+use ironlun_proto::params::Offers;
+
+use crate::access::Acl;
+
+mod chap;
+mod error;
+mod flags;
+mod io_engine;
+mod limits;
+mod lun_spec;
+mod names;
+mod params;
+mod toml_file;
+
+pub use error::ConfigError;
+pub use flags::Overrides;
+pub use io_engine::{IoEngine, UnknownIoEngine};
+pub use limits::{Limits, TcpTuning};
+pub use lun_spec::{BackendSpec, LunSpec, LunSpecError, LunSpecProblem};
+pub use names::{default_target_name, validate_iscsi_name, NameError};
+
+/// Default portal (RFC 7143 §13.8: 3260 is the well-known port).
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:3260";
+
+/// [`DEFAULT_LISTEN`] as an address.
+fn default_listen() -> SocketAddr {
+    SocketAddr::from((Ipv4Addr::LOCALHOST, 3260))
+}
+
+/// Default queue depth (commands a session may have outstanding).
+pub const DEFAULT_QUEUE_DEPTH: u32 = 128;
+/// Upper bound on the configurable queue depth.
+pub const MAX_QUEUE_DEPTH: u32 = 4096;
+
+/// A validated configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub listen: Vec<SocketAddr>,
+    pub targets: Vec<TargetConfig>,
+    pub limits: Limits,
+    /// Log filter (tracing `EnvFilter` syntax), if set in the file.
+    pub log: Option<String>,
+    /// Where the file was read from (for messages).
+    pub source: Option<PathBuf>,
+    /// Where state that outlives the process is kept (persistent
+    /// reservations with APTPL). Without it, APTPL is refused.
+    pub state_dir: Option<PathBuf>,
+    /// Where to serve statistics (process CPU, sessions, I/O counters) as
+    /// JSON over HTTP; off when `None`.
+    pub stats: Option<SocketAddr>,
+    pub tcp: TcpTuning,
+    /// CHAP required of discovery sessions.
+    pub discovery_chap: Option<ChapPolicy>,
+    /// How commands on file and block LUNs reach the kernel.
+    pub io_engine: IoEngine,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TargetConfig {
+    pub name: String,
+    pub alias: Option<String>,
+    pub portal_group_tag: u16,
+    pub queue_depth: u32,
+    pub offers: Offers,
+    pub luns: Vec<LunConfig>,
+    /// CHAP required to log in (RFC 7143 §12.1.3).
+    pub chap: Option<ChapPolicy>,
+    /// Who may log in and see the target in SendTargets.
+    pub acl: Acl,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LunConfig {
+    pub number: u16,
+    pub spec: LunSpec,
+}
+
+/// A portal or endpoint address given at `key` (`listen`, `--stats`).
+fn parse_listen(key: &str, s: &str) -> Result<SocketAddr, ConfigError> {
+    s.parse::<SocketAddr>().map_err(|_| ConfigError::Address {
+        key: key.to_owned(),
+        value: s.to_owned(),
+    })
+}
+
+/// A queue depth given at `key`: 1..=[`MAX_QUEUE_DEPTH`].
+fn check_queue_depth(key: &str, qd: u32) -> Result<(), ConfigError> {
+    if qd == 0 || qd > MAX_QUEUE_DEPTH {
+        return Err(ConfigError::OutOfRange {
+            key: key.to_owned(),
+            value: qd.to_string(),
+            allowed: format!("1..={MAX_QUEUE_DEPTH}"),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,63 @@
+//! iSCSI names: the check every target and initiator name passes
+//! (RFC 7143 §4.2.7) and the default target name.
+
+/// Why a string is not an iSCSI name; each says which name.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    #[error("iSCSI name '{0}' must be 1 to 223 bytes")]
+    Length(String),
+    #[error("iSCSI name '{0}' must start with iqn., eui. or naa.")]
+    Prefix(String),
+    #[error("iSCSI name '{0}' contains a space, comma or control character")]
+    Character(String),
+}
+
+/// An iSCSI name check (RFC 7143 §4.2.7): `iqn.`, `eui.` or `naa.` form,
+/// at most 223 bytes, no spaces.
+pub fn validate_iscsi_name(name: &str) -> Result<(), NameError> {
+    if name.is_empty() || name.len() > 223 {
+        return Err(NameError::Length(name.to_owned()));
+    }
+    let lower = name.to_ascii_lowercase();
+    if !(lower.starts_with("iqn.") || lower.starts_with("eui.") || lower.starts_with("naa.")) {
+        return Err(NameError::Prefix(name.to_owned()));
+    }
+    if name
+        .chars()
+        .any(|c| c.is_whitespace() || c.is_control() || c == ',')
+    {
+        return Err(NameError::Character(name.to_owned()));
+    }
+    Ok(())
+}
+
+/// Checks the name given at `key` (`--name`, `target[0].name`).
+pub(crate) fn check_name(key: &str, name: &str) -> Result<(), super::ConfigError> {
+    validate_iscsi_name(name).map_err(|source| super::ConfigError::Name {
+        key: key.to_owned(),
+        source,
+    })
+}
+
+/// The default target name: `iqn.2026-11.io.ironlun:<host name>`.
+pub fn default_target_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let host: String = host
+        .trim()
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let host = if host.is_empty() {
+        "localhost".to_owned()
+    } else {
+        host
+    };
+    format!("iqn.2026-11.io.ironlun:{host}")
+}

@@ -1,0 +1,223 @@
+//! The TOML file form: the top level, `[[target]]` and `[[target.lun]]`
+//! as serde reads them, and [`Config::from_toml`], which checks them
+//! section by section.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::chap::{refuse_world_readable, FileAuth};
+use super::limits::{FileLimits, FileTcp};
+use super::params::FileParams;
+use super::{
+    default_listen, default_target_name, lun_spec, names, parse_listen, Config, ConfigError,
+    IoEngine, LunConfig, TargetConfig,
+};
+use crate::access::Acl;
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    #[serde(default)]
+    listen: Vec<String>,
+    log: Option<String>,
+    state_dir: Option<PathBuf>,
+    stats: Option<String>,
+    #[serde(default)]
+    tcp: FileTcp,
+    #[serde(default)]
+    limits: FileLimits,
+    #[serde(default)]
+    defaults: FileParams,
+    #[serde(default, rename = "target")]
+    targets: Vec<FileTarget>,
+    #[serde(default)]
+    discovery: FileAuth,
+    io_engine: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileTarget {
+    name: Option<String>,
+    alias: Option<String>,
+    portal_group_tag: Option<u16>,
+    #[serde(default)]
+    params: FileParams,
+    #[serde(default, rename = "lun")]
+    luns: Vec<FileLun>,
+    /// Initiator names and networks allowed (empty: everyone).
+    #[serde(default)]
+    allow: Vec<String>,
+    #[serde(flatten)]
+    auth: FileAuth,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileLun {
+    number: Option<u16>,
+    spec: String,
+}
+
+/// LUN numbers must fit SAM-5 flat addressing (14 bits).
+const LUN_NUMBER_LIMIT: u16 = 16384;
+
+impl Config {
+    /// Parses the TOML form. Errors name the file (when `path` is given)
+    /// and the key.
+    pub fn from_toml(text: &str, path: Option<&Path>) -> Result<Config, ConfigError> {
+        check_file(text, path).map_err(|e| e.in_file(path))
+    }
+}
+
+/// Every section in the order the checks have always run, so that of two
+/// mistakes the same one is reported.
+fn check_file(text: &str, path: Option<&Path>) -> Result<Config, ConfigError> {
+    let f = parse(text)?;
+    let listen = f.listen()?;
+    let limits = f.limits.check()?;
+    if f.targets.is_empty() {
+        return Err(ConfigError::NoTargets);
+    }
+    let literal_secrets =
+        f.discovery.has_literal_secret() || f.targets.iter().any(|t| t.auth.has_literal_secret());
+    if let (true, Some(p)) = (literal_secrets, path) {
+        refuse_world_readable(p)?;
+    }
+    let discovery_chap = f.discovery.policy("discovery")?;
+    let targets = f.check_targets()?;
+    let stats = f
+        .stats
+        .as_deref()
+        .map(|s| parse_listen("stats", s))
+        .transpose()?;
+    let tcp = f.tcp.check()?;
+    let io_engine = f
+        .io_engine
+        .as_deref()
+        .map(|e| IoEngine::parse_at("io_engine", e))
+        .transpose()?
+        .unwrap_or_default();
+    Ok(Config {
+        listen,
+        targets,
+        limits,
+        log: f.log,
+        source: path.map(Path::to_owned),
+        state_dir: f.state_dir.or_else(|| state_dir_beside(path?)),
+        stats,
+        tcp,
+        discovery_chap,
+        io_engine,
+    })
+}
+
+/// TOML syntax, types and unknown keys, with the line of the mistake.
+fn parse(text: &str) -> Result<FileConfig, ConfigError> {
+    toml::from_str(text).map_err(|e| ConfigError::Syntax {
+        line: e.span().map(|span| {
+            text.get(..span.start)
+                .map_or(0, |p| p.lines().count().max(1))
+        }),
+        message: e.message().to_owned(),
+    })
+}
+
+/// State lives next to the configuration unless the file says otherwise:
+/// `<dir>/<file stem>.state/`.
+fn state_dir_beside(path: &Path) -> Option<PathBuf> {
+    let stem = path.file_stem()?.to_string_lossy().into_owned();
+    Some(
+        path.parent()
+            .unwrap_or(Path::new("."))
+            .join(format!("{stem}.state")),
+    )
+}
+
+impl FileConfig {
+    fn listen(&self) -> Result<Vec<std::net::SocketAddr>, ConfigError> {
+        if self.listen.is_empty() {
+            return Ok(vec![default_listen()]);
+        }
+        self.listen
+            .iter()
+            .map(|s| parse_listen("listen", s))
+            .collect()
+    }
+
+    fn check_targets(&self) -> Result<Vec<TargetConfig>, ConfigError> {
+        let mut targets: Vec<TargetConfig> = Vec::new();
+        for (ti, t) in self.targets.iter().enumerate() {
+            let name = t.name.clone().unwrap_or_else(default_target_name);
+            names::check_name(&format!("target[{ti}].name"), &name)?;
+            if targets.iter().any(|o| o.name.eq_ignore_ascii_case(&name)) {
+                return Err(ConfigError::DuplicateTarget { name });
+            }
+            let target = t.check(name, &self.defaults)?;
+            targets.push(target);
+        }
+        Ok(targets)
+    }
+}
+
+impl FileTarget {
+    /// This target, called `name`, with `defaults` under its params.
+    fn check(&self, name: String, defaults: &FileParams) -> Result<TargetConfig, ConfigError> {
+        let (offers, queue_depth) =
+            defaults
+                .merged(&self.params)
+                .offers()
+                .map_err(|e| ConfigError::Params {
+                    target: name.clone(),
+                    source: Box::new(e),
+                })?;
+        let luns = self.check_luns(&name)?;
+        let mut acl = Acl::default();
+        for a in &self.allow {
+            acl.allow(a)
+                .map_err(|e| ConfigError::invalid(format!("target {name} allow"), e))?;
+        }
+        let chap = self.auth.policy(&format!("target {name}"))?;
+        Ok(TargetConfig {
+            name,
+            alias: self.alias.clone(),
+            portal_group_tag: self.portal_group_tag.unwrap_or(1),
+            queue_depth,
+            offers,
+            luns,
+            chap,
+            acl,
+        })
+    }
+
+    /// The LUNs of target `name`, numbered from 0 in file order unless
+    /// they say otherwise.
+    fn check_luns(&self, name: &str) -> Result<Vec<LunConfig>, ConfigError> {
+        let mut luns: Vec<LunConfig> = Vec::new();
+        for (li, l) in self.luns.iter().enumerate() {
+            let spec = lun_spec::parse_at(format!("target {name} lun[{li}]"), &l.spec)?;
+            let number = l.number.unwrap_or(li as u16);
+            let target = || name.to_owned();
+            if number >= LUN_NUMBER_LIMIT {
+                return Err(ConfigError::LunNumber {
+                    target: target(),
+                    number,
+                });
+            }
+            if luns.iter().any(|x| x.number == number) {
+                return Err(ConfigError::DuplicateLun {
+                    target: target(),
+                    number,
+                });
+            }
+            luns.push(LunConfig { number, spec });
+        }
+        if luns.is_empty() {
+            return Err(ConfigError::NoTargetLuns {
+                target: name.to_owned(),
+            });
+        }
+        Ok(luns)
+    }
+}
