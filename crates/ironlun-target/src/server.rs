@@ -381,3 +381,78 @@ impl Server {
         result
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Overrides;
+
+    fn config(lun: &str) -> Config {
+        Config::load(&Overrides {
+            name: Some("iqn.2026-11.test:bind".into()),
+            luns: vec![lun.into()],
+            listen: vec!["127.0.0.1:0".into()],
+            ..Overrides::default()
+        })
+        .unwrap()
+    }
+
+    async fn bind_error(cfg: &Config) -> (String, BindError) {
+        match Server::bind(cfg).await {
+            Ok(_) => panic!("bind should fail"),
+            Err(e) => (e.to_string(), e),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_lun_that_does_not_open_names_target_and_lun() {
+        let cfg = config("file:/nonexistent/dir/x.img");
+        let (m, e) = bind_error(&cfg).await;
+        assert!(matches!(e, BindError::OpenBackend { lun: 0, .. }), "{e:?}");
+        assert!(m.starts_with("target iqn.2026-11.test:bind LUN 0: "), "{m}");
+        assert!(m.contains("/nonexistent/dir/x.img"), "{m}");
+
+        let not_a_dir = tempfile::NamedTempFile::new().unwrap();
+        let mut cfg = config("ram:1MiB");
+        cfg.state_dir = Some(not_a_dir.path().to_owned());
+        let (m, e) = bind_error(&cfg).await;
+        assert!(matches!(e, BindError::SetUpLun { lun: 0, .. }), "{e:?}");
+        assert!(m.starts_with("target iqn.2026-11.test:bind LUN 0: "), "{m}");
+    }
+
+    #[tokio::test]
+    async fn an_address_in_use_is_named() {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = taken.local_addr().unwrap();
+        let mut cfg = config("ram:1MiB");
+        cfg.listen = vec![addr];
+        let (m, e) = bind_error(&cfg).await;
+        assert!(
+            matches!(e, BindError::Listen { addr: a, .. } if a == addr),
+            "{e:?}"
+        );
+        assert!(m.starts_with(&format!("listen {addr}: ")), "{m}");
+
+        let mut cfg = config("ram:1MiB");
+        cfg.stats = Some(addr);
+        let (m, e) = bind_error(&cfg).await;
+        assert!(matches!(e, BindError::Stats { .. }), "{e:?}");
+        assert!(
+            m.starts_with(&format!("statistics endpoint {addr}: ")),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn a_refused_socket_option_is_named() {
+        let e = BindError::SocketOption {
+            addr: "127.0.0.1:3260".parse().unwrap(),
+            option: "SO_SNDBUF",
+            source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        };
+        assert_eq!(
+            e.to_string(),
+            "listen 127.0.0.1:3260: SO_SNDBUF: permission denied"
+        );
+    }
+}

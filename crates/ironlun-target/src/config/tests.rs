@@ -227,3 +227,300 @@ fn toml_errors_name_the_problem() {
         .to_string()
         .contains("no [[target]]"));
 }
+
+// --- One test per kind of mistake: the variant, and its scope in the
+// message. ---------------------------------------------------------------
+
+const TARGET: &str = "[[target]]\nname = \"iqn.2026-11.test:t\"\n";
+const LUN: &str = "[[target.lun]]\nspec = \"ram:1M\"\n";
+
+/// The error `text` gives as `scope.toml`, its message, and the mistake
+/// inside the file.
+fn file_error(text: &str) -> (String, ConfigError) {
+    let e = Config::from_toml(text, Some(Path::new("scope.toml"))).unwrap_err();
+    let message = e.to_string();
+    assert!(message.starts_with("scope.toml: "), "{message}");
+    match e {
+        ConfigError::InFile { path, source } => {
+            assert_eq!(path, Path::new("scope.toml"));
+            (message, *source)
+        }
+        other => panic!("not wrapped in the file: {other:?}"),
+    }
+}
+
+/// The error `text` gives without a file (no permission check).
+fn text_error(text: &str) -> (String, ConfigError) {
+    let e = Config::from_toml(text, None).unwrap_err();
+    (e.to_string(), e)
+}
+
+fn flags_error(o: Overrides) -> (String, ConfigError) {
+    let e = Config::load(&o).unwrap_err();
+    (e.to_string(), e)
+}
+
+fn one_lun() -> Overrides {
+    Overrides {
+        luns: vec!["ram:1M".into()],
+        ..Overrides::default()
+    }
+}
+
+#[test]
+fn unreadable_file_names_it() {
+    let (m, e) = flags_error(Overrides {
+        config: Some("/nonexistent/ironlun.toml".into()),
+        ..Overrides::default()
+    });
+    assert!(matches!(e, ConfigError::Read { .. }), "{e:?}");
+    assert!(m.starts_with("/nonexistent/ironlun.toml: "), "{m}");
+}
+
+#[test]
+fn syntax_errors_give_the_line() {
+    let (m, e) = file_error(&format!("{TARGET}{LUN}listen = [1,\n"));
+    assert!(
+        matches!(e, ConfigError::Syntax { line: Some(5), .. }),
+        "{e:?}"
+    );
+    assert!(m.starts_with("scope.toml: line 5: "), "{m}");
+}
+
+#[test]
+fn flags_that_belong_in_the_file() {
+    let (m, e) = flags_error(Overrides {
+        config: Some("x.toml".into()),
+        ..one_lun()
+    });
+    assert!(matches!(e, ConfigError::FlagsWithFile), "{e:?}");
+    assert!(m.contains("--lun") && m.contains("--config"), "{m}");
+}
+
+#[test]
+fn nothing_to_serve() {
+    let (m, e) = flags_error(Overrides::default());
+    assert!(matches!(e, ConfigError::NoLuns), "{e:?}");
+    assert!(m.contains("--lun SPEC"), "{m}");
+    let (m, e) = file_error("log = \"info\"\n");
+    assert!(matches!(e, ConfigError::NoTargets), "{e:?}");
+    assert!(m.contains("[[target]]"), "{m}");
+    let (m, e) = file_error(TARGET);
+    assert!(matches!(e, ConfigError::NoTargetLuns { .. }), "{e:?}");
+    assert!(m.contains("target iqn.2026-11.test:t has no"), "{m}");
+}
+
+#[test]
+fn bad_addresses_name_key_and_value() {
+    let (m, e) = file_error(&format!("listen = [\"here\"]\n{TARGET}{LUN}"));
+    assert!(matches!(e, ConfigError::Address { .. }), "{e:?}");
+    assert!(m.contains("listen: listen address 'here'"), "{m}");
+    let (m, _) = flags_error(Overrides {
+        listen: vec!["there".into()],
+        ..one_lun()
+    });
+    assert!(m.starts_with("--listen: ") && m.contains("'there'"), "{m}");
+}
+
+#[test]
+fn out_of_range_values_name_key_value_and_range() {
+    let (m, e) = file_error(&format!("[limits]\nmax_sessions = 0\n{TARGET}{LUN}"));
+    assert!(matches!(e, ConfigError::OutOfRange { .. }), "{e:?}");
+    assert!(
+        m.contains("limits.max_sessions 0: must be at least 1"),
+        "{m}"
+    );
+    let (m, _) = file_error(&format!(
+        "[limits]\nmax_transfer_length = \"1k\"\n{TARGET}{LUN}"
+    ));
+    assert!(
+        m.contains("limits.max_transfer_length 1k: must be 4KiB..=64MiB"),
+        "{m}"
+    );
+    let (m, _) = file_error(&format!("[limits]\nlogin_text_limit = 100\n{TARGET}{LUN}"));
+    assert!(m.contains("limits.login_text_limit 100"), "{m}");
+    let (m, _) = flags_error(Overrides {
+        queue_depth: Some(5000),
+        ..one_lun()
+    });
+    assert!(m.starts_with("--queue-depth 5000: must be 1..=4096"), "{m}");
+    let (m, _) = flags_error(Overrides {
+        tcp_window: Some("1G".into()),
+        ..one_lun()
+    });
+    assert!(m.starts_with("--tcp-window 1G: "), "{m}");
+}
+
+#[test]
+fn refused_values_name_the_key() {
+    let (m, e) = file_error(&format!("[tcp]\nrecv_buffer = \"lots\"\n{TARGET}{LUN}"));
+    assert!(matches!(e, ConfigError::Invalid { .. }), "{e:?}");
+    assert!(m.contains("tcp.recv_buffer: size 'lots'"), "{m}");
+    let (m, _) = file_error(&format!("{TARGET}allow = [\"host1\"]\n{LUN}"));
+    assert!(m.contains("target iqn.2026-11.test:t allow: "), "{m}");
+    let (m, _) = flags_error(Overrides {
+        allow: vec!["10.0.0.0/40".into()],
+        ..one_lun()
+    });
+    assert!(
+        m.starts_with("--allow: ") && m.contains("10.0.0.0/40"),
+        "{m}"
+    );
+}
+
+#[test]
+fn unknown_io_engine() {
+    let (m, e) = file_error(&format!("io_engine = \"aio\"\n{TARGET}{LUN}"));
+    assert!(matches!(e, ConfigError::IoEngine { .. }), "{e:?}");
+    assert!(m.contains("io_engine: I/O engine 'aio'"), "{m}");
+}
+
+#[test]
+fn bad_names_say_where_and_which() {
+    let (m, e) = file_error(&format!(
+        "{TARGET}{LUN}[[target]]\nname = \"disk 2\"\n{LUN}"
+    ));
+    assert!(
+        matches!(
+            e,
+            ConfigError::Name {
+                source: NameError::Prefix(_),
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(m.contains("target[1].name: iSCSI name 'disk 2'"), "{m}");
+    let (m, e) = file_error(&format!(
+        "{TARGET}{LUN}{}{LUN}",
+        TARGET.replace("iqn.2026-11.test:t", "IQN.2026-11.TEST:T")
+    ));
+    assert!(matches!(e, ConfigError::DuplicateTarget { .. }), "{e:?}");
+    assert!(
+        m.contains("target name IQN.2026-11.TEST:T is defined twice"),
+        "{m}"
+    );
+}
+
+#[test]
+fn lun_mistakes_name_target_and_lun() {
+    let (m, e) = file_error(&format!(
+        "{TARGET}{LUN}[[target.lun]]\nspec = \"ram:1M,bs=1024\"\n"
+    ));
+    assert!(
+        matches!(
+            &e,
+            ConfigError::Lun { source, .. } if source.problem
+                == LunSpecProblem::BlockSize { key: "bs", value: "1024".into() }
+        ),
+        "{e:?}"
+    );
+    assert!(
+        m.contains("target iqn.2026-11.test:t lun[1]: LUN 'ram:1M,bs=1024': bs=1024"),
+        "{m}"
+    );
+    let (m, e) = file_error(&format!("{TARGET}{LUN}number = 16384\n"));
+    assert!(
+        matches!(e, ConfigError::LunNumber { number: 16384, .. }),
+        "{e:?}"
+    );
+    assert!(
+        m.contains("target iqn.2026-11.test:t: LUN number 16384"),
+        "{m}"
+    );
+    let (m, e) = file_error(&format!("{TARGET}{LUN}{LUN}number = 0\n"));
+    assert!(
+        matches!(e, ConfigError::DuplicateLun { number: 0, .. }),
+        "{e:?}"
+    );
+    assert!(
+        m.contains("target iqn.2026-11.test:t: LUN 0 defined twice"),
+        "{m}"
+    );
+    let (m, _) = flags_error(Overrides {
+        luns: vec!["ram:1M".into(), "tape:1".into()],
+        ..Overrides::default()
+    });
+    assert!(m.starts_with("--lun: LUN 'tape:1': unknown backend"), "{m}");
+}
+
+#[test]
+fn params_name_the_target_and_the_key() {
+    let (m, e) = file_error(&format!("{TARGET}[target.params]\nqueue_depth = 0\n{LUN}"));
+    let ConfigError::Params { target, source } = &e else {
+        panic!("{e:?}");
+    };
+    assert_eq!(target, "iqn.2026-11.test:t");
+    assert!(matches!(**source, ConfigError::OutOfRange { .. }), "{e:?}");
+    assert!(
+        m.contains("target iqn.2026-11.test:t params: queue_depth 0"),
+        "{m}"
+    );
+    let (m, e) = file_error(&format!(
+        "[defaults]\ndata_digest = [\"MD5\"]\n{TARGET}{LUN}"
+    ));
+    assert!(matches!(e, ConfigError::Params { .. }), "{e:?}");
+    assert!(
+        m.contains("params: data_digest: unknown digest 'MD5'"),
+        "{m}"
+    );
+    let (m, e) = file_error(&format!(
+        "{TARGET}[target.params]\nmax_connections = 2\n{LUN}"
+    ));
+    let ConfigError::Params { source, .. } = &e else {
+        panic!("{e:?}");
+    };
+    assert!(matches!(**source, ConfigError::Offers { .. }), "{e:?}");
+    assert!(m.contains("params: MaxConnections"), "{m}");
+}
+
+#[test]
+fn chap_mistakes_name_the_key_never_the_secret() {
+    let (m, e) = text_error(&format!("[discovery]\nchap = \"nosecret\"\n{TARGET}{LUN}"));
+    assert!(matches!(e, ConfigError::Chap { .. }), "{e:?}");
+    assert!(
+        m.contains("discovery.chap: ") && !m.contains("nosecret"),
+        "{m}"
+    );
+    let (m, e) = text_error(&format!(
+        "{TARGET}chap_env = \"A\"\nchap = \"u:0123456789abc\"\n{LUN}"
+    ));
+    assert!(
+        matches!(e, ConfigError::ChapTwice { key: "chap", .. }),
+        "{e:?}"
+    );
+    assert!(
+        m.contains("target iqn.2026-11.test:t: give chap or chap_env"),
+        "{m}"
+    );
+    let (m, e) = file_error(&format!(
+        "{TARGET}chap_env = \"IRONLUN_TEST_SURELY_UNSET\"\n{LUN}"
+    ));
+    assert!(matches!(e, ConfigError::Invalid { .. }), "{e:?}");
+    assert!(m.contains("target iqn.2026-11.test:t.chap_env: environment variable IRONLUN_TEST_SURELY_UNSET is not set"), "{m}");
+    let (m, e) = flags_error(Overrides {
+        mutual_chap: Some("t:0123456789abc".into()),
+        ..one_lun()
+    });
+    assert!(matches!(e, ConfigError::ChapPolicy { .. }), "{e:?}");
+    assert!(m.starts_with("--chap/--mutual-chap: mutual CHAP"), "{m}");
+    assert!(!m.contains("0123456789abc"), "{m}");
+}
+
+#[test]
+fn files_with_secrets_must_be_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let text = format!("{TARGET}chap = \"u:0123456789abc\"\n{LUN}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("open.toml");
+    std::fs::write(&path, &text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let e = Config::from_toml(&text, Some(&path)).unwrap_err();
+    let m = e.to_string();
+    assert!(m.starts_with(&format!("{}: ", path.display())), "{m}");
+    assert!(m.contains("world-readable (mode 644)"), "{m}");
+    assert!(!m.contains("0123456789abc"), "{m}");
+    let (m, e) = file_error(&text);
+    assert!(matches!(e, ConfigError::Permissions { .. }), "{e:?}");
+    assert!(m.contains("cannot check its permissions"), "{m}");
+}
