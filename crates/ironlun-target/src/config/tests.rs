@@ -255,6 +255,11 @@ fn text_error(text: &str) -> (String, ConfigError) {
     (e.to_string(), e)
 }
 
+/// The message says `part`.
+fn mentions(message: &str, part: &str) {
+    assert!(message.contains(part), "'{message}' should say '{part}'");
+}
+
 fn flags_error(o: Overrides) -> (String, ConfigError) {
     let e = Config::load(&o).unwrap_err();
     (e.to_string(), e)
@@ -301,20 +306,20 @@ fn flags_that_belong_in_the_file() {
 fn nothing_to_serve() {
     let (m, e) = flags_error(Overrides::default());
     assert!(matches!(e, ConfigError::NoLuns), "{e:?}");
-    assert!(m.contains("--lun SPEC"), "{m}");
+    mentions(&m, "--lun SPEC");
     let (m, e) = file_error("log = \"info\"\n");
     assert!(matches!(e, ConfigError::NoTargets), "{e:?}");
-    assert!(m.contains("[[target]]"), "{m}");
+    mentions(&m, "[[target]]");
     let (m, e) = file_error(TARGET);
     assert!(matches!(e, ConfigError::NoTargetLuns { .. }), "{e:?}");
-    assert!(m.contains("target iqn.2026-11.test:t has no"), "{m}");
+    mentions(&m, "target iqn.2026-11.test:t has no");
 }
 
 #[test]
 fn bad_addresses_name_key_and_value() {
     let (m, e) = file_error(&format!("listen = [\"here\"]\n{TARGET}{LUN}"));
     assert!(matches!(e, ConfigError::Address { .. }), "{e:?}");
-    assert!(m.contains("listen: listen address 'here'"), "{m}");
+    mentions(&m, "listen: listen address 'here'");
     let (m, _) = flags_error(Overrides {
         listen: vec!["there".into()],
         ..one_lun()
@@ -326,19 +331,13 @@ fn bad_addresses_name_key_and_value() {
 fn out_of_range_values_name_key_value_and_range() {
     let (m, e) = file_error(&format!("[limits]\nmax_sessions = 0\n{TARGET}{LUN}"));
     assert!(matches!(e, ConfigError::OutOfRange { .. }), "{e:?}");
-    assert!(
-        m.contains("limits.max_sessions 0: must be at least 1"),
-        "{m}"
-    );
+    mentions(&m, "limits.max_sessions 0: must be at least 1");
     let (m, _) = file_error(&format!(
         "[limits]\nmax_transfer_length = \"1k\"\n{TARGET}{LUN}"
     ));
-    assert!(
-        m.contains("limits.max_transfer_length 1k: must be 4KiB..=64MiB"),
-        "{m}"
-    );
+    mentions(&m, "limits.max_transfer_length 1k: must be 4KiB..=64MiB");
     let (m, _) = file_error(&format!("[limits]\nlogin_text_limit = 100\n{TARGET}{LUN}"));
-    assert!(m.contains("limits.login_text_limit 100"), "{m}");
+    mentions(&m, "limits.login_text_limit 100");
     let (m, _) = flags_error(Overrides {
         queue_depth: Some(5000),
         ..one_lun()
@@ -355,9 +354,9 @@ fn out_of_range_values_name_key_value_and_range() {
 fn refused_values_name_the_key() {
     let (m, e) = file_error(&format!("[tcp]\nrecv_buffer = \"lots\"\n{TARGET}{LUN}"));
     assert!(matches!(e, ConfigError::Invalid { .. }), "{e:?}");
-    assert!(m.contains("tcp.recv_buffer: size 'lots'"), "{m}");
+    mentions(&m, "tcp.recv_buffer: size 'lots'");
     let (m, _) = file_error(&format!("{TARGET}allow = [\"host1\"]\n{LUN}"));
-    assert!(m.contains("target iqn.2026-11.test:t allow: "), "{m}");
+    mentions(&m, "target iqn.2026-11.test:t allow: ");
     let (m, _) = flags_error(Overrides {
         allow: vec!["10.0.0.0/40".into()],
         ..one_lun()
@@ -372,7 +371,7 @@ fn refused_values_name_the_key() {
 fn unknown_io_engine() {
     let (m, e) = file_error(&format!("io_engine = \"aio\"\n{TARGET}{LUN}"));
     assert!(matches!(e, ConfigError::IoEngine { .. }), "{e:?}");
-    assert!(m.contains("io_engine: I/O engine 'aio'"), "{m}");
+    mentions(&m, "io_engine: I/O engine 'aio'");
 }
 
 #[test]
@@ -390,16 +389,13 @@ fn bad_names_say_where_and_which() {
         ),
         "{e:?}"
     );
-    assert!(m.contains("target[1].name: iSCSI name 'disk 2'"), "{m}");
+    mentions(&m, "target[1].name: iSCSI name 'disk 2'");
     let (m, e) = file_error(&format!(
         "{TARGET}{LUN}{}{LUN}",
         TARGET.replace("iqn.2026-11.test:t", "IQN.2026-11.TEST:T")
     ));
     assert!(matches!(e, ConfigError::DuplicateTarget { .. }), "{e:?}");
-    assert!(
-        m.contains("target name IQN.2026-11.TEST:T is defined twice"),
-        "{m}"
-    );
+    mentions(&m, "target name IQN.2026-11.TEST:T is defined twice");
 }
 
 #[test]
@@ -415,28 +411,22 @@ fn lun_mistakes_name_target_and_lun() {
         ),
         "{e:?}"
     );
-    assert!(
-        m.contains("target iqn.2026-11.test:t lun[1]: LUN 'ram:1M,bs=1024': bs=1024"),
-        "{m}"
+    mentions(
+        &m,
+        "target iqn.2026-11.test:t lun[1]: LUN 'ram:1M,bs=1024': bs=1024",
     );
     let (m, e) = file_error(&format!("{TARGET}{LUN}number = 16384\n"));
     assert!(
         matches!(e, ConfigError::LunNumber { number: 16384, .. }),
         "{e:?}"
     );
-    assert!(
-        m.contains("target iqn.2026-11.test:t: LUN number 16384"),
-        "{m}"
-    );
+    mentions(&m, "target iqn.2026-11.test:t: LUN number 16384");
     let (m, e) = file_error(&format!("{TARGET}{LUN}{LUN}number = 0\n"));
     assert!(
         matches!(e, ConfigError::DuplicateLun { number: 0, .. }),
         "{e:?}"
     );
-    assert!(
-        m.contains("target iqn.2026-11.test:t: LUN 0 defined twice"),
-        "{m}"
-    );
+    mentions(&m, "target iqn.2026-11.test:t: LUN 0 defined twice");
     let (m, _) = flags_error(Overrides {
         luns: vec!["ram:1M".into(), "tape:1".into()],
         ..Overrides::default()
@@ -452,18 +442,12 @@ fn params_name_the_target_and_the_key() {
     };
     assert_eq!(target, "iqn.2026-11.test:t");
     assert!(matches!(**source, ConfigError::OutOfRange { .. }), "{e:?}");
-    assert!(
-        m.contains("target iqn.2026-11.test:t params: queue_depth 0"),
-        "{m}"
-    );
+    mentions(&m, "target iqn.2026-11.test:t params: queue_depth 0");
     let (m, e) = file_error(&format!(
         "[defaults]\ndata_digest = [\"MD5\"]\n{TARGET}{LUN}"
     ));
     assert!(matches!(e, ConfigError::Params { .. }), "{e:?}");
-    assert!(
-        m.contains("params: data_digest: unknown digest 'MD5'"),
-        "{m}"
-    );
+    mentions(&m, "params: data_digest: unknown digest 'MD5'");
     let (m, e) = file_error(&format!(
         "{TARGET}[target.params]\nmax_connections = 2\n{LUN}"
     ));
@@ -471,7 +455,7 @@ fn params_name_the_target_and_the_key() {
         panic!("{e:?}");
     };
     assert!(matches!(**source, ConfigError::Offers { .. }), "{e:?}");
-    assert!(m.contains("params: MaxConnections"), "{m}");
+    mentions(&m, "params: MaxConnections");
 }
 
 #[test]
@@ -489,15 +473,12 @@ fn chap_mistakes_name_the_key_never_the_secret() {
         matches!(e, ConfigError::ChapTwice { key: "chap", .. }),
         "{e:?}"
     );
-    assert!(
-        m.contains("target iqn.2026-11.test:t: give chap or chap_env"),
-        "{m}"
-    );
+    mentions(&m, "target iqn.2026-11.test:t: give chap or chap_env");
     let (m, e) = file_error(&format!(
         "{TARGET}chap_env = \"IRONLUN_TEST_SURELY_UNSET\"\n{LUN}"
     ));
     assert!(matches!(e, ConfigError::Invalid { .. }), "{e:?}");
-    assert!(m.contains("target iqn.2026-11.test:t.chap_env: environment variable IRONLUN_TEST_SURELY_UNSET is not set"), "{m}");
+    mentions(&m, "target iqn.2026-11.test:t.chap_env: environment variable IRONLUN_TEST_SURELY_UNSET is not set");
     let (m, e) = flags_error(Overrides {
         mutual_chap: Some("t:0123456789abc".into()),
         ..one_lun()
@@ -518,9 +499,9 @@ fn files_with_secrets_must_be_private() {
     let e = Config::from_toml(&text, Some(&path)).unwrap_err();
     let m = e.to_string();
     assert!(m.starts_with(&format!("{}: ", path.display())), "{m}");
-    assert!(m.contains("world-readable (mode 644)"), "{m}");
+    mentions(&m, "world-readable (mode 644)");
     assert!(!m.contains("0123456789abc"), "{m}");
     let (m, e) = file_error(&text);
     assert!(matches!(e, ConfigError::Permissions { .. }), "{e:?}");
-    assert!(m.contains("cannot check its permissions"), "{m}");
+    mentions(&m, "cannot check its permissions");
 }
