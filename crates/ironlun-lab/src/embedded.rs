@@ -47,14 +47,14 @@ fn config_text(luns: &[String]) -> String {
 
 impl EmbeddedTarget {
     pub fn start(luns: &[String]) -> Result<EmbeddedTarget, String> {
-        let cfg = Config::from_toml(&config_text(luns), None)?;
+        let cfg = Config::from_toml(&config_text(luns), None).map_err(|e| e.to_string())?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name(TARGET_THREADS)
             .enable_all()
             .build()
             .map_err(|e| format!("target runtime: {e}"))?;
-        let server = rt.block_on(Server::bind(&cfg))?;
+        let server = rt.block_on(Server::bind(&cfg)).map_err(|e| e.to_string())?;
         let portal = server
             .local_addrs()
             .first()

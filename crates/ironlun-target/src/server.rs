@@ -59,13 +59,6 @@ pub enum BindError {
     },
 }
 
-/// For callers that report errors as text.
-impl From<BindError> for String {
-    fn from(e: BindError) -> String {
-        e.to_string()
-    }
-}
-
 /// Stable 64-bit FNV-1a, for serial numbers and NAA identifiers that must
 /// not change across restarts.
 fn fnv1a(parts: &[&[u8]]) -> u64 {

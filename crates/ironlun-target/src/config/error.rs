@@ -137,10 +137,3 @@ impl ConfigError {
         }
     }
 }
-
-/// For callers that report errors as text.
-impl From<ConfigError> for String {
-    fn from(e: ConfigError) -> String {
-        e.to_string()
-    }
-}
