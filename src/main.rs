@@ -65,8 +65,8 @@ enum Command {
     /// window, RTT, rate, digests, sessions or backend against an embedded
     /// target, with a model prediction beside every cell.
     Sweep(cmd::sweep::SweepArgs),
-    /// Run a published study (shared/workloads.md) in one command:
-    /// tables, model predictions, JSON and an HTML report.
+    /// Run a published study in one command: tables, model predictions,
+    /// JSON and an HTML report (the studies: docs/studies.md).
     Reproduce(cmd::reproduce::ReproduceArgs),
     /// ironlun against tgt on loopback: the same clients (iscsi-perf,
     /// qemu-img bench, ironlun bench) in alternation, with medians,

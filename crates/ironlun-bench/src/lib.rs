@@ -1,7 +1,8 @@
 //! # ironlun-bench: the load generator
 //!
 //! **Owns:** the workload model (IOMeter access specifications, TOML
-//! workload files, the built-in profiles of `shared/workloads.md`), the
+//! workload files, the built-in profiles of the published studies in
+//! `docs/studies.md`), the
 //! LUNs a run drives (opened through one portal, as a multipath set, or
 //! as several sessions each with its own slice), the engine that runs
 //! workloads over the ironlun initiator, metrics (HDR

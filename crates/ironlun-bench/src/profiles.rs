@@ -1,6 +1,8 @@
-//! Built-in workloads: every workload of `shared/workloads.md` by name.
-//! Run times are short defaults (`--time`/`--ramp` override them); the
-//! published setups are in each description.
+//! Built-in workloads: every workload of the published studies
+//! (`docs/studies.md`; "section N" in a description is that page's
+//! section N) by name, and the data-integrity soak. Run times are short
+//! defaults (`--time`/`--ramp` override them); the published setups are
+//! in each description.
 
 use crate::spec::{AccessLine, SeekRange, Workload};
 

@@ -1,7 +1,9 @@
-//! The published studies of `shared/workloads.md` as commands: each runs
-//! its sweeps against an embedded target over emulated links, prints
-//! tables shaped like the published ones with the model beside every
-//! cell, and returns records for JSON and the HTML report.
+//! The published studies (`docs/studies.md`, whose section numbers
+//! [`NAMES`] uses) as commands: each runs its sweeps and workloads
+//! against an embedded target, over emulated links where the study had
+//! a network, prints tables shaped like the published ones with the
+//! model beside every modelled cell, and returns records for JSON and
+//! the HTML report.
 //!
 //! One module per study (`wan_tuning`, `target_backends`,
 //! `ramdisk_target`, `app_profiles`); the steps they share (the TCP
