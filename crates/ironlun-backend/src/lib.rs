@@ -3,8 +3,11 @@
 //! **Owns:** reading, writing and flushing bytes at offsets of a store:
 //! `null` (reads are zeros, writes vanish), `ram` (sparse, allocated on first
 //! write), `file` (a regular file, sparse or preallocated, buffered or
-//! `O_DIRECT`) and `block` (a block device). Also a fault-injecting wrapper
-//! for tests of error paths.
+//! `O_DIRECT`) and `block` (a block device); the io_uring that runs file
+//! and block requests without a thread each ([`ring`]); reusable large
+//! buffers ([`pool`]) and `O_DIRECT`-aligned, huge-page-backed memory
+//! ([`aligned`]). Also a fault-injecting wrapper for tests of error paths
+//! ([`testing`]).
 //!
 //! **Must not know:** CDBs, LBAs or block sizes as SCSI sees them (offsets
 //! and lengths arrive in bytes, already checked against the size), sense

@@ -8,7 +8,10 @@
 //! /proc, each client's own CPU (so that a row the client limited says
 //! so), hypervisor steal per run, iperf3's loopback rate, and the
 //! table of medians, ratios and goals (`ironlun compare-peers`,
-//! `benches/compare-peers`).
+//! `benches/compare-peers`). Also the comparison with the disk itself
+//! ([`local`]: `ironlun compare-local`, `benches/compare-local`): fio on
+//! a disk file and on a loop device over it, beside the same file and
+//! device exported by ironlun and tgt.
 //!
 //! **Must not know:** iSCSI or SCSI (every client is a separate program),
 //! how either target works inside.

@@ -1,4 +1,5 @@
-//! The target's login state machine (`ironlun-proto::login`), with CHAP.
+//! The target's login state machine (`ironlun-proto::target::login`),
+//! with CHAP.
 //!
 //! Input: one byte of world settings ([`WorldSettings`]: CHAP for normal
 //! and discovery sessions, mutual credentials, a full session table), then

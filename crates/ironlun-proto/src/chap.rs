@@ -1,8 +1,8 @@
 //! CHAP for iSCSI logins (RFC 7143 §12.1.3 over RFC 1994): the algorithms,
-//! binary value encodings, secrets, and the target's side of one exchange,
+//! binary value encodings, secrets, and each side of one exchange,
 //! one-way or mutual. Sans-IO: the caller supplies random bytes.
 //!
-//! [`crate::login`] drives [`TargetChap`] in the security stage;
+//! [`crate::target::login`] drives [`TargetChap`] in the security stage;
 //! [`crate::initiator::login`] drives [`InitiatorChap`].
 //!
 //! The exchange (security negotiation stage, after AuthMethod=CHAP):

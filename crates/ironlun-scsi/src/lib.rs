@@ -6,7 +6,9 @@
 //! CAPACITY, READ/WRITE and their error mapping, thin provisioning,
 //! reservations (SPC-2 and persistent, with the saved-state format) and
 //! the copy manager for EXTENDED COPY between a target's LUs (SPC-4,
-//! SBC-3).
+//! SBC-3); SANITIZE (SBC-4); commands stopped at their medium access for
+//! a transport that runs the access itself ([`LogicalUnit::start`]); and
+//! per-LU I/O counters ([`stats`]).
 //!
 //! **Must not know:** iSCSI (PDUs, sessions, residual flags: it reports
 //! the command's own transfer length and the transport computes residuals),

@@ -2,8 +2,9 @@
 //!
 //! **Owns:** the byte layout of every RFC 7143 PDU (the 48-byte BHS, AHS,
 //! data segment and padding), opcodes as an open newtype, CRC32C header and
-//! data digests, and text `key=value` segments with their continuation
-//! across PDUs.
+//! data digests, text `key=value` segments with their continuation
+//! across PDUs, and the queue of encoded PDUs waiting for one vectored
+//! write ([`Outbox`]; the socket is the caller's [`Sink`]).
 //!
 //! **Must not know:** sockets, sessions, negotiation rules, sequence-number
 //! windows, or anything about SCSI beyond the fact that a CDB is 16 bytes in
