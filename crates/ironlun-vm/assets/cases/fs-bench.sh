@@ -1,4 +1,4 @@
-# The file-system rows of the published studies (shared/workloads.md),
+# The file-system rows of the published studies (docs/studies.md),
 # through ext4 on the kernel initiator. Timings use the guest's clock.
 #   FILE_MB      a FILE_MB MiB file written then read with 512 KiB blocks
 #                (0: skip)
