@@ -348,9 +348,20 @@ fn wrong_digests(s: &mut Suite) {
         raw[at] ^= 0x40;
         c.send_bytes(&raw).unwrap();
         let _ = c.stream.set_read_timeout(Some(Duration::from_secs(3)));
-        // A header digest error ends the connection (ERL 0); a data
-        // digest error may be answered and must not write the data.
-        let _ = c.closed();
+        // RFC 7143 §7.8 at ERL 0: a header digest error ends the
+        // connection; a data digest error gets the PDU rejected (reason
+        // 0x02), and the command cannot be recovered, so the connection
+        // ends too. Either way the data must not be written.
+        if corrupt_data {
+            match c.next_pdu() {
+                Ok((Pdu::Reject(r), _)) => assert_eq!(r.reason, 0x02, "{r:?}"),
+                other => panic!("no Reject for the data digest error: {other:?}"),
+            }
+        }
+        assert!(
+            c.closed(),
+            "a digest error left the connection open ({corrupt_data})"
+        );
     }
     let (st, _, data) = s.good.scsi(&read10(4000, 1), 512, &[]);
     assert_eq!(st, 0);
