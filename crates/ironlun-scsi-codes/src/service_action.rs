@@ -1,0 +1,24 @@
+//! Service actions (SPC-4 §4.2.5.3, Annex D.3.3): bits 4..0 of CDB
+//! byte 1 of the opcodes that carry one, each meaningful only with its
+//! opcode.
+
+// SANITIZE (SBC-4).
+pub const SANITIZE_OVERWRITE: u8 = 0x01;
+pub const SANITIZE_BLOCK_ERASE: u8 = 0x02;
+pub const SANITIZE_CRYPTOGRAPHIC_ERASE: u8 = 0x03;
+pub const SANITIZE_EXIT_FAILURE_MODE: u8 = 0x1f;
+
+// THIRD-PARTY COPY OUT (SPC-4 §6.4).
+pub const EXTENDED_COPY_LID1: u8 = 0x00;
+
+// THIRD-PARTY COPY IN (SPC-4 §6.4).
+pub const RECEIVE_COPY_STATUS_LID1: u8 = 0x00;
+pub const RECEIVE_COPY_OPERATING_PARAMETERS: u8 = 0x03;
+
+// SERVICE ACTION IN(16) (SBC-4).
+pub const READ_CAPACITY_16: u8 = 0x10;
+pub const GET_LBA_STATUS: u8 = 0x12;
+
+// MAINTENANCE IN (SPC-4).
+pub const REPORT_SUPPORTED_OPERATION_CODES: u8 = 0x0c;
+pub const REPORT_SUPPORTED_TASK_MANAGEMENT_FUNCTIONS: u8 = 0x0d;
