@@ -22,3 +22,19 @@ pub const GET_LBA_STATUS: u8 = 0x12;
 // MAINTENANCE IN (SPC-4).
 pub const REPORT_SUPPORTED_OPERATION_CODES: u8 = 0x0c;
 pub const REPORT_SUPPORTED_TASK_MANAGEMENT_FUNCTIONS: u8 = 0x0d;
+
+// PERSISTENT RESERVE IN (SPC-4 §6.15.1).
+pub const READ_KEYS: u8 = 0x00;
+pub const READ_RESERVATION: u8 = 0x01;
+pub const REPORT_CAPABILITIES: u8 = 0x02;
+pub const READ_FULL_STATUS: u8 = 0x03;
+
+// PERSISTENT RESERVE OUT (SPC-4 §6.16.2).
+pub const REGISTER: u8 = 0x00;
+pub const RESERVE: u8 = 0x01;
+pub const RELEASE: u8 = 0x02;
+pub const CLEAR: u8 = 0x03;
+pub const PREEMPT: u8 = 0x04;
+pub const PREEMPT_AND_ABORT: u8 = 0x05;
+pub const REGISTER_AND_IGNORE_EXISTING_KEY: u8 = 0x06;
+pub const REGISTER_AND_MOVE: u8 = 0x07;

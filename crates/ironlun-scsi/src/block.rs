@@ -13,8 +13,9 @@ use bytes::Bytes;
 
 use crate::cdb::Cdb;
 use crate::lu::LogicalUnit;
-use crate::sense::{asc, key, Sense};
+use crate::sense::Sense;
 use crate::{Request, Response};
+use ironlun_scsi_codes::{opcode, Asc, SenseKey};
 
 /// Where a block command keeps its LBA and transfer length: (offset,
 /// bytes) of each field.
@@ -23,15 +24,15 @@ struct Layout {
     len: (usize, usize),
 }
 
-fn layout(opcode: u8) -> Layout {
-    match opcode {
+fn layout(op: u8) -> Layout {
+    match op {
         // WRITE ATOMIC(16): 2-byte transfer length at 12 (SBC-4 §5.48).
-        0x9c => Layout {
+        opcode::WRITE_ATOMIC_16 => Layout {
             lba: (2, 8),
             len: (12, 2),
         },
         // COMPARE AND WRITE: NUMBER OF LOGICAL BLOCKS is byte 13.
-        0x89 => Layout {
+        opcode::COMPARE_AND_WRITE => Layout {
             lba: (2, 8),
             len: (13, 1),
         },
@@ -64,7 +65,7 @@ fn lba_len(cdb: &Cdb<'_>) -> (u64, u64) {
     match cdb.opcode() {
         // READ(6)/WRITE(6): 21-bit LBA; a length of 0 means 256 blocks
         // (SBC-3 §5.7).
-        0x08 | 0x0a => {
+        op if six_byte(op) => {
             let blocks = match cdb.u8(4) {
                 0 => 256,
                 n => u64::from(n),
@@ -79,15 +80,45 @@ fn lba_len(cdb: &Cdb<'_>) -> (u64, u64) {
 }
 
 /// Byte of the CDB holding the transfer length, for field pointers.
-fn length_byte(opcode: u8) -> u16 {
-    match opcode {
-        0x08 | 0x0a => 4,
+fn length_byte(op: u8) -> u16 {
+    match op {
+        op if six_byte(op) => 4,
         op => layout(op).len.0 as u16,
     }
 }
 
+/// READ(6) and WRITE(6): 21-bit LBA, one-byte length, no FUA bit.
+fn six_byte(op: u8) -> bool {
+    matches!(op, opcode::READ_6 | opcode::WRITE_6)
+}
+
+/// READ(6/10/12/16) (SBC-4 §5.11–§5.14): data from the medium.
+pub(crate) fn is_read(op: u8) -> bool {
+    matches!(
+        op,
+        opcode::READ_6 | opcode::READ_10 | opcode::READ_12 | opcode::READ_16
+    )
+}
+
+/// WRITE(6/10/12/16) and WRITE AND VERIFY(10/12/16): Data-Out to the
+/// medium as it arrived.
+fn is_write(op: u8) -> bool {
+    matches!(
+        op,
+        opcode::WRITE_6 | opcode::WRITE_10 | opcode::WRITE_12 | opcode::WRITE_16
+    ) || is_write_and_verify(op)
+}
+
+/// WRITE AND VERIFY(10/12/16) (SBC-4 §5.42–§5.44).
+fn is_write_and_verify(op: u8) -> bool {
+    matches!(
+        op,
+        opcode::WRITE_AND_VERIFY_10 | opcode::WRITE_AND_VERIFY_12 | opcode::WRITE_AND_VERIFY_16
+    )
+}
+
 fn fua(cdb: &Cdb<'_>) -> bool {
-    !matches!(cdb.opcode(), 0x08 | 0x0a) && cdb.bit(1, 3)
+    !six_byte(cdb.opcode()) && cdb.bit(1, 3)
 }
 
 /// SBC-3 §4.5: the range must lie within the medium; even a zero-length
@@ -118,17 +149,17 @@ fn checked(lu: &LogicalUnit, cdb: &Cdb<'_>) -> Result<(u64, u64, u32), Sense> {
 }
 
 pub(crate) fn read_error(lba: u64) -> Sense {
-    Sense::new(key::MEDIUM_ERROR, asc::UNRECOVERED_READ_ERROR).with_info(lba)
+    Sense::new(SenseKey::MEDIUM_ERROR, Asc::UNRECOVERED_READ_ERROR).with_info(lba)
 }
 
 pub(crate) fn write_error(lba: u64) -> Sense {
-    Sense::new(key::MEDIUM_ERROR, asc::WRITE_ERROR).with_info(lba)
+    Sense::new(SenseKey::MEDIUM_ERROR, Asc::WRITE_ERROR).with_info(lba)
 }
 
 /// MISCOMPARE DURING VERIFY OPERATION with the offset of the first byte
 /// that differs (SBC-3 §5.2, §5.25).
 fn miscompare(offset: usize) -> Sense {
-    Sense::new(key::MISCOMPARE, asc::MISCOMPARE_DURING_VERIFY).with_info(offset as u64)
+    Sense::new(SenseKey::MISCOMPARE, Asc::MISCOMPARE_DURING_VERIFY).with_info(offset as u64)
 }
 
 fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
@@ -139,7 +170,7 @@ fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
 /// the write cache disabled, or for the verifying writes
 /// (SBC-3 §4.11, §5.40).
 fn durable(lu: &LogicalUnit, cdb: &Cdb<'_>) -> bool {
-    fua(cdb) || matches!(cdb.opcode(), 0x2e | 0xae | 0x8e) || !lu.mode.wce.load(Ordering::Relaxed)
+    fua(cdb) || is_write_and_verify(cdb.opcode()) || !lu.mode.wce.load(Ordering::Relaxed)
 }
 
 fn read_blocks(lu: &LogicalUnit, lba: u64, bytes: usize) -> Result<Bytes, Sense> {
@@ -201,11 +232,11 @@ pub(crate) type Planner = fn(&LogicalUnit, &Request<'_>, &Cdb<'_>) -> Result<Pla
 /// The commands whose medium access a transport may run itself: READ,
 /// WRITE, WRITE AND VERIFY (6/10/12/16 as they exist) and SYNCHRONIZE
 /// CACHE.
-pub(crate) fn planner(opcode: u8) -> Option<Planner> {
-    match opcode {
-        0x08 | 0x28 | 0xa8 | 0x88 => Some(plan_read),
-        0x0a | 0x2a | 0xaa | 0x8a | 0x2e | 0xae | 0x8e => Some(plan_write),
-        0x35 | 0x91 => Some(plan_flush),
+pub(crate) fn planner(op: u8) -> Option<Planner> {
+    match op {
+        op if is_read(op) => Some(plan_read),
+        op if is_write(op) => Some(plan_write),
+        opcode::SYNCHRONIZE_CACHE_10 | opcode::SYNCHRONIZE_CACHE_16 => Some(plan_flush),
         _ => None,
     }
 }
@@ -242,7 +273,7 @@ pub fn read(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Respon
 }
 
 fn plan_write(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Plan, Sense> {
-    if matches!(cdb.opcode(), 0x2e | 0xae | 0x8e) {
+    if is_write_and_verify(cdb.opcode()) {
         // WRITE AND VERIFY BYTCHK (SBC-4 §5.42): 00b no compare, 01b
         // compare; the other values are not supported.
         if (cdb.u8(1) >> 1) & 0x03 > 1 {
@@ -341,8 +372,8 @@ pub fn verify(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Resp
     if data.len() < expected {
         return Ok(lu.check_condition(
             Sense::new(
-                key::ILLEGAL_REQUEST,
-                asc::INVALID_FIELD_IN_COMMAND_INFORMATION_UNIT,
+                SenseKey::ILLEGAL_REQUEST,
+                Asc::INVALID_FIELD_IN_COMMAND_INFORMATION_UNIT,
             ),
             expected as u32,
         ));
@@ -376,8 +407,8 @@ fn exact_data<'a>(
     } else {
         Err(lu.check_condition(
             Sense::new(
-                key::ILLEGAL_REQUEST,
-                asc::INVALID_FIELD_IN_COMMAND_INFORMATION_UNIT,
+                SenseKey::ILLEGAL_REQUEST,
+                Asc::INVALID_FIELD_IN_COMMAND_INFORMATION_UNIT,
             ),
             expected as u32,
         ))
@@ -480,7 +511,7 @@ pub fn prefetch(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result<R
 /// Data-Out written to every block of the range. A NUMBER OF LOGICAL
 /// BLOCKS of zero means "to the end of the medium" (WSNZ = 0).
 pub fn write_same(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
-    let sixteen = cdb.opcode() == 0x93;
+    let sixteen = cdb.opcode() == opcode::WRITE_SAME_16;
     let anchor = cdb.bit(1, 4);
     let unmap = cdb.bit(1, 3);
     let ndob = sixteen && cdb.bit(1, 0);
@@ -511,8 +542,8 @@ pub fn write_same(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<
         if !req.data_out.is_empty() {
             return Ok(lu.check_condition(
                 Sense::new(
-                    key::ILLEGAL_REQUEST,
-                    asc::INVALID_FIELD_IN_COMMAND_INFORMATION_UNIT,
+                    SenseKey::ILLEGAL_REQUEST,
+                    Asc::INVALID_FIELD_IN_COMMAND_INFORMATION_UNIT,
                 ),
                 0,
             ));
@@ -573,7 +604,7 @@ fn plan_flush(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Pla
 
 /// SYNCHRONIZE CACHE could not make the cache durable.
 pub(crate) fn flush_error() -> Sense {
-    Sense::new(key::MEDIUM_ERROR, asc::WRITE_ERROR)
+    Sense::new(SenseKey::MEDIUM_ERROR, Asc::WRITE_ERROR)
 }
 
 pub fn read_capacity10(
@@ -618,7 +649,7 @@ pub fn read_defect_data(
     _req: &Request<'_>,
     cdb: &Cdb<'_>,
 ) -> Result<Response, Sense> {
-    if cdb.opcode() == 0x37 {
+    if cdb.opcode() == opcode::READ_DEFECT_DATA_10 {
         let flags = cdb.u8(2) & 0x1f;
         let alloc = u32::from(cdb.be16(7));
         Ok(Response::data(vec![0, flags, 0, 0], alloc))

@@ -17,8 +17,9 @@ use std::sync::atomic::Ordering;
 use crate::cdb::Cdb;
 use crate::inquiry;
 use crate::lu::LogicalUnit;
-use crate::sense::{asc, key, Sense};
-use crate::{status, NexusId, Request, Response};
+use crate::sense::Sense;
+use crate::{NexusId, Request, Response};
+use ironlun_scsi_codes::{service_action, Asc, SenseKey, Status};
 
 /// Identification descriptor CSCD descriptor type code (SPC-4 §6.4.5.5).
 const IDENTIFICATION_CSCD: u8 = 0xe4;
@@ -48,16 +49,6 @@ const CHUNK: usize = 1 << 20;
 /// COPY MANAGER STATUS values (SPC-4 §6.20.2 RECEIVE COPY STATUS(LID1)).
 const COMPLETED_OK: u8 = 0x00;
 const COMPLETED_WITH_ERRORS: u8 = 0x01;
-
-/// ASCs of the copy manager (SPC-4 Annex D).
-mod copy_asc {
-    pub const UNREACHABLE_COPY_TARGET: (u8, u8) = (0x08, 0x04);
-    pub const INCORRECT_COPY_TARGET_DEVICE_TYPE: (u8, u8) = (0x0d, 0x03);
-    pub const TOO_MANY_TARGET_DESCRIPTORS: (u8, u8) = (0x26, 0x06);
-    pub const UNSUPPORTED_TARGET_DESCRIPTOR_TYPE_CODE: (u8, u8) = (0x26, 0x07);
-    pub const TOO_MANY_SEGMENT_DESCRIPTORS: (u8, u8) = (0x26, 0x08);
-    pub const UNSUPPORTED_SEGMENT_DESCRIPTOR_TYPE_CODE: (u8, u8) = (0x26, 0x09);
-}
 
 /// The outcome of a finished EXTENDED COPY kept for RECEIVE COPY STATUS
 /// (LIST ID USAGE 00b).
@@ -114,11 +105,11 @@ struct Segment {
 }
 
 fn param_len_error() -> Sense {
-    Sense::new(key::ILLEGAL_REQUEST, asc::PARAMETER_LIST_LENGTH_ERROR)
+    Sense::new(SenseKey::ILLEGAL_REQUEST, Asc::PARAMETER_LIST_LENGTH_ERROR)
 }
 
-fn copy_aborted(code: (u8, u8)) -> Sense {
-    Sense::new(key::COPY_ABORTED, code)
+fn copy_aborted(code: Asc) -> Sense {
+    Sense::new(SenseKey::COPY_ABORTED, code)
 }
 
 /// EXTENDED COPY (LID1) (SPC-4 §6.4).
@@ -169,7 +160,7 @@ pub fn extended_copy(
 
     let Some(_slot) = CopySlot::take(lu) else {
         return Ok(Response {
-            status: status::BUSY,
+            status: Status::BUSY,
             ..Response::default()
         });
     };
@@ -228,7 +219,7 @@ impl Drop for CopySlot<'_> {
 /// used (reported only if a segment refers to it).
 enum Cscd {
     Naa([u8; 8]),
-    Unusable((u8, u8)),
+    Unusable(Asc),
 }
 
 /// CSCD descriptors (SPC-4 §6.4.5). Only identification descriptors are
@@ -239,8 +230,8 @@ fn parse_cscds(list: &[u8]) -> Result<Vec<Cscd>, Sense> {
     }
     if list.len() / CSCD_LEN > MAX_CSCD_DESCRIPTORS {
         return Err(Sense::new(
-            key::ILLEGAL_REQUEST,
-            copy_asc::TOO_MANY_TARGET_DESCRIPTORS,
+            SenseKey::ILLEGAL_REQUEST,
+            Asc::TOO_MANY_TARGET_DESCRIPTORS,
         ));
     }
     let mut out = Vec::with_capacity(list.len() / CSCD_LEN);
@@ -248,14 +239,14 @@ fn parse_cscds(list: &[u8]) -> Result<Vec<Cscd>, Sense> {
         let d = Cdb(d);
         if d.u8(0) != IDENTIFICATION_CSCD {
             return Err(Sense::new(
-                key::ILLEGAL_REQUEST,
-                copy_asc::UNSUPPORTED_TARGET_DESCRIPTOR_TYPE_CODE,
+                SenseKey::ILLEGAL_REQUEST,
+                Asc::UNSUPPORTED_TARGET_DESCRIPTOR_TYPE_CODE,
             ));
         }
         // Byte 1: LU ID TYPE and NUL are ignored (SPC-4 makes NUL
         // obsolete); the peripheral device type must be block (00h).
         if d.u8(1) & 0x1f != 0 {
-            out.push(Cscd::Unusable(copy_asc::INCORRECT_COPY_TARGET_DEVICE_TYPE));
+            out.push(Cscd::Unusable(Asc::INCORRECT_COPY_TARGET_DEVICE_TYPE));
             continue;
         }
         // Designation descriptor in bytes 4..27: NAA (type 3h), binary,
@@ -268,7 +259,7 @@ fn parse_cscds(list: &[u8]) -> Result<Vec<Cscd>, Sense> {
         out.push(if naa_type {
             Cscd::Naa(naa)
         } else {
-            Cscd::Unusable(copy_asc::UNREACHABLE_COPY_TARGET)
+            Cscd::Unusable(Asc::UNREACHABLE_COPY_TARGET)
         });
     }
     Ok(out)
@@ -282,8 +273,8 @@ fn parse_segments(list: &[u8], base: usize) -> Result<Vec<Segment>, Sense> {
     while off < list.len() {
         if out.len() >= MAX_SEGMENT_DESCRIPTORS {
             return Err(Sense::new(
-                key::ILLEGAL_REQUEST,
-                copy_asc::TOO_MANY_SEGMENT_DESCRIPTORS,
+                SenseKey::ILLEGAL_REQUEST,
+                Asc::TOO_MANY_SEGMENT_DESCRIPTORS,
             ));
         }
         let rest = list.get(off..).unwrap_or(&[]);
@@ -293,8 +284,8 @@ fn parse_segments(list: &[u8], base: usize) -> Result<Vec<Segment>, Sense> {
         let d = Cdb(rest);
         if d.u8(0) != BLOCK_TO_BLOCK {
             return Err(Sense::new(
-                key::ILLEGAL_REQUEST,
-                copy_asc::UNSUPPORTED_SEGMENT_DESCRIPTOR_TYPE_CODE,
+                SenseKey::ILLEGAL_REQUEST,
+                Asc::UNSUPPORTED_SEGMENT_DESCRIPTOR_TYPE_CODE,
             ));
         }
         if usize::from(d.be16(2)) + 4 != B2B_LEN {
@@ -327,14 +318,14 @@ fn resolve<'a>(
     index: usize,
 ) -> Result<&'a LogicalUnit, Sense> {
     match targets.get(index) {
-        None => Err(copy_aborted(copy_asc::UNREACHABLE_COPY_TARGET)),
+        None => Err(copy_aborted(Asc::UNREACHABLE_COPY_TARGET)),
         Some(Cscd::Unusable(code)) => Err(copy_aborted(*code)),
         Some(Cscd::Naa(naa)) => req
             .map
             .iter()
             .map(|(_, lu)| lu.as_ref())
             .find(|lu| inquiry::naa_designator(lu) == *naa)
-            .ok_or_else(|| copy_aborted(copy_asc::UNREACHABLE_COPY_TARGET)),
+            .ok_or_else(|| copy_aborted(Asc::UNREACHABLE_COPY_TARGET)),
     }
 }
 
@@ -346,7 +337,7 @@ fn copy_segment(req: &Request<'_>, targets: &[Cscd], s: &Segment) -> Result<u64,
     let (sbs, dbs) = (u64::from(src.block_size()), u64::from(dst.block_size()));
     let bytes = s.blocks * if s.dest_count { dbs } else { sbs };
     if bytes % sbs != 0 || bytes % dbs != 0 {
-        return Err(copy_aborted(copy_asc::INCORRECT_COPY_TARGET_DEVICE_TYPE));
+        return Err(copy_aborted(Asc::INCORRECT_COPY_TARGET_DEVICE_TYPE));
     }
     let in_range = |lu: &LogicalUnit, lba: u64, bs: u64| {
         lba.checked_add(bytes / bs)
@@ -355,7 +346,7 @@ fn copy_segment(req: &Request<'_>, targets: &[Cscd], s: &Segment) -> Result<u64,
     if !in_range(src, s.src_lba, sbs) || !in_range(dst, s.dst_lba, dbs) {
         // The copy target would refuse the LBA: the copy is aborted
         // (SPC-4 §6.4.4) with no more specific code the suite allows.
-        return Err(copy_aborted(asc::NO_ADDITIONAL_SENSE));
+        return Err(copy_aborted(Asc::NO_ADDITIONAL_SENSE));
     }
     if dst.write_protected() {
         return Err(Sense::write_protected());
@@ -374,13 +365,13 @@ fn copy_segment(req: &Request<'_>, targets: &[Cscd], s: &Segment) -> Result<u64,
         let chunk = {
             let _shared = src.shared_access();
             src.backend.read(from + done, n as usize).map_err(|_| {
-                copy_aborted(asc::NO_ADDITIONAL_SENSE).with_info(s.src_lba + done / sbs)
+                copy_aborted(Asc::NO_ADDITIONAL_SENSE).with_info(s.src_lba + done / sbs)
             })?
         };
         {
             let _shared = dst.shared_access();
             dst.backend.write(to + done, &chunk, durable).map_err(|_| {
-                copy_aborted(asc::NO_ADDITIONAL_SENSE).with_info(s.dst_lba + done / dbs)
+                copy_aborted(Asc::NO_ADDITIONAL_SENSE).with_info(s.dst_lba + done / dbs)
             })?;
         }
     }
@@ -396,8 +387,8 @@ pub fn receive_copy_results(
 ) -> Result<Response, Sense> {
     let alloc = cdb.be32(10);
     let data = match cdb.u8(1) & 0x1f {
-        0x00 => copy_status(lu, req.nexus, cdb.u8(2))?,
-        0x03 => operating_parameters(),
+        service_action::RECEIVE_COPY_STATUS_LID1 => copy_status(lu, req.nexus, cdb.u8(2))?,
+        service_action::RECEIVE_COPY_OPERATING_PARAMETERS => operating_parameters(),
         _ => return Err(Sense::invalid_field(1, Some(4))),
     };
     Ok(Response::data(data, alloc))

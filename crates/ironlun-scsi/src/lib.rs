@@ -10,6 +10,10 @@
 //! a transport that runs the access itself ([`LogicalUnit::start`]); and
 //! per-LU I/O counters ([`stats`]).
 //!
+//! The codes themselves (opcodes, status, sense keys, ASC/ASCQ) are
+//! named in ironlun-scsi-codes, which the initiator shares; this crate
+//! gives them meaning.
+//!
 //! **Must not know:** iSCSI (PDUs, sessions, residual flags: it reports
 //! the command's own transfer length and the transport computes residuals),
 //! sockets, or how a backend stores blocks.
@@ -47,22 +51,13 @@ use std::sync::Arc;
 use bytes::Bytes;
 pub use ironlun_backend::Payload;
 pub use ironlun_payload::DataOutBuffer;
+use ironlun_scsi_codes::{opcode, Status};
 
 pub use lu::{LogicalUnit, LuConfig};
 pub use reservations::ItNexus;
 pub use sense::Sense;
 pub use stage::{MediumIo, Start};
 pub use stats::IoSnapshot;
-
-/// SCSI status codes (SAM-5 §5.3.1).
-pub mod status {
-    pub const GOOD: u8 = 0x00;
-    pub const CHECK_CONDITION: u8 = 0x02;
-    pub const BUSY: u8 = 0x08;
-    pub const RESERVATION_CONFLICT: u8 = 0x18;
-    pub const TASK_SET_FULL: u8 = 0x28;
-    pub const TASK_ABORTED: u8 = 0x40;
-}
 
 /// Identifies an I_T nexus (an initiator port talking to a target port,
 /// SAM-5 §4.6): chosen by the transport, opaque here.
@@ -101,7 +96,7 @@ impl<'a> Request<'a> {
 /// What a command produced.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Response {
-    pub status: u8,
+    pub status: Status,
     /// Sense data (CHECK CONDITION), empty otherwise.
     pub sense: Bytes,
     /// Data for the initiator: in memory, or (large reads from a file on
@@ -126,7 +121,7 @@ impl Response {
         data.truncate(alloc as usize);
         let transfer_length = data.len() as u32;
         Response {
-            status: status::GOOD,
+            status: Status::GOOD,
             sense: Bytes::new(),
             data: Payload::from(data),
             transfer_length,
@@ -138,7 +133,7 @@ impl Response {
     pub fn read_data(data: Payload) -> Response {
         let transfer_length = data.len() as u32;
         Response {
-            status: status::GOOD,
+            status: Status::GOOD,
             sense: Bytes::new(),
             data,
             transfer_length,
@@ -214,19 +209,21 @@ impl LunMap {
     fn execute_without_lu(&self, req: &Request<'_>) -> Response {
         let c = cdb::Cdb(req.cdb);
         let fixed = |s: Sense| Response {
-            status: status::CHECK_CONDITION,
+            status: Status::CHECK_CONDITION,
             sense: s.encode(false),
             data: Payload::default(),
             transfer_length: 0,
             abort_nexuses: Vec::new(),
         };
         match c.opcode() {
-            0x12 if !c.bit(1, 0) => Response::data(inquiry::standard_no_lu(), u32::from(c.be16(3))),
-            0x03 => Response::data(
+            opcode::INQUIRY if !c.bit(1, 0) => {
+                Response::data(inquiry::standard_no_lu(), u32::from(c.be16(3)))
+            }
+            opcode::REQUEST_SENSE => Response::data(
                 Sense::lu_not_supported().encode(c.bit(1, 0)).to_vec(),
                 u32::from(c.u8(4)),
             ),
-            0xa0 => match misc::report_luns_for(&self.numbers, &c) {
+            opcode::REPORT_LUNS => match misc::report_luns_for(&self.numbers, &c) {
                 Ok(r) => r,
                 Err(s) => fixed(s),
             },
@@ -241,7 +238,7 @@ impl LunMap {
         match lun.and_then(|n| self.get(n)) {
             Some(lu) => lu.check_condition(sense, 0),
             None => Response {
-                status: status::CHECK_CONDITION,
+                status: Status::CHECK_CONDITION,
                 sense: sense.encode(false),
                 data: Payload::default(),
                 transfer_length: 0,

@@ -15,9 +15,11 @@ use crate::gate::{AccessGate, ExclusiveGuard, HasGate, SharedGuard};
 use crate::ops::{self, OpInfo};
 use crate::reservations::{self, Access, ItNexus, PrState, PrStore, ReservationState};
 use crate::sanitize::SanitizeState;
-use crate::sense::{asc, key, Sense};
+use crate::sense::Sense;
 use crate::stats::{IoSnapshot, IoStats};
-use crate::{status, NexusId, Request, Response};
+use crate::{NexusId, Request, Response};
+use ironlun_scsi_codes::Status;
+use ironlun_scsi_codes::{Asc, SenseKey};
 
 /// Largest number of unit attention conditions queued per nexus; older
 /// ones are dropped first (SPC-4 §5.14: a device may lose UAs it cannot
@@ -251,7 +253,7 @@ impl LogicalUnit {
     /// Counts a finished command.
     pub(crate) fn record(&self, access: Option<Access>, data_out: usize, r: &Response) {
         self.io
-            .record(access, data_out, r.data.len(), r.status == status::GOOD);
+            .record(access, data_out, r.data.len(), r.status == Status::GOOD);
     }
 
     /// Commands and bytes served so far.
@@ -307,7 +309,7 @@ impl LogicalUnit {
     /// `transfer_length` is the command's own length for residuals.
     pub fn check_condition(&self, sense: Sense, transfer_length: u32) -> Response {
         Response {
-            status: status::CHECK_CONDITION,
+            status: Status::CHECK_CONDITION,
             sense: sense.encode(self.mode.d_sense.load(Ordering::Relaxed)),
             data: Payload::default(),
             transfer_length,
@@ -320,16 +322,16 @@ impl LogicalUnit {
     /// or I_T NEXUS LOSS OCCURRED when it replaces a lost one.
     pub fn attach_nexus(&self, nexus: NexusId, identity: ItNexus, replaced: bool) {
         let cond = if replaced {
-            asc::I_T_NEXUS_LOSS_OCCURRED
+            Asc::I_T_NEXUS_LOSS_OCCURRED
         } else {
-            asc::POWER_ON_RESET_OR_BUS_DEVICE_RESET
+            Asc::POWER_ON_RESET_OR_BUS_DEVICE_RESET
         };
         let mut map = self.nexus_map();
         map.insert(
             nexus,
             NexusState {
                 identity,
-                ua: VecDeque::from([Sense::new(key::UNIT_ATTENTION, cond)]),
+                ua: VecDeque::from([Sense::new(SenseKey::UNIT_ATTENTION, cond)]),
             },
         );
         self.recount(&map);
@@ -374,8 +376,8 @@ impl LogicalUnit {
             .collect()
     }
 
-    fn push_ua(q: &mut VecDeque<Sense>, cond: (u8, u8)) {
-        let s = Sense::new(key::UNIT_ATTENTION, cond);
+    fn push_ua(q: &mut VecDeque<Sense>, cond: Asc) {
+        let s = Sense::new(SenseKey::UNIT_ATTENTION, cond);
         if !q.contains(&s) {
             if q.len() >= MAX_UA_PER_NEXUS {
                 q.pop_front();
@@ -386,7 +388,7 @@ impl LogicalUnit {
 
     /// Establishes a unit attention for every nexus except `except`
     /// (SPC-4 §5.14).
-    pub fn establish_ua(&self, cond: (u8, u8), except: Option<NexusId>) {
+    pub fn establish_ua(&self, cond: Asc, except: Option<NexusId>) {
         let mut map = self.nexus_map();
         for (n, st) in map.iter_mut() {
             if Some(*n) != except {
@@ -397,7 +399,7 @@ impl LogicalUnit {
     }
 
     /// Establishes a unit attention for the given nexuses.
-    pub(crate) fn establish_ua_for(&self, nexuses: &[NexusId], cond: (u8, u8)) {
+    pub(crate) fn establish_ua_for(&self, nexuses: &[NexusId], cond: Asc) {
         let mut map = self.nexus_map();
         for n in nexuses {
             if let Some(st) = map.get_mut(n) {
@@ -411,7 +413,7 @@ impl LogicalUnit {
     /// reset unit attention (SAM-5 §6.3.3) and an SPC-2 reservation ends
     /// (SPC-2 §5.5.1); persistent reservations are unaffected.
     pub fn reset(&self) {
-        self.establish_ua(asc::BUS_DEVICE_RESET_FUNCTION_OCCURRED, None);
+        self.establish_ua(Asc::BUS_DEVICE_RESET_FUNCTION_OCCURRED, None);
         self.held_copies().clear();
         let mut st = self.reservations();
         st.spc2 = None;
@@ -422,7 +424,7 @@ impl LogicalUnit {
     /// reservation and is told I_T NEXUS LOSS OCCURRED; persistent
     /// registrations stay.
     pub fn nexus_reset(&self, nexus: NexusId) {
-        self.establish_ua_for(&[nexus], asc::I_T_NEXUS_LOSS_OCCURRED);
+        self.establish_ua_for(&[nexus], Asc::I_T_NEXUS_LOSS_OCCURRED);
         self.release_spc2_of(nexus);
     }
 
@@ -430,14 +432,14 @@ impl LogicalUnit {
     /// with TAS=0 it learns so from COMMANDS CLEARED BY ANOTHER INITIATOR
     /// (SPC-4 §7.5.8, Control mode page TAS).
     pub fn commands_cleared(&self, nexus: NexusId) {
-        self.establish_ua_for(&[nexus], asc::COMMANDS_CLEARED_BY_ANOTHER_INITIATOR);
+        self.establish_ua_for(&[nexus], Asc::COMMANDS_CLEARED_BY_ANOTHER_INITIATOR);
     }
 
     /// Changes the capacity (backend grown or shrunk) and tells every
     /// nexus: CAPACITY DATA HAS CHANGED (SBC-4 §4.10).
     pub fn set_num_blocks(&self, n: u64) {
         self.num_blocks.store(n, Ordering::Relaxed);
-        self.establish_ua(asc::CAPACITY_DATA_HAS_CHANGED, None);
+        self.establish_ua(Asc::CAPACITY_DATA_HAS_CHANGED, None);
     }
 
     fn recount(&self, map: &HashMap<NexusId, NexusState>) {
@@ -511,7 +513,7 @@ impl LogicalUnit {
         };
         r.map_err(|_| {
             self.check_condition(
-                Sense::new(key::HARDWARE_ERROR, asc::INTERNAL_TARGET_FAILURE),
+                Sense::new(SenseKey::HARDWARE_ERROR, Asc::INTERNAL_TARGET_FAILURE),
                 0,
             )
         })

@@ -3,8 +3,9 @@
 
 use crate::cdb::Cdb;
 use crate::lu::LogicalUnit;
-use crate::sense::{asc, key, Sense};
+use crate::sense::Sense;
 use crate::{Request, Response};
+use ironlun_scsi_codes::{Asc, SenseKey};
 
 /// TEST UNIT READY (SPC-4 §6.47): the medium is always present and ready.
 pub fn test_unit_ready(
@@ -28,7 +29,7 @@ pub fn request_sense(
         .sanitize
         .pending_sense()
         .or_else(|| lu.take_ua(req.nexus))
-        .unwrap_or(Sense::new(key::NO_SENSE, asc::NO_ADDITIONAL_SENSE));
+        .unwrap_or(Sense::new(SenseKey::NO_SENSE, Asc::NO_ADDITIONAL_SENSE));
     Ok(Response::data(sense.encode(desc).to_vec(), alloc))
 }
 
@@ -45,7 +46,7 @@ pub fn start_stop_unit(
     let start = cdb.bit(4, 0);
     if power_condition == 0 && !start && !no_flush {
         lu.flush()
-            .map_err(|_| Sense::new(key::MEDIUM_ERROR, asc::WRITE_ERROR))?;
+            .map_err(|_| Sense::new(SenseKey::MEDIUM_ERROR, Asc::WRITE_ERROR))?;
     }
     Ok(Response::good())
 }

@@ -11,8 +11,9 @@ use std::sync::atomic::Ordering;
 
 use crate::cdb::Cdb;
 use crate::lu::LogicalUnit;
-use crate::sense::{asc, key, Sense};
+use crate::sense::Sense;
 use crate::{Request, Response};
+use ironlun_scsi_codes::{opcode, Asc, SenseKey};
 
 const ALL_PAGES: u8 = 0x3f;
 
@@ -132,7 +133,7 @@ fn device_specific(lu: &LogicalUnit) -> u8 {
 }
 
 pub fn mode_sense(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
-    let ten = cdb.opcode() == 0x5a;
+    let ten = cdb.opcode() == opcode::MODE_SENSE_10;
     let dbd = cdb.bit(1, 3);
     let llbaa = ten && cdb.bit(1, 4);
     let pc = match cdb.u8(2) >> 6 {
@@ -142,8 +143,8 @@ pub fn mode_sense(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result
         // Saved values are not implemented (SPC-4 §6.11).
         _ => {
             return Err(Sense::new(
-                key::ILLEGAL_REQUEST,
-                asc::SAVING_PARAMETERS_NOT_SUPPORTED,
+                SenseKey::ILLEGAL_REQUEST,
+                Asc::SAVING_PARAMETERS_NOT_SUPPORTED,
             ))
         }
     };
@@ -208,7 +209,7 @@ pub fn mode_sense(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result
 /// mask) before anything is applied; a change raises MODE PARAMETERS
 /// CHANGED for the other I_T nexuses (SPC-4 §5.14).
 pub fn mode_select(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
-    let ten = cdb.opcode() == 0x55;
+    let ten = cdb.opcode() == opcode::MODE_SELECT_10;
     if !cdb.bit(1, 4) {
         // PF = 0: vendor-specific page format, not supported.
         return Err(Sense::invalid_field(1, Some(4)));
@@ -227,7 +228,7 @@ pub fn mode_select(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result
     }
     let data = req.parameter_list(len);
     let header = if ten { 8 } else { 4 };
-    let length_error = || Sense::new(key::ILLEGAL_REQUEST, asc::PARAMETER_LIST_LENGTH_ERROR);
+    let length_error = || Sense::new(SenseKey::ILLEGAL_REQUEST, Asc::PARAMETER_LIST_LENGTH_ERROR);
     if data.len() < header || data.len() < len {
         return Err(length_error());
     }
@@ -314,7 +315,7 @@ pub fn mode_select(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result
     }
     let after: Vec<Vec<u8>> = PAGES.iter().map(|pg| (pg.build)(lu, true)).collect();
     if before != after {
-        lu.establish_ua(asc::MODE_PARAMETERS_CHANGED, Some(req.nexus));
+        lu.establish_ua(Asc::MODE_PARAMETERS_CHANGED, Some(req.nexus));
     }
     Ok(Response::written(len as u32))
 }

@@ -1,6 +1,7 @@
 //! The opcode table (SPC-4 §4.2, SBC-3 §5): one row per command with its
 //! handler, CDB usage data and flags. Lookup, reserved-bit checking and
-//! REPORT SUPPORTED OPERATION CODES all read this table.
+//! REPORT SUPPORTED OPERATION CODES all read this table. Its keys are the
+//! opcodes and service actions named in ironlun-scsi-codes.
 
 use crate::block;
 use crate::cdb::Cdb;
@@ -14,6 +15,7 @@ use crate::reservations::{self, Access};
 use crate::sanitize as sanitize_op;
 use crate::sense::Sense;
 use crate::{Request, Response};
+use ironlun_scsi_codes::{opcode, service_action};
 
 pub type Handler = fn(&LogicalUnit, &Request<'_>, &Cdb<'_>) -> Result<Response, Sense>;
 
@@ -41,20 +43,36 @@ pub struct OpInfo {
 /// Commands whose work is not bounded by their data transfer: EXTENDED
 /// COPY, WRITE SAME(10/16), UNMAP, SANITIZE.
 pub fn runs_long(cdb: &[u8]) -> bool {
-    matches!(cdb.first(), Some(0x83 | 0x41 | 0x93 | 0x42 | 0x48))
+    matches!(
+        cdb.first().copied(),
+        Some(
+            opcode::THIRD_PARTY_COPY_OUT
+                | opcode::WRITE_SAME_10
+                | opcode::WRITE_SAME_16
+                | opcode::UNMAP
+                | opcode::SANITIZE
+        )
+    )
 }
 
 /// READ(6), READ(10), READ(12), READ(16): their data comes from
 /// [`ironlun_backend::Backend::read_payload`] (SBC-4 §5.11–5.14).
 pub fn reads_medium(cdb: &[u8]) -> bool {
-    matches!(cdb.first(), Some(0x08 | 0x28 | 0xa8 | 0x88))
+    cdb.first().copied().is_some_and(block::is_read)
 }
 
 /// Opcodes whose byte 1 holds a service action (SPC-4 §4.2.5.3).
-fn has_service_action(opcode: u8) -> bool {
+fn has_service_action(op: u8) -> bool {
     matches!(
-        opcode,
-        0x48 | 0x83 | 0x84 | 0x9e | 0x9f | 0xa3 | 0xa4 | 0x7f
+        op,
+        opcode::SANITIZE
+            | opcode::THIRD_PARTY_COPY_OUT
+            | opcode::THIRD_PARTY_COPY_IN
+            | opcode::SERVICE_ACTION_IN_16
+            | opcode::SERVICE_ACTION_OUT_16
+            | opcode::MAINTENANCE_IN
+            | opcode::MAINTENANCE_OUT
+            | opcode::VARIABLE_LENGTH
     )
 }
 
@@ -99,393 +117,541 @@ const L4: [u8; 4] = [0xff; 4];
 /// opcode, then one mask per CDB byte; the last byte is CONTROL.
 pub static OPS: &[OpInfo] = &[
     op!(
-        0x00,
+        opcode::TEST_UNIT_READY,
         None,
         "TEST UNIT READY",
-        &[0x00, 0, 0, 0, 0, 0x00],
+        &[opcode::TEST_UNIT_READY, 0, 0, 0, 0, 0x00],
         misc::test_unit_ready,
         false,
         Other
     ),
     op!(
-        0x03,
+        opcode::REQUEST_SENSE,
         None,
         "REQUEST SENSE",
-        &[0x03, 0x01, 0, 0, 0xff, 0x00],
+        &[opcode::REQUEST_SENSE, 0x01, 0, 0, 0xff, 0x00],
         misc::request_sense,
         true,
         Exempt
     ),
     op!(
-        0x08,
+        opcode::READ_6,
         None,
         "READ(6)",
-        &[0x08, 0x1f, 0xff, 0xff, 0xff, 0x00],
+        &[opcode::READ_6, 0x1f, 0xff, 0xff, 0xff, 0x00],
         block::read,
         false,
         Read
     ),
     op!(
-        0x0a,
+        opcode::WRITE_6,
         None,
         "WRITE(6)",
-        &[0x0a, 0x1f, 0xff, 0xff, 0xff, 0x00],
+        &[opcode::WRITE_6, 0x1f, 0xff, 0xff, 0xff, 0x00],
         block::write,
         false,
         Write
     ),
     op!(
-        0x12,
+        opcode::INQUIRY,
         None,
         "INQUIRY",
-        &[0x12, 0x01, 0xff, 0xff, 0xff, 0x00],
+        &[opcode::INQUIRY, 0x01, 0xff, 0xff, 0xff, 0x00],
         inquiry::inquiry,
         true,
         Exempt
     ),
     op!(
-        0x15,
+        opcode::MODE_SELECT_6,
         None,
         "MODE SELECT(6)",
-        &[0x15, 0x11, 0, 0, 0xff, 0x00],
+        &[opcode::MODE_SELECT_6, 0x11, 0, 0, 0xff, 0x00],
         mode::mode_select,
         false,
         Write
     ),
     op!(
-        0x16,
+        opcode::RESERVE_6,
         None,
         "RESERVE(6)",
-        &[0x16, 0, 0, 0, 0, 0x00],
+        &[opcode::RESERVE_6, 0, 0, 0, 0, 0x00],
         reservations::reserve,
         false,
         Reservation
     ),
     op!(
-        0x17,
+        opcode::RELEASE_6,
         None,
         "RELEASE(6)",
-        &[0x17, 0, 0, 0, 0, 0x00],
+        &[opcode::RELEASE_6, 0, 0, 0, 0, 0x00],
         reservations::release,
         false,
         Reservation
     ),
     op!(
-        0x1a,
+        opcode::MODE_SENSE_6,
         None,
         "MODE SENSE(6)",
-        &[0x1a, 0x08, 0xff, 0xff, 0xff, 0x00],
+        &[opcode::MODE_SENSE_6, 0x08, 0xff, 0xff, 0xff, 0x00],
         mode::mode_sense,
         false,
         Read
     ),
     op!(
-        0x1b,
+        opcode::START_STOP_UNIT,
         None,
         "START STOP UNIT",
-        &[0x1b, 0x01, 0x00, 0x0f, 0xf7, 0x00],
+        &[opcode::START_STOP_UNIT, 0x01, 0x00, 0x0f, 0xf7, 0x00],
         misc::start_stop_unit,
         false,
         Other
     ),
     op!(
-        0x1e,
+        opcode::PREVENT_ALLOW_MEDIUM_REMOVAL,
         None,
         "PREVENT ALLOW MEDIUM REMOVAL",
-        &[0x1e, 0, 0, 0, 0x03, 0x00],
+        &[opcode::PREVENT_ALLOW_MEDIUM_REMOVAL, 0, 0, 0, 0x03, 0x00],
         misc::prevent_allow,
         false,
         Other
     ),
     op!(
-        0x25,
+        opcode::READ_CAPACITY_10,
         None,
         "READ CAPACITY(10)",
-        &[0x25, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00, 0x01, 0x00],
+        &[
+            opcode::READ_CAPACITY_10,
+            0x00,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0x00,
+            0x00,
+            0x01,
+            0x00
+        ],
         block::read_capacity10,
         false,
         Other
     ),
     op!(
-        0x28,
+        opcode::READ_10,
         None,
         "READ(10)",
-        &cdb10(0x28, 0x18),
+        &cdb10(opcode::READ_10, 0x18),
         block::read,
         false,
         Read
     ),
     op!(
-        0x2a,
+        opcode::WRITE_10,
         None,
         "WRITE(10)",
-        &cdb10(0x2a, 0x18),
+        &cdb10(opcode::WRITE_10, 0x18),
         block::write,
         false,
         Write
     ),
     op!(
-        0x2e,
+        opcode::WRITE_AND_VERIFY_10,
         None,
         "WRITE AND VERIFY(10)",
-        &cdb10(0x2e, 0x16),
+        &cdb10(opcode::WRITE_AND_VERIFY_10, 0x16),
         block::write,
         false,
         Write
     ),
     op!(
-        0x2f,
+        opcode::VERIFY_10,
         None,
         "VERIFY(10)",
-        &cdb10(0x2f, 0x16),
+        &cdb10(opcode::VERIFY_10, 0x16),
         block::verify,
         false,
         Read
     ),
     op!(
-        0x34,
+        opcode::PRE_FETCH_10,
         None,
         "PRE-FETCH(10)",
-        &cdb10(0x34, 0x02),
+        &cdb10(opcode::PRE_FETCH_10, 0x02),
         block::prefetch,
         false,
         Read
     ),
     op!(
-        0x35,
+        opcode::SYNCHRONIZE_CACHE_10,
         None,
         "SYNCHRONIZE CACHE(10)",
-        &cdb10(0x35, 0x02),
+        &cdb10(opcode::SYNCHRONIZE_CACHE_10, 0x02),
         block::synchronize_cache,
         false,
         Write
     ),
     op!(
-        0x37,
+        opcode::READ_DEFECT_DATA_10,
         None,
         "READ DEFECT DATA(10)",
-        &[0x37, 0x00, 0x1f, 0, 0, 0, 0, 0xff, 0xff, 0x00],
+        &[
+            opcode::READ_DEFECT_DATA_10,
+            0x00,
+            0x1f,
+            0,
+            0,
+            0,
+            0,
+            0xff,
+            0xff,
+            0x00
+        ],
         block::read_defect_data,
         false,
         Read
     ),
     op!(
-        0x41,
+        opcode::WRITE_SAME_10,
         None,
         "WRITE SAME(10)",
-        &cdb10(0x41, 0x18),
+        &cdb10(opcode::WRITE_SAME_10, 0x18),
         block::write_same,
         false,
         Write
     ),
     op!(
-        0x42,
+        opcode::UNMAP,
         None,
         "UNMAP",
-        &[0x42, 0x01, 0, 0, 0, 0, 0x1f, 0xff, 0xff, 0x00],
+        &[opcode::UNMAP, 0x01, 0, 0, 0, 0, 0x1f, 0xff, 0xff, 0x00],
         provisioning::unmap,
         false,
         Write,
         thin
     ),
     op!(
-        0x55,
+        opcode::MODE_SELECT_10,
         None,
         "MODE SELECT(10)",
-        &[0x55, 0x11, 0, 0, 0, 0, 0, 0xff, 0xff, 0x00],
+        &[
+            opcode::MODE_SELECT_10,
+            0x11,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0xff,
+            0xff,
+            0x00
+        ],
         mode::mode_select,
         false,
         Write
     ),
     op!(
-        0x56,
+        opcode::RESERVE_10,
         None,
         "RESERVE(10)",
-        &[0x56, 0, 0, 0, 0, 0, 0, 0, 0, 0x00],
+        &[opcode::RESERVE_10, 0, 0, 0, 0, 0, 0, 0, 0, 0x00],
         reservations::reserve,
         false,
         Reservation
     ),
     op!(
-        0x57,
+        opcode::RELEASE_10,
         None,
         "RELEASE(10)",
-        &[0x57, 0, 0, 0, 0, 0, 0, 0, 0, 0x00],
+        &[opcode::RELEASE_10, 0, 0, 0, 0, 0, 0, 0, 0, 0x00],
         reservations::release,
         false,
         Reservation
     ),
     op!(
-        0x5a,
+        opcode::MODE_SENSE_10,
         None,
         "MODE SENSE(10)",
-        &[0x5a, 0x18, 0xff, 0xff, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00],
+        &[
+            opcode::MODE_SENSE_10,
+            0x18,
+            0xff,
+            0xff,
+            0x00,
+            0x00,
+            0x00,
+            0xff,
+            0xff,
+            0x00
+        ],
         mode::mode_sense,
         false,
         Read
     ),
     op!(
-        0x48,
-        Some(0x01),
+        opcode::SANITIZE,
+        Some(service_action::SANITIZE_OVERWRITE),
         "SANITIZE OVERWRITE",
-        &[0x48, 0xbf, 0, 0, 0, 0, 0, 0xff, 0xff, 0x00],
+        &[opcode::SANITIZE, 0xbf, 0, 0, 0, 0, 0, 0xff, 0xff, 0x00],
         sanitize_op::sanitize,
         false,
         Write,
         sanitize
     ),
     op!(
-        0x48,
-        Some(0x02),
+        opcode::SANITIZE,
+        Some(service_action::SANITIZE_BLOCK_ERASE),
         "SANITIZE BLOCK ERASE",
-        &[0x48, 0xbf, 0, 0, 0, 0, 0, 0xff, 0xff, 0x00],
+        &[opcode::SANITIZE, 0xbf, 0, 0, 0, 0, 0, 0xff, 0xff, 0x00],
         sanitize_op::sanitize,
         false,
         Write,
         sanitize_thin
     ),
     op!(
-        0x48,
-        Some(0x1f),
+        opcode::SANITIZE,
+        Some(service_action::SANITIZE_EXIT_FAILURE_MODE),
         "SANITIZE EXIT FAILURE MODE",
-        &[0x48, 0xbf, 0, 0, 0, 0, 0, 0xff, 0xff, 0x00],
+        &[opcode::SANITIZE, 0xbf, 0, 0, 0, 0, 0, 0xff, 0xff, 0x00],
         sanitize_op::sanitize,
         false,
         Write,
         sanitize
     ),
     op!(
-        0x5e,
+        opcode::PERSISTENT_RESERVE_IN,
         None,
         "PERSISTENT RESERVE IN",
-        &[0x5e, 0x1f, 0, 0, 0, 0, 0, 0xff, 0xff, 0x00],
+        &[
+            opcode::PERSISTENT_RESERVE_IN,
+            0x1f,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0xff,
+            0xff,
+            0x00
+        ],
         reservations::persistent_reserve_in,
         false,
         Reservation
     ),
     op!(
-        0x5f,
+        opcode::PERSISTENT_RESERVE_OUT,
         None,
         "PERSISTENT RESERVE OUT",
-        &[0x5f, 0x1f, 0xff, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x00],
+        &[
+            opcode::PERSISTENT_RESERVE_OUT,
+            0x1f,
+            0xff,
+            0,
+            0,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0x00
+        ],
         reservations::persistent_reserve_out,
         false,
         Reservation
     ),
     op!(
-        0x83,
-        Some(0x00),
+        opcode::THIRD_PARTY_COPY_OUT,
+        Some(service_action::EXTENDED_COPY_LID1),
         "EXTENDED COPY(LID1)",
-        &[0x83, 0x1f, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
+        &[
+            opcode::THIRD_PARTY_COPY_OUT,
+            0x1f,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0x00,
+            0x00
+        ],
         copy::extended_copy,
         false,
         Write
     ),
     op!(
-        0x84,
-        Some(0x00),
+        opcode::THIRD_PARTY_COPY_IN,
+        Some(service_action::RECEIVE_COPY_STATUS_LID1),
         "RECEIVE COPY STATUS(LID1)",
-        &[0x84, 0x1f, 0xff, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
+        &[
+            opcode::THIRD_PARTY_COPY_IN,
+            0x1f,
+            0xff,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0x00,
+            0x00
+        ],
         copy::receive_copy_results,
         false,
         Read
     ),
     op!(
-        0x84,
-        Some(0x03),
+        opcode::THIRD_PARTY_COPY_IN,
+        Some(service_action::RECEIVE_COPY_OPERATING_PARAMETERS),
         "RECEIVE COPY OPERATING PARAMETERS",
-        &[0x84, 0x1f, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
+        &[
+            opcode::THIRD_PARTY_COPY_IN,
+            0x1f,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0x00,
+            0x00
+        ],
         copy::receive_copy_results,
         false,
         Read
     ),
     op!(
-        0x88,
+        opcode::READ_16,
         None,
         "READ(16)",
-        &cdb16(0x88, 0x18),
+        &cdb16(opcode::READ_16, 0x18),
         block::read,
         false,
         Read
     ),
     op!(
-        0x89,
+        opcode::COMPARE_AND_WRITE,
         None,
         "COMPARE AND WRITE",
-        &[0x89, 0x1a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0xff, 0x1f, 0x00],
+        &[
+            opcode::COMPARE_AND_WRITE,
+            0x1a,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0,
+            0,
+            0,
+            0xff,
+            0x1f,
+            0x00
+        ],
         block::compare_and_write,
         false,
         Write
     ),
     op!(
-        0x8a,
+        opcode::WRITE_16,
         None,
         "WRITE(16)",
-        &cdb16(0x8a, 0x18),
+        &cdb16(opcode::WRITE_16, 0x18),
         block::write,
         false,
         Write
     ),
     op!(
-        0x8b,
+        opcode::ORWRITE_16,
         None,
         "ORWRITE(16)",
-        &cdb16(0x8b, 0x1a),
+        &cdb16(opcode::ORWRITE_16, 0x1a),
         block::orwrite,
         false,
         Write
     ),
     op!(
-        0x8e,
+        opcode::WRITE_AND_VERIFY_16,
         None,
         "WRITE AND VERIFY(16)",
-        &cdb16(0x8e, 0x16),
+        &cdb16(opcode::WRITE_AND_VERIFY_16, 0x16),
         block::write,
         false,
         Write
     ),
     op!(
-        0x8f,
+        opcode::VERIFY_16,
         None,
         "VERIFY(16)",
-        &cdb16(0x8f, 0x16),
+        &cdb16(opcode::VERIFY_16, 0x16),
         block::verify,
         false,
         Read
     ),
     op!(
-        0x90,
+        opcode::PRE_FETCH_16,
         None,
         "PRE-FETCH(16)",
-        &cdb16(0x90, 0x02),
+        &cdb16(opcode::PRE_FETCH_16, 0x02),
         block::prefetch,
         false,
         Read
     ),
     op!(
-        0x91,
+        opcode::SYNCHRONIZE_CACHE_16,
         None,
         "SYNCHRONIZE CACHE(16)",
-        &cdb16(0x91, 0x02),
+        &cdb16(opcode::SYNCHRONIZE_CACHE_16, 0x02),
         block::synchronize_cache,
         false,
         Write
     ),
     op!(
-        0x93,
+        opcode::WRITE_SAME_16,
         None,
         "WRITE SAME(16)",
-        &cdb16(0x93, 0x19),
+        &cdb16(opcode::WRITE_SAME_16, 0x19),
         block::write_same,
         false,
         Write
     ),
     op!(
-        0x9c,
+        opcode::WRITE_ATOMIC_16,
         None,
         "WRITE ATOMIC(16)",
         &[
-            0x9c, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0xff, 0xff, 0x1f,
+            opcode::WRITE_ATOMIC_16,
+            0x18,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0,
+            0,
+            0xff,
+            0xff,
+            0x1f,
             0x00
         ],
         block::write_atomic,
@@ -493,24 +659,52 @@ pub static OPS: &[OpInfo] = &[
         Write
     ),
     op!(
-        0x9e,
-        Some(0x10),
+        opcode::SERVICE_ACTION_IN_16,
+        Some(service_action::READ_CAPACITY_16),
         "READ CAPACITY(16)",
         &[
-            0x9e, 0x1f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-            0x01, 0x00
+            opcode::SERVICE_ACTION_IN_16,
+            0x1f,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0x01,
+            0x00
         ],
         block::read_capacity16,
         false,
         Other
     ),
     op!(
-        0x9e,
-        Some(0x12),
+        opcode::SERVICE_ACTION_IN_16,
+        Some(service_action::GET_LBA_STATUS),
         "GET LBA STATUS",
         &[
-            0x9e, 0x1f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-            0x00, 0x00
+            opcode::SERVICE_ACTION_IN_16,
+            0x1f,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0x00,
+            0x00
         ],
         provisioning::get_lba_status,
         false,
@@ -518,73 +712,125 @@ pub static OPS: &[OpInfo] = &[
         thin
     ),
     op!(
-        0xa0,
+        opcode::REPORT_LUNS,
         None,
         "REPORT LUNS",
-        &[0xa0, 0x00, 0xff, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
+        &[
+            opcode::REPORT_LUNS,
+            0x00,
+            0xff,
+            0x00,
+            0x00,
+            0x00,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0x00,
+            0x00
+        ],
         misc::report_luns,
         true,
         Exempt
     ),
     op!(
-        0xa3,
-        Some(0x0c),
+        opcode::MAINTENANCE_IN,
+        Some(service_action::REPORT_SUPPORTED_OPERATION_CODES),
         "REPORT SUPPORTED OPERATION CODES",
-        &[0xa3, 0x1f, 0x87, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
+        &[
+            opcode::MAINTENANCE_IN,
+            0x1f,
+            0x87,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0x00,
+            0x00
+        ],
         report_supported_opcodes,
         false,
         Exempt
     ),
     op!(
-        0xa3,
-        Some(0x0d),
+        opcode::MAINTENANCE_IN,
+        Some(service_action::REPORT_SUPPORTED_TASK_MANAGEMENT_FUNCTIONS),
         "REPORT SUPPORTED TASK MANAGEMENT FUNCTIONS",
-        &[0xa3, 0x1f, 0x80, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
+        &[
+            opcode::MAINTENANCE_IN,
+            0x1f,
+            0x80,
+            0x00,
+            0x00,
+            0x00,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0x00,
+            0x00
+        ],
         misc::report_supported_tmfs,
         false,
         Exempt
     ),
     op!(
-        0xa8,
+        opcode::READ_12,
         None,
         "READ(12)",
-        &cdb12(0xa8, 0x18),
+        &cdb12(opcode::READ_12, 0x18),
         block::read,
         false,
         Read
     ),
     op!(
-        0xaa,
+        opcode::WRITE_12,
         None,
         "WRITE(12)",
-        &cdb12(0xaa, 0x18),
+        &cdb12(opcode::WRITE_12, 0x18),
         block::write,
         false,
         Write
     ),
     op!(
-        0xae,
+        opcode::WRITE_AND_VERIFY_12,
         None,
         "WRITE AND VERIFY(12)",
-        &cdb12(0xae, 0x16),
+        &cdb12(opcode::WRITE_AND_VERIFY_12, 0x16),
         block::write,
         false,
         Write
     ),
     op!(
-        0xaf,
+        opcode::VERIFY_12,
         None,
         "VERIFY(12)",
-        &cdb12(0xaf, 0x16),
+        &cdb12(opcode::VERIFY_12, 0x16),
         block::verify,
         false,
         Read
     ),
     op!(
-        0xb7,
+        opcode::READ_DEFECT_DATA_12,
         None,
         "READ DEFECT DATA(12)",
-        &[0xb7, 0x1f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
+        &[
+            opcode::READ_DEFECT_DATA_12,
+            0x1f,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0x00,
+            0x00
+        ],
         block::read_defect_data,
         false,
         Read

@@ -8,8 +8,9 @@
 use crate::block::{check_range, write_error};
 use crate::cdb::Cdb;
 use crate::lu::LogicalUnit;
-use crate::sense::{asc, key, Sense};
+use crate::sense::Sense;
 use crate::{Request, Response};
+use ironlun_scsi_codes::{Asc, SenseKey};
 
 /// MAXIMUM UNMAP BLOCK DESCRIPTOR COUNT (VPD B0).
 pub const MAX_UNMAP_DESCRIPTORS: u32 = 256;
@@ -43,8 +44,8 @@ pub fn unmap(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Respo
     let data = req.parameter_list(param_len);
     if param_len < 8 || data.len() < 8 {
         return Err(Sense::new(
-            key::ILLEGAL_REQUEST,
-            asc::PARAMETER_LIST_LENGTH_ERROR,
+            SenseKey::ILLEGAL_REQUEST,
+            Asc::PARAMETER_LIST_LENGTH_ERROR,
         ));
     }
     let c = Cdb(data);

@@ -13,8 +13,9 @@ use std::fmt::Write as _;
 
 use crate::cdb::Cdb;
 use crate::lu::LogicalUnit;
-use crate::sense::{asc, key, Sense};
-use crate::{status, NexusId, Request, Response};
+use crate::sense::Sense;
+use crate::{NexusId, Request, Response};
+use ironlun_scsi_codes::{opcode, service_action, Asc, SenseKey, Status};
 
 /// The identity of an I_T nexus, stable across sessions.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -254,7 +255,7 @@ pub struct ReservationState {
 
 fn conflict() -> Response {
     Response {
-        status: status::RESERVATION_CONFLICT,
+        status: Status::RESERVATION_CONFLICT,
         ..Response::default()
     }
 }
@@ -264,7 +265,7 @@ fn conflict() -> Response {
 pub fn reserve(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
     // RESERVE(10) 3RDPTY and LONGID, and the obsolete extent bits, are
     // not supported.
-    if cdb.opcode() == 0x56 && cdb.u8(1) & 0x13 != 0 {
+    if cdb.opcode() == opcode::RESERVE_10 && cdb.u8(1) & 0x13 != 0 {
         return Err(Sense::invalid_field(1, None));
     }
     let mut st = lu.reservations();
@@ -309,16 +310,14 @@ pub fn persistent_reserve_in(
     let pr = &st.pr;
     let mut out = Vec::new();
     match sa {
-        // READ KEYS.
-        0x00 => {
+        service_action::READ_KEYS => {
             out.extend_from_slice(&pr.generation.to_be_bytes());
             out.extend_from_slice(&((8 * pr.registrations.len()) as u32).to_be_bytes());
             for r in &pr.registrations {
                 out.extend_from_slice(&r.key.to_be_bytes());
             }
         }
-        // READ RESERVATION.
-        0x01 => {
+        service_action::READ_RESERVATION => {
             out.extend_from_slice(&pr.generation.to_be_bytes());
             match &pr.reservation {
                 None => out.extend_from_slice(&0u32.to_be_bytes()),
@@ -339,8 +338,8 @@ pub fn persistent_reserve_in(
                 }
             }
         }
-        // REPORT CAPABILITIES (SPC-4 §6.15.4).
-        0x02 => {
+        // SPC-4 §6.15.4.
+        service_action::REPORT_CAPABILITIES => {
             out.extend_from_slice(&8u16.to_be_bytes());
             // CRH (SPC-2 reservation handling), ATP_C (ALL_TG_PT), PTPL_C
             // when a store exists.
@@ -353,8 +352,8 @@ pub fn persistent_reserve_in(
             out.push(0x01);
             out.extend_from_slice(&[0; 2]);
         }
-        // READ FULL STATUS (SPC-4 §6.15.5).
-        0x03 => {
+        // SPC-4 §6.15.5.
+        service_action::READ_FULL_STATUS => {
             out.extend_from_slice(&pr.generation.to_be_bytes());
             out.extend_from_slice(&[0; 4]);
             for r in &pr.registrations {
@@ -448,8 +447,10 @@ pub fn persistent_reserve_out(
     let before = st.pr.clone();
     let mut effects = Effects::default();
     let outcome = match sa {
-        0x07 => register_and_move(lu, &mut st, &nexus, data, len),
-        0x00..=0x06 => service_action(lu, &mut st, &nexus, sa, cdb, data, len, &mut effects),
+        service_action::REGISTER_AND_MOVE => register_and_move(lu, &mut st, &nexus, data, len),
+        service_action::REGISTER..=service_action::REGISTER_AND_IGNORE_EXISTING_KEY => {
+            pr_out_action(lu, &mut st, &nexus, sa, cdb, data, len, &mut effects)
+        }
         _ => Err(Refusal::Check(Sense::invalid_field(1, Some(4)))),
     };
     match outcome {
@@ -481,13 +482,13 @@ pub fn persistent_reserve_out(
 #[derive(Default)]
 struct Effects {
     /// Unit attentions for these nexuses.
-    notices: Vec<(Vec<NexusId>, (u8, u8))>,
+    notices: Vec<(Vec<NexusId>, Asc)>,
     /// Nexuses whose tasks are aborted (PREEMPT AND ABORT).
     abort: Vec<NexusId>,
 }
 
 impl Effects {
-    fn notify(&mut self, who: Vec<NexusId>, cond: (u8, u8)) {
+    fn notify(&mut self, who: Vec<NexusId>, cond: Asc) {
         self.notices.push((who, cond));
     }
 }
@@ -496,7 +497,7 @@ impl Effects {
 /// AND IGNORE EXISTING KEY, with the 24-byte parameter list
 /// (SPC-4 §6.16.3).
 #[allow(clippy::too_many_arguments)]
-fn service_action(
+fn pr_out_action(
     lu: &LogicalUnit,
     st: &mut ReservationState,
     nexus: &ItNexus,
@@ -509,7 +510,7 @@ fn service_action(
     let scope = cdb.u8(2) >> 4;
     let ty = cdb.u8(2) & 0x0f;
     if len != 24 || data.len() < 24 {
-        return Err(Sense::new(key::ILLEGAL_REQUEST, asc::PARAMETER_LIST_LENGTH_ERROR).into());
+        return Err(Sense::new(SenseKey::ILLEGAL_REQUEST, Asc::PARAMETER_LIST_LENGTH_ERROR).into());
     }
     let p = Cdb(data);
     let res_key = p.be64(0);
@@ -536,8 +537,8 @@ fn service_action(
         // REGISTER and REGISTER AND IGNORE EXISTING KEY (§5.13.7): a
         // registered nexus must present its key to REGISTER, an
         // unregistered one must present zero.
-        0x00 | 0x06 => {
-            if sa == 0x00 && registered.unwrap_or(0) != res_key {
+        service_action::REGISTER | service_action::REGISTER_AND_IGNORE_EXISTING_KEY => {
+            if sa == service_action::REGISTER && registered.unwrap_or(0) != res_key {
                 return Err(Refusal::Conflict);
             }
             if sa_key == 0 {
@@ -559,7 +560,7 @@ fn service_action(
         // RESERVE (§5.13.9): a second RESERVE of the same type by the
         // holder is fine; anything else over an existing reservation
         // conflicts.
-        0x01 => {
+        service_action::RESERVE => {
             check_scope_type(scope, ty)?;
             key_matches()?;
             match &st.pr.reservation {
@@ -574,34 +575,34 @@ fn service_action(
             }
         }
         // RELEASE (§5.13.10).
-        0x02 => {
+        service_action::RELEASE => {
             check_scope_type(scope, ty)?;
             key_matches()?;
             if let Some(r) = st.pr.reservation.clone() {
                 if st.pr.holds(nexus) {
                     if r.pr_type != ty {
                         return Err(Sense::new(
-                            key::ILLEGAL_REQUEST,
-                            asc::INVALID_RELEASE_OF_PERSISTENT_RESERVATION,
+                            SenseKey::ILLEGAL_REQUEST,
+                            Asc::INVALID_RELEASE_OF_PERSISTENT_RESERVATION,
                         )
                         .into());
                     }
                     st.pr.reservation = None;
                     if pr_type::registrants(r.pr_type) {
                         let others = other_registrants(lu, st, nexus);
-                        effects.notify(others, asc::RESERVATIONS_RELEASED);
+                        effects.notify(others, Asc::RESERVATIONS_RELEASED);
                     }
                 }
             }
         }
         // CLEAR (§5.13.11).
-        0x03 => {
+        service_action::CLEAR => {
             key_matches()?;
             let others = other_registrants(lu, st, nexus);
             st.pr.registrations.clear();
             st.pr.reservation = None;
             st.pr.generation = st.pr.generation.wrapping_add(1);
-            effects.notify(others, asc::RESERVATIONS_PREEMPTED);
+            effects.notify(others, Asc::RESERVATIONS_PREEMPTED);
         }
         // PREEMPT and PREEMPT AND ABORT (§5.13.12); the latter also ends
         // the preempted nexuses' tasks on this LU (§5.13.12.2.3).
@@ -609,7 +610,7 @@ fn service_action(
             check_scope_type(scope, ty)?;
             key_matches()?;
             let preempted = preempt(lu, st, nexus, sa_key, ty, effects)?;
-            if sa == 0x05 {
+            if sa == service_action::PREEMPT_AND_ABORT {
                 effects.abort = preempted;
             }
         }
@@ -649,7 +650,7 @@ fn unregister(lu: &LogicalUnit, st: &mut ReservationState, nexus: &ItNexus, effe
         st.pr.reservation = None;
         if pr_type::registrants(r.pr_type) {
             let others = other_registrants(lu, st, nexus);
-            effects.notify(others, asc::RESERVATIONS_RELEASED);
+            effects.notify(others, Asc::RESERVATIONS_RELEASED);
         }
     }
 }
@@ -695,7 +696,7 @@ fn preempt(
         });
     }
     st.pr.generation = st.pr.generation.wrapping_add(1);
-    effects.notify(sessions.clone(), asc::REGISTRATIONS_PREEMPTED);
+    effects.notify(sessions.clone(), Asc::REGISTRATIONS_PREEMPTED);
     Ok(sessions)
 }
 
@@ -709,7 +710,7 @@ fn register_and_move(
     len: usize,
 ) -> Result<(), Refusal> {
     if len < 24 || data.len() < len {
-        return Err(Sense::new(key::ILLEGAL_REQUEST, asc::PARAMETER_LIST_LENGTH_ERROR).into());
+        return Err(Sense::new(SenseKey::ILLEGAL_REQUEST, Asc::PARAMETER_LIST_LENGTH_ERROR).into());
     }
     let p = Cdb(data);
     let res_key = p.be64(0);

@@ -16,13 +16,10 @@ use std::sync::Arc;
 use crate::cdb::Cdb;
 use crate::lu::LogicalUnit;
 use crate::reservations::Access;
-use crate::sense::{key, Sense};
+use crate::sense::Sense;
 use crate::{Request, Response};
+use ironlun_scsi_codes::{opcode, service_action, Asc, SenseKey};
 
-/// LOGICAL UNIT NOT READY, SANITIZE IN PROGRESS.
-const SANITIZE_IN_PROGRESS: (u8, u8) = (0x04, 0x1b);
-/// SANITIZE COMMAND FAILED.
-const SANITIZE_COMMAND_FAILED: (u8, u8) = (0x31, 0x03);
 /// Bytes written per step of an overwrite pass.
 const CHUNK: usize = 1 << 20;
 
@@ -40,8 +37,8 @@ pub struct SanitizeState {
 impl SanitizeState {
     /// The refusal for a command while a sanitize runs or after one
     /// failed; `None` lets it through.
-    pub(crate) fn gate(&self, access: Access, opcode: u8) -> Option<Sense> {
-        if access == Access::Exempt || opcode == 0x03 {
+    pub(crate) fn gate(&self, access: Access, op: u8) -> Option<Sense> {
+        if access == Access::Exempt || op == opcode::REQUEST_SENSE {
             return None;
         }
         if self.running.load(Ordering::Acquire) {
@@ -49,9 +46,12 @@ impl SanitizeState {
         }
         if self.failed.load(Ordering::Acquire)
             && matches!(access, Access::Read | Access::Write)
-            && opcode != 0x48
+            && op != opcode::SANITIZE
         {
-            return Some(Sense::new(key::MEDIUM_ERROR, SANITIZE_COMMAND_FAILED));
+            return Some(Sense::new(
+                SenseKey::MEDIUM_ERROR,
+                Asc::SANITIZE_COMMAND_FAILED,
+            ));
         }
         None
     }
@@ -64,7 +64,7 @@ impl SanitizeState {
     }
 
     fn in_progress(&self) -> Sense {
-        Sense::new(key::NOT_READY, SANITIZE_IN_PROGRESS)
+        Sense::new(SenseKey::NOT_READY, Asc::LU_NOT_READY_SANITIZE_IN_PROGRESS)
             .with_progress(self.progress.load(Ordering::Relaxed))
     }
 }
@@ -115,10 +115,14 @@ pub fn sanitize(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Re
         return Err(Sense::write_protected());
     }
     let job = match sa {
-        0x01 => overwrite_params(lu, len, req.data())?,
-        0x02 | 0x1f if len != 0 => return Err(Sense::invalid_field(7, None)),
-        0x02 => Job::BlockErase,
-        0x1f => {
+        service_action::SANITIZE_OVERWRITE => overwrite_params(lu, len, req.data())?,
+        service_action::SANITIZE_BLOCK_ERASE | service_action::SANITIZE_EXIT_FAILURE_MODE
+            if len != 0 =>
+        {
+            return Err(Sense::invalid_field(7, None))
+        }
+        service_action::SANITIZE_BLOCK_ERASE => Job::BlockErase,
+        service_action::SANITIZE_EXIT_FAILURE_MODE => {
             lu.sanitize.failed.store(false, Ordering::Release);
             return Ok(Response::good());
         }
@@ -149,8 +153,8 @@ pub fn sanitize(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Re
             // No thread could be made; nothing was started.
             st.running.store(false, Ordering::Release);
             return Err(Sense::new(
-                key::HARDWARE_ERROR,
-                crate::sense::asc::INTERNAL_TARGET_FAILURE,
+                SenseKey::HARDWARE_ERROR,
+                Asc::INTERNAL_TARGET_FAILURE,
             ));
         }
     }
@@ -169,7 +173,7 @@ fn run(lu: &LogicalUnit, job: &Job) -> Result<(), Sense> {
         Job::BlockErase => lu
             .backend
             .deallocate(0, lu.num_blocks() * u64::from(lu.block_size()))
-            .map_err(|_| Sense::new(key::MEDIUM_ERROR, SANITIZE_COMMAND_FAILED)),
+            .map_err(|_| Sense::new(SenseKey::MEDIUM_ERROR, Asc::SANITIZE_COMMAND_FAILED)),
     };
     let st = &lu.sanitize;
     st.failed.store(r.is_err(), Ordering::Release);
@@ -191,7 +195,7 @@ fn overwrite(lu: &LogicalUnit, pattern: &[u8], passes: u8, invert: bool) -> Resu
         .collect();
     let inverted: Vec<u8> = chunk.iter().map(|b| !b).collect();
     let work = total * u64::from(passes);
-    let failed = || Sense::new(key::MEDIUM_ERROR, SANITIZE_COMMAND_FAILED);
+    let failed = || Sense::new(SenseKey::MEDIUM_ERROR, Asc::SANITIZE_COMMAND_FAILED);
     for pass in 0..u64::from(passes) {
         // INVERT: every other pass writes the inverted pattern, the last
         // one the pattern itself.

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use ironlun_backend::{Backend, RamBackend};
 
-use crate::{status, DataOutBuffer, ItNexus, LogicalUnit, LuConfig, LunMap, NexusId, Response};
+use crate::{DataOutBuffer, ItNexus, LogicalUnit, LuConfig, LunMap, NexusId, Response};
+use ironlun_scsi_codes::{opcode, SenseKey, Status};
 
 pub(crate) const N: NexusId = NexusId(1);
 
@@ -60,16 +61,16 @@ pub(crate) fn run_out(m: &LunMap, cdb: &[u8], data: &[u8]) -> Response {
 }
 
 /// (sense key, ASC, ASCQ) of a fixed- or descriptor-format response.
-pub(crate) fn sense_of(r: &Response) -> (u8, u8, u8) {
+pub(crate) fn sense_of(r: &Response) -> (SenseKey, u8, u8) {
     assert_eq!(
         r.status,
-        status::CHECK_CONDITION,
+        Status::CHECK_CONDITION,
         "expected CHECK CONDITION"
     );
     let s = &r.sense;
     match s[0] & 0x7f {
-        0x70 => (s[2] & 0x0f, s[12], s[13]),
-        0x72 => (s[1] & 0x0f, s[2], s[3]),
+        0x70 => (SenseKey(s[2] & 0x0f), s[12], s[13]),
+        0x72 => (SenseKey(s[1] & 0x0f), s[2], s[3]),
         other => panic!("sense format {other:#x}"),
     }
 }
@@ -77,12 +78,12 @@ pub(crate) fn sense_of(r: &Response) -> (u8, u8, u8) {
 pub(crate) fn read10(lba: u32, blocks: u16) -> [u8; 10] {
     let l = lba.to_be_bytes();
     let n = blocks.to_be_bytes();
-    [0x28, 0, l[0], l[1], l[2], l[3], 0, n[0], n[1], 0]
+    [opcode::READ_10, 0, l[0], l[1], l[2], l[3], 0, n[0], n[1], 0]
 }
 
 pub(crate) fn write10(lba: u32, blocks: u16, flags: u8) -> [u8; 10] {
     let mut c = read10(lba, blocks);
-    c[0] = 0x2a;
+    c[0] = opcode::WRITE_10;
     c[1] = flags;
     c
 }

@@ -8,23 +8,64 @@ use bytes::Bytes;
 use ironlun_backend::testing::{Faults, FaultyBackend};
 use ironlun_backend::{Backend, RamBackend};
 
-use crate::sense::key;
 use crate::test_util::{cdb16, cfg, lu_with, ram_map, read10, run, run_out, sense_of, write10, N};
-use crate::{status, DataOutBuffer};
+use crate::DataOutBuffer;
+use ironlun_scsi_codes::Status;
+use ironlun_scsi_codes::{opcode, SenseKey};
 
 #[test]
 fn read_capacity_10_and_16() {
     let m = ram_map(2048, 4096);
-    let r = run(&m, &[0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    let r = run(&m, &[opcode::READ_CAPACITY_10, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
     assert_eq!(&r.bytes()[..], &[0, 0, 0x07, 0xff, 0, 0, 0x10, 0]);
-    let r = run(&m, &[0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0]);
+    let r = run(
+        &m,
+        &[
+            opcode::SERVICE_ACTION_IN_16,
+            0x10,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            32,
+            0,
+            0,
+        ],
+    );
     assert_eq!(r.data.len(), 32);
     assert_eq!(u64::from_be_bytes(r.bytes()[..8].try_into().unwrap()), 2047);
     assert_eq!(
         u32::from_be_bytes(r.bytes()[8..12].try_into().unwrap()),
         4096
     );
-    let r = run(&m, &[0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 0, 0]);
+    let r = run(
+        &m,
+        &[
+            opcode::SERVICE_ACTION_IN_16,
+            0x10,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            12,
+            0,
+            0,
+        ],
+    );
     assert_eq!(r.data.len(), 12);
 }
 
@@ -33,40 +74,46 @@ fn write_then_read_round_trips_all_sizes() {
     let m = ram_map(1000, 512);
     let data: Vec<u8> = (0..1024u32).map(|i| (i * 7) as u8).collect();
     let r = run_out(&m, &write10(10, 2, 0), &data);
-    assert_eq!(r.status, status::GOOD);
+    assert_eq!(r.status, Status::GOOD);
     assert_eq!(r.transfer_length, 1024);
     assert_eq!(&run(&m, &read10(10, 2)).bytes()[..], &data[..]);
     // READ(6), (12) and (16) see the same data.
-    assert_eq!(&run(&m, &[0x08, 0, 0, 10, 2, 0]).bytes()[..], &data[..]);
     assert_eq!(
-        &run(&m, &[0xa8, 0, 0, 0, 0, 10, 0, 0, 0, 2, 0, 0]).bytes()[..],
+        &run(&m, &[opcode::READ_6, 0, 0, 10, 2, 0]).bytes()[..],
+        &data[..]
+    );
+    assert_eq!(
+        &run(&m, &[opcode::READ_12, 0, 0, 0, 0, 10, 0, 0, 0, 2, 0, 0]).bytes()[..],
         &data[..]
     );
     let r16 = [0x88, 0, 0, 0, 0, 0, 0, 0, 0, 10, 0, 0, 0, 2, 0, 0];
     assert_eq!(&run(&m, &r16).bytes()[..], &data[..]);
     // WRITE(16) with FUA, then WRITE AND VERIFY(10) with BYTCHK=1.
     let w16 = [0x8a, 0x08, 0, 0, 0, 0, 0, 0, 0, 20, 0, 0, 0, 1, 0, 0];
-    assert_eq!(run_out(&m, &w16, &data[..512]).status, status::GOOD);
+    assert_eq!(run_out(&m, &w16, &data[..512]).status, Status::GOOD);
     let wv = [0x2e, 0x02, 0, 0, 0, 21, 0, 0, 1, 0];
-    assert_eq!(run_out(&m, &wv, &data[..512]).status, status::GOOD);
+    assert_eq!(run_out(&m, &wv, &data[..512]).status, Status::GOOD);
     assert_eq!(
         &run(&m, &read10(20, 2)).bytes()[..],
         &[&data[..512], &data[..512]].concat()[..]
     );
     // READ(6) transfer length 0 means 256 blocks.
-    assert_eq!(run(&m, &[0x08, 0, 0, 0, 0, 0]).data.len(), 256 * 512);
+    assert_eq!(
+        run(&m, &[opcode::READ_6, 0, 0, 0, 0, 0]).data.len(),
+        256 * 512
+    );
 }
 
 #[test]
 fn lba_out_of_range_and_zero_length() {
     let m = ram_map(100, 512);
-    let oob = (key::ILLEGAL_REQUEST, 0x21, 0x00);
+    let oob = (SenseKey::ILLEGAL_REQUEST, 0x21, 0x00);
     assert_eq!(sense_of(&run(&m, &read10(99, 2))), oob);
     assert_eq!(sense_of(&run(&m, &read10(100, 1))), oob);
     assert_eq!(sense_of(&run(&m, &read10(u32::MAX, 1))), oob);
     // Zero blocks: fine inside the medium, out of range past it.
-    assert_eq!(run(&m, &read10(0, 0)).status, status::GOOD);
-    assert_eq!(run(&m, &read10(99, 0)).status, status::GOOD);
+    assert_eq!(run(&m, &read10(0, 0)).status, Status::GOOD);
+    assert_eq!(run(&m, &read10(99, 0)).status, Status::GOOD);
     assert_eq!(sense_of(&run(&m, &read10(101, 0))), oob);
     let r16 = [
         0x88, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 1, 0, 0,
@@ -76,7 +123,7 @@ fn lba_out_of_range_and_zero_length() {
     let big = ram_map(10_000, 512);
     assert_eq!(
         sense_of(&run(&big, &read10(0, 2049))),
-        (key::ILLEGAL_REQUEST, 0x24, 0)
+        (SenseKey::ILLEGAL_REQUEST, 0x24, 0)
     );
 }
 
@@ -86,12 +133,12 @@ fn protect_fields_and_reserved_bits_are_invalid_field_in_cdb() {
     for rdprotect in 1..8u8 {
         let mut c = read10(0, 1);
         c[1] = rdprotect << 5;
-        assert_eq!(sense_of(&run(&m, &c)), (key::ILLEGAL_REQUEST, 0x24, 0));
+        assert_eq!(sense_of(&run(&m, &c)), (SenseKey::ILLEGAL_REQUEST, 0x24, 0));
     }
     // DPO/FUA are accepted (DPOFUA is set in MODE SENSE).
     let mut c = read10(0, 1);
     c[1] = 0x18;
-    assert_eq!(run(&m, &c).status, status::GOOD);
+    assert_eq!(run(&m, &c).status, Status::GOOD);
 }
 
 #[test]
@@ -101,7 +148,7 @@ fn write_with_too_little_data_writes_what_arrived() {
     // Two blocks asked for, one block and 200 bytes sent: those are
     // written, the rest of the second block keeps its old data.
     let r = run_out(&m, &write10(0, 2, 0), &[b'b'; 712]);
-    assert_eq!(r.status, status::GOOD);
+    assert_eq!(r.status, Status::GOOD);
     assert_eq!(
         r.transfer_length, 1024,
         "overflow residual is computed from this"
@@ -111,11 +158,11 @@ fn write_with_too_little_data_writes_what_arrived() {
     assert!(back[712..].iter().all(|&c| c == b'a'));
     // Nothing sent: nothing written.
     let r = run_out(&m, &write10(0, 1, 0), &[]);
-    assert_eq!((r.status, r.transfer_length), (status::GOOD, 512));
+    assert_eq!((r.status, r.transfer_length), (Status::GOOD, 512));
     assert_eq!(run(&m, &read10(0, 1)).bytes()[0], b'b');
     // More data than the CDB asks for: only the CDB's length is written.
     let r = run_out(&m, &write10(0, 1, 0), &[b'c'; 1024]);
-    assert_eq!(r.status, status::GOOD);
+    assert_eq!(r.status, Status::GOOD);
     assert_eq!(r.transfer_length, 512);
     assert_eq!(run(&m, &read10(1, 1)).bytes()[0], b'b');
 }
@@ -127,11 +174,11 @@ fn read_only_lun_refuses_writes() {
     let m = lu_with(Arc::new(RamBackend::new(512 * 100)), c);
     assert_eq!(
         sense_of(&run_out(&m, &write10(0, 1, 0), &[0; 512])),
-        (key::DATA_PROTECT, 0x27, 0)
+        (SenseKey::DATA_PROTECT, 0x27, 0)
     );
-    assert_eq!(run(&m, &read10(0, 1)).status, status::GOOD);
+    assert_eq!(run(&m, &read10(0, 1)).status, Status::GOOD);
     // MODE SENSE reports WP.
-    let r = run(&m, &[0x1a, 0, 0x3f, 0, 255, 0]);
+    let r = run(&m, &[opcode::MODE_SENSE_6, 0, 0x3f, 0, 255, 0]);
     assert_eq!(r.bytes()[2] & 0x80, 0x80);
 }
 
@@ -145,16 +192,19 @@ fn medium_errors_from_the_backend() {
     });
     let m = lu_with(b, cfg(512));
     let r = run(&m, &read10(10, 1));
-    assert_eq!(sense_of(&r), (key::MEDIUM_ERROR, 0x11, 0x00));
+    assert_eq!(sense_of(&r), (SenseKey::MEDIUM_ERROR, 0x11, 0x00));
     assert_eq!(&r.sense[3..7], &[0, 0, 0, 10], "INFORMATION holds the LBA");
-    assert_eq!(run(&m, &read10(11, 1)).status, status::GOOD);
+    assert_eq!(run(&m, &read10(11, 1)).status, Status::GOOD);
     assert_eq!(
         sense_of(&run_out(&m, &write10(0, 1, 0), &[0; 512])),
-        (key::MEDIUM_ERROR, 0x0c, 0x00)
+        (SenseKey::MEDIUM_ERROR, 0x0c, 0x00)
     );
     assert_eq!(
-        sense_of(&run(&m, &[0x35, 0, 0, 0, 0, 0, 0, 0, 0, 0])),
-        (key::MEDIUM_ERROR, 0x0c, 0x00)
+        sense_of(&run(
+            &m,
+            &[opcode::SYNCHRONIZE_CACHE_10, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+        )),
+        (SenseKey::MEDIUM_ERROR, 0x0c, 0x00)
     );
 }
 
@@ -162,11 +212,11 @@ fn medium_errors_from_the_backend() {
 fn block_size_4096() {
     let m = ram_map(16, 4096);
     let data = vec![0x5a; 4096];
-    assert_eq!(run_out(&m, &write10(15, 1, 0), &data).status, status::GOOD);
+    assert_eq!(run_out(&m, &write10(15, 1, 0), &data).status, Status::GOOD);
     assert_eq!(&run(&m, &read10(15, 1)).bytes()[..], &data[..]);
     assert_eq!(
         sense_of(&run(&m, &read10(16, 1))),
-        (key::ILLEGAL_REQUEST, 0x21, 0)
+        (SenseKey::ILLEGAL_REQUEST, 0x21, 0)
     );
 }
 
@@ -181,33 +231,33 @@ fn verify_compares_and_reports_the_miscompare_offset() {
         c[1] = bytchk << 1;
         c
     };
-    assert_eq!(run_out(&m, &verify10(1, 4, 2), &data).status, status::GOOD);
+    assert_eq!(run_out(&m, &verify10(1, 4, 2), &data).status, Status::GOOD);
     let mut wrong = data.clone();
     wrong[700] ^= 1;
     let r = run_out(&m, &verify10(1, 4, 2), &wrong);
-    assert_eq!(sense_of(&r), (key::MISCOMPARE, 0x1d, 0));
+    assert_eq!(sense_of(&r), (SenseKey::MISCOMPARE, 0x1d, 0));
     assert_eq!(
         &r.sense[3..7],
         &700u32.to_be_bytes(),
         "INFORMATION: offset of the first difference"
     );
     // BYTCHK 0: no data, just the medium.
-    assert_eq!(run(&m, &verify10(0, 0, 100)).status, status::GOOD);
+    assert_eq!(run(&m, &verify10(0, 0, 100)).status, Status::GOOD);
     assert_eq!(
         sense_of(&run(&m, &verify10(0, 99, 2))),
-        (key::ILLEGAL_REQUEST, 0x21, 0)
+        (SenseKey::ILLEGAL_REQUEST, 0x21, 0)
     );
     // BYTCHK 11b: one block compared with every block.
     run_out(&m, &write10(10, 3, 0), &[0x5a; 1536]);
     assert_eq!(
         run_out(&m, &verify10(3, 10, 3), &[0x5a; 512]).status,
-        status::GOOD
+        Status::GOOD
     );
     let r = run_out(&m, &verify10(3, 9, 2), &[0x5a; 512]);
-    assert_eq!(sense_of(&r).0, key::MISCOMPARE);
+    assert_eq!(sense_of(&r).0, SenseKey::MISCOMPARE);
     assert_eq!(
         sense_of(&run_out(&m, &verify10(2, 10, 1), &[0; 512])),
-        (key::ILLEGAL_REQUEST, 0x24, 0)
+        (SenseKey::ILLEGAL_REQUEST, 0x24, 0)
     );
 }
 
@@ -224,34 +274,34 @@ fn compare_and_write_is_all_or_nothing() {
     };
     let mut data = vec![b'A'; 1024];
     data.extend_from_slice(&[b'B'; 1024]);
-    assert_eq!(run_out(&m, &caw(0, 2), &data).status, status::GOOD);
+    assert_eq!(run_out(&m, &caw(0, 2), &data).status, Status::GOOD);
     assert!(run(&m, &read10(0, 2)).bytes().iter().all(|&c| c == b'B'));
     // Miscompare at byte 600: nothing written.
     let mut data = vec![b'B'; 1024];
     data[600] = b'x';
     data.extend_from_slice(&[b'C'; 1024]);
     let r = run_out(&m, &caw(0, 2), &data);
-    assert_eq!(sense_of(&r), (key::MISCOMPARE, 0x1d, 0));
+    assert_eq!(sense_of(&r), (SenseKey::MISCOMPARE, 0x1d, 0));
     assert_eq!(&r.sense[3..7], &600u32.to_be_bytes());
     assert!(run(&m, &read10(0, 2)).bytes().iter().all(|&c| c == b'B'));
     // Wrong Data-Out sizes are refused.
     assert_eq!(
         sense_of(&run_out(&m, &caw(0, 1), &[b'B'; 512])).0,
-        key::ILLEGAL_REQUEST
+        SenseKey::ILLEGAL_REQUEST
     );
     assert_eq!(
         sense_of(&run_out(&m, &caw(0, 1), &[b'B'; 2048])).0,
-        key::ILLEGAL_REQUEST
+        SenseKey::ILLEGAL_REQUEST
     );
-    assert_eq!(run(&m, &caw(0, 0)).status, status::GOOD);
+    assert_eq!(run(&m, &caw(0, 0)).status, Status::GOOD);
     assert_eq!(
         sense_of(&run_out(&m, &caw(0, 0), &[0; 1024])),
-        (key::ILLEGAL_REQUEST, 0x24, 0),
+        (SenseKey::ILLEGAL_REQUEST, 0x24, 0),
         "zero blocks with data"
     );
     assert_eq!(
         sense_of(&run(&m, &caw(0, 255))).0,
-        key::ILLEGAL_REQUEST,
+        SenseKey::ILLEGAL_REQUEST,
         "beyond the LUN"
     );
     let big = ram_map(1000, 512);
@@ -263,7 +313,7 @@ fn compare_and_write_is_all_or_nothing() {
             c
         }))
         .0,
-        key::ILLEGAL_REQUEST
+        SenseKey::ILLEGAL_REQUEST
     );
 }
 
@@ -273,19 +323,19 @@ fn orwrite_and_write_atomic() {
     run_out(&m, &write10(0, 1, 0), &[0x0f; 512]);
     assert_eq!(
         run_out(&m, &cdb16(0x8b, 0, 0, 1), &[0xa0; 512]).status,
-        status::GOOD
+        Status::GOOD
     );
     assert!(run(&m, &read10(0, 1)).bytes().iter().all(|&c| c == 0xaf));
     let mut wa = [0u8; 16];
     wa[0] = 0x9c;
     wa[9] = 3;
     wa[13] = 2;
-    assert_eq!(run_out(&m, &wa, &[7; 1024]).status, status::GOOD);
+    assert_eq!(run_out(&m, &wa, &[7; 1024]).status, Status::GOOD);
     assert!(run(&m, &read10(3, 2)).bytes().iter().all(|&c| c == 7));
     wa[9] = 99;
     assert_eq!(
         sense_of(&run_out(&m, &wa, &[7; 1024])),
-        (key::ILLEGAL_REQUEST, 0x21, 0)
+        (SenseKey::ILLEGAL_REQUEST, 0x21, 0)
     );
 }
 
@@ -298,34 +348,34 @@ fn write_same_fills_and_zero_blocks_means_to_the_end() {
         c[1] = flags;
         c
     };
-    assert_eq!(run_out(&m, &ws10(0, 10, 5), &[9; 512]).status, status::GOOD);
+    assert_eq!(run_out(&m, &ws10(0, 10, 5), &[9; 512]).status, Status::GOOD);
     let back = run(&m, &read10(9, 7)).bytes();
     assert!(back[..512].iter().all(|&c| c == 0));
     assert!(back[512..512 * 6].iter().all(|&c| c == 9));
     assert!(back[512 * 6..].iter().all(|&c| c == 0));
-    assert_eq!(run_out(&m, &ws10(0, 90, 0), &[3; 512]).status, status::GOOD);
+    assert_eq!(run_out(&m, &ws10(0, 90, 0), &[3; 512]).status, Status::GOOD);
     assert!(run(&m, &read10(90, 10)).bytes().iter().all(|&c| c == 3));
     // One block of Data-Out exactly.
     assert_eq!(
         sense_of(&run_out(&m, &ws10(0, 0, 1), &[3; 256])).0,
-        key::ILLEGAL_REQUEST
+        SenseKey::ILLEGAL_REQUEST
     );
     assert_eq!(
         sense_of(&run_out(&m, &ws10(0, 0, 1), &[3; 1024])).0,
-        key::ILLEGAL_REQUEST
+        SenseKey::ILLEGAL_REQUEST
     );
     // UNMAP needs a thin LU; ANCHOR is not supported.
     assert_eq!(
         sense_of(&run_out(&m, &ws10(0x08, 0, 1), &[0; 512])),
-        (key::ILLEGAL_REQUEST, 0x24, 0)
+        (SenseKey::ILLEGAL_REQUEST, 0x24, 0)
     );
     assert_eq!(
         sense_of(&run_out(&m, &ws10(0x10, 0, 1), &[0; 512])),
-        (key::ILLEGAL_REQUEST, 0x24, 0)
+        (SenseKey::ILLEGAL_REQUEST, 0x24, 0)
     );
     assert_eq!(
         sense_of(&run_out(&m, &ws10(0, 95, 6), &[0; 512])),
-        (key::ILLEGAL_REQUEST, 0x21, 0)
+        (SenseKey::ILLEGAL_REQUEST, 0x21, 0)
     );
 }
 
@@ -335,14 +385,33 @@ fn prefetch_and_read_defect_data() {
     let mut pf = read10(0, 100);
     pf[0] = 0x34;
     pf[6] = 3;
-    assert_eq!(run(&m, &pf).status, status::GOOD);
+    assert_eq!(run(&m, &pf).status, Status::GOOD);
     assert_eq!(
         sense_of(&run(&m, &cdb16(0x90, 0, 99, 2))),
-        (key::ILLEGAL_REQUEST, 0x21, 0)
+        (SenseKey::ILLEGAL_REQUEST, 0x21, 0)
     );
-    let r = run(&m, &[0x37, 0, 0x18, 0, 0, 0, 0, 0, 32, 0]);
+    let r = run(
+        &m,
+        &[opcode::READ_DEFECT_DATA_10, 0, 0x18, 0, 0, 0, 0, 0, 32, 0],
+    );
     assert_eq!(&r.bytes()[..], &[0, 0x18, 0, 0]);
-    let r = run(&m, &[0xb7, 0x05, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0]);
+    let r = run(
+        &m,
+        &[
+            opcode::READ_DEFECT_DATA_12,
+            0x05,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            32,
+            0,
+            0,
+        ],
+    );
     assert_eq!(&r.bytes()[..], &[0, 0x05, 0, 0, 0, 0, 0, 0]);
 }
 
@@ -351,7 +420,27 @@ fn physical_block_exponent() {
     let mut c = cfg(512);
     c.physical_block_size = 4096;
     let m = lu_with(Arc::new(RamBackend::new(64 * 512)), c);
-    let r = run(&m, &[0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0]);
+    let r = run(
+        &m,
+        &[
+            opcode::SERVICE_ACTION_IN_16,
+            0x10,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            32,
+            0,
+            0,
+        ],
+    );
     assert_eq!(
         r.bytes()[13] & 0x0f,
         3,
@@ -392,7 +481,7 @@ fn writes_in_several_pieces_land_exactly() {
         let pieces = split(&[100, 700, 1, 1000, 247]);
         assert_eq!(pieces.segments().len(), 5);
         let r = m.execute(Some(0), N, &write10(8, 4, 0), &pieces);
-        assert_eq!(r.status, status::GOOD, "{backend}");
+        assert_eq!(r.status, Status::GOOD, "{backend}");
         assert_eq!(&run(&m, &read10(8, 4)).bytes()[..], &data[..], "{backend}");
 
         // 1500 of 2048 bytes sent: two whole blocks and 476 bytes merged
@@ -400,7 +489,7 @@ fn writes_in_several_pieces_land_exactly() {
         run_out(&m, &write10(20, 4, 0), &[0xee; 2048]);
         let short = split(&[300, 900, 300]);
         let r = m.execute(Some(0), N, &write10(20, 4, 0), &short);
-        assert_eq!(r.status, status::GOOD, "{backend}");
+        assert_eq!(r.status, Status::GOOD, "{backend}");
         let back = run(&m, &read10(20, 4)).bytes();
         assert_eq!(&back[..1500], &data[..1500], "{backend}");
         assert!(back[1500..].iter().all(|&b| b == 0xee), "{backend}");

@@ -4,9 +4,10 @@ use std::sync::Arc;
 
 use ironlun_backend::RamBackend;
 
-use crate::sense::key;
 use crate::test_util::{cdb16, cfg, ram_map, read10, run, run_out, sense_of, write10, N};
-use crate::{status, DataOutBuffer, LogicalUnit, LunMap, Response};
+use crate::{DataOutBuffer, LogicalUnit, LunMap, Response};
+use ironlun_scsi_codes::Status;
+use ironlun_scsi_codes::{opcode, SenseKey};
 
 /// Two RAM LUs (0 and 1) of `blocks` 512-byte blocks with NAA ids 1 and 2.
 fn two_lu_map(blocks: u64) -> LunMap {
@@ -78,10 +79,10 @@ fn extended_copy_between_lus_and_copy_status() {
     let m = two_lu_map(4096);
     assert_eq!(
         run_out(&m, &write10(0, 8, 0), &pattern(0, 8)).status,
-        status::GOOD
+        Status::GOOD
     );
     let p = xcopy_params(7, 0b00, &[1, 2], &[(0, 1, 8, 0, 100)]);
-    assert_eq!(xcopy(&m, &p).status, status::GOOD);
+    assert_eq!(xcopy(&m, &p).status, Status::GOOD);
     let r = m.execute(Some(1), N, &read10(100, 8), &DataOutBuffer::new());
     assert_eq!(
         &r.bytes()[..],
@@ -98,17 +99,17 @@ fn extended_copy_between_lus_and_copy_status() {
     );
     assert_eq!(
         sense_of(&run(&m, &status_cdb)),
-        (key::ILLEGAL_REQUEST, 0x24, 0)
+        (SenseKey::ILLEGAL_REQUEST, 0x24, 0)
     );
     // LIST ID USAGE 10b holds nothing.
     let p = xcopy_params(8, 0b10, &[1, 2], &[(0, 1, 8, 0, 100)]);
-    assert_eq!(xcopy(&m, &p).status, status::GOOD);
+    assert_eq!(xcopy(&m, &p).status, Status::GOOD);
     let mut c = status_cdb;
     c[2] = 8;
-    assert_eq!(sense_of(&run(&m, &c)), (key::ILLEGAL_REQUEST, 0x24, 0));
+    assert_eq!(sense_of(&run(&m, &c)), (SenseKey::ILLEGAL_REQUEST, 0x24, 0));
     // A failed copy held with usage 00b reports "completed with errors".
     let p = xcopy_params(9, 0b00, &[1, 2], &[(0, 1, 8, 0, 100), (0, 1, 8, 0, 4095)]);
-    assert_eq!(sense_of(&xcopy(&m, &p)), (key::COPY_ABORTED, 0, 0));
+    assert_eq!(sense_of(&xcopy(&m, &p)), (SenseKey::COPY_ABORTED, 0, 0));
     c[2] = 9;
     let r = run(&m, &c);
     assert_eq!(
@@ -126,11 +127,11 @@ fn extended_copy_overlapping_within_one_lu_moves_like_memmove() {
         let w = cdb16(0x8a, 0, u64::from(i * 1024), 1024);
         assert_eq!(
             run_out(&m, &w, &pattern(i * 1024, 1024)).status,
-            status::GOOD
+            Status::GOOD
         );
     }
     let p = xcopy_params(0, 0b11, &[1], &[(0, 0, 4096, 0, 1000)]);
-    assert_eq!(xcopy(&m, &p).status, status::GOOD);
+    assert_eq!(xcopy(&m, &p).status, Status::GOOD);
     for i in 0..4u32 {
         let r = run(&m, &cdb16(0x88, 0, u64::from(1000 + i * 1024), 1024));
         assert!(
@@ -145,22 +146,37 @@ fn extended_copy_refusals() {
     let m = two_lu_map(4096);
     // Unknown LU designator: the copy target is unreachable.
     let p = xcopy_params(0, 0b11, &[1, 99], &[(0, 1, 8, 0, 0)]);
-    assert_eq!(sense_of(&xcopy(&m, &p)), (key::COPY_ABORTED, 0x08, 0x04));
+    assert_eq!(
+        sense_of(&xcopy(&m, &p)),
+        (SenseKey::COPY_ABORTED, 0x08, 0x04)
+    );
     // A list identifier with usage 11b, reserved usage 01b.
     let p = xcopy_params(3, 0b11, &[1], &[(0, 0, 8, 0, 8)]);
-    assert_eq!(sense_of(&xcopy(&m, &p)), (key::ILLEGAL_REQUEST, 0x26, 0));
+    assert_eq!(
+        sense_of(&xcopy(&m, &p)),
+        (SenseKey::ILLEGAL_REQUEST, 0x26, 0)
+    );
     let p = xcopy_params(3, 0b01, &[1], &[(0, 0, 8, 0, 8)]);
-    assert_eq!(sense_of(&xcopy(&m, &p)), (key::ILLEGAL_REQUEST, 0x26, 0));
+    assert_eq!(
+        sense_of(&xcopy(&m, &p)),
+        (SenseKey::ILLEGAL_REQUEST, 0x26, 0)
+    );
     // Too many CSCD descriptors, too many segments.
     let p = xcopy_params(0, 0b11, &[1; 9], &[(0, 0, 8, 0, 8)]);
-    assert_eq!(sense_of(&xcopy(&m, &p)), (key::ILLEGAL_REQUEST, 0x26, 0x06));
+    assert_eq!(
+        sense_of(&xcopy(&m, &p)),
+        (SenseKey::ILLEGAL_REQUEST, 0x26, 0x06)
+    );
     let p = xcopy_params(0, 0b11, &[1], &[(0, 0, 1, 0, 8); 65]);
-    assert_eq!(sense_of(&xcopy(&m, &p)), (key::ILLEGAL_REQUEST, 0x26, 0x08));
+    assert_eq!(
+        sense_of(&xcopy(&m, &p)),
+        (SenseKey::ILLEGAL_REQUEST, 0x26, 0x08)
+    );
     // Truncated parameter list.
     let p = xcopy_params(0, 0b11, &[1], &[(0, 0, 1, 0, 8)]);
     assert_eq!(
         sense_of(&xcopy(&m, &p[..p.len() - 1])),
-        (key::ILLEGAL_REQUEST, 0x1a, 0)
+        (SenseKey::ILLEGAL_REQUEST, 0x1a, 0)
     );
     // A read-only destination.
     let mut c = cfg(512);
@@ -170,13 +186,33 @@ fn extended_copy_refusals() {
     let rw = Arc::new(LogicalUnit::new(cfg(512), Arc::new(RamBackend::new(4096 * 512))).unwrap());
     let m = LunMap::new(vec![(0, rw), (1, ro)]);
     let p = xcopy_params(0, 0b11, &[0xabcdef, 5], &[(0, 1, 1, 0, 0)]);
-    assert_eq!(sense_of(&xcopy(&m, &p)), (key::DATA_PROTECT, 0x27, 0));
+    assert_eq!(sense_of(&xcopy(&m, &p)), (SenseKey::DATA_PROTECT, 0x27, 0));
 }
 
 #[test]
 fn receive_copy_operating_parameters() {
     let m = ram_map(100, 512);
-    let r = run(&m, &[0x84, 0x03, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0]);
+    let r = run(
+        &m,
+        &[
+            opcode::THIRD_PARTY_COPY_IN,
+            0x03,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            1,
+            0,
+            0,
+            0,
+        ],
+    );
     assert_eq!(r.data.len(), 46);
     assert_eq!(
         &r.bytes()[8..12],
@@ -184,6 +220,6 @@ fn receive_copy_operating_parameters() {
         "8 CSCD and 64 segment descriptors"
     );
     assert_eq!(&r.bytes()[43..], &[2, 0x02, 0xe4]);
-    let inq = run(&m, &[0x12, 0, 0, 0, 96, 0]);
+    let inq = run(&m, &[opcode::INQUIRY, 0, 0, 0, 96, 0]);
     assert_eq!(inq.bytes()[5] & 0x08, 0x08, "3PC");
 }

@@ -1,14 +1,14 @@
 //! INQUIRY: standard data and the VPD pages.
 
-use crate::sense::key;
-use crate::status;
 use crate::test_util::{ram_map, run, sense_of};
+use ironlun_scsi_codes::Status;
+use ironlun_scsi_codes::{opcode, SenseKey};
 
 #[test]
 fn standard_inquiry_layout() {
     let m = ram_map(100, 512);
-    let r = run(&m, &[0x12, 0, 0, 0, 255, 0]);
-    assert_eq!(r.status, status::GOOD);
+    let r = run(&m, &[opcode::INQUIRY, 0, 0, 0, 255, 0]);
+    assert_eq!(r.status, Status::GOOD);
     let d = &r.bytes();
     assert_eq!(d.len(), 96);
     assert_eq!(d[0], 0x00);
@@ -24,48 +24,48 @@ fn standard_inquiry_layout() {
     assert!(descs.contains(&0x0460) && descs.contains(&0x04c0));
     // Allocation length truncates without error and without residual
     // overflow (transfer length = bytes returned).
-    let r = run(&m, &[0x12, 0, 0, 0, 5, 0]);
+    let r = run(&m, &[opcode::INQUIRY, 0, 0, 0, 5, 0]);
     assert_eq!(r.data.len(), 5);
     assert_eq!(r.transfer_length, 5);
     // 16-bit allocation length.
-    let r = run(&m, &[0x12, 0, 0, 0x01, 0xff, 0]);
+    let r = run(&m, &[opcode::INQUIRY, 0, 0, 0x01, 0xff, 0]);
     assert_eq!(r.data.len(), 96);
     // EVPD=0 with a page code is invalid.
     assert_eq!(
-        sense_of(&run(&m, &[0x12, 0, 0x80, 0, 255, 0])),
-        (key::ILLEGAL_REQUEST, 0x24, 0)
+        sense_of(&run(&m, &[opcode::INQUIRY, 0, 0x80, 0, 255, 0])),
+        (SenseKey::ILLEGAL_REQUEST, 0x24, 0)
     );
 }
 
 #[test]
 fn vpd_pages() {
     let m = ram_map(100, 512);
-    let r = run(&m, &[0x12, 1, 0x00, 0, 255, 0]);
+    let r = run(&m, &[opcode::INQUIRY, 1, 0x00, 0, 255, 0]);
     let pages = &r.bytes()[4..];
     assert_eq!(pages, &[0x00, 0x80, 0x83, 0xb0, 0xb1, 0xb2]);
     for &p in pages {
-        let r = run(&m, &[0x12, 1, p, 0, 255, 0]);
-        assert_eq!(r.status, status::GOOD, "page {p:#x}");
+        let r = run(&m, &[opcode::INQUIRY, 1, p, 0, 255, 0]);
+        assert_eq!(r.status, Status::GOOD, "page {p:#x}");
         assert_eq!(r.bytes()[1], p);
         assert_eq!(
             r.data.len(),
             4 + u16::from_be_bytes([r.bytes()[2], r.bytes()[3]]) as usize
         );
     }
-    let bl = run(&m, &[0x12, 1, 0xb0, 0, 255, 0]);
+    let bl = run(&m, &[opcode::INQUIRY, 1, 0xb0, 0, 255, 0]);
     assert_eq!(bl.bytes()[3], 0x3c);
     assert_eq!(
         u32::from_be_bytes(bl.bytes()[8..12].try_into().unwrap()),
         (1 << 20) / 512
     );
-    let id = run(&m, &[0x12, 1, 0x83, 0, 255, 0]);
+    let id = run(&m, &[opcode::INQUIRY, 1, 0x83, 0, 255, 0]);
     // First designator: NAA, binary, 8 bytes, NAA nibble 3.
     assert_eq!(&id.bytes()[4..8], &[0x01, 0x03, 0, 8]);
     assert_eq!(id.bytes()[8] >> 4, 3);
-    let sn = run(&m, &[0x12, 1, 0x80, 0, 255, 0]);
+    let sn = run(&m, &[opcode::INQUIRY, 1, 0x80, 0, 255, 0]);
     assert_eq!(&sn.bytes()[4..], b"ser123");
     assert_eq!(
-        sense_of(&run(&m, &[0x12, 1, 0x99, 0, 255, 0])),
-        (key::ILLEGAL_REQUEST, 0x24, 0)
+        sense_of(&run(&m, &[opcode::INQUIRY, 1, 0x99, 0, 255, 0])),
+        (SenseKey::ILLEGAL_REQUEST, 0x24, 0)
     );
 }

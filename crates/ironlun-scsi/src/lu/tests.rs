@@ -6,54 +6,64 @@ use std::sync::Arc;
 use ironlun_backend::RamBackend;
 
 use super::*;
-use crate::sense::key;
 use crate::test_util::{cfg, id, ram_map, read10, run, sense_of, N};
-use crate::{status, DataOutBuffer, NexusId};
+use crate::{DataOutBuffer, NexusId};
+use ironlun_scsi_codes::Status;
+use ironlun_scsi_codes::{opcode, SenseKey};
 
 #[test]
 fn unit_attention_after_attach_then_cleared() {
     let m = ram_map(100, 512);
     m.attach_nexus(N, &id("a"), false);
     // INQUIRY and REPORT LUNS pass through a pending UA.
-    assert_eq!(run(&m, &[0x12, 0, 0, 0, 36, 0]).status, status::GOOD);
     assert_eq!(
-        run(&m, &[0xa0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0]).status,
-        status::GOOD
+        run(&m, &[opcode::INQUIRY, 0, 0, 0, 36, 0]).status,
+        Status::GOOD
     );
-    let r = run(&m, &[0x00, 0, 0, 0, 0, 0]);
-    assert_eq!(sense_of(&r), (key::UNIT_ATTENTION, 0x29, 0x00));
-    assert_eq!(run(&m, &[0x00, 0, 0, 0, 0, 0]).status, status::GOOD);
+    assert_eq!(
+        run(&m, &[opcode::REPORT_LUNS, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0]).status,
+        Status::GOOD
+    );
+    let r = run(&m, &[opcode::TEST_UNIT_READY, 0, 0, 0, 0, 0]);
+    assert_eq!(sense_of(&r), (SenseKey::UNIT_ATTENTION, 0x29, 0x00));
+    assert_eq!(
+        run(&m, &[opcode::TEST_UNIT_READY, 0, 0, 0, 0, 0]).status,
+        Status::GOOD
+    );
     // Another nexus has its own UA.
     let other = NexusId(2);
     m.attach_nexus(other, &id("b"), false);
-    assert_eq!(run(&m, &[0x00, 0, 0, 0, 0, 0]).status, status::GOOD);
+    assert_eq!(
+        run(&m, &[opcode::TEST_UNIT_READY, 0, 0, 0, 0, 0]).status,
+        Status::GOOD
+    );
     let r = m.execute(Some(0), other, &[0, 0, 0, 0, 0, 0], &DataOutBuffer::new());
-    assert_eq!(r.status, status::CHECK_CONDITION);
+    assert_eq!(r.status, Status::CHECK_CONDITION);
 }
 
 #[test]
 fn capacity_change_and_reset_unit_attentions() {
     let m = ram_map(100, 512);
     m.attach_nexus(N, &id("a"), false);
-    run(&m, &[0x00, 0, 0, 0, 0, 0]);
+    run(&m, &[opcode::TEST_UNIT_READY, 0, 0, 0, 0, 0]);
     let lu = m.get(0).unwrap().clone();
     lu.set_num_blocks(50);
     assert_eq!(
         sense_of(&run(&m, &read10(0, 1))),
-        (key::UNIT_ATTENTION, 0x2a, 0x09)
+        (SenseKey::UNIT_ATTENTION, 0x2a, 0x09)
     );
-    let r = run(&m, &[0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    let r = run(&m, &[opcode::READ_CAPACITY_10, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
     assert_eq!(&r.bytes()[..4], &[0, 0, 0, 49]);
     lu.reset();
     // REQUEST SENSE reports and clears it.
-    let r = run(&m, &[0x03, 0, 0, 0, 18, 0]);
-    assert_eq!(r.status, status::GOOD);
+    let r = run(&m, &[opcode::REQUEST_SENSE, 0, 0, 0, 18, 0]);
+    assert_eq!(r.status, Status::GOOD);
     assert_eq!(
-        (r.bytes()[2], r.bytes()[12], r.bytes()[13]),
-        (key::UNIT_ATTENTION, 0x29, 0x03)
+        (SenseKey(r.bytes()[2]), r.bytes()[12], r.bytes()[13]),
+        (SenseKey::UNIT_ATTENTION, 0x29, 0x03)
     );
-    let r = run(&m, &[0x03, 0, 0, 0, 18, 0]);
-    assert_eq!(r.bytes()[2], key::NO_SENSE);
+    let r = run(&m, &[opcode::REQUEST_SENSE, 0, 0, 0, 18, 0]);
+    assert_eq!(SenseKey(r.bytes()[2]), SenseKey::NO_SENSE);
 }
 
 #[test]
@@ -66,7 +76,7 @@ fn descriptor_sense_when_d_sense_is_set() {
         .store(true, std::sync::atomic::Ordering::Relaxed);
     let r = run(&m, &read10(200, 1));
     assert_eq!(r.sense[0], 0x72);
-    assert_eq!(sense_of(&r), (key::ILLEGAL_REQUEST, 0x21, 0));
+    assert_eq!(sense_of(&r), (SenseKey::ILLEGAL_REQUEST, 0x21, 0));
 }
 
 #[test]
@@ -90,5 +100,5 @@ fn large_copies_and_blocking_backends_run_off_the_network_thread() {
     .unwrap();
     assert!(!null.may_block(&read, 16 << 20));
     // Work not bounded by the transfer (UNMAP) always goes off.
-    assert!(null.may_block(&[0x42, 0, 0, 0, 0, 0, 0, 0, 24, 0], 24));
+    assert!(null.may_block(&[opcode::UNMAP, 0, 0, 0, 0, 0, 0, 0, 24, 0], 24));
 }

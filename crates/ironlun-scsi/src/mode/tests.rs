@@ -1,14 +1,15 @@
 //! MODE SENSE and MODE SELECT.
 
-use crate::sense::key;
 use crate::test_util::{id, ram_map, read10, run, run_out, sense_of, write10, N};
-use crate::{status, DataOutBuffer, LunMap, NexusId, Response};
+use crate::{DataOutBuffer, LunMap, NexusId, Response};
+use ironlun_scsi_codes::Status;
+use ironlun_scsi_codes::{opcode, SenseKey};
 
 #[test]
 fn mode_sense_pages() {
     let m = ram_map(100, 512);
-    let r = run(&m, &[0x1a, 0, 0x3f, 0, 255, 0]);
-    assert_eq!(r.status, status::GOOD);
+    let r = run(&m, &[opcode::MODE_SENSE_6, 0, 0x3f, 0, 255, 0]);
+    assert_eq!(r.status, Status::GOOD);
     let d = &r.bytes();
     assert_eq!(d[0] as usize, d.len() - 1);
     assert_eq!(d[2] & 0x10, 0x10, "DPOFUA");
@@ -26,34 +27,41 @@ fn mode_sense_pages() {
     assert_eq!(pages, vec![0x08, 0x0a, 0x1c]);
     // Allocation length 4: four bytes, and no residual overflow (transfer
     // length equals what was returned).
-    let r = run(&m, &[0x1a, 0, 0x3f, 0, 4, 0]);
+    let r = run(&m, &[opcode::MODE_SENSE_6, 0, 0x3f, 0, 4, 0]);
     assert_eq!((r.data.len(), r.transfer_length), (4, 4));
     // MODE SENSE(10) with LLBAA: a 16-byte descriptor.
-    let r = run(&m, &[0x5a, 0x10, 0x0a, 0, 0, 0, 0, 0, 255, 0]);
+    let r = run(
+        &m,
+        &[opcode::MODE_SENSE_10, 0x10, 0x0a, 0, 0, 0, 0, 0, 255, 0],
+    );
     assert_eq!(r.bytes()[4] & 1, 1);
     assert_eq!(u16::from_be_bytes([r.bytes()[6], r.bytes()[7]]), 16);
     assert_eq!(r.bytes()[8 + 16], 0x0a);
     // Saved values are not supported; unknown pages are invalid.
     assert_eq!(
-        sense_of(&run(&m, &[0x1a, 0, 0xc8, 0, 255, 0])),
-        (key::ILLEGAL_REQUEST, 0x39, 0)
+        sense_of(&run(&m, &[opcode::MODE_SENSE_6, 0, 0xc8, 0, 255, 0])),
+        (SenseKey::ILLEGAL_REQUEST, 0x39, 0)
     );
     assert_eq!(
-        sense_of(&run(&m, &[0x1a, 0, 0x01, 0, 255, 0])),
-        (key::ILLEGAL_REQUEST, 0x24, 0)
+        sense_of(&run(&m, &[opcode::MODE_SENSE_6, 0, 0x01, 0, 255, 0])),
+        (SenseKey::ILLEGAL_REQUEST, 0x24, 0)
     );
 }
 
 fn mode_sense_page(m: &LunMap, page: u8) -> Vec<u8> {
-    let r = run(m, &[0x1a, 0x08, page, 0, 255, 0]);
-    assert_eq!(r.status, status::GOOD);
+    let r = run(m, &[opcode::MODE_SENSE_6, 0x08, page, 0, 255, 0]);
+    assert_eq!(r.status, Status::GOOD);
     r.bytes()[4..].to_vec()
 }
 
 fn mode_select6(m: &LunMap, page: &[u8]) -> Response {
     let mut data = vec![0u8, 0, 0, 0];
     data.extend_from_slice(page);
-    run_out(m, &[0x15, 0x10, 0, 0, data.len() as u8, 0], &data)
+    run_out(
+        m,
+        &[opcode::MODE_SELECT_6, 0x10, 0, 0, data.len() as u8, 0],
+        &data,
+    )
 }
 
 #[test]
@@ -69,12 +77,12 @@ fn mode_select_changes_wce_d_sense_and_swp() {
         &DataOutBuffer::new(),
     );
     // Changeable values show exactly WCE, D_SENSE and SWP.
-    let r = run(&m, &[0x1a, 0x08, 0x40 | 0x3f, 0, 255, 0]);
+    let r = run(&m, &[opcode::MODE_SENSE_6, 0x08, 0x40 | 0x3f, 0, 255, 0]);
     assert_eq!(&r.bytes()[4..8], &[0x08, 0x12, 0x04, 0]);
     let mut caching = mode_sense_page(&m, 0x08);
     assert_eq!(caching[2] & 0x04, 0x04, "WCE on by default");
     caching[2] &= !0x04;
-    assert_eq!(mode_select6(&m, &caching).status, status::GOOD);
+    assert_eq!(mode_select6(&m, &caching).status, Status::GOOD);
     assert_eq!(mode_sense_page(&m, 0x08)[2] & 0x04, 0);
     // The other nexus hears about it.
     let r = m.execute(
@@ -83,19 +91,19 @@ fn mode_select_changes_wce_d_sense_and_swp() {
         &[0, 0, 0, 0, 0, 0],
         &DataOutBuffer::new(),
     );
-    assert_eq!(sense_of(&r), (key::UNIT_ATTENTION, 0x2a, 0x01));
+    assert_eq!(sense_of(&r), (SenseKey::UNIT_ATTENTION, 0x2a, 0x01));
 
     let mut control = mode_sense_page(&m, 0x0a);
     control[4] |= 0x08;
-    assert_eq!(mode_select6(&m, &control).status, status::GOOD);
+    assert_eq!(mode_select6(&m, &control).status, Status::GOOD);
     assert_eq!(
         sense_of(&run_out(&m, &write10(0, 1, 0), &[0; 512])),
-        (key::DATA_PROTECT, 0x27, 0)
+        (SenseKey::DATA_PROTECT, 0x27, 0)
     );
-    assert_eq!(run(&m, &read10(0, 1)).status, status::GOOD);
+    assert_eq!(run(&m, &read10(0, 1)).status, Status::GOOD);
     control[4] &= !0x08;
     control[2] |= 0x04;
-    assert_eq!(mode_select6(&m, &control).status, status::GOOD);
+    assert_eq!(mode_select6(&m, &control).status, Status::GOOD);
     assert_eq!(
         run(&m, &read10(500, 1)).sense[0],
         0x72,
@@ -110,23 +118,38 @@ fn mode_select_changes_wce_d_sense_and_swp() {
     bad[1] = 9;
     assert_eq!(sense_of(&mode_select6(&m, &bad[..11])).1, 0x26);
     assert_eq!(
-        sense_of(&run_out(&m, &[0x15, 0x11, 0, 0, 16, 0], &[0; 16])).1,
+        sense_of(&run_out(
+            &m,
+            &[opcode::MODE_SELECT_6, 0x11, 0, 0, 16, 0],
+            &[0; 16]
+        ))
+        .1,
         0x24
     );
     assert_eq!(
-        sense_of(&run_out(&m, &[0x15, 0x00, 0, 0, 16, 0], &[0; 16])).1,
+        sense_of(&run_out(
+            &m,
+            &[opcode::MODE_SELECT_6, 0x00, 0, 0, 16, 0],
+            &[0; 16]
+        ))
+        .1,
         0x24
     );
     // A block descriptor that restates the block length is fine; another
     // length is not.
     let mut data = vec![0u8, 0, 0, 8, 0, 0, 0, 0, 0, 0, 2, 0];
     assert_eq!(
-        run_out(&m, &[0x15, 0x10, 0, 0, 12, 0], &data).status,
-        status::GOOD
+        run_out(&m, &[opcode::MODE_SELECT_6, 0x10, 0, 0, 12, 0], &data).status,
+        Status::GOOD
     );
     data[10] = 4;
     assert_eq!(
-        sense_of(&run_out(&m, &[0x15, 0x10, 0, 0, 12, 0], &data)).1,
+        sense_of(&run_out(
+            &m,
+            &[opcode::MODE_SELECT_6, 0x10, 0, 0, 12, 0],
+            &data
+        ))
+        .1,
         0x26
     );
 }

@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use ironlun_backend::RamBackend;
 
-use crate::sense::key;
 use crate::test_util::{cdb16, cfg, lu_with, read10, run, run_out, sense_of, write10};
-use crate::{status, LunMap, Response};
+use crate::{LunMap, Response};
+use ironlun_scsi_codes::Status;
+use ironlun_scsi_codes::{opcode, SenseKey};
 
 fn thin_map(blocks: u64) -> LunMap {
     let mut c = cfg(512);
@@ -24,7 +25,7 @@ fn lba_status(m: &LunMap, lba: u64) -> Vec<(u64, u32, u8)> {
     c[2..10].copy_from_slice(&lba.to_be_bytes());
     c[13] = 255;
     let r = run(m, &c);
-    assert_eq!(r.status, status::GOOD);
+    assert_eq!(r.status, Status::GOOD);
     let n = (u32::from_be_bytes(r.bytes()[..4].try_into().unwrap()) as usize - 4) / 16;
     (0..n)
         .map(|i| {
@@ -51,7 +52,7 @@ fn unmap(m: &LunMap, ranges: &[(u64, u32)]) -> Response {
     p[0..2].copy_from_slice(&data_len.to_be_bytes());
     p[2..4].copy_from_slice(&bd.to_be_bytes());
     let l = (p.len() as u16).to_be_bytes();
-    run_out(m, &[0x42, 0, 0, 0, 0, 0, 0, l[0], l[1], 0], &p)
+    run_out(m, &[opcode::UNMAP, 0, 0, 0, 0, 0, 0, l[0], l[1], 0], &p)
 }
 
 #[test]
@@ -66,12 +67,32 @@ fn thin_lu_unmaps_and_reports_lba_status() {
 
 /// READ CAPACITY(16) and the VPD pages tell of thin provisioning.
 fn reports_thin_provisioning(m: &LunMap) {
-    let r = run(m, &[0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0]);
+    let r = run(
+        m,
+        &[
+            opcode::SERVICE_ACTION_IN_16,
+            0x10,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            32,
+            0,
+            0,
+        ],
+    );
     assert_eq!(r.bytes()[14] & 0xc0, 0xc0, "LBPME and LBPRZ");
     assert_eq!(r.bytes()[13] & 0x0f, 0, "physical block = logical block");
-    let lbp = run(m, &[0x12, 1, 0xb2, 0, 255, 0]);
+    let lbp = run(m, &[opcode::INQUIRY, 1, 0xb2, 0, 255, 0]);
     assert_eq!((lbp.bytes()[5], lbp.bytes()[6]), (0xe4, 0x02));
-    let bl = run(m, &[0x12, 1, 0xb0, 0, 255, 0]);
+    let bl = run(m, &[opcode::INQUIRY, 1, 0xb0, 0, 255, 0]);
     assert_eq!(
         u32::from_be_bytes(bl.bytes()[24..28].try_into().unwrap()),
         256,
@@ -103,7 +124,7 @@ fn lba_status_follows_writes(m: &LunMap) {
 /// UNMAP of blocks 0..256 as written by [`lba_status_follows_writes`].
 fn unmap_deallocates_after_checking_every_descriptor(m: &LunMap) {
     // Unmap blocks 0..128 (a whole chunk) and 200..210 (part of one).
-    assert_eq!(unmap(m, &[(0, 128), (200, 10)]).status, status::GOOD);
+    assert_eq!(unmap(m, &[(0, 128), (200, 10)]).status, Status::GOOD);
     assert_eq!(
         lba_status(m, 0),
         vec![(0, 128, 1), (128, 128, 0), (256, 768, 1)]
@@ -118,21 +139,26 @@ fn unmap_deallocates_after_checking_every_descriptor(m: &LunMap) {
     // Checked before anything happens: one bad descriptor, nothing unmapped.
     assert_eq!(
         sense_of(&unmap(m, &[(128, 10), (1020, 10)])),
-        (key::ILLEGAL_REQUEST, 0x21, 0)
+        (SenseKey::ILLEGAL_REQUEST, 0x21, 0)
     );
     assert_eq!(run(m, &read10(128, 1)).bytes()[0], b'a');
     assert_eq!(
         unmap(m, &[(1024, 0)]).status,
-        status::GOOD,
+        Status::GOOD,
         "zero blocks at the end"
     );
     assert_eq!(
-        run(m, &[0x42, 0, 0, 0, 0, 0, 0, 0, 0, 0]).status,
-        status::GOOD,
+        run(m, &[opcode::UNMAP, 0, 0, 0, 0, 0, 0, 0, 0, 0]).status,
+        Status::GOOD,
         "empty list"
     );
     assert_eq!(
-        sense_of(&run_out(m, &[0x42, 0, 0, 0, 0, 0, 0, 0, 4, 0], &[0; 4])).1,
+        sense_of(&run_out(
+            m,
+            &[opcode::UNMAP, 0, 0, 0, 0, 0, 0, 0, 4, 0],
+            &[0; 4]
+        ))
+        .1,
         0x1a
     );
 }
@@ -145,17 +171,17 @@ fn write_same_with_unmap_deallocates(m: &LunMap) {
     assert_eq!(lba_status(m, 512)[0], (512, 128, 0));
     assert_eq!(
         run_out(m, &cdb16(0x93, 0x08, 512, 128), &[0; 512]).status,
-        status::GOOD
+        Status::GOOD
     );
     assert_eq!(lba_status(m, 512)[0], (512, 512, 1));
     run_out(m, &write10(512, 128, 0), &vec![b'z'; 128 * 512]);
-    assert_eq!(run(m, &cdb16(0x93, 0x09, 512, 128)).status, status::GOOD);
+    assert_eq!(run(m, &cdb16(0x93, 0x09, 512, 128)).status, Status::GOOD);
     assert_eq!(lba_status(m, 512)[0], (512, 512, 1));
     // UNMAP deallocates whatever the data block holds.
     run_out(m, &write10(600, 1, 0), &[5; 512]);
     assert_eq!(
         run_out(m, &cdb16(0x93, 0x08, 600, 1), &[1; 512]).status,
-        status::GOOD
+        Status::GOOD
     );
     assert_eq!(run(m, &read10(600, 1)).bytes()[0], 0);
     // Beyond the end.
@@ -168,6 +194,6 @@ fn write_same_with_unmap_deallocates(m: &LunMap) {
             c[13] = 24;
             c
         })),
-        (key::ILLEGAL_REQUEST, 0x21, 0)
+        (SenseKey::ILLEGAL_REQUEST, 0x21, 0)
     );
 }

@@ -8,6 +8,7 @@ use ironlun_backend::RamBackend;
 use super::*;
 use crate::test_util::{cfg, id, ram_map, read10, sense_of, write10, N};
 use crate::{DataOutBuffer, LunMap};
+use ironlun_scsi_codes::opcode;
 
 #[test]
 fn nexus_names_and_transport_ids() {
@@ -135,7 +136,7 @@ fn prout(m: &LunMap, n: NexusId, sa: u8, ty: u8, key: u64, sa_key: u64, flags: u
     m.execute(
         Some(0),
         n,
-        &[0x5f, sa, ty, 0, 0, 0, 0, 0, 24, 0],
+        &[opcode::PERSISTENT_RESERVE_OUT, sa, ty, 0, 0, 0, 0, 0, 24, 0],
         &DataOutBuffer::copy_from_slice(&p),
     )
 }
@@ -144,10 +145,10 @@ fn prin(m: &LunMap, n: NexusId, sa: u8) -> Vec<u8> {
     let r = m.execute(
         Some(0),
         n,
-        &[0x5e, sa, 0, 0, 0, 0, 0, 0x10, 0, 0],
+        &[opcode::PERSISTENT_RESERVE_IN, sa, 0, 0, 0, 0, 0, 0x10, 0, 0],
         &DataOutBuffer::new(),
     );
-    assert_eq!(r.status, status::GOOD, "{:?}", sense_of(&r));
+    assert_eq!(r.status, Status::GOOD, "{:?}", sense_of(&r));
     r.bytes().to_vec()
 }
 
@@ -175,15 +176,15 @@ fn two_nexus_map() -> (LunMap, NexusId, NexusId) {
     (m, a, b)
 }
 
-const CONFLICT: u8 = status::RESERVATION_CONFLICT;
+const CONFLICT: Status = Status::RESERVATION_CONFLICT;
 
 /// The status of a command without data from nexus `n`.
-fn status_of(m: &LunMap, n: NexusId, cdb: &[u8]) -> u8 {
+fn status_of(m: &LunMap, n: NexusId, cdb: &[u8]) -> Status {
     m.execute(Some(0), n, cdb, &DataOutBuffer::new()).status
 }
 
 /// The status of a one-block WRITE(10) at LBA 0 from nexus `n`.
-fn write_status(m: &LunMap, n: NexusId) -> u8 {
+fn write_status(m: &LunMap, n: NexusId) -> Status {
     m.execute(
         Some(0),
         n,
@@ -198,35 +199,35 @@ fn spc2_reserve_release_between_two_nexuses() {
     let (m, a, b) = two_nexus_map();
     let reserve = [0x16, 0, 0, 0, 0, 0];
     let release = [0x17, 0, 0, 0, 0, 0];
-    assert_eq!(status_of(&m, a, &reserve), status::GOOD);
+    assert_eq!(status_of(&m, a, &reserve), Status::GOOD);
     assert_eq!(
         status_of(&m, a, &reserve),
-        status::GOOD,
+        Status::GOOD,
         "holder may re-reserve"
     );
     assert_eq!(status_of(&m, b, &reserve), CONFLICT);
     assert_eq!(status_of(&m, b, &read10(0, 1)), CONFLICT);
     assert_eq!(
-        status_of(&m, b, &[0x12, 0, 0, 0, 36, 0]),
-        status::GOOD,
+        status_of(&m, b, &[opcode::INQUIRY, 0, 0, 0, 36, 0]),
+        Status::GOOD,
         "INQUIRY passes"
     );
     assert_eq!(
         status_of(&m, b, &release),
-        status::GOOD,
+        Status::GOOD,
         "a non-holder's RELEASE is a no-op"
     );
     assert_eq!(status_of(&m, b, &reserve), CONFLICT);
-    assert_eq!(status_of(&m, a, &read10(0, 1)), status::GOOD);
-    assert_eq!(status_of(&m, a, &release), status::GOOD);
-    assert_eq!(status_of(&m, b, &reserve), status::GOOD);
+    assert_eq!(status_of(&m, a, &read10(0, 1)), Status::GOOD);
+    assert_eq!(status_of(&m, a, &release), Status::GOOD);
+    assert_eq!(status_of(&m, b, &reserve), Status::GOOD);
     // Nexus loss releases it; so does a LU reset.
     m.detach_nexus(b);
-    assert_eq!(status_of(&m, a, &reserve), status::GOOD);
+    assert_eq!(status_of(&m, a, &reserve), Status::GOOD);
     m.get(0).unwrap().reset();
     m.attach_nexus(b, &id("b"), true);
     m.execute(Some(0), b, &[0, 0, 0, 0, 0, 0], &DataOutBuffer::new());
-    assert_eq!(status_of(&m, b, &reserve), status::GOOD);
+    assert_eq!(status_of(&m, b, &reserve), Status::GOOD);
 }
 
 #[test]
@@ -243,10 +244,10 @@ fn persistent_register_reserve_release_and_conflicts() {
 fn register_a_and_b(m: &LunMap, a: NexusId, b: NexusId) {
     // REGISTER with a non-zero key from an unregistered nexus conflicts.
     assert_eq!(prout(m, a, 0x00, 0, 5, 0x1111, 0).status, CONFLICT);
-    assert_eq!(prout(m, a, 0x00, 0, 0, 0x1111, 0).status, status::GOOD);
+    assert_eq!(prout(m, a, 0x00, 0, 0, 0x1111, 0).status, Status::GOOD);
     assert_eq!(
         prout(m, b, 0x06, 0, 0, 0x2222, 0).status,
-        status::GOOD,
+        Status::GOOD,
         "REGISTER AND IGNORE"
     );
     let (gen, k) = keys(m, a);
@@ -259,7 +260,7 @@ fn register_a_and_b(m: &LunMap, a: NexusId, b: NexusId) {
 fn a_holds_write_exclusive(m: &LunMap, a: NexusId, b: NexusId) {
     assert_eq!(
         prout(m, a, 0x01, pr_type::WRITE_EXCLUSIVE, 0x1111, 0, 0).status,
-        status::GOOD
+        Status::GOOD
     );
     let r = prin(m, a, 1);
     assert_eq!(&r[4..8], &16u32.to_be_bytes());
@@ -267,17 +268,20 @@ fn a_holds_write_exclusive(m: &LunMap, a: NexusId, b: NexusId) {
     assert_eq!(r[21] & 0x0f, pr_type::WRITE_EXCLUSIVE);
     assert_eq!(
         status_of(m, b, &read10(0, 1)),
-        status::GOOD,
+        Status::GOOD,
         "reads pass WE"
     );
     assert_eq!(write_status(m, b), CONFLICT);
-    assert_eq!(write_status(m, a), status::GOOD);
+    assert_eq!(write_status(m, a), Status::GOOD);
     // Another RESERVE by b conflicts; RESERVE(6) conflicts with PR state.
     assert_eq!(
         prout(m, b, 0x01, pr_type::WRITE_EXCLUSIVE, 0x2222, 0, 0).status,
         CONFLICT
     );
-    assert_eq!(status_of(m, b, &[0x16, 0, 0, 0, 0, 0]), CONFLICT);
+    assert_eq!(
+        status_of(m, b, &[opcode::RESERVE_6, 0, 0, 0, 0, 0]),
+        CONFLICT
+    );
 }
 
 /// RELEASE of a's reservation: with the wrong type an error, by b a
@@ -285,18 +289,18 @@ fn a_holds_write_exclusive(m: &LunMap, a: NexusId, b: NexusId) {
 fn release_needs_the_type_and_the_holder(m: &LunMap, a: NexusId, b: NexusId) {
     assert_eq!(
         sense_of(&prout(m, a, 0x02, pr_type::EXCLUSIVE_ACCESS, 0x1111, 0, 0)),
-        (key::ILLEGAL_REQUEST, 0x26, 0x04)
+        (SenseKey::ILLEGAL_REQUEST, 0x26, 0x04)
     );
     assert_eq!(
         prout(m, b, 0x02, pr_type::WRITE_EXCLUSIVE, 0x2222, 0, 0).status,
-        status::GOOD
+        Status::GOOD
     );
     assert_eq!(write_status(m, b), CONFLICT);
     assert_eq!(
         prout(m, a, 0x02, pr_type::WRITE_EXCLUSIVE, 0x1111, 0, 0).status,
-        status::GOOD
+        Status::GOOD
     );
-    assert_eq!(write_status(m, b), status::GOOD);
+    assert_eq!(write_status(m, b), Status::GOOD);
     // Reserve/release do not bump the generation.
     assert_eq!(keys(m, a).0, 2);
 }
@@ -315,13 +319,13 @@ fn unregistering_the_holder_releases(m: &LunMap, a: NexusId, b: NexusId) {
             0
         )
         .status,
-        status::GOOD
+        Status::GOOD
     );
-    assert_eq!(prout(m, a, 0x00, 0, 0x1111, 0, 0).status, status::GOOD);
+    assert_eq!(prout(m, a, 0x00, 0, 0x1111, 0, 0).status, Status::GOOD);
     let r = m.execute(Some(0), b, &[0, 0, 0, 0, 0, 0], &DataOutBuffer::new());
     assert_eq!(
         sense_of(&r),
-        (key::UNIT_ATTENTION, 0x2a, 0x04),
+        (SenseKey::UNIT_ATTENTION, 0x2a, 0x04),
         "RESERVATIONS RELEASED"
     );
     assert_eq!(prin(m, b, 1)[4..8], 0u32.to_be_bytes());
@@ -343,7 +347,7 @@ fn all_registrants_reservation_survives_its_maker() {
             0
         )
         .status,
-        status::GOOD
+        Status::GOOD
     );
     let r = prin(&m, b, 1);
     assert_eq!(
@@ -351,7 +355,7 @@ fn all_registrants_reservation_survives_its_maker() {
         &0u64.to_be_bytes(),
         "all-registrants reservations report key 0"
     );
-    assert_eq!(write_status(&m, b), status::GOOD);
+    assert_eq!(write_status(&m, b), Status::GOOD);
     prout(&m, a, 0x00, 0, 1, 0, 0);
     assert_eq!(
         prin(&m, b, 1)[4..8],
@@ -376,14 +380,14 @@ fn preempt_and_clear() {
     let r = prout(&m, b, 0x04, pr_type::EXCLUSIVE_ACCESS, 2, 1, 0);
     assert_eq!(
         (r.status, r.abort_nexuses),
-        (status::GOOD, vec![]),
+        (Status::GOOD, vec![]),
         "PREEMPT aborts nothing"
     );
     assert_eq!(keys(&m, b), (gen + 1, vec![2]));
     let r = m.execute(Some(0), a, &[0, 0, 0, 0, 0, 0], &DataOutBuffer::new());
     assert_eq!(
         sense_of(&r),
-        (key::UNIT_ATTENTION, 0x2a, 0x05),
+        (SenseKey::UNIT_ATTENTION, 0x2a, 0x05),
         "REGISTRATIONS PREEMPTED"
     );
     assert_eq!(
@@ -398,13 +402,13 @@ fn preempt_and_clear() {
     let r = prout(&m, b, 0x05, pr_type::WRITE_EXCLUSIVE, 2, 1, 0);
     assert_eq!(
         (r.status, r.abort_nexuses),
-        (status::GOOD, vec![a]),
+        (Status::GOOD, vec![a]),
         "PREEMPT AND ABORT ends a's tasks"
     );
     let r = m.execute(Some(0), a, &[0, 0, 0, 0, 0, 0], &DataOutBuffer::new());
     assert_eq!(
         sense_of(&r),
-        (key::UNIT_ATTENTION, 0x2a, 0x05),
+        (SenseKey::UNIT_ATTENTION, 0x2a, 0x05),
         "the preempted holder is told"
     );
     let r = prin(&m, a, 1);
@@ -413,7 +417,7 @@ fn preempt_and_clear() {
         (&2u64.to_be_bytes()[..], pr_type::WRITE_EXCLUSIVE)
     );
     // CLEAR by a registrant removes everything.
-    assert_eq!(prout(&m, b, 0x03, 0, 2, 0, 0).status, status::GOOD);
+    assert_eq!(prout(&m, b, 0x03, 0, 2, 0, 0).status, Status::GOOD);
     assert_eq!(keys(&m, a).1, Vec::<u64>::new());
     assert_eq!(prin(&m, a, 1)[4..8], 0u32.to_be_bytes());
 }
@@ -442,7 +446,7 @@ fn persistent_reserve_in_forms() {
     let r = m.execute(
         Some(0),
         a,
-        &[0x5e, 0, 0, 0, 0, 0, 0, 0, 8, 0],
+        &[opcode::PERSISTENT_RESERVE_IN, 0, 0, 0, 0, 0, 0, 0, 8, 0],
         &DataOutBuffer::new(),
     );
     assert_eq!(r.data.len(), 8);
@@ -451,12 +455,12 @@ fn persistent_reserve_in_forms() {
         let r = m.execute(
             Some(0),
             a,
-            &[0x5e, sa, 0, 0, 0, 0, 0, 0x10, 0, 0],
+            &[opcode::PERSISTENT_RESERVE_IN, sa, 0, 0, 0, 0, 0, 0x10, 0, 0],
             &DataOutBuffer::new(),
         );
         assert_eq!(
             sense_of(&r).0,
-            key::ILLEGAL_REQUEST,
+            SenseKey::ILLEGAL_REQUEST,
             "PR IN service action {sa}"
         );
     }
@@ -465,7 +469,7 @@ fn persistent_reserve_in_forms() {
     let r = m.execute(
         Some(0),
         a,
-        &[0x5f, 0, 0, 0, 0, 0, 0, 0, 8, 0],
+        &[opcode::PERSISTENT_RESERVE_OUT, 0, 0, 0, 0, 0, 0, 0, 8, 0],
         &DataOutBuffer::copy_from_slice(&[0; 8]),
     );
     assert_eq!(sense_of(&r).1, 0x1a);
@@ -492,10 +496,10 @@ fn aptpl_state_is_saved_and_restored() {
     let m = LunMap::new(vec![(0, Arc::new(lu))]);
     m.attach_nexus(N, &id("a"), false);
     m.execute(Some(0), N, &[0, 0, 0, 0, 0, 0], &DataOutBuffer::new());
-    assert_eq!(prout(&m, N, 0x06, 0, 0, 77, 0x01).status, status::GOOD);
+    assert_eq!(prout(&m, N, 0x06, 0, 0, 77, 0x01).status, Status::GOOD);
     assert_eq!(
         prout(&m, N, 0x01, pr_type::EXCLUSIVE_ACCESS, 77, 0, 0).status,
-        status::GOOD
+        Status::GOOD
     );
     let saved = store.0.lock().unwrap().clone().expect("saved with APTPL");
     // A new LU (a restart) restored from the saved text: the same nexus
@@ -517,13 +521,13 @@ fn aptpl_state_is_saved_and_restored() {
         &[0, 0, 0, 0, 0, 0],
         &DataOutBuffer::new(),
     );
-    assert_eq!(status_of(&m2, NexusId(5), &read10(0, 1)), status::GOOD);
+    assert_eq!(status_of(&m2, NexusId(5), &read10(0, 1)), Status::GOOD);
     assert_eq!(status_of(&m2, NexusId(6), &read10(0, 1)), CONFLICT);
     assert_eq!(prin(&m2, NexusId(5), 2)[3] & 0x01, 1, "PTPL_A");
     // Clearing APTPL forgets the saved state.
     assert_eq!(
         prout(&m2, NexusId(5), 0x00, 0, 77, 77, 0).status,
-        status::GOOD
+        Status::GOOD
     );
     assert!(store.0.lock().unwrap().is_none());
 }

@@ -6,9 +6,10 @@ use std::sync::Arc;
 use ironlun_backend::testing::{Faults, FaultyBackend};
 use ironlun_backend::{Backend, RamBackend};
 
-use crate::sense::key;
 use crate::test_util::{cdb16, cfg, lu_with, ram_map, read10, run, run_out, sense_of, write10};
-use crate::{status, LunMap, Response};
+use crate::{LunMap, Response};
+use ironlun_scsi_codes::Status;
+use ironlun_scsi_codes::{opcode, SenseKey};
 
 fn sanitize_map(backend: Arc<dyn Backend>, thin: bool) -> LunMap {
     let mut c = cfg(512);
@@ -20,7 +21,11 @@ fn sanitize_map(backend: Arc<dyn Backend>, thin: bool) -> LunMap {
 /// SANITIZE with a parameter list of `len` bytes (`data` may be longer).
 fn sanitize(m: &LunMap, sa: u8, len: u16, data: &[u8]) -> Response {
     let l = len.to_be_bytes();
-    run_out(m, &[0x48, sa, 0, 0, 0, 0, 0, l[0], l[1], 0], data)
+    run_out(
+        m,
+        &[opcode::SANITIZE, sa, 0, 0, 0, 0, 0, l[0], l[1], 0],
+        data,
+    )
 }
 
 fn overwrite_params(count: u8, pattern: &[u8]) -> Vec<u8> {
@@ -35,15 +40,15 @@ fn sanitize_only_where_configured() {
     let m = ram_map(64, 512);
     assert_eq!(
         sense_of(&sanitize(&m, 0x01, 8, &overwrite_params(1, &[1; 4]))),
-        (key::ILLEGAL_REQUEST, 0x20, 0)
+        (SenseKey::ILLEGAL_REQUEST, 0x20, 0)
     );
     // Without thin provisioning there is no BLOCK ERASE.
     let m = sanitize_map(Arc::new(RamBackend::new(64 * 512)), false);
     assert_eq!(
         sense_of(&sanitize(&m, 0x02, 0, &[])),
-        (key::ILLEGAL_REQUEST, 0x24, 0)
+        (SenseKey::ILLEGAL_REQUEST, 0x24, 0)
     );
-    let r = run(&m, &[0x12, 1, 0xb1, 0, 64, 0]);
+    let r = run(&m, &[opcode::INQUIRY, 1, 0xb1, 0, 64, 0]);
     assert_eq!(r.bytes()[7] & 0xc0, 0, "WABEREQ 0 without BLOCK ERASE");
 }
 
@@ -52,10 +57,10 @@ fn sanitize_overwrite_and_its_parameter_checks() {
     let m = sanitize_map(Arc::new(RamBackend::new(64 * 512)), false);
     assert_eq!(
         run_out(&m, &write10(0, 1, 0), &[b'a'; 512]).status,
-        status::GOOD
+        Status::GOOD
     );
     let p = overwrite_params(1, &[0xaa; 512]);
-    assert_eq!(sanitize(&m, 0x01, p.len() as u16, &p).status, status::GOOD);
+    assert_eq!(sanitize(&m, 0x01, p.len() as u16, &p).status, Status::GOOD);
     for lba in [0, 63] {
         assert!(run(&m, &read10(lba, 1)).bytes().iter().all(|&b| b == 0xaa));
     }
@@ -63,7 +68,7 @@ fn sanitize_overwrite_and_its_parameter_checks() {
     // ends on the pattern itself.
     let mut p = overwrite_params(2, &[1, 2, 3]);
     p[0] |= 0x80;
-    assert_eq!(sanitize(&m, 0x01, p.len() as u16, &p).status, status::GOOD);
+    assert_eq!(sanitize(&m, 0x01, p.len() as u16, &p).status, Status::GOOD);
     let r = run(&m, &read10(5, 1));
     assert_eq!(&r.bytes()[..6], &[1, 2, 3, 1, 2, 3]);
     assert_eq!(r.bytes()[511], [1, 2, 3][511 % 3]);
@@ -72,7 +77,7 @@ fn sanitize_overwrite_and_its_parameter_checks() {
     for len in [0u16, 4, 517] {
         assert_eq!(
             sense_of(&sanitize(&m, 0x01, len, &big)),
-            (key::ILLEGAL_REQUEST, 0x24, 0)
+            (SenseKey::ILLEGAL_REQUEST, 0x24, 0)
         );
     }
     // OVERWRITE COUNT 0, pattern length 0 or over a block: the list.
@@ -83,25 +88,25 @@ fn sanitize_overwrite_and_its_parameter_checks() {
     }] {
         assert_eq!(
             sense_of(&sanitize(&m, 0x01, p.len() as u16, &p)),
-            (key::ILLEGAL_REQUEST, 0x26, 0)
+            (SenseKey::ILLEGAL_REQUEST, 0x26, 0)
         );
     }
     // Reserved bit 6 of byte 1; unknown and unsupported service actions.
     assert_eq!(
         sense_of(&sanitize(&m, 0x41, 8, &overwrite_params(1, &[1; 4]))),
-        (key::ILLEGAL_REQUEST, 0x24, 0)
+        (SenseKey::ILLEGAL_REQUEST, 0x24, 0)
     );
     for sa in [0x00, 0x03, 0x04, 0x1e] {
         assert_eq!(
             sense_of(&sanitize(&m, sa, 0, &[])),
-            (key::ILLEGAL_REQUEST, 0x24, 0)
+            (SenseKey::ILLEGAL_REQUEST, 0x24, 0)
         );
     }
     assert_eq!(
         sense_of(&sanitize(&m, 0x1f, 8, &[0; 8])),
-        (key::ILLEGAL_REQUEST, 0x24, 0)
+        (SenseKey::ILLEGAL_REQUEST, 0x24, 0)
     );
-    assert_eq!(sanitize(&m, 0x1f, 0, &[]).status, status::GOOD);
+    assert_eq!(sanitize(&m, 0x1f, 0, &[]).status, Status::GOOD);
 }
 
 #[test]
@@ -109,20 +114,20 @@ fn sanitize_block_erase_deallocates_everything() {
     let m = sanitize_map(Arc::new(RamBackend::new(64 * 512)), true);
     assert_eq!(
         run_out(&m, &write10(0, 4, 0), &[b'a'; 2048]).status,
-        status::GOOD
+        Status::GOOD
     );
     assert_eq!(
         sense_of(&sanitize(&m, 0x02, 8, &[0; 8])),
-        (key::ILLEGAL_REQUEST, 0x24, 0)
+        (SenseKey::ILLEGAL_REQUEST, 0x24, 0)
     );
-    assert_eq!(sanitize(&m, 0x02, 0, &[]).status, status::GOOD);
+    assert_eq!(sanitize(&m, 0x02, 0, &[]).status, Status::GOOD);
     assert!(run(&m, &read10(0, 4)).bytes().iter().all(|&b| b == 0));
     // GET LBA STATUS: one descriptor, all 64 blocks deallocated.
     let r = run(&m, &cdb16(0x9e, 0x12, 0, 64));
     assert_eq!(&r.bytes()[..4], &[0, 0, 0, 20]);
     assert_eq!(&r.bytes()[16..20], &64u32.to_be_bytes());
     assert_eq!(r.bytes()[20] & 0x0f, 1, "deallocated");
-    let r = run(&m, &[0x12, 1, 0xb1, 0, 64, 0]);
+    let r = run(&m, &[opcode::INQUIRY, 1, 0xb1, 0, 64, 0]);
     assert_eq!(r.bytes()[7] & 0xc0, 0x40, "WABEREQ 01b");
 }
 
@@ -136,26 +141,32 @@ fn sanitize_in_progress_and_failure_mode() {
     lu.sanitize
         .running
         .store(true, std::sync::atomic::Ordering::Release);
-    assert_eq!(sense_of(&run(&m, &[0; 6])), (key::NOT_READY, 0x04, 0x1b));
+    assert_eq!(
+        sense_of(&run(&m, &[0; 6])),
+        (SenseKey::NOT_READY, 0x04, 0x1b)
+    );
     assert_eq!(
         sense_of(&run(&m, &read10(0, 1))),
-        (key::NOT_READY, 0x04, 0x1b)
+        (SenseKey::NOT_READY, 0x04, 0x1b)
     );
-    assert_eq!(run(&m, &[0x12, 0, 0, 0, 36, 0]).status, status::GOOD);
-    let rs = run(&m, &[0x03, 0, 0, 0, 18, 0]);
+    assert_eq!(
+        run(&m, &[opcode::INQUIRY, 0, 0, 0, 36, 0]).status,
+        Status::GOOD
+    );
+    let rs = run(&m, &[opcode::REQUEST_SENSE, 0, 0, 0, 18, 0]);
     assert_eq!(
         (
-            rs.bytes()[2],
+            SenseKey(rs.bytes()[2]),
             rs.bytes()[12],
             rs.bytes()[13],
             rs.bytes()[15] & 0x80
         ),
-        (key::NOT_READY, 0x04, 0x1b, 0x80)
+        (SenseKey::NOT_READY, 0x04, 0x1b, 0x80)
     );
     let p = overwrite_params(1, &[1; 4]);
     assert_eq!(
         sense_of(&sanitize(&m, 0x01, 8, &p)),
-        (key::NOT_READY, 0x04, 0x1b)
+        (SenseKey::NOT_READY, 0x04, 0x1b)
     );
     lu.sanitize
         .running
@@ -168,14 +179,17 @@ fn sanitize_in_progress_and_failure_mode() {
     });
     assert_eq!(
         sense_of(&sanitize(&m, 0x01, 8, &p)),
-        (key::MEDIUM_ERROR, 0x31, 0x03)
+        (SenseKey::MEDIUM_ERROR, 0x31, 0x03)
     );
     b.set_faults(Faults::default());
     assert_eq!(
         sense_of(&run(&m, &read10(0, 1))),
-        (key::MEDIUM_ERROR, 0x31, 0x03)
+        (SenseKey::MEDIUM_ERROR, 0x31, 0x03)
     );
-    assert_eq!(run(&m, &[0x12, 0, 0, 0, 36, 0]).status, status::GOOD);
-    assert_eq!(sanitize(&m, 0x1f, 0, &[]).status, status::GOOD);
-    assert_eq!(run(&m, &read10(0, 1)).status, status::GOOD);
+    assert_eq!(
+        run(&m, &[opcode::INQUIRY, 0, 0, 0, 36, 0]).status,
+        Status::GOOD
+    );
+    assert_eq!(sanitize(&m, 0x1f, 0, &[]).status, Status::GOOD);
+    assert_eq!(run(&m, &read10(0, 1)).status, Status::GOOD);
 }

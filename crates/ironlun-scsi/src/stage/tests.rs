@@ -10,6 +10,7 @@ use ironlun_backend::{FileBackend, FileOptions, RamBackend};
 
 use super::*;
 use crate::{test_util, DataOutBuffer, LuConfig, LunMap, NexusId};
+use ironlun_scsi_codes::{opcode, Status};
 
 const N: NexusId = NexusId(7);
 
@@ -163,18 +164,14 @@ fn a_write_protected_lu_refuses_staged_writes() {
     let lu = file_lu(dir.path(), "ro", false, true);
     let data = DataOutBuffer::from(pattern(512, 1));
     let first = staged(&lu, None, &cdb10(0x2a, 0, 0, 1), &data);
-    assert_eq!(
-        first.status,
-        crate::status::CHECK_CONDITION,
-        "unit attention"
-    );
+    assert_eq!(first.status, Status::CHECK_CONDITION, "unit attention");
     let r = staged(&lu, None, &cdb10(0x2a, 0, 0, 1), &data);
     same(
         &r,
         &executed(&lu, &cdb10(0x2a, 0, 0, 1), &data),
         "write on ro",
     );
-    assert_eq!(r.status, crate::status::CHECK_CONDITION);
+    assert_eq!(r.status, Status::CHECK_CONDITION);
 }
 
 #[test]
@@ -187,7 +184,10 @@ fn what_can_be_staged() {
     assert!(lu.stageable(&cdb10(0x2a, 0, 0, 8), 1024));
     // A partial last block needs a read-modify-write.
     assert!(!lu.stageable(&cdb10(0x2a, 0, 0, 8), 1000));
-    assert!(!lu.stageable(&[0x12, 0, 0, 0, 96, 0], 0), "INQUIRY");
+    assert!(
+        !lu.stageable(&[opcode::INQUIRY, 0, 0, 0, 96, 0], 0),
+        "INQUIRY"
+    );
     assert!(
         !lu.stageable(&cdb10(0x89, 0, 0, 1), 1024),
         "COMPARE AND WRITE"
@@ -229,7 +229,7 @@ fn a_staged_access_and_an_atomic_command_exclude_each_other() {
         rx.recv_timeout(Duration::from_millis(50)).is_err(),
         "entered past a staged read"
     );
-    assert_eq!(io.run_here().status, crate::status::GOOD);
+    assert_eq!(io.run_here().status, Status::GOOD);
     rx.recv_timeout(Duration::from_secs(10)).unwrap();
     t.join().unwrap();
 }
