@@ -8,7 +8,9 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use ironlun_wire::{LogoutRequest, NopOut, Pdu, RESERVED_TAG};
+use ironlun_wire::{
+    AsyncEvent, LogoutRequest, NopOut, Pdu, RejectReason, TmfFunction, TmfResponse, RESERVED_TAG,
+};
 use support::{Raw, Target};
 
 const NAME: &str = "iqn.2026-11.io.ironlun:e2e-proto";
@@ -40,8 +42,9 @@ fn shutdown_asks_initiators_to_log_out_then_exits_zero() {
         panic!("expected an Async Message, got {pdu:?}")
     };
     assert_eq!(
-        a.async_event, 1,
-        "AsyncEvent 1: target requests logout (RFC 7143 §11.9.1)"
+        a.async_event,
+        AsyncEvent::LOGOUT_REQUEST,
+        "target requests logout (RFC 7143 §11.9.1)"
     );
     assert!(a.parameter3 > 0, "Parameter3 gives the time to log out");
     let logout = LogoutRequest {
@@ -110,14 +113,16 @@ fn hostile_connections_do_not_disturb_a_logged_in_session() {
     b.send_bytes(&bad).unwrap();
     let (pdu, data) = b.recv().expect("reject");
     assert!(
-        matches!(pdu, Pdu::Reject(ref r) if r.reason == 0x05),
+        matches!(pdu, Pdu::Reject(ref r) if r.reason == RejectReason::COMMAND_NOT_SUPPORTED),
         "{pdu:?}"
     );
     assert_eq!(data.len(), 48);
     // A target opcode from an initiator.
     bad[0] = 0x21;
     b.send_bytes(&bad).unwrap();
-    assert!(matches!(b.recv().expect("reject").0, Pdu::Reject(ref r) if r.reason == 0x04));
+    assert!(
+        matches!(b.recv().expect("reject").0, Pdu::Reject(ref r) if r.reason == RejectReason::PROTOCOL_ERROR)
+    );
     // Data-Out for a task that does not exist is discarded; the session
     // still answers.
     let mut dout = [0u8; 48];
@@ -335,15 +340,9 @@ fn sense3(sense: &[u8]) -> (u8, u8, u8) {
 
 #[test]
 fn task_management_reaches_other_sessions_tasks() {
-    // TMF function codes (RFC 7143 §11.5.1, RFC 7144 §4.6) and responses.
-    const CLEAR_TASK_SET: u8 = 4;
-    const LOGICAL_UNIT_RESET: u8 = 5;
-    const TARGET_COLD_RESET: u8 = 7;
-    const QUERY_TASK: u8 = 9;
-    const QUERY_TASK_SET: u8 = 10;
-    const I_T_NEXUS_RESET: u8 = 11;
-    const COMPLETE: u8 = 0;
-    const SUCCEEDED: u8 = 7;
+    use TmfFunction as F;
+    const COMPLETE: TmfResponse = TmfResponse::FUNCTION_COMPLETE;
+    const SUCCEEDED: TmfResponse = TmfResponse::FUNCTION_SUCCEEDED;
     let t = Target::start(&["--name", NAME, "--lun", "ram:16MiB"]);
     let mut a = session(&t, [0x80, 0, 0, 0, 0, 9]);
     let mut b = session(&t, [0x80, 0, 0, 0, 0, 10]);
@@ -351,19 +350,19 @@ fn task_management_reaches_other_sessions_tasks() {
     let write8 = [0x2a, 0, 0, 0, 0, 0, 0, 0, 8, 0];
     let itt = a.command(&write8, 0, 4096, &[]);
     assert_eq!(
-        a.tmf(QUERY_TASK, itt),
+        a.tmf(F::QUERY_TASK, itt),
         SUCCEEDED,
         "the write is in the task set"
     );
-    assert_eq!(a.tmf(QUERY_TASK_SET, 0xffff_ffff), SUCCEEDED);
+    assert_eq!(a.tmf(F::QUERY_TASK_SET, 0xffff_ffff), SUCCEEDED);
     assert_eq!(
-        b.tmf(QUERY_TASK_SET, 0xffff_ffff),
+        b.tmf(F::QUERY_TASK_SET, 0xffff_ffff),
         COMPLETE,
         "b has no tasks"
     );
     // b clears the shared task set: a's write ends without a response.
-    assert_eq!(b.tmf(CLEAR_TASK_SET, 0xffff_ffff), COMPLETE);
-    assert_eq!(a.tmf(QUERY_TASK, itt), COMPLETE, "the write is gone");
+    assert_eq!(b.tmf(F::CLEAR_TASK_SET, 0xffff_ffff), COMPLETE);
+    assert_eq!(a.tmf(F::QUERY_TASK, itt), COMPLETE, "the write is gone");
     a.data_out(itt, 0, &[0xaa; 4096], true);
     let (st, sense, _) = a.scsi(&TUR, 0, &[]);
     assert_eq!(
@@ -381,12 +380,12 @@ fn task_management_reaches_other_sessions_tasks() {
     // b resets the LU: both nexuses learn of it.
     let itt = a.command(&write8, 0, 4096, &[]);
     assert_eq!(
-        a.tmf(QUERY_TASK, itt),
+        a.tmf(F::QUERY_TASK, itt),
         SUCCEEDED,
         "the target has the write"
     );
-    assert_eq!(b.tmf(LOGICAL_UNIT_RESET, 0xffff_ffff), COMPLETE);
-    assert_eq!(a.tmf(QUERY_TASK, itt), COMPLETE, "the write is gone");
+    assert_eq!(b.tmf(F::LOGICAL_UNIT_RESET, 0xffff_ffff), COMPLETE);
+    assert_eq!(a.tmf(F::QUERY_TASK, itt), COMPLETE, "the write is gone");
     for c in [&mut a, &mut b] {
         let (st, sense, _) = c.scsi(&TUR, 0, &[]);
         assert_eq!(
@@ -396,7 +395,7 @@ fn task_management_reaches_other_sessions_tasks() {
         );
     }
     // I_T NEXUS RESET concerns only the issuer.
-    assert_eq!(a.tmf(I_T_NEXUS_RESET, 0xffff_ffff), COMPLETE);
+    assert_eq!(a.tmf(F::I_T_NEXUS_RESET, 0xffff_ffff), COMPLETE);
     let (st, sense, _) = a.scsi(&TUR, 0, &[]);
     assert_eq!(
         (st, sense3(&sense)),
@@ -405,7 +404,7 @@ fn task_management_reaches_other_sessions_tasks() {
     );
     assert_eq!(b.scsi(&TUR, 0, &[]).0, 0);
     // TARGET COLD RESET: the response, then every connection closes.
-    assert_eq!(b.tmf(TARGET_COLD_RESET, 0xffff_ffff), COMPLETE);
+    assert_eq!(b.tmf(F::TARGET_COLD_RESET, 0xffff_ffff), COMPLETE);
     assert!(b.closed());
     assert!(a.closed());
     // New sessions work.

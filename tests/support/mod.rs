@@ -22,7 +22,7 @@ use bytes::{Bytes, BytesMut};
 use ironlun_wire::text::{encode_pairs, parse_pairs};
 use ironlun_wire::{
     encode_frame, DataOut, Digests, FrameDecoder, LoginRequest, LoginResponse, Lun, Pdu,
-    ScsiCommand, TaskMgmtRequest,
+    ScsiCommand, TaskMgmtRequest, TmfFunction, TmfResponse,
 };
 
 /// Path of a required tool, or a panic naming the package.
@@ -514,8 +514,8 @@ impl Raw {
     }
 
     /// An immediate task management request on LUN 0; returns the
-    /// response code.
-    pub fn tmf(&mut self, function: u8, referenced_task_tag: u32) -> u8 {
+    /// response.
+    pub fn tmf(&mut self, function: TmfFunction, referenced_task_tag: u32) -> TmfResponse {
         let itt = self.itt();
         let req = TaskMgmtRequest {
             immediate: true,

@@ -19,9 +19,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use ironlun_backend::RamBackend;
-use ironlun_scsi::{
-    status, DataOutBuffer, ItNexus, LogicalUnit, LuConfig, LunMap, NexusId, Response,
-};
+use ironlun_scsi::{DataOutBuffer, ItNexus, LogicalUnit, LuConfig, LunMap, NexusId, Response};
+use ironlun_scsi_codes::{SenseCode, SenseKey, Status};
 
 use crate::input::Records;
 
@@ -129,8 +128,8 @@ pub fn cdb(data: &[u8]) -> CdbRun {
                 run.commands += 1;
                 run.data_in_bytes += r.data.len() as u64;
                 match r.status {
-                    status::GOOD => run.good += 1,
-                    status::CHECK_CONDITION => run.check_condition += 1,
+                    Status::GOOD => run.good += 1,
+                    Status::CHECK_CONDITION => run.check_condition += 1,
                     _ => {}
                 }
             }
@@ -139,32 +138,31 @@ pub fn cdb(data: &[u8]) -> CdbRun {
     run
 }
 
-/// CONDITION MET (SAM-5 §5.3.1): PRE-FETCH when the range fits the cache.
-const CONDITION_MET: u8 = 0x04;
-
 pub(crate) fn check_response(r: &Response) {
     let known = [
-        status::GOOD,
-        CONDITION_MET,
-        status::CHECK_CONDITION,
-        status::BUSY,
-        status::RESERVATION_CONFLICT,
-        status::TASK_SET_FULL,
-        status::TASK_ABORTED,
+        Status::GOOD,
+        // PRE-FETCH when the range fits the cache.
+        Status::CONDITION_MET,
+        Status::CHECK_CONDITION,
+        Status::BUSY,
+        Status::RESERVATION_CONFLICT,
+        Status::TASK_SET_FULL,
+        Status::TASK_ABORTED,
     ];
-    assert!(known.contains(&r.status), "status {:#x}", r.status);
-    if r.status == status::CHECK_CONDITION {
-        let key = match r.sense.first().map(|b| b & 0x7f) {
-            Some(0x70 | 0x71) => r.sense.get(2).map(|b| b & 0x0f),
-            Some(0x72 | 0x73) => r.sense.get(1).map(|b| b & 0x0f),
-            other => panic!("sense response code {other:?}"),
-        };
-        match key {
-            Some(k) => assert_ne!(k, 0, "CHECK CONDITION with NO SENSE"),
+    assert!(known.contains(&r.status), "status {:?}", r.status);
+    if r.status == Status::CHECK_CONDITION {
+        // Fixed (70h/71h) or descriptor (72h/73h) format, SPC-4 §4.5.
+        let format = r.sense.first().map(|b| b & 0x7f);
+        assert!(
+            matches!(format, Some(0x70..=0x73)),
+            "sense response code {format:?}"
+        );
+        match SenseCode::parse(&r.sense) {
+            Some(c) => assert_ne!(c.key, SenseKey::NO_SENSE, "CHECK CONDITION with NO SENSE"),
             None => panic!("sense data too short: {:?}", r.sense),
         }
     } else {
-        assert!(r.sense.is_empty(), "status {:#x} with sense", r.status);
+        assert!(r.sense.is_empty(), "status {:?} with sense", r.status);
     }
     assert!(
         r.data.len() as u64 <= u64::from(r.transfer_length),

@@ -17,12 +17,12 @@ use ironlun_proto::initiator::{
     SessionLimits, ATTR_SIMPLE,
 };
 use ironlun_proto::params::{DigestKind, Offers};
-use ironlun_proto::target::tmf;
 use ironlun_proto::OutPdu;
+use ironlun_scsi_codes::{opcode, service_action};
 use ironlun_wire::text::encode_pairs;
 use ironlun_wire::{
     encode_frame, Bhs, DataOut, Digests, Frame, FrameDecoder, Lun, NopOut, Opcode, Outbox, Pdu,
-    ScsiCommand, TextRequest,
+    ScsiCommand, TextRequest, TmfFunction,
 };
 
 use crate::input::RecordWriter;
@@ -96,7 +96,7 @@ fn some_pdus(digests: Digests) -> Vec<u8> {
     let mut s = frame(&login.start(), digests);
     let pdus = [
         OutPdu {
-            pdu: command(1, 1, rw10(0x2a, 0, 1), 512, true),
+            pdu: command(1, 1, rw10(opcode::WRITE_10, 0, 1), 512, true),
             data: Bytes::from(vec![0xab; 512]).into(),
         },
         OutPdu {
@@ -111,7 +111,7 @@ fn some_pdus(digests: Digests) -> Vec<u8> {
             }),
             data: Bytes::from(vec![0xcd; 1000]).into(),
         },
-        OutPdu::new(command(2, 2, rw10(0x28, 0, 8), 4096, false)),
+        OutPdu::new(command(2, 2, rw10(opcode::READ_10, 0, 8), 4096, false)),
         OutPdu {
             pdu: Pdu::NopOut(NopOut {
                 immediate: true,
@@ -296,47 +296,134 @@ fn text_seeds() -> Vec<Seed> {
 fn cdbs() -> Vec<(u8, Vec<u8>, Vec<u8>)> {
     let mut v: Vec<(u8, Vec<u8>, Vec<u8>)> = Vec::new();
     let mut add = |lun: u8, cdb: &[u8], data: &[u8]| v.push((lun, cdb.to_vec(), data.to_vec()));
-    add(0, &[0x00, 0, 0, 0, 0, 0], &[]); // TEST UNIT READY
-    add(0, &[0x03, 0, 0, 0, 252, 0], &[]); // REQUEST SENSE
-    add(0, &[0x12, 0, 0, 0, 255, 0], &[]); // INQUIRY
+    add(0, &[opcode::TEST_UNIT_READY, 0, 0, 0, 0, 0], &[]); // TEST UNIT READY
+    add(0, &[opcode::REQUEST_SENSE, 0, 0, 0, 252, 0], &[]); // REQUEST SENSE
+    add(0, &[opcode::INQUIRY, 0, 0, 0, 255, 0], &[]); // INQUIRY
     for page in [0x00, 0x80, 0x83, 0x86, 0xb0, 0xb1, 0xb2] {
-        add(1, &[0x12, 1, page, 0, 255, 0], &[]);
+        add(1, &[opcode::INQUIRY, 1, page, 0, 255, 0], &[]);
     }
-    add(2, &[0x12, 0, 0, 0, 96, 0], &[]); // INQUIRY, no LU
-    add(0, &[0xa0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0], &[]); // REPORT LUNS
-    add(0, &[0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0], &[]); // READ CAPACITY(10)
+    add(2, &[opcode::INQUIRY, 0, 0, 0, 96, 0], &[]); // INQUIRY, no LU
+    add(
+        0,
+        &[opcode::REPORT_LUNS, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0],
+        &[],
+    ); // REPORT LUNS
+    add(
+        0,
+        &[opcode::READ_CAPACITY_10, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+        &[],
+    ); // READ CAPACITY(10)
     add(
         1,
-        &[0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0],
+        &[
+            opcode::SERVICE_ACTION_IN_16,
+            service_action::READ_CAPACITY_16,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            32,
+            0,
+            0,
+        ],
         &[],
     ); // (16)
-    add(0, &[0x1a, 0, 0x3f, 0, 255, 0], &[]); // MODE SENSE(6), all pages
-    add(1, &[0x5a, 0, 0x3f, 0, 0, 0, 0, 0x10, 0, 0], &[]); // MODE SENSE(10)
-                                                           // MODE SELECT(6): caching page with WCE off.
+    add(0, &[opcode::MODE_SENSE_6, 0, 0x3f, 0, 255, 0], &[]); // MODE SENSE(6), all pages
+    add(
+        1,
+        &[opcode::MODE_SENSE_10, 0, 0x3f, 0, 0, 0, 0, 0x10, 0, 0],
+        &[],
+    ); // MODE SENSE(10)
+       // MODE SELECT(6): caching page with WCE off.
     let caching = [
         0, 0, 0, 0, 0x08, 0x12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
     ];
-    add(0, &[0x15, 0x10, 0, 0, caching.len() as u8, 0], &caching);
-    add(0, &rw10(0x2a, 0, 2)[..10], &[0x5a; 1024]); // WRITE(10)
-    add(0, &rw10(0x28, 0, 2)[..10], &[]); // READ(10)
-    add(0, &[0x0a, 0, 0, 4, 1, 0], &[0x11; 512]); // WRITE(6)
-    add(0, &[0x08, 0, 0, 4, 1, 0], &[]); // READ(6)
-    add(
-        1,
-        &[0x8a, 0x08, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0],
-        &[0x22; 4096],
-    ); // WRITE(16) FUA
-    add(1, &[0x88, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0], &[]); // READ(16)
-    add(0, &[0xaa, 0, 0, 0, 0, 8, 0, 0, 0, 1, 0, 0], &[0x33; 512]); // WRITE(12)
-    add(0, &[0xa8, 0, 0, 0, 0, 8, 0, 0, 0, 1, 0, 0], &[]); // READ(12)
-    add(0, &[0x2f, 0, 0, 0, 0, 0, 0, 0, 4, 0], &[]); // VERIFY(10)
-    add(0, &[0x2e, 0x02, 0, 0, 0, 0, 0, 0, 1, 0], &[0x5a; 512]); // WRITE AND VERIFY
-    add(0, &[0x35, 0, 0, 0, 0, 0, 0, 0, 0, 0], &[]); // SYNCHRONIZE CACHE(10)
-    add(0, &[0x34, 0, 0, 0, 0, 0, 0, 0, 8, 0], &[]); // PRE-FETCH(10)
-    add(0, &[0x41, 0x08, 0, 0, 0, 16, 0, 0, 16, 0], &[0; 512]); // WRITE SAME(10) UNMAP
     add(
         0,
-        &[0x93, 0, 0, 0, 0, 0, 0, 0, 0, 64, 0, 0, 0, 8, 0, 0],
+        &[opcode::MODE_SELECT_6, 0x10, 0, 0, caching.len() as u8, 0],
+        &caching,
+    );
+    add(0, &rw10(opcode::WRITE_10, 0, 2)[..10], &[0x5a; 1024]); // WRITE(10)
+    add(0, &rw10(opcode::READ_10, 0, 2)[..10], &[]); // READ(10)
+    add(0, &[opcode::WRITE_6, 0, 0, 4, 1, 0], &[0x11; 512]); // WRITE(6)
+    add(0, &[opcode::READ_6, 0, 0, 4, 1, 0], &[]); // READ(6)
+    add(
+        1,
+        &[
+            opcode::WRITE_16,
+            0x08,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            3,
+            0,
+            0,
+            0,
+            1,
+            0,
+            0,
+        ],
+        &[0x22; 4096],
+    ); // WRITE(16) FUA
+    add(
+        1,
+        &[opcode::READ_16, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0],
+        &[],
+    ); // READ(16)
+    add(
+        0,
+        &[opcode::WRITE_12, 0, 0, 0, 0, 8, 0, 0, 0, 1, 0, 0],
+        &[0x33; 512],
+    ); // WRITE(12)
+    add(0, &[opcode::READ_12, 0, 0, 0, 0, 8, 0, 0, 0, 1, 0, 0], &[]); // READ(12)
+    add(0, &[opcode::VERIFY_10, 0, 0, 0, 0, 0, 0, 0, 4, 0], &[]); // VERIFY(10)
+    add(
+        0,
+        &[opcode::WRITE_AND_VERIFY_10, 0x02, 0, 0, 0, 0, 0, 0, 1, 0],
+        &[0x5a; 512],
+    ); // WRITE AND VERIFY
+    add(
+        0,
+        &[opcode::SYNCHRONIZE_CACHE_10, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+        &[],
+    ); // SYNCHRONIZE CACHE(10)
+    add(0, &[opcode::PRE_FETCH_10, 0, 0, 0, 0, 0, 0, 0, 8, 0], &[]); // PRE-FETCH(10)
+    add(
+        0,
+        &[opcode::WRITE_SAME_10, 0x08, 0, 0, 0, 16, 0, 0, 16, 0],
+        &[0; 512],
+    ); // WRITE SAME(10) UNMAP
+    add(
+        0,
+        &[
+            opcode::WRITE_SAME_16,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            64,
+            0,
+            0,
+            0,
+            8,
+            0,
+            0,
+        ],
         &[0x44; 512],
     ); // WRITE SAME(16)
     let unmap = [
@@ -344,40 +431,191 @@ fn cdbs() -> Vec<(u8, Vec<u8>, Vec<u8>)> {
     ];
     add(
         0,
-        &[0x42, 0, 0, 0, 0, 0, 0, 0, unmap.len() as u8, 0],
+        &[opcode::UNMAP, 0, 0, 0, 0, 0, 0, 0, unmap.len() as u8, 0],
         &unmap,
     ); // UNMAP
     add(
         0,
-        &[0x9e, 0x12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 64, 0, 0],
+        &[
+            opcode::SERVICE_ACTION_IN_16,
+            service_action::GET_LBA_STATUS,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            64,
+            0,
+            0,
+        ],
         &[],
     ); // GET LBA STATUS
     let mut caw = vec![0x5a; 512];
     caw.extend([0x66; 512]);
     add(
         0,
-        &[0x89, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0],
+        &[
+            opcode::COMPARE_AND_WRITE,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            1,
+            0,
+            0,
+        ],
         &caw,
     ); // COMPARE AND WRITE
-    add(0, &[0xa3, 0x0c, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0], &[]); // REPORT SUPPORTED OPERATION CODES
-    add(0, &[0x1b, 0, 0, 0, 1, 0], &[]); // START STOP UNIT
-    add(0, &[0x1e, 0, 0, 0, 1, 0], &[]); // PREVENT ALLOW MEDIUM REMOVAL
-    add(0, &[0x16, 0, 0, 0, 0, 0], &[]); // RESERVE(6)
-    add(4, &[0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0], &[]); // READ from the other nexus
-    add(0, &[0x17, 0, 0, 0, 0, 0], &[]); // RELEASE(6)
-    let key = 0x1234u64.to_be_bytes();
-    let register = [[0u8; 8], key, [0u8; 8]].concat();
-    add(0, &[0x5f, 0x00, 0, 0, 0, 0, 0, 0, 24, 0], &register); // PR OUT REGISTER
-    let reserve = [key, [0u8; 8], [0u8; 8]].concat();
-    add(0, &[0x5f, 0x01, 0x05, 0, 0, 0, 0, 0, 24, 0], &reserve); // RESERVE
-    add(0, &[0x5e, 0x00, 0, 0, 0, 0, 0, 0x10, 0, 0], &[]); // PR IN READ KEYS
-    add(0, &[0x5e, 0x01, 0, 0, 0, 0, 0, 0x10, 0, 0], &[]); // READ RESERVATION
-    add(4, &[0x2a, 0, 0, 0, 0, 0, 0, 0, 1, 0], &[0; 512]); // conflict
-    add(0, &[0x48, 0x01, 0, 0, 0, 0, 0, 0, 0, 0], &[]); // SANITIZE OVERWRITE
-    add(0, &[0x4d, 0, 0x40, 0, 0, 0, 0, 0, 0xff, 0], &[]); // LOG SENSE
     add(
         0,
-        &[0x84, 0x03, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x60, 0, 0],
+        &[
+            opcode::MAINTENANCE_IN,
+            service_action::REPORT_SUPPORTED_OPERATION_CODES,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0x10,
+            0,
+            0,
+            0,
+        ],
+        &[],
+    ); // REPORT SUPPORTED OPERATION CODES
+    add(0, &[opcode::START_STOP_UNIT, 0, 0, 0, 1, 0], &[]); // START STOP UNIT
+    add(
+        0,
+        &[opcode::PREVENT_ALLOW_MEDIUM_REMOVAL, 0, 0, 0, 1, 0],
+        &[],
+    ); // PREVENT ALLOW MEDIUM REMOVAL
+    add(0, &[opcode::RESERVE_6, 0, 0, 0, 0, 0], &[]); // RESERVE(6)
+    add(4, &[opcode::READ_10, 0, 0, 0, 0, 0, 0, 0, 1, 0], &[]); // READ from the other nexus
+    add(0, &[opcode::RELEASE_6, 0, 0, 0, 0, 0], &[]); // RELEASE(6)
+    let key = 0x1234u64.to_be_bytes();
+    let register = [[0u8; 8], key, [0u8; 8]].concat();
+    add(
+        0,
+        &[
+            opcode::PERSISTENT_RESERVE_OUT,
+            service_action::REGISTER,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            24,
+            0,
+        ],
+        &register,
+    ); // PR OUT REGISTER
+    let reserve = [key, [0u8; 8], [0u8; 8]].concat();
+    add(
+        0,
+        &[
+            opcode::PERSISTENT_RESERVE_OUT,
+            service_action::RESERVE,
+            0x05,
+            0,
+            0,
+            0,
+            0,
+            0,
+            24,
+            0,
+        ],
+        &reserve,
+    ); // RESERVE
+    add(
+        0,
+        &[
+            opcode::PERSISTENT_RESERVE_IN,
+            service_action::READ_KEYS,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0x10,
+            0,
+            0,
+        ],
+        &[],
+    ); // PR IN READ KEYS
+    add(
+        0,
+        &[
+            opcode::PERSISTENT_RESERVE_IN,
+            service_action::READ_RESERVATION,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0x10,
+            0,
+            0,
+        ],
+        &[],
+    ); // READ RESERVATION
+    add(4, &[opcode::WRITE_10, 0, 0, 0, 0, 0, 0, 0, 1, 0], &[0; 512]); // conflict
+    add(
+        0,
+        &[
+            opcode::SANITIZE,
+            service_action::SANITIZE_OVERWRITE,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+        ],
+        &[],
+    ); // SANITIZE OVERWRITE
+    add(
+        0,
+        &[opcode::LOG_SENSE, 0, 0x40, 0, 0, 0, 0, 0, 0xff, 0],
+        &[],
+    ); // LOG SENSE
+    add(
+        0,
+        &[
+            opcode::THIRD_PARTY_COPY_IN,
+            service_action::RECEIVE_COPY_OPERATING_PARAMETERS,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0x60,
+            0,
+            0,
+        ],
         &[],
     ); // RECEIVE COPY OPERATING PARAMETERS
     add(0, &[0x7f, 0, 0, 0, 0, 0, 0, 0x18, 0, 0x0b], &[]); // variable length
@@ -396,7 +634,7 @@ fn cdb_seeds() -> Vec<Seed> {
         }
         // A LU reset, a nexus reset and a nexus that comes back.
         w.push(0xe0, &[]).push(0xec, &[]).push(0xf0, &[]);
-        w.push(0, &[6, 0x00, 0, 0, 0, 0, 0]);
+        w.push(0, &[6, opcode::TEST_UNIT_READY, 0, 0, 0, 0, 0]);
         let mut v = vec![settings];
         v.extend(w.finish());
         v
@@ -629,7 +867,7 @@ impl Recorder {
         self.pump();
     }
 
-    fn tmf(&mut self, function: u8, lun: u16, rtt: u32) {
+    fn tmf(&mut self, function: TmfFunction, lun: u16, rtt: u32) {
         let token = self.token();
         if let Some(ini) = &mut self.ini {
             let _ = ini.submit_task_mgmt(function, Lun::from_index(lun), rtt, token);
@@ -670,19 +908,34 @@ fn cdb16(bytes: &[u8]) -> [u8; 16] {
 
 /// The commands of a short working session.
 fn some_io(r: &mut Recorder) {
-    r.scsi(0, cdb16(&[0x00]), 0, Vec::new()); // TEST UNIT READY (unit attention)
-    r.scsi(0, cdb16(&[0x12, 0, 0, 0, 96]), 96, Vec::new()); // INQUIRY
+    r.scsi(0, cdb16(&[opcode::TEST_UNIT_READY]), 0, Vec::new()); // TEST UNIT READY (unit attention)
+    r.scsi(0, cdb16(&[opcode::INQUIRY, 0, 0, 0, 96]), 96, Vec::new()); // INQUIRY
     r.scsi(
         1,
-        cdb16(&[0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32]),
+        cdb16(&[
+            opcode::SERVICE_ACTION_IN_16,
+            service_action::READ_CAPACITY_16,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            32,
+        ]),
         32,
         Vec::new(),
     );
-    r.scsi(0, rw10(0x2a, 8, 8), 0, vec![0xa5; 4096]); // immediate data
-    r.scsi(0, rw10(0x2a, 64, 192), 0, vec![0x5a; 96 << 10]); // R2Ts
-    r.scsi(0, rw10(0x28, 64, 192), 96 << 10, Vec::new()); // many Data-In
-    r.scsi(1, rw10(0x28, 0, 4), 16 << 10, Vec::new());
-    r.scsi(5, cdb16(&[0x12, 0, 0, 0, 36]), 36, Vec::new()); // no LU
+    r.scsi(0, rw10(opcode::WRITE_10, 8, 8), 0, vec![0xa5; 4096]); // immediate data
+    r.scsi(0, rw10(opcode::WRITE_10, 64, 192), 0, vec![0x5a; 96 << 10]); // R2Ts
+    r.scsi(0, rw10(opcode::READ_10, 64, 192), 96 << 10, Vec::new()); // many Data-In
+    r.scsi(1, rw10(opcode::READ_10, 0, 4), 16 << 10, Vec::new());
+    r.scsi(5, cdb16(&[opcode::INQUIRY, 0, 0, 0, 36]), 36, Vec::new()); // no LU
 }
 
 fn session_seeds() -> Vec<Seed> {
@@ -698,8 +951,8 @@ fn session_seeds() -> Vec<Seed> {
     if r.login(cfg) {
         some_io(&mut r);
         r.ping();
-        r.tmf(tmf::ABORT_TASK, 0, 0x7777);
-        r.tmf(tmf::LOGICAL_UNIT_RESET, 1, 0);
+        r.tmf(TmfFunction::ABORT_TASK, 0, 0x7777);
+        r.tmf(TmfFunction::LOGICAL_UNIT_RESET, 1, 0);
         r.text(&[("SendTargets", "All")]);
         r.logout();
     }
@@ -721,12 +974,12 @@ fn session_seeds() -> Vec<Seed> {
     let mut r = Recorder::new(1 << 4);
     if r.login(LoginConfig::normal(INITIATOR, TARGET)) {
         r.event(3, &[1]);
-        let a = r.scsi(0, rw10(0x28, 0, 8), 4096, Vec::new());
-        r.scsi(0, rw10(0x2a, 0, 8), 0, vec![1; 4096]);
-        r.scsi(1, rw10(0x28, 0, 1), 4096, Vec::new());
+        let a = r.scsi(0, rw10(opcode::READ_10, 0, 8), 4096, Vec::new());
+        r.scsi(0, rw10(opcode::WRITE_10, 0, 8), 0, vec![1; 4096]);
+        r.scsi(1, rw10(opcode::READ_10, 0, 1), 4096, Vec::new());
         r.event(1, &6000u32.to_le_bytes());
         r.pump();
-        r.tmf(tmf::ABORT_TASK, 0, a);
+        r.tmf(TmfFunction::ABORT_TASK, 0, a);
         r.event(2, &[1]);
         r.pump();
         r.event(5, &[2]);

@@ -3,8 +3,8 @@
 use std::io;
 
 use ironlun_proto::initiator::{LoginError, SubmitError, TaskError};
+use ironlun_scsi_codes::{SenseData, Status};
 
-use crate::scsi::SenseInfo;
 use crate::url::UrlError;
 
 #[derive(Debug, thiserror::Error)]
@@ -31,10 +31,10 @@ pub enum Error {
     Submit(#[from] SubmitError),
     /// CHECK CONDITION with decoded sense (SPC-5 §4.4).
     #[error("CHECK CONDITION: {0}")]
-    Check(SenseInfo),
+    Check(SenseData),
     /// Any other non-GOOD status (SAM-5 §5.3.1).
-    #[error("SCSI status 0x{code:02x} ({name})", code = .0, name = status_name(*.0))]
-    Status(u8),
+    #[error("SCSI status 0x{code:02x} ({name})", code = .0.0, name = .0.name().unwrap_or("unknown"))]
+    Status(Status),
     /// The iSCSI response code was not "command completed at target".
     #[error("iSCSI response 0x{0:02x}: target failure (RFC 7143 §11.4.3)")]
     Response(u8),
@@ -53,21 +53,6 @@ impl Error {
             context: context.into(),
             source,
         }
-    }
-}
-
-/// SCSI status names (SAM-5 §5.3.1).
-pub fn status_name(s: u8) -> &'static str {
-    match s {
-        0x00 => "GOOD",
-        0x02 => "CHECK CONDITION",
-        0x04 => "CONDITION MET",
-        0x08 => "BUSY",
-        0x18 => "RESERVATION CONFLICT",
-        0x28 => "TASK SET FULL",
-        0x30 => "ACA ACTIVE",
-        0x40 => "TASK ABORTED",
-        _ => "unknown",
     }
 }
 

@@ -34,10 +34,11 @@ pub use discovery::{discover, DiscoveredTarget};
 pub use error::{Error, Result};
 pub use ironlun_proto::initiator::{ScsiReply, ScsiRequest, SessionLimits};
 pub use ironlun_proto::params::{DigestKind, Offers};
+pub use ironlun_scsi_codes::SenseData;
 pub use isid::isid_for;
 pub use lun::{open_lun, open_lun_paths};
 pub use multipath::{Multipath, PathPolicy};
-pub use scsi::{Capacity, Inquiry, SenseInfo};
+pub use scsi::{Capacity, Inquiry};
 pub use session::{
     ReconnectPolicy, Responder, Session, SessionInfo, SessionOptions, TcpOptions,
     DEFAULT_INITIATOR_NAME,

@@ -1,105 +1,14 @@
-//! Typed SCSI helpers over a [`Session`]: CDB builders (SBC-4, SPC-5),
-//! parsers for what comes back, and sense decoding.
-
-use std::fmt;
+//! Typed SCSI helpers over a [`Session`]: CDB builders (SBC-4, SPC-5)
+//! and parsers for what comes back. Opcodes, status and sense are the
+//! named codes of ironlun-scsi-codes, which the target's device shares.
 
 use bytes::Bytes;
 use ironlun_proto::initiator::{ScsiReply, ScsiRequest, ATTR_SIMPLE};
+use ironlun_scsi_codes::{opcode, service_action, SenseData, SenseKey, Status};
 use ironlun_wire::Lun;
 
 use crate::error::{Error, Result};
 use crate::session::Session;
-
-/// Decoded sense data (SPC-5 §4.4.2 descriptor, §4.4.3 fixed format).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SenseInfo {
-    pub key: u8,
-    pub asc: u8,
-    pub ascq: u8,
-    /// INFORMATION field, when valid (e.g. the first bad LBA).
-    pub information: Option<u64>,
-}
-
-impl SenseInfo {
-    pub fn parse(sense: &[u8]) -> Option<SenseInfo> {
-        let code = sense.first()? & 0x7f;
-        match code {
-            0x70 | 0x71 => {
-                let valid = sense.first()? & 0x80 != 0;
-                let info = sense.get(3..7).and_then(|b| <[u8; 4]>::try_from(b).ok());
-                Some(SenseInfo {
-                    key: sense.get(2)? & 0x0f,
-                    asc: sense.get(12).copied().unwrap_or(0),
-                    ascq: sense.get(13).copied().unwrap_or(0),
-                    information: if valid {
-                        info.map(|b| u64::from(u32::from_be_bytes(b)))
-                    } else {
-                        None
-                    },
-                })
-            }
-            0x72 | 0x73 => {
-                let mut information = None;
-                let mut descs = sense.get(8..).unwrap_or(&[]);
-                while let (Some(&t), Some(&l)) = (descs.first(), descs.get(1)) {
-                    let body = descs.get(2..2 + usize::from(l)).unwrap_or(&[]);
-                    if t == 0 {
-                        information = body
-                            .get(2..10)
-                            .and_then(|b| <[u8; 8]>::try_from(b).ok())
-                            .map(u64::from_be_bytes);
-                    }
-                    descs = descs.get(2 + usize::from(l)..).unwrap_or(&[]);
-                }
-                Some(SenseInfo {
-                    key: sense.get(1)? & 0x0f,
-                    asc: sense.get(2).copied().unwrap_or(0),
-                    ascq: sense.get(3).copied().unwrap_or(0),
-                    information,
-                })
-            }
-            _ => None,
-        }
-    }
-
-    pub fn key_name(&self) -> &'static str {
-        const NAMES: [&str; 16] = [
-            "NO SENSE",
-            "RECOVERED ERROR",
-            "NOT READY",
-            "MEDIUM ERROR",
-            "HARDWARE ERROR",
-            "ILLEGAL REQUEST",
-            "UNIT ATTENTION",
-            "DATA PROTECT",
-            "BLANK CHECK",
-            "VENDOR SPECIFIC",
-            "COPY ABORTED",
-            "ABORTED COMMAND",
-            "RESERVED",
-            "VOLUME OVERFLOW",
-            "MISCOMPARE",
-            "COMPLETED",
-        ];
-        NAMES
-            .get(usize::from(self.key & 0x0f))
-            .copied()
-            .unwrap_or("?")
-    }
-}
-
-impl fmt::Display for SenseInfo {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} (key 0x{:x}), ASC/ASCQ 0x{:02x}/0x{:02x}",
-            self.key_name(),
-            self.key,
-            self.asc,
-            self.ascq
-        )
-    }
-}
 
 /// Turns a reply into its data, or an error for anything but GOOD.
 pub fn check(reply: ScsiReply) -> Result<Bytes> {
@@ -107,9 +16,9 @@ pub fn check(reply: ScsiReply) -> Result<Bytes> {
         return Err(Error::Response(reply.response));
     }
     match reply.status {
-        0x00 => Ok(reply.data),
-        0x02 => Err(Error::Check(
-            SenseInfo::parse(&reply.sense).unwrap_or_default(),
+        Status::GOOD => Ok(reply.data),
+        Status::CHECK_CONDITION => Err(Error::Check(
+            SenseData::parse(&reply.sense).unwrap_or_default(),
         )),
         s => Err(Error::Status(s)),
     }
@@ -134,7 +43,7 @@ fn request(lun: u16, cdb: &[u8], read_len: u32, write: Bytes) -> ScsiRequest {
 #[must_use = "a request does nothing until a session runs it"]
 pub fn read16(lun: u16, lba: u64, blocks: u32, block_size: u32) -> ScsiRequest {
     let mut cdb = [0u8; 16];
-    cdb[0] = 0x88;
+    cdb[0] = opcode::READ_16;
     cdb[2..10].copy_from_slice(&lba.to_be_bytes());
     cdb[10..14].copy_from_slice(&blocks.to_be_bytes());
     request(lun, &cdb, blocks.saturating_mul(block_size), Bytes::new())
@@ -144,7 +53,7 @@ pub fn read16(lun: u16, lba: u64, blocks: u32, block_size: u32) -> ScsiRequest {
 #[must_use = "a request does nothing until a session runs it"]
 pub fn write16(lun: u16, lba: u64, blocks: u32, data: Bytes, fua: bool) -> ScsiRequest {
     let mut cdb = [0u8; 16];
-    cdb[0] = 0x8a;
+    cdb[0] = opcode::WRITE_16;
     cdb[1] = if fua { 0x08 } else { 0 };
     cdb[2..10].copy_from_slice(&lba.to_be_bytes());
     cdb[10..14].copy_from_slice(&blocks.to_be_bytes());
@@ -155,7 +64,7 @@ pub fn write16(lun: u16, lba: u64, blocks: u32, data: Bytes, fua: bool) -> ScsiR
 #[must_use = "a request does nothing until a session runs it"]
 pub fn read10(lun: u16, lba: u32, blocks: u16, block_size: u32) -> ScsiRequest {
     let mut cdb = [0u8; 10];
-    cdb[0] = 0x28;
+    cdb[0] = opcode::READ_10;
     cdb[2..6].copy_from_slice(&lba.to_be_bytes());
     cdb[7..9].copy_from_slice(&blocks.to_be_bytes());
     request(
@@ -170,7 +79,7 @@ pub fn read10(lun: u16, lba: u32, blocks: u16, block_size: u32) -> ScsiRequest {
 #[must_use = "a request does nothing until a session runs it"]
 pub fn write10(lun: u16, lba: u32, blocks: u16, data: Bytes) -> ScsiRequest {
     let mut cdb = [0u8; 10];
-    cdb[0] = 0x2a;
+    cdb[0] = opcode::WRITE_10;
     cdb[2..6].copy_from_slice(&lba.to_be_bytes());
     cdb[7..9].copy_from_slice(&blocks.to_be_bytes());
     request(lun, &cdb, 0, data)
@@ -197,13 +106,23 @@ pub fn write(lun: u16, lba: u64, blocks: u32, data: Bytes) -> ScsiRequest {
 /// SYNCHRONIZE CACHE(10) of the whole LU (SBC-4 §5.24).
 #[must_use = "a request does nothing until a session runs it"]
 pub fn sync_cache(lun: u16) -> ScsiRequest {
-    request(lun, &[0x35, 0, 0, 0, 0, 0, 0, 0, 0, 0], 0, Bytes::new())
+    request(
+        lun,
+        &[opcode::SYNCHRONIZE_CACHE_10, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+        0,
+        Bytes::new(),
+    )
 }
 
 /// TEST UNIT READY (SPC-5 §6.47).
 #[must_use = "a request does nothing until a session runs it"]
 pub fn test_unit_ready(lun: u16) -> ScsiRequest {
-    request(lun, &[0; 6], 0, Bytes::new())
+    request(
+        lun,
+        &[opcode::TEST_UNIT_READY, 0, 0, 0, 0, 0],
+        0,
+        Bytes::new(),
+    )
 }
 
 /// INQUIRY (SPC-5 §6.7), standard data or a VPD page.
@@ -216,7 +135,7 @@ pub fn inquiry(lun: u16, vpd_page: Option<u8>, alloc: u16) -> ScsiRequest {
     };
     request(
         lun,
-        &[0x12, evpd, page, a[0], a[1], 0],
+        &[opcode::INQUIRY, evpd, page, a[0], a[1], 0],
         u32::from(alloc),
         Bytes::new(),
     )
@@ -226,8 +145,8 @@ pub fn inquiry(lun: u16, vpd_page: Option<u8>, alloc: u16) -> ScsiRequest {
 #[must_use = "a request does nothing until a session runs it"]
 pub fn read_capacity16(lun: u16) -> ScsiRequest {
     let mut cdb = [0u8; 16];
-    cdb[0] = 0x9e;
-    cdb[1] = 0x10;
+    cdb[0] = opcode::SERVICE_ACTION_IN_16;
+    cdb[1] = service_action::READ_CAPACITY_16;
     cdb[13] = 32;
     request(lun, &cdb, 32, Bytes::new())
 }
@@ -235,7 +154,12 @@ pub fn read_capacity16(lun: u16) -> ScsiRequest {
 /// READ CAPACITY(10) (SBC-4 §5.19).
 #[must_use = "a request does nothing until a session runs it"]
 pub fn read_capacity10(lun: u16) -> ScsiRequest {
-    request(lun, &[0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0], 8, Bytes::new())
+    request(
+        lun,
+        &[opcode::READ_CAPACITY_10, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+        8,
+        Bytes::new(),
+    )
 }
 
 /// REPORT LUNS (SPC-5 §6.35).
@@ -244,7 +168,20 @@ pub fn report_luns(alloc: u32) -> ScsiRequest {
     let a = alloc.to_be_bytes();
     request(
         0,
-        &[0xa0, 0, 0, 0, 0, 0, a[0], a[1], a[2], a[3], 0, 0],
+        &[
+            opcode::REPORT_LUNS,
+            0,
+            0,
+            0,
+            0,
+            0,
+            a[0],
+            a[1],
+            a[2],
+            a[3],
+            0,
+            0,
+        ],
         alloc,
         Bytes::new(),
     )
@@ -266,7 +203,7 @@ pub fn unmap(lun: u16, ranges: &[(u64, u32)]) -> ScsiRequest {
     let len = (p.len() as u16).to_be_bytes();
     request(
         lun,
-        &[0x42, 0, 0, 0, 0, 0, 0, len[0], len[1], 0],
+        &[opcode::UNMAP, 0, 0, 0, 0, 0, 0, len[0], len[1], 0],
         0,
         Bytes::from(p),
     )
@@ -386,7 +323,7 @@ impl Session {
     pub async fn read_capacity(&self, lun: u16) -> Result<Capacity> {
         match self.run(read_capacity16(lun)).await {
             Ok(d) => Capacity::parse16(&d),
-            Err(Error::Check(s)) if s.key == 0x05 => {
+            Err(Error::Check(s)) if s.code.key == SenseKey::ILLEGAL_REQUEST => {
                 Capacity::parse10(&self.run(read_capacity10(lun)).await?)
             }
             Err(e) => Err(e),
@@ -400,7 +337,7 @@ impl Session {
         for _ in 0..4 {
             last = self.run(test_unit_ready(lun)).await;
             match &last {
-                Err(Error::Check(s)) if s.key == 0x06 => continue,
+                Err(Error::Check(s)) if s.code.key == SenseKey::UNIT_ATTENTION => continue,
                 _ => break,
             }
         }
@@ -424,5 +361,72 @@ impl Session {
                 Lun(b).index()
             })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The CDBs on the wire, byte for byte (SBC-4, SPC-5).
+    #[test]
+    fn cdb_bytes() {
+        let cdb = |r: ScsiRequest| r.cdb;
+        assert_eq!(
+            cdb(read10(0, 0x0102_0304, 8, 512))[..10],
+            [0x28, 0, 1, 2, 3, 4, 0, 0, 8, 0]
+        );
+        assert_eq!(
+            cdb(write16(0, 1 << 32, 2, Bytes::new(), true)),
+            [0x8a, 0x08, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0]
+        );
+        assert_eq!(cdb(write(0, 5, 1, Bytes::new()))[..2], [0x2a, 0]);
+        assert_eq!(cdb(read(0, 1 << 40, 1, 512))[0], 0x88);
+        assert_eq!(cdb(sync_cache(0))[..10], [0x35, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(cdb(test_unit_ready(0)), [0; 16]);
+        assert_eq!(
+            cdb(inquiry(0, Some(0x80), 255))[..6],
+            [0x12, 1, 0x80, 0, 255, 0]
+        );
+        assert_eq!(
+            cdb(read_capacity16(0)),
+            [0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0]
+        );
+        assert_eq!(
+            cdb(read_capacity10(0))[..10],
+            [0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+        );
+        assert_eq!(
+            cdb(report_luns(16))[..12],
+            [0xa0, 0, 0, 0, 0, 0, 0, 0, 0, 16, 0, 0]
+        );
+        assert_eq!(
+            cdb(unmap(0, &[(0, 8)]))[..10],
+            [0x42, 0, 0, 0, 0, 0, 0, 0, 24, 0]
+        );
+    }
+
+    #[test]
+    fn check_maps_status() {
+        let reply = |status, sense: &'static [u8]| ScsiReply {
+            status,
+            sense: Bytes::from_static(sense),
+            ..ScsiReply::default()
+        };
+        assert!(check(reply(Status::GOOD, &[])).is_ok());
+        match check(reply(Status::CHECK_CONDITION, &[0x72, 0x06, 0x29, 0x00])) {
+            Err(Error::Check(s)) => {
+                assert_eq!(s.code.key, SenseKey::UNIT_ATTENTION);
+                assert_eq!(
+                    s.to_string(),
+                    "UNIT ATTENTION (key 0x6), ASC/ASCQ 0x29/0x00"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let e = check(reply(Status::BUSY, &[])).unwrap_err();
+        assert_eq!(e.to_string(), "SCSI status 0x08 (BUSY)");
+        let e = check(reply(Status(0x22), &[])).unwrap_err();
+        assert_eq!(e.to_string(), "SCSI status 0x22 (unknown)");
     }
 }

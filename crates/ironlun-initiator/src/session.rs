@@ -32,7 +32,8 @@ use ironlun_proto::login::LOGIN_SEGMENT_MAX;
 use ironlun_proto::params::{ConnParams, Offers, SessionParams};
 use ironlun_proto::timer::TimerSlot;
 use ironlun_proto::OutPdu;
-use ironlun_wire::{Digests, FrameDecoder, Lun, Outbox};
+use ironlun_scsi_codes::SenseCode;
+use ironlun_wire::{AsyncEvent, Digests, FrameDecoder, Lun, Outbox, TmfFunction, TmfResponse};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::{mpsc, oneshot};
@@ -179,10 +180,10 @@ enum Request {
         oneshot::Sender<Result<Vec<(String, String)>>>,
     ),
     TaskMgmt {
-        function: u8,
+        function: TmfFunction,
         lun: Lun,
         referenced_itt: u32,
-        reply: oneshot::Sender<Result<u8>>,
+        reply: oneshot::Sender<Result<TmfResponse>>,
     },
     Logout(oneshot::Sender<Result<u8>>),
 }
@@ -191,7 +192,7 @@ enum Request {
 enum Token {
     Scsi(Responder),
     Text(oneshot::Sender<Result<Vec<(String, String)>>>),
-    Code(oneshot::Sender<Result<u8>>),
+    TaskMgmt(oneshot::Sender<Result<TmfResponse>>),
     Logout(oneshot::Sender<Result<u8>>),
     /// Our own logout when every handle was dropped.
     QuietLogout,
@@ -374,8 +375,13 @@ impl Session {
     }
 
     /// A task management function (RFC 7143 §11.5); returns its response
-    /// code.
-    pub async fn task_mgmt(&self, function: u8, lun: u16, referenced_itt: u32) -> Result<u8> {
+    /// (RFC 7143 §11.6.1).
+    pub async fn task_mgmt(
+        &self,
+        function: TmfFunction,
+        lun: u16,
+        referenced_itt: u32,
+    ) -> Result<TmfResponse> {
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(Request::TaskMgmt {
@@ -723,7 +729,7 @@ impl Task {
                 reply,
             } => conn
                 .proto
-                .submit_task_mgmt(function, lun, referenced_itt, Token::Code(reply)),
+                .submit_task_mgmt(function, lun, referenced_itt, Token::TaskMgmt(reply)),
             Request::Logout(reply) => conn.proto.submit_logout(0, 0, Token::Logout(reply)),
         };
         if let Err(e) = result {
@@ -752,7 +758,7 @@ impl Task {
                         Err(e) => Err(Error::Task(e)),
                     });
                 }
-                Token::Code(tx) => {
+                Token::TaskMgmt(tx) => {
                     let _ = tx.send(match result {
                         Ok(Reply::TaskMgmt(c)) => Ok(c),
                         Ok(other) => Err(Error::Malformed(format!("unexpected reply {other:?}"))),
@@ -790,18 +796,21 @@ impl Task {
                     SessionEvent::Async {
                         event, parameters, ..
                     } => match event {
-                        // RFC 7143 §11.9.1: 1 = logout requested, 2/3 =
-                        // the target drops the connection or session.
-                        1..=3 => {
+                        // RFC 7143 §11.9.1: the target wants a logout, or
+                        // drops the connection or the session.
+                        AsyncEvent::LOGOUT_REQUEST
+                        | AsyncEvent::CONNECTION_DROP
+                        | AsyncEvent::SESSION_DROP => {
                             return Exit::Failed(format!(
-                                "target asynchronous event {event} (parameters {parameters:?})"
+                                "target asynchronous event {event} ({}, parameters {parameters:?})",
+                                event.0
                             ))
                         }
-                        _ => debug!(event, "asynchronous message ignored"),
+                        _ => debug!(%event, "asynchronous message ignored"),
                     },
                     SessionEvent::UnitAttention { lun, sense } => {
-                        let s = crate::scsi::SenseInfo::parse(&sense).unwrap_or_default();
-                        info!(portal = %self.portal, lun = lun.index(), "unit attention (ASC/ASCQ {:02x}h/{:02x}h); command sent again", s.asc, s.ascq);
+                        let asc = SenseCode::parse(&sense).unwrap_or_default().asc_ascq();
+                        info!(portal = %self.portal, lun = lun.index(), "unit attention ({asc}); command sent again");
                     }
                 }
             }

@@ -12,6 +12,7 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 use ironlun_payload::DataOutBuffer;
+use ironlun_scsi_codes::{Asc, SenseCode, SenseKey};
 
 /// A Data-Out that breaks the sequencing rules. At ERL 0 this is a
 /// connection-level protocol error (RFC 7143 §7.1.4).
@@ -34,31 +35,26 @@ pub enum DataOutError {
 }
 
 impl DataOutError {
-    /// The sense (key, ASC, ASCQ) that reports this error on the task:
-    /// the iSCSI codes of RFC 7143 §11.4.7.2 where one exists, otherwise
-    /// the SPC-4 Annex D data phase codes, all with ABORTED COMMAND.
-    pub fn sense(&self) -> (u8, u8, u8) {
-        const ABORTED_COMMAND: u8 = 0x0b;
-        let (asc, ascq) = match self {
-            // Unexpected unsolicited data (RFC 7143 §11.4.7.2).
-            DataOutError::UnsolicitedNotAllowed => (0x0c, 0x0c),
-            // INVALID TARGET PORT TRANSFER TAG RECEIVED.
-            DataOutError::UnknownTtt(_) => (0x4b, 0x01),
-            // DATA PHASE ERROR.
-            DataOutError::OutOfOrderSequence(_) | DataOutError::BadDataSn { .. } => (0x4b, 0x00),
-            // DATA OFFSET ERROR.
-            DataOutError::BadOffset { .. } => (0x4b, 0x05),
-            // TOO MUCH WRITE DATA.
-            DataOutError::BeyondSequence { .. } => (0x4b, 0x02),
-            // Not enough unsolicited data (RFC 7143 §11.4.7.2).
+    /// The sense that reports this error on the task: the iSCSI codes of
+    /// RFC 7143 §11.4.7.2 where one exists, otherwise the SPC-4 Annex D
+    /// data phase codes, all with ABORTED COMMAND.
+    pub fn sense(&self) -> SenseCode {
+        let asc = match self {
+            DataOutError::UnsolicitedNotAllowed => Asc::UNEXPECTED_UNSOLICITED_DATA,
+            DataOutError::UnknownTtt(_) => Asc::INVALID_TARGET_PORT_TRANSFER_TAG_RECEIVED,
+            DataOutError::OutOfOrderSequence(_) | DataOutError::BadDataSn { .. } => {
+                Asc::DATA_PHASE_ERROR
+            }
+            DataOutError::BadOffset { .. } => Asc::DATA_OFFSET_ERROR,
+            DataOutError::BeyondSequence { .. } => Asc::TOO_MUCH_WRITE_DATA,
             DataOutError::EarlyFinal {
                 unsolicited: true, ..
-            } => (0x0c, 0x0d),
+            } => Asc::NOT_ENOUGH_UNSOLICITED_DATA,
             DataOutError::EarlyFinal {
                 unsolicited: false, ..
-            } => (0x4b, 0x00),
+            } => Asc::DATA_PHASE_ERROR,
         };
-        (ABORTED_COMMAND, asc, ascq)
+        SenseCode::new(SenseKey::ABORTED_COMMAND, asc)
     }
 }
 

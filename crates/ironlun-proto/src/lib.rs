@@ -12,7 +12,12 @@
 //!
 //! **Must not know:** sockets, tasks or runtimes, clocks (time is passed in
 //! as `Instant`), storage, or SCSI semantics. A CDB is opaque bytes here;
-//! the device layer gives back status, sense and data.
+//! the device layer gives back status, sense and data. Status and sense
+//! codes are carried as the named types of ironlun-scsi-codes, not
+//! interpreted, with one exception: the initiator recognises UNIT
+//! ATTENTION to send a command again. The iSCSI codes of PDU fields
+//! (reject reasons, asynchronous events, task management functions and
+//! responses) are ironlun-wire's.
 //!
 //! The interface follows the sans-IO pattern: feed inputs
 //! (`handle_frame`, `complete`, `handle_timeout`) and poll outputs

@@ -9,14 +9,16 @@ use bytes::{Bytes, BytesMut};
 use ironlun_proto::params::{ConnParams, Offers, SessionParams};
 use ironlun_proto::target::login::{LoginResult, TargetInfo};
 use ironlun_proto::target::{
-    reject_reason, tmf, AbortScope, CloseReason, Directory, Event, FfpConfig, ScsiResult,
-    SendTargetsQuery, TargetConnection, TargetListing, TmfRequest,
+    AbortScope, CloseReason, Directory, Event, FfpConfig, ScsiResult, SendTargetsQuery,
+    TargetConnection, TargetListing, TmfRequest,
 };
 use ironlun_proto::OutPdu;
+use ironlun_scsi_codes::{SenseCode, SenseKey, Status};
 use ironlun_wire::text::{encode_pairs, parse_pairs};
 use ironlun_wire::{
-    encode_frame, Bhs, DataOut, Digests, Frame, FrameDecoder, LogoutRequest, Lun, NopOut, Opcode,
-    Pdu, Residual, ScsiCommand, TaskMgmtRequest, TextRequest, WireError, RESERVED_TAG,
+    encode_frame, AsyncEvent, Bhs, DataOut, Digests, Frame, FrameDecoder, LogoutRequest, Lun,
+    NopOut, Opcode, Pdu, RejectReason, Residual, ScsiCommand, TaskMgmtRequest, TextRequest,
+    TmfFunction, TmfResponse, WireError, RESERVED_TAG,
 };
 
 struct Dir;
@@ -137,7 +139,7 @@ fn quiet(depth: u32) -> FfpConfig {
 
 fn good(data: &[u8]) -> ScsiResult {
     ScsiResult {
-        status: 0,
+        status: Status::GOOD,
         sense: Bytes::new(),
         data_in: Bytes::copy_from_slice(data).into(),
         transfer_length: data.len() as u32,
@@ -223,7 +225,7 @@ fn check_condition_goes_in_a_scsi_response_with_sense_length() {
     h.conn.complete(
         2,
         ScsiResult {
-            status: 2,
+            status: Status::CHECK_CONDITION,
             sense: sense.clone(),
             data_in: Bytes::new().into(),
             transfer_length: 0,
@@ -426,7 +428,11 @@ fn bad_data_sn_fails_the_task_not_the_connection() {
             ev[..],
             [Event::FailTask {
                 itt: 6,
-                sense: (0x0b, 0x4b, 0x00),
+                sense: SenseCode {
+                    key: SenseKey::ABORTED_COMMAND,
+                    asc: 0x4b,
+                    ascq: 0x00
+                },
                 ..
             }]
         ),
@@ -436,7 +442,7 @@ fn bad_data_sn_fails_the_task_not_the_connection() {
     h.conn.complete(
         6,
         ScsiResult {
-            status: 2,
+            status: Status::CHECK_CONDITION,
             sense: Bytes::from_static(&[0x70; 18]),
             ..Default::default()
         },
@@ -525,7 +531,7 @@ fn immediate_commands_bypass_the_window_but_are_bounded() {
     let Pdu::Reject(r) = &out[0].pdu else {
         panic!()
     };
-    assert_eq!(r.reason, reject_reason::IMMEDIATE_COMMAND_REJECT);
+    assert_eq!(r.reason, RejectReason::IMMEDIATE_COMMAND_REJECT);
     assert_eq!(out[0].data.len(), 48, "Reject quotes the header");
 }
 
@@ -537,9 +543,7 @@ fn duplicate_itt_and_unknown_opcode_are_rejected() {
     let c = h.cmd(1, 0x28, true, false, 512);
     h.send(Pdu::ScsiCommand(c), &[]);
     let out = h.out();
-    assert!(
-        matches!(out[0].pdu, Pdu::Reject(ref r) if r.reason == reject_reason::TASK_IN_PROGRESS)
-    );
+    assert!(matches!(out[0].pdu, Pdu::Reject(ref r) if r.reason == RejectReason::TASK_IN_PROGRESS));
     let mut f = Frame {
         bhs: Bhs::new(Opcode(0x1d)),
         ahs: Bytes::new(),
@@ -549,14 +553,14 @@ fn duplicate_itt_and_unknown_opcode_are_rejected() {
     h.conn.handle_frame(f, h.now);
     let out = h.out();
     assert!(
-        matches!(out[0].pdu, Pdu::Reject(ref r) if r.reason == reject_reason::COMMAND_NOT_SUPPORTED)
+        matches!(out[0].pdu, Pdu::Reject(ref r) if r.reason == RejectReason::COMMAND_NOT_SUPPORTED)
     );
     assert_eq!(out[0].data.to_bytes().unwrap()[0] & 0x3f, 0x1d);
     // Immediate data on a read is a protocol error.
     let c = h.cmd(2, 0x28, true, false, 512);
     h.send(Pdu::ScsiCommand(c), &[1, 2, 3, 4]);
     assert!(
-        matches!(h.out()[0].pdu, Pdu::Reject(ref r) if r.reason == reject_reason::PROTOCOL_ERROR)
+        matches!(h.out()[0].pdu, Pdu::Reject(ref r) if r.reason == RejectReason::PROTOCOL_ERROR)
     );
 }
 
@@ -777,7 +781,10 @@ fn shutdown_asks_for_logout_and_closes_after_the_wait() {
     let Pdu::AsyncMessage(a) = &out[0].pdu else {
         panic!()
     };
-    assert_eq!((a.async_event, a.parameter3), (1, 2));
+    assert_eq!(
+        (a.async_event, a.parameter3),
+        (AsyncEvent::LOGOUT_REQUEST, 2)
+    );
     let deadline = h.conn.poll_timeout().unwrap();
     assert!(deadline > h.now + Duration::from_secs(2));
     h.conn.handle_timeout(deadline);
@@ -806,7 +813,7 @@ fn abort_task_of_a_collecting_write_and_of_a_running_read() {
         h.send(
             Pdu::TaskMgmtRequest(TaskMgmtRequest {
                 immediate: true,
-                function: tmf::ABORT_TASK,
+                function: TmfFunction::ABORT_TASK,
                 lun: Lun::from_index(0),
                 itt,
                 referenced_task_tag: rtt,
@@ -821,8 +828,11 @@ fn abort_task_of_a_collecting_write_and_of_a_running_read() {
         let Event::TaskManagement(req) = &ev[0] else {
             panic!("{ev:?}")
         };
-        h.conn
-            .finish_tmf(req.itt, tmf::FUNCTION_COMPLETE, AbortScope::Task(rtt));
+        h.conn.finish_tmf(
+            req.itt,
+            TmfResponse::FUNCTION_COMPLETE,
+            AbortScope::Task(rtt),
+        );
     }
     // Task 1 was only collecting: aborted and answered at once. Task 2 is
     // running: its TMF answer waits for it, and its own status is
@@ -831,7 +841,7 @@ fn abort_task_of_a_collecting_write_and_of_a_running_read() {
         out.iter()
             .map(|p| match &p.pdu {
                 Pdu::TaskMgmtResponse(t) => {
-                    assert_eq!(t.response, tmf::FUNCTION_COMPLETE);
+                    assert_eq!(t.response, TmfResponse::FUNCTION_COMPLETE);
                     t.itt
                 }
                 other => panic!("only TMF responses expected, got {other:?}"),
@@ -852,7 +862,7 @@ fn abort_of_an_unknown_task() {
     h.send(
         Pdu::TaskMgmtRequest(TaskMgmtRequest {
             immediate: true,
-            function: tmf::ABORT_TASK,
+            function: TmfFunction::ABORT_TASK,
             lun: Lun::from_index(0),
             itt: 1,
             referenced_task_tag: 55,
@@ -865,7 +875,7 @@ fn abort_of_an_unknown_task() {
     );
     let out = h.out();
     assert!(
-        matches!(out[0].pdu, Pdu::TaskMgmtResponse(ref t) if t.response == tmf::TASK_DOES_NOT_EXIST)
+        matches!(out[0].pdu, Pdu::TaskMgmtResponse(ref t) if t.response == TmfResponse::TASK_DOES_NOT_EXIST)
     );
 }
 
@@ -880,7 +890,7 @@ fn data_digest_error_rejects_and_closes() {
     });
     let out = h.out();
     assert!(
-        matches!(out[0].pdu, Pdu::Reject(ref r) if r.reason == reject_reason::DATA_DIGEST_ERROR)
+        matches!(out[0].pdu, Pdu::Reject(ref r) if r.reason == RejectReason::DATA_DIGEST_ERROR)
     );
     assert!(matches!(
         h.events()[..],
@@ -908,7 +918,7 @@ fn oversized_write_executes_without_buffering() {
     assert!(h.out().is_empty(), "no R2T");
 }
 
-fn tmf_request(h: &mut H, function: u8, itt: u32, rtt: u32) -> TmfRequest {
+fn tmf_request(h: &mut H, function: TmfFunction, itt: u32, rtt: u32) -> TmfRequest {
     let sn = h.cmd_sn;
     h.send(
         Pdu::TaskMgmtRequest(TaskMgmtRequest {
@@ -931,7 +941,7 @@ fn tmf_request(h: &mut H, function: u8, itt: u32, rtt: u32) -> TmfRequest {
     req.clone()
 }
 
-fn tmf_responses(out: Vec<OutPdu>) -> Vec<(u32, u8)> {
+fn tmf_responses(out: Vec<OutPdu>) -> Vec<(u32, TmfResponse)> {
     out.iter()
         .filter_map(|p| match &p.pdu {
             Pdu::TaskMgmtResponse(t) => Some((t.itt, t.response)),
@@ -958,10 +968,13 @@ fn query_task_and_third_party_abort() {
     assert!(h.conn.has_tasks(AbortScope::Lun(Lun::from_index(0))));
     assert!(!h.conn.has_tasks(AbortScope::Lun(Lun::from_index(1))));
     assert!(!h.conn.has_tasks(AbortScope::Task(3)));
-    let q = tmf_request(&mut h, tmf::QUERY_TASK, 10, 1);
+    let q = tmf_request(&mut h, TmfFunction::QUERY_TASK, 10, 1);
     h.conn
-        .finish_tmf(q.itt, tmf::FUNCTION_SUCCEEDED, AbortScope::None);
-    assert_eq!(tmf_responses(h.out()), vec![(10, tmf::FUNCTION_SUCCEEDED)]);
+        .finish_tmf(q.itt, TmfResponse::FUNCTION_SUCCEEDED, AbortScope::None);
+    assert_eq!(
+        tmf_responses(h.out()),
+        vec![(10, TmfResponse::FUNCTION_SUCCEEDED)]
+    );
     // Another session's LU reset ends both tasks with no response of
     // their own; late Data-Out for the write is dropped.
     assert_eq!(
@@ -983,19 +996,25 @@ fn query_task_and_third_party_abort() {
 #[test]
 fn target_cold_reset_closes_after_its_response() {
     let mut h = H::new();
-    let req = tmf_request(&mut h, tmf::TARGET_COLD_RESET, 7, 0xffff_ffff);
+    let req = tmf_request(&mut h, TmfFunction::TARGET_COLD_RESET, 7, 0xffff_ffff);
     h.conn
-        .finish_tmf(req.itt, tmf::FUNCTION_COMPLETE, AbortScope::All);
-    assert_eq!(tmf_responses(h.out()), vec![(7, tmf::FUNCTION_COMPLETE)]);
+        .finish_tmf(req.itt, TmfResponse::FUNCTION_COMPLETE, AbortScope::All);
+    assert_eq!(
+        tmf_responses(h.out()),
+        vec![(7, TmfResponse::FUNCTION_COMPLETE)]
+    );
     assert!(matches!(
         h.events()[..],
         [Event::Close(CloseReason::TargetColdReset)]
     ));
     // A warm reset leaves the connection up.
     let mut h = H::new();
-    let req = tmf_request(&mut h, tmf::TARGET_WARM_RESET, 8, 0xffff_ffff);
+    let req = tmf_request(&mut h, TmfFunction::TARGET_WARM_RESET, 8, 0xffff_ffff);
     h.conn
-        .finish_tmf(req.itt, tmf::FUNCTION_COMPLETE, AbortScope::All);
-    assert_eq!(tmf_responses(h.out()), vec![(8, tmf::FUNCTION_COMPLETE)]);
+        .finish_tmf(req.itt, TmfResponse::FUNCTION_COMPLETE, AbortScope::All);
+    assert_eq!(
+        tmf_responses(h.out()),
+        vec![(8, TmfResponse::FUNCTION_COMPLETE)]
+    );
     assert!(h.events().is_empty());
 }

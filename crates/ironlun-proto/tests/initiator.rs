@@ -22,6 +22,7 @@ use ironlun_proto::target::{
     Directory, Event, FfpConfig, ScsiResult, SendTargetsQuery, TargetConnection, TargetListing,
 };
 use ironlun_proto::OutPdu;
+use ironlun_scsi_codes::{opcode, Status};
 use ironlun_wire::{Digests, Frame, FrameDecoder, Lun, Outbox, Pdu, R2t, Residual, RESERVED_TAG};
 
 const TARGET: &str = "iqn.2026-11.test:disk";
@@ -321,7 +322,7 @@ impl Pair {
             sense[7] = 10;
             sense[12] = 0x29;
             return ScsiResult {
-                status: 2,
+                status: Status::CHECK_CONDITION,
                 sense: Bytes::from(sense),
                 ..Default::default()
             };
@@ -330,13 +331,13 @@ impl Pair {
         let blocks = u16::from_be_bytes(cdb[7..9].try_into().unwrap()) as usize;
         let range = lba * BLOCK..(lba + blocks) * BLOCK;
         match cdb[0] {
-            0x28 => ScsiResult {
-                status: 0,
+            opcode::READ_10 => ScsiResult {
+                status: Status::GOOD,
                 data_in: Bytes::copy_from_slice(&self.disk[range]).into(),
                 transfer_length: (blocks * BLOCK) as u32,
                 ..Default::default()
             },
-            0x2a => {
+            opcode::WRITE_10 => {
                 self.disk[range].copy_from_slice(data_out);
                 ScsiResult {
                     transfer_length: (blocks * BLOCK) as u32,
@@ -359,7 +360,7 @@ fn rw10(op: u8, lba: u32, blocks: u16) -> [u8; 16] {
 fn write(lba: u32, data: &[u8]) -> ScsiRequest {
     ScsiRequest {
         lun: Lun::from_index(0),
-        cdb: rw10(0x2a, lba, (data.len() / BLOCK) as u16),
+        cdb: rw10(opcode::WRITE_10, lba, (data.len() / BLOCK) as u16),
         read_len: 0,
         write: Bytes::copy_from_slice(data),
         attr: ATTR_SIMPLE,
@@ -370,7 +371,7 @@ fn write(lba: u32, data: &[u8]) -> ScsiRequest {
 fn read(lba: u32, len: usize) -> ScsiRequest {
     ScsiRequest {
         lun: Lun::from_index(0),
-        cdb: rw10(0x28, lba, (len / BLOCK) as u16),
+        cdb: rw10(opcode::READ_10, lba, (len / BLOCK) as u16),
         read_len: len as u32,
         write: Bytes::new(),
         attr: ATTR_SIMPLE,
@@ -424,11 +425,11 @@ fn every_write_mode_round_trips_and_costs_the_expected_r2ts() {
         p.ini.submit(read(8, data.len()), 2).unwrap();
         p.run();
         assert_eq!(p.replies.len(), 2);
-        assert!(matches!(&p.replies[0], (1, Ok(Reply::Scsi(r))) if r.status == 0));
+        assert!(matches!(&p.replies[0], (1, Ok(Reply::Scsi(r))) if r.status == Status::GOOD));
         let (2, Ok(Reply::Scsi(r))) = &p.replies[1] else {
             panic!("{:?}", p.replies[1])
         };
-        assert_eq!(r.status, 0);
+        assert_eq!(r.status, Status::GOOD);
         assert_eq!(
             &r.data[..],
             &data[..],
@@ -453,7 +454,7 @@ fn discarded_read_data_is_checked_and_counted_but_not_kept() {
     let Some((_, Ok(Reply::Scsi(r)))) = p.replies.iter().find(|(t, _)| *t == 2) else {
         panic!("{:?}", p.replies)
     };
-    assert_eq!((r.status, r.residual), (0, Residual::None));
+    assert_eq!((r.status, r.residual), (Status::GOOD, Residual::None));
     assert!(r.data.is_empty(), "nothing kept");
     // The same read, kept, gives the bytes (the target sent them).
     p.ini.submit(read(0, data.len()), 3).unwrap();
@@ -691,7 +692,7 @@ fn unit_attentions_are_retried_within_the_limit() {
         SessionEvent::UnitAttention { lun, sense } if lun.index() == Some(0) && sense[12] == 0x29))
     );
     match p.replies.pop() {
-        Some((1, Ok(Reply::Scsi(r)))) => assert_eq!(r.status, 0),
+        Some((1, Ok(Reply::Scsi(r)))) => assert_eq!(r.status, Status::GOOD),
         other => panic!("{other:?}"),
     }
     assert_eq!(&p.disk[8 * BLOCK..24 * BLOCK], &data[..]);
@@ -701,7 +702,7 @@ fn unit_attentions_are_retried_within_the_limit() {
     p.run();
     match p.replies.pop() {
         Some((2, Ok(Reply::Scsi(r)))) => {
-            assert_eq!(r.status, 0);
+            assert_eq!(r.status, Status::GOOD);
             assert_eq!(&r.data[..], &data[..]);
         }
         other => panic!("{other:?}"),
@@ -713,7 +714,7 @@ fn unit_attentions_are_retried_within_the_limit() {
     p.run();
     match p.replies.pop() {
         Some((3, Ok(Reply::Scsi(r)))) => {
-            assert_eq!(r.status, 2);
+            assert_eq!(r.status, Status::CHECK_CONDITION);
             assert_eq!(r.sense[2] & 0x0f, 6);
         }
         other => panic!("{other:?}"),
@@ -729,7 +730,7 @@ fn without_retries_a_unit_attention_reaches_the_caller() {
     p.run();
     assert!(p.ini.poll_event().is_none());
     match p.replies.pop() {
-        Some((9, Ok(Reply::Scsi(r)))) => assert_eq!(r.status, 2),
+        Some((9, Ok(Reply::Scsi(r)))) => assert_eq!(r.status, Status::CHECK_CONDITION),
         other => panic!("{other:?}"),
     }
 }

@@ -10,6 +10,7 @@ use ironlun_proto::target::{
 };
 use ironlun_proto::OutPdu;
 use ironlun_scsi::{ItNexus, LogicalUnit, LunMap, NexusId, Request, Response, Sense, Start};
+use ironlun_scsi_codes::SenseCode;
 use ironlun_wire::{Frame, Lun, WireError};
 
 use crate::action::{Action, Command, Done, Recipients, SessionSignal, Staged};
@@ -178,11 +179,9 @@ impl ConnCore {
 
     /// The protocol found the task's data transfer broken: CHECK
     /// CONDITION with its sense, in the LU's sense format.
-    fn fail(&mut self, itt: u32, lun: Lun, (key, asc, ascq): (u8, u8, u8)) {
+    fn fail(&mut self, itt: u32, lun: Lun, sense: SenseCode) {
         let r = match &self.lus {
-            Some(l) => l
-                .map
-                .check_condition(lun.index(), Sense::new(key, (asc, ascq))),
+            Some(l) => l.map.check_condition(lun.index(), Sense::from_code(sense)),
             None => Response::default(),
         };
         self.conn.complete(itt, to_result(r));

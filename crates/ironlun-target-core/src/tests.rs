@@ -10,10 +10,14 @@ use ironlun_backend::{FileBackend, FileOptions, RamBackend};
 use ironlun_proto::params::{ConnParams, Offers, SessionParams};
 use ironlun_proto::target::login::{LoginResult, TargetInfo};
 use ironlun_proto::target::{
-    tmf, Directory, FfpConfig, SendTargetsQuery, TargetConnection, TargetListing,
+    Directory, FfpConfig, SendTargetsQuery, TargetConnection, TargetListing,
 };
-use ironlun_scsi::{status, ItNexus, LogicalUnit, LuConfig, LunMap, NexusId};
-use ironlun_wire::{encode_frame, Digests, FrameDecoder, Lun, Pdu, ScsiCommand, TaskMgmtRequest};
+use ironlun_scsi::{ItNexus, LogicalUnit, LuConfig, LunMap, NexusId};
+use ironlun_scsi_codes::{opcode, SenseKey, Status};
+use ironlun_wire::{
+    encode_frame, Digests, FrameDecoder, Lun, Pdu, ScsiCommand, TaskMgmtRequest, TmfFunction,
+    TmfResponse,
+};
 
 use crate::{Action, ConnCore, Dispatch, Lus, Recipients, SessionSignal};
 
@@ -106,7 +110,7 @@ impl Session {
                 s.core.completed(cmd.run());
             }
         }
-        assert_eq!(s.answer(itt).map(|a| a.0), Some(status::CHECK_CONDITION));
+        assert_eq!(s.answer(itt).map(|a| a.0), Some(Status::CHECK_CONDITION));
         s
     }
 
@@ -138,10 +142,10 @@ impl Session {
     }
 
     fn read(&mut self, itt: u32) -> u32 {
-        self.command(itt, [0x28, 0, 0, 0, 0, 8, 0, 0, 1, 0], 512)
+        self.command(itt, [opcode::READ_10, 0, 0, 0, 0, 8, 0, 0, 1, 0], 512)
     }
 
-    fn tmf(&mut self, itt: u32, function: u8) {
+    fn tmf(&mut self, itt: u32, function: TmfFunction) {
         self.send(Pdu::TaskMgmtRequest(TaskMgmtRequest {
             immediate: true,
             function,
@@ -161,18 +165,18 @@ impl Session {
 
     /// The SCSI status the target sent for `itt`, if it sent one (the
     /// sense key and ASC with CHECK CONDITION).
-    fn answer(&mut self, itt: u32) -> Option<(u8, Option<(u8, u8)>)> {
+    fn answer(&mut self, itt: u32) -> Option<(Status, Option<(SenseKey, u8)>)> {
         let mut found = None;
         while let Some(p) = self.core.poll_transmit() {
             match &p.pdu {
                 Pdu::ScsiResponse(r) if r.itt == itt => {
                     let data = p.data.to_bytes().unwrap();
                     // Sense length (2 bytes), then fixed-format sense.
-                    let sense = (data.len() > 14).then(|| (data[4] & 0x0f, data[14]));
-                    found = Some((r.status, sense));
+                    let sense = (data.len() > 14).then(|| (SenseKey(data[4] & 0x0f), data[14]));
+                    found = Some((Status(r.status), sense));
                 }
                 Pdu::DataIn(d) if d.itt == itt && d.status.is_some() => {
-                    found = Some((d.status.unwrap_or(0), None));
+                    found = Some((Status(d.status.unwrap_or(0)), None));
                 }
                 _ => {}
             }
@@ -180,14 +184,14 @@ impl Session {
         found
     }
 
-    fn tmf_response(&mut self, itt: u32) -> Option<u8> {
+    fn tmf_response(&mut self, itt: u32) -> Option<TmfResponse> {
         std::iter::from_fn(|| self.core.poll_transmit()).find_map(|p| match p.pdu {
             Pdu::TaskMgmtResponse(r) if r.itt == itt => Some(r.response),
             _ => None,
         })
     }
 
-    fn test_unit_ready(&mut self, itt: u32) -> Option<(u8, Option<(u8, u8)>)> {
+    fn test_unit_ready(&mut self, itt: u32) -> Option<(Status, Option<(SenseKey, u8)>)> {
         self.command(itt, [0; 10], 0);
         self.answer(itt)
     }
@@ -198,7 +202,7 @@ fn a_command_that_cannot_block_runs_inside_the_core() {
     let mut s = Session::new(&ram_map(), 1, Dispatch::Inline, true);
     s.read(1);
     assert!(s.actions().is_empty());
-    assert_eq!(s.answer(1), Some((status::GOOD, None)));
+    assert_eq!(s.answer(1), Some((Status::GOOD, None)));
 }
 
 #[test]
@@ -212,7 +216,7 @@ fn the_driver_dispatch_hands_every_command_out_and_answers_on_completion() {
     };
     assert!(actions.is_empty());
     s.core.completed(cmd.run());
-    assert_eq!(s.answer(1), Some((status::GOOD, None)));
+    assert_eq!(s.answer(1), Some((Status::GOOD, None)));
 }
 
 #[test]
@@ -233,7 +237,7 @@ fn file_lu_medium_access_is_staged_and_finishes_like_execute() {
         panic!("the READ on a file LU was not staged");
     };
     s.core.completed(staged.run_here());
-    assert_eq!(s.answer(1), Some((status::GOOD, None)));
+    assert_eq!(s.answer(1), Some((Status::GOOD, None)));
     // Without a ring, nothing is staged.
     s.core.set_staging(false);
     s.read(2);
@@ -245,7 +249,7 @@ fn lu_reset_resets_the_lu_and_asks_the_other_sessions_to_end_their_tasks() {
     let map = ram_map();
     let mut a = Session::new(&map, 1, Dispatch::Inline, true);
     let mut b = Session::new(&map, 2, Dispatch::Inline, true);
-    a.tmf(7, tmf::LOGICAL_UNIT_RESET);
+    a.tmf(7, TmfFunction::LOGICAL_UNIT_RESET);
     let signals: Vec<_> = a
         .actions()
         .into_iter()
@@ -259,18 +263,21 @@ fn lu_reset_resets_the_lu_and_asks_the_other_sessions_to_end_their_tasks() {
         cleared: false,
     };
     assert_eq!(signals, vec![(Recipients::AllOthers, abort)]);
-    assert_eq!(a.tmf_response(7), Some(tmf::FUNCTION_COMPLETE));
+    assert_eq!(a.tmf_response(7), Some(TmfResponse::FUNCTION_COMPLETE));
     // Both nexuses learn of the reset (SAM-5 §6.3.3: ASC 29h).
     assert_eq!(
         b.test_unit_ready(3),
-        Some((status::CHECK_CONDITION, Some((6, 0x29))))
+        Some((
+            Status::CHECK_CONDITION,
+            Some((SenseKey::UNIT_ATTENTION, 0x29))
+        ))
     );
 }
 
 #[test]
 fn cold_reset_closes_every_other_session() {
     let mut a = Session::new(&ram_map(), 1, Dispatch::Inline, true);
-    a.tmf(7, tmf::TARGET_COLD_RESET);
+    a.tmf(7, TmfFunction::TARGET_COLD_RESET);
     assert!(a.actions().iter().any(|x| matches!(
         x,
         Action::Signal {
@@ -289,7 +296,7 @@ fn clear_task_set_ends_the_other_sessions_tasks_and_tells_it_why() {
     b.read(5);
     let held = b.actions();
     assert_eq!(held.len(), 1);
-    a.tmf(7, tmf::CLEAR_TASK_SET);
+    a.tmf(7, TmfFunction::CLEAR_TASK_SET);
     let signal = a.actions().into_iter().find_map(|x| match x {
         Action::Signal { signal, .. } => Some(signal),
         _ => None,
@@ -307,7 +314,10 @@ fn clear_task_set_ends_the_other_sessions_tasks_and_tells_it_why() {
     b.core.completed(cmd.run());
     assert_eq!(
         b.answer(itt),
-        Some((status::CHECK_CONDITION, Some((6, 0x2f))))
+        Some((
+            Status::CHECK_CONDITION,
+            Some((SenseKey::UNIT_ATTENTION, 0x2f))
+        ))
     );
 }
 

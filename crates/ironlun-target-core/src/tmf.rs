@@ -49,7 +49,7 @@ impl ConnCore {
                 response = tmf::query_response(self.conn().has_tasks(scope));
             }
         }
-        debug!(function = req.function, response, "task management");
+        debug!(function = %req.function, %response, "task management");
         self.conn_mut().finish_tmf(req.itt, response, plan.scope);
     }
 }

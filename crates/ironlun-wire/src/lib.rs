@@ -1,10 +1,14 @@
 //! # ironlun-wire: the iSCSI wire codec
 //!
 //! **Owns:** the byte layout of every RFC 7143 PDU (the 48-byte BHS, AHS,
-//! data segment and padding), opcodes as an open newtype, CRC32C header and
-//! data digests, text `key=value` segments with their continuation
-//! across PDUs, and the queue of encoded PDUs waiting for one vectored
-//! write ([`Outbox`]; the socket is the caller's [`Sink`]).
+//! data segment and padding), opcodes and the codes PDU fields carry
+//! (reject reasons, asynchronous events, task management functions and
+//! responses, [`codes`]) as open newtypes, CRC32C header and data
+//! digests, text `key=value` segments with their continuation across
+//! PDUs, and the queue of encoded PDUs waiting for one vectored write
+//! ([`Outbox`]; the socket is the caller's [`Sink`]). SCSI's own codes
+//! (status, sense) stay bytes here: they belong to the layers that know
+//! SCSI (ironlun-scsi-codes names them).
 //!
 //! **Must not know:** sockets, sessions, negotiation rules, sequence-number
 //! windows, or anything about SCSI beyond the fact that a CDB is 16 bytes in
@@ -21,6 +25,7 @@
 )]
 
 pub mod bhs;
+pub mod codes;
 pub mod digest;
 pub mod frame;
 pub mod outbox;
@@ -28,6 +33,7 @@ pub mod pdu;
 pub mod text;
 
 pub use bhs::{Bhs, Opcode, BHS_LEN};
+pub use codes::{AsyncEvent, RejectReason, TmfFunction, TmfResponse};
 pub use frame::{encode_frame, encode_header, pad_len, Digests, Frame, FrameDecoder};
 pub use ironlun_payload::{FileRange, Payload};
 pub use outbox::{Outbox, Sink};

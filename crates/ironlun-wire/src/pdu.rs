@@ -5,6 +5,7 @@
 //! by the frame encoder, so these types never disagree with the bytes sent.
 
 use crate::bhs::{Bhs, Opcode};
+use crate::codes::{AsyncEvent, RejectReason, TmfFunction, TmfResponse};
 use crate::WireError;
 
 /// Reserved tag value meaning "no task" (RFC 7143 §11.2.1.8, §11.18.2).
@@ -139,7 +140,7 @@ pub struct ScsiCommand {
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct TaskMgmtRequest {
     pub immediate: bool,
-    pub function: u8,
+    pub function: TmfFunction,
     pub lun: Lun,
     pub itt: u32,
     pub referenced_task_tag: u32,
@@ -249,7 +250,7 @@ pub struct ScsiResponse {
 /// Task Management Function Response (RFC 7143 §11.6).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct TaskMgmtResponse {
-    pub response: u8,
+    pub response: TmfResponse,
     pub itt: u32,
     pub stat_sn: u32,
     pub exp_cmd_sn: u32,
@@ -340,7 +341,7 @@ pub struct AsyncMessage {
     pub stat_sn: u32,
     pub exp_cmd_sn: u32,
     pub max_cmd_sn: u32,
-    pub async_event: u8,
+    pub async_event: AsyncEvent,
     pub async_vcode: u8,
     pub parameter1: u16,
     pub parameter2: u16,
@@ -350,7 +351,7 @@ pub struct AsyncMessage {
 /// Reject (RFC 7143 §11.17). The data segment carries the rejected header.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Reject {
-    pub reason: u8,
+    pub reason: RejectReason,
     pub stat_sn: u32,
     pub exp_cmd_sn: u32,
     pub max_cmd_sn: u32,
@@ -424,7 +425,7 @@ impl Pdu {
             }
             Opcode::TASK_MGMT_REQUEST => Pdu::TaskMgmtRequest(TaskMgmtRequest {
                 immediate: b.immediate(),
-                function: b1 & 0x7f,
+                function: TmfFunction(b1 & 0x7f),
                 lun,
                 itt: b.itt(),
                 referenced_task_tag: b.be32(20),
@@ -515,7 +516,7 @@ impl Pdu {
                 exp_data_sn: b.be32(36),
             }),
             Opcode::TASK_MGMT_RESPONSE => Pdu::TaskMgmtResponse(TaskMgmtResponse {
-                response: b.byte(2),
+                response: TmfResponse(b.byte(2)),
                 itt: b.itt(),
                 stat_sn: b.be32(24),
                 exp_cmd_sn: b.be32(28),
@@ -586,14 +587,14 @@ impl Pdu {
                 stat_sn: b.be32(24),
                 exp_cmd_sn: b.be32(28),
                 max_cmd_sn: b.be32(32),
-                async_event: b.byte(36),
+                async_event: AsyncEvent(b.byte(36)),
                 async_vcode: b.byte(37),
                 parameter1: b.be16(38),
                 parameter2: b.be16(40),
                 parameter3: b.be16(42),
             }),
             Opcode::REJECT => Pdu::Reject(Reject {
-                reason: b.byte(2),
+                reason: RejectReason(b.byte(2)),
                 stat_sn: b.be32(24),
                 exp_cmd_sn: b.be32(28),
                 max_cmd_sn: b.be32(32),
@@ -644,7 +645,7 @@ impl Pdu {
             }
             Pdu::TaskMgmtRequest(p) => {
                 b.set_immediate(p.immediate);
-                b.set_byte(1, 0x80 | (p.function & 0x7f));
+                b.set_byte(1, 0x80 | (p.function.0 & 0x7f));
                 b.set_lun_raw(p.lun.0);
                 b.set_itt(p.itt);
                 b.set_be32(20, p.referenced_task_tag);
@@ -736,7 +737,7 @@ impl Pdu {
             }
             Pdu::TaskMgmtResponse(p) => {
                 b.set_byte(1, 0x80);
-                b.set_byte(2, p.response);
+                b.set_byte(2, p.response.0);
                 b.set_itt(p.itt);
                 b.set_be32(24, p.stat_sn);
                 b.set_be32(28, p.exp_cmd_sn);
@@ -794,7 +795,7 @@ impl Pdu {
                 b.set_be32(24, p.stat_sn);
                 b.set_be32(28, p.exp_cmd_sn);
                 b.set_be32(32, p.max_cmd_sn);
-                b.set_byte(36, p.async_event);
+                b.set_byte(36, p.async_event.0);
                 b.set_byte(37, p.async_vcode);
                 b.set_be16(38, p.parameter1);
                 b.set_be16(40, p.parameter2);
@@ -802,7 +803,7 @@ impl Pdu {
             }
             Pdu::Reject(p) => {
                 b.set_byte(1, 0x80);
-                b.set_byte(2, p.reason);
+                b.set_byte(2, p.reason.0);
                 b.set_itt(RESERVED_TAG);
                 b.set_be32(24, p.stat_sn);
                 b.set_be32(28, p.exp_cmd_sn);
@@ -915,7 +916,7 @@ mod tests {
         }));
         round_trip(Pdu::TaskMgmtRequest(TaskMgmtRequest {
             immediate: true,
-            function: 1,
+            function: TmfFunction::ABORT_TASK,
             lun,
             itt: 5,
             referenced_task_tag: 4,
@@ -995,7 +996,7 @@ mod tests {
             exp_data_sn: 0,
         }));
         round_trip(Pdu::TaskMgmtResponse(TaskMgmtResponse {
-            response: 5,
+            response: TmfResponse::NOT_SUPPORTED,
             itt: 2,
             stat_sn: 3,
             exp_cmd_sn: 4,
@@ -1066,14 +1067,14 @@ mod tests {
             stat_sn: 1,
             exp_cmd_sn: 2,
             max_cmd_sn: 3,
-            async_event: 1,
+            async_event: AsyncEvent::LOGOUT_REQUEST,
             async_vcode: 0,
             parameter1: 0,
             parameter2: 0,
             parameter3: 5,
         }));
         round_trip(Pdu::Reject(Reject {
-            reason: 4,
+            reason: RejectReason::PROTOCOL_ERROR,
             stat_sn: 1,
             exp_cmd_sn: 2,
             max_cmd_sn: 3,

@@ -18,10 +18,12 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
+use ironlun_scsi_codes::{SenseCode, SenseKey, Status};
 use ironlun_wire::text::{encode_pairs, parse_pairs};
 use ironlun_wire::{
-    DataIn, DataOut, Frame, LogoutRequest, Lun, NopIn, NopOut, Pdu, Residual, ScsiCommand,
-    ScsiResponse, TaskMgmtRequest, TextRequest, WireError, RESERVED_TAG,
+    AsyncEvent, DataIn, DataOut, Frame, LogoutRequest, Lun, NopIn, NopOut, Pdu, RejectReason,
+    Residual, ScsiCommand, ScsiResponse, TaskMgmtRequest, TextRequest, TmfFunction, TmfResponse,
+    WireError, RESERVED_TAG,
 };
 
 use super::login::LoginOutcome;
@@ -61,8 +63,8 @@ pub struct ScsiRequest {
 pub struct ScsiReply {
     /// iSCSI response code (RFC 7143 §11.4.3): 0 = command completed.
     pub response: u8,
-    /// SCSI status (SAM-5 §5.3): 0 GOOD, 2 CHECK CONDITION, ...
-    pub status: u8,
+    /// SCSI status (SAM-5 §5.3.1).
+    pub status: Status,
     /// Sense data (without the SenseLength prefix), when status carries it.
     pub sense: Bytes,
     /// Data read, `read_len` bytes less any residual underflow (none when
@@ -77,8 +79,8 @@ pub enum Reply {
     Scsi(ScsiReply),
     /// The key/value pairs of a text exchange (SendTargets).
     Text(Vec<(String, String)>),
-    /// Task management response code (RFC 7143 §11.6.1).
-    TaskMgmt(u8),
+    /// Task management response (RFC 7143 §11.6.1).
+    TaskMgmt(TmfResponse),
     /// Logout response code (RFC 7143 §11.15.1).
     Logout(u8),
     /// A NOP-In answered our ping; its data.
@@ -88,8 +90,8 @@ pub enum Reply {
 /// Why a task did not get a reply.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TaskError {
-    #[error("target rejected the PDU (reason 0x{0:02x}, RFC 7143 §11.17.1)")]
-    Rejected(u8),
+    #[error("target rejected the PDU (reason 0x{code:02x}: {0}, RFC 7143 §11.17.1)", code = .0.0)]
+    Rejected(RejectReason),
     #[error("target broke the protocol for this task: {0}")]
     Protocol(String),
     #[error("connection failed: {0}")]
@@ -106,11 +108,14 @@ pub struct Completed<T> {
 /// Something the target told the session outside any task.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SessionEvent {
-    /// Asynchronous Message (RFC 7143 §11.9): event code and parameters.
-    /// 1 asks us to log out within Parameter3 seconds; 2 and 3 announce a
-    /// dropped connection or session; 0 carries SCSI sense in `data`.
+    /// Asynchronous Message (RFC 7143 §11.9): event and parameters.
+    /// [`AsyncEvent::LOGOUT_REQUEST`] asks us to log out within Parameter3
+    /// seconds; [`AsyncEvent::CONNECTION_DROP`] and
+    /// [`AsyncEvent::SESSION_DROP`] announce a dropped connection or
+    /// session; [`AsyncEvent::SCSI_ASYNC_EVENT`] carries SCSI sense in
+    /// `data`.
     Async {
-        event: u8,
+        event: AsyncEvent,
         parameters: [u16; 3],
         data: Bytes,
     },
@@ -173,7 +178,7 @@ enum Body {
         text: Vec<u8>,
     },
     TaskMgmt {
-        function: u8,
+        function: TmfFunction,
         lun: Lun,
         referenced_itt: u32,
         ref_cmd_sn: u32,
@@ -398,7 +403,7 @@ impl<T> InitiatorSession<T> {
     /// A task management function (RFC 7143 §11.5), sent immediately.
     pub fn submit_task_mgmt(
         &mut self,
-        function: u8,
+        function: TmfFunction,
         lun: Lun,
         referenced_itt: u32,
         token: T,
@@ -699,8 +704,8 @@ impl<T> InitiatorSession<T> {
                 match itt.filter(|i| self.find(*i).is_some()) {
                     Some(itt) => self.finish(itt, Err(TaskError::Rejected(r.reason))),
                     None => self.fail(format!(
-                        "target rejected a PDU we cannot name (reason 0x{:02x})",
-                        r.reason
+                        "target rejected a PDU we cannot name (reason 0x{:02x}: {})",
+                        r.reason.0, r.reason
                     )),
                 }
             }
@@ -800,7 +805,7 @@ impl<T> InitiatorSession<T> {
                 d.itt,
                 Ok(Reply::Scsi(ScsiReply {
                     response: 0,
-                    status,
+                    status: Status(status),
                     sense: Bytes::new(),
                     data,
                     residual: d.residual,
@@ -823,9 +828,10 @@ impl<T> InitiatorSession<T> {
             }
             None => Bytes::new(),
         };
+        let status = Status(r.status);
         if r.response == 0
-            && r.status == CHECK_CONDITION
-            && sense_key(&sense) == Some(SENSE_UNIT_ATTENTION)
+            && status == Status::CHECK_CONDITION
+            && SenseCode::parse(&sense).map(|c| c.key) == Some(SenseKey::UNIT_ATTENTION)
             && self.retry(r.itt, sense.clone())
         {
             return;
@@ -834,7 +840,7 @@ impl<T> InitiatorSession<T> {
             r.itt,
             Ok(Reply::Scsi(ScsiReply {
                 response: r.response,
-                status: r.status,
+                status,
                 sense,
                 data: read,
                 residual: r.residual,
@@ -1111,21 +1117,6 @@ impl<T> InitiatorSession<T> {
 /// ITT of keep-alive pings: outside every task tag (tags use generation
 /// numbers ≥ 1 in the high half, this one has generation 0).
 const KEEPALIVE_ITT: u32 = 0x0000_fffe;
-
-/// SCSI status CHECK CONDITION (SAM-5 §5.3.1).
-const CHECK_CONDITION: u8 = 0x02;
-/// Sense key UNIT ATTENTION (SPC-4 §4.5.6).
-const SENSE_UNIT_ATTENTION: u8 = 0x06;
-
-/// The sense key of fixed (70h/71h) or descriptor (72h/73h) format sense
-/// data (SPC-4 §4.5).
-fn sense_key(sense: &[u8]) -> Option<u8> {
-    match sense.first()? & 0x7f {
-        0x70 | 0x71 => sense.get(2).map(|b| b & 0x0f),
-        0x72 | 0x73 => sense.get(1).map(|b| b & 0x0f),
-        _ => None,
-    }
-}
 
 fn make_itt(idx: u16, generation: u16) -> u32 {
     (u32::from(generation) << 16) | u32::from(idx)

@@ -15,12 +15,12 @@ impl TargetConnection {
             _ => return,
         };
         if self.logout.is_some() && !matches!(pdu, Pdu::LogoutRequest(_)) {
-            self.reject(&frame.bhs, reject_reason::WAITING_FOR_LOGOUT);
+            self.reject(&frame.bhs, RejectReason::WAITING_FOR_LOGOUT);
             return;
         }
         if immediate {
             if self.immediate_in_flight >= self.cfg.max_immediate {
-                self.reject(&frame.bhs, reject_reason::IMMEDIATE_COMMAND_REJECT);
+                self.reject(&frame.bhs, RejectReason::IMMEDIATE_COMMAND_REJECT);
                 return;
             }
             self.dispatch(pdu, frame, false);
@@ -96,12 +96,12 @@ impl TargetConnection {
         self.stats.commands += 1;
         if self.discovery {
             // Discovery sessions carry no SCSI commands (RFC 7143 §4.3).
-            self.reject(&frame.bhs, reject_reason::PROTOCOL_ERROR);
+            self.reject(&frame.bhs, RejectReason::PROTOCOL_ERROR);
             self.finish_command(windowed);
             return;
         }
         if self.tasks.contains_key(&c.itt) || c.itt == RESERVED_TAG {
-            self.reject(&frame.bhs, reject_reason::TASK_IN_PROGRESS);
+            self.reject(&frame.bhs, RejectReason::TASK_IN_PROGRESS);
             self.finish_command(windowed);
             return;
         }
@@ -119,14 +119,14 @@ impl TargetConnection {
         // §13.11, §13.14).
         let bad_data = if c.read && c.write {
             // Bidirectional commands are not supported.
-            Some(reject_reason::COMMAND_NOT_SUPPORTED)
+            Some(RejectReason::COMMAND_NOT_SUPPORTED)
         } else if imm_len > 0
             && (!c.write
                 || !self.session.immediate_data
                 || imm_len > u64::from(edtl)
                 || imm_len > u64::from(self.session.first_burst_length))
         {
-            Some(reject_reason::PROTOCOL_ERROR)
+            Some(RejectReason::PROTOCOL_ERROR)
         } else {
             None
         };
@@ -178,19 +178,19 @@ impl TargetConnection {
     }
 
     /// The CDB, extended by an Extended CDB AHS when present.
-    pub(super) fn cdb_of(&self, c: &ScsiCommand, frame: &Frame) -> Result<Cdb, u8> {
+    pub(super) fn cdb_of(&self, c: &ScsiCommand, frame: &Frame) -> Result<Cdb, RejectReason> {
         let mut cdb = Cdb::new(c.cdb);
         if frame.ahs.is_empty() {
             return Ok(cdb);
         }
-        let segments = parse_ahs(&frame.ahs).map_err(|_| reject_reason::INVALID_PDU_FIELD)?;
+        let segments = parse_ahs(&frame.ahs).map_err(|_| RejectReason::INVALID_PDU_FIELD)?;
         for s in segments {
             if s.ahs_type == AHS_TYPE_EXTENDED_CDB {
                 // The AHS holds the CDB bytes beyond the first 16, after one
                 // reserved byte (RFC 7143 §11.2.2.3).
                 let extra = s.data.get(1..).unwrap_or(&[]);
                 if extra.len() > 244 {
-                    return Err(reject_reason::INVALID_PDU_FIELD);
+                    return Err(RejectReason::INVALID_PDU_FIELD);
                 }
                 let mut full = c.cdb.to_vec();
                 full.extend_from_slice(extra);
@@ -381,7 +381,7 @@ impl TargetConnection {
             data.clear();
         }
         self.stats.read_bytes += data.len() as u64;
-        let good = r.status == 0 && r.sense.is_empty();
+        let good = r.status == Status::GOOD && r.sense.is_empty();
         let mut data_sn = 0u32;
         if !data.is_empty() {
             let seg = self.conn.max_xmit_data_segment_length.max(512) as usize;
@@ -410,7 +410,7 @@ impl TargetConnection {
                         final_bit: end_of_burst,
                         ack: false,
                         residual: residual_field,
-                        status: collapse.then_some(r.status),
+                        status: collapse.then_some(r.status.0),
                         lun: task.lun,
                         itt,
                         ttt: RESERVED_TAG,
@@ -445,7 +445,7 @@ impl TargetConnection {
                 bidi_residual: Residual::None,
                 residual,
                 response: 0,
-                status: r.status,
+                status: r.status.0,
                 itt,
                 snack_tag: 0,
                 stat_sn,

@@ -32,12 +32,14 @@ use crate::params::{ConnParams, SessionParams};
 use crate::window::{sn_le, sn_lt, Admission, CmdWindow};
 use crate::OutPdu;
 use ironlun_payload::DataOutBuffer;
+use ironlun_scsi_codes::{SenseCode, Status};
 use ironlun_wire::text::{encode_pairs, parse_pairs, TextAccumulator, TextChunker};
 use ironlun_wire::{
     frame::{parse_ahs, AHS_TYPE_EXTENDED_CDB},
-    AsyncMessage, Bhs, DataIn, DataOut, Frame, LogoutRequest, LogoutResponse, Lun, NopIn, NopOut,
-    Payload, Pdu, R2t, Reject, Residual, ScsiCommand, ScsiResponse, TaskMgmtRequest,
-    TaskMgmtResponse, TextRequest, TextResponse, WireError, RESERVED_TAG,
+    AsyncEvent, AsyncMessage, Bhs, DataIn, DataOut, Frame, LogoutRequest, LogoutResponse, Lun,
+    NopIn, NopOut, Payload, Pdu, R2t, Reject, RejectReason, Residual, ScsiCommand, ScsiResponse,
+    TaskMgmtRequest, TaskMgmtResponse, TextRequest, TextResponse, TmfFunction, TmfResponse,
+    WireError, RESERVED_TAG,
 };
 use login::LoginResult;
 
@@ -52,18 +54,6 @@ use text::TextExchange;
 pub use text::{Directory, SendTargetsQuery, TargetListing};
 use tmf::PendingTmf;
 pub use tmf::{AbortScope, TmfAction, TmfPlan, TmfRequest};
-
-/// Reject reasons (RFC 7143 §11.17.1).
-pub mod reject_reason {
-    pub const DATA_DIGEST_ERROR: u8 = 0x02;
-    pub const SNACK_REJECT: u8 = 0x03;
-    pub const PROTOCOL_ERROR: u8 = 0x04;
-    pub const COMMAND_NOT_SUPPORTED: u8 = 0x05;
-    pub const IMMEDIATE_COMMAND_REJECT: u8 = 0x06;
-    pub const TASK_IN_PROGRESS: u8 = 0x07;
-    pub const INVALID_PDU_FIELD: u8 = 0x09;
-    pub const WAITING_FOR_LOGOUT: u8 = 0x0c;
-}
 
 /// Limits and timers of a full feature phase connection.
 #[derive(Clone, Debug)]
@@ -139,7 +129,7 @@ pub struct ScsiTask {
 #[derive(Clone, Debug, Default)]
 pub struct ScsiResult {
     /// SCSI status (SAM-5 §5.3.1).
-    pub status: u8,
+    pub status: Status,
     /// Sense data for CHECK CONDITION, empty otherwise.
     pub sense: Bytes,
     /// Data for the initiator (Data-In); sent up to EDTL bytes.
@@ -170,12 +160,11 @@ pub enum CloseReason {
 pub enum Event {
     Execute(ScsiTask),
     /// The task's data transfer broke the protocol: answer it with CHECK
-    /// CONDITION and this sense (key, ASC, ASCQ) through
-    /// [`TargetConnection::complete`].
+    /// CONDITION and this sense through [`TargetConnection::complete`].
     FailTask {
         itt: u32,
         lun: Lun,
-        sense: (u8, u8, u8),
+        sense: SenseCode,
     },
     TaskManagement(TmfRequest),
     /// Send what `poll_transmit` returned, then close the connection.
@@ -317,11 +306,11 @@ impl TargetConnection {
             WireError::DataDigest { bhs, .. } => {
                 // RFC 7143 §7.8: discard the PDU, Reject it. At ERL 0 the
                 // command cannot be recovered: fail the connection too.
-                self.reject(bhs, reject_reason::DATA_DIGEST_ERROR);
+                self.reject(bhs, RejectReason::DATA_DIGEST_ERROR);
                 self.close(CloseReason::ProtocolError(err.to_string()));
             }
             WireError::DataSegmentTooLong { bhs, .. } => {
-                self.reject(bhs, reject_reason::PROTOCOL_ERROR);
+                self.reject(bhs, RejectReason::PROTOCOL_ERROR);
                 self.close(CloseReason::ProtocolError(err.to_string()));
             }
             other => self.close(CloseReason::ProtocolError(other.to_string())),
@@ -339,11 +328,11 @@ impl TargetConnection {
         let pdu = match Pdu::decode(&frame.bhs) {
             Ok(p) => p,
             Err(WireError::UnknownOpcode(_)) => {
-                self.reject(&frame.bhs, reject_reason::COMMAND_NOT_SUPPORTED);
+                self.reject(&frame.bhs, RejectReason::COMMAND_NOT_SUPPORTED);
                 return;
             }
             Err(_) => {
-                self.reject(&frame.bhs, reject_reason::INVALID_PDU_FIELD);
+                self.reject(&frame.bhs, RejectReason::INVALID_PDU_FIELD);
                 return;
             }
         };
@@ -357,11 +346,11 @@ impl TargetConnection {
             | Pdu::LogoutRequest(_) => self.on_command(pdu, frame),
             Pdu::SnackRequest(_) => {
                 // No SNACK at ERL 0 (RFC 7143 §11.16).
-                self.reject(&frame.bhs, reject_reason::PROTOCOL_ERROR)
+                self.reject(&frame.bhs, RejectReason::PROTOCOL_ERROR)
             }
-            Pdu::LoginRequest(_) => self.reject(&frame.bhs, reject_reason::PROTOCOL_ERROR),
+            Pdu::LoginRequest(_) => self.reject(&frame.bhs, RejectReason::PROTOCOL_ERROR),
             // Target opcodes sent by an initiator.
-            _ => self.reject(&frame.bhs, reject_reason::PROTOCOL_ERROR),
+            _ => self.reject(&frame.bhs, RejectReason::PROTOCOL_ERROR),
         }
     }
 
@@ -377,14 +366,14 @@ impl TargetConnection {
         t
     }
 
-    pub(super) fn reject_pdu(&mut self, pdu: &Pdu, reason: u8) {
+    pub(super) fn reject_pdu(&mut self, pdu: &Pdu, reason: RejectReason) {
         let bhs = pdu.encode();
         self.reject(&bhs, reason);
     }
 
     /// Reject carries the offending header (RFC 7143 §11.17.2). Reject
     /// advances StatSN like any status-bearing PDU.
-    pub(super) fn reject(&mut self, bhs: &Bhs, reason: u8) {
+    pub(super) fn reject(&mut self, bhs: &Bhs, reason: RejectReason) {
         self.stats.rejects += 1;
         let stat_sn = self.next_stat_sn();
         let max = self.window.max_cmd_sn();

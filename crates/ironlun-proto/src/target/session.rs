@@ -49,8 +49,9 @@ impl TargetConnection {
         self.ping = Some((ttt, now + self.cfg.nop_timeout));
     }
 
-    /// Asks the initiator to log out within `wait` (RFC 7143 §11.9.1,
-    /// AsyncEvent 1); the connection closes if it does not.
+    /// Asks the initiator to log out within `wait` (an Asynchronous
+    /// Message with [`AsyncEvent::LOGOUT_REQUEST`], RFC 7143 §11.9.1); the
+    /// connection closes if it does not.
     pub fn request_logout(&mut self, now: Instant, wait: Duration) {
         if self.closing || self.logout.is_some() {
             return;
@@ -64,7 +65,7 @@ impl TargetConnection {
                 stat_sn,
                 exp_cmd_sn: self.window.exp_cmd_sn(),
                 max_cmd_sn: max,
-                async_event: 1,
+                async_event: AsyncEvent::LOGOUT_REQUEST,
                 async_vcode: 0,
                 parameter1: 0,
                 parameter2: 0,
@@ -87,7 +88,7 @@ impl TargetConnection {
     pub(super) fn on_nop_out(&mut self, n: NopOut, data: Bytes, windowed: bool) {
         if n.ttt != RESERVED_TAG {
             // A NOP-Out with a valid ITT must not carry a TTT.
-            self.reject_pdu(&Pdu::NopOut(n), reject_reason::PROTOCOL_ERROR);
+            self.reject_pdu(&Pdu::NopOut(n), RejectReason::PROTOCOL_ERROR);
             self.finish_command(windowed);
             return;
         }
@@ -121,7 +122,7 @@ impl TargetConnection {
             // Connection recovery needs ERL 2 (response 2: not supported).
             2 => 2,
             _ => {
-                self.reject_pdu(&Pdu::LogoutRequest(l), reject_reason::INVALID_PDU_FIELD);
+                self.reject_pdu(&Pdu::LogoutRequest(l), RejectReason::INVALID_PDU_FIELD);
                 self.finish_command(windowed);
                 return;
             }

@@ -1,42 +1,17 @@
-//! Task management (RFC 7143 §11.5, §11.6): function and response codes,
-//! what each function does to this connection's tasks, and the tasks
-//! waiting for one.
+//! Task management (RFC 7143 §11.5, §11.6): what each function
+//! ([`TmfFunction`], named in ironlun-wire with the response codes,
+//! [`TmfResponse`]) does to this connection's tasks, and the tasks waiting
+//! for one.
 
 use super::*;
 
-pub const ABORT_TASK: u8 = 1;
-pub const ABORT_TASK_SET: u8 = 2;
-pub const CLEAR_ACA: u8 = 3;
-pub const CLEAR_TASK_SET: u8 = 4;
-pub const LOGICAL_UNIT_RESET: u8 = 5;
-pub const TARGET_WARM_RESET: u8 = 6;
-pub const TARGET_COLD_RESET: u8 = 7;
-pub const TASK_REASSIGN: u8 = 8;
-pub const QUERY_TASK: u8 = 9;
-pub const QUERY_TASK_SET: u8 = 10;
-pub const I_T_NEXUS_RESET: u8 = 11;
-pub const QUERY_ASYNC_EVENT: u8 = 12;
-
-// Responses (RFC 7143 §11.6.1).
-pub const FUNCTION_COMPLETE: u8 = 0;
-pub const TASK_DOES_NOT_EXIST: u8 = 1;
-pub const LUN_DOES_NOT_EXIST: u8 = 2;
-pub const TASK_STILL_ALLEGIANT: u8 = 3;
-pub const REASSIGNMENT_NOT_SUPPORTED: u8 = 4;
-pub const NOT_SUPPORTED: u8 = 5;
-pub const AUTHORIZATION_FAILED: u8 = 6;
-/// QUERY TASK / QUERY TASK SET found tasks (RFC 7144 §4.6, SAM-5
-/// FUNCTION SUCCEEDED).
-pub const FUNCTION_SUCCEEDED: u8 = 7;
-pub const REJECTED: u8 = 255;
-
 /// QUERY TASK / QUERY TASK SET: FUNCTION SUCCEEDED when the tasks
 /// exist (SAM-5 §7.8, §7.9).
-pub fn query_response(found: bool) -> u8 {
+pub fn query_response(found: bool) -> TmfResponse {
     if found {
-        FUNCTION_SUCCEEDED
+        TmfResponse::FUNCTION_SUCCEEDED
     } else {
-        FUNCTION_COMPLETE
+        TmfResponse::FUNCTION_COMPLETE
     }
 }
 
@@ -44,7 +19,7 @@ pub fn query_response(found: bool) -> u8 {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TmfRequest {
     pub itt: u32,
-    pub function: u8,
+    pub function: TmfFunction,
     pub lun: Lun,
     pub referenced_task_tag: u32,
 }
@@ -75,7 +50,7 @@ pub enum TmfAction {
 /// connection's tasks it aborts, and the device action.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TmfPlan {
-    pub response: u8,
+    pub response: TmfResponse,
     pub scope: AbortScope,
     pub action: TmfAction,
 }
@@ -91,61 +66,67 @@ impl TmfRequest {
         };
         let lun = AbortScope::Lun(self.lun);
         match (self.function, lu_exists) {
-            (tmf::ABORT_TASK, _) => plan(
-                tmf::FUNCTION_COMPLETE,
+            (TmfFunction::ABORT_TASK, _) => plan(
+                TmfResponse::FUNCTION_COMPLETE,
                 AbortScope::Task(self.referenced_task_tag),
                 TmfAction::Nothing,
             ),
-            (tmf::ABORT_TASK_SET, true) => plan(tmf::FUNCTION_COMPLETE, lun, TmfAction::Nothing),
-            (tmf::CLEAR_TASK_SET, true) => {
-                plan(tmf::FUNCTION_COMPLETE, lun, TmfAction::ClearTaskSet)
+            (TmfFunction::ABORT_TASK_SET, true) => {
+                plan(TmfResponse::FUNCTION_COMPLETE, lun, TmfAction::Nothing)
             }
-            (tmf::LOGICAL_UNIT_RESET, true) => {
-                plan(tmf::FUNCTION_COMPLETE, lun, TmfAction::ResetLu)
+            (TmfFunction::CLEAR_TASK_SET, true) => {
+                plan(TmfResponse::FUNCTION_COMPLETE, lun, TmfAction::ClearTaskSet)
+            }
+            (TmfFunction::LOGICAL_UNIT_RESET, true) => {
+                plan(TmfResponse::FUNCTION_COMPLETE, lun, TmfAction::ResetLu)
             }
             (
-                tmf::ABORT_TASK_SET
-                | tmf::CLEAR_TASK_SET
-                | tmf::LOGICAL_UNIT_RESET
-                | tmf::QUERY_TASK
-                | tmf::QUERY_TASK_SET,
+                TmfFunction::ABORT_TASK_SET
+                | TmfFunction::CLEAR_TASK_SET
+                | TmfFunction::LOGICAL_UNIT_RESET
+                | TmfFunction::QUERY_TASK
+                | TmfFunction::QUERY_TASK_SET,
                 false,
             ) => plan(
-                tmf::LUN_DOES_NOT_EXIST,
+                TmfResponse::LUN_DOES_NOT_EXIST,
                 AbortScope::None,
                 TmfAction::Nothing,
             ),
-            (tmf::TARGET_WARM_RESET | tmf::TARGET_COLD_RESET, _) => plan(
-                tmf::FUNCTION_COMPLETE,
+            (TmfFunction::TARGET_WARM_RESET | TmfFunction::TARGET_COLD_RESET, _) => plan(
+                TmfResponse::FUNCTION_COMPLETE,
                 AbortScope::All,
                 TmfAction::ResetTarget {
-                    cold: self.function == tmf::TARGET_COLD_RESET,
+                    cold: self.function == TmfFunction::TARGET_COLD_RESET,
                 },
             ),
-            (tmf::I_T_NEXUS_RESET, _) => plan(
-                tmf::FUNCTION_COMPLETE,
+            (TmfFunction::I_T_NEXUS_RESET, _) => plan(
+                TmfResponse::FUNCTION_COMPLETE,
                 AbortScope::All,
                 TmfAction::ResetNexus,
             ),
-            (tmf::QUERY_TASK, true) => plan(
-                tmf::FUNCTION_COMPLETE,
+            (TmfFunction::QUERY_TASK, true) => plan(
+                TmfResponse::FUNCTION_COMPLETE,
                 AbortScope::None,
                 TmfAction::Query(AbortScope::Task(self.referenced_task_tag)),
             ),
-            (tmf::QUERY_TASK_SET, true) => plan(
-                tmf::FUNCTION_COMPLETE,
+            (TmfFunction::QUERY_TASK_SET, true) => plan(
+                TmfResponse::FUNCTION_COMPLETE,
                 AbortScope::None,
                 TmfAction::Query(lun),
             ),
             // No task allegiance reassignment at ERL 0.
-            (tmf::TASK_REASSIGN, _) => plan(
-                tmf::REASSIGNMENT_NOT_SUPPORTED,
+            (TmfFunction::TASK_REASSIGN, _) => plan(
+                TmfResponse::REASSIGNMENT_NOT_SUPPORTED,
                 AbortScope::None,
                 TmfAction::Nothing,
             ),
             // CLEAR ACA (NACA is never accepted, so there is no ACA) and
             // QUERY ASYNCHRONOUS EVENT.
-            _ => plan(tmf::NOT_SUPPORTED, AbortScope::None, TmfAction::Nothing),
+            _ => plan(
+                TmfResponse::NOT_SUPPORTED,
+                AbortScope::None,
+                TmfAction::Nothing,
+            ),
         }
     }
 }
@@ -173,8 +154,8 @@ impl AbortScope {
 
 pub(super) struct PendingTmf {
     itt: u32,
-    function: u8,
-    response: u8,
+    function: TmfFunction,
+    response: TmfResponse,
     windowed: bool,
     /// The driver has decided the response.
     decided: bool,
@@ -185,20 +166,21 @@ impl TargetConnection {
         self.tmfs.push(PendingTmf {
             itt: t.itt,
             function: t.function,
-            response: tmf::FUNCTION_COMPLETE,
+            response: TmfResponse::FUNCTION_COMPLETE,
             windowed,
             decided: false,
         });
-        if t.function == tmf::ABORT_TASK && !self.tasks.contains_key(&t.referenced_task_tag) {
+        if t.function == TmfFunction::ABORT_TASK && !self.tasks.contains_key(&t.referenced_task_tag)
+        {
             // RFC 7143 §11.5.1: a task not found whose RefCmdSN lies in the
             // window is considered received and aborted (function
             // complete); otherwise it does not exist.
             let in_window = sn_le(self.window.exp_cmd_sn(), t.ref_cmd_sn)
                 && sn_lt(t.ref_cmd_sn, t.cmd_sn.wrapping_add(1));
             let response = if in_window {
-                tmf::FUNCTION_COMPLETE
+                TmfResponse::FUNCTION_COMPLETE
             } else {
-                tmf::TASK_DOES_NOT_EXIST
+                TmfResponse::TASK_DOES_NOT_EXIST
             };
             self.finish_tmf(t.itt, response, AbortScope::None);
             return;
@@ -214,13 +196,13 @@ impl TargetConnection {
     /// The driver's decision on a TMF: the response code and which of this
     /// connection's tasks it aborts. The response goes out once the aborted
     /// tasks that are executing have finished (RFC 7143 §4.2.3.3).
-    pub fn finish_tmf(&mut self, itt: u32, response: u8, scope: AbortScope) {
+    pub fn finish_tmf(&mut self, itt: u32, response: TmfResponse, scope: AbortScope) {
         let Some(p) = self.tmfs.iter_mut().find(|p| p.itt == itt) else {
             return;
         };
         p.response = response;
         p.decided = true;
-        if response == tmf::FUNCTION_COMPLETE {
+        if response == TmfResponse::FUNCTION_COMPLETE {
             let victims: Vec<u32> = self
                 .tasks
                 .iter()
@@ -296,7 +278,9 @@ impl TargetConnection {
                     exp_cmd_sn: self.window.exp_cmd_sn(),
                     max_cmd_sn: max,
                 })));
-            if p.function == tmf::TARGET_COLD_RESET && p.response == tmf::FUNCTION_COMPLETE {
+            if p.function == TmfFunction::TARGET_COLD_RESET
+                && p.response == TmfResponse::FUNCTION_COMPLETE
+            {
                 self.close(CloseReason::TargetColdReset);
             }
         }
