@@ -20,7 +20,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use ironlun_backend::RamBackend;
 use ironlun_scsi::{DataOutBuffer, ItNexus, LogicalUnit, LuConfig, LunMap, NexusId, Response};
-use ironlun_scsi_codes::{SenseCode, SenseKey, Status};
+use ironlun_scsi_codes::{SenseCode, SenseData, SenseKey, Status};
 
 use crate::input::Records;
 
@@ -151,10 +151,10 @@ pub(crate) fn check_response(r: &Response) {
     ];
     assert!(known.contains(&r.status), "status {:?}", r.status);
     if r.status == Status::CHECK_CONDITION {
-        // Fixed (70h/71h) or descriptor (72h/73h) format, SPC-4 §4.5.
+        // Fixed or descriptor format (SPC-4 §4.5).
         let format = r.sense.first().map(|b| b & 0x7f);
         assert!(
-            matches!(format, Some(0x70..=0x73)),
+            format.is_some_and(SenseData::is_response_code),
             "sense response code {format:?}"
         );
         match SenseCode::parse(&r.sense) {

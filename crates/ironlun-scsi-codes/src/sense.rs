@@ -177,6 +177,22 @@ pub struct SenseData {
 }
 
 impl SenseData {
+    /// RESPONSE CODE (byte 0, bits 6..0, SPC-4 §4.5.1) of fixed format
+    /// sense data for a current error (SPC-4 §4.5.3).
+    pub const FIXED_CURRENT: u8 = 0x70;
+    /// Fixed format, deferred error.
+    pub const FIXED_DEFERRED: u8 = 0x71;
+    /// Descriptor format (SPC-4 §4.5.2), current error.
+    pub const DESCRIPTOR_CURRENT: u8 = 0x72;
+    /// Descriptor format, deferred error.
+    pub const DESCRIPTOR_DEFERRED: u8 = 0x73;
+
+    /// Whether `code` (byte 0 without the VALID bit) is one of the four
+    /// response codes above.
+    pub fn is_response_code(code: u8) -> bool {
+        (Self::FIXED_CURRENT..=Self::DESCRIPTOR_DEFERRED).contains(&code)
+    }
+
     /// Reads fixed format (response code 70h/71h, SPC-5 §4.4.3) or
     /// descriptor format (72h/73h, SPC-5 §4.4.2) sense data. `None` for
     /// another response code or data too short to hold the sense key; a
@@ -185,7 +201,7 @@ impl SenseData {
         let code = sense.first()? & 0x7f;
         let at = |i: usize| sense.get(i).copied().unwrap_or(0);
         match code {
-            0x70 | 0x71 => {
+            Self::FIXED_CURRENT | Self::FIXED_DEFERRED => {
                 let valid = sense.first()? & 0x80 != 0;
                 let info = sense.get(3..7).and_then(|b| <[u8; 4]>::try_from(b).ok());
                 Some(SenseData {
@@ -201,7 +217,7 @@ impl SenseData {
                     },
                 })
             }
-            0x72 | 0x73 => {
+            Self::DESCRIPTOR_CURRENT | Self::DESCRIPTOR_DEFERRED => {
                 let mut information = None;
                 let mut descs = sense.get(8..).unwrap_or(&[]);
                 while let (Some(&t), Some(&l)) = (descs.first(), descs.get(1)) {

@@ -6,7 +6,7 @@
 //! (SPC-4 §4.5.2) format, chosen by the control mode page's D_SENSE bit.
 
 use bytes::Bytes;
-use ironlun_scsi_codes::{Asc, SenseCode, SenseKey};
+use ironlun_scsi_codes::{Asc, SenseCode, SenseData, SenseKey};
 
 /// Where in the CDB or parameter list an invalid field sits
 /// (SPC-4 §4.5.2.4.2, sense key specific "field pointer").
@@ -133,12 +133,21 @@ impl Sense {
         Some([b0, hi, lo])
     }
 
-    /// Encodes the sense data: descriptor format (response code 0x72) when
-    /// `descriptor`, fixed format (0x70) otherwise.
+    /// Encodes the sense data of a current error: descriptor format
+    /// when `descriptor`, fixed format otherwise.
     pub fn encode(&self, descriptor: bool) -> Bytes {
         if descriptor {
             let c = self.code;
-            let mut v = vec![0x72, c.key.0 & 0x0f, c.asc, c.ascq, 0, 0, 0, 0];
+            let mut v = vec![
+                SenseData::DESCRIPTOR_CURRENT,
+                c.key.0 & 0x0f,
+                c.asc,
+                c.ascq,
+                0,
+                0,
+                0,
+                0,
+            ];
             if let Some(info) = self.info {
                 // Information descriptor (SPC-4 §4.5.2.2).
                 v.extend_from_slice(&[0x00, 0x0a, 0x80, 0]);
@@ -157,7 +166,7 @@ impl Sense {
             Bytes::from(v)
         } else {
             let mut v = [0u8; 18];
-            v[0] = 0x70;
+            v[0] = SenseData::FIXED_CURRENT;
             v[2] = self.code.key.0 & 0x0f;
             if let Some(info) = self.info {
                 // A fixed-format INFORMATION field holds 32 bits.
