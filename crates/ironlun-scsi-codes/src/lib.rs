@@ -39,11 +39,21 @@ mod status;
 pub use sense::{Asc, SenseCode, SenseData, SenseKey};
 pub use status::Status;
 
-/// Defines the named constants of an open newtype over a code and its
-/// `name`, from one list, so that a constant and its name cannot drift
-/// apart.
+/// Defines a code newtype, its named constants, `name`, and `Display`
+/// (the name, or the `unknown` format of its numbers) and `Debug`
+/// (`Type(NAME)` or `Type(0x..)`), from one list, so that a constant and
+/// its name cannot drift apart.
 macro_rules! named_codes {
-    ($ty:ident { $($(#[$doc:meta])* $name:ident = $value:expr, $text:literal;)* }) => {
+    (
+        $(#[$meta:meta])*
+        pub struct $ty:ident($(pub $inner:ty),+);
+        unknown: $unknown:literal, $($idx:tt),+;
+        $($(#[$doc:meta])* $name:ident = $value:expr, $text:literal;)*
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+        pub struct $ty($(pub $inner),+);
+
         impl $ty {
             $($(#[$doc])* pub const $name: $ty = $value;)*
 
@@ -52,6 +62,27 @@ macro_rules! named_codes {
                 match self {
                     $(Self::$name => Some($text),)*
                     _ => None,
+                }
+            }
+        }
+
+        impl core::fmt::Display for $ty {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                match self.name() {
+                    Some(n) => f.write_str(n),
+                    None => write!(f, $unknown, $(self.$idx),+),
+                }
+            }
+        }
+
+        impl core::fmt::Debug for $ty {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                match self.name() {
+                    Some(n) => write!(f, "{}({n})", stringify!($ty)),
+                    None => f
+                        .debug_tuple(stringify!($ty))
+                        $(.field(&format_args!("0x{:02x}", self.$idx)))+
+                        .finish(),
                 }
             }
         }

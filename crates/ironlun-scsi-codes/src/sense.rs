@@ -5,11 +5,11 @@ use core::fmt;
 
 use crate::named_codes;
 
-/// A sense key (SPC-4 §4.5.6, table 27): the low four bits of its byte.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct SenseKey(pub u8);
-
-named_codes!(SenseKey {
+named_codes!(
+    /// A sense key (SPC-4 §4.5.6, table 27): the low four bits of its
+    /// byte.
+    pub struct SenseKey(pub u8);
+    unknown: "sense key 0x{:02x}", 0;
     NO_SENSE = SenseKey(0x0), "NO SENSE";
     RECOVERED_ERROR = SenseKey(0x1), "RECOVERED ERROR";
     NOT_READY = SenseKey(0x2), "NOT READY";
@@ -27,33 +27,14 @@ named_codes!(SenseKey {
     VOLUME_OVERFLOW = SenseKey(0xd), "VOLUME OVERFLOW";
     MISCOMPARE = SenseKey(0xe), "MISCOMPARE";
     COMPLETED = SenseKey(0xf), "COMPLETED";
-});
+);
 
-impl fmt::Display for SenseKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.name() {
-            Some(n) => f.write_str(n),
-            None => write!(f, "sense key 0x{:02x}", self.0),
-        }
-    }
-}
-
-impl fmt::Debug for SenseKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.name() {
-            Some(n) => write!(f, "SenseKey({n})"),
-            None => write!(f, "SenseKey(0x{:02x})", self.0),
-        }
-    }
-}
-
-/// An additional sense code and its qualifier, (ASC, ASCQ)
-/// (SPC-4 §4.5.6, table 28; in numeric order in Annex D.2). The
-/// constants are the pairs ironlun reports or looks for.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct Asc(pub u8, pub u8);
-
-named_codes!(Asc {
+named_codes!(
+    /// An additional sense code and its qualifier, (ASC, ASCQ)
+    /// (SPC-4 §4.5.6, table 28; in numeric order in Annex D.2). The
+    /// constants are the pairs ironlun reports or looks for.
+    pub struct Asc(pub u8, pub u8);
+    unknown: "ASC/ASCQ 0x{:02x}/0x{:02x}", 0, 1;
     NO_ADDITIONAL_SENSE = Asc(0x00, 0x00), "NO ADDITIONAL SENSE INFORMATION";
     LU_NOT_READY_INITIALIZING_COMMAND_REQUIRED = Asc(0x04, 0x02),
         "LOGICAL UNIT NOT READY, INITIALIZING COMMAND REQUIRED";
@@ -107,25 +88,7 @@ named_codes!(Asc {
         "INVALID TARGET PORT TRANSFER TAG RECEIVED";
     TOO_MUCH_WRITE_DATA = Asc(0x4b, 0x02), "TOO MUCH WRITE DATA";
     DATA_OFFSET_ERROR = Asc(0x4b, 0x05), "DATA OFFSET ERROR";
-});
-
-impl fmt::Display for Asc {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.name() {
-            Some(n) => f.write_str(n),
-            None => write!(f, "ASC/ASCQ 0x{:02x}/0x{:02x}", self.0, self.1),
-        }
-    }
-}
-
-impl fmt::Debug for Asc {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.name() {
-            Some(n) => write!(f, "Asc({n})"),
-            None => write!(f, "Asc(0x{:02x}, 0x{:02x})", self.0, self.1),
-        }
-    }
-}
+);
 
 /// What a sense condition says: sense key, ASC and ASCQ (SPC-4 §4.5.6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -311,6 +274,11 @@ mod tests {
             "I_T NEXUS LOSS OCCURRED"
         );
         assert_eq!(format!("{}", Asc(0x99, 1)), "ASC/ASCQ 0x99/0x01");
+        assert_eq!(format!("{:?}", Asc(0x99, 1)), "Asc(0x99, 0x01)");
+        assert_eq!(
+            format!("{:?}", SenseKey::MISCOMPARE),
+            "SenseKey(MISCOMPARE)"
+        );
         assert_eq!(SenseKey(0x6).name(), Some("UNIT ATTENTION"));
     }
 }

@@ -1,15 +1,12 @@
 //! SCSI status (SAM-5 §5.3.1).
 
-use core::fmt;
-
 use crate::named_codes;
 
-/// The status byte a command ends with (SAM-5 §5.3.1, table 35). Any
-/// byte is a value; the constants are the defined codes.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct Status(pub u8);
-
-named_codes!(Status {
+named_codes!(
+    /// The status byte a command ends with (SAM-5 §5.3.1). Any byte is a
+    /// value; the constants are the defined codes.
+    pub struct Status(pub u8);
+    unknown: "status 0x{:02x}", 0;
     GOOD = Status(0x00), "GOOD";
     CHECK_CONDITION = Status(0x02), "CHECK CONDITION";
     CONDITION_MET = Status(0x04), "CONDITION MET";
@@ -18,25 +15,7 @@ named_codes!(Status {
     TASK_SET_FULL = Status(0x28), "TASK SET FULL";
     ACA_ACTIVE = Status(0x30), "ACA ACTIVE";
     TASK_ABORTED = Status(0x40), "TASK ABORTED";
-});
-
-impl fmt::Display for Status {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.name() {
-            Some(n) => f.write_str(n),
-            None => write!(f, "status 0x{:02x}", self.0),
-        }
-    }
-}
-
-impl fmt::Debug for Status {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.name() {
-            Some(n) => write!(f, "Status({n})"),
-            None => write!(f, "Status(0x{:02x})", self.0),
-        }
-    }
-}
+);
 
 #[cfg(test)]
 mod tests {

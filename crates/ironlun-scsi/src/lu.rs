@@ -18,8 +18,7 @@ use crate::sanitize::SanitizeState;
 use crate::sense::Sense;
 use crate::stats::{IoSnapshot, IoStats};
 use crate::{NexusId, Request, Response};
-use ironlun_scsi_codes::Status;
-use ironlun_scsi_codes::{Asc, SenseKey};
+use ironlun_scsi_codes::{Asc, SenseKey, Status};
 
 /// Largest number of unit attention conditions queued per nexus; older
 /// ones are dropped first (SPC-4 §5.14: a device may lose UAs it cannot

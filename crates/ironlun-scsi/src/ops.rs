@@ -76,11 +76,16 @@ fn has_service_action(op: u8) -> bool {
     )
 }
 
+/// One row of [`OPS`]: the opcode, its service action, the name, the
+/// usage data of CDB bytes 1.. (`[...]`, or a layout helper given the
+/// flags byte: `cdb10(0x18)`), the handler, the unit attention exemption,
+/// the reservation access and, optionally, when the LU offers it. Byte 0
+/// of the usage data is the opcode, written once.
 macro_rules! op {
-    ($opcode:expr, $sa:expr, $name:expr, $usage:expr, $handler:expr, $exempt:expr, $access:ident) => {
-        op!($opcode, $sa, $name, $usage, $handler, $exempt, $access, always)
+    (@row $opcode:expr, $sa:expr, $name:expr, $usage:expr, $handler:expr, $exempt:expr, $access:ident) => {
+        op!(@row $opcode, $sa, $name, $usage, $handler, $exempt, $access, always)
     };
-    ($opcode:expr, $sa:expr, $name:expr, $usage:expr, $handler:expr, $exempt:expr, $access:ident, $avail:expr) => {
+    (@row $opcode:expr, $sa:expr, $name:expr, $usage:expr, $handler:expr, $exempt:expr, $access:ident, $avail:expr) => {
         OpInfo {
             opcode: $opcode,
             service_action: $sa,
@@ -91,6 +96,12 @@ macro_rules! op {
             access: Access::$access,
             available: $avail,
         }
+    };
+    ($opcode:expr, $sa:expr, $name:expr, [$($mask:expr),* $(,)?], $($rest:tt)*) => {
+        op!(@row $opcode, $sa, $name, &[$opcode, $($mask),*], $($rest)*)
+    };
+    ($opcode:expr, $sa:expr, $name:expr, $layout:ident($flags:expr), $($rest:tt)*) => {
+        op!(@row $opcode, $sa, $name, &$layout($opcode, $flags), $($rest)*)
     };
 }
 
@@ -113,14 +124,14 @@ fn sanitize_thin(lu: &LogicalUnit) -> bool {
 // CDB usage bytes shared by many rows.
 const L4: [u8; 4] = [0xff; 4];
 
-/// Every command this device server implements. Usage data lists the
-/// opcode, then one mask per CDB byte; the last byte is CONTROL.
+/// Every command this device server implements. Usage data has one mask
+/// per CDB byte after the opcode; the last byte is CONTROL.
 pub static OPS: &[OpInfo] = &[
     op!(
         opcode::TEST_UNIT_READY,
         None,
         "TEST UNIT READY",
-        &[opcode::TEST_UNIT_READY, 0, 0, 0, 0, 0x00],
+        [0, 0, 0, 0, 0x00],
         misc::test_unit_ready,
         false,
         Other
@@ -129,7 +140,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::REQUEST_SENSE,
         None,
         "REQUEST SENSE",
-        &[opcode::REQUEST_SENSE, 0x01, 0, 0, 0xff, 0x00],
+        [0x01, 0, 0, 0xff, 0x00],
         misc::request_sense,
         true,
         Exempt
@@ -138,7 +149,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::READ_6,
         None,
         "READ(6)",
-        &[opcode::READ_6, 0x1f, 0xff, 0xff, 0xff, 0x00],
+        [0x1f, 0xff, 0xff, 0xff, 0x00],
         block::read,
         false,
         Read
@@ -147,7 +158,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::WRITE_6,
         None,
         "WRITE(6)",
-        &[opcode::WRITE_6, 0x1f, 0xff, 0xff, 0xff, 0x00],
+        [0x1f, 0xff, 0xff, 0xff, 0x00],
         block::write,
         false,
         Write
@@ -156,7 +167,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::INQUIRY,
         None,
         "INQUIRY",
-        &[opcode::INQUIRY, 0x01, 0xff, 0xff, 0xff, 0x00],
+        [0x01, 0xff, 0xff, 0xff, 0x00],
         inquiry::inquiry,
         true,
         Exempt
@@ -165,7 +176,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::MODE_SELECT_6,
         None,
         "MODE SELECT(6)",
-        &[opcode::MODE_SELECT_6, 0x11, 0, 0, 0xff, 0x00],
+        [0x11, 0, 0, 0xff, 0x00],
         mode::mode_select,
         false,
         Write
@@ -174,7 +185,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::RESERVE_6,
         None,
         "RESERVE(6)",
-        &[opcode::RESERVE_6, 0, 0, 0, 0, 0x00],
+        [0, 0, 0, 0, 0x00],
         reservations::reserve,
         false,
         Reservation
@@ -183,7 +194,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::RELEASE_6,
         None,
         "RELEASE(6)",
-        &[opcode::RELEASE_6, 0, 0, 0, 0, 0x00],
+        [0, 0, 0, 0, 0x00],
         reservations::release,
         false,
         Reservation
@@ -192,7 +203,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::MODE_SENSE_6,
         None,
         "MODE SENSE(6)",
-        &[opcode::MODE_SENSE_6, 0x08, 0xff, 0xff, 0xff, 0x00],
+        [0x08, 0xff, 0xff, 0xff, 0x00],
         mode::mode_sense,
         false,
         Read
@@ -201,7 +212,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::START_STOP_UNIT,
         None,
         "START STOP UNIT",
-        &[opcode::START_STOP_UNIT, 0x01, 0x00, 0x0f, 0xf7, 0x00],
+        [0x01, 0x00, 0x0f, 0xf7, 0x00],
         misc::start_stop_unit,
         false,
         Other
@@ -210,7 +221,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::PREVENT_ALLOW_MEDIUM_REMOVAL,
         None,
         "PREVENT ALLOW MEDIUM REMOVAL",
-        &[opcode::PREVENT_ALLOW_MEDIUM_REMOVAL, 0, 0, 0, 0x03, 0x00],
+        [0, 0, 0, 0x03, 0x00],
         misc::prevent_allow,
         false,
         Other
@@ -219,18 +230,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::READ_CAPACITY_10,
         None,
         "READ CAPACITY(10)",
-        &[
-            opcode::READ_CAPACITY_10,
-            0x00,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0x00,
-            0x00,
-            0x01,
-            0x00
-        ],
+        [0x00, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00, 0x01, 0x00],
         block::read_capacity10,
         false,
         Other
@@ -239,7 +239,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::READ_10,
         None,
         "READ(10)",
-        &cdb10(opcode::READ_10, 0x18),
+        cdb10(0x18),
         block::read,
         false,
         Read
@@ -248,7 +248,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::WRITE_10,
         None,
         "WRITE(10)",
-        &cdb10(opcode::WRITE_10, 0x18),
+        cdb10(0x18),
         block::write,
         false,
         Write
@@ -257,7 +257,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::WRITE_AND_VERIFY_10,
         None,
         "WRITE AND VERIFY(10)",
-        &cdb10(opcode::WRITE_AND_VERIFY_10, 0x16),
+        cdb10(0x16),
         block::write,
         false,
         Write
@@ -266,7 +266,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::VERIFY_10,
         None,
         "VERIFY(10)",
-        &cdb10(opcode::VERIFY_10, 0x16),
+        cdb10(0x16),
         block::verify,
         false,
         Read
@@ -275,7 +275,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::PRE_FETCH_10,
         None,
         "PRE-FETCH(10)",
-        &cdb10(opcode::PRE_FETCH_10, 0x02),
+        cdb10(0x02),
         block::prefetch,
         false,
         Read
@@ -284,7 +284,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::SYNCHRONIZE_CACHE_10,
         None,
         "SYNCHRONIZE CACHE(10)",
-        &cdb10(opcode::SYNCHRONIZE_CACHE_10, 0x02),
+        cdb10(0x02),
         block::synchronize_cache,
         false,
         Write
@@ -293,18 +293,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::READ_DEFECT_DATA_10,
         None,
         "READ DEFECT DATA(10)",
-        &[
-            opcode::READ_DEFECT_DATA_10,
-            0x00,
-            0x1f,
-            0,
-            0,
-            0,
-            0,
-            0xff,
-            0xff,
-            0x00
-        ],
+        [0x00, 0x1f, 0, 0, 0, 0, 0xff, 0xff, 0x00],
         block::read_defect_data,
         false,
         Read
@@ -313,7 +302,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::WRITE_SAME_10,
         None,
         "WRITE SAME(10)",
-        &cdb10(opcode::WRITE_SAME_10, 0x18),
+        cdb10(0x18),
         block::write_same,
         false,
         Write
@@ -322,7 +311,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::UNMAP,
         None,
         "UNMAP",
-        &[opcode::UNMAP, 0x01, 0, 0, 0, 0, 0x1f, 0xff, 0xff, 0x00],
+        [0x01, 0, 0, 0, 0, 0x1f, 0xff, 0xff, 0x00],
         provisioning::unmap,
         false,
         Write,
@@ -332,18 +321,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::MODE_SELECT_10,
         None,
         "MODE SELECT(10)",
-        &[
-            opcode::MODE_SELECT_10,
-            0x11,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0xff,
-            0xff,
-            0x00
-        ],
+        [0x11, 0, 0, 0, 0, 0, 0xff, 0xff, 0x00],
         mode::mode_select,
         false,
         Write
@@ -352,7 +330,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::RESERVE_10,
         None,
         "RESERVE(10)",
-        &[opcode::RESERVE_10, 0, 0, 0, 0, 0, 0, 0, 0, 0x00],
+        [0, 0, 0, 0, 0, 0, 0, 0, 0x00],
         reservations::reserve,
         false,
         Reservation
@@ -361,7 +339,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::RELEASE_10,
         None,
         "RELEASE(10)",
-        &[opcode::RELEASE_10, 0, 0, 0, 0, 0, 0, 0, 0, 0x00],
+        [0, 0, 0, 0, 0, 0, 0, 0, 0x00],
         reservations::release,
         false,
         Reservation
@@ -370,18 +348,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::MODE_SENSE_10,
         None,
         "MODE SENSE(10)",
-        &[
-            opcode::MODE_SENSE_10,
-            0x18,
-            0xff,
-            0xff,
-            0x00,
-            0x00,
-            0x00,
-            0xff,
-            0xff,
-            0x00
-        ],
+        [0x18, 0xff, 0xff, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00],
         mode::mode_sense,
         false,
         Read
@@ -390,7 +357,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::SANITIZE,
         Some(service_action::SANITIZE_OVERWRITE),
         "SANITIZE OVERWRITE",
-        &[opcode::SANITIZE, 0xbf, 0, 0, 0, 0, 0, 0xff, 0xff, 0x00],
+        [0xbf, 0, 0, 0, 0, 0, 0xff, 0xff, 0x00],
         sanitize_op::sanitize,
         false,
         Write,
@@ -400,7 +367,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::SANITIZE,
         Some(service_action::SANITIZE_BLOCK_ERASE),
         "SANITIZE BLOCK ERASE",
-        &[opcode::SANITIZE, 0xbf, 0, 0, 0, 0, 0, 0xff, 0xff, 0x00],
+        [0xbf, 0, 0, 0, 0, 0, 0xff, 0xff, 0x00],
         sanitize_op::sanitize,
         false,
         Write,
@@ -410,7 +377,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::SANITIZE,
         Some(service_action::SANITIZE_EXIT_FAILURE_MODE),
         "SANITIZE EXIT FAILURE MODE",
-        &[opcode::SANITIZE, 0xbf, 0, 0, 0, 0, 0, 0xff, 0xff, 0x00],
+        [0xbf, 0, 0, 0, 0, 0, 0xff, 0xff, 0x00],
         sanitize_op::sanitize,
         false,
         Write,
@@ -420,18 +387,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::PERSISTENT_RESERVE_IN,
         None,
         "PERSISTENT RESERVE IN",
-        &[
-            opcode::PERSISTENT_RESERVE_IN,
-            0x1f,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0xff,
-            0xff,
-            0x00
-        ],
+        [0x1f, 0, 0, 0, 0, 0, 0xff, 0xff, 0x00],
         reservations::persistent_reserve_in,
         false,
         Reservation
@@ -440,18 +396,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::PERSISTENT_RESERVE_OUT,
         None,
         "PERSISTENT RESERVE OUT",
-        &[
-            opcode::PERSISTENT_RESERVE_OUT,
-            0x1f,
-            0xff,
-            0,
-            0,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0x00
-        ],
+        [0x1f, 0xff, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x00],
         reservations::persistent_reserve_out,
         false,
         Reservation
@@ -460,24 +405,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::THIRD_PARTY_COPY_OUT,
         Some(service_action::EXTENDED_COPY_LID1),
         "EXTENDED COPY(LID1)",
-        &[
-            opcode::THIRD_PARTY_COPY_OUT,
-            0x1f,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0x00,
-            0x00
-        ],
+        [0x1f, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
         copy::extended_copy,
         false,
         Write
@@ -486,24 +414,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::THIRD_PARTY_COPY_IN,
         Some(service_action::RECEIVE_COPY_STATUS_LID1),
         "RECEIVE COPY STATUS(LID1)",
-        &[
-            opcode::THIRD_PARTY_COPY_IN,
-            0x1f,
-            0xff,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0x00,
-            0x00
-        ],
+        [0x1f, 0xff, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
         copy::receive_copy_results,
         false,
         Read
@@ -512,24 +423,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::THIRD_PARTY_COPY_IN,
         Some(service_action::RECEIVE_COPY_OPERATING_PARAMETERS),
         "RECEIVE COPY OPERATING PARAMETERS",
-        &[
-            opcode::THIRD_PARTY_COPY_IN,
-            0x1f,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0x00,
-            0x00
-        ],
+        [0x1f, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
         copy::receive_copy_results,
         false,
         Read
@@ -538,7 +432,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::READ_16,
         None,
         "READ(16)",
-        &cdb16(opcode::READ_16, 0x18),
+        cdb16(0x18),
         block::read,
         false,
         Read
@@ -547,24 +441,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::COMPARE_AND_WRITE,
         None,
         "COMPARE AND WRITE",
-        &[
-            opcode::COMPARE_AND_WRITE,
-            0x1a,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0,
-            0,
-            0,
-            0xff,
-            0x1f,
-            0x00
-        ],
+        [0x1a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0xff, 0x1f, 0x00],
         block::compare_and_write,
         false,
         Write
@@ -573,7 +450,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::WRITE_16,
         None,
         "WRITE(16)",
-        &cdb16(opcode::WRITE_16, 0x18),
+        cdb16(0x18),
         block::write,
         false,
         Write
@@ -582,7 +459,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::ORWRITE_16,
         None,
         "ORWRITE(16)",
-        &cdb16(opcode::ORWRITE_16, 0x1a),
+        cdb16(0x1a),
         block::orwrite,
         false,
         Write
@@ -591,7 +468,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::WRITE_AND_VERIFY_16,
         None,
         "WRITE AND VERIFY(16)",
-        &cdb16(opcode::WRITE_AND_VERIFY_16, 0x16),
+        cdb16(0x16),
         block::write,
         false,
         Write
@@ -600,7 +477,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::VERIFY_16,
         None,
         "VERIFY(16)",
-        &cdb16(opcode::VERIFY_16, 0x16),
+        cdb16(0x16),
         block::verify,
         false,
         Read
@@ -609,7 +486,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::PRE_FETCH_16,
         None,
         "PRE-FETCH(16)",
-        &cdb16(opcode::PRE_FETCH_16, 0x02),
+        cdb16(0x02),
         block::prefetch,
         false,
         Read
@@ -618,7 +495,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::SYNCHRONIZE_CACHE_16,
         None,
         "SYNCHRONIZE CACHE(16)",
-        &cdb16(opcode::SYNCHRONIZE_CACHE_16, 0x02),
+        cdb16(0x02),
         block::synchronize_cache,
         false,
         Write
@@ -627,7 +504,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::WRITE_SAME_16,
         None,
         "WRITE SAME(16)",
-        &cdb16(opcode::WRITE_SAME_16, 0x19),
+        cdb16(0x19),
         block::write_same,
         false,
         Write
@@ -636,24 +513,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::WRITE_ATOMIC_16,
         None,
         "WRITE ATOMIC(16)",
-        &[
-            opcode::WRITE_ATOMIC_16,
-            0x18,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0,
-            0,
-            0xff,
-            0xff,
-            0x1f,
-            0x00
-        ],
+        [0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0xff, 0xff, 0x1f, 0x00],
         block::write_atomic,
         false,
         Write
@@ -662,22 +522,8 @@ pub static OPS: &[OpInfo] = &[
         opcode::SERVICE_ACTION_IN_16,
         Some(service_action::READ_CAPACITY_16),
         "READ CAPACITY(16)",
-        &[
-            opcode::SERVICE_ACTION_IN_16,
-            0x1f,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0x01,
+        [
+            0x1f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01,
             0x00
         ],
         block::read_capacity16,
@@ -688,22 +534,8 @@ pub static OPS: &[OpInfo] = &[
         opcode::SERVICE_ACTION_IN_16,
         Some(service_action::GET_LBA_STATUS),
         "GET LBA STATUS",
-        &[
-            opcode::SERVICE_ACTION_IN_16,
-            0x1f,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0x00,
+        [
+            0x1f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00,
             0x00
         ],
         provisioning::get_lba_status,
@@ -715,20 +547,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::REPORT_LUNS,
         None,
         "REPORT LUNS",
-        &[
-            opcode::REPORT_LUNS,
-            0x00,
-            0xff,
-            0x00,
-            0x00,
-            0x00,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0x00,
-            0x00
-        ],
+        [0x00, 0xff, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
         misc::report_luns,
         true,
         Exempt
@@ -737,20 +556,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::MAINTENANCE_IN,
         Some(service_action::REPORT_SUPPORTED_OPERATION_CODES),
         "REPORT SUPPORTED OPERATION CODES",
-        &[
-            opcode::MAINTENANCE_IN,
-            0x1f,
-            0x87,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0x00,
-            0x00
-        ],
+        [0x1f, 0x87, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
         report_supported_opcodes,
         false,
         Exempt
@@ -759,20 +565,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::MAINTENANCE_IN,
         Some(service_action::REPORT_SUPPORTED_TASK_MANAGEMENT_FUNCTIONS),
         "REPORT SUPPORTED TASK MANAGEMENT FUNCTIONS",
-        &[
-            opcode::MAINTENANCE_IN,
-            0x1f,
-            0x80,
-            0x00,
-            0x00,
-            0x00,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0x00,
-            0x00
-        ],
+        [0x1f, 0x80, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
         misc::report_supported_tmfs,
         false,
         Exempt
@@ -781,7 +574,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::READ_12,
         None,
         "READ(12)",
-        &cdb12(opcode::READ_12, 0x18),
+        cdb12(0x18),
         block::read,
         false,
         Read
@@ -790,7 +583,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::WRITE_12,
         None,
         "WRITE(12)",
-        &cdb12(opcode::WRITE_12, 0x18),
+        cdb12(0x18),
         block::write,
         false,
         Write
@@ -799,7 +592,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::WRITE_AND_VERIFY_12,
         None,
         "WRITE AND VERIFY(12)",
-        &cdb12(opcode::WRITE_AND_VERIFY_12, 0x16),
+        cdb12(0x16),
         block::write,
         false,
         Write
@@ -808,7 +601,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::VERIFY_12,
         None,
         "VERIFY(12)",
-        &cdb12(opcode::VERIFY_12, 0x16),
+        cdb12(0x16),
         block::verify,
         false,
         Read
@@ -817,20 +610,7 @@ pub static OPS: &[OpInfo] = &[
         opcode::READ_DEFECT_DATA_12,
         None,
         "READ DEFECT DATA(12)",
-        &[
-            opcode::READ_DEFECT_DATA_12,
-            0x1f,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0x00,
-            0x00
-        ],
+        [0x1f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
         block::read_defect_data,
         false,
         Read
@@ -838,24 +618,24 @@ pub static OPS: &[OpInfo] = &[
 ];
 
 /// Usage data of a 10-byte LBA(4)/group/length(2) CDB (SBC-3 §5).
-const fn cdb10(opcode: u8, flags: u8) -> [u8; 10] {
+const fn cdb10(op: u8, flags: u8) -> [u8; 10] {
     [
-        opcode, flags, L4[0], L4[1], L4[2], L4[3], 0x1f, 0xff, 0xff, 0x00,
+        op, flags, L4[0], L4[1], L4[2], L4[3], 0x1f, 0xff, 0xff, 0x00,
     ]
 }
 
 /// Usage data of a 12-byte LBA(4)/length(4)/group CDB.
-const fn cdb12(opcode: u8, flags: u8) -> [u8; 12] {
+const fn cdb12(op: u8, flags: u8) -> [u8; 12] {
     [
-        opcode, flags, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0x00,
+        op, flags, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0x00,
     ]
 }
 
 /// Usage data of a 16-byte LBA(8)/length(4)/group CDB.
-const fn cdb16(opcode: u8, flags: u8) -> [u8; 16] {
+const fn cdb16(op: u8, flags: u8) -> [u8; 16] {
     [
-        opcode, flags, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-        0x1f, 0x00,
+        op, flags, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f,
+        0x00,
     ]
 }
 

@@ -10,62 +10,21 @@ use ironlun_backend::{Backend, RamBackend};
 
 use crate::test_util::{cdb16, cfg, lu_with, ram_map, read10, run, run_out, sense_of, write10, N};
 use crate::DataOutBuffer;
-use ironlun_scsi_codes::Status;
-use ironlun_scsi_codes::{opcode, SenseKey};
+use ironlun_scsi_codes::{opcode, SenseKey, Status};
 
 #[test]
 fn read_capacity_10_and_16() {
     let m = ram_map(2048, 4096);
     let r = run(&m, &[opcode::READ_CAPACITY_10, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
     assert_eq!(&r.bytes()[..], &[0, 0, 0x07, 0xff, 0, 0, 0x10, 0]);
-    let r = run(
-        &m,
-        &[
-            opcode::SERVICE_ACTION_IN_16,
-            0x10,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            32,
-            0,
-            0,
-        ],
-    );
+    let r = run(&m, &[0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0]);
     assert_eq!(r.data.len(), 32);
     assert_eq!(u64::from_be_bytes(r.bytes()[..8].try_into().unwrap()), 2047);
     assert_eq!(
         u32::from_be_bytes(r.bytes()[8..12].try_into().unwrap()),
         4096
     );
-    let r = run(
-        &m,
-        &[
-            opcode::SERVICE_ACTION_IN_16,
-            0x10,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            12,
-            0,
-            0,
-        ],
-    );
+    let r = run(&m, &[0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 0, 0]);
     assert_eq!(r.data.len(), 12);
 }
 
@@ -395,23 +354,7 @@ fn prefetch_and_read_defect_data() {
         &[opcode::READ_DEFECT_DATA_10, 0, 0x18, 0, 0, 0, 0, 0, 32, 0],
     );
     assert_eq!(&r.bytes()[..], &[0, 0x18, 0, 0]);
-    let r = run(
-        &m,
-        &[
-            opcode::READ_DEFECT_DATA_12,
-            0x05,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            32,
-            0,
-            0,
-        ],
-    );
+    let r = run(&m, &[0xb7, 0x05, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0]);
     assert_eq!(&r.bytes()[..], &[0, 0x05, 0, 0, 0, 0, 0, 0]);
 }
 
@@ -420,27 +363,7 @@ fn physical_block_exponent() {
     let mut c = cfg(512);
     c.physical_block_size = 4096;
     let m = lu_with(Arc::new(RamBackend::new(64 * 512)), c);
-    let r = run(
-        &m,
-        &[
-            opcode::SERVICE_ACTION_IN_16,
-            0x10,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            32,
-            0,
-            0,
-        ],
-    );
+    let r = run(&m, &[0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0]);
     assert_eq!(
         r.bytes()[13] & 0x0f,
         3,

@@ -6,8 +6,7 @@ use ironlun_backend::RamBackend;
 
 use crate::test_util::{cdb16, cfg, ram_map, read10, run, run_out, sense_of, write10, N};
 use crate::{DataOutBuffer, LogicalUnit, LunMap, Response};
-use ironlun_scsi_codes::Status;
-use ironlun_scsi_codes::{opcode, SenseKey};
+use ironlun_scsi_codes::{opcode, SenseKey, Status};
 
 /// Two RAM LUs (0 and 1) of `blocks` 512-byte blocks with NAA ids 1 and 2.
 fn two_lu_map(blocks: u64) -> LunMap {
@@ -192,27 +191,7 @@ fn extended_copy_refusals() {
 #[test]
 fn receive_copy_operating_parameters() {
     let m = ram_map(100, 512);
-    let r = run(
-        &m,
-        &[
-            opcode::THIRD_PARTY_COPY_IN,
-            0x03,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            1,
-            0,
-            0,
-            0,
-        ],
-    );
+    let r = run(&m, &[0x84, 0x03, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0]);
     assert_eq!(r.data.len(), 46);
     assert_eq!(
         &r.bytes()[8..12],

@@ -1,8 +1,7 @@
 //! INQUIRY: standard data and the VPD pages.
 
 use crate::test_util::{ram_map, run, sense_of};
-use ironlun_scsi_codes::Status;
-use ironlun_scsi_codes::{opcode, SenseKey};
+use ironlun_scsi_codes::{opcode, SenseKey, Status};
 
 #[test]
 fn standard_inquiry_layout() {

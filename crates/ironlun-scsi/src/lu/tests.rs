@@ -8,8 +8,7 @@ use ironlun_backend::RamBackend;
 use super::*;
 use crate::test_util::{cfg, id, ram_map, read10, run, sense_of, N};
 use crate::{DataOutBuffer, NexusId};
-use ironlun_scsi_codes::Status;
-use ironlun_scsi_codes::{opcode, SenseKey};
+use ironlun_scsi_codes::{opcode, SenseKey, Status};
 
 #[test]
 fn unit_attention_after_attach_then_cleared() {

@@ -7,8 +7,7 @@ use ironlun_backend::RamBackend;
 
 use crate::test_util::{cfg, ram_map, run, sense_of, N};
 use crate::{DataOutBuffer, LogicalUnit, LunMap};
-use ironlun_scsi_codes::Status;
-use ironlun_scsi_codes::{opcode, SenseKey};
+use ironlun_scsi_codes::{opcode, SenseKey, Status};
 
 #[test]
 fn report_luns_and_missing_luns() {
@@ -64,22 +63,6 @@ fn report_supported_task_management_functions() {
         &[opcode::MAINTENANCE_IN, 0x0d, 0, 0, 0, 0, 0, 0, 0, 16, 0, 0],
     );
     assert_eq!(&r.bytes()[..], &[0xde, 0x03, 0, 0]);
-    let r = run(
-        &m,
-        &[
-            opcode::MAINTENANCE_IN,
-            0x0d,
-            0x80,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            16,
-            0,
-            0,
-        ],
-    );
+    let r = run(&m, &[0xa3, 0x0d, 0x80, 0, 0, 0, 0, 0, 0, 16, 0, 0]);
     assert_eq!((r.data.len(), r.bytes()[3]), (16, 0x0c), "extended format");
 }

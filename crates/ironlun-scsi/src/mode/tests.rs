@@ -2,8 +2,7 @@
 
 use crate::test_util::{id, ram_map, read10, run, run_out, sense_of, write10, N};
 use crate::{DataOutBuffer, LunMap, NexusId, Response};
-use ironlun_scsi_codes::Status;
-use ironlun_scsi_codes::{opcode, SenseKey};
+use ironlun_scsi_codes::{opcode, SenseKey, Status};
 
 #[test]
 fn mode_sense_pages() {

@@ -8,8 +8,7 @@ use ironlun_backend::RamBackend;
 use super::*;
 use crate::test_util::{cfg, ram_map, run, sense_of};
 use crate::LuConfig;
-use ironlun_scsi_codes::Status;
-use ironlun_scsi_codes::{opcode, SenseKey};
+use ironlun_scsi_codes::{SenseKey, Status};
 
 fn lu(thin: bool) -> LogicalUnit {
     let c = LuConfig {
@@ -111,123 +110,30 @@ fn unknown_opcode_and_report_supported_opcodes() {
         (SenseKey::ILLEGAL_REQUEST, 0x20, 0)
     );
     // One command, no service action: READ(10).
-    let r = run(
-        &m,
-        &[
-            opcode::MAINTENANCE_IN,
-            0x0c,
-            0x01,
-            0x28,
-            0,
-            0,
-            0,
-            0,
-            1,
-            0,
-            0,
-            0,
-        ],
-    );
+    let r = run(&m, &[0xa3, 0x0c, 0x01, 0x28, 0, 0, 0, 0, 1, 0, 0, 0]);
     assert_eq!(r.status, Status::GOOD);
     assert_eq!(r.bytes()[1] & 0x07, 0x03, "supported");
     assert_eq!(u16::from_be_bytes([r.bytes()[2], r.bytes()[3]]), 10);
     assert_eq!(r.bytes()[4], 0x28);
     assert_eq!(r.bytes()[5] & 0x18, 0x18, "DPO/FUA in CDB usage data");
     // With timeouts descriptor.
-    let r = run(
-        &m,
-        &[
-            opcode::MAINTENANCE_IN,
-            0x0c,
-            0x81,
-            0x28,
-            0,
-            0,
-            0,
-            0,
-            1,
-            0,
-            0,
-            0,
-        ],
-    );
+    let r = run(&m, &[0xa3, 0x0c, 0x81, 0x28, 0, 0, 0, 0, 1, 0, 0, 0]);
     assert_eq!(r.data.len(), 4 + 10 + 12);
     // READ CAPACITY(16) needs the service action form.
     assert_eq!(
         sense_of(&run(
             &m,
-            &[
-                opcode::MAINTENANCE_IN,
-                0x0c,
-                0x01,
-                0x9e,
-                0,
-                0x10,
-                0,
-                0,
-                1,
-                0,
-                0,
-                0
-            ]
+            &[0xa3, 0x0c, 0x01, 0x9e, 0, 0x10, 0, 0, 1, 0, 0, 0]
         )),
         (SenseKey::ILLEGAL_REQUEST, 0x24, 0)
     );
-    let r = run(
-        &m,
-        &[
-            opcode::MAINTENANCE_IN,
-            0x0c,
-            0x02,
-            0x9e,
-            0,
-            0x10,
-            0,
-            0,
-            1,
-            0,
-            0,
-            0,
-        ],
-    );
+    let r = run(&m, &[0xa3, 0x0c, 0x02, 0x9e, 0, 0x10, 0, 0, 1, 0, 0, 0]);
     assert_eq!(r.bytes()[1] & 0x07, 0x03);
     // Not supported: SUPPORT = 001b.
-    let r = run(
-        &m,
-        &[
-            opcode::MAINTENANCE_IN,
-            0x0c,
-            0x01,
-            0xc0,
-            0,
-            0,
-            0,
-            0,
-            1,
-            0,
-            0,
-            0,
-        ],
-    );
+    let r = run(&m, &[0xa3, 0x0c, 0x01, 0xc0, 0, 0, 0, 0, 1, 0, 0, 0]);
     assert_eq!(r.bytes()[1] & 0x07, 0x01);
     // All commands: one 8-byte descriptor per table row.
-    let r = run(
-        &m,
-        &[
-            opcode::MAINTENANCE_IN,
-            0x0c,
-            0x00,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0x10,
-            0,
-            0,
-            0,
-        ],
-    );
+    let r = run(&m, &[0xa3, 0x0c, 0x00, 0, 0, 0, 0, 0, 0x10, 0, 0, 0]);
     let len = u32::from_be_bytes(r.bytes()[..4].try_into().unwrap()) as usize;
     let lu = m.get(0).unwrap();
     assert_eq!(len, 8 * OPS.iter().filter(|o| (o.available)(lu)).count());

@@ -7,8 +7,7 @@ use ironlun_backend::RamBackend;
 
 use crate::test_util::{cdb16, cfg, lu_with, read10, run, run_out, sense_of, write10};
 use crate::{LunMap, Response};
-use ironlun_scsi_codes::Status;
-use ironlun_scsi_codes::{opcode, SenseKey};
+use ironlun_scsi_codes::{opcode, SenseKey, Status};
 
 fn thin_map(blocks: u64) -> LunMap {
     let mut c = cfg(512);
@@ -67,27 +66,7 @@ fn thin_lu_unmaps_and_reports_lba_status() {
 
 /// READ CAPACITY(16) and the VPD pages tell of thin provisioning.
 fn reports_thin_provisioning(m: &LunMap) {
-    let r = run(
-        m,
-        &[
-            opcode::SERVICE_ACTION_IN_16,
-            0x10,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            32,
-            0,
-            0,
-        ],
-    );
+    let r = run(m, &[0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0]);
     assert_eq!(r.bytes()[14] & 0xc0, 0xc0, "LBPME and LBPRZ");
     assert_eq!(r.bytes()[13] & 0x0f, 0, "physical block = logical block");
     let lbp = run(m, &[opcode::INQUIRY, 1, 0xb2, 0, 255, 0]);

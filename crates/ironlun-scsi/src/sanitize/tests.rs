@@ -8,8 +8,7 @@ use ironlun_backend::{Backend, RamBackend};
 
 use crate::test_util::{cdb16, cfg, lu_with, ram_map, read10, run, run_out, sense_of, write10};
 use crate::{LunMap, Response};
-use ironlun_scsi_codes::Status;
-use ironlun_scsi_codes::{opcode, SenseKey};
+use ironlun_scsi_codes::{opcode, SenseKey, Status};
 
 fn sanitize_map(backend: Arc<dyn Backend>, thin: bool) -> LunMap {
     let mut c = cfg(512);
