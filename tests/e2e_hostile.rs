@@ -12,7 +12,7 @@ mod support;
 use std::net::TcpStream;
 use std::time::Duration;
 
-use ironlun_wire::{Digests, LoginRequest, Pdu, Residual};
+use ironlun_wire::{Digests, LoginRequest, Pdu, RejectReason, Residual};
 use support::{Raw, Target};
 
 const NAME: &str = "iqn.2026-11.io.ironlun:hostile";
@@ -350,11 +350,14 @@ fn wrong_digests(s: &mut Suite) {
         let _ = c.stream.set_read_timeout(Some(Duration::from_secs(3)));
         // RFC 7143 §7.8 at ERL 0: a header digest error ends the
         // connection; a data digest error gets the PDU rejected (reason
-        // 0x02), and the command cannot be recovered, so the connection
-        // ends too. Either way the data must not be written.
+        // 0x02, data digest error), and the command cannot be recovered,
+        // so the connection ends too. Either way the data must not be
+        // written.
         if corrupt_data {
             match c.next_pdu() {
-                Ok((Pdu::Reject(r), _)) => assert_eq!(r.reason, 0x02, "{r:?}"),
+                Ok((Pdu::Reject(r), _)) => {
+                    assert_eq!(r.reason, RejectReason::DATA_DIGEST_ERROR, "{r:?}")
+                }
                 other => panic!("no Reject for the data digest error: {other:?}"),
             }
         }
