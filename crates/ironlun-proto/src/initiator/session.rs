@@ -498,7 +498,6 @@ impl<T> InitiatorSession<T> {
         let cmd_sn = self.cmd_sn;
         let exp_stat_sn = self.exp_stat_sn;
         let max_xmit = self.conn.max_xmit_data_segment_length.max(512) as usize;
-        let params = self.params.clone();
         let Some(task) = self
             .slots
             .get_mut(usize::from(idx))
@@ -508,121 +507,37 @@ impl<T> InitiatorSession<T> {
         };
         task.sent = true;
         task.cmd_sn = cmd_sn;
-        let itt = task.itt;
-        let mut advance = !immediate;
+        let h = Header {
+            itt: task.itt,
+            immediate,
+            cmd_sn,
+            exp_stat_sn,
+        };
+        let out = &mut self.out;
         match &task.body {
-            Body::Scsi(t) => {
-                let req = &t.req;
-                let write_len = req.write.len() as u32;
-                let edtl = if write_len > 0 {
-                    write_len
-                } else {
-                    req.read_len
-                };
-                // RFC 7143 §4.2.5.2: immediate data (ImmediateData=Yes)
-                // and unsolicited Data-Out (InitialR2T=No), together at
-                // most FirstBurstLength.
-                let unsolicited = params.unsolicited_limit(write_len) as usize;
-                let immediate_len = if params.immediate_data {
-                    unsolicited.min(max_xmit)
-                } else {
-                    0
-                };
-                let data_out_end = if params.initial_r2t {
-                    immediate_len
-                } else {
-                    unsolicited
-                };
-                let more_unsolicited = data_out_end > immediate_len;
-                self.out.push_back(OutPdu {
-                    pdu: Pdu::ScsiCommand(ScsiCommand {
-                        immediate,
-                        final_bit: !more_unsolicited,
-                        read: req.read_len > 0,
-                        write: write_len > 0,
-                        attr: req.attr & 0x07,
-                        lun: req.lun,
-                        itt,
-                        expected_data_transfer_length: edtl,
-                        cmd_sn,
-                        exp_stat_sn,
-                        cdb: req.cdb,
-                    }),
-                    data: req.write.slice(..immediate_len).into(),
-                });
-                if more_unsolicited {
-                    push_data_out(
-                        &mut self.out,
-                        &req.write,
-                        req.lun,
-                        itt,
-                        RESERVED_TAG,
-                        immediate_len,
-                        data_out_end,
-                        max_xmit,
-                        exp_stat_sn,
-                    );
-                }
-            }
-            Body::Text { lun, request, .. } => {
-                self.out.push_back(OutPdu {
-                    pdu: Pdu::TextRequest(TextRequest {
-                        immediate,
-                        final_bit: true,
-                        cont: false,
-                        lun: *lun,
-                        itt,
-                        ttt: RESERVED_TAG,
-                        cmd_sn,
-                        exp_stat_sn,
-                    }),
-                    data: request.clone().into(),
-                });
-            }
+            Body::Scsi(t) => scsi_command_pdus(out, &t.req, h, &self.params, max_xmit),
+            Body::Text { lun, request, .. } => out.push_back(text_request_pdu(h, *lun, request)),
             Body::TaskMgmt {
                 function,
                 lun,
                 referenced_itt,
                 ref_cmd_sn,
-            } => {
-                self.out
-                    .push_back(OutPdu::new(Pdu::TaskMgmtRequest(TaskMgmtRequest {
-                        immediate,
-                        function: *function,
-                        lun: *lun,
-                        itt,
-                        referenced_task_tag: *referenced_itt,
-                        cmd_sn,
-                        exp_stat_sn,
-                        ref_cmd_sn: *ref_cmd_sn,
-                        exp_data_sn: 0,
-                    })));
-            }
+            } => out.push_back(tmf_pdu(h, *function, *lun, *referenced_itt, *ref_cmd_sn)),
             Body::Logout { reason, cid } => {
-                self.out
-                    .push_back(OutPdu::new(Pdu::LogoutRequest(LogoutRequest {
-                        immediate,
-                        reason: *reason,
-                        itt,
-                        cid: *cid,
-                        cmd_sn,
-                        exp_stat_sn,
-                    })));
-            }
-            Body::Ping => {
-                // A ping carries no CmdSN of its own (RFC 7143 §11.18).
-                advance = false;
-                self.out.push_back(OutPdu::new(Pdu::NopOut(NopOut {
-                    immediate: true,
-                    lun: Lun::default(),
-                    itt,
-                    ttt: RESERVED_TAG,
+                out.push_back(OutPdu::new(Pdu::LogoutRequest(LogoutRequest {
+                    immediate,
+                    reason: *reason,
+                    itt: h.itt,
+                    cid: *cid,
                     cmd_sn,
                     exp_stat_sn,
                 })));
             }
+            Body::Ping => out.push_back(ping_pdu(h)),
         }
-        if advance {
+        // A ping carries no CmdSN of its own (RFC 7143 §11.18), nor does
+        // an immediate command take one.
+        if !immediate && !matches!(task.body, Body::Ping) {
             self.cmd_sn = self.cmd_sn.wrapping_add(1);
         }
     }
@@ -1112,6 +1027,118 @@ impl<T> InitiatorSession<T> {
             })));
         }
     }
+}
+
+/// The header fields every initiator request carries.
+#[derive(Clone, Copy)]
+struct Header {
+    itt: u32,
+    immediate: bool,
+    cmd_sn: u32,
+    exp_stat_sn: u32,
+}
+
+/// A SCSI Command and the unsolicited Data-Out that follows it: immediate
+/// data (ImmediateData=Yes) and unsolicited Data-Out PDUs (InitialR2T=No),
+/// together at most FirstBurstLength (RFC 7143 §4.2.5.2).
+fn scsi_command_pdus(
+    out: &mut VecDeque<OutPdu>,
+    req: &ScsiRequest,
+    h: Header,
+    params: &SessionParams,
+    max_xmit: usize,
+) {
+    let write_len = req.write.len() as u32;
+    let edtl = if write_len > 0 {
+        write_len
+    } else {
+        req.read_len
+    };
+    let unsolicited = params.unsolicited_limit(write_len) as usize;
+    let immediate_len = if params.immediate_data {
+        unsolicited.min(max_xmit)
+    } else {
+        0
+    };
+    let data_out_end = if params.initial_r2t {
+        immediate_len
+    } else {
+        unsolicited
+    };
+    let more_unsolicited = data_out_end > immediate_len;
+    out.push_back(OutPdu {
+        pdu: Pdu::ScsiCommand(ScsiCommand {
+            immediate: h.immediate,
+            final_bit: !more_unsolicited,
+            read: req.read_len > 0,
+            write: write_len > 0,
+            attr: req.attr & 0x07,
+            lun: req.lun,
+            itt: h.itt,
+            expected_data_transfer_length: edtl,
+            cmd_sn: h.cmd_sn,
+            exp_stat_sn: h.exp_stat_sn,
+            cdb: req.cdb,
+        }),
+        data: req.write.slice(..immediate_len).into(),
+    });
+    if more_unsolicited {
+        push_data_out(
+            out,
+            &req.write,
+            req.lun,
+            h.itt,
+            RESERVED_TAG,
+            immediate_len,
+            data_out_end,
+            max_xmit,
+            h.exp_stat_sn,
+        );
+    }
+}
+
+/// A Text Request that fits one PDU (RFC 7143 §11.10).
+fn text_request_pdu(h: Header, lun: Lun, request: &Bytes) -> OutPdu {
+    OutPdu {
+        pdu: Pdu::TextRequest(TextRequest {
+            immediate: h.immediate,
+            final_bit: true,
+            cont: false,
+            lun,
+            itt: h.itt,
+            ttt: RESERVED_TAG,
+            cmd_sn: h.cmd_sn,
+            exp_stat_sn: h.exp_stat_sn,
+        }),
+        data: request.clone().into(),
+    }
+}
+
+/// A Task Management Function Request (RFC 7143 §11.5).
+fn tmf_pdu(h: Header, function: TmfFunction, lun: Lun, referenced: u32, ref_cmd_sn: u32) -> OutPdu {
+    OutPdu::new(Pdu::TaskMgmtRequest(TaskMgmtRequest {
+        immediate: h.immediate,
+        function,
+        lun,
+        itt: h.itt,
+        referenced_task_tag: referenced,
+        cmd_sn: h.cmd_sn,
+        exp_stat_sn: h.exp_stat_sn,
+        ref_cmd_sn,
+        exp_data_sn: 0,
+    }))
+}
+
+/// A NOP-Out ping that wants a NOP-In back (RFC 7143 §11.18).
+fn ping_pdu(h: Header) -> OutPdu {
+    OutPdu::new(Pdu::NopOut(NopOut {
+        immediate: true,
+        lun: Lun::default(),
+        itt: h.itt,
+        ttt: RESERVED_TAG,
+        cmd_sn: h.cmd_sn,
+        exp_stat_sn: h.exp_stat_sn,
+    }))
 }
 
 /// ITT of keep-alive pings: outside every task tag (tags use generation
