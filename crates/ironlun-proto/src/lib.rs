@@ -29,7 +29,8 @@
 //!
 //! Layout: one folder per role, [`target`] (`login`, then full feature
 //! phase: `command`, `session` for NOP and logout, `text`, `tmf`) and
-//! [`initiator`] (`login`, `session`); what both share beside them:
+//! [`initiator`] (the same: `login`, then `command`, `session`, `text`,
+//! `tmf`); what both share beside them:
 //! negotiation ([`keys`], [`negotiate`], [`params`]), [`chap`], the
 //! command window ([`window`]), Data-Out tracking ([`dataout`]), login
 //! status and stage codes ([`login`]), timers ([`timer`]) and the
