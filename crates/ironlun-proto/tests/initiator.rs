@@ -859,3 +859,119 @@ fn the_initiator_refuses_an_impostor_or_a_downgrade() {
         "{r:?}"
     );
 }
+
+/// Found with the initiator's fuzz harness (ironlun-fuzz `initiator`, a
+/// hand-written hostile input kept as
+/// `fuzz/regressions/initiator/reject-of-a-command-never-sent`): a Reject
+/// naming a command still waiting for the window completed that command,
+/// but left its slot in the waiting queue; the next task to take the slot
+/// was then sent twice, with two CmdSNs. A target cannot reject what was
+/// never sent: such a Reject now fails the connection, as any Reject
+/// that names no task of ours does.
+#[test]
+fn a_reject_naming_a_command_never_sent_fails_the_connection() {
+    let mut p = Pair::new(Offers::default(), Offers::default(), 1);
+    let sent = p.ini.submit(read(0, 512), 1).unwrap();
+    let waiting = p.ini.submit(read(1, 512), 2).unwrap();
+    let out: Vec<OutPdu> = std::iter::from_fn(|| p.ini.poll_transmit()).collect();
+    assert_eq!(out.len(), 1, "a window of one sends one command");
+    let mut rejected = Pdu::ScsiCommand(ironlun_wire::ScsiCommand::default()).encode();
+    rejected.set_itt(waiting);
+    p.ini.feed(
+        Pdu::Reject(ironlun_wire::Reject {
+            reason: ironlun_wire::RejectReason::INVALID_PDU_FIELD,
+            stat_sn: 1002,
+            exp_cmd_sn: 1,
+            max_cmd_sn: 1,
+            ..Default::default()
+        }),
+        Bytes::copy_from_slice(rejected.as_bytes()),
+        p.now,
+    );
+    assert!(p.ini.failure().is_some());
+    let mut tokens: Vec<u64> = std::iter::from_fn(|| p.ini.poll_completion())
+        .map(|c| {
+            assert!(matches!(c.result, Err(TaskError::ConnectionFailed(_))));
+            c.token
+        })
+        .collect();
+    tokens.sort();
+    assert_eq!(tokens, vec![1, 2], "each task completes once ({sent:#x})");
+    assert!(p.ini.poll_transmit().is_none());
+}
+
+/// Found with the initiator's fuzz harness
+/// (`fuzz/regressions/initiator/window-nop-in-acknowledged`): a NOP-In
+/// with ITT and TTT 0xffffffff (a target announcing its window) carries
+/// the next StatSN without using it (RFC 7143 §11.19.5), but the
+/// initiator took it as a status and acknowledged it in ExpStatSN before
+/// the target had sent it. Only a NOP-In answering our ping advances.
+#[test]
+fn a_nop_in_with_the_reserved_itt_does_not_advance_exp_stat_sn() {
+    let mut p = Pair::new(Offers::default(), Offers::default(), 8);
+    p.ini.submit_ping(1).unwrap();
+    let ping = p.ini.poll_transmit().unwrap();
+    let Pdu::NopOut(first) = &ping.pdu else {
+        panic!("{ping:?}")
+    };
+    let next = first.exp_stat_sn;
+    let nop_in = |itt, ttt| {
+        Pdu::NopIn(ironlun_wire::NopIn {
+            itt,
+            ttt,
+            stat_sn: next,
+            exp_cmd_sn: 1,
+            max_cmd_sn: 9,
+            ..Default::default()
+        })
+    };
+    // A window announcement, then a ping: neither uses the StatSN.
+    p.ini
+        .feed(nop_in(RESERVED_TAG, RESERVED_TAG), Bytes::new(), p.now);
+    p.ini.feed(nop_in(RESERVED_TAG, 0x77), Bytes::new(), p.now);
+    let Pdu::NopOut(echo) = p.ini.poll_transmit().unwrap().pdu else {
+        panic!()
+    };
+    assert_eq!((echo.ttt, echo.exp_stat_sn), (0x77, next));
+    // The answer to our ping is a status: it is acknowledged.
+    p.ini
+        .feed(nop_in(first.itt, RESERVED_TAG), Bytes::new(), p.now);
+    assert!(p.ini.poll_completion().unwrap().result.is_ok());
+    p.ini.submit_ping(2).unwrap();
+    let Pdu::NopOut(n) = p.ini.poll_transmit().unwrap().pdu else {
+        panic!()
+    };
+    assert_eq!(n.exp_stat_sn, next.wrapping_add(1));
+}
+
+/// Found with the initiator's fuzz harness
+/// (`fuzz/regressions/initiator/ping-data-beyond-the-targets-segment`): a
+/// target ping with more data than the target itself accepts in one PDU
+/// was echoed whole, past the target's MaxRecvDataSegmentLength. The
+/// echo now stops there (a ping should carry no data at all, RFC 7143
+/// §11.19.2).
+#[test]
+fn a_ping_echo_stays_within_the_targets_max_recv_data_segment_length() {
+    let ini = Offers {
+        max_recv_data_segment_length: 65536,
+        ..Offers::default()
+    };
+    let tgt = Offers {
+        max_recv_data_segment_length: 8192,
+        ..Offers::default()
+    };
+    let mut p = Pair::new(ini, tgt, 8);
+    let ping: Vec<u8> = (0..9000u32).map(|i| i as u8).collect();
+    p.ini.feed(
+        Pdu::NopIn(ironlun_wire::NopIn {
+            itt: RESERVED_TAG,
+            ttt: 0x77,
+            ..Default::default()
+        }),
+        Bytes::from(ping.clone()),
+        p.now,
+    );
+    let echo = p.ini.poll_transmit().unwrap();
+    assert!(matches!(echo.pdu, Pdu::NopOut(ref n) if n.ttt == 0x77));
+    assert_eq!(&echo.data.to_bytes().unwrap()[..], &ping[..8192]);
+}

@@ -430,9 +430,10 @@ impl<T> InitiatorSession<T> {
                 );
             }
             Pdu::NopIn(n) => {
-                if n.ttt == RESERVED_TAG || n.itt != RESERVED_TAG {
-                    // A NOP-In that is a response advances StatSN
-                    // (RFC 7143 §11.19.5).
+                if n.itt != RESERVED_TAG {
+                    // Only a NOP-In that answers a ping advances StatSN:
+                    // with ITT 0xffffffff it carries the next StatSN
+                    // without using it (RFC 7143 §11.19.5).
                     self.advance_stat_sn(n.stat_sn);
                 }
                 self.update_window(n.exp_cmd_sn, n.max_cmd_sn);
@@ -461,12 +462,15 @@ impl<T> InitiatorSession<T> {
                 self.advance_stat_sn(r.stat_sn);
                 self.update_window(r.exp_cmd_sn, r.max_cmd_sn);
                 // The data segment is the rejected header (RFC 7143
-                // §11.17.3); its ITT names the task.
+                // §11.17.3); its ITT names the task. A task still waiting
+                // for the window was never sent: the target cannot have
+                // rejected it (and finishing it would leave its slot in
+                // the waiting queue, to be sent again when reused).
                 let itt = data
                     .get(16..20)
                     .and_then(|b| <[u8; 4]>::try_from(b).ok())
                     .map(u32::from_be_bytes);
-                match itt.filter(|i| self.find(*i).is_some()) {
+                match itt.filter(|i| self.find(*i).is_some_and(|t| t.sent)) {
                     Some(itt) => self.finish(itt, Err(TaskError::Rejected(r.reason))),
                     None => self.fail(format!(
                         "target rejected a PDU we cannot name (reason 0x{:02x}: {})",

@@ -41,7 +41,10 @@ impl<T> InitiatorSession<T> {
         }
         if n.ttt != RESERVED_TAG {
             // The target pings us: answer with its TTT and its data
-            // (RFC 7143 §11.18.2).
+            // (RFC 7143 §11.18.2), no more of it than the target takes
+            // in one PDU (a ping should carry none, §11.19.2).
+            let max_xmit = self.conn.max_xmit_data_segment_length.max(512) as usize;
+            let data = data.slice(..data.len().min(max_xmit));
             self.out.push_back(OutPdu {
                 pdu: Pdu::NopOut(NopOut {
                     immediate: true,
