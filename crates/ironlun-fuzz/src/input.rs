@@ -66,6 +66,80 @@ impl RecordWriter {
     }
 }
 
+/// A harness that plays one side of a connection record by record (the
+/// `session` and `initiator` targets): an input's first byte is its
+/// settings, the rest its records.
+pub trait Stepped: Sized {
+    /// What an input exercised.
+    type Run;
+
+    /// `settings` is the input's first byte.
+    fn new(settings: u8) -> Self;
+
+    /// One record of an input.
+    fn step(&mut self, tag: u8, payload: &[u8]);
+
+    /// The connection is gone: further records change nothing.
+    fn is_closed(&self) -> bool;
+
+    /// The input ended (the peer went away).
+    fn finish(self) -> Self::Run;
+}
+
+/// Where a stepped harness's connection is: logging in, in full feature
+/// phase, or gone.
+pub(crate) enum Stage<L, F> {
+    Login(Box<L>),
+    Ffp(Box<F>),
+    Closed,
+}
+
+/// A "time passes" record's payload: little-endian milliseconds, at most
+/// ten minutes a step.
+pub(crate) fn elapsed(payload: &[u8]) -> std::time::Duration {
+    std::time::Duration::from_millis(u64::from(le_u32(payload).min(600_000)))
+}
+
+/// Runs one input through a stepped harness.
+pub fn run_steps<H: Stepped>(data: &[u8]) -> H::Run {
+    let (settings, rest) = data.split_first().unwrap_or((&0, &[]));
+    let mut h = H::new(*settings);
+    for (tag, payload) in Records::new(rest) {
+        if h.is_closed() {
+            break;
+        }
+        h.step(tag, payload);
+    }
+    h.finish()
+}
+
+/// The bytes the harness's side of a connection sends: dropped after each
+/// step, or kept for a recording peer (the seed generators) to take.
+#[derive(Clone, Debug, Default)]
+pub struct Sent {
+    keep: bool,
+    pub(crate) bytes: Vec<u8>,
+}
+
+impl Sent {
+    /// Keeps what is sent from now on, for [`Sent::take`].
+    pub fn keep(&mut self) {
+        self.keep = true;
+    }
+
+    /// Bytes sent since the last call.
+    pub fn take(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.bytes)
+    }
+
+    /// A step ended: unless kept, what was sent is gone.
+    pub(crate) fn step_done(&mut self) {
+        if !self.keep {
+            self.bytes.clear();
+        }
+    }
+}
+
 /// A little-endian number from the start of `payload`, zero-padded.
 pub fn le_u32(payload: &[u8]) -> u32 {
     let mut b = [0u8; 4];

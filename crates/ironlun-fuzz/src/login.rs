@@ -46,8 +46,6 @@ pub(crate) enum Phase {
     Complete(Box<LoginResult>),
 }
 
-type Pairs = Vec<(String, String)>;
-
 /// The login phase of one connection, with the harness's own account of
 /// the CHAP exchange.
 pub(crate) struct LoginDriver {
@@ -66,7 +64,8 @@ pub(crate) struct LoginDriver {
     pub(crate) requests: usize,
 }
 
-fn get<'a>(pairs: &'a Pairs, key: &str) -> Option<&'a str> {
+/// The value of `key` in a login text.
+pub(crate) fn get<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a str> {
     pairs
         .iter()
         .find(|(k, _)| k == key)

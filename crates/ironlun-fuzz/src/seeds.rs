@@ -25,7 +25,7 @@ use ironlun_wire::{
     ScsiCommand, TextRequest, TmfFunction,
 };
 
-use crate::input::RecordWriter;
+use crate::input::{RecordWriter, Stepped};
 use crate::login::{LoginDriver, Phase};
 use crate::session::{encode_into, SessionHarness};
 use crate::world::{initiator_auth, WorldSettings, INITIATOR, TARGET};
@@ -64,7 +64,7 @@ fn frame(p: &OutPdu, digests: Digests) -> Vec<u8> {
     out
 }
 
-fn rw10(op: u8, lba: u32, blocks: u16) -> [u8; 16] {
+pub(crate) fn rw10(op: u8, lba: u32, blocks: u16) -> [u8; 16] {
     let mut c = [0u8; 16];
     c[0] = op;
     let l = lba.to_be_bytes();
@@ -734,7 +734,7 @@ struct Recorder {
 impl Recorder {
     fn new(settings: u8) -> Self {
         let mut h = SessionHarness::new(settings);
-        h.keep_sent();
+        h.sent().keep();
         Recorder {
             h,
             w: RecordWriter::new(),
@@ -761,7 +761,7 @@ impl Recorder {
     }
 
     fn received(&mut self) -> Vec<Frame> {
-        self.rx.extend_from_slice(&self.h.take_sent());
+        self.rx.extend_from_slice(&self.h.sent().take());
         let mut out = Vec::new();
         while let Ok(Some(f)) = self.decoder.decode(&mut self.rx) {
             out.push(f);

@@ -52,7 +52,7 @@ use ironlun_target_core::{Action, Command, ConnCore, Dispatch, Lus};
 use ironlun_wire::{Digests, Frame, FrameDecoder, Outbox, Pdu, RESERVED_TAG};
 
 use crate::device::{check_response, identity, lun_map};
-use crate::input::{le_u32, Records};
+use crate::input::{elapsed, run_steps, Sent, Stage, Stepped};
 use crate::login::{LoginDriver, Phase};
 use crate::world::{FuzzDirectory, WorldSettings, QUEUE_DEPTH};
 
@@ -357,31 +357,24 @@ impl Ffp {
     }
 }
 
-/// Where the connection is.
-enum Stage {
-    Login(Box<LoginDriver>),
-    Ffp(Box<Ffp>),
-    Closed,
-}
-
 /// One connection driven step by step. [`session`] runs an input through
 /// it; the seed generator drives it interactively with ironlun's own
 /// initiator and records what it sent.
 pub struct SessionHarness {
-    stage: Stage,
+    stage: Stage<LoginDriver, Ffp>,
     decoder: FrameDecoder,
     rbuf: BytesMut,
     now: Instant,
     lu_settings: u8,
     run: SessionRun,
-    /// Keep the bytes the target sends (for a recording initiator).
-    keep_sent: bool,
-    sent: Vec<u8>,
+    /// What the target sends (kept for a recording initiator).
+    sent: Sent,
 }
 
-impl SessionHarness {
-    /// `settings` is the input's first byte.
-    pub fn new(settings: u8) -> Self {
+impl Stepped for SessionHarness {
+    type Run = SessionRun;
+
+    fn new(settings: u8) -> Self {
         SessionHarness {
             stage: Stage::Login(Box::new(LoginDriver::new(WorldSettings::from_byte(
                 settings,
@@ -391,37 +384,21 @@ impl SessionHarness {
             now: Instant::now(),
             lu_settings: settings >> 4,
             run: SessionRun::default(),
-            keep_sent: false,
-            sent: Vec::new(),
+            sent: Sent::default(),
         }
     }
 
-    /// Keeps what the target sends, for [`SessionHarness::take_sent`].
-    pub fn keep_sent(&mut self) {
-        self.keep_sent = true;
-    }
-
-    /// Bytes the target sent since the last call.
-    pub fn take_sent(&mut self) -> Vec<u8> {
-        std::mem::take(&mut self.sent)
-    }
-
-    pub fn is_closed(&self) -> bool {
+    fn is_closed(&self) -> bool {
         matches!(self.stage, Stage::Closed)
     }
 
-    pub fn run(&self) -> &SessionRun {
-        &self.run
-    }
-
-    /// One record of an input.
-    pub fn step(&mut self, tag: u8, payload: &[u8]) {
+    fn step(&mut self, tag: u8, payload: &[u8]) {
         let run = &mut self.run;
-        let sent = &mut self.sent;
+        let sent = &mut self.sent.bytes;
         match (tag, &mut self.stage) {
             (_, Stage::Closed) => return,
             (1, Stage::Ffp(f)) => {
-                self.now += Duration::from_millis(u64::from(le_u32(payload).min(600_000)));
+                self.now += elapsed(payload);
                 if f.core.conn().poll_timeout().is_some_and(|t| t <= self.now) {
                     f.core.handle_timeout(self.now);
                 }
@@ -458,7 +435,7 @@ impl SessionHarness {
                 // Running commands finish before the connection goes, as
                 // the daemon waits for them.
                 f.complete_held(0, &mut self.run);
-                f.pump(&mut self.run, &mut self.sent);
+                f.pump(&mut self.run, &mut self.sent.bytes);
                 self.run.closed = Some(
                     f.core
                         .close_reason()
@@ -467,18 +444,27 @@ impl SessionHarness {
                 self.stage = Stage::Closed;
             }
         }
-        if !self.keep_sent {
-            self.sent.clear();
-        }
+        self.sent.step_done();
     }
 
     /// The connection ends (the initiator went away).
-    pub fn finish(mut self) -> SessionRun {
+    fn finish(mut self) -> SessionRun {
         if let Stage::Ffp(f) = &mut self.stage {
             f.complete_held(0, &mut self.run);
-            f.pump(&mut self.run, &mut self.sent);
+            f.pump(&mut self.run, &mut self.sent.bytes);
         }
         self.run
+    }
+}
+
+impl SessionHarness {
+    pub fn run(&self) -> &SessionRun {
+        &self.run
+    }
+
+    /// What the target sends.
+    pub fn sent(&mut self) -> &mut Sent {
+        &mut self.sent
     }
 
     /// Feeds every whole PDU in the read buffer to the connection.
@@ -502,7 +488,7 @@ impl SessionHarness {
                     encode_into(
                         &mut Outbox::new(Digests::default()),
                         response,
-                        &mut self.sent,
+                        &mut self.sent.bytes,
                     );
                     match phase {
                         Phase::Continue => {}
@@ -539,7 +525,7 @@ impl SessionHarness {
                             assert!(f.core.is_closing(), "{e} did not close the connection");
                         }
                     }
-                    f.pump(&mut self.run, &mut self.sent);
+                    f.pump(&mut self.run, &mut self.sent.bytes);
                     if f.core.is_closing() {
                         return;
                     }
@@ -549,10 +535,12 @@ impl SessionHarness {
     }
 }
 
-/// Encodes one PDU onto `out` as the socket would carry it.
+/// Encodes one PDU onto `out` as the socket would carry it (either
+/// side's: a PDU that does not encode is a finding).
 pub(crate) fn encode_into(outbox: &mut Outbox, p: OutPdu, out: &mut Vec<u8>) {
+    let opcode = p.pdu.opcode();
     if let Err(e) = outbox.push(&p.pdu, p.data) {
-        panic!("the target's PDU does not encode: {e}");
+        panic!("{opcode:?} does not encode: {e}");
     }
     let written = outbox.write_with(|iov| {
         let mut n = 0;
@@ -566,13 +554,5 @@ pub(crate) fn encode_into(outbox: &mut Outbox, p: OutPdu, out: &mut Vec<u8>) {
 }
 
 pub fn session(data: &[u8]) -> SessionRun {
-    let (settings, rest) = data.split_first().unwrap_or((&0, &[]));
-    let mut h = SessionHarness::new(*settings);
-    for (tag, payload) in Records::new(rest) {
-        if h.is_closed() {
-            break;
-        }
-        h.step(tag, payload);
-    }
-    h.finish()
+    run_steps::<SessionHarness>(data)
 }
