@@ -12,10 +12,11 @@
 //! | `cdb` | the SCSI device's CDB decoding and handlers | [`device`] |
 //! | `login` | the login state machine with CHAP | [`login`] |
 //! | `session` | login, then full feature phase through the daemon's own connection logic (ironlun-target-core) | [`session`] |
+//! | `initiator` | the initiator's login and full feature phase (Data-In, R2T, status) against a hostile target | [`initiator`] |
 //!
 //! It also owns the seed inputs ([`seeds`]): real exchanges recorded from
-//! ironlun's own initiator, so the fuzzer starts from inputs that reach
-//! deep into each state machine.
+//! ironlun's own initiator (and, for `initiator`, from its own target), so
+//! the fuzzer starts from inputs that reach deep into each state machine.
 //!
 //! **Must not know:** libFuzzer or cargo-fuzz. The coverage-guided runs
 //! live in `fuzz/` (a cargo-fuzz project outside the workspace, whose
@@ -30,6 +31,7 @@
 )]
 
 pub mod device;
+pub mod initiator;
 pub mod input;
 pub mod login;
 pub mod seeds;
@@ -39,13 +41,14 @@ pub mod wire;
 pub mod world;
 
 pub use device::{cdb, CdbRun};
+pub use initiator::{initiator, InitiatorRun};
 pub use login::{login, LoginRun};
 pub use session::{session, SessionRun};
 pub use text::{text, TextRun};
 pub use wire::{wire, WireRun};
 
 /// The fuzz targets by name, as `fuzz/` and the seed corpus name them.
-pub const TARGETS: [&str; 5] = ["wire", "text", "cdb", "login", "session"];
+pub const TARGETS: [&str; 6] = ["wire", "text", "cdb", "login", "session", "initiator"];
 
 /// Runs the named target's harness on one input; `None` for an unknown
 /// name. For replaying corpora and findings.
@@ -56,6 +59,7 @@ pub fn run(target: &str, data: &[u8]) -> Option<String> {
         "cdb" => format!("{:?}", cdb(data)),
         "login" => format!("{:?}", login(data)),
         "session" => format!("{:?}", session(data)),
+        "initiator" => format!("{:?}", initiator(data)),
         _ => return None,
     })
 }

@@ -3,8 +3,10 @@
 //! The login and session seeds are recorded, not written by hand:
 //! ironlun's own initiator (`ironlun-proto::initiator`) logs in to and
 //! works against the harness's target, and what it sent becomes the input.
-//! Replaying a seed therefore reaches as deep as the recorded exchange did
-//! (the tests check how deep). The others are built from the codec.
+//! The `initiator` seeds are the other way round ([`initiator`]): what the
+//! session harness's target sent to ironlun's initiator. Replaying a seed
+//! therefore reaches as deep as the recorded exchange did (the tests check
+//! how deep). The others are built from the codec.
 //! `fuzz/seeds/` holds these files; `scripts/fuzz --write-seeds`
 //! regenerates them and a test keeps them current.
 
@@ -30,6 +32,8 @@ use crate::login::{LoginDriver, Phase};
 use crate::session::{encode_into, SessionHarness};
 use crate::world::{initiator_auth, WorldSettings, INITIATOR, TARGET};
 
+pub(crate) mod initiator;
+
 /// One seed file.
 #[derive(Clone, Debug)]
 pub struct Seed {
@@ -46,6 +50,7 @@ pub fn all() -> Vec<Seed> {
     seeds.extend(cdb_seeds());
     seeds.extend(login_seeds());
     seeds.extend(session_seeds());
+    seeds.extend(initiator::seeds());
     seeds
 }
 

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use ironlun_fuzz::seeds::{all, Seed};
-use ironlun_fuzz::{cdb, login, session, text, wire, TARGETS};
+use ironlun_fuzz::{cdb, initiator, login, session, text, wire, TARGETS};
 
 fn fuzz_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz")
@@ -162,6 +162,83 @@ fn session_seeds_reach_full_feature_phase() {
         r.discovery && r.text_responses >= 3 && r.logged_out,
         "{r:?}"
     );
+}
+
+#[test]
+fn initiator_seeds_reach_full_feature_phase_and_complete_commands() {
+    let r = initiator(&seed("initiator", "normal-io"));
+    assert!(r.logged_in && !r.discovery && r.failed.is_none(), "{r:?}");
+    // Every task completed with a reply: 11 SCSI commands (the first on
+    // each LU ends in a unit attention), a text exchange, two TMFs, a
+    // ping and the logout.
+    assert_eq!((r.submitted, r.replies, r.errors), (16, 16, 0), "{r:?}");
+    assert_eq!(r.good, 9, "{r:?}");
+    assert!(r.read_bytes >= 2 * (96 << 10), "{r:?}");
+    assert!(r.data_ins >= 12, "{r:?}");
+    // Two 96 KiB writes: 16 KiB immediate data each, the rest (64 KiB
+    // MaxBurstLength) in answer to two R2Ts each.
+    assert!(r.immediate_bytes >= 2 * (16 << 10), "{r:?}");
+    assert_eq!((r.r2ts, r.solicited_bytes), (4, 2 * (80 << 10)), "{r:?}");
+    assert_eq!(
+        (r.text_replies, r.tmf_replies, r.nop_replies),
+        (1, 2, 1),
+        "{r:?}"
+    );
+    // Six quiet seconds: the initiator pinged, and answered the target's
+    // ping.
+    assert!(r.keepalives >= 1 && r.ping_echoes >= 1, "{r:?}");
+    assert!(r.logged_out, "{r:?}");
+
+    let r = initiator(&seed("initiator", "mutual-chap-digests-io"));
+    assert!(r.authenticated && r.target_authenticated, "{r:?}");
+    // The first command on each LU met a unit attention and was sent
+    // again: every SCSI command ended GOOD.
+    assert_eq!(r.unit_attentions, 2, "{r:?}");
+    assert_eq!((r.replies, r.good, r.errors), (12, 11, 0), "{r:?}");
+    assert!(r.read_bytes >= 2 * (96 << 10) && r.logged_out, "{r:?}");
+
+    let r = initiator(&seed("initiator", "r2t-only-held"));
+    assert_eq!((r.immediate_bytes, r.unsolicited_bytes), (0, 0), "{r:?}");
+    assert!(r.solicited_bytes >= 2 * (96 << 10) && r.r2ts >= 5, "{r:?}");
+    assert!(r.refused >= 1, "the table of 4 tags never filled: {r:?}");
+    assert!(r.tmf_replies == 1 && r.async_events == 1, "{r:?}");
+    // The aborted read got no status; the driver took it back.
+    assert!(r.logged_out && r.taken_back == 1, "{r:?}");
+
+    let r = initiator(&seed("initiator", "discovery"));
+    assert!(r.discovery && r.text_replies == 2, "{r:?}");
+    assert!(r.text_continuations >= 2 && r.logged_out, "{r:?}");
+
+    // The hand-written hostile target: tasks fail, a ping is answered,
+    // good commands still complete, and the connection ends on a Reject
+    // of nothing we sent.
+    let r = initiator(&seed("initiator", "hostile-target"));
+    assert!(r.logged_in && r.ping_echoes == 1, "{r:?}");
+    assert!(r.unsolicited_bytes > 0 && r.good == 2, "{r:?}");
+    assert_eq!((r.text_replies, r.text_continuations), (1, 1), "{r:?}");
+    assert!(
+        r.failed
+            .as_deref()
+            .is_some_and(|f| f.contains("target rejected")),
+        "{r:?}"
+    );
+}
+
+/// The harness's account of mutual CHAP is not vacuous: the recorded
+/// exchange with one digit of the target's CHAP_R changed does not log
+/// in (the initiator refuses the impostor before the harness would).
+#[test]
+fn a_wrong_target_chap_response_does_not_log_in() {
+    let mut bytes = seed("initiator", "mutual-chap-digests-io");
+    let at = bytes
+        .windows(9)
+        .position(|w| w == b"CHAP_R=0x")
+        .expect("the target's CHAP_R is in the seed")
+        + 9;
+    bytes[at] = if bytes[at] == b'0' { b'1' } else { b'0' };
+    let r = initiator(&bytes);
+    assert!(!r.logged_in && !r.target_authenticated, "{r:?}");
+    assert!(r.login_error.is_some(), "{r:?}");
 }
 
 /// Every input that once failed a harness, replayed. Findings are also

@@ -29,3 +29,45 @@ fn itt_reused_while_ahead_of_the_window() {
     assert!(out.contains("logged_in: true"), "{out}");
     assert!(out.contains("data_in_bytes: 36"), "{out}");
 }
+
+/// Found with the `initiator` harness while it was written (a hand-written
+/// hostile input, not a libFuzzer run, 2026-11-24): a Reject naming a
+/// command still waiting for the command window completed that command
+/// but left its slot in the initiator's waiting queue; the next task to
+/// take the slot was sent twice, with two CmdSNs ("SCSI Command for ITT
+/// 0x20001 sent again while the target holds it"). The initiator now
+/// fails the connection on a Reject of something it never sent
+/// (ironlun-proto `a_reject_naming_a_command_never_sent_fails_the_connection`).
+#[test]
+fn reject_of_a_command_never_sent() {
+    let out = replay("initiator", "reject-of-a-command-never-sent");
+    assert!(out.contains("logged_in: true"), "{out}");
+    assert!(
+        out.contains("target rejected a PDU we cannot name"),
+        "{out}"
+    );
+}
+
+/// Found with the `initiator` harness while it was written (hand-written
+/// input): a NOP-In with ITT and TTT 0xffffffff, which carries the next
+/// StatSN without using it (RFC 7143 §11.19.5), advanced the initiator's
+/// ExpStatSN, acknowledging a status the target had not sent
+/// (ironlun-proto `a_nop_in_with_the_reserved_itt_does_not_advance_exp_stat_sn`).
+/// The replay must reach the ping submitted after it.
+#[test]
+fn window_nop_in_acknowledged() {
+    let out = replay("initiator", "window-nop-in-acknowledged");
+    assert!(out.contains("submitted: 3"), "{out}");
+    assert!(out.contains("failed: None"), "{out}");
+}
+
+/// Found with the `initiator` harness while it was written (hand-written
+/// input): a target ping carrying 9000 bytes, more than the target's own
+/// MaxRecvDataSegmentLength of 8192, was echoed whole, a PDU the target
+/// must refuse (ironlun-proto
+/// `a_ping_echo_stays_within_the_targets_max_recv_data_segment_length`).
+#[test]
+fn ping_data_beyond_the_targets_segment() {
+    let out = replay("initiator", "ping-data-beyond-the-targets-segment");
+    assert!(out.contains("ping_echoes: 1"), "{out}");
+}
