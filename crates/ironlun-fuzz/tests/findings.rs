@@ -71,3 +71,17 @@ fn ping_data_beyond_the_targets_segment() {
     let out = replay("initiator", "ping-data-beyond-the-targets-segment");
     assert!(out.contains("ping_echoes: 1"), "{out}");
 }
+
+/// Found by the `initiator` target (libFuzzer, 3 s into its first 60 s run,
+/// minimised with `cargo fuzz tmin`): the target's answer DataDigest=CRC32C
+/// mangled into an unknown key left the initiator's CRC32C-only proposal
+/// unanswered, and the login completed with the RFC default,
+/// DataDigest=None ("digests other than the only one offered"). The
+/// initiator now fails such a login (ironlun-proto
+/// `a_digest_left_unanswered_does_not_fall_back_to_one_not_offered`).
+#[test]
+fn unanswered_data_digest_falls_back_to_none() {
+    let out = replay("initiator", "unanswered-data-digest-falls-back-to-none");
+    assert!(out.contains("logged_in: false"), "{out}");
+    assert!(out.contains("DataDigest=None in effect"), "{out}");
+}

@@ -975,3 +975,50 @@ fn a_ping_echo_stays_within_the_targets_max_recv_data_segment_length() {
     assert!(matches!(echo.pdu, Pdu::NopOut(ref n) if n.ttt == 0x77));
     assert_eq!(&echo.data.to_bytes().unwrap()[..], &ping[..8192]);
 }
+
+/// Found by the `initiator` fuzz target (libFuzzer, 3 s into its first
+/// run; `fuzz/regressions/initiator/unanswered-data-digest-falls-back-to-none`):
+/// an initiator offering only CRC32C logged in with DataDigest=None when
+/// the target left the proposal unanswered (its answer mangled into an
+/// unknown key): the unanswered key kept its RFC default. A target could
+/// switch off a digest we require by ignoring it; a digest in effect must
+/// now be one we offered, or the login fails.
+#[test]
+fn a_digest_left_unanswered_does_not_fall_back_to_one_not_offered() {
+    let login_with = |answers: &[(&str, &str)]| {
+        let mut cfg = LoginConfig::normal("iqn.2026-11.test:ini", TARGET);
+        cfg.offers.header_digest = vec![DigestKind::Crc32c];
+        cfg.offers.data_digest = vec![DigestKind::Crc32c];
+        let mut ini = InitiatorLogin::new(cfg, [0; RANDOM_BYTES]);
+        let Pdu::LoginRequest(req) = ini.start().pdu else {
+            panic!()
+        };
+        let response = |csg, nsg, pairs: &[(&str, &str)]| OutPdu {
+            pdu: Pdu::LoginResponse(ironlun_wire::LoginResponse {
+                transit: true,
+                csg,
+                nsg,
+                isid: req.isid,
+                itt: req.itt,
+                stat_sn: u32::from(csg),
+                exp_cmd_sn: 1,
+                max_cmd_sn: 1,
+                ..Default::default()
+            }),
+            data: Bytes::from(ironlun_wire::text::encode_pairs(pairs.iter().copied())).into(),
+        };
+        let security = response(0, 1, &[("AuthMethod", "None")]);
+        let next = ini.handle_frame(&framed(security, Digests::default()));
+        assert!(matches!(next, Ok(LoginProgress::Send(_))), "{next:?}");
+        ini.handle_frame(&framed(response(1, 3, answers), Digests::default()))
+    };
+    let r = login_with(&[("HeaderDigest", "CRC32C")]);
+    assert!(
+        matches!(&r, Err(LoginError::Protocol(m)) if m.contains("DataDigest=None")),
+        "{r:?}"
+    );
+    match login_with(&[("HeaderDigest", "CRC32C"), ("DataDigest", "CRC32C")]) {
+        Ok(LoginProgress::Done(o)) => assert!(o.conn.header_digest && o.conn.data_digest),
+        other => panic!("{other:?}"),
+    }
+}

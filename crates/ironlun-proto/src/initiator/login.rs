@@ -285,6 +285,7 @@ impl InitiatorLogin {
                 // Proposals the target did not answer keep their
                 // defaults (RFC 7143 §6.2).
                 self.neg.drop_unanswered();
+                self.check_digests()?;
                 return Ok(LoginProgress::Done(Box::new(self.outcome(resp))));
             }
             if resp.nsg != CSG_OPERATIONAL || self.stage != CSG_SECURITY {
@@ -376,6 +377,28 @@ impl InitiatorLogin {
         let (chap_answers, more) = self.chap_round(&chap_keys)?;
         answers.extend(chap_answers);
         Ok((answers, more))
+    }
+
+    /// The digests in effect are ones we offered: a default left by a
+    /// proposal the target did not answer may not be (DataDigest=None
+    /// when we offered only CRC32C), and a target must not switch off a
+    /// digest we require by ignoring it.
+    fn check_digests(&self) -> Result<(), LoginError> {
+        for id in [KeyId::HEADER_DIGEST, KeyId::DATA_DIGEST] {
+            let ours = self.neg.ours(id);
+            let ours = ours.as_text().unwrap_or_default();
+            let effective = self.neg.effective(id);
+            let Some(v) = effective.as_ref().and_then(Value::as_text) else {
+                continue;
+            };
+            if !ours.split(',').any(|o| o.trim() == v) {
+                return Err(protocol(format!(
+                    "{}={v} in effect, but we offered {ours}",
+                    id.name()
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// The target leaves the security stage: only with the method we
