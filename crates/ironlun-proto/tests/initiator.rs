@@ -23,7 +23,10 @@ use ironlun_proto::target::{
 };
 use ironlun_proto::OutPdu;
 use ironlun_scsi_codes::{opcode, Status};
-use ironlun_wire::{Digests, Frame, FrameDecoder, Lun, Outbox, Pdu, R2t, Residual, RESERVED_TAG};
+use ironlun_wire::{
+    Digests, Frame, FrameDecoder, Lun, Outbox, Pdu, R2t, Residual, TmfFunction, TmfResponse,
+    RESERVED_TAG,
+};
 
 const TARGET: &str = "iqn.2026-11.test:disk";
 const BLOCK: usize = 512;
@@ -1021,4 +1024,40 @@ fn a_digest_left_unanswered_does_not_fall_back_to_one_not_offered() {
         Ok(LoginProgress::Done(o)) => assert!(o.conn.header_digest && o.conn.data_digest),
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn a_completed_abort_task_ends_the_command_and_frees_its_tag() {
+    let mut p = Pair::new(Offers::default(), Offers::default(), 8);
+    let read_itt = p.ini.submit(read(0, 512), 1).unwrap();
+    let tmf_itt = p
+        .ini
+        .submit_task_mgmt(TmfFunction::ABORT_TASK, Lun::from_index(0), read_itt, 2)
+        .unwrap();
+    let _ = std::iter::from_fn(|| p.ini.poll_transmit()).count();
+    assert_eq!(p.ini.tasks_in_use(), 2);
+    // The target aborted the READ (RFC 7143 §11.5.1): no response for it
+    // will come, so the initiator ends it itself.
+    p.ini.feed(
+        Pdu::TaskMgmtResponse(ironlun_wire::TaskMgmtResponse {
+            response: TmfResponse::FUNCTION_COMPLETE,
+            itt: tmf_itt,
+            max_cmd_sn: 100,
+            exp_cmd_sn: 1,
+            ..Default::default()
+        }),
+        Bytes::new(),
+        p.now,
+    );
+    assert!(p.ini.failure().is_none(), "{:?}", p.ini.failure());
+    let mut done: Vec<_> = std::iter::from_fn(|| p.ini.poll_completion())
+        .map(|c| (c.token, c.result))
+        .collect();
+    done.sort_by_key(|(t, _)| *t);
+    assert!(matches!(done[0], (1, Err(TaskError::Aborted))), "{done:?}");
+    assert!(
+        matches!(done[1], (2, Ok(Reply::TaskMgmt(r))) if r == TmfResponse::FUNCTION_COMPLETE),
+        "{done:?}"
+    );
+    assert_eq!(p.ini.tasks_in_use(), 0);
 }

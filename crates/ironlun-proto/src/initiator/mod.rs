@@ -76,6 +76,10 @@ pub enum TaskError {
     Protocol(String),
     #[error("connection failed: {0}")]
     ConnectionFailed(String),
+    /// Ended by our own ABORT TASK, which the target completed: it sends
+    /// no response for the task (RFC 7143 §11.5.1, SAM-5 §7.2).
+    #[error("aborted by task management (ABORT TASK)")]
+    Aborted,
 }
 
 /// A task that finished, with the caller's token.
@@ -447,9 +451,13 @@ impl<T> InitiatorSession<T> {
             Pdu::TaskMgmtResponse(t) => {
                 self.advance_stat_sn(t.stat_sn);
                 self.update_window(t.exp_cmd_sn, t.max_cmd_sn);
+                let aborted = self.aborted_by(t.itt, t.response);
                 self.finish_matching(t.itt, Ok(Reply::TaskMgmt(t.response)), |b| {
                     matches!(b, Body::TaskMgmt { .. })
                 });
+                if let Some(itt) = aborted {
+                    self.finish(itt, Err(TaskError::Aborted));
+                }
             }
             Pdu::LogoutResponse(l) => {
                 self.advance_stat_sn(l.stat_sn);

@@ -47,4 +47,24 @@ impl<T> InitiatorSession<T> {
             true,
         )
     }
+
+    /// The SCSI command a completed ABORT TASK ended: the target sends no
+    /// response for it (RFC 7143 §11.5.1), so its tag would otherwise stay
+    /// held until the connection ends. `None` for any other function or
+    /// response, or a command no longer live.
+    pub(super) fn aborted_by(&self, tmf_itt: u32, response: TmfResponse) -> Option<u32> {
+        let Body::TaskMgmt {
+            function,
+            referenced_itt,
+            ..
+        } = &self.find(tmf_itt)?.body
+        else {
+            return None;
+        };
+        if *function != TmfFunction::ABORT_TASK || response != TmfResponse::FUNCTION_COMPLETE {
+            return None;
+        }
+        let task = self.find(*referenced_itt)?;
+        (task.sent && matches!(task.body, Body::Scsi(_))).then_some(*referenced_itt)
+    }
 }
