@@ -21,7 +21,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, IoSlice, Seek, SeekFrom};
-use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -33,7 +33,7 @@ use rustix::fs::{FallocateFlags, OFlags};
 use rustix::io::{Errno, ReadWriteFlags};
 
 use crate::aligned::{buffer_aligned, direct_aligned, AlignedBuf};
-use crate::{check_range, Backend, FileTarget};
+use crate::{check_range, Backend, FileTarget, Rotation};
 
 /// Reads from this size up on a memory file system leave their bytes in
 /// the page cache for the socket to take ([`Backend::read_payload`]).
@@ -67,6 +67,8 @@ pub struct FileBackend {
     /// The file lives in memory (tmpfs, ramfs, hugetlbfs): no call waits
     /// for a device.
     in_memory: bool,
+    /// What the device under it says of its rotation.
+    rotation: Rotation,
 }
 
 impl FileBackend {
@@ -133,6 +135,11 @@ impl FileBackend {
             None
         };
         let in_memory = on_memory_fs(&buffered)?;
+        let rotation = if in_memory {
+            Rotation::NonRotating
+        } else {
+            device_rotation(buffered.metadata()?.dev())
+        };
         Ok(FileBackend {
             kind: "file",
             path: path.to_owned(),
@@ -140,6 +147,7 @@ impl FileBackend {
             direct,
             size: AtomicU64::new(size),
             in_memory,
+            rotation,
         })
     }
 
@@ -176,6 +184,7 @@ impl FileBackend {
             direct,
             size: AtomicU64::new(size),
             in_memory: false,
+            rotation: device_rotation(meta.rdev()),
         })
     }
 
@@ -214,6 +223,23 @@ fn open(path: &Path, read_only: bool, direct: bool, create: bool) -> io::Result<
 
 /// Whether `f` lives on a file system whose data is only ever in memory:
 /// tmpfs (and so /dev/shm), ramfs, hugetlbfs (statfs(2) magic numbers).
+/// What Linux says of the block device `dev` (or, for a partition, of the
+/// disk holding it) in `queue/rotational`: 0 is non-rotating; 1 gives no
+/// rate, so it is not reported (an initiator then takes the medium as
+/// rotating, SBC-4 §6.6.2). Without a block device under it (a network
+/// or virtual file system) nothing is reported.
+fn device_rotation(dev: u64) -> Rotation {
+    let (major, minor) = (rustix::fs::major(dev), rustix::fs::minor(dev));
+    let base = format!("/sys/dev/block/{major}:{minor}");
+    let read = |p: String| std::fs::read_to_string(p).ok();
+    let flag = read(format!("{base}/queue/rotational"))
+        .or_else(|| read(format!("{base}/../queue/rotational")));
+    match flag.as_deref().map(str::trim) {
+        Some("0") => Rotation::NonRotating,
+        _ => Rotation::NotReported,
+    }
+}
+
 fn on_memory_fs(f: &File) -> io::Result<bool> {
     const TMPFS_MAGIC: i64 = 0x0102_1994;
     const RAMFS_MAGIC: i64 = 0x8584_58f6;
@@ -352,6 +378,10 @@ fn pwritev_all(f: &File, parts: &[&[u8]], mut offset: u64, dsync: bool) -> io::R
 impl Backend for FileBackend {
     fn kind(&self) -> &'static str {
         self.kind
+    }
+
+    fn rotation(&self) -> Rotation {
+        self.rotation
     }
 
     fn size_bytes(&self) -> u64 {
@@ -526,6 +556,39 @@ impl Backend for FileBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file in memory does not rotate; a file on a disk reports what
+    /// Linux says of the disk under it (its partition's parent included).
+    #[test]
+    fn rotation_follows_the_device_under_the_file() {
+        let opts = FileOptions {
+            size: Some(1 << 20),
+            direct: false,
+            preallocate: false,
+            read_only: false,
+        };
+        if Path::new("/dev/shm").is_dir() {
+            let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+            let b = FileBackend::open_file(&dir.path().join("lu"), &opts).unwrap();
+            assert!(b.in_memory());
+            assert_eq!(b.rotation(), Rotation::NonRotating);
+        }
+        let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let b = FileBackend::open_file(&dir.path().join("lu"), &opts).unwrap();
+        if b.in_memory() {
+            return;
+        }
+        let dev = std::fs::metadata(dir.path()).unwrap().dev();
+        let (major, minor) = (rustix::fs::major(dev), rustix::fs::minor(dev));
+        let sys = format!("/sys/dev/block/{major}:{minor}");
+        let flag = std::fs::read_to_string(format!("{sys}/queue/rotational"))
+            .or_else(|_| std::fs::read_to_string(format!("{sys}/../queue/rotational")));
+        let expected = match flag.as_deref().map(str::trim) {
+            Ok("0") => Rotation::NonRotating,
+            _ => Rotation::NotReported,
+        };
+        assert_eq!(b.rotation(), expected, "{sys}: {flag:?}");
+    }
 
     fn pattern(n: usize, seed: u8) -> Vec<u8> {
         (0..n)

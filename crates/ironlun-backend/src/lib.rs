@@ -45,6 +45,30 @@ pub use null::NullBackend;
 pub use ram::RamBackend;
 pub use zeros::zeros;
 
+/// The medium's rotation, for MEDIUM ROTATION RATE (SBC-4 §6.6.2, VPD
+/// page B1h).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rotation {
+    /// Nothing known (a file system without a block device under it).
+    NotReported,
+    /// Memory or a solid-state device.
+    NonRotating,
+    /// A rotating disk, at this many revolutions per minute.
+    Rpm(u16),
+}
+
+impl Rotation {
+    /// The field's value: 0000h not reported, 0001h non-rotating, or the
+    /// rate within 0401h–FFFEh.
+    pub fn code(self) -> u16 {
+        match self {
+            Rotation::NotReported => 0,
+            Rotation::NonRotating => 1,
+            Rotation::Rpm(r) => r.clamp(0x0401, 0xfffe),
+        }
+    }
+}
+
 /// A store of bytes addressed by offset.
 ///
 /// Callers guarantee `offset + len <= size_bytes()`; implementations check
@@ -119,6 +143,12 @@ pub trait Backend: Send + Sync {
     /// their size.
     fn refresh_size(&self) -> io::Result<u64> {
         Ok(self.size_bytes())
+    }
+
+    /// Whether the medium rotates, as initiators are told in MEDIUM
+    /// ROTATION RATE (SBC-4 §6.6.2). Memory does not.
+    fn rotation(&self) -> Rotation {
+        Rotation::NonRotating
     }
 
     /// Granularity in bytes at which deallocation releases storage, or 0

@@ -54,6 +54,7 @@ fn lu_config(block_size: u32, thin: bool, read_only: bool, sanitize: bool) -> Lu
         max_transfer_bytes: 1 << 20,
         thin,
         sanitize,
+        rotation: None,
     }
 }
 

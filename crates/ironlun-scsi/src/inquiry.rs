@@ -183,7 +183,12 @@ fn block_limits(lu: &LogicalUnit) -> Vec<u8> {
 /// Block Device Characteristics (SBC-3 §6.5.2): non-rotating medium.
 fn block_device_characteristics(lu: &LogicalUnit) -> Vec<u8> {
     let mut b = [0u8; 0x3c];
-    b[0..2].copy_from_slice(&1u16.to_be_bytes());
+    // MEDIUM ROTATION RATE: the configured value, else the backend's.
+    let rotation = lu
+        .config()
+        .rotation
+        .unwrap_or_else(|| lu.backend().rotation());
+    b[0..2].copy_from_slice(&rotation.code().to_be_bytes());
     if lu.sanitize_allowed() && lu.thin() {
         // WABEREQ 01b: reads after a BLOCK ERASE succeed (zeros).
         b[3] = 0x40;

@@ -6,8 +6,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use ironlun_backend::Backend;
 use ironlun_backend::Payload;
+use ironlun_backend::{Backend, Rotation};
 
 use crate::cdb::Cdb;
 use crate::copy::HeldCopies;
@@ -55,6 +55,9 @@ pub struct LuConfig {
     /// SANITIZE is offered (SBC-4 §4.11): OVERWRITE and EXIT FAILURE MODE,
     /// and BLOCK ERASE when thin.
     pub sanitize: bool,
+    /// MEDIUM ROTATION RATE to report instead of what the backend says
+    /// (VPD page B1h, SBC-4 §6.6.2).
+    pub rotation: Option<Rotation>,
 }
 
 impl LuConfig {

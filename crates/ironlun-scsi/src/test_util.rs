@@ -33,6 +33,7 @@ pub(crate) fn cfg(bs: u32) -> LuConfig {
         max_transfer_bytes: 1 << 20,
         thin: false,
         sanitize: false,
+        rotation: None,
     }
 }
 

@@ -43,6 +43,7 @@ fn lu_config() -> LuConfig {
         max_transfer_bytes: 1 << 20,
         thin: false,
         sanitize: false,
+        rotation: None,
     }
 }
 

@@ -143,6 +143,7 @@ fn build_lu(
         max_transfer_bytes,
         thin: l.spec.thin,
         sanitize: l.spec.sanitize,
+        rotation: l.spec.rotation,
     };
     let mut lu = LogicalUnit::new(cfg, backend).map_err(set_up)?;
     if let Some(dir) = state_dir {

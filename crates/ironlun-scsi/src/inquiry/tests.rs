@@ -68,3 +68,26 @@ fn vpd_pages() {
         (SenseKey::ILLEGAL_REQUEST, 0x24, 0)
     );
 }
+
+/// MEDIUM ROTATION RATE (VPD B1h bytes 4–5, SBC-4 §6.6.2): the backend's
+/// (RAM does not rotate), unless the LU's configuration says otherwise.
+#[test]
+fn medium_rotation_rate_from_the_backend_or_the_configuration() {
+    use crate::test_util::{cfg, lu_with};
+    use ironlun_backend::{RamBackend, Rotation};
+    use std::sync::Arc;
+    let rate = |rotation: Option<Rotation>| {
+        let c = crate::LuConfig {
+            rotation,
+            ..cfg(512)
+        };
+        let m = lu_with(Arc::new(RamBackend::new(1 << 20)), c);
+        let page = run(&m, &[opcode::INQUIRY, 1, 0xb1, 0, 255, 0]).bytes();
+        u16::from_be_bytes([page[4], page[5]])
+    };
+    assert_eq!(rate(None), 1, "RAM is non-rotating");
+    assert_eq!(rate(Some(Rotation::Rpm(7200))), 7200);
+    assert_eq!(rate(Some(Rotation::NotReported)), 0);
+    // Out-of-range rates are kept inside 0401h–FFFEh.
+    assert_eq!(rate(Some(Rotation::Rpm(10))), 0x0401);
+}

@@ -14,6 +14,7 @@ fn lu(thin: bool) -> LogicalUnit {
     let c = LuConfig {
         thin,
         sanitize: thin,
+        rotation: None,
         ..cfg(512)
     };
     LogicalUnit::new(c, Arc::new(RamBackend::new(1 << 20))).unwrap()

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use ironlun_backend::Rotation;
 use ironlun_units::parse_size;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,8 +29,9 @@ pub enum BackendSpec {
 
 /// A parsed `--lun` spec: `ram:SIZE`, `null:SIZE`,
 /// `file:PATH[,size=SIZE][,direct][,prealloc]` or `block:PATH[,direct]`,
-/// each optionally followed by `,bs=512|4096`, `,pbs=4096`, `,ro`, (not
-/// for block devices) `,thin` and `,sanitize`.
+/// each optionally followed by `,bs=512|4096`, `,pbs=4096`, `,ro`,
+/// `,rotation=ssd|unknown|RPM`, (not for block devices) `,thin` and
+/// `,sanitize`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LunSpec {
     pub backend: BackendSpec,
@@ -41,6 +43,10 @@ pub struct LunSpec {
     pub thin: bool,
     /// SANITIZE is offered: it destroys every block, so only on request.
     pub sanitize: bool,
+    /// MEDIUM ROTATION RATE to report instead of the backend's (RAM, null
+    /// and memory file systems: non-rotating; files and devices: what
+    /// Linux says of the device under them).
+    pub rotation: Option<Rotation>,
 }
 
 /// A LUN spec that does not parse: the spec as given and what is wrong.
@@ -83,6 +89,9 @@ pub enum LunSpecProblem {
     PhysicalBelowLogical { physical: u32, logical: u32 },
     #[error("thin and prealloc contradict each other")]
     ThinPreallocated,
+    /// `rotation=` other than ssd, unknown or a rate in 1025..=65534.
+    #[error("rotation={0} (ssd, unknown, or revolutions per minute 1025..=65534, SBC-4 §6.6.2)")]
+    Rotation(String),
 }
 
 impl std::str::FromStr for LunSpec {
@@ -130,10 +139,24 @@ struct Options {
     preallocate: bool,
     thin: bool,
     sanitize: bool,
+    rotation: Option<Rotation>,
 }
 
 fn size(s: &str) -> Result<u64, LunSpecProblem> {
     parse_size(s).map_err(LunSpecProblem::Size)
+}
+
+/// `rotation=`: `ssd` (non-rotating), `unknown` (not reported) or a
+/// nominal rate in revolutions per minute.
+fn rotation(v: &str) -> Result<Rotation, LunSpecProblem> {
+    match v {
+        "ssd" | "none" | "nonrotating" => Ok(Rotation::NonRotating),
+        "unknown" => Ok(Rotation::NotReported),
+        _ => match v.parse::<u16>() {
+            Ok(rpm @ 0x0401..=0xfffe) => Ok(Rotation::Rpm(rpm)),
+            _ => Err(LunSpecProblem::Rotation(v.to_owned())),
+        },
+    }
 }
 
 fn block_size(key: &'static str, v: &str) -> Result<u32, LunSpecProblem> {
@@ -160,6 +183,7 @@ impl Options {
             ("ro", None) => self.read_only = true,
             ("thin", None) => self.thin = true,
             ("sanitize", None) => self.sanitize = true,
+            ("rotation", Some(v)) => self.rotation = Some(rotation(v)?),
             ("direct", None) => self.direct = true,
             ("prealloc", None) | ("preallocate", None) => self.preallocate = true,
             ("sparse", None) => self.preallocate = false,
@@ -231,6 +255,7 @@ impl Options {
             read_only: self.read_only,
             thin: self.thin,
             sanitize: self.sanitize,
+            rotation: self.rotation,
         })
     }
 }

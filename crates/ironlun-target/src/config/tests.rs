@@ -505,3 +505,21 @@ fn files_with_secrets_must_be_private() {
     assert!(matches!(e, ConfigError::Permissions { .. }), "{e:?}");
     mentions(&m, "cannot check its permissions");
 }
+
+#[test]
+fn lun_rotation_option() {
+    use ironlun_backend::Rotation;
+    let r = |s: &str| s.parse::<LunSpec>().map(|l| l.rotation);
+    assert_eq!(r("ram:1M"), Ok(None));
+    assert_eq!(r("ram:1M,rotation=ssd"), Ok(Some(Rotation::NonRotating)));
+    assert_eq!(r("file:/x,rotation=7200"), Ok(Some(Rotation::Rpm(7200))));
+    assert_eq!(
+        r("block:/dev/x,rotation=unknown"),
+        Ok(Some(Rotation::NotReported))
+    );
+    let e = r("ram:1M,rotation=100").unwrap_err().to_string();
+    assert!(
+        e.contains("rotation=100") && e.contains("1025..=65534"),
+        "{e}"
+    );
+}
