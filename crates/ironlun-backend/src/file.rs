@@ -384,6 +384,11 @@ impl Backend for FileBackend {
         self.rotation
     }
 
+    fn free_bytes(&self) -> Option<u64> {
+        let st = rustix::fs::fstatvfs(&*self.buffered).ok()?;
+        Some(st.f_bavail.saturating_mul(st.f_frsize))
+    }
+
     fn size_bytes(&self) -> u64 {
         self.size.load(Ordering::Relaxed)
     }

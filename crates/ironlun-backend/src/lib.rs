@@ -151,6 +151,12 @@ pub trait Backend: Send + Sync {
         Rotation::NonRotating
     }
 
+    /// Bytes the file system under the store still has for it, where
+    /// there is one.
+    fn free_bytes(&self) -> Option<u64> {
+        None
+    }
+
     /// Granularity in bytes at which deallocation releases storage, or 0
     /// when the store cannot deallocate (no thin provisioning).
     fn provisioning_granularity(&self) -> u64 {

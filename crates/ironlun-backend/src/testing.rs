@@ -16,6 +16,9 @@ pub struct Faults {
     /// Writes overlapping this range fail.
     pub write: Option<std::ops::Range<u64>>,
     pub flush: bool,
+    /// The file system is full: failing writes and flushes report ENOSPC
+    /// (as Linux numbers it) instead of an I/O error.
+    pub no_space: bool,
 }
 
 /// Wraps a backend and fails the operations `faults` names.
@@ -54,6 +57,9 @@ fn injected(what: &str) -> io::Error {
     io::Error::other(format!("injected {what} fault"))
 }
 
+/// ENOSPC on Linux.
+const ENOSPC: i32 = 28;
+
 impl<B: Backend> Backend for FaultyBackend<B> {
     fn kind(&self) -> &'static str {
         self.inner.kind()
@@ -71,15 +77,25 @@ impl<B: Backend> Backend for FaultyBackend<B> {
     }
 
     fn write(&self, offset: u64, data: &[u8], durable: bool) -> io::Result<()> {
-        if Self::hits(&self.faults().write, offset, data.len()) {
-            return Err(injected("write"));
+        let f = self.faults();
+        if Self::hits(&f.write, offset, data.len()) {
+            return Err(if f.no_space {
+                io::Error::from_raw_os_error(ENOSPC)
+            } else {
+                injected("write")
+            });
         }
         self.inner.write(offset, data, durable)
     }
 
     fn flush(&self) -> io::Result<()> {
-        if self.faults().flush {
-            return Err(injected("flush"));
+        let f = self.faults();
+        if f.flush {
+            return Err(if f.no_space {
+                io::Error::from_raw_os_error(ENOSPC)
+            } else {
+                injected("flush")
+            });
         }
         self.inner.flush()
     }
@@ -105,6 +121,7 @@ mod tests {
             read: Some(4096..8192),
             write: None,
             flush: true,
+            no_space: false,
         });
         assert!(b.read(0, 4096).is_ok());
         assert!(b.read(4000, 200).is_err());

@@ -7,6 +7,7 @@
 //! COMPARE AND WRITE (SBC-4 §5.2), ORWRITE (§5.9) and WRITE ATOMIC
 //! (§5.48).
 
+use std::io;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
@@ -152,8 +153,26 @@ pub(crate) fn read_error(lba: u64) -> Sense {
     Sense::new(SenseKey::MEDIUM_ERROR, Asc::UNRECOVERED_READ_ERROR).with_info(lba)
 }
 
-pub(crate) fn write_error(lba: u64) -> Sense {
+/// A write that failed at `lba`: MEDIUM ERROR / WRITE ERROR, or, when the
+/// file system under the LU has no space left, DATA PROTECT / SPACE
+/// ALLOCATION FAILED WRITE PROTECT (SBC-4 §4.7.3.6: a thin LU that cannot
+/// allocate), which tells the initiator the medium is fine.
+pub(crate) fn write_error(lba: u64, e: &io::Error) -> Sense {
+    if out_of_space(e) {
+        return Sense::new(
+            SenseKey::DATA_PROTECT,
+            Asc::SPACE_ALLOCATION_FAILED_WRITE_PROTECT,
+        )
+        .with_info(lba);
+    }
     Sense::new(SenseKey::MEDIUM_ERROR, Asc::WRITE_ERROR).with_info(lba)
+}
+
+/// ENOSPC (or EDQUOT, a quota that ran out), as Linux numbers them.
+pub(crate) fn out_of_space(e: &io::Error) -> bool {
+    const ENOSPC: i32 = 28;
+    const EDQUOT: i32 = 122;
+    matches!(e.raw_os_error(), Some(ENOSPC | EDQUOT))
 }
 
 /// MISCOMPARE DURING VERIFY OPERATION with the offset of the first byte
@@ -182,7 +201,7 @@ fn read_blocks(lu: &LogicalUnit, lba: u64, bytes: usize) -> Result<Bytes, Sense>
 fn write_blocks(lu: &LogicalUnit, lba: u64, data: &[u8], durable: bool) -> Result<(), Sense> {
     lu.backend
         .write(lba * u64::from(lu.block_size()), data, durable)
-        .map_err(|_| write_error(lba))
+        .map_err(|e| write_error(lba, &e))
 }
 
 /// Writes whole blocks given in the pieces they arrived in: one piece as
@@ -203,7 +222,7 @@ fn write_pieces<'a>(
     all.extend(pieces);
     lu.backend
         .write_vectored(lba * u64::from(lu.block_size()), &all, durable)
-        .map_err(|_| write_error(lba))
+        .map_err(|e| write_error(lba, &e))
 }
 
 /// Where a data-moving command goes on the medium once its checks have
@@ -321,7 +340,7 @@ pub fn write(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Respo
         // A partial last block: merge it with what the medium holds.
         let last = lba + (whole / bs) as u64;
         let mut block = read_blocks(lu, last, bs)
-            .map_err(|_| write_error(last))?
+            .map_err(|_| Sense::new(SenseKey::MEDIUM_ERROR, Asc::WRITE_ERROR).with_info(last))?
             .to_vec();
         let mut at = 0;
         for piece in req.data_out.slices(whole..received) {
@@ -588,7 +607,7 @@ pub fn synchronize_cache(
     cdb: &Cdb<'_>,
 ) -> Result<Response, Sense> {
     plan_flush(lu, req, cdb)?;
-    lu.flush().map_err(|_| flush_error())?;
+    lu.flush().map_err(|e| flush_error(&e))?;
     Ok(Response::good())
 }
 
@@ -602,8 +621,15 @@ fn plan_flush(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Pla
     Ok(Plan::Flush)
 }
 
-/// SYNCHRONIZE CACHE could not make the cache durable.
-pub(crate) fn flush_error() -> Sense {
+/// SYNCHRONIZE CACHE could not make the cache durable (out of space as
+/// for a write, [`write_error`]).
+pub(crate) fn flush_error(e: &io::Error) -> Sense {
+    if out_of_space(e) {
+        return Sense::new(
+            SenseKey::DATA_PROTECT,
+            Asc::SPACE_ALLOCATION_FAILED_WRITE_PROTECT,
+        );
+    }
     Sense::new(SenseKey::MEDIUM_ERROR, Asc::WRITE_ERROR)
 }
 

@@ -123,6 +123,9 @@ pub struct LogicalUnit {
     held_copies: Mutex<HeldCopies>,
     pub(crate) sanitize: SanitizeState,
     io: IoStats,
+    /// Writes are being refused for want of space (SPACE ALLOCATION
+    /// FAILED WRITE PROTECT) and no write has succeeded since.
+    no_space: AtomicBool,
     /// The backend hands out files for asynchronous access
     /// ([`Backend::file_for`]): reads, writes and flushes can be staged.
     files: bool,
@@ -172,6 +175,7 @@ impl LogicalUnit {
             held_copies: Mutex::new(HeldCopies::default()),
             sanitize: SanitizeState::default(),
             io: IoStats::default(),
+            no_space: AtomicBool::new(false),
             files: backend.file_for(0, 0).is_some(),
             backend,
         })
@@ -254,8 +258,18 @@ impl LogicalUnit {
 
     /// Counts a finished command.
     pub(crate) fn record(&self, access: Option<Access>, data_out: usize, r: &Response) {
-        self.io
-            .record(access, data_out, r.data.len(), r.status == Status::GOOD);
+        let good = r.status == Status::GOOD;
+        self.io.record(access, data_out, r.data.len(), good);
+        if good && access == Some(Access::Write) && self.no_space.load(Ordering::Relaxed) {
+            self.no_space.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// A write was refused for want of space (SBC-4 §4.7.3.6): whether
+    /// this starts an episode (the first refusal since a write last
+    /// succeeded), so that the condition is logged once per episode.
+    pub fn space_refused(&self) -> bool {
+        !self.no_space.swap(true, Ordering::Relaxed)
     }
 
     /// Commands and bytes served so far.

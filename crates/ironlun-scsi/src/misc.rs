@@ -45,8 +45,7 @@ pub fn start_stop_unit(
     let no_flush = cdb.bit(4, 2);
     let start = cdb.bit(4, 0);
     if power_condition == 0 && !start && !no_flush {
-        lu.flush()
-            .map_err(|_| Sense::new(SenseKey::MEDIUM_ERROR, Asc::WRITE_ERROR))?;
+        lu.flush().map_err(|e| crate::block::flush_error(&e))?;
     }
     Ok(Response::good())
 }

@@ -25,7 +25,7 @@ pub(crate) fn deallocate(lu: &LogicalUnit, lba: u64, blocks: u64) -> Result<(), 
     let _shared = lu.shared_access();
     lu.backend
         .deallocate(lba * bs, blocks * bs)
-        .map_err(|_| write_error(lba))
+        .map_err(|e| write_error(lba, &e))
 }
 
 /// UNMAP (SBC-3 §5.28).

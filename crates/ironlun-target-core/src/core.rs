@@ -10,8 +10,9 @@ use ironlun_proto::target::{
 };
 use ironlun_proto::OutPdu;
 use ironlun_scsi::{ItNexus, LogicalUnit, LunMap, NexusId, Request, Response, Sense, Start};
-use ironlun_scsi_codes::SenseCode;
+use ironlun_scsi_codes::{Asc, SenseCode, SenseKey, Status};
 use ironlun_wire::{Frame, Lun, WireError};
+use tracing::warn;
 
 use crate::action::{Action, Command, Done, Recipients, SessionSignal, Staged};
 
@@ -242,6 +243,9 @@ impl ConnCore {
     /// sessions are told to end them.
     fn finish(&mut self, done: Done) {
         let Done { itt, lun, response } = done;
+        if response.status == Status::CHECK_CONDITION {
+            self.note_space(lun, &response);
+        }
         if !response.abort_nexuses.is_empty() {
             self.actions.push_back(Action::Signal {
                 to: Recipients::Nexuses(response.abort_nexuses.clone()),
@@ -252,6 +256,30 @@ impl ConnCore {
             });
         }
         self.conn.complete(itt, to_result(response));
+    }
+
+    /// A write refused for want of space is logged once per episode, with
+    /// the LUN and the space left (SBC-4 §4.7.3.6); the initiator has its
+    /// DATA PROTECT sense, reads and other LUs go on.
+    fn note_space(&self, lun: Option<u16>, r: &Response) {
+        let full = SenseCode::new(
+            SenseKey::DATA_PROTECT,
+            Asc::SPACE_ALLOCATION_FAILED_WRITE_PROTECT,
+        );
+        if SenseCode::parse(&r.sense) != Some(full) {
+            return;
+        }
+        let Some((n, lu)) = lun.and_then(|n| Some((n, self.lus.as_ref()?.map.get(n)?))) else {
+            return;
+        };
+        if lu.space_refused() {
+            let free = lu.backend().free_bytes();
+            warn!(
+                lun = n,
+                free_bytes = ?free,
+                "out of space: writes to this LUN fail with DATA PROTECT / SPACE ALLOCATION FAILED WRITE PROTECT until space is freed; reads and other LUNs go on"
+            );
+        }
     }
 
     /// Asks every other session of the target to act.

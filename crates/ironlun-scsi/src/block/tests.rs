@@ -148,6 +148,7 @@ fn medium_errors_from_the_backend() {
         read: Some(512 * 10..512 * 11),
         write: Some(0..512),
         flush: true,
+        no_space: false,
     });
     let m = lu_with(b, cfg(512));
     let r = run(&m, &read10(10, 1));
@@ -417,4 +418,32 @@ fn writes_in_several_pieces_land_exactly() {
         assert_eq!(&back[..1500], &data[..1500], "{backend}");
         assert!(back[1500..].iter().all(|&b| b == 0xee), "{backend}");
     }
+}
+
+/// A full file system under the LU is not a bad medium: DATA PROTECT /
+/// SPACE ALLOCATION FAILED WRITE PROTECT (27h/07h, SBC-4 §4.7.3.6) for the
+/// write and the cache flush, and reads still work.
+#[test]
+fn out_of_space_is_data_protect_not_a_medium_error() {
+    let b = Arc::new(FaultyBackend::new(RamBackend::new(512 * 100)));
+    b.set_faults(Faults {
+        read: None,
+        write: Some(512 * 20..512 * 100),
+        flush: true,
+        no_space: true,
+    });
+    let m = lu_with(b, cfg(512));
+    let r = run_out(&m, &write10(30, 1, 0), &[7; 512]);
+    assert_eq!(sense_of(&r), (SenseKey::DATA_PROTECT, 0x27, 0x07));
+    assert_eq!(&r.sense[3..7], &[0, 0, 0, 30], "INFORMATION holds the LBA");
+    let sync = [opcode::SYNCHRONIZE_CACHE_10, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    assert_eq!(
+        sense_of(&run(&m, &sync)),
+        (SenseKey::DATA_PROTECT, 0x27, 0x07)
+    );
+    assert_eq!(
+        run_out(&m, &write10(0, 1, 0), &[7; 512]).status,
+        Status::GOOD
+    );
+    assert_eq!(run(&m, &read10(30, 1)).status, Status::GOOD);
 }

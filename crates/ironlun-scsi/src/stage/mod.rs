@@ -183,11 +183,11 @@ impl MediumIo {
             (MediumRequest::Read { .. }, Ok(Some(data))) => Response::read_data(data),
             (MediumRequest::Read { .. }, _) => lu.check_condition(block::read_error(self.lba), 0),
             (MediumRequest::Write { .. }, Ok(_)) => Response::written(self.bytes),
-            (MediumRequest::Write { .. }, Err(_)) => {
-                lu.check_condition(block::write_error(self.lba), 0)
+            (MediumRequest::Write { .. }, Err(e)) => {
+                lu.check_condition(block::write_error(self.lba, &e), 0)
             }
             (MediumRequest::Flush, Ok(_)) => Response::good(),
-            (MediumRequest::Flush, Err(_)) => lu.check_condition(block::flush_error(), 0),
+            (MediumRequest::Flush, Err(e)) => lu.check_condition(block::flush_error(&e), 0),
         };
         lu.record(Some(self.access), self.data_out, &r);
         r
