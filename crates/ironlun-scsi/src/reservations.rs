@@ -604,12 +604,12 @@ fn pr_out_action(
             st.pr.generation = st.pr.generation.wrapping_add(1);
             effects.notify(others, Asc::RESERVATIONS_PREEMPTED);
         }
-        // PREEMPT and PREEMPT AND ABORT (§5.13.12); the latter also ends
-        // the preempted nexuses' tasks on this LU (§5.13.12.2.3).
+        // PREEMPT and PREEMPT AND ABORT (SPC-5 §5.14.11.2.4 to
+        // §5.14.11.2.6); the latter also ends the preempted nexuses'
+        // tasks on this LU.
         _ => {
-            check_scope_type(scope, ty)?;
             key_matches()?;
-            let preempted = preempt(lu, st, nexus, sa_key, ty, effects)?;
+            let preempted = preempt(lu, st, nexus, sa_key, (scope, ty), effects)?;
             if sa == service_action::PREEMPT_AND_ABORT {
                 effects.abort = preempted;
             }
@@ -655,18 +655,25 @@ fn unregister(lu: &LogicalUnit, st: &mut ReservationState, nexus: &ItNexus, effe
     }
 }
 
-/// PREEMPT (SPC-4 §5.13.12.1): removes the registrations holding
-/// SERVICE ACTION RESERVATION KEY and, when that is the holder's key (or
-/// zero under an all-registrants reservation), takes the reservation.
-/// Returns the live sessions of the preempted registrations.
+/// PREEMPT (SPC-5 §5.14.11.2.4, table 72). When SERVICE ACTION
+/// RESERVATION KEY is the holder's key (or zero under an all-registrants
+/// reservation) the preempting nexus takes the reservation with the new
+/// scope and type and the registrations holding that key (all others,
+/// for zero) are removed, its own excepted (§5.14.11.2.4.3). Otherwise
+/// only the registrations holding the key are removed, its own included
+/// when it names its own key, and SCOPE and TYPE are ignored
+/// (§5.14.11.2.5): fence_scsi relies on that to clear a stale
+/// registration of its key. Returns the live sessions of the other
+/// nexuses that lost their registration.
 fn preempt(
     lu: &LogicalUnit,
     st: &mut ReservationState,
     me: &ItNexus,
     sa_key: u64,
-    ty: u8,
+    (scope, ty): (u8, u8),
     effects: &mut Effects,
 ) -> Result<Vec<NexusId>, Refusal> {
+    let old_type = st.pr.reservation.as_ref().map(|r| r.pr_type);
     let take_over = match &st.pr.reservation {
         Some(r) if pr_type::all_registrants(r.pr_type) => sa_key == 0,
         Some(r) => st.pr.registration(&r.holder).map(|g| g.key) == Some(sa_key),
@@ -675,29 +682,63 @@ fn preempt(
     if sa_key == 0 && !take_over {
         return Err(Sense::invalid_param(8, None).into());
     }
-    let victims: Vec<ItNexus> = st
+    if take_over {
+        check_scope_type(scope, ty)?;
+    }
+    let removed: Vec<Registration> = st
         .pr
         .registrations
         .iter()
-        .filter(|g| !g.covers(me) && (g.key == sa_key || (take_over && sa_key == 0)))
-        .map(|g| g.nexus.clone())
+        .filter(|g| {
+            if take_over {
+                !g.covers(me) && (sa_key == 0 || g.key == sa_key)
+            } else {
+                g.key == sa_key
+            }
+        })
+        .cloned()
         .collect();
-    if victims.is_empty() && !take_over {
+    if removed.is_empty() && !take_over {
         // No registration holds that key: RESERVATION CONFLICT
-        // (SPC-4 §5.13.12.1).
+        // (§5.14.11.2.5).
         return Err(Refusal::Conflict);
     }
-    let sessions = lu.sessions_matching(|n| victims.iter().any(|v| v == n));
-    st.pr.registrations.retain(|g| !victims.contains(&g.nexus));
+    st.pr.registrations.retain(|g| !removed.contains(g));
     if take_over {
         st.pr.reservation = Some(Reservation {
             holder: me.clone(),
             pr_type: ty,
         });
+    } else {
+        end_orphaned_reservation(st);
     }
     st.pr.generation = st.pr.generation.wrapping_add(1);
-    effects.notify(sessions.clone(), Asc::REGISTRATIONS_PREEMPTED);
-    Ok(sessions)
+    // REGISTRATIONS PREEMPTED for the nexuses that lost their
+    // registration, not for the one that asked (§5.14.11.2.4.3 e,
+    // §5.14.11.2.5 d).
+    let lost = lu.sessions_matching(|n| n != me && removed.iter().any(|g| g.covers(n)));
+    effects.notify(lost.clone(), Asc::REGISTRATIONS_PREEMPTED);
+    // A new type: RESERVATIONS RELEASED for every other registrant that
+    // remains (§5.14.11.2.4.3 f; the scope is always LU_SCOPE here).
+    if take_over && old_type != Some(ty) {
+        let others = other_registrants(lu, st, me);
+        effects.notify(others, Asc::RESERVATIONS_RELEASED);
+    }
+    Ok(lost)
+}
+
+/// Ends a reservation whose holder is no longer registered, or, for an
+/// all-registrants type, that has no registrant left (SPC-5 §5.14.11.2.1
+/// table 71).
+fn end_orphaned_reservation(st: &mut ReservationState) {
+    let orphaned = match &st.pr.reservation {
+        Some(r) if pr_type::all_registrants(r.pr_type) => st.pr.registrations.is_empty(),
+        Some(r) => st.pr.registration(&r.holder).is_none(),
+        None => false,
+    };
+    if orphaned {
+        st.pr.reservation = None;
+    }
 }
 
 /// REGISTER AND MOVE (SPC-4 §5.13.8): hands the reservation to another

@@ -531,3 +531,114 @@ fn aptpl_state_is_saved_and_restored() {
     );
     assert!(store.0.lock().unwrap().is_none());
 }
+
+/// Three registered nexuses a (key 1), b (2) and c (3), their power-on
+/// unit attentions cleared.
+fn three_registered() -> (LunMap, [NexusId; 3]) {
+    let (m, a, b) = two_nexus_map();
+    let c = NexusId(3);
+    m.attach_nexus(c, &id("c"), false);
+    m.execute(Some(0), c, &[0, 0, 0, 0, 0, 0], &DataOutBuffer::new());
+    for (n, key) in [(a, 1), (b, 2), (c, 3)] {
+        assert_eq!(prout(&m, n, 0x06, 0, 0, key, 0).status, Status::GOOD);
+    }
+    (m, [a, b, c])
+}
+
+/// The unit attention nexus `n` sees next (its ASC and ASCQ), or None
+/// when TEST UNIT READY is GOOD.
+fn next_ua(m: &LunMap, n: NexusId) -> Option<(u8, u8)> {
+    let r = m.execute(Some(0), n, &[0, 0, 0, 0, 0, 0], &DataOutBuffer::new());
+    if r.status == Status::GOOD {
+        return None;
+    }
+    let (key, asc, ascq) = sense_of(&r);
+    assert_eq!(key, SenseKey::UNIT_ATTENTION);
+    Some((asc, ascq))
+}
+
+#[test]
+fn preempt_naming_ones_own_key_removes_that_registration_too() {
+    // fence_scsi's unfencing when its key is already registered: REGISTER
+    // AND IGNORE EXISTING KEY, then PREEMPT with RESERVATION KEY and
+    // SERVICE ACTION RESERVATION KEY both its own key, to drop stale
+    // registrations of that key (SPC-5 §5.14.11.2.5: not an error, the
+    // registration is removed, no unit attention for the issuer).
+    let (m, [a, b, c]) = three_registered();
+    assert_eq!(
+        prout(
+            &m,
+            a,
+            0x01,
+            pr_type::WRITE_EXCLUSIVE_REGISTRANTS_ONLY,
+            1,
+            0,
+            0
+        )
+        .status,
+        Status::GOOD
+    );
+    let gen = keys(&m, a).0;
+    // TYPE 0 is invalid, but removing registrations ignores SCOPE and
+    // TYPE (§5.14.11.2.5 b).
+    let r = prout(&m, b, 0x04, 0, 2, 2, 0);
+    assert_eq!((r.status, r.abort_nexuses), (Status::GOOD, vec![]));
+    assert_eq!(keys(&m, a), (gen + 1, vec![1, 3]));
+    for n in [a, b, c] {
+        assert_eq!(next_ua(&m, n), None, "no unit attention for {n:?}");
+    }
+    assert_eq!(write_status(&m, b), CONFLICT, "b is no longer registered");
+    assert_eq!(prin(&m, c, 1)[8..16], 1u64.to_be_bytes(), "a still holds");
+    // Registered again, b writes under Write Exclusive - Registrants Only.
+    assert_eq!(prout(&m, b, 0x06, 0, 0, 2, 0).status, Status::GOOD);
+    assert_eq!(write_status(&m, b), Status::GOOD);
+    // The holder preempting itself keeps its registration
+    // (§5.14.11.2.4.3).
+    let same = pr_type::WRITE_EXCLUSIVE_REGISTRANTS_ONLY;
+    assert_eq!(prout(&m, a, 0x04, same, 1, 1, 0).status, Status::GOOD);
+    assert_eq!(keys(&m, a).1, vec![1, 3, 2]);
+    // Under an all-registrants reservation a non-zero key only removes
+    // registrations; the last registrant removing itself ends it
+    // (§5.14.11.2.1 table 71).
+    assert_eq!(prout(&m, a, 0x03, 0, 1, 0, 0).status, Status::GOOD, "CLEAR");
+    assert_eq!(prout(&m, a, 0x06, 0, 0, 1, 0).status, Status::GOOD);
+    let ar = pr_type::WRITE_EXCLUSIVE_ALL_REGISTRANTS;
+    assert_eq!(prout(&m, a, 0x01, ar, 1, 0, 0).status, Status::GOOD);
+    assert_eq!(prout(&m, a, 0x04, 0, 1, 1, 0).status, Status::GOOD);
+    assert_eq!(prin(&m, a, 1)[4..8], 0u32.to_be_bytes(), "no reservation");
+}
+
+#[test]
+fn preempt_that_changes_the_type_releases_for_the_remaining_registrants() {
+    // SPC-5 §5.14.11.2.4.3: the preempted holder gets REGISTRATIONS
+    // PREEMPTED (e); with a new type every other registrant left gets
+    // RESERVATIONS RELEASED (f); the preempting nexus gets nothing.
+    let (m, [a, b, c]) = three_registered();
+    let wero = pr_type::WRITE_EXCLUSIVE_REGISTRANTS_ONLY;
+    let earo = pr_type::EXCLUSIVE_ACCESS_REGISTRANTS_ONLY;
+    assert_eq!(prout(&m, a, 0x01, wero, 1, 0, 0).status, Status::GOOD);
+    assert_eq!(prout(&m, b, 0x04, earo, 2, 1, 0).status, Status::GOOD);
+    assert_eq!(
+        next_ua(&m, a),
+        Some((0x2a, 0x05)),
+        "REGISTRATIONS PREEMPTED"
+    );
+    assert_eq!(next_ua(&m, a), None);
+    assert_eq!(next_ua(&m, c), Some((0x2a, 0x04)), "RESERVATIONS RELEASED");
+    assert_eq!(next_ua(&m, c), None);
+    assert_eq!(next_ua(&m, b), None);
+    assert_eq!(prin(&m, c, 1)[21], earo);
+    // The same type again: only the preempted registrant hears of it.
+    assert_eq!(prout(&m, a, 0x06, 0, 0, 1, 0).status, Status::GOOD);
+    assert_eq!(prout(&m, c, 0x01, earo, 3, 0, 0).status, CONFLICT);
+    let r = prout(&m, c, 0x05, earo, 3, 2, 0);
+    assert_eq!((r.status, r.abort_nexuses), (Status::GOOD, vec![b]));
+    assert_eq!(next_ua(&m, b), Some((0x2a, 0x05)));
+    assert_eq!(next_ua(&m, a), None, "the type did not change");
+    assert_eq!(next_ua(&m, c), None);
+    // A type outside table 177 is refused when a reservation is taken.
+    assert_eq!(
+        sense_of(&prout(&m, a, 0x04, 2, 1, 3, 0)),
+        (SenseKey::ILLEGAL_REQUEST, 0x24, 0x00)
+    );
+}
