@@ -180,6 +180,17 @@ impl PrState {
         s
     }
 
+    /// What a power on leaves of saved state: the registrations, the
+    /// reservation and APTPL as saved, and PRgeneration zero ("Regardless
+    /// of the APTPL bit value the PRgeneration value shall be set to zero
+    /// by a power on", SPC-5 §6.16.2).
+    pub fn after_power_on(self) -> PrState {
+        PrState {
+            generation: 0,
+            ..self
+        }
+    }
+
     /// Parses [`PrState::encode`]'s form (APTPL is set: it was saved).
     pub fn decode(text: &str) -> Result<PrState, String> {
         let mut lines = text.lines();

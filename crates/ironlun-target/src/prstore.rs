@@ -15,7 +15,9 @@ pub struct FilePrStore {
 
 impl FilePrStore {
     /// The store for one LU of a target, and the state saved before (none
-    /// when the directory or the file does not exist yet).
+    /// when the directory or the file does not exist yet) as a power on
+    /// leaves it: the daemon starting is the LU's power on, so PRgeneration
+    /// starts again at zero (SPC-5 §6.16.2).
     pub fn open(
         dir: &Path,
         target: &str,
@@ -32,14 +34,15 @@ impl FilePrStore {
             })
             .collect();
         let path = dir.join(format!("pr-{safe}-lun{lun}.txt"));
-        let restored =
-            match fs::read_to_string(&path) {
-                Ok(text) => Some(PrState::decode(&text).map_err(|e| {
-                    format!("{}: persistent reservation state: {e}", path.display())
-                })?),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-                Err(e) => return Err(format!("{}: {e}", path.display())),
-            };
+        let restored = match fs::read_to_string(&path) {
+            Ok(text) => Some(
+                PrState::decode(&text)
+                    .map_err(|e| format!("{}: persistent reservation state: {e}", path.display()))?
+                    .after_power_on(),
+            ),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        };
         Ok((FilePrStore { path }, restored))
     }
 }
@@ -112,7 +115,15 @@ mod tests {
         };
         store.save(&st.encode()).unwrap();
         let (_, restored) = FilePrStore::open(dir.path(), "iqn.2026-11.x:t", 3).unwrap();
-        assert_eq!(restored, Some(st));
+        // Everything but PRgeneration, which a power on sets to zero
+        // (SPC-5 §6.16.2).
+        assert_eq!(
+            restored,
+            Some(PrState {
+                generation: 0,
+                ..st
+            })
+        );
         store.clear().unwrap();
         store.clear().unwrap();
         let (_, restored) = FilePrStore::open(dir.path(), "iqn.2026-11.x:t", 3).unwrap();

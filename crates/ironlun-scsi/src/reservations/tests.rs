@@ -642,3 +642,20 @@ fn preempt_that_changes_the_type_releases_for_the_remaining_registrants() {
         (SenseKey::ILLEGAL_REQUEST, 0x24, 0x00)
     );
 }
+
+#[test]
+fn a_power_on_keeps_saved_registrations_and_zeroes_the_generation() {
+    let st = PrState {
+        generation: 9,
+        registrations: vec![Registration {
+            nexus: id("a"),
+            key: 5,
+            all_tg_pt: false,
+        }],
+        reservation: None,
+        aptpl: true,
+    };
+    let after = st.clone().after_power_on();
+    assert_eq!(after.generation, 0, "SPC-5 §6.16.2");
+    assert_eq!((after.registrations, after.aptpl), (st.registrations, true));
+}
