@@ -752,8 +752,11 @@ fn end_orphaned_reservation(st: &mut ReservationState) {
     }
 }
 
-/// REGISTER AND MOVE (SPC-4 §5.13.8): hands the reservation to another
-/// I_T nexus named by a TransportID.
+/// REGISTER AND MOVE (SPC-5 §5.14.8, table 70): hands the reservation
+/// to another I_T nexus named by a TransportID. A nexus that is not the
+/// registered holder, or names another key, gets RESERVATION CONFLICT, as
+/// does any move of an all-registrants reservation; with no reservation
+/// to move the command is INVALID FIELD IN CDB.
 fn register_and_move(
     lu: &LogicalUnit,
     st: &mut ReservationState,
@@ -765,32 +768,24 @@ fn register_and_move(
         return Err(Sense::new(SenseKey::ILLEGAL_REQUEST, Asc::PARAMETER_LIST_LENGTH_ERROR).into());
     }
     let p = Cdb(data);
-    let res_key = p.be64(0);
-    let sa_key = p.be64(8);
-    let unreg = p.bit(17, 1);
-    let aptpl = p.bit(17, 0);
-    let port = p.be16(18);
-    let tid_len = p.be32(20) as usize;
+    let (res_key, sa_key) = (p.be64(0), p.be64(8));
+    let (unreg, aptpl) = (p.bit(17, 1), p.bit(17, 0));
+    if st.pr.registration(me).map(|g| g.key) != Some(res_key) {
+        return Err(Refusal::Conflict);
+    }
+    let Some(r) = st.pr.reservation.clone() else {
+        return Err(Sense::invalid_field(1, Some(4)).into());
+    };
+    if r.holder != *me || pr_type::all_registrants(r.pr_type) {
+        return Err(Refusal::Conflict);
+    }
+    if sa_key == 0 {
+        return Err(Sense::invalid_param(8, None).into());
+    }
     if aptpl && !lu.pr_store_available() {
         return Err(Sense::invalid_param(17, Some(0)).into());
     }
-    let Some((name, true)) = data.get(24..24 + tid_len).and_then(parse_transport_id) else {
-        // The destination must be one initiator port (format 01b).
-        return Err(Sense::invalid_param(24, None).into());
-    };
-    let dest = ItNexus {
-        initiator_port: name,
-        relative_port: port,
-    };
-    let Some(r) = st.pr.reservation.clone() else {
-        return Err(Refusal::Conflict);
-    };
-    if st.pr.registration(me).map(|g| g.key) != Some(res_key) || r.holder != *me {
-        return Err(Refusal::Conflict);
-    }
-    if pr_type::all_registrants(r.pr_type) || dest == *me || sa_key == 0 {
-        return Err(Sense::invalid_param(8, None).into());
-    }
+    let dest = move_destination(data, p.be16(18), p.be32(20), me)?;
     if let Some(g) = st.pr.registrations.iter_mut().find(|g| g.covers(&dest)) {
         g.key = sa_key;
     } else {
@@ -810,6 +805,32 @@ fn register_and_move(
     st.pr.aptpl = aptpl;
     st.pr.generation = st.pr.generation.wrapping_add(1);
     Ok(())
+}
+
+/// The I_T nexus a REGISTER AND MOVE names: one initiator port (an iSCSI
+/// TransportID of format 01b) at RELATIVE TARGET PORT IDENTIFIER `port`,
+/// not the nexus that sent it (INVALID FIELD IN PARAMETER LIST,
+/// SPC-5 §5.14.8).
+fn move_destination(
+    data: &[u8],
+    port: u16,
+    tid_len: u32,
+    me: &ItNexus,
+) -> Result<ItNexus, Refusal> {
+    let tid = usize::try_from(tid_len)
+        .ok()
+        .and_then(|n| data.get(24..24usize.checked_add(n)?));
+    let Some((name, true)) = tid.and_then(parse_transport_id) else {
+        return Err(Sense::invalid_param(24, None).into());
+    };
+    let dest = ItNexus {
+        initiator_port: name,
+        relative_port: port,
+    };
+    if dest == *me {
+        return Err(Sense::invalid_param(24, None).into());
+    }
+    Ok(dest)
 }
 
 /// The reservation check made before a command runs.

@@ -659,3 +659,82 @@ fn a_power_on_keeps_saved_registrations_and_zeroes_the_generation() {
     assert_eq!(after.generation, 0, "SPC-5 §6.16.2");
     assert_eq!((after.registrations, after.aptpl), (st.registrations, true));
 }
+
+/// REGISTER AND MOVE from `n` to `dest` (its TransportID, relative port
+/// 1), UNREG as given.
+fn register_and_move_to(
+    m: &LunMap,
+    n: NexusId,
+    keys: (u64, u64),
+    unreg: bool,
+    dest: &ItNexus,
+) -> Response {
+    let tid = transport_id(dest);
+    let mut p = vec![0u8; 24];
+    p[..8].copy_from_slice(&keys.0.to_be_bytes());
+    p[8..16].copy_from_slice(&keys.1.to_be_bytes());
+    p[17] = u8::from(unreg) << 1;
+    p[18..20].copy_from_slice(&dest.relative_port.to_be_bytes());
+    p[20..24].copy_from_slice(&(tid.len() as u32).to_be_bytes());
+    p.extend_from_slice(&tid);
+    let len = (p.len() as u32).to_be_bytes();
+    m.execute(
+        Some(0),
+        n,
+        &[
+            opcode::PERSISTENT_RESERVE_OUT,
+            0x07,
+            0,
+            0,
+            0,
+            len[0],
+            len[1],
+            len[2],
+            len[3],
+            0,
+        ],
+        &DataOutBuffer::copy_from_slice(&p),
+    )
+}
+
+#[test]
+fn register_and_move_answers_as_table_70_says() {
+    let (m, [a, b, c]) = three_registered();
+    // No reservation to move: INVALID FIELD IN CDB (SPC-5 §5.14.8).
+    assert_eq!(
+        sense_of(&register_and_move_to(&m, a, (1, 0x22), false, &id("b"))),
+        (SenseKey::ILLEGAL_REQUEST, 0x24, 0x00)
+    );
+    assert_eq!(
+        prout(&m, a, 0x01, pr_type::WRITE_EXCLUSIVE, 1, 0, 0).status,
+        Status::GOOD
+    );
+    // Table 70: a registrant that is not the holder, or the holder naming
+    // another key, conflicts.
+    let r = register_and_move_to(&m, b, (2, 0x22), false, &id("c"));
+    assert_eq!(r.status, CONFLICT);
+    let r = register_and_move_to(&m, a, (9, 0x22), false, &id("b"));
+    assert_eq!(r.status, CONFLICT);
+    // A key of zero, or the holder itself as the destination: INVALID
+    // FIELD IN PARAMETER LIST.
+    for (sa_key, dest) in [(0, id("b")), (0x22, id("a"))] {
+        let r = register_and_move_to(&m, a, (1, sa_key), false, &dest);
+        assert_eq!(sense_of(&r), (SenseKey::ILLEGAL_REQUEST, 0x26, 0x00));
+    }
+    // The move: b holds with its new key, a (UNREG) is gone.
+    let r = register_and_move_to(&m, a, (1, 0x22), true, &id("b"));
+    assert_eq!(r.status, Status::GOOD);
+    assert_eq!(keys(&m, c).1, vec![0x22, 3]);
+    assert_eq!(prin(&m, c, 1)[8..16], 0x22u64.to_be_bytes());
+    assert_eq!(write_status(&m, b), Status::GOOD);
+    assert_eq!(write_status(&m, a), CONFLICT);
+    // An all-registrants reservation is not moved: RESERVATION CONFLICT.
+    let ar = pr_type::WRITE_EXCLUSIVE_ALL_REGISTRANTS;
+    assert_eq!(
+        prout(&m, b, 0x02, pr_type::WRITE_EXCLUSIVE, 0x22, 0, 0).status,
+        Status::GOOD
+    );
+    assert_eq!(prout(&m, b, 0x01, ar, 0x22, 0, 0).status, Status::GOOD);
+    let r = register_and_move_to(&m, b, (0x22, 0x33), false, &id("c"));
+    assert_eq!(r.status, CONFLICT);
+}
