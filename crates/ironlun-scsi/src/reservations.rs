@@ -585,7 +585,7 @@ fn pr_out_action(
                 }
             }
         }
-        // RELEASE (§5.13.10).
+        // RELEASE (SPC-4 §5.13.11.2.2).
         service_action::RELEASE => {
             check_scope_type(scope, ty)?;
             key_matches()?;
@@ -606,7 +606,7 @@ fn pr_out_action(
                 }
             }
         }
-        // CLEAR (§5.13.11).
+        // CLEAR (SPC-4 §5.13.11.2.7).
         service_action::CLEAR => {
             key_matches()?;
             let others = other_registrants(lu, st, nexus);
@@ -646,7 +646,7 @@ fn other_registrants(lu: &LogicalUnit, st: &ReservationState, me: &ItNexus) -> V
 
 /// Removes the registration of `nexus`. The reservation ends with its
 /// holder, or for all-registrants types with the last registrant
-/// (SPC-4 §5.13.7.2, §5.13.10).
+/// (SPC-4 §5.13.11.2.3, §5.13.10).
 fn unregister(lu: &LogicalUnit, st: &mut ReservationState, nexus: &ItNexus, effects: &mut Effects) {
     st.pr.registrations.retain(|r| !r.covers(nexus));
     let Some(r) = st.pr.reservation.clone() else {
