@@ -127,8 +127,10 @@ pub fn parse(text: &str) -> RunResult {
 pub enum Cover {
     /// The test cannot apply to an ironlun LU.
     Nowhere,
-    /// It runs, without this skip, in the named run.
-    Run(String),
+    /// It runs, without this skip, in a run whose LU has this tag
+    /// (tests/support/shape.rs, `Run::tags`: the kind, the block size,
+    /// thin or full, ro, sanitize, allow-sanitize).
+    Tag(String),
     /// It is left out of every run.
     NotRun,
 }
@@ -175,7 +177,7 @@ pub fn expected_skips(text: &str) -> Result<Vec<Expected>, String> {
         let cover = match cover {
             "-" => Cover::Nowhere,
             "not run" => Cover::NotRun,
-            run => Cover::Run(run.to_owned()),
+            tag => Cover::Tag(tag.to_owned()),
         };
         let message = if message == "-" {
             String::new()
@@ -293,28 +295,65 @@ pub fn lu_facts(addr: SocketAddr, target: &str, lun: u16) -> LuFacts {
 /// implemented.` first), and ExtendedCopy.ValidTgtDescr's NUL-bit part,
 /// which is skipped on every SPC-4 target by design (the bit is obsolete
 /// in SPC-4; see testdata/conformance/expected-skips.txt).
-pub fn silent_skips(lu: &LuFacts) -> Vec<String> {
+pub fn silent_skips(lu: &LuFacts) -> Vec<SilentSkip> {
     let mut out = Vec::new();
     if lu.blocks == 0 || lu.blocks > 0x1f_ffff {
-        out.push(format!(
-            "{} blocks: Read6.BeyondEol and Read6.Simple need 1 to 0x1fffff blocks, or they pass without running",
-            lu.blocks
-        ));
+        out.push(SilentSkip {
+            key: "read6-range",
+            why: format!(
+                "{} blocks: Read6.BeyondEol and Read6.Simple need 1 to 0x1fffff blocks, or they pass without running",
+                lu.blocks
+            ),
+        });
     }
-    match &lu.block_limits {
-        None => out.push(
-            "no Block Limits VPD page: WriteAtomic16.* and WriteSame10/16.ZeroBlocks would pass without running"
-                .to_owned(),
-        ),
-        Some(bl) => {
-            if bl.max_compare_and_write == 0 {
-                out.push("MAXIMUM COMPARE AND WRITE LENGTH 0: MultipathIO.CompareAndWrite would pass without running".to_owned());
-            }
-            if lu.thin && bl.max_unmap_descriptors <= 1 {
-                out.push(format!(
-                    "MAXIMUM UNMAP BLOCK DESCRIPTOR COUNT {}: Unmap.ZeroBlocks would skip its multi-descriptor part silently",
-                    bl.max_unmap_descriptors
-                ));
+    let limits = match &lu.block_limits {
+        None => {
+            out.push(SilentSkip {
+                key: "block-limits",
+                why: "no Block Limits VPD page: WriteAtomic16.* and WriteSame10/16.ZeroBlocks would pass without running".to_owned(),
+            });
+            return out;
+        }
+        Some(bl) => bl,
+    };
+    if limits.max_compare_and_write == 0 {
+        out.push(SilentSkip {
+            key: "compare-and-write",
+            why: "MAXIMUM COMPARE AND WRITE LENGTH 0: MultipathIO.CompareAndWrite would pass without running".to_owned(),
+        });
+    }
+    if lu.thin && limits.max_unmap_descriptors <= 1 {
+        out.push(SilentSkip {
+            key: "unmap-descriptors",
+            why: format!(
+                "MAXIMUM UNMAP BLOCK DESCRIPTOR COUNT {}: Unmap.ZeroBlocks would skip its multi-descriptor part silently",
+                limits.max_unmap_descriptors
+            ),
+        });
+    }
+    out
+}
+
+/// A skip the suite would take without printing it, on one LU.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SilentSkip {
+    /// Which one: an LU of the same run without this key covers it.
+    pub key: &'static str,
+    pub why: String,
+}
+
+/// The silent skips of `lus` (name, facts) that no LU among them is free
+/// of: a 1 GiB LU cannot run Read6's end-of-medium tests, so a 64 MiB LU
+/// in the same run must.
+pub fn uncovered_silent_skips(lus: &[(String, LuFacts)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, facts) in lus {
+        for s in silent_skips(facts) {
+            let covered = lus
+                .iter()
+                .any(|(_, other)| !silent_skips(other).iter().any(|o| o.key == s.key));
+            if !covered {
+                out.push(format!("{name}: {} (no LU of the run covers it)", s.why));
             }
         }
     }
@@ -434,7 +473,7 @@ mod tests {
         assert!(not_run(&list, "B.C"));
         assert_eq!(
             allowed(&list, "D.E", "x y").unwrap().cover,
-            Cover::Run("run1".into())
+            Cover::Tag("run1".into())
         );
         assert!(expected_skips("A | b | - |").is_err());
         assert!(expected_skips("A | - | - | r").is_err());

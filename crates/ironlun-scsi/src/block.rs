@@ -534,6 +534,12 @@ pub fn write_same(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<
     let anchor = cdb.bit(1, 4);
     let unmap = cdb.bit(1, 3);
     let ndob = sixteen && cdb.bit(1, 0);
+    // A write-protected LU refuses the command as a write whatever its
+    // flags ask for (SBC-4 write protection; SWP, SPC-5 §7.5.8): libiscsi's ReadOnly test expects DATA
+    // PROTECT for WRITE SAME with UNMAP on a fully provisioned LU too.
+    if lu.write_protected() {
+        return Err(Sense::write_protected());
+    }
     if anchor {
         // ANCHOR needs UNMAP, and anchored state is not supported
         // (ANC_SUP = 0 in the Logical Block Provisioning VPD page).
@@ -542,9 +548,6 @@ pub fn write_same(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<
     if unmap && !lu.thin() {
         // LBPWS/LBPWS10 are zero on a fully provisioned LU.
         return Err(Sense::invalid_field(1, Some(3)));
-    }
-    if lu.write_protected() {
-        return Err(Sense::write_protected());
     }
     let (lba, count) = lba_len(cdb);
     let n = lu.num_blocks();

@@ -541,7 +541,7 @@ pub static OPS: &[OpInfo] = &[
         provisioning::get_lba_status,
         false,
         Read,
-        thin
+        always
     ),
     op!(
         opcode::REPORT_LUNS,

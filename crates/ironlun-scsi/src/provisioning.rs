@@ -16,8 +16,12 @@ use ironlun_scsi_codes::{Asc, SenseKey};
 pub const MAX_UNMAP_DESCRIPTORS: u32 = 256;
 /// MAXIMUM UNMAP LBA COUNT (VPD B0): no limit below the capacity.
 pub const MAX_UNMAP_LBA_COUNT: u32 = 0xffff_ffff;
-/// GET LBA STATUS looks at most this many blocks ahead per command.
+/// GET LBA STATUS asks the backend about this many blocks at a time.
 const LBA_STATUS_WINDOW_BLOCKS: u64 = 1 << 20;
+/// GET LBA STATUS looks at most this many bytes ahead per command (the
+/// work a command may cost); the descriptors then end before the LU does
+/// and the application client asks again from there (SBC-4 §5.8).
+const LBA_STATUS_SCAN_BYTES: u64 = 64 << 30;
 
 /// Deallocates `blocks` blocks at `lba`.
 pub(crate) fn deallocate(lu: &LogicalUnit, lba: u64, blocks: u64) -> Result<(), Sense> {
@@ -100,7 +104,7 @@ fn push_run(runs: &mut Vec<(u64, u64, bool)>, first: u64, last: u64, mapped: boo
     }
 }
 
-/// GET LBA STATUS (SBC-3 §5.6): descriptors of mapped and deallocated
+/// GET LBA STATUS (SBC-4 §5.8), offered on every LU: descriptors of mapped and deallocated
 /// runs starting at the requested LBA.
 pub fn get_lba_status(
     lu: &LogicalUnit,
@@ -113,43 +117,64 @@ pub fn get_lba_status(
     if lba >= n {
         return Err(Sense::lba_out_of_range());
     }
-    let bs = u64::from(lu.block_size());
-    let span = (n - lba).min(LBA_STATUS_WINDOW_BLOCKS);
-    let extents = {
-        let _shared = lu.shared_access();
-        lu.backend
-            .allocation(lba * bs, span * bs)
-            .map_err(|_| crate::block::read_error(lba))?
-    };
-    // Byte runs to block runs: a block with any allocated byte is mapped.
     let max_descriptors = (alloc.saturating_sub(8) / 16).max(1) as usize;
-    let mut runs: Vec<(u64, u64, bool)> = Vec::new();
-    let mut at = lba * bs;
-    for e in extents {
-        let (start, end) = (at, at + e.len);
-        at = end;
-        let (first, last) = if e.allocated {
-            (start / bs, end.div_ceil(bs))
-        } else {
-            (start.div_ceil(bs), end / bs)
-        };
-        push_run(&mut runs, first, last, e.allocated);
-        if runs.len() > max_descriptors {
-            break;
-        }
-    }
-    runs.truncate(max_descriptors);
+    let runs = lba_runs(lu, lba, max_descriptors)?;
     let mut out = Vec::with_capacity(8 + 16 * runs.len());
     out.extend_from_slice(&((4 + 16 * runs.len()) as u32).to_be_bytes());
     out.extend_from_slice(&[0; 4]);
     for (start, len, mapped) in runs {
         out.extend_from_slice(&start.to_be_bytes());
         out.extend_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_be_bytes());
-        // PROVISIONING STATUS: 0 mapped, 1 deallocated (SBC-3 table 46).
+        // PROVISIONING STATUS: 0 mapped, 1 deallocated (SBC-4 table 63).
         out.push(u8::from(!mapped));
         out.extend_from_slice(&[0; 3]);
     }
     Ok(Response::data(out, alloc))
+}
+
+/// The mapped and deallocated runs from `lba` on, as (first block, blocks,
+/// mapped): at most `max` of them, each shorter than 2^32 blocks, covering
+/// the LU to its end unless `max` or the scan limit stops them first. The
+/// backend is asked one window at a time, so an LU with few runs is
+/// described whole in one command (libiscsi's Sanitize.BlockErase expects
+/// that of a 1 GiB LU).
+fn lba_runs(lu: &LogicalUnit, lba: u64, max: usize) -> Result<Vec<(u64, u64, bool)>, Sense> {
+    let bs = u64::from(lu.block_size());
+    let limit = (LBA_STATUS_SCAN_BYTES / bs).min(u64::from(u32::MAX));
+    let end = lu.num_blocks().min(lba.saturating_add(limit));
+    if !lu.thin() {
+        // Fully provisioned: every LBA is mapped (SBC-4 §5.8.2.2).
+        return Ok(vec![(lba, end - lba, true)]);
+    }
+    let mut runs: Vec<(u64, u64, bool)> = Vec::new();
+    let mut window = lba;
+    while window < end && runs.len() <= max {
+        let span = (end - window).min(LBA_STATUS_WINDOW_BLOCKS);
+        let extents = {
+            let _shared = lu.shared_access();
+            lu.backend
+                .allocation(window * bs, span * bs)
+                .map_err(|_| crate::block::read_error(window))?
+        };
+        // Byte runs to block runs: a block with any allocated byte is mapped.
+        let mut at = window * bs;
+        for e in extents {
+            let (start, stop) = (at, at + e.len);
+            at = stop;
+            let (first, last) = if e.allocated {
+                (start / bs, stop.div_ceil(bs))
+            } else {
+                (start.div_ceil(bs), stop / bs)
+            };
+            push_run(&mut runs, first, last, e.allocated);
+            if runs.len() > max {
+                break;
+            }
+        }
+        window += span;
+    }
+    runs.truncate(max);
+    Ok(runs)
 }
 
 #[cfg(test)]

@@ -136,6 +136,18 @@ fn read_only_lun_refuses_writes() {
         (SenseKey::DATA_PROTECT, 0x27, 0)
     );
     assert_eq!(run(&m, &read10(0, 1)).status, Status::GOOD);
+    // WRITE SAME with UNMAP on this fully provisioned LU: refused as a
+    // write first, not as an unsupported UNMAP bit.
+    for ws in [cdb16(opcode::WRITE_SAME_16, 0x08, 0, 1).to_vec(), {
+        let mut c = write10(0, 1, 0x08).to_vec();
+        c[0] = opcode::WRITE_SAME_10;
+        c
+    }] {
+        assert_eq!(
+            sense_of(&run_out(&m, &ws, &[0; 512])),
+            (SenseKey::DATA_PROTECT, 0x27, 0)
+        );
+    }
     // MODE SENSE reports WP.
     let r = run(&m, &[opcode::MODE_SENSE_6, 0, 0x3f, 0, 255, 0]);
     assert_eq!(r.bytes()[2] & 0x80, 0x80);

@@ -176,3 +176,44 @@ fn write_same_with_unmap_deallocates(m: &LunMap) {
         (SenseKey::ILLEGAL_REQUEST, 0x21, 0)
     );
 }
+
+/// An LU larger than the backend window (2^20 blocks) with one block
+/// written near each end is described whole, in order, by one command
+/// (libiscsi's Sanitize.BlockErase checks a 1 GiB LU this way), and asking
+/// from the middle starts there.
+#[test]
+fn lba_status_covers_an_lu_larger_than_one_window() {
+    let blocks = 3 << 20; // 1.5 GiB of 512-byte blocks, thin
+    let m = thin_map(blocks);
+    let chunk = 128u64; // blocks per RAM chunk
+    assert_eq!(lba_status(&m, 0), vec![(0, blocks as u32, 1)]);
+    for lba in [0, blocks - 1] {
+        let r = run_out(&m, &write10(lba as u32, 1, 0), &[7; 512]);
+        assert_eq!(r.status, Status::GOOD);
+    }
+    assert_eq!(
+        lba_status(&m, 0),
+        vec![
+            (0, chunk as u32, 0),
+            (chunk, (blocks - 2 * chunk) as u32, 1),
+            (blocks - chunk, chunk as u32, 0),
+        ]
+    );
+    assert_eq!(
+        lba_status(&m, 2 << 20),
+        vec![
+            (2 << 20, ((1 << 20) - chunk) as u32, 1),
+            (blocks - chunk, chunk as u32, 0)
+        ]
+    );
+}
+
+/// A fully provisioned LU answers GET LBA STATUS with every LBA mapped,
+/// from the requested LBA to the end, whatever the backend allocated.
+#[test]
+fn lba_status_of_a_fully_provisioned_lu_is_all_mapped() {
+    let blocks = 4096u64;
+    let m = lu_with(Arc::new(RamBackend::new(blocks * 512)), cfg(512));
+    assert_eq!(lba_status(&m, 0), vec![(0, blocks as u32, 0)]);
+    assert_eq!(lba_status(&m, 100), vec![(100, (blocks - 100) as u32, 0)]);
+}
