@@ -412,3 +412,40 @@ fn task_management_reaches_other_sessions_tasks() {
     assert_eq!(c.scsi(&READ10_1, 512, &[]).0, 0);
     assert!(!t.log().contains("panicked"), "{}", t.log());
 }
+
+/// RFC 7144 (level 2): an initiator that offers iSCSIProtocolLevel=2 gets 2 (and
+/// the SAM-5 task management functions that level adds are answered); one
+/// that does not offer it is not asked about it, and one that offers 1
+/// stays at 1.
+#[test]
+fn protocol_level_2_is_answered_when_offered() {
+    let t = Target::start(&["--name", NAME, "--lun", "ram:16MiB"]);
+    let level = |pairs: &[(String, String)]| {
+        pairs
+            .iter()
+            .find(|(k, _)| k == "iSCSIProtocolLevel")
+            .map(|(_, v)| v.clone())
+    };
+    for (offer, answer) in [(Some("2"), Some("2")), (Some("1"), Some("1")), (None, None)] {
+        let mut c = Raw::connect(t.addr);
+        let extra: Vec<(&str, &str)> = offer
+            .map(|o| ("iSCSIProtocolLevel", o))
+            .into_iter()
+            .collect();
+        let (r, pairs) = c.login(NAME, [0x80, 0, 0, 0, 0, 0x21], &extra);
+        assert_eq!(
+            (r.status_class, r.status_detail),
+            (0, 0),
+            "login with {offer:?}"
+        );
+        assert!(r.transit, "one login round, offer {offer:?}: {pairs:?}");
+        assert_eq!(level(&pairs).as_deref(), answer, "offer {offer:?}");
+        if offer == Some("2") {
+            assert_eq!(
+                c.tmf(TmfFunction::QUERY_TASK_SET, 0xffff_ffff),
+                TmfResponse::FUNCTION_COMPLETE,
+                "no task in the task set"
+            );
+        }
+    }
+}

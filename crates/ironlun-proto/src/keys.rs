@@ -447,6 +447,14 @@ pub static KEYS: [KeyDef; KEY_COUNT] = [
     },
 ];
 
+/// Negotiated keys the target answers when offered but never proposes
+/// itself. iSCSIProtocolLevel (RFC 7143 §13.24; RFC 7144 defines level 2): the
+/// initiator offers the level it can use and the minimum is the outcome;
+/// an initiator that does not offer the key stays at the default (1)
+/// whatever the target proposed, so a proposal would only cost a login
+/// round with every initiator that does not know the key.
+pub const ANSWERED_ONLY: &[KeyId] = &[KeyId::ISCSI_PROTOCOL_LEVEL];
+
 /// Keys obsoleted by RFC 7143 §13.25 (markers). IFMarker and OFMarker MAY
 /// be answered `No`; IFMarkInt and OFMarkInt MUST be answered `Reject`.
 pub fn obsolete_key_answer(name: &str) -> Option<&'static str> {

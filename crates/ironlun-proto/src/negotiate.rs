@@ -5,7 +5,7 @@
 
 use crate::keys::{
     accept, check_answer, obsolete_key_answer, Answer, KeyId, ResultFn, Sender, Usage, Value,
-    IRRELEVANT, KEYS, KEY_COUNT, NOT_UNDERSTOOD, REJECT,
+    ANSWERED_ONLY, IRRELEVANT, KEYS, KEY_COUNT, NOT_UNDERSTOOD, REJECT,
 };
 use crate::params::{ConnParams, SessionParams};
 
@@ -255,7 +255,7 @@ impl Negotiator {
     /// Proposals for leading-only negotiated keys the peer did not offer and
     /// for which our value differs from the RFC default: without a proposal
     /// the default would silently apply (RFC 7143 §6.2). Each key is
-    /// proposed once.
+    /// proposed once; [`ANSWERED_ONLY`] keys never are.
     pub fn proposals(&mut self) -> Vec<(String, String)> {
         if self.discovery || !self.leading {
             return Vec::new();
@@ -267,7 +267,12 @@ impl Negotiator {
                 && def.usage == Usage::LeadingOnly
                 && def.sender == Sender::Both;
             let already = self.ever_proposed.get(i).copied().unwrap_or(true);
-            if !negotiable || already || self.peer_offered(id) || self.agreed(id).is_some() {
+            if !negotiable
+                || already
+                || ANSWERED_ONLY.contains(&id)
+                || self.peer_offered(id)
+                || self.agreed(id).is_some()
+            {
                 continue;
             }
             let Some(mine) = self.ours.get(i).cloned().flatten() else {
@@ -636,6 +641,32 @@ mod tests {
             n.respond(&pairs(&[("MaxOutstandingR2T", "9")]), Stage::Operational),
             Err(NegotiationError::BadAnswer(_))
         ));
+    }
+
+    /// RFC 7144: level 2 when the initiator offers it (or more), its own
+    /// level when lower, and no proposal when it does not offer the key.
+    #[test]
+    fn protocol_level_2_is_answered_and_never_proposed() {
+        let target = || {
+            let mut n = Negotiator::new(Role::Target);
+            crate::params::Offers::default().apply(&mut n);
+            n
+        };
+        for (offer, answer) in [("2", "2"), ("5", "2"), ("1", "1")] {
+            let mut n = target();
+            let out = n
+                .respond(&pairs(&[("iSCSIProtocolLevel", offer)]), Stage::Operational)
+                .unwrap();
+            assert_eq!(
+                out,
+                pairs(&[("iSCSIProtocolLevel", answer)]),
+                "offer {offer}"
+            );
+        }
+        let mut n = target();
+        n.respond(&pairs(&[("MaxBurstLength", "262144")]), Stage::Operational)
+            .unwrap();
+        assert!(!n.proposals().iter().any(|(k, _)| k == "iSCSIProtocolLevel"));
     }
 
     #[test]

@@ -239,7 +239,10 @@ impl Offers {
         neg.set_ours(KeyId::DATA_SEQUENCE_IN_ORDER, Value::Bool(true));
         neg.set_ours(KeyId::ERROR_RECOVERY_LEVEL, Value::Number(0));
         neg.set_ours(KeyId::TASK_REPORTING, Value::Text("RFC3720".into()));
-        neg.set_ours(KeyId::ISCSI_PROTOCOL_LEVEL, Value::Number(1));
+        // RFC 7144 (iSCSIProtocolLevel 2): the SAM-5 task management
+        // functions it adds (QUERY TASK, QUERY TASK SET, I_T NEXUS RESET,
+        // QUERY ASYNCHRONOUS EVENT) are answered.
+        neg.set_ours(KeyId::ISCSI_PROTOCOL_LEVEL, Value::Number(2));
         neg.set_ours(KeyId::AUTH_METHOD, Value::Text("None".into()));
     }
 }
