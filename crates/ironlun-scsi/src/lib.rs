@@ -55,6 +55,7 @@ use ironlun_scsi_codes::{opcode, Status};
 
 pub use lu::{LogicalUnit, LuConfig};
 pub use reservations::ItNexus;
+pub use sanitize::{SanitizeRestore, SanitizeStore, MAX_RECORD_BYTES as MAX_SANITIZE_RECORD_BYTES};
 pub use sense::Sense;
 pub use stage::{MediumIo, Start};
 pub use stats::IoSnapshot;
@@ -279,6 +280,18 @@ impl LunMap {
     pub fn nexus_reset(&self, nexus: NexusId) {
         for (_, lu) in &self.luns {
             lu.nexus_reset(nexus);
+        }
+    }
+
+    /// Task management is aborting tasks of `nexus` (of every nexus with
+    /// `None`) on `lun` (every LU with `None`): a SANITIZE command among
+    /// them that waits for its operation stops waiting, and the operation
+    /// goes on (SBC-4 §4.11.2), so the abort completes now.
+    pub fn tasks_aborted(&self, lun: Option<u16>, nexus: Option<NexusId>) {
+        for (n, lu) in &self.luns {
+            if lun.map_or(true, |l| l == *n) {
+                lu.sanitize.release(nexus);
+            }
         }
     }
 

@@ -361,6 +361,8 @@ impl LogicalUnit {
         map.remove(&nexus);
         self.recount(&map);
         drop(map);
+        // Its SANITIZE stops waiting; the operation goes on.
+        self.sanitize.release(Some(nexus));
         self.held_copies().forget(nexus);
         self.release_spc2_of(nexus);
     }
@@ -427,9 +429,12 @@ impl LogicalUnit {
 
     /// A reset (LOGICAL UNIT RESET, target reset): every nexus gets a
     /// reset unit attention (SAM-5 §6.3.3) and an SPC-2 reservation ends
-    /// (SPC-2 §5.5.1); persistent reservations are unaffected.
+    /// (SPC-2 §5.5.1); persistent reservations are unaffected. A sanitize
+    /// operation goes on (SBC-4 §4.11.2); a SANITIZE command waiting for
+    /// it stops waiting.
     pub fn reset(&self) {
         self.establish_ua(Asc::BUS_DEVICE_RESET_FUNCTION_OCCURRED, None);
+        self.sanitize.release(None);
         self.held_copies().clear();
         let mut st = self.reservations();
         st.spc2 = None;

@@ -4,14 +4,22 @@
 //! the failure state a failed sanitize leaves behind. CRYPTOGRAPHIC ERASE
 //! is not offered: nothing here is encrypted.
 //!
-//! While a sanitize operation runs, other commands than INQUIRY, REPORT
-//! LUNS, REQUEST SENSE and the reporting commands get NOT READY, SANITIZE
-//! IN PROGRESS; REQUEST SENSE reports progress. Task management does not
-//! stop the operation. With IMMED the command returns at once and the
-//! operation runs on a thread of its own.
+//! The operation is not a task of the session that asked for it (SBC-4
+//! §4.11.2): it runs on a thread of its own, at the medium rate the LU is
+//! configured with (`job.rs`, `pace.rs`), and no task management function
+//! or lost nexus stops it. With IMMED the command returns at once; without
+//! it the command waits for the operation, and aborting the command (or
+//! a reset, or the nexus going away) ends the wait, not the operation.
+//!
+//! While it runs, other commands than INQUIRY, REPORT LUNS, REQUEST SENSE
+//! and the reporting commands get NOT READY, SANITIZE IN PROGRESS with the
+//! progress indication (SPC-5 §4.4.2.4.4), and REQUEST SENSE reports the
+//! same. With a [`SanitizeStore`] (the target's state directory) the
+//! operation records where it is, and a restarted target resumes it or
+//! enters failure mode (`record.rs`).
 
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 
 use crate::cdb::Cdb;
 use crate::lu::LogicalUnit;
@@ -20,8 +28,15 @@ use crate::sense::Sense;
 use crate::{Request, Response};
 use ironlun_scsi_codes::{opcode, service_action, Asc, SenseKey};
 
-/// Bytes written per step of an overwrite pass.
-const CHUNK: usize = 1 << 20;
+mod job;
+mod pace;
+mod record;
+mod restore;
+mod run;
+
+use job::{Job, Method};
+pub use record::{SanitizeRestore, SanitizeStore, MAX_RECORD_BYTES};
+use run::{begin, internal_failure, Ctl};
 
 /// Sanitize state of one LU.
 #[derive(Default)]
@@ -30,8 +45,16 @@ pub struct SanitizeState {
     /// 0..=65535 for 0..100% of the running operation.
     progress: AtomicU16,
     /// The last sanitize failed: media access is refused until a sanitize
-    /// succeeds or EXIT FAILURE MODE (SBC-4 §4.11.4).
+    /// succeeds or EXIT FAILURE MODE (SBC-4 §4.11).
     failed: AtomicBool,
+    /// The medium rate an operation keeps to, in bytes per second (none:
+    /// as fast as the backend goes).
+    rate: Option<u64>,
+    store: Option<Arc<dyn SanitizeStore>>,
+    ctl: Mutex<Ctl>,
+    /// Signalled when an operation finishes, a waiting command is
+    /// released, or the target stops.
+    changed: Condvar,
 }
 
 impl SanitizeState {
@@ -48,10 +71,7 @@ impl SanitizeState {
             && matches!(access, Access::Read | Access::Write)
             && op != opcode::SANITIZE
         {
-            return Some(Sense::new(
-                SenseKey::MEDIUM_ERROR,
-                Asc::SANITIZE_COMMAND_FAILED,
-            ));
+            return Some(job::failed());
         }
         None
     }
@@ -69,18 +89,9 @@ impl SanitizeState {
     }
 }
 
-enum Job {
-    Overwrite {
-        pattern: Vec<u8>,
-        passes: u8,
-        invert: bool,
-    },
-    BlockErase,
-}
-
 /// The OVERWRITE parameter list (SBC-4 §5.30.2.2): the list is longer
 /// than its 4-byte header and at most one block of pattern.
-fn overwrite_params(lu: &LogicalUnit, len: usize, data: &[u8]) -> Result<Job, Sense> {
+fn overwrite_params(lu: &LogicalUnit, len: usize, data: &[u8]) -> Result<Method, Sense> {
     let bs = lu.block_size() as usize;
     if len <= 4 || len > bs + 4 {
         return Err(Sense::invalid_field(7, None));
@@ -100,7 +111,7 @@ fn overwrite_params(lu: &LogicalUnit, len: usize, data: &[u8]) -> Result<Job, Se
         return Err(Sense::invalid_param(2, None));
     }
     let pattern = data.get(4..4 + plen).unwrap_or(&[]).to_vec();
-    Ok(Job::Overwrite {
+    Ok(Method::Overwrite {
         pattern,
         passes,
         invert,
@@ -114,106 +125,39 @@ pub fn sanitize(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Re
     if lu.write_protected() {
         return Err(Sense::write_protected());
     }
-    let job = match sa {
+    let method = match sa {
         service_action::SANITIZE_OVERWRITE => overwrite_params(lu, len, req.data())?,
         service_action::SANITIZE_BLOCK_ERASE | service_action::SANITIZE_EXIT_FAILURE_MODE
             if len != 0 =>
         {
             return Err(Sense::invalid_field(7, None))
         }
-        service_action::SANITIZE_BLOCK_ERASE => Job::BlockErase,
+        service_action::SANITIZE_BLOCK_ERASE => Method::BlockErase,
         service_action::SANITIZE_EXIT_FAILURE_MODE => {
             lu.sanitize.failed.store(false, Ordering::Release);
+            lu.sanitize.forget();
             return Ok(Response::good());
         }
         _ => return Err(Sense::invalid_field(1, Some(4))),
     };
-    let st = &lu.sanitize;
-    if st.running.swap(true, Ordering::AcqRel) {
-        return Err(st.in_progress());
-    }
-    st.progress.store(0, Ordering::Relaxed);
-    let written = Response::written(len as u32);
-    if immed {
-        // The LU lives in the target's map; the operation holds it.
-        let me = req
-            .map
-            .iter()
-            .find(|(_, l)| std::ptr::eq(l.as_ref(), lu))
-            .map(|(_, l)| Arc::clone(l));
-        if let Some(held) = me {
-            let spawned = std::thread::Builder::new()
-                .name("sanitize".into())
-                .spawn(move || {
-                    let _ = run(&held, &job);
-                });
-            if spawned.is_ok() {
-                return Ok(written);
-            }
-            // No thread could be made; nothing was started.
-            st.running.store(false, Ordering::Release);
-            return Err(Sense::new(
-                SenseKey::HARDWARE_ERROR,
-                Asc::INTERNAL_TARGET_FAILURE,
-            ));
-        }
-    }
-    run(lu, &job).map(|()| written)
-}
-
-/// Carries out a sanitize operation and leaves the state: failure mode on
-/// error, not running in any case.
-fn run(lu: &LogicalUnit, job: &Job) -> Result<(), Sense> {
-    let r = match job {
-        Job::Overwrite {
-            pattern,
-            passes,
-            invert,
-        } => overwrite(lu, pattern, *passes, *invert),
-        Job::BlockErase => lu
-            .backend
-            .deallocate(0, lu.num_blocks() * u64::from(lu.block_size()))
-            .map_err(|_| Sense::new(SenseKey::MEDIUM_ERROR, Asc::SANITIZE_COMMAND_FAILED)),
-    };
-    let st = &lu.sanitize;
-    st.failed.store(r.is_err(), Ordering::Release);
-    st.progress.store(u16::MAX, Ordering::Relaxed);
-    st.running.store(false, Ordering::Release);
-    r
-}
-
-fn overwrite(lu: &LogicalUnit, pattern: &[u8], passes: u8, invert: bool) -> Result<(), Sense> {
-    let bs = lu.block_size() as usize;
-    let total = lu.num_blocks() * bs as u64;
-    // One block of the pattern repeated, then a chunk of such blocks.
-    let block: Vec<u8> = pattern.iter().copied().cycle().take(bs).collect();
-    let chunk: Vec<u8> = block
+    // The LU lives in the target's map; the operation's thread holds it.
+    let me = req
+        .map
         .iter()
-        .copied()
-        .cycle()
-        .take(CHUNK.min(total as usize))
-        .collect();
-    let inverted: Vec<u8> = chunk.iter().map(|b| !b).collect();
-    let work = total * u64::from(passes);
-    let failed = || Sense::new(SenseKey::MEDIUM_ERROR, Asc::SANITIZE_COMMAND_FAILED);
-    for pass in 0..u64::from(passes) {
-        // INVERT: every other pass writes the inverted pattern, the last
-        // one the pattern itself.
-        let flip = invert && (u64::from(passes) - 1 - pass) % 2 == 1;
-        let data = if flip { &inverted } else { &chunk };
-        let mut off = 0u64;
-        while off < total {
-            let n = (total - off).min(data.len() as u64) as usize;
-            lu.backend
-                .write(off, data.get(..n).unwrap_or(&[]), false)
-                .map_err(|_| failed())?;
-            off += n as u64;
-            let done = pass * total + off;
-            let p = (done as u128 * 65535 / u128::from(work.max(1))) as u16;
-            lu.sanitize.progress.store(p, Ordering::Relaxed);
-        }
+        .find(|(_, l)| std::ptr::eq(l.as_ref(), lu))
+        .map(|(_, l)| Arc::clone(l))
+        .ok_or_else(internal_failure)?;
+    let job = Job {
+        method,
+        total: lu.num_blocks() * u64::from(lu.block_size()),
+        done: 0,
+    };
+    let waiter = (!immed).then_some(req.nexus);
+    let n = begin(&me, job, waiter)?;
+    if !immed {
+        lu.sanitize.wait(n)?;
     }
-    lu.backend.flush().map_err(|_| failed())
+    Ok(Response::written(len as u32))
 }
 
 #[cfg(test)]

@@ -192,3 +192,208 @@ fn sanitize_in_progress_and_failure_mode() {
     assert_eq!(sanitize(&m, 0x1f, 0, &[]).status, Status::GOOD);
     assert_eq!(run(&m, &read10(0, 1)).status, Status::GOOD);
 }
+
+// --- Pace and progress: arithmetic, no clock ---------------------------
+
+#[test]
+fn steps_are_whole_blocks_and_about_an_eighth_of_a_second_at_a_rate() {
+    use super::pace::{step_bytes, CHUNK};
+    assert_eq!(step_bytes(None, 512), CHUNK);
+    // 64 MiB/s: an eighth of a second is 8 MiB, held to one chunk.
+    assert_eq!(step_bytes(Some(64 << 20), 512), CHUNK);
+    assert_eq!(step_bytes(Some(1 << 20), 512), 128 << 10);
+    assert_eq!(step_bytes(Some(1 << 20), 4096), 128 << 10);
+    // 1000 B/s: 125 bytes is less than a block: one block.
+    assert_eq!(step_bytes(Some(1000), 512), 512);
+    assert_eq!(step_bytes(Some(100_000), 4096), 12 * 1024 / 4096 * 4096);
+    assert_eq!(step_bytes(Some(100_000), 512), 12_288);
+}
+
+#[test]
+fn work_is_due_at_the_configured_rate() {
+    use super::pace::due;
+    use std::time::Duration;
+    assert_eq!(due(0, 1 << 20), Duration::ZERO);
+    assert_eq!(due(1 << 20, 1 << 20), Duration::from_secs(1));
+    assert_eq!(due(16 << 20, 1 << 20), Duration::from_secs(16));
+    assert_eq!(due(512, 1024), Duration::from_millis(500));
+    // No overflow at the extremes.
+    assert!(due(u64::MAX, 1) >= Duration::from_secs(u64::MAX / 1_000_000_000));
+    assert_eq!(due(1, 0), Duration::from_secs(1));
+}
+
+#[test]
+fn progress_is_a_fraction_of_65536() {
+    use super::pace::{checkpoint_due, progress, CHECKPOINT_EVERY};
+    use std::time::Duration;
+    assert_eq!(progress(0, 100), 0);
+    assert_eq!(progress(50, 100), 32767);
+    assert_eq!(progress(99, 100), 64879);
+    assert_eq!(progress(100, 100), 65535);
+    assert_eq!(progress(7, 0), 65535);
+    // Large media: no overflow.
+    assert_eq!(progress(1 << 62, 1 << 63), 32767);
+    assert!(!checkpoint_due(Duration::ZERO));
+    assert!(checkpoint_due(CHECKPOINT_EVERY));
+}
+
+#[test]
+fn a_job_knows_its_pass_offset_and_inverted_passes() {
+    use super::job::{Job, Method};
+    let ow = |passes, invert, done| Job {
+        method: Method::Overwrite {
+            pattern: vec![1],
+            passes,
+            invert,
+        },
+        total: 1000,
+        done,
+    };
+    assert_eq!(ow(3, false, 0).work(), 3000);
+    assert_eq!(ow(3, false, 2500).position(), (2, 500));
+    assert_eq!(ow(3, false, 1000).position(), (1, 0));
+    // INVERT over three passes: plain, inverted, plain (the last plain).
+    let j = ow(3, true, 0);
+    let flips: Vec<bool> = (0..3).map(|p| j.inverted_pass(p)).collect();
+    assert_eq!(flips, [false, true, false]);
+    let j = ow(2, true, 0);
+    assert_eq!([j.inverted_pass(0), j.inverted_pass(1)], [true, false]);
+    assert!(!ow(2, false, 0).inverted_pass(0));
+    let erase = Job {
+        method: Method::BlockErase,
+        total: 1000,
+        done: 0,
+    };
+    assert_eq!(erase.work(), 1000);
+}
+
+// --- The saved record and what a restarted LU does with it -------------
+
+fn geo() -> super::record::Geometry {
+    super::record::Geometry {
+        naa: 0xabcdef,
+        block_size: 512,
+        blocks: 64,
+    }
+}
+
+fn overwrite_job(done: u64) -> super::job::Job {
+    super::job::Job {
+        method: super::job::Method::Overwrite {
+            pattern: vec![0xa5, 0x00, 0xff],
+            passes: 2,
+            invert: true,
+        },
+        total: 64 * 512,
+        done,
+    }
+}
+
+#[test]
+fn records_round_trip() {
+    use super::job::{Job, Method};
+    use super::record::Record;
+    let running = Record::Running {
+        lu: geo(),
+        job: overwrite_job(4096),
+    };
+    let text = running.encode();
+    assert!(text.starts_with("ironlun-sanitize 1\n"), "{text}");
+    assert!(text.contains("pattern a500ff\n"), "{text}");
+    assert_eq!(Record::decode(&text), Ok(running));
+    let erase = Record::Running {
+        lu: geo(),
+        job: Job {
+            method: Method::BlockErase,
+            total: 64 * 512,
+            done: 0,
+        },
+    };
+    assert_eq!(Record::decode(&erase.encode()), Ok(erase));
+    let failed = Record::Failed { lu: geo() };
+    assert_eq!(Record::decode(&failed.encode()), Ok(failed));
+}
+
+#[test]
+fn damaged_records_do_not_decode() {
+    use super::record::{Record, MAX_RECORD_BYTES};
+    let good = Record::Running {
+        lu: geo(),
+        job: overwrite_job(4096),
+    }
+    .encode();
+    for bad in [
+        String::new(),
+        "ironlun-pr 1\n".into(),
+        good.replace("pattern a500ff", "pattern a500f"),
+        good.replace("pattern a500ff", "pattern zz"),
+        good.replace("done 4096", "done -1"),
+        good.replace("done 4096\n", ""),
+        good.replace("state running", "state odd"),
+        good.replace("method overwrite", "method crypto"),
+        good.replace("lu 0000000000abcdef", "lu x"),
+        good.clone() + "extra line\n",
+        good.replace("done 4096", "done 4096 4096"),
+        format!("{good}{}", "#".repeat(MAX_RECORD_BYTES)),
+    ] {
+        assert!(Record::decode(&bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn a_restarted_lu_resumes_only_what_it_can() {
+    use super::record::{resume_plan, Offered, Record};
+    let both = Offered {
+        overwrite: true,
+        block_erase: true,
+    };
+    let rec = |done| {
+        Ok(Record::Running {
+            lu: geo(),
+            job: overwrite_job(done),
+        })
+    };
+    assert_eq!(resume_plan(rec(4096), geo(), both), Ok(overwrite_job(4096)));
+    assert_eq!(resume_plan(rec(0), geo(), both), Ok(overwrite_job(0)));
+    let fails = |saved, here, offered| resume_plan(saved, here, offered).unwrap_err();
+    assert!(fails(Err("bad".into()), geo(), both).contains("unreadable"));
+    assert!(fails(Ok(Record::Failed { lu: geo() }), geo(), both).contains("failed"));
+    // Another medium: grown, other block size, another LU.
+    for here in [
+        super::record::Geometry {
+            blocks: 128,
+            ..geo()
+        },
+        super::record::Geometry {
+            block_size: 4096,
+            blocks: 8,
+            ..geo()
+        },
+        super::record::Geometry { naa: 1, ..geo() },
+    ] {
+        assert!(fails(rec(4096), here, both).contains("another medium"));
+    }
+    let none = Offered {
+        overwrite: false,
+        block_erase: false,
+    };
+    assert!(fails(rec(4096), geo(), none).contains("not offered"));
+    let erase = Ok(Record::Running {
+        lu: geo(),
+        job: super::job::Job {
+            method: super::job::Method::BlockErase,
+            total: 64 * 512,
+            done: 0,
+        },
+    });
+    let no_erase = Offered {
+        overwrite: true,
+        block_erase: false,
+    };
+    assert!(fails(erase, geo(), no_erase).contains("not offered"));
+    // Beyond the work (two passes), or not on a block boundary.
+    assert!(fails(rec(2 * 64 * 512 + 512), geo(), both).contains("does not fit"));
+    assert!(fails(rec(100), geo(), both).contains("does not fit"));
+}
+
+mod operation;
