@@ -290,10 +290,10 @@ impl LogicalUnit {
     }
 
     /// What comes before a command's own handler, in this order: the
-    /// opcode table, reserved bits, a sanitize under way, a pending unit
-    /// attention, reservations. Refused: the response (and how the
-    /// command would have touched the medium, for the counters). Inlined:
-    /// it runs for every command.
+    /// opcode table, reserved bits, a pending unit attention, a sanitize
+    /// under way (or failed), reservations. Refused: the response (and
+    /// how the command would have touched the medium, for the counters).
+    /// Inlined: it runs for every command.
     #[inline(always)]
     pub(crate) fn admit(
         &self,
@@ -303,17 +303,19 @@ impl LogicalUnit {
         let op = ops::lookup(self, cdb).map_err(|s| (None, self.check_condition(s, 0)))?;
         let refuse = |s: Sense| (Some(op.access), self.check_condition(s, 0));
         ops::check_usage(op, cdb).map_err(refuse)?;
-        // A sanitize under way (or failed) holds off media access
-        // (SBC-4 §4.11), ahead of unit attentions.
-        if let Some(s) = self.sanitize.gate(op.access, op.opcode) {
-            return Err(refuse(s));
-        }
         // SPC-4 §5.14: a pending unit attention is reported instead of
-        // running the command, except for the commands allowed through.
+        // running the command, except for the commands allowed through;
+        // it comes first, as on disks becoming ready after a reset (an
+        // initiator's reconnection clears it before it sees NOT READY).
         if !op.ua_exempt {
             if let Some(s) = self.take_ua(req.nexus) {
                 return Err(refuse(s));
             }
+        }
+        // A sanitize under way (or failed) holds off media access
+        // (SBC-4 §4.11).
+        if let Some(s) = self.sanitize.gate(op.access, op.opcode) {
+            return Err(refuse(s));
         }
         if let Some(conflict) = reservations::check(self, req.nexus, op.access) {
             return Err((Some(op.access), conflict));

@@ -397,3 +397,24 @@ fn a_restarted_lu_resumes_only_what_it_can() {
 }
 
 mod operation;
+
+#[test]
+fn a_unit_attention_comes_before_sanitize_in_progress() {
+    use crate::test_util::{id, N};
+    let m = sanitize_map(Arc::new(RamBackend::new(64 * 512)), false);
+    let lu = m.get(0).unwrap().clone();
+    m.attach_nexus(N, &id("a"), false);
+    lu.sanitize
+        .running
+        .store(true, std::sync::atomic::Ordering::Release);
+    // SAM-5 §6.3.1's POWER ON, RESET first (an initiator's login clears
+    // it), then NOT READY, SANITIZE IN PROGRESS.
+    assert_eq!(
+        sense_of(&run(&m, &[0; 6])),
+        (SenseKey::UNIT_ATTENTION, 0x29, 0x00)
+    );
+    assert_eq!(
+        sense_of(&run(&m, &[0; 6])),
+        (SenseKey::NOT_READY, 0x04, 0x1b)
+    );
+}
