@@ -1,7 +1,9 @@
 //! Task management carried out: on the LUs, on this connection's tasks
 //! and, through signals, on other sessions' (RFC 7143 §11.5, SAM-5 §7).
 
-use ironlun_proto::target::{tmf, TmfAction, TmfRequest};
+use ironlun_proto::target::{tmf, AbortScope, TmfAction, TmfPlan, TmfRequest};
+use ironlun_scsi::{LunMap, NexusId};
+use ironlun_wire::TmfResponse;
 use tracing::debug;
 
 use crate::action::SessionSignal;
@@ -17,6 +19,9 @@ impl ConnCore {
         let lus = self.lus();
         let map = lus.map(|l| (l.map.clone(), l.nexus));
         let plan = req.plan(index.is_some_and(|n| lus.is_some_and(|l| l.map.get(n).is_some())));
+        if let Some((m, nexus)) = &map {
+            sanitize_waits_end(m, *nexus, index, &plan);
+        }
         let mut response = plan.response;
         let abort = |lun, cleared| SessionSignal::Abort { lun, cleared };
         match plan.action {
@@ -51,5 +56,24 @@ impl ConnCore {
         }
         debug!(function = %req.function, %response, "task management");
         self.conn_mut().finish_tmf(req.itt, response, plan.scope);
+    }
+}
+
+/// The LUs learn which tasks `plan` aborts, so that a SANITIZE command
+/// (IMMED=0) among them stops waiting for its operation, which goes on
+/// (SBC-4 §4.11.2): the abort completes now, not when the operation does.
+/// A reset or CLEAR TASK SET aborts every nexus's tasks.
+fn sanitize_waits_end(map: &LunMap, nexus: NexusId, lun: Option<u16>, plan: &TmfPlan) {
+    if plan.response != TmfResponse::FUNCTION_COMPLETE {
+        return;
+    }
+    let whose = match plan.action {
+        TmfAction::ClearTaskSet | TmfAction::ResetLu | TmfAction::ResetTarget { .. } => None,
+        _ => Some(nexus),
+    };
+    match (plan.scope, lun) {
+        (AbortScope::Task(_) | AbortScope::Lun(_), Some(n)) => map.tasks_aborted(Some(n), whose),
+        (AbortScope::All, _) => map.tasks_aborted(None, whose),
+        _ => {}
     }
 }
