@@ -24,15 +24,17 @@ pub struct TargetArgs {
     pub name: Option<String>,
     /// A LUN, numbered from 0 in the order given: ram:SIZE, null:SIZE,
     /// file:PATH[,size=SIZE][,direct][,prealloc] or block:PATH[,direct],
-    /// optionally followed by ,bs=4096, ,ro and ,thin (thin provisioning,
-    /// not for block). Sizes: 512MiB, 1GiB, 1G.
+    /// optionally followed by ,bs=4096, ,ro, ,thin (thin provisioning,
+    /// not for block) and ,sanitize[,sanitize_rate=RATE] (docs/config.md
+    /// has every option). Sizes: 512MiB, 1GiB, 1G.
     #[arg(long, value_name = "SPEC")]
     pub lun: Vec<String>,
     /// Commands each session may have outstanding (the CmdSN window).
     #[arg(long, value_name = "N")]
     pub queue_depth: Option<u32>,
     /// Directory for state that survives restarts (persistent
-    /// reservations with APTPL). Default with --config: next to the file.
+    /// reservations with APTPL, sanitize operations under way). Default
+    /// with --config: next to the file.
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
     /// Serve statistics (process CPU, sessions, per-LUN I/O counters) as

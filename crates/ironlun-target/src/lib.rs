@@ -30,6 +30,7 @@ mod prstore;
 pub mod registry;
 mod replay;
 mod ring;
+mod sanitize_store;
 pub mod server;
 pub mod stats;
 

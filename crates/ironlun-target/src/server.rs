@@ -17,6 +17,7 @@ use crate::config::{BackendSpec, Config, LunConfig, TargetConfig, TcpTuning};
 use crate::conn;
 use crate::prstore::FilePrStore;
 use crate::registry::{Registry, Target};
+use crate::sanitize_store;
 use crate::stats;
 
 /// Why [`Server::bind`] failed: a LUN that cannot be opened or a portal
@@ -146,11 +147,16 @@ fn build_lu(
         rotation: l.spec.rotation,
     };
     let mut lu = LogicalUnit::new(cfg, backend).map_err(set_up)?;
+    lu.set_sanitize_rate(l.spec.sanitize_rate);
+    let mut sanitize_saved = None;
     if let Some(dir) = state_dir {
         let (store, restored) = FilePrStore::open(dir, &t.name, l.number).map_err(set_up)?;
         lu.set_pr_store(Arc::new(store), restored);
+        sanitize_saved = sanitize_store::attach(&mut lu, dir, &t.name, l.number);
     }
-    Ok(Arc::new(lu))
+    let lu = Arc::new(lu);
+    sanitize_store::restore(&lu, sanitize_saved, &t.name, l.number);
+    Ok(lu)
 }
 
 /// Opens every backend and builds the targets.
@@ -347,6 +353,7 @@ impl Server {
             }
         }
         acceptors.abort_all();
+        sanitize_store::stop_all(&self.registry);
         info!(
             "shutting down: asking {} connection(s) to log out",
             conns.len()

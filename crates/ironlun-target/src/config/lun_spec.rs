@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use ironlun_backend::Rotation;
-use ironlun_units::parse_size;
+use ironlun_units::{parse_rate, parse_size};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BackendSpec {
@@ -30,8 +30,8 @@ pub enum BackendSpec {
 /// A parsed `--lun` spec: `ram:SIZE`, `null:SIZE`,
 /// `file:PATH[,size=SIZE][,direct][,prealloc]` or `block:PATH[,direct]`,
 /// each optionally followed by `,bs=512|4096`, `,pbs=4096`, `,ro`,
-/// `,rotation=ssd|unknown|RPM`, (not for block devices) `,thin` and
-/// `,sanitize`.
+/// `,rotation=ssd|unknown|RPM`, (not for block devices) `,thin`,
+/// `,sanitize` and, with it, `,sanitize_rate=RATE`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LunSpec {
     pub backend: BackendSpec,
@@ -43,6 +43,10 @@ pub struct LunSpec {
     pub thin: bool,
     /// SANITIZE is offered: it destroys every block, so only on request.
     pub sanitize: bool,
+    /// The medium rate a sanitize operation keeps to, in bytes per
+    /// second, like real media (minutes to hours); `None`: as fast as the
+    /// backend goes.
+    pub sanitize_rate: Option<u64>,
     /// MEDIUM ROTATION RATE to report instead of the backend's (RAM, null
     /// and memory file systems: non-rotating; files and devices: what
     /// Linux says of the device under them).
@@ -92,6 +96,11 @@ pub enum LunSpecProblem {
     /// `rotation=` other than ssd, unknown or a rate in 1025..=65534.
     #[error("rotation={0} (ssd, unknown, or revolutions per minute 1025..=65534, SBC-4 §6.6.2)")]
     Rotation(String),
+    /// `sanitize_rate=` that does not parse (the message quotes it).
+    #[error("sanitize_rate: {0}")]
+    SanitizeRate(String),
+    #[error("sanitize_rate needs sanitize")]
+    SanitizeRateWithoutSanitize,
 }
 
 impl std::str::FromStr for LunSpec {
@@ -139,11 +148,20 @@ struct Options {
     preallocate: bool,
     thin: bool,
     sanitize: bool,
+    sanitize_rate: Option<u64>,
     rotation: Option<Rotation>,
 }
 
 fn size(s: &str) -> Result<u64, LunSpecProblem> {
     parse_size(s).map_err(LunSpecProblem::Size)
+}
+
+/// `sanitize_rate=`: a rate as `ironlun_units::parse_rate` reads it
+/// (`64MiB/s`, `500Mbit`), in bytes per second; `0`, `none` or
+/// `unlimited`: no limit.
+fn sanitize_rate(v: &str) -> Result<Option<u64>, LunSpecProblem> {
+    let bits = parse_rate(v).map_err(LunSpecProblem::SanitizeRate)?;
+    Ok(bits.map(|b| (b / 8).max(1)))
 }
 
 /// `rotation=`: `ssd` (non-rotating), `unknown` (not reported) or a
@@ -183,6 +201,7 @@ impl Options {
             ("ro", None) => self.read_only = true,
             ("thin", None) => self.thin = true,
             ("sanitize", None) => self.sanitize = true,
+            ("sanitize_rate", Some(v)) => self.sanitize_rate = sanitize_rate(v)?,
             ("rotation", Some(v)) => self.rotation = Some(rotation(v)?),
             ("direct", None) => self.direct = true,
             ("prealloc", None) | ("preallocate", None) => self.preallocate = true,
@@ -248,6 +267,9 @@ impl Options {
         if self.thin && self.preallocate {
             return Err(LunSpecProblem::ThinPreallocated);
         }
+        if self.sanitize_rate.is_some() && !self.sanitize {
+            return Err(LunSpecProblem::SanitizeRateWithoutSanitize);
+        }
         Ok(LunSpec {
             backend,
             block_size,
@@ -255,6 +277,7 @@ impl Options {
             read_only: self.read_only,
             thin: self.thin,
             sanitize: self.sanitize,
+            sanitize_rate: self.sanitize_rate,
             rotation: self.rotation,
         })
     }

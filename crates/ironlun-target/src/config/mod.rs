@@ -62,7 +62,9 @@ pub struct Config {
     /// Where the file was read from (for messages).
     pub source: Option<PathBuf>,
     /// Where state that outlives the process is kept (persistent
-    /// reservations with APTPL). Without it, APTPL is refused.
+    /// reservations with APTPL, sanitize operations under way or failed).
+    /// Without it, APTPL is refused and a sanitize the target stops is
+    /// lost.
     pub state_dir: Option<PathBuf>,
     /// Where to serve statistics (process CPU, sessions, I/O counters) as
     /// JSON over HTTP; off when `None`.

@@ -523,3 +523,29 @@ fn lun_rotation_option() {
         "{e}"
     );
 }
+
+#[test]
+fn lun_sanitize_rate_option() {
+    let r = |s: &str| s.parse::<LunSpec>().map(|l| l.sanitize_rate);
+    assert_eq!(r("ram:1M,sanitize"), Ok(None));
+    assert_eq!(
+        r("ram:1M,sanitize,sanitize_rate=64MiB/s"),
+        Ok(Some(64 << 20))
+    );
+    assert_eq!(
+        r("file:/x,sanitize_rate=800Mbit,sanitize"),
+        Ok(Some(100_000_000))
+    );
+    assert_eq!(r("ram:1M,sanitize,sanitize_rate=unlimited"), Ok(None));
+    let e = r("ram:1M,sanitize,sanitize_rate=fast")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("sanitize_rate") && e.contains("fast"), "{e}");
+    let e = r("ram:1M,sanitize_rate=1MiB/s").unwrap_err().to_string();
+    assert!(e.contains("sanitize_rate needs sanitize"), "{e}");
+    // The file form takes the same spec.
+    let text = "[[target]]\nname = \"iqn.2026-11.io.ironlun:t\"\n\
+                [[target.lun]]\nspec = \"ram:16MiB,sanitize,sanitize_rate=2MB/s\"\n";
+    let c = Config::from_toml(text, None).unwrap();
+    assert_eq!(c.targets[0].luns[0].spec.sanitize_rate, Some(2_000_000));
+}
