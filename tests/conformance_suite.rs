@@ -123,8 +123,9 @@ fn selections(cu: &str, expected: &[Expected], run: &Run) -> Vec<String> {
     match &run.tests {
         Tests::All => vec!["ALL".into()],
         Tests::Some(list) => list.iter().map(|s| (*s).to_owned()).collect(),
-        Tests::Each(prefix) => list_tests(cu, prefix)
+        Tests::Each(prefix, except) => list_tests(cu, prefix)
             .into_iter()
+            .filter(|t| !except.contains(&t.as_str()))
             .filter(|t| !cu::not_run(expected, t.trim_start_matches("ALL.")))
             .collect(),
         Tests::AllBut(except) => {
@@ -386,8 +387,9 @@ fn shape_table(outcomes: &[ShapeOutcome]) -> String {
             .iter()
             .map(|r| match &r.run.tests {
                 Tests::All => "ALL".to_owned(),
+                Tests::Some(l) if r.run.allow_sanitize => format!("{} -S", l.join(" ")),
                 Tests::Some(l) => format!("{} read-only families", l.len()),
-                Tests::Each(prefix) => format!("{prefix}* -S"),
+                Tests::Each(prefix, _) => format!("{prefix}* -S"),
                 Tests::AllBut(except) => format!("ALL but {}", except.len()),
             })
             .collect();

@@ -115,6 +115,9 @@ pub struct Shape {
     pub blocks: Blocks,
     pub flags: Flags,
     pub size: u64,
+    /// `,sanitize_rate=`: SANITIZE proceeds at this rate, as on real
+    /// media (only the shape that runs Sanitize.Reset has one).
+    pub sanitize_rate: Option<&'static str>,
 }
 
 /// Which of the suite's tests a run selects.
@@ -124,9 +127,9 @@ pub enum Tests {
     All,
     /// These families, one invocation each.
     Some(&'static [&'static str]),
-    /// Every test under this prefix, one invocation each (minus the tests
-    /// the expected-skips list leaves out).
-    Each(&'static str),
+    /// Every test under this prefix but these, one invocation each (minus
+    /// the tests the expected-skips list leaves out).
+    Each(&'static str, &'static [&'static str]),
     /// The whole suite but these tests ("ALL.Suite.Test"), which cannot
     /// apply to the shape: one invocation per suite, and one per test in
     /// the suites that hold one of them.
@@ -212,6 +215,10 @@ pub const DATA_CHECKING_TESTS: &[&str] = &[
 /// i+LBPPB, where SBC-4 §5.8.2.3 says the first descriptor starts at the
 /// STARTING LOGICAL BLOCK ADDRESS of the CDB (what ironlun answers). It
 /// runs on every other thin LU.
+/// The SANITIZE tests that need an operation that lasts: they run on
+/// [`Shape::slow_sanitize`] alone.
+pub const SLOW_SANITIZE_TESTS: &[&str] = &["ALL.Sanitize.Reset"];
+
 pub const ONE_BLOCK_PER_PHYSICAL_TESTS: &[&str] = &["ALL.GetLBAStatus.UnmapSingle"];
 
 impl Shape {
@@ -221,6 +228,7 @@ impl Shape {
             blocks,
             flags,
             size,
+            sanitize_rate: None,
         }
     }
 
@@ -235,8 +243,12 @@ impl Shape {
 
     pub fn name(&self) -> String {
         let size = self.size_text();
+        let rate = self
+            .sanitize_rate
+            .map(|r| format!("@{r}"))
+            .unwrap_or_default();
         format!(
-            "{}/{}/{}/{size}",
+            "{}/{}/{}/{size}{rate}",
             self.kind.name(),
             self.blocks.name(),
             self.flags.name()
@@ -282,7 +294,11 @@ impl Shape {
             .filter(|(on, _)| *on)
             .map(|(_, s)| *s)
             .collect::<String>();
-        format!("{base}{}{flags}", self.blocks.spec())
+        let rate = self
+            .sanitize_rate
+            .map(|r| format!(",sanitize_rate={r}"))
+            .unwrap_or_default();
+        format!("{base}{}{flags}{rate}", self.blocks.spec())
     }
 
     /// The suite runs this shape gets: the whole suite where it applies,
@@ -290,6 +306,20 @@ impl Shape {
     /// but the data checks on a null LU, and the SANITIZE tests one at a
     /// time with `-S` on a sanitize LU.
     pub fn runs(&self) -> Vec<Run> {
+        let sanitize_run = |tests| {
+            let mut tags = self.tags();
+            tags.push("allow-sanitize");
+            Run {
+                label: format!("{} -S", self.name()),
+                tags,
+                tests,
+                allow_sanitize: true,
+                multipath: false,
+            }
+        };
+        if self.sanitize_rate.is_some() {
+            return vec![sanitize_run(Tests::Some(SLOW_SANITIZE_TESTS))];
+        }
         let mut out = vec![Run {
             label: self.name(),
             tags: self.tags(),
@@ -298,17 +328,28 @@ impl Shape {
             multipath: true,
         }];
         if self.flags.sanitize {
-            let mut tags = self.tags();
-            tags.push("allow-sanitize");
-            out.push(Run {
-                label: format!("{} -S", self.name()),
-                tags,
-                tests: Tests::Each("ALL.Sanitize."),
-                allow_sanitize: true,
-                multipath: false,
-            });
+            out.push(sanitize_run(Tests::Each(
+                "ALL.Sanitize.",
+                SLOW_SANITIZE_TESTS,
+            )));
         }
         out
+    }
+
+    /// The LU Sanitize.Reset needs: a SANITIZE that is still running
+    /// seconds after it starts, and after resets and a new login (16 MiB at
+    /// 1 MiB/s: 16 s per pass). The other SANITIZE tests run at full speed
+    /// on the sanitize shapes.
+    pub fn slow_sanitize() -> Shape {
+        Shape {
+            sanitize_rate: Some("1MiB/s"),
+            ..Shape::new(
+                Kind::Ram,
+                Blocks::B512,
+                Flags::new(false, false, true),
+                16 * MIB,
+            )
+        }
     }
 
     /// What the shape's main run selects.
@@ -347,7 +388,7 @@ impl Shape {
 
     /// The whole matrix.
     pub fn matrix() -> Vec<Shape> {
-        let mut out = Vec::new();
+        let mut out = vec![Shape::slow_sanitize()];
         for kind in Kind::ALL {
             for blocks in Blocks::ALL {
                 for flags in Flags::ALL {
@@ -366,12 +407,14 @@ impl Shape {
     /// The slice `scripts/test` runs by default: the shapes users were seen
     /// to fail with (a 1 GiB thin file LU with sanitize, a read-only LU that
     /// is not thin), a thin read-only LU, a 4096-byte LU, 512e, a loop
-    /// device, and the 64 MiB RAM LU that covers the skips larger LUs take
-    /// without a word.
+    /// device, the 64 MiB RAM LU that covers the skips larger LUs take
+    /// without a word, and the slow sanitize LU of Sanitize.Reset.
     pub fn default_slice() -> Vec<Shape> {
         use Blocks::*;
         use Kind::*;
         vec![
+            // First: its minute of waiting overlaps the other shapes.
+            Shape::slow_sanitize(),
             Shape::new(Ram, B512, Flags::new(true, false, true), 64 * MIB),
             Shape::new(File, B512, Flags::new(true, false, true), GIB),
             Shape::new(Ram, B512, Flags::new(false, true, false), 64 * MIB),
