@@ -97,6 +97,9 @@ pub struct ModeState {
     pub d_sense: AtomicBool,
     /// Control page SWP: software write protect.
     pub swp: AtomicBool,
+    /// Control page TAS: tasks another I_T nexus aborts end with TASK
+    /// ABORTED status instead of silently (SPC-5 §7.5.8).
+    pub tas: AtomicBool,
 }
 
 pub struct LogicalUnit {
@@ -161,6 +164,7 @@ impl LogicalUnit {
         }
         let mode = ModeState::default();
         mode.wce.store(true, Ordering::Relaxed);
+        mode.tas.store(true, Ordering::Relaxed);
         Ok(LogicalUnit {
             cfg,
             num_blocks: AtomicU64::new(num_blocks),

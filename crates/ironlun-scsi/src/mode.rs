@@ -56,7 +56,11 @@ fn apply_caching(lu: &LogicalUnit, page: &[u8]) {
     lu.mode.wce.store(bit(page, 2, 0x04), Ordering::Relaxed);
 }
 
-/// Control (SPC-4 §7.5.8): D_SENSE and SWP are changeable.
+/// Control (SPC-5 §7.5.8): D_SENSE, SWP and TAS are changeable. TAS is
+/// 1 by default: a task another I_T nexus aborts (LOGICAL UNIT RESET,
+/// CLEAR TASK SET, target reset, PREEMPT AND ABORT) ends with TASK
+/// ABORTED status, so its initiator retries at once instead of waiting
+/// for its command timeout.
 fn control(lu: &LogicalUnit, current: bool) -> Vec<u8> {
     let mut p = [0u8; 12];
     p[0] = 0x0a;
@@ -70,6 +74,9 @@ fn control(lu: &LogicalUnit, current: bool) -> Vec<u8> {
     if current && lu.mode.swp.load(Ordering::Relaxed) {
         p[4] |= 0x08;
     }
+    if !current || lu.mode.tas.load(Ordering::Relaxed) {
+        p[5] |= 0x40;
+    }
     // BUSY TIMEOUT PERIOD: unlimited.
     p[8] = 0xff;
     p[9] = 0xff;
@@ -79,6 +86,15 @@ fn control(lu: &LogicalUnit, current: bool) -> Vec<u8> {
 fn apply_control(lu: &LogicalUnit, page: &[u8]) {
     lu.mode.d_sense.store(bit(page, 2, 0x04), Ordering::Relaxed);
     lu.mode.swp.store(bit(page, 4, 0x08), Ordering::Relaxed);
+    lu.mode.tas.store(bit(page, 5, 0x40), Ordering::Relaxed);
+}
+
+impl LogicalUnit {
+    /// The control page's TAS bit: whether tasks another I_T nexus aborts
+    /// end with TASK ABORTED status (SPC-5 §7.5.8, SAM-5 §5.6).
+    pub fn tas(&self) -> bool {
+        self.mode.tas.load(Ordering::Relaxed)
+    }
 }
 
 /// Informational Exceptions Control (SPC-4 §7.5.14): no exceptions are
@@ -104,7 +120,7 @@ static PAGES: &[ModePage] = &[
     ModePage {
         code: 0x0a,
         build: control,
-        changeable: &[0x0a, 0x0a, 0x04, 0, 0x08, 0, 0, 0, 0, 0, 0, 0],
+        changeable: &[0x0a, 0x0a, 0x04, 0, 0x08, 0x40, 0, 0, 0, 0, 0, 0],
         apply: apply_control,
     },
     ModePage {

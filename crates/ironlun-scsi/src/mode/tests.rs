@@ -152,3 +152,35 @@ fn mode_select_changes_wce_d_sense_and_swp() {
         0x26
     );
 }
+
+#[test]
+fn tas_is_offered_changeable_on_by_default_and_kept_per_lu() {
+    let m = ram_map(100, 512);
+    m.attach_nexus(N, &id("a"), false);
+    run(&m, &[0, 0, 0, 0, 0, 0]);
+    let lu = m.get(0).unwrap();
+    // Byte 5 bit 6 of the control page (SPC-5 §7.5.8): current, default
+    // and changeable values all have it.
+    assert_eq!(mode_sense_page(&m, 0x0a)[5] & 0x40, 0x40, "current");
+    let pc = |pc: u8| run(&m, &[opcode::MODE_SENSE_6, 0x08, pc | 0x0a, 0, 255, 0]);
+    assert_eq!(pc(0x80).bytes()[4 + 5] & 0x40, 0x40, "default");
+    assert_eq!(pc(0x40).bytes()[4 + 5], 0x40, "changeable: TAS only");
+    assert!(lu.tas());
+    let mut control = mode_sense_page(&m, 0x0a);
+    control[5] &= !0x40;
+    assert_eq!(mode_select6(&m, &control).status, Status::GOOD);
+    assert!(!lu.tas());
+    assert_eq!(
+        mode_sense_page(&m, 0x0a)[5] & 0x40,
+        0,
+        "current after select"
+    );
+    assert_eq!(pc(0x80).bytes()[4 + 5] & 0x40, 0x40, "default unchanged");
+    // Another bit of byte 5 (ATO, 0x80) is still not changeable.
+    let mut bad = mode_sense_page(&m, 0x0a);
+    bad[5] |= 0x80;
+    assert_eq!(sense_of(&mode_select6(&m, &bad)).1, 0x26);
+    control[5] |= 0x40;
+    assert_eq!(mode_select6(&m, &control).status, Status::GOOD);
+    assert!(lu.tas());
+}
