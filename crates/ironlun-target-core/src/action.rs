@@ -2,6 +2,7 @@
 //! accesses for a ring, and signals for other sessions.
 
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -9,6 +10,9 @@ use ironlun_backend::ring::{Job, Request};
 use ironlun_backend::Backend;
 use ironlun_proto::target::ScsiTask;
 use ironlun_scsi::{LunMap, MediumIo, NexusId, Response};
+use ironlun_scsi_codes::Status;
+
+use crate::abort_wait::AbortHold;
 
 /// Work for the driver, from [`ConnCore::poll_action`](crate::ConnCore::poll_action).
 /// Take every action before sending the PDUs
@@ -51,14 +55,21 @@ impl Recipients {
 }
 
 /// What one session asks of another session's connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SessionSignal {
     /// End this session's tasks on a LUN (all LUNs with `None`): another
     /// nexus reset the LU or target, cleared the task set or preempted
-    /// this nexus with PREEMPT AND ABORT. `cleared`: tell the initiator
-    /// with COMMANDS CLEARED BY ANOTHER INITIATOR if any task was ended
-    /// ([`ConnCore::abort_from_other`](crate::ConnCore::abort_from_other)).
-    Abort { lun: Option<u16>, cleared: bool },
+    /// this nexus with PREEMPT AND ABORT. With TAS=1 on the LU they end
+    /// with TASK ABORTED status; with TAS=0 silently, and `cleared` then
+    /// tells the initiator with COMMANDS CLEARED BY ANOTHER INITIATOR if
+    /// any task was ended. `hold`: the requester's task management
+    /// response waits until the recipient drops it, once its ended tasks
+    /// are gone ([`ConnCore::abort_for_other`](crate::ConnCore::abort_for_other)).
+    Abort {
+        lun: Option<u16>,
+        cleared: bool,
+        hold: Option<AbortHold>,
+    },
     /// Close the session: a reinstatement replaced it, or a TARGET COLD
     /// RESET (RFC 7143 §11.5.1) ends every session.
     Close(&'static str),
@@ -78,11 +89,26 @@ pub struct Command {
     pub(crate) lun: Option<u16>,
     pub(crate) nexus: NexusId,
     pub(crate) map: Arc<LunMap>,
+    /// Set when task management aborted the task before it ran.
+    pub(crate) aborted: Arc<AtomicBool>,
 }
 
 impl Command {
-    /// Runs it on the target's LUs (may block on a backend's files).
+    /// Runs it on the target's LUs (may block on a backend's files). A
+    /// command aborted while it waited for a thread does not run at all:
+    /// it changes nothing, and does not take the unit attention the
+    /// abort's reset left for its nexus.
     pub fn run(self) -> Done {
+        if self.aborted.load(Ordering::Acquire) {
+            return Done {
+                itt: self.task.itt,
+                lun: self.lun,
+                response: Response {
+                    status: Status::TASK_ABORTED,
+                    ..Response::default()
+                },
+            };
+        }
         let response = self.map.execute(
             self.lun,
             self.nexus,

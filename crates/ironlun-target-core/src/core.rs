@@ -1,12 +1,13 @@
 //! [`ConnCore`]: one connection's protocol core and the target's LUs,
 //! joined.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ironlun_proto::target::{
-    AbortScope, CloseReason, Event, ScsiResult, ScsiTask, TargetConnection,
+    AbortMark, AbortScope, CloseReason, Event, ScsiResult, ScsiTask, TargetConnection,
 };
 use ironlun_proto::OutPdu;
 use ironlun_scsi::{ItNexus, LogicalUnit, LunMap, NexusId, Request, Response, Sense, Start};
@@ -14,6 +15,7 @@ use ironlun_scsi_codes::{Asc, SenseCode, SenseKey, Status};
 use ironlun_wire::{Frame, Lun, WireError};
 use tracing::warn;
 
+use crate::abort_wait::{AbortHold, AbortWait};
 use crate::action::{Action, Command, Done, Recipients, SessionSignal, Staged};
 
 /// Where commands run.
@@ -57,6 +59,28 @@ pub struct ConnCore {
     stage: bool,
     actions: VecDeque<Action>,
     close: Option<CloseReason>,
+    /// The time of the last input that brought one.
+    pub(crate) now: Option<Instant>,
+    /// This connection's task management responses waiting for other
+    /// sessions to end the tasks they aborted there.
+    pub(crate) waits: Vec<Waiting>,
+    /// Other sessions' waits on tasks of this connection their task
+    /// management ended (a `None` hold: nobody waits, as for PREEMPT AND
+    /// ABORT, but the protocol's record is still settled).
+    holds: Vec<(AbortMark, Option<AbortHold>)>,
+    /// The connection is going away: holds need no acknowledgement.
+    ending: bool,
+    /// Commands handed out as [`Action::Run`] and not finished, by ITT:
+    /// the flag an abort sets so that one not yet started never runs.
+    running: HashMap<u32, Arc<AtomicBool>>,
+}
+
+/// A task management response held until other sessions release it, or
+/// until the deadline.
+pub(crate) struct Waiting {
+    pub(crate) itt: u32,
+    pub(crate) wait: AbortWait,
+    pub(crate) deadline: Option<Instant>,
 }
 
 impl ConnCore {
@@ -74,6 +98,11 @@ impl ConnCore {
             stage,
             actions: VecDeque::new(),
             close: None,
+            now: None,
+            waits: Vec::new(),
+            holds: Vec::new(),
+            ending: false,
+            running: HashMap::new(),
         }
     }
 
@@ -90,6 +119,7 @@ impl ConnCore {
     }
 
     pub fn handle_frame(&mut self, frame: Frame, now: Instant) {
+        self.now = Some(now);
         self.conn.handle_frame(frame, now);
         self.run_events();
     }
@@ -101,8 +131,22 @@ impl ConnCore {
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = Some(now);
         self.conn.handle_timeout(now);
+        self.release_waits(Some(now));
         self.run_events();
+    }
+
+    /// When [`ConnCore::handle_timeout`] must next be called: the
+    /// protocol's timers, and the bound on a task management response
+    /// waiting for other sessions.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let waits = self.waits.iter().filter_map(|w| w.deadline).min();
+        match (self.conn.poll_timeout(), waits) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// The target asks the initiator to log out within `wait`.
@@ -113,24 +157,57 @@ impl ConnCore {
 
     /// A command handed out earlier finished.
     pub fn completed(&mut self, done: Done) {
+        if !self.running.is_empty() {
+            self.running.remove(&done.itt);
+        }
         self.finish(done);
         self.run_events();
     }
 
-    /// Another session's task management ended this session's tasks on
-    /// `lun` (all LUNs with `None`); with `cleared`, and if any task
-    /// ended, the LU tells this nexus COMMANDS CLEARED BY ANOTHER
-    /// INITIATOR. How many tasks ended.
+    /// [`ConnCore::abort_for_other`] with nobody waiting.
     pub fn abort_from_other(&mut self, lun: Option<u16>, cleared: bool) -> usize {
+        self.abort_for_other(lun, cleared, None)
+    }
+
+    /// Another session's task management ended this session's tasks on
+    /// `lun` (all LUNs with `None`). On an LU with TAS=1 each ends with
+    /// TASK ABORTED status (SAM-5 §5.6, SPC-5 §7.5.8): a write still
+    /// waiting for Data-Out at once, a command already running when it
+    /// finishes. With TAS=0 they end silently, and with `cleared`, if any
+    /// ended, the LU tells this nexus COMMANDS CLEARED BY ANOTHER
+    /// INITIATOR (SAM-5 §7.5). `hold` is dropped once the ended tasks are
+    /// gone and the initiator has acknowledged their statuses
+    /// (RFC 7143 §4.2.3.3). How many tasks ended.
+    pub fn abort_for_other(
+        &mut self,
+        lun: Option<u16>,
+        cleared: bool,
+        hold: Option<AbortHold>,
+    ) -> usize {
         let scope = lun.map_or(AbortScope::All, |n| AbortScope::Lun(Lun::from_index(n)));
-        let ended = self.conn.abort_third_party(scope);
-        if ended > 0 && cleared {
+        let map = self.lus.as_ref().map(|l| l.map.clone());
+        let tas_of = |n: Option<u16>| {
+            n.and_then(|n| map.as_ref()?.get(n).map(|lu| lu.tas()))
+                .unwrap_or(false)
+        };
+        let (mark, ended) = self.conn.abort_by_other(scope, |l| tas_of(l.index()));
+        self.flag_aborted();
+        if ended > 0 && cleared && !tas_of(lun) {
             if let (Some(n), Some(l)) = (lun, &self.lus) {
                 l.map.commands_cleared(n, l.nexus);
             }
         }
+        self.holds.push((mark, hold));
         self.run_events();
         ended
+    }
+
+    /// The driver stops serving the connection (it only waits for running
+    /// commands now): the initiator can no longer acknowledge statuses,
+    /// so other sessions' holds are released as soon as the tasks end.
+    pub fn connection_ending(&mut self) {
+        self.ending = true;
+        self.settle_holds();
     }
 
     #[inline]
@@ -146,9 +223,14 @@ impl ConnCore {
         !self.actions.is_empty()
     }
 
+    /// The next PDU to send. A task management response whose wait for
+    /// other sessions is over joins the queue first.
     #[inline]
     #[must_use]
     pub fn poll_transmit(&mut self) -> Option<OutPdu> {
+        if !self.waits.is_empty() {
+            self.release_waits(None);
+        }
         self.conn.poll_transmit()
     }
 
@@ -176,6 +258,28 @@ impl ConnCore {
                 }
             }
         }
+        self.settle_holds();
+    }
+
+    /// Tells the commands waiting for a thread that they were aborted.
+    pub(crate) fn flag_aborted(&mut self) {
+        for (itt, flag) in &self.running {
+            if self.conn.is_aborted(*itt) {
+                flag.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    /// Drops the holds whose tasks are gone (and acknowledged): the
+    /// waiting sessions may answer.
+    fn settle_holds(&mut self) {
+        if self.holds.is_empty() {
+            return;
+        }
+        let need_ack = !self.ending;
+        let conn = &mut self.conn;
+        self.holds
+            .retain(|(mark, _)| !conn.third_party_settled(*mark, need_ack));
     }
 
     /// The protocol found the task's data transfer broken: CHECK
@@ -222,11 +326,14 @@ impl ConnCore {
         }
         let may_block = lu.is_some_and(|lu| lu.may_block(cdb, task.expected_data_transfer_length));
         if may_block || self.dispatch == Dispatch::Driver {
+            let aborted = Arc::new(AtomicBool::new(false));
+            self.running.insert(task.itt, aborted.clone());
             let cmd = Command {
                 lun,
                 nexus: l.nexus,
                 map: Arc::clone(&l.map),
                 task,
+                aborted,
             };
             return self.actions.push_back(Action::Run(cmd));
         }
@@ -252,6 +359,7 @@ impl ConnCore {
                 signal: SessionSignal::Abort {
                     lun,
                     cleared: false,
+                    hold: None,
                 },
             });
         }

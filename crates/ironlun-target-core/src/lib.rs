@@ -7,8 +7,9 @@
 //! at once and which are handed to the driver (staged for a ring, or run
 //! where blocking is fine), the answer to a task the protocol failed,
 //! task management carried out on the LUs and asked of other sessions,
-//! commands of this session ended by another session's task management,
-//! and the mapping of a device response onto the protocol's result.
+//! commands of this session ended by another session's task management
+//! (TASK ABORTED with TAS=1) and the task management response that waits
+//! for them, and the mapping of a device response onto the protocol's result.
 //! [`ConnCore`] is synchronous: the daemon (ironlun-target) drives it
 //! over a socket with an io_uring and tokio's blocking pool, and the
 //! `session` fuzz target (ironlun-fuzz) drives the same code with bytes
@@ -24,12 +25,15 @@
     allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+mod abort_wait;
 mod action;
 mod core;
 mod tmf;
 
+pub use abort_wait::{AbortHold, Wake};
 pub use action::{Action, Command, Done, Recipients, SessionSignal, Staged};
 pub use core::{ConnCore, Dispatch, Lus};
+pub use tmf::OTHERS_WAIT_LIMIT;
 
 #[cfg(test)]
 mod tests;

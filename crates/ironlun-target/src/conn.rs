@@ -68,7 +68,7 @@ use ironlun_proto::target::{FfpConfig, TargetConnection};
 use ironlun_proto::timer::TimerSlot;
 use ironlun_proto::OutPdu;
 use ironlun_scsi::ItNexus;
-use ironlun_target_core::{Action, ConnCore, Dispatch, Done, Lus, Staged};
+use ironlun_target_core::{Action, ConnCore, Dispatch, Done, Lus, Recipients, Staged, Wake};
 use ironlun_wire::{encode_frame, Digests, FileRange, FrameDecoder, Outbox, Sink};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
@@ -114,6 +114,8 @@ pub async fn serve(
     };
     let (mut driver, done_rx) = Driver::start(link, local, &registry, &result, session);
     let reason = driver.run(&mut shutdown, done_rx).await;
+    // Other sessions' task management must not wait for this one.
+    driver.session.signals.close();
     let stats = &driver.core.conn().stats;
     info!(
         %peer,
@@ -447,7 +449,7 @@ impl Driver {
                 (false, true) => Some(Interest::WRITABLE),
                 (false, false) => None,
             };
-            if let Some(t) = slot.update(self.core.conn().poll_timeout()) {
+            if let Some(t) = slot.update(self.core.poll_timeout()) {
                 keepalive.as_mut().reset(tokio::time::Instant::from_std(t));
             }
             tokio::select! {
@@ -571,11 +573,28 @@ impl Driver {
             match action {
                 Action::Run(cmd) => self.run_blocking(move || cmd.run()),
                 Action::Stage(staged) => self.stage(staged),
-                Action::Signal { to, signal } => {
-                    self.session.signal_others(|n| to.includes(n), signal);
-                }
+                Action::Signal { to, signal } => self.send_signal(&to, signal),
             }
         }
+    }
+
+    /// Delivers a signal to other sessions. One that carries a wait is
+    /// set to wake this connection when the last recipient releases it
+    /// (the core then lets its task management response go).
+    fn send_signal(&self, to: &Recipients, signal: SessionSignal) {
+        if let SessionSignal::Abort {
+            hold: Some(hold), ..
+        } = &signal
+        {
+            let me = Arc::downgrade(&self.session.signals);
+            let wake: Wake = Arc::new(move || {
+                if let Some(s) = me.upgrade() {
+                    s.wake();
+                }
+            });
+            hold.on_release(wake);
+        }
+        self.session.signal_others(|n| to.includes(n), signal);
     }
 
     /// While the connection closes, commands it releases are not started
@@ -583,7 +602,7 @@ impl Driver {
     fn signals_at_close(&mut self) {
         while let Some(action) = self.core.poll_action() {
             if let Action::Signal { to, signal } = action {
-                self.session.signal_others(|n| to.includes(n), signal);
+                self.send_signal(&to, signal);
             }
         }
     }
@@ -663,13 +682,14 @@ impl Driver {
     }
 
     /// Acts on what other sessions sent; returns why to close, if one of
-    /// them ends this session.
+    /// them ends this session (the signals after it are dropped, which
+    /// releases any wait they carry).
     fn take_signals(&mut self) -> Option<&'static str> {
         for sig in self.session.signals.take() {
             match sig {
                 SessionSignal::Close(why) => return Some(why),
-                SessionSignal::Abort { lun, cleared } => {
-                    let n = self.core.abort_from_other(lun, cleared);
+                SessionSignal::Abort { lun, cleared, hold } => {
+                    let n = self.core.abort_for_other(lun, cleared, hold);
                     debug!(peer = %self.peer, ?lun, "{n} tasks ended by another initiator's task management");
                 }
             }
@@ -679,9 +699,12 @@ impl Driver {
 
     /// Waits for commands running on the blocking pool or the ring, so
     /// that a write the initiator issued finishes before the connection is
-    /// gone.
+    /// gone. Other sessions' aborts still end this session's tasks
+    /// meanwhile, and their waits are released as those tasks end.
     async fn wait_blocking(&mut self, done_rx: &mut mpsc::UnboundedReceiver<Done>) {
         let deadline = tokio::time::Instant::now() + CLOSE_GRACE;
+        self.core.connection_ending();
+        let _ = self.take_signals();
         self.drive_ring();
         self.signals_at_close();
         while self.in_flight_blocking > 0 || self.ring.in_flight() > 0 {
@@ -697,11 +720,9 @@ impl Driver {
                 Ok(Some(done)) => {
                     self.in_flight_blocking -= 1;
                     self.core.completed(done);
-                    self.signals_at_close();
                 }
                 Ok(None) => {
                     self.drive_ring();
-                    self.signals_at_close();
                 }
                 Err(_) => {
                     warn!(
@@ -713,6 +734,10 @@ impl Driver {
                     return;
                 }
             }
+            if self.session.signals.is_pending() {
+                let _ = self.take_signals();
+            }
+            self.signals_at_close();
         }
     }
 

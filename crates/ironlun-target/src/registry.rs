@@ -35,24 +35,50 @@ struct SessionEntry {
 
 /// A session's inbox of signals and the wakeup of its connection task.
 /// Equal signals collapse, so the inbox holds at most a few entries per
-/// LUN however often other sessions reset.
+/// LUN however often other sessions reset; an abort another session's
+/// task management response waits for is one entry per waiting request,
+/// and each such request waits a bounded time
+/// ([`ironlun_target_core::OTHERS_WAIT_LIMIT`]).
 #[derive(Default)]
 pub struct SessionSignals {
     pending: Mutex<Vec<SessionSignal>>,
     /// Set while `pending` is not empty: the per-PDU check is one load.
     any: AtomicBool,
+    /// The connection no longer takes signals: they are dropped as they
+    /// come (which releases any wait they carry).
+    closed: AtomicBool,
     wake: Notify,
 }
 
 impl SessionSignals {
     pub fn send(&self, sig: SessionSignal) {
         let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if self.closed.load(Ordering::Acquire) {
+            return;
+        }
         if !p.contains(&sig) {
             p.push(sig);
         }
         self.any.store(true, Ordering::Release);
         drop(p);
         self.wake.notify_one();
+    }
+
+    /// Wakes the connection task without a signal (a wait it holds may be
+    /// over).
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Takes no more signals and drops the pending ones: the connection
+    /// is gone, and other sessions must not wait for it.
+    pub fn close(&self) {
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        self.closed.store(true, Ordering::Release);
+        self.any.store(false, Ordering::Release);
+        let dropped = std::mem::take(&mut *p);
+        drop(p);
+        drop(dropped);
     }
 
     /// Waits until a signal has been sent (a signal sent before the wait
@@ -192,7 +218,7 @@ impl Registry {
     pub fn signal(&self, target: &str, pred: impl Fn(NexusId) -> bool, sig: SessionSignal) {
         for e in self.table().of_target(target) {
             if pred(e.nexus) {
-                e.signals.send(sig);
+                e.signals.send(sig.clone());
             }
         }
     }

@@ -141,6 +141,7 @@ impl TargetConnection {
             cdb,
             windowed,
             aborted: false,
+            answer_aborted: false,
             reserved: 0,
             state: TaskState::Executing,
             cmd: c,
@@ -346,6 +347,7 @@ impl TargetConnection {
         self.release_task_resources(&task);
         if task.aborted {
             self.finish_command(task.windowed);
+            self.end_aborted(&task);
             self.check_pending_tmfs();
             self.check_logout();
             return;

@@ -52,8 +52,8 @@ pub mod tmf;
 use session::PendingLogout;
 use text::TextExchange;
 pub use text::{Directory, SendTargetsQuery, TargetListing};
-use tmf::PendingTmf;
-pub use tmf::{AbortScope, TmfAction, TmfPlan, TmfRequest};
+pub use tmf::{AbortMark, AbortScope, TmfAction, TmfPlan, TmfRequest};
+use tmf::{PendingTmf, ThirdParty};
 
 /// Limits and timers of a full feature phase connection.
 #[derive(Clone, Debug)]
@@ -183,6 +183,9 @@ struct Task {
     /// Holds a slot of the command window (non-immediate).
     windowed: bool,
     aborted: bool,
+    /// Aborted by another I_T nexus with TAS=1: it ends with TASK ABORTED
+    /// status rather than silently (SAM-5 §5.6, SPC-5 §7.5.8).
+    answer_aborted: bool,
     /// Solicited bytes reserved from the budget.
     reserved: u64,
     state: TaskState,
@@ -223,6 +226,16 @@ pub struct TargetConnection {
     text_rx: TextAccumulator,
     text_tx: Option<TextExchange>,
     tmfs: Vec<PendingTmf>,
+    /// Tasks other nexuses aborted, one record per abort, until they are
+    /// gone and their TASK ABORTED statuses acknowledged.
+    third_party: Vec<ThirdParty>,
+    next_mark: u64,
+    /// The initiator's ExpStatSN: statuses before it have arrived
+    /// (RFC 7143 §4.2.2.2).
+    exp_stat_sn: u32,
+    /// TTT of the NOP-In asking the initiator to acknowledge TASK ABORTED
+    /// statuses, while it is unanswered.
+    solicit: Option<u32>,
     logout: Option<PendingLogout>,
     closing: bool,
     out: VecDeque<OutPdu>,
@@ -260,6 +273,10 @@ impl TargetConnection {
             solicit_queue: VecDeque::new(),
             text_tx: None,
             tmfs: Vec::new(),
+            third_party: Vec::new(),
+            next_mark: 0,
+            exp_stat_sn: login.next_stat_sn,
+            solicit: None,
             logout: None,
             closing: false,
             out: VecDeque::new(),
@@ -336,6 +353,10 @@ impl TargetConnection {
                 return;
             }
         };
+        if !pdu.opcode().is_target_opcode() {
+            // Every initiator PDU carries ExpStatSN in bytes 28..32.
+            self.note_exp_stat_sn(frame.bhs.be32(28));
+        }
         match pdu {
             Pdu::DataOut(d) => self.on_data_out(d, frame.data),
             Pdu::NopOut(n) if n.itt == RESERVED_TAG => self.on_nop_out_no_reply(&n),
@@ -351,6 +372,14 @@ impl TargetConnection {
             Pdu::LoginRequest(_) => self.reject(&frame.bhs, RejectReason::PROTOCOL_ERROR),
             // Target opcodes sent by an initiator.
             _ => self.reject(&frame.bhs, RejectReason::PROTOCOL_ERROR),
+        }
+    }
+
+    /// The initiator acknowledges statuses up to `sn` (exclusive); a value
+    /// behind the last one or beyond what was sent is ignored.
+    fn note_exp_stat_sn(&mut self, sn: u32) {
+        if sn_lt(self.exp_stat_sn, sn) && sn_le(sn, self.stat_sn) {
+            self.exp_stat_sn = sn;
         }
     }
 

@@ -35,8 +35,13 @@ impl TargetConnection {
 
     pub(super) fn send_ping(&mut self, now: Instant) {
         let ttt = self.alloc_ttt();
-        // A target ping: ITT reserved, TTT valid, StatSN not advanced
-        // (RFC 7143 §11.19.2).
+        self.push_ping(ttt);
+        self.ping = Some((ttt, now + self.cfg.nop_timeout));
+    }
+
+    /// A NOP-In the initiator must answer: ITT reserved, TTT valid,
+    /// StatSN not advanced (RFC 7143 §11.19.2).
+    pub(super) fn push_ping(&mut self, ttt: u32) {
         let max = self.window.max_cmd_sn();
         self.out.push_back(OutPdu::new(Pdu::NopIn(NopIn {
             lun: Lun::default(),
@@ -46,7 +51,6 @@ impl TargetConnection {
             exp_cmd_sn: self.window.exp_cmd_sn(),
             max_cmd_sn: max,
         })));
-        self.ping = Some((ttt, now + self.cfg.nop_timeout));
     }
 
     /// Asks the initiator to log out within `wait` (an Asynchronous
@@ -83,6 +87,7 @@ impl TargetConnection {
                 self.ping = None;
             }
         }
+        self.solicit_answered(n.ttt);
     }
 
     pub(super) fn on_nop_out(&mut self, n: NopOut, data: Bytes, windowed: bool) {

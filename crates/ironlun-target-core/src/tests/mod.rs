@@ -21,6 +21,8 @@ use ironlun_wire::{
 
 use crate::{Action, ConnCore, Dispatch, Lus, Recipients, SessionSignal};
 
+mod others;
+
 struct NoDirectory;
 
 impl Directory for NoDirectory {
@@ -29,7 +31,7 @@ impl Directory for NoDirectory {
     }
 }
 
-fn lu_config() -> LuConfig {
+pub(super) fn lu_config() -> LuConfig {
     LuConfig {
         block_size: 512,
         physical_block_size: 512,
@@ -48,7 +50,7 @@ fn lu_config() -> LuConfig {
 }
 
 /// LUN 0 on RAM, 1 MiB.
-fn ram_map() -> Arc<LunMap> {
+pub(super) fn ram_map() -> Arc<LunMap> {
     let lu = LogicalUnit::new(lu_config(), Arc::new(RamBackend::new(1 << 20))).unwrap();
     Arc::new(LunMap::new(vec![(0, Arc::new(lu))]))
 }
@@ -78,14 +80,14 @@ fn login() -> LoginResult {
 }
 
 /// One session's connection and its next CmdSN.
-struct Session {
-    core: ConnCore,
-    cmd_sn: u32,
-    now: Instant,
+pub(super) struct Session {
+    pub(super) core: ConnCore,
+    pub(super) cmd_sn: u32,
+    pub(super) now: Instant,
 }
 
 impl Session {
-    fn new(map: &Arc<LunMap>, nexus: u64, dispatch: Dispatch, stage: bool) -> Session {
+    pub(super) fn new(map: &Arc<LunMap>, nexus: u64, dispatch: Dispatch, stage: bool) -> Session {
         let now = Instant::now();
         let ffp = FfpConfig {
             queue_depth: 8,
@@ -115,14 +117,18 @@ impl Session {
         s
     }
 
-    fn send(&mut self, pdu: Pdu) {
+    pub(super) fn send(&mut self, pdu: Pdu) {
+        self.send_with(pdu, bytes::Bytes::new());
+    }
+
+    pub(super) fn send_with(&mut self, pdu: Pdu, data: bytes::Bytes) {
         let mut b = BytesMut::new();
-        encode_frame(&pdu.encode(), &[], &[], Digests::default(), &mut b).unwrap();
+        encode_frame(&pdu.encode(), &[], &data, Digests::default(), &mut b).unwrap();
         let f = FrameDecoder::new(1 << 20).decode(&mut b).unwrap().unwrap();
         self.core.handle_frame(f, self.now);
     }
 
-    fn command(&mut self, itt: u32, cdb10: [u8; 10], read_len: u32) -> u32 {
+    pub(super) fn command(&mut self, itt: u32, cdb10: [u8; 10], read_len: u32) -> u32 {
         let mut cdb = [0u8; 16];
         cdb[..10].copy_from_slice(&cdb10);
         self.cmd_sn += 1;
@@ -142,11 +148,11 @@ impl Session {
         itt
     }
 
-    fn read(&mut self, itt: u32) -> u32 {
+    pub(super) fn read(&mut self, itt: u32) -> u32 {
         self.command(itt, [opcode::READ_10, 0, 0, 0, 0, 8, 0, 0, 1, 0], 512)
     }
 
-    fn tmf(&mut self, itt: u32, function: TmfFunction) {
+    pub(super) fn tmf(&mut self, itt: u32, function: TmfFunction) {
         self.send(Pdu::TaskMgmtRequest(TaskMgmtRequest {
             immediate: true,
             function,
@@ -160,13 +166,13 @@ impl Session {
         }));
     }
 
-    fn actions(&mut self) -> Vec<Action> {
+    pub(super) fn actions(&mut self) -> Vec<Action> {
         std::iter::from_fn(|| self.core.poll_action()).collect()
     }
 
     /// The SCSI status the target sent for `itt`, if it sent one (the
     /// sense key and ASC with CHECK CONDITION).
-    fn answer(&mut self, itt: u32) -> Option<(Status, Option<(SenseKey, u8)>)> {
+    pub(super) fn answer(&mut self, itt: u32) -> Option<(Status, Option<(SenseKey, u8)>)> {
         let mut found = None;
         while let Some(p) = self.core.poll_transmit() {
             match &p.pdu {
@@ -185,14 +191,14 @@ impl Session {
         found
     }
 
-    fn tmf_response(&mut self, itt: u32) -> Option<TmfResponse> {
+    pub(super) fn tmf_response(&mut self, itt: u32) -> Option<TmfResponse> {
         std::iter::from_fn(|| self.core.poll_transmit()).find_map(|p| match p.pdu {
             Pdu::TaskMgmtResponse(r) if r.itt == itt => Some(r.response),
             _ => None,
         })
     }
 
-    fn test_unit_ready(&mut self, itt: u32) -> Option<(Status, Option<(SenseKey, u8)>)> {
+    pub(super) fn test_unit_ready(&mut self, itt: u32) -> Option<(Status, Option<(SenseKey, u8)>)> {
         self.command(itt, [0; 10], 0);
         self.answer(itt)
     }
@@ -259,11 +265,14 @@ fn lu_reset_resets_the_lu_and_asks_the_other_sessions_to_end_their_tasks() {
             _ => None,
         })
         .collect();
-    let abort = SessionSignal::Abort {
-        lun: Some(0),
-        cleared: false,
+    let [(Recipients::AllOthers, SessionSignal::Abort { lun, cleared, hold })] = &signals[..]
+    else {
+        panic!("not one abort for every other session: {signals:?}");
     };
-    assert_eq!(signals, vec![(Recipients::AllOthers, abort)]);
+    assert_eq!((*lun, *cleared), (Some(0), false));
+    assert!(hold.is_some(), "the response does not wait for the others");
+    // The driver delivered it and nobody else holds it: the response goes.
+    drop(signals);
     assert_eq!(a.tmf_response(7), Some(TmfResponse::FUNCTION_COMPLETE));
     // Both nexuses learn of the reset (SAM-5 §6.3.3: ASC 29h).
     assert_eq!(
@@ -291,6 +300,8 @@ fn cold_reset_closes_every_other_session() {
 #[test]
 fn clear_task_set_ends_the_other_sessions_tasks_and_tells_it_why() {
     let map = ram_map();
+    // With TAS=0 the task ends silently and the LU says why.
+    set_tas(&map, false);
     let mut a = Session::new(&map, 1, Dispatch::Inline, true);
     // B's READ is held by its driver (a slow backend).
     let mut b = Session::new(&map, 2, Dispatch::Driver, true);
@@ -302,11 +313,12 @@ fn clear_task_set_ends_the_other_sessions_tasks_and_tells_it_why() {
         Action::Signal { signal, .. } => Some(signal),
         _ => None,
     });
-    let Some(SessionSignal::Abort { lun, cleared }) = signal else {
+    let Some(SessionSignal::Abort { lun, cleared, .. }) = signal else {
         panic!("no abort signal: {signal:?}");
     };
     assert_eq!((lun, cleared), (Some(0), true));
     assert_eq!(b.core.abort_from_other(lun, cleared), 1);
+    assert_eq!(b.answer(5), None, "TAS=0 answered the aborted task");
     // COMMANDS CLEARED BY ANOTHER INITIATOR (2Fh/00h), SPC-4 §7.5.8.
     let itt = b.command(6, [0; 10], 0);
     let Some(Action::Run(cmd)) = b.actions().pop() else {
@@ -339,8 +351,43 @@ fn a_preempt_and_abort_asks_the_preempted_nexus_to_end_its_tasks() {
     let expect = SessionSignal::Abort {
         lun: Some(0),
         cleared: false,
+        hold: None,
     };
     assert_eq!(to, Some((Recipients::Nexuses(vec![NexusId(2)]), expect)));
     assert!(Recipients::Nexuses(vec![NexusId(2)]).includes(NexusId(2)));
     assert!(!Recipients::Nexuses(vec![NexusId(2)]).includes(NexusId(3)));
+}
+
+/// Sets the LU's TAS bit with MODE SELECT(6) of the control page
+/// (SPC-5 §7.5.8), from a nexus of its own.
+pub(super) fn set_tas(map: &LunMap, on: bool) {
+    let nexus = NexusId(77);
+    map.attach_nexus(
+        nexus,
+        &ItNexus::new("iqn.2026-11.test:admin", [0x80, 0, 0, 0, 0, 77], 1),
+        false,
+    );
+    let run = |cdb: &[u8], data: &[u8]| {
+        map.execute(
+            Some(0),
+            nexus,
+            cdb,
+            &ironlun_scsi::DataOutBuffer::copy_from_slice(data),
+        )
+    };
+    // The power-on unit attention first.
+    run(&[0; 6], &[]);
+    let sense = run(&[opcode::MODE_SENSE_6, 0x08, 0x0a, 0, 255, 0], &[]);
+    assert_eq!(sense.status, Status::GOOD);
+    let mut page = sense.data.to_bytes().unwrap().to_vec();
+    page.drain(..4);
+    page[5] = if on { page[5] | 0x40 } else { page[5] & !0x40 };
+    let mut list = vec![0u8; 4];
+    list.extend_from_slice(&page);
+    let r = run(
+        &[opcode::MODE_SELECT_6, 0x10, 0, 0, list.len() as u8, 0],
+        &list,
+    );
+    assert_eq!(r.status, Status::GOOD, "MODE SELECT refused");
+    assert_eq!(map.get(0).unwrap().tas(), on);
 }
