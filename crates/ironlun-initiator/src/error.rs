@@ -32,6 +32,12 @@ pub enum Error {
     /// CHECK CONDITION with decoded sense (SPC-5 §4.4).
     #[error("CHECK CONDITION: {0}")]
     Check(SenseData),
+    /// TASK ABORTED (SAM-5 §5.3.1): another initiator's task management
+    /// (LOGICAL UNIT RESET, CLEAR TASK SET, target reset, PREEMPT AND
+    /// ABORT) ended the command on an LU whose control page has TAS=1.
+    /// The command may or may not have taken effect; it can be sent again.
+    #[error("TASK ABORTED: another initiator's task management ended the command (SAM-5 §5.6)")]
+    TaskAborted,
     /// Any other non-GOOD status (SAM-5 §5.3.1).
     #[error("SCSI status 0x{code:02x} ({name})", code = .0.0, name = .0.name().unwrap_or("unknown"))]
     Status(Status),

@@ -20,6 +20,7 @@ pub fn check(reply: ScsiReply) -> Result<Bytes> {
         Status::CHECK_CONDITION => Err(Error::Check(
             SenseData::parse(&reply.sense).unwrap_or_default(),
         )),
+        Status::TASK_ABORTED => Err(Error::TaskAborted),
         s => Err(Error::Status(s)),
     }
 }
@@ -367,6 +368,23 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn check_tells_task_aborted_apart() {
+        let reply = |status| ScsiReply {
+            status,
+            ..ScsiReply::default()
+        };
+        assert!(matches!(
+            check(reply(Status::TASK_ABORTED)),
+            Err(Error::TaskAborted)
+        ));
+        assert!(matches!(
+            check(reply(Status::BUSY)),
+            Err(Error::Status(Status::BUSY))
+        ));
+        assert!(check(reply(Status::GOOD)).is_ok());
+    }
 
     /// The CDBs on the wire, byte for byte (SBC-4, SPC-5).
     #[test]
