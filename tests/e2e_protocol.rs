@@ -334,6 +334,20 @@ fn aptpl_reservations_survive_a_restart() {
 }
 
 /// Sense key, ASC and ASCQ of fixed-format sense data.
+/// Clears the control mode page's TAS bit (byte 5 bit 6, SPC-5 §7.5.8)
+/// with MODE SENSE(6) and MODE SELECT(6).
+fn set_tas_off(c: &mut Raw) {
+    let (st, _, data) = c.scsi(&[0x1a, 0x08, 0x0a, 0, 255, 0], 255, &[]);
+    assert_eq!(st, 0, "MODE SENSE");
+    let mut page = data[4..16].to_vec();
+    assert_eq!(page[5] & 0x40, 0x40, "TAS is on by default");
+    page[5] &= !0x40;
+    let mut list = vec![0u8; 4];
+    list.extend_from_slice(&page);
+    let (st, _, _) = c.scsi(&[0x15, 0x10, 0, 0, list.len() as u8, 0], 0, &list);
+    assert_eq!(st, 0, "MODE SELECT");
+}
+
 fn sense3(sense: &[u8]) -> (u8, u8, u8) {
     (sense[2] & 0x0f, sense[12], sense[13])
 }
@@ -345,6 +359,10 @@ fn task_management_reaches_other_sessions_tasks() {
     const SUCCEEDED: TmfResponse = TmfResponse::FUNCTION_SUCCEEDED;
     let t = Target::start(&["--name", NAME, "--lun", "ram:16MiB"]);
     let mut a = session(&t, [0x80, 0, 0, 0, 0, 9]);
+    // TAS=0: other nexuses' aborted tasks end without a response
+    // (TAS=1, the default, is tests/e2e_abort.rs). Set before b's nexus
+    // exists, so b has no MODE PARAMETERS CHANGED to clear.
+    set_tas_off(&mut a);
     let mut b = session(&t, [0x80, 0, 0, 0, 0, 10]);
     // A write that waits for its (unsolicited) data.
     let write8 = [0x2a, 0, 0, 0, 0, 0, 0, 0, 8, 0];

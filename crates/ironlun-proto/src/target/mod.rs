@@ -47,13 +47,16 @@ mod command;
 pub mod login;
 mod session;
 mod text;
+mod third_party;
 pub mod tmf;
 
 use session::PendingLogout;
 use text::TextExchange;
 pub use text::{Directory, SendTargetsQuery, TargetListing};
-pub use tmf::{AbortMark, AbortScope, TmfAction, TmfPlan, TmfRequest};
-use tmf::{PendingTmf, ThirdParty};
+pub use third_party::AbortMark;
+use third_party::ThirdParty;
+use tmf::PendingTmf;
+pub use tmf::{AbortScope, TmfAction, TmfPlan, TmfRequest};
 
 /// Limits and timers of a full feature phase connection.
 #[derive(Clone, Debug)]
