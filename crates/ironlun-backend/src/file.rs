@@ -389,6 +389,17 @@ impl Backend for FileBackend {
         Some(st.f_bavail.saturating_mul(st.f_frsize))
     }
 
+    fn used_bytes(&self) -> Option<u64> {
+        use std::os::unix::fs::MetadataExt;
+        if self.kind == "block" {
+            return None;
+        }
+        // st_blocks counts 512-byte units whatever the file system's
+        // block size (stat(2)).
+        let m = self.buffered.metadata().ok()?;
+        Some(m.blocks().saturating_mul(512))
+    }
+
     fn size_bytes(&self) -> u64 {
         self.size.load(Ordering::Relaxed)
     }
@@ -593,6 +604,29 @@ mod tests {
             _ => Rotation::NotReported,
         };
         assert_eq!(b.rotation(), expected, "{sys}: {flag:?}");
+    }
+
+    /// Used bytes are the file's allocated blocks: a sparse 4 MiB file
+    /// takes what was written (in file system blocks), and a hole punched
+    /// gives it back; free bytes are the file system's.
+    #[test]
+    fn used_bytes_follow_the_files_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = FileOptions {
+            size: Some(4 << 20),
+            direct: false,
+            preallocate: false,
+            read_only: false,
+        };
+        let b = FileBackend::open_file(&dir.path().join("lu"), &opts).unwrap();
+        assert!(b.free_bytes().is_some());
+        let empty = b.used_bytes().unwrap();
+        assert!(empty < 64 << 10, "sparse: {empty}");
+        b.write(1 << 20, &[7; 256 << 10], false).unwrap();
+        let used = b.used_bytes().unwrap();
+        assert!(used >= empty + (256 << 10) && used < 1 << 20, "{used}");
+        b.deallocate(1 << 20, 256 << 10).unwrap();
+        assert_eq!(b.used_bytes(), Some(empty));
     }
 
     fn pattern(n: usize, seed: u8) -> Vec<u8> {

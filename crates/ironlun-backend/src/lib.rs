@@ -157,6 +157,13 @@ pub trait Backend: Send + Sync {
         None
     }
 
+    /// Bytes of storage the store takes up now (its allocated blocks),
+    /// where it can say: what thin provisioning reports as used
+    /// resources.
+    fn used_bytes(&self) -> Option<u64> {
+        None
+    }
+
     /// Granularity in bytes at which deallocation releases storage, or 0
     /// when the store cannot deallocate (no thin provisioning).
     fn provisioning_granularity(&self) -> u64 {

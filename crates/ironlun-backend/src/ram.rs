@@ -123,6 +123,10 @@ impl Backend for RamBackend {
         false
     }
 
+    fn used_bytes(&self) -> Option<u64> {
+        Some(self.allocated_bytes())
+    }
+
     fn provisioning_granularity(&self) -> u64 {
         CHUNK as u64
     }

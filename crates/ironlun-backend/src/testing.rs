@@ -1,5 +1,7 @@
 //! A backend double with injected faults, so that error paths (MEDIUM
-//! ERROR sense, failed flushes) are exercised on purpose.
+//! ERROR sense, failed flushes) are exercised on purpose, and with the
+//! space its file system has left set by the test (thin provisioning
+//! thresholds).
 
 use std::io;
 use std::sync::Mutex;
@@ -21,10 +23,20 @@ pub struct Faults {
     pub no_space: bool,
 }
 
-/// Wraps a backend and fails the operations `faults` names.
+/// What [`Backend::free_bytes`] and [`Backend::used_bytes`] report
+/// instead of the wrapped store's answer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Space {
+    free: Option<u64>,
+    used: Option<u64>,
+}
+
+/// Wraps a backend and fails the operations `faults` names; everything
+/// else, thin provisioning included, is the wrapped store's.
 pub struct FaultyBackend<B> {
     inner: B,
     faults: Mutex<Faults>,
+    space: Mutex<Space>,
 }
 
 impl<B: Backend> FaultyBackend<B> {
@@ -32,7 +44,24 @@ impl<B: Backend> FaultyBackend<B> {
         FaultyBackend {
             inner,
             faults: Mutex::new(Faults::default()),
+            space: Mutex::new(Space::default()),
         }
+    }
+
+    /// The space the file system has left, as [`Backend::free_bytes`]
+    /// will report it (`None`: the wrapped store's answer).
+    pub fn set_free_bytes(&self, free: Option<u64>) {
+        self.space_mut().free = free;
+    }
+
+    /// What [`Backend::used_bytes`] will report (`None`: the wrapped
+    /// store's answer).
+    pub fn set_used_bytes(&self, used: Option<u64>) {
+        self.space_mut().used = used;
+    }
+
+    fn space_mut(&self) -> std::sync::MutexGuard<'_, Space> {
+        self.space.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn set_faults(&self, f: Faults) {
@@ -107,6 +136,28 @@ impl<B: Backend> Backend for FaultyBackend<B> {
     fn copies_data(&self) -> bool {
         self.inner.copies_data()
     }
+
+    fn free_bytes(&self) -> Option<u64> {
+        let set = self.space_mut().free;
+        set.or_else(|| self.inner.free_bytes())
+    }
+
+    fn used_bytes(&self) -> Option<u64> {
+        let set = self.space_mut().used;
+        set.or_else(|| self.inner.used_bytes())
+    }
+
+    fn provisioning_granularity(&self) -> u64 {
+        self.inner.provisioning_granularity()
+    }
+
+    fn deallocate(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.inner.deallocate(offset, len)
+    }
+
+    fn allocation(&self, offset: u64, len: u64) -> io::Result<Vec<crate::Extent>> {
+        self.inner.allocation(offset, len)
+    }
 }
 
 #[cfg(test)]
@@ -128,5 +179,22 @@ mod tests {
         assert!(b.read(8192, 10).is_ok());
         assert!(b.write(4096, &[1], false).is_ok());
         assert!(b.flush().is_err());
+    }
+
+    #[test]
+    fn space_is_the_inner_stores_until_set() {
+        let b = FaultyBackend::new(RamBackend::new(1 << 20));
+        assert_eq!(b.free_bytes(), None, "RAM has no file system");
+        assert_eq!(b.used_bytes(), Some(0));
+        assert_eq!(b.provisioning_granularity(), 64 << 10);
+        b.write(0, &[1; 4096], false).unwrap();
+        assert_eq!(b.used_bytes(), Some(64 << 10), "one RAM chunk");
+        b.set_free_bytes(Some(12345));
+        b.set_used_bytes(Some(7));
+        assert_eq!((b.free_bytes(), b.used_bytes()), (Some(12345), Some(7)));
+        b.set_used_bytes(None);
+        assert_eq!(b.used_bytes(), Some(64 << 10));
+        b.deallocate(0, 64 << 10).unwrap();
+        assert_eq!(b.used_bytes(), Some(0), "deallocation reaches the store");
     }
 }
