@@ -196,11 +196,15 @@ fn block_device_characteristics(lu: &LogicalUnit) -> Vec<u8> {
     b.to_vec()
 }
 
-/// Logical Block Provisioning (SBC-3 §6.5.4): LBPU, LBPWS, LBPWS10 and
-/// LBPRZ with provisioning type "thin" on a thin LU; nothing otherwise.
+/// Logical Block Provisioning (SBC-3 §6.5.4; SBC-4's layout in Seagate's
+/// SCSI Commands Reference Manual rev. J §5.4.13): LBPU, LBPWS, LBPWS10
+/// and LBPRZ with provisioning type "thin" on a thin LU, and THRESHOLD
+/// EXPONENT, non-zero when the LU has a soft threshold (zero: thresholds
+/// not supported); nothing otherwise.
 fn logical_block_provisioning(lu: &LogicalUnit) -> Vec<u8> {
     if lu.thin() {
-        vec![0, 0x80 | 0x40 | 0x20 | 0x04, 0x02, 0]
+        let exponent = crate::provisioning::threshold::exponent(lu);
+        vec![exponent, 0x80 | 0x40 | 0x20 | 0x04, 0x02, 0]
     } else {
         vec![0u8; 4]
     }

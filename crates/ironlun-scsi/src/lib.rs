@@ -2,8 +2,9 @@
 //!
 //! **Owns:** CDB decoding, the opcode table (handlers, CDB usage data,
 //! unit-attention exemptions), sense data in fixed and descriptor format,
-//! INQUIRY and VPD pages, mode pages, unit attentions per I_T nexus, READ
-//! CAPACITY, READ/WRITE and their error mapping, thin provisioning,
+//! INQUIRY and VPD pages, mode pages, log pages, unit attentions per I_T
+//! nexus, READ CAPACITY, READ/WRITE and their error mapping, thin
+//! provisioning with its soft threshold,
 //! reservations (SPC-2 and persistent, with the saved-state format) and
 //! the copy manager for EXTENDED COPY between a target's LUs (SPC-4,
 //! SBC-3); SANITIZE (SBC-4); commands stopped at their medium access for
@@ -33,6 +34,7 @@ pub mod cdb;
 mod copy;
 mod gate;
 mod inquiry;
+mod log_sense;
 pub mod lu;
 mod misc;
 mod mode;
@@ -54,6 +56,7 @@ pub use ironlun_payload::DataOutBuffer;
 use ironlun_scsi_codes::{opcode, Status};
 
 pub use lu::{LogicalUnit, LuConfig};
+pub use provisioning::{SoftThreshold, ThresholdEvent, ThresholdNotify};
 pub use reservations::ItNexus;
 pub use sanitize::{SanitizeRestore, SanitizeStore, MAX_RECORD_BYTES as MAX_SANITIZE_RECORD_BYTES};
 pub use sense::Sense;

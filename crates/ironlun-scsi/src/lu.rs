@@ -5,6 +5,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use ironlun_backend::Payload;
 use ironlun_backend::{Backend, Rotation};
@@ -13,6 +14,7 @@ use crate::cdb::Cdb;
 use crate::copy::HeldCopies;
 use crate::gate::{AccessGate, ExclusiveGuard, HasGate, SharedGuard};
 use crate::ops::{self, OpInfo};
+use crate::provisioning::threshold::ThresholdState;
 use crate::reservations::{self, Access, ItNexus, PrState, PrStore, ReservationState};
 use crate::sanitize::SanitizeState;
 use crate::sense::Sense;
@@ -129,6 +131,9 @@ pub struct LogicalUnit {
     /// Writes are being refused for want of space (SPACE ALLOCATION
     /// FAILED WRITE PROTECT) and no write has succeeded since.
     no_space: AtomicBool,
+    /// The soft threshold on the space left, if one is set
+    /// ([`crate::provisioning::threshold`]).
+    pub(crate) threshold: Option<ThresholdState>,
     /// The backend hands out files for asynchronous access
     /// ([`Backend::file_for`]): reads, writes and flushes can be staged.
     files: bool,
@@ -180,6 +185,7 @@ impl LogicalUnit {
             sanitize: SanitizeState::default(),
             io: IoStats::default(),
             no_space: AtomicBool::new(false),
+            threshold: None,
             files: backend.file_for(0, 0).is_some(),
             backend,
         })
@@ -266,6 +272,9 @@ impl LogicalUnit {
         self.io.record(access, data_out, r.data.len(), good);
         if good && access == Some(Access::Write) && self.no_space.load(Ordering::Relaxed) {
             self.no_space.store(false, Ordering::Relaxed);
+        }
+        if let (Some(t), Some(Access::Write)) = (&self.threshold, access) {
+            t.note_write(self, data_out as u64, Instant::now());
         }
     }
 

@@ -1,16 +1,20 @@
 //! MODE SENSE(6/10) and MODE SELECT(6/10) (SPC-4 §6.9–§6.12) over the
 //! caching (SBC-3 §6.4.5), control (SPC-4 §7.5.8) and informational
-//! exceptions control (SPC-4 §7.5.14) pages.
+//! exceptions control (SPC-4 §7.5.14) pages, and on an LU with a soft
+//! threshold the Logical Block Provisioning subpage 1Ch/02h (SBC-4; see
+//! [`crate::provisioning::threshold`]).
 //!
 //! Each page is one row of [`PAGES`]: how to build its current and
-//! default values, which bits MODE SELECT may change, and how a change is
-//! applied. Saved values are not implemented (nothing is persisted), so
-//! PC = 11b and SP = 1 are refused as SPC-4 prescribes.
+//! default values, which bits MODE SELECT may change, how a change is
+//! applied, and whether the LU has it. Saved values are not implemented
+//! (nothing is persisted), so PC = 11b and SP = 1 are refused as SPC-4
+//! prescribes.
 
 use std::sync::atomic::Ordering;
 
 use crate::cdb::Cdb;
 use crate::lu::LogicalUnit;
+use crate::provisioning::threshold;
 use crate::sense::Sense;
 use crate::{Request, Response};
 use ironlun_scsi_codes::{opcode, Asc, SenseKey};
@@ -27,6 +31,9 @@ enum PageControl {
 
 struct ModePage {
     code: u8,
+    /// SUBPAGE CODE: 0 for a page_0 format page, else the subpage of a
+    /// sub_page format page (SPF = 1, SPC-4 §7.5).
+    subpage: u8,
     /// Current (true) or default (false) values, header included.
     build: fn(&LogicalUnit, bool) -> Vec<u8>,
     /// The changeable-values page (PC = 01b): page code and length, then
@@ -34,6 +41,8 @@ struct ModePage {
     changeable: &'static [u8],
     /// Applies a validated page from MODE SELECT.
     apply: fn(&LogicalUnit, &[u8]),
+    /// Whether this LU has the page.
+    offered: fn(&LogicalUnit) -> bool,
 }
 
 fn bit(page: &[u8], byte: usize, mask: u8) -> bool {
@@ -108,6 +117,16 @@ fn informational_exceptions(_lu: &LogicalUnit, _current: bool) -> Vec<u8> {
 
 fn apply_nothing(_lu: &LogicalUnit, _page: &[u8]) {}
 
+fn always(_lu: &LogicalUnit) -> bool {
+    true
+}
+
+fn has_soft_threshold(lu: &LogicalUnit) -> bool {
+    lu.soft_threshold().is_some()
+}
+
+/// In ascending order of page code, then subpage code, as MODE SENSE
+/// returns them.
 static PAGES: &[ModePage] = &[
     ModePage {
         code: 0x08,
@@ -116,20 +135,63 @@ static PAGES: &[ModePage] = &[
             0x08, 0x12, 0x04, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
         ],
         apply: apply_caching,
+        subpage: 0,
+        offered: always,
     },
     ModePage {
         code: 0x0a,
         build: control,
         changeable: &[0x0a, 0x0a, 0x04, 0, 0x08, 0x40, 0, 0, 0, 0, 0, 0],
         apply: apply_control,
+        subpage: 0,
+        offered: always,
     },
     ModePage {
         code: 0x1c,
         build: informational_exceptions,
         changeable: &[0x1c, 0x0a, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
         apply: apply_nothing,
+        subpage: 0,
+        offered: always,
+    },
+    // Logical Block Provisioning (1Ch/02h): nothing changeable.
+    ModePage {
+        code: 0x1c,
+        build: threshold::mode_page,
+        changeable: &threshold::MODE_PAGE_CHANGEABLE,
+        apply: apply_nothing,
+        subpage: 0x02,
+        offered: has_soft_threshold,
     },
 ];
+
+/// The pages a MODE SENSE's PAGE CODE and SUBPAGE CODE select (SPC-4
+/// §6.11): page 3Fh is every page_0 format page (subpage 00h)
+/// or every page and subpage (FFh); another page code with subpage FFh is
+/// that page and all its subpages. A page or subpage this LU does not
+/// have is INVALID FIELD IN CDB, pointing at the page code if the LU has
+/// no page of that code, else at the subpage code.
+fn selected(lu: &LogicalUnit, code: u8, subpage: u8) -> Result<Vec<&'static ModePage>, Sense> {
+    let offered = || PAGES.iter().filter(|p| (p.offered)(lu));
+    let pages: Vec<_> = match (code, subpage) {
+        (ALL_PAGES, 0x00) => offered().filter(|p| p.subpage == 0).collect(),
+        (ALL_PAGES, 0xff) => offered().collect(),
+        (_, 0xff) => offered().filter(|p| p.code == code).collect(),
+        (ALL_PAGES, _) => Vec::new(),
+        _ => offered()
+            .filter(|p| p.code == code && p.subpage == subpage)
+            .collect(),
+    };
+    if pages.is_empty() {
+        let known = code == ALL_PAGES || offered().any(|p| p.code == code);
+        return Err(if known {
+            Sense::invalid_field(3, None)
+        } else {
+            Sense::invalid_field(2, Some(5))
+        });
+    }
+    Ok(pages)
+}
 
 fn page_bytes(lu: &LogicalUnit, p: &ModePage, pc: PageControl) -> Vec<u8> {
     match pc {
@@ -171,16 +233,9 @@ pub fn mode_sense(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result
     } else {
         u32::from(cdb.u8(4))
     };
-    // Subpage 0 or FFh (all subpages); none of our pages has subpages.
-    if subpage != 0 && subpage != 0xff {
-        return Err(Sense::invalid_field(3, None));
-    }
     let mut pages = Vec::new();
-    for p in PAGES.iter().filter(|p| code == ALL_PAGES || p.code == code) {
+    for p in selected(lu, code, subpage)? {
         pages.extend(page_bytes(lu, p, pc));
-    }
-    if pages.is_empty() {
-        return Err(Sense::invalid_field(2, Some(5)));
     }
 
     // Block descriptor (SPC-4 §7.5.5, SBC-3 §6.4.2): 8 bytes, or 16 with
@@ -293,47 +348,77 @@ pub fn mode_select(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result
     let mut at = header + bd_len;
     let mut accepted: Vec<(&ModePage, &[u8])> = Vec::new();
     while at < data.len() {
-        let code = p.u8(at) & 0x3f;
-        if p.bit(at, 7) || p.bit(at, 6) {
-            // PS is reserved in MODE SELECT; SPF (subpages) is not used.
-            return Err(Sense::invalid_param(at as u16, Some(7)));
-        }
-        let Some(page) = PAGES.iter().find(|pg| pg.code == code) else {
-            return Err(Sense::invalid_param(at as u16, None));
-        };
-        let page_len = usize::from(p.u8(at + 1)) + 2;
-        if page_len != page.changeable.len() {
-            return Err(Sense::invalid_param((at + 1) as u16, None));
-        }
-        let Some(given) = data.get(at..at + page_len) else {
-            return Err(length_error());
-        };
-        // Every bit outside the changeable mask must equal the current
-        // value (SPC-4 §6.9).
-        let current = (page.build)(lu, true);
-        for (i, ((g, c), m)) in given
-            .iter()
-            .zip(&current)
-            .zip(page.changeable)
-            .enumerate()
-            .skip(2)
-        {
-            if (g ^ c) & !m != 0 {
-                return Err(Sense::invalid_param((at + i) as u16, None));
-            }
-        }
+        let (page, given) = selected_page(lu, data, at)?;
         accepted.push((page, given));
-        at += page_len;
+        at += given.len();
     }
-    let before: Vec<Vec<u8>> = PAGES.iter().map(|pg| (pg.build)(lu, true)).collect();
+    let current = |lu: &LogicalUnit| -> Vec<Vec<u8>> {
+        PAGES
+            .iter()
+            .filter(|pg| (pg.offered)(lu))
+            .map(|pg| (pg.build)(lu, true))
+            .collect()
+    };
+    let before = current(lu);
     for (page, given) in accepted {
         (page.apply)(lu, given);
     }
-    let after: Vec<Vec<u8>> = PAGES.iter().map(|pg| (pg.build)(lu, true)).collect();
-    if before != after {
+    if before != current(lu) {
         lu.establish_ua(Asc::MODE_PARAMETERS_CHANGED, Some(req.nexus));
     }
     Ok(Response::written(len as u32))
+}
+
+/// The mode page at `at` of a MODE SELECT parameter list, checked: a
+/// page this LU has, in its format (page_0, or sub_page with SPF = 1 and
+/// a two-byte PAGE LENGTH), of its length, and with every bit outside its
+/// changeable mask equal to the current value (SPC-4 §6.9). PS is
+/// reserved in MODE SELECT.
+fn selected_page<'a>(
+    lu: &LogicalUnit,
+    data: &'a [u8],
+    at: usize,
+) -> Result<(&'static ModePage, &'a [u8]), Sense> {
+    let p = Cdb(data);
+    if p.bit(at, 7) {
+        return Err(Sense::invalid_param(at as u16, Some(7)));
+    }
+    let code = p.u8(at) & 0x3f;
+    let spf = p.bit(at, 6);
+    let (subpage, length_at, page_len) = if spf {
+        (p.u8(at + 1), at + 2, usize::from(p.be16(at + 2)) + 4)
+    } else {
+        (0, at + 1, usize::from(p.u8(at + 1)) + 2)
+    };
+    let found = PAGES.iter().find(|pg| {
+        pg.code == code && pg.subpage == subpage && (pg.subpage != 0) == spf && (pg.offered)(lu)
+    });
+    let Some(page) = found else {
+        return Err(Sense::invalid_param(at as u16, None));
+    };
+    if page_len != page.changeable.len() {
+        return Err(Sense::invalid_param(length_at as u16, None));
+    }
+    let Some(given) = data.get(at..at + page_len) else {
+        return Err(Sense::new(
+            SenseKey::ILLEGAL_REQUEST,
+            Asc::PARAMETER_LIST_LENGTH_ERROR,
+        ));
+    };
+    let current = (page.build)(lu, true);
+    let header = if spf { 4 } else { 2 };
+    for (i, ((g, c), m)) in given
+        .iter()
+        .zip(&current)
+        .zip(page.changeable)
+        .enumerate()
+        .skip(header)
+    {
+        if (g ^ c) & !m != 0 {
+            return Err(Sense::invalid_param((at + i) as u16, None));
+        }
+    }
+    Ok((page, given))
 }
 
 #[cfg(test)]

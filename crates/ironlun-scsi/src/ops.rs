@@ -7,6 +7,7 @@ use crate::block;
 use crate::cdb::Cdb;
 use crate::copy;
 use crate::inquiry;
+use crate::log_sense;
 use crate::lu::LogicalUnit;
 use crate::misc;
 use crate::mode;
@@ -316,6 +317,15 @@ pub static OPS: &[OpInfo] = &[
         false,
         Write,
         thin
+    ),
+    op!(
+        opcode::LOG_SENSE,
+        None,
+        "LOG SENSE",
+        [0x01, 0xff, 0xff, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00],
+        log_sense::log_sense,
+        false,
+        Exempt
     ),
     op!(
         opcode::MODE_SELECT_10,

@@ -3,7 +3,12 @@
 //!
 //! Mapped state is the backend's own: RAM chunks that are allocated, file
 //! blocks that are not holes. Deallocated blocks read as zeros (LBPRZ = 1).
-//! Anchored state is not supported (ANC_SUP = 0).
+//! Anchored state is not supported (ANC_SUP = 0). A soft threshold on
+//! the space left is in [`threshold`].
+
+pub(crate) mod threshold;
+
+pub use threshold::{SoftThreshold, ThresholdEvent, ThresholdNotify};
 
 use crate::block::{check_range, write_error};
 use crate::cdb::Cdb;

@@ -1,12 +1,14 @@
 //! What the device tests share: a RAM LU with a test configuration, and
 //! commands in, status, sense and data out.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
+use ironlun_backend::testing::FaultyBackend;
 use ironlun_backend::{Backend, RamBackend};
 
 use crate::{DataOutBuffer, ItNexus, LogicalUnit, LuConfig, LunMap, NexusId, Response};
+use crate::{SoftThreshold, ThresholdEvent, ThresholdNotify};
 use ironlun_scsi_codes::{opcode, SenseKey, Status};
 
 pub(crate) const N: NexusId = NexusId(1);
@@ -44,6 +46,34 @@ pub(crate) fn lu_with(backend: Arc<dyn Backend>, c: LuConfig) -> LunMap {
 
 pub(crate) fn ram_map(blocks: u64, bs: u32) -> LunMap {
     lu_with(Arc::new(RamBackend::new(blocks * u64::from(bs))), cfg(bs))
+}
+
+/// A thin LU over RAM whose "file system" has the free space the test
+/// sets ([`FaultyBackend::set_free_bytes`]), with a soft threshold whose
+/// crossings are collected in `events`.
+pub(crate) struct ThresholdLu {
+    pub map: LunMap,
+    pub backend: Arc<FaultyBackend<RamBackend>>,
+    pub events: Arc<Mutex<Vec<ThresholdEvent>>>,
+}
+
+pub(crate) fn threshold_lu(bytes: u64, bs: u32, spec: SoftThreshold, free: u64) -> ThresholdLu {
+    let backend = Arc::new(FaultyBackend::new(RamBackend::new(bytes)));
+    backend.set_free_bytes(Some(free));
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let seen = events.clone();
+    let c = LuConfig {
+        thin: true,
+        ..cfg(bs)
+    };
+    let mut lu = LogicalUnit::new(c, backend.clone()).unwrap();
+    let notify: ThresholdNotify = Box::new(move |e| seen.lock().unwrap().push(e));
+    lu.set_soft_threshold(spec, Some(notify)).unwrap();
+    ThresholdLu {
+        map: LunMap::new(vec![(0, Arc::new(lu))]),
+        backend,
+        events,
+    }
 }
 
 impl Response {

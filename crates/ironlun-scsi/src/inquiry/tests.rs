@@ -91,3 +91,27 @@ fn medium_rotation_rate_from_the_backend_or_the_configuration() {
     // Out-of-range rates are kept inside 0401h–FFFEh.
     assert_eq!(rate(Some(Rotation::Rpm(10))), 0x0401);
 }
+
+/// THRESHOLD EXPONENT (VPD B2h byte 4): zero on a thin LU without a soft
+/// threshold (thresholds not supported), the threshold set's size as a
+/// power of two with one (a 64 KiB RAM granule of 512-byte blocks: 7).
+#[test]
+fn threshold_exponent_only_with_a_soft_threshold() {
+    use crate::test_util::{cfg, lu_with, threshold_lu};
+    use crate::SoftThreshold;
+    use ironlun_backend::RamBackend;
+    use std::sync::Arc;
+    let lbp = |m: &crate::LunMap| run(m, &[opcode::INQUIRY, 1, 0xb2, 0, 255, 0]).bytes();
+    let thin = crate::LuConfig {
+        thin: true,
+        ..cfg(512)
+    };
+    let plain = lbp(&lu_with(Arc::new(RamBackend::new(1 << 24)), thin));
+    assert_eq!(&plain[..], &[0, 0xb2, 0, 4, 0, 0xe4, 0x02, 0]);
+    let t = threshold_lu(1 << 24, 512, SoftThreshold::Bytes(1 << 20), 1 << 22);
+    let page = lbp(&t.map);
+    assert_eq!(&page[..], &[0, 0xb2, 0, 4, 7, 0xe4, 0x02, 0]);
+    // The capacity counts below 2^32 sets.
+    let blocks = (1u64 << 24) / 512;
+    assert!(blocks >> page[4] < 1 << 32);
+}

@@ -140,3 +140,30 @@ fn unknown_opcode_and_report_supported_opcodes() {
     let lu = m.get(0).unwrap();
     assert_eq!(len, 8 * OPS.iter().filter(|o| (o.available)(lu)).count());
 }
+
+#[test]
+fn log_sense_is_offered_and_reported() {
+    let m = ram_map(100, 512);
+    // LOG SENSE (4Dh): SP, PC and page code, subpage code, parameter
+    // pointer and allocation length; PPC is not supported.
+    let r = run(&m, &[0xa3, 0x0c, 0x01, 0x4d, 0, 0, 0, 0, 1, 0, 0, 0]);
+    assert_eq!(r.status, Status::GOOD);
+    assert_eq!(r.bytes()[1] & 0x07, 0x03, "supported");
+    assert_eq!(
+        &r.bytes()[4..14],
+        &[0x4d, 0x01, 0xff, 0xff, 0, 0xff, 0xff, 0xff, 0xff, 0]
+    );
+    let all = run(&m, &[0xa3, 0x0c, 0x00, 0, 0, 0, 0, 0, 0x10, 0, 0, 0]).bytes();
+    assert!(all[4..]
+        .chunks(8)
+        .any(|d| d[0] == 0x4d && d[6..8] == [0, 10]));
+    // Allowed through reservations, like INQUIRY (SPC-4 §5.13.1).
+    let row = lookup(m.get(0).unwrap(), &Cdb(&[0x4d])).unwrap();
+    assert_eq!(row.access, Access::Exempt);
+    assert!(!row.ua_exempt, "a pending unit attention comes first");
+    assert_eq!(
+        check_usage(row, &Cdb(&[0x4d, 0x02, 0, 0, 0, 0, 0, 0, 0, 0])),
+        Err(Sense::invalid_field(1, Some(1))),
+        "PPC"
+    );
+}
