@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ironlun_backend::{Backend, FileBackend, FileOptions, NullBackend, RamBackend};
-use ironlun_scsi::{LogicalUnit, LuConfig, LunMap};
+use ironlun_scsi::{LogicalUnit, LuConfig, LunMap, ThresholdEvent, ThresholdNotify};
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -149,6 +149,7 @@ fn build_lu(
     let mut lu = LogicalUnit::new(cfg, backend).map_err(set_up)?;
     lu.set_sanitize_rate(l.spec.sanitize_rate);
     let mut sanitize_saved = None;
+    set_threshold(&mut lu, t, l).map_err(set_up)?;
     if let Some(dir) = state_dir {
         let (store, restored) = FilePrStore::open(dir, &t.name, l.number).map_err(set_up)?;
         lu.set_pr_store(Arc::new(store), restored);
@@ -157,6 +158,47 @@ fn build_lu(
     let lu = Arc::new(lu);
     sanitize_store::restore(&lu, sanitize_saved, &t.name, l.number);
     Ok(lu)
+}
+
+/// What the log says when a LUN's soft threshold is reached, and when it
+/// is armed again.
+const THRESHOLD_REACHED: &str = "soft threshold reached: the file system under this thin LUN has less space left than its soft threshold; initiators are told (THIN PROVISIONING SOFT THRESHOLD REACHED), writes go on until it is full";
+const THRESHOLD_REARMED: &str = "soft threshold armed again: space is back above it";
+
+/// Sets the LUN's soft threshold, if it has one, with its crossings
+/// logged.
+fn set_threshold(lu: &mut LogicalUnit, t: &TargetConfig, l: &LunConfig) -> Result<(), String> {
+    let Some(threshold) = l.spec.soft_threshold else {
+        return Ok(());
+    };
+    lu.set_soft_threshold(threshold, Some(log_threshold(t.name.clone(), l.number)))?;
+    info!(
+        "target {} LUN {}: soft threshold: initiators are warned when the file system's free space drops below {threshold}",
+        t.name, l.number
+    );
+    Ok(())
+}
+
+/// Logs a LUN's soft threshold crossings, once each: initiators have
+/// THIN PROVISIONING SOFT THRESHOLD REACHED (SBC-4 §4.7.3.7) as a unit
+/// attention; the operator has this line.
+fn log_threshold(target: String, lun: u16) -> ThresholdNotify {
+    Box::new(move |event| match event {
+        ThresholdEvent::Reached {
+            free_bytes,
+            threshold_bytes,
+        } => warn!(
+            lun,
+            free_bytes, threshold_bytes, "target {target}: {THRESHOLD_REACHED}"
+        ),
+        ThresholdEvent::Rearmed {
+            free_bytes,
+            threshold_bytes,
+        } => info!(
+            lun,
+            free_bytes, threshold_bytes, "target {target}: {THRESHOLD_REARMED}"
+        ),
+    })
 }
 
 /// Opens every backend and builds the targets.

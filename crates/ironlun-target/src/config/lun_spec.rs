@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use ironlun_backend::Rotation;
+use ironlun_scsi::SoftThreshold;
 use ironlun_units::{parse_rate, parse_size};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,7 +32,8 @@ pub enum BackendSpec {
 /// `file:PATH[,size=SIZE][,direct][,prealloc]` or `block:PATH[,direct]`,
 /// each optionally followed by `,bs=512|4096`, `,pbs=4096`, `,ro`,
 /// `,rotation=ssd|unknown|RPM`, (not for block devices) `,thin`,
-/// `,sanitize` and, with it, `,sanitize_rate=RATE`.
+/// `,sanitize` and, with it, `,sanitize_rate=RATE`, and (thin files)
+/// `,soft_threshold=SIZE|PERCENT%`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LunSpec {
     pub backend: BackendSpec,
@@ -51,6 +53,9 @@ pub struct LunSpec {
     /// and memory file systems: non-rotating; files and devices: what
     /// Linux says of the device under them).
     pub rotation: Option<Rotation>,
+    /// A thin file LU's soft threshold (SBC-4 §4.7.3.7): initiators are
+    /// told when the file system's free space drops below it.
+    pub soft_threshold: Option<SoftThreshold>,
 }
 
 /// A LUN spec that does not parse: the spec as given and what is wrong.
@@ -101,6 +106,12 @@ pub enum LunSpecProblem {
     SanitizeRate(String),
     #[error("sanitize_rate needs sanitize")]
     SanitizeRateWithoutSanitize,
+    /// `soft_threshold=` that is not a size above zero or a percentage
+    /// in 1..=100.
+    #[error("soft_threshold={0} (a size such as 512MiB, or a percentage of the LU such as 10%)")]
+    SoftThreshold(String),
+    #[error("soft_threshold needs a thin file LU (it watches the file system's free space)")]
+    SoftThresholdNotThinFile,
 }
 
 impl std::str::FromStr for LunSpec {
@@ -150,6 +161,7 @@ struct Options {
     sanitize: bool,
     sanitize_rate: Option<u64>,
     rotation: Option<Rotation>,
+    soft_threshold: Option<SoftThreshold>,
 }
 
 fn size(s: &str) -> Result<u64, LunSpecProblem> {
@@ -175,6 +187,23 @@ fn rotation(v: &str) -> Result<Rotation, LunSpecProblem> {
             _ => Err(LunSpecProblem::Rotation(v.to_owned())),
         },
     }
+}
+
+/// `soft_threshold=`: a size (`ironlun_units::parse_size`: `512MiB`,
+/// `1G`) or a percentage of the LU's capacity (`10%`).
+fn soft_threshold(v: &str) -> Result<SoftThreshold, LunSpecProblem> {
+    let bad = || LunSpecProblem::SoftThreshold(v.to_owned());
+    let t = match v.strip_suffix('%') {
+        Some(p) => match p.trim().parse::<u8>() {
+            Ok(p @ 1..=100) => SoftThreshold::Percent(p),
+            _ => return Err(bad()),
+        },
+        None => SoftThreshold::Bytes(parse_size(v).map_err(|_| bad())?),
+    };
+    if t == SoftThreshold::Bytes(0) {
+        return Err(bad());
+    }
+    Ok(t)
 }
 
 fn block_size(key: &'static str, v: &str) -> Result<u32, LunSpecProblem> {
@@ -203,6 +232,7 @@ impl Options {
             ("sanitize", None) => self.sanitize = true,
             ("sanitize_rate", Some(v)) => self.sanitize_rate = sanitize_rate(v)?,
             ("rotation", Some(v)) => self.rotation = Some(rotation(v)?),
+            ("soft_threshold", Some(v)) => self.soft_threshold = Some(soft_threshold(v)?),
             ("direct", None) => self.direct = true,
             ("prealloc", None) | ("preallocate", None) => self.preallocate = true,
             ("sparse", None) => self.preallocate = false,
@@ -270,6 +300,10 @@ impl Options {
         if self.sanitize_rate.is_some() && !self.sanitize {
             return Err(LunSpecProblem::SanitizeRateWithoutSanitize);
         }
+        let thin_file = self.thin && matches!(backend, BackendSpec::File { .. });
+        if self.soft_threshold.is_some() && !thin_file {
+            return Err(LunSpecProblem::SoftThresholdNotThinFile);
+        }
         Ok(LunSpec {
             backend,
             block_size,
@@ -279,6 +313,7 @@ impl Options {
             sanitize: self.sanitize,
             sanitize_rate: self.sanitize_rate,
             rotation: self.rotation,
+            soft_threshold: self.soft_threshold,
         })
     }
 }

@@ -549,3 +549,60 @@ fn lun_sanitize_rate_option() {
     let c = Config::from_toml(text, None).unwrap();
     assert_eq!(c.targets[0].luns[0].spec.sanitize_rate, Some(2_000_000));
 }
+
+#[test]
+fn lun_soft_threshold_option() {
+    use ironlun_scsi::SoftThreshold;
+    let t = |s: &str| s.parse::<LunSpec>().map(|l| l.soft_threshold);
+    assert_eq!(t("file:/x,thin"), Ok(None));
+    assert_eq!(
+        t("file:/x,size=8G,thin,soft_threshold=512MiB"),
+        Ok(Some(SoftThreshold::Bytes(512 << 20)))
+    );
+    assert_eq!(
+        t("file:/x,soft_threshold=10%,thin"),
+        Ok(Some(SoftThreshold::Percent(10)))
+    );
+    assert_eq!(
+        t("file:/x,thin,soft_threshold=100%"),
+        Ok(Some(SoftThreshold::Percent(100)))
+    );
+    for bad in ["0", "0%", "101%", "-5%", "x%", "lots", ""] {
+        let e = t(&format!("file:/x,thin,soft_threshold={bad}"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!("soft_threshold={bad} ")) && e.contains("percentage"),
+            "{bad}: {e}"
+        );
+    }
+    // Only on thin file LUs: the file system's free space is what it
+    // watches.
+    for spec in [
+        "file:/x,soft_threshold=1G",
+        "ram:1G,thin,soft_threshold=1M",
+        "block:/dev/x,soft_threshold=1M",
+    ] {
+        let e = t(spec).unwrap_err().to_string();
+        assert!(e.contains("needs a thin file LU"), "{spec}: {e}");
+    }
+    // The same in the file, where the spec is the same string.
+    let text = r#"
+[[target]]
+name = "iqn.2026-11.test:one"
+[[target.lun]]
+spec = "file:/srv/a.img,size=1G,thin,soft_threshold=20%"
+"#;
+    let c = Config::from_toml(text, None).unwrap();
+    assert_eq!(
+        c.targets[0].luns[0].spec.soft_threshold,
+        Some(SoftThreshold::Percent(20))
+    );
+    let e = Config::from_toml(&text.replace("20%", "200%"), None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("lun[0]") && e.contains("soft_threshold=200%"),
+        "{e}"
+    );
+}
