@@ -2,15 +2,28 @@
 //! DATA PROTECT / SPACE ALLOCATION FAILED WRITE PROTECT (27h/07h, SBC-4
 //! §4.7.3.6), not MEDIUM ERROR; reads and the target's other LUN go on;
 //! the daemon logs the condition once for the episode, with the LUN and
-//! the space left. The file system is a 1 MiB tmpfs mounted for the test
-//! (needs root, as scripts/test runs in CI).
+//! the space left. With a soft threshold (SBC-4 §4.7.3.7), initiators
+//! are warned before: each session's next command after the crossing gets
+//! THIN PROVISIONING SOFT THRESHOLD REACHED once, writes go on, LOG SENSE
+//! counts the space down, and freeing space arms the threshold again. The
+//! file system is a 1 MiB tmpfs mounted for the test (needs root, as
+//! scripts/test runs in CI).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 mod support;
 
+use std::path::Path;
 use std::time::Duration;
 
+use bytes::Bytes;
+use ironlun_initiator::{
+    isid_for, scsi, ReconnectPolicy, ScsiReply, ScsiRequest, SenseData, Session, SessionLimits,
+    SessionOptions,
+};
+use ironlun_proto::initiator::ATTR_SIMPLE;
+use ironlun_scsi_codes::{opcode, Asc, SenseKey, Status};
+use ironlun_wire::Lun;
 use support::{run, tool, Raw, Target};
 
 const NAME: &str = "iqn.2026-11.io.ironlun:e2e-space";
@@ -38,8 +51,8 @@ fn settle(c: &mut Raw) {
     assert_eq!(st, 0);
 }
 
-#[test]
-fn a_full_file_system_refuses_writes_with_data_protect_and_logs_once() {
+/// A 1 MiB tmpfs on a new directory; unmounted (then removed) on drop.
+fn small_tmpfs() -> (tempfile::TempDir, Mount) {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     assert!(
@@ -60,7 +73,13 @@ fn a_full_file_system_refuses_writes_with_data_protect_and_logs_once() {
         ],
     );
     assert_eq!(rc, 0, "mount: {out}");
-    let _mounted = Mount(dir.path().to_owned());
+    let mounted = Mount(dir.path().to_owned());
+    (dir, mounted)
+}
+
+#[test]
+fn a_full_file_system_refuses_writes_with_data_protect_and_logs_once() {
+    let (dir, _mounted) = small_tmpfs();
 
     let lu = format!("file:{},size=8M,thin", dir.path().join("lu").display());
     let t = Target::start(&["--name", NAME, "--lun", &lu, "--lun", "ram:1M"]);
@@ -115,4 +134,267 @@ fn a_full_file_system_refuses_writes_with_data_protect_and_logs_once() {
     let log = t.log();
     assert_eq!(log.matches("out of space").count(), 1, "{log}");
     assert!(log.contains("lun=0") && log.contains("free_bytes"), "{log}");
+}
+
+/// Long enough for any answer on a loaded machine; a hang fails the test.
+const ANSWER_WITHIN: Duration = Duration::from_secs(120);
+const THRESHOLD_NAME: &str = "iqn.2026-11.io.ironlun:e2e-threshold";
+/// The LU's soft threshold, and the most a crossing can be seen late: a
+/// look at the space every 1/16 of the threshold written (at least
+/// 64 KiB), plus the write in flight.
+const THRESHOLD: u64 = 512 << 10;
+const SEEN_WITHIN: u64 = (64 << 10) + 4096;
+/// A 4 KiB threshold set: the tmpfs allocates 4 KiB pages, which are
+/// eight of the LU's 512-byte blocks (THRESHOLD EXPONENT 3).
+const SET: u64 = 4096;
+
+/// One session (its own I_T nexus) through ironlun's initiator.
+struct Nexus {
+    label: &'static str,
+    session: Session,
+    rt: tokio::runtime::Handle,
+}
+
+/// What a command came back with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Got {
+    Good,
+    Check(SenseKey, Asc),
+    Other(Status),
+}
+
+const SOFT_THRESHOLD: Got = Got::Check(
+    SenseKey::UNIT_ATTENTION,
+    Asc::THIN_PROVISIONING_SOFT_THRESHOLD_REACHED,
+);
+
+fn got(r: &ScsiReply) -> Got {
+    assert_eq!(r.response, 0, "iSCSI response: command not completed");
+    match r.status {
+        Status::GOOD => Got::Good,
+        Status::CHECK_CONDITION => {
+            let s = SenseData::parse(&r.sense).expect("CHECK CONDITION carries sense data");
+            Got::Check(s.code.key, s.code.asc_ascq())
+        }
+        s => Got::Other(s),
+    }
+}
+
+fn request(cdb: &[u8], read_len: u32) -> ScsiRequest {
+    let mut c = [0u8; 16];
+    c[..cdb.len()].copy_from_slice(cdb);
+    ScsiRequest {
+        lun: Lun::from_index(0),
+        cdb: c,
+        read_len,
+        write: Bytes::new(),
+        attr: ATTR_SIMPLE,
+        discard_data: false,
+    }
+}
+
+impl Nexus {
+    /// Logs in with ISID `n` and takes the power-on unit attention.
+    fn connect(rt: &tokio::runtime::Runtime, t: &Target, label: &'static str, n: usize) -> Nexus {
+        let opts = SessionOptions {
+            initiator_name: "iqn.2026-11.test:threshold-host".into(),
+            isid: isid_for([0x80, 0x0c, 0, 0, 0, 0], n),
+            // Every unit attention reaches the test.
+            limits: SessionLimits {
+                unit_attention_retries: 0,
+                ..SessionLimits::default()
+            },
+            reconnect: ReconnectPolicy {
+                attempts: 0,
+                ..ReconnectPolicy::default()
+            },
+            ..SessionOptions::default()
+        };
+        let portal = t.addr.to_string();
+        let session = rt
+            .block_on(Session::connect(&portal, Some(THRESHOLD_NAME), &opts))
+            .unwrap_or_else(|e| panic!("{label}: login: {e}"));
+        let nexus = Nexus {
+            label,
+            session,
+            rt: rt.handle().clone(),
+        };
+        let power_on = Got::Check(
+            SenseKey::UNIT_ATTENTION,
+            Asc::POWER_ON_RESET_OR_BUS_DEVICE_RESET,
+        );
+        assert_eq!(nexus.tur(), power_on, "{label}");
+        assert_eq!(nexus.tur(), Got::Good, "{label}");
+        nexus
+    }
+
+    fn run(&self, req: ScsiRequest) -> ScsiReply {
+        let s = self.session.clone();
+        self.rt
+            .block_on(async move { tokio::time::timeout(ANSWER_WITHIN, s.execute(req)).await })
+            .unwrap_or_else(|_| panic!("{}: no answer", self.label))
+            .unwrap_or_else(|e| panic!("{}: {e}", self.label))
+    }
+
+    fn tur(&self) -> Got {
+        got(&self.run(scsi::test_unit_ready(0)))
+    }
+
+    /// 4 KiB (one page of the tmpfs) at 4 KiB page `page` of the LU.
+    fn write_page(&self, page: u32) -> Got {
+        let data = Bytes::from(vec![0x5a; 4096]);
+        got(&self.run(scsi::write10(0, page * 8, 8, data)))
+    }
+
+    /// Data of a command that must succeed.
+    fn data(&self, cdb: &[u8], alloc: u32) -> Bytes {
+        let r = self.run(request(cdb, alloc));
+        assert_eq!(got(&r), Got::Good, "{}: {cdb:02x?}", self.label);
+        r.data
+    }
+
+    /// LOG SENSE's Logical Block Provisioning page (0Ch): the available
+    /// and used LBA mapping resource counts, in threshold sets.
+    fn resource_counts(&self) -> (u32, u32) {
+        let d = self.data(&[opcode::LOG_SENSE, 0, 0x0c, 0, 0, 0, 0, 0, 64, 0], 64);
+        assert_eq!(&d[..4], &[0x8c, 0, 0, 24], "{}: page header", self.label);
+        assert_eq!(&d[4..6], &[0, 1], "available LBA mapping resource count");
+        assert_eq!(&d[16..18], &[0, 2], "used LBA mapping resource count");
+        let be32 = |b: &[u8]| u32::from_be_bytes(b.try_into().unwrap());
+        (be32(&d[8..12]), be32(&d[20..24]))
+    }
+}
+
+/// Bytes the file system at `dir` has left (statvfs f_bavail × f_frsize,
+/// what the target reads).
+fn fs_free(dir: &Path) -> u64 {
+    let (rc, out) = run("stat", &["-f", "-c", "%a %S", dir.to_str().unwrap()]);
+    assert_eq!(rc, 0, "stat -f: {out}");
+    let mut it = out.split_whitespace().map(|n| n.parse::<u64>().unwrap());
+    it.next().unwrap() * it.next().unwrap()
+}
+
+/// 4 KiB pages allocated to the LU's file (st_blocks counts 512 bytes).
+fn file_pages(file: &Path) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    (std::fs::metadata(file).unwrap().blocks() / 8) as u32
+}
+
+/// Writes pages from `from` on until the soft threshold's unit attention
+/// comes back instead of GOOD; returns the refused page, which was not
+/// written. None of the writes may fail otherwise.
+fn write_until_warned(a: &Nexus, from: u32) -> u32 {
+    for page in from..2048 {
+        match a.write_page(page) {
+            Got::Good => continue,
+            g if g == SOFT_THRESHOLD => return page,
+            other => panic!("page {page}: {other:?}"),
+        }
+    }
+    panic!("the soft threshold was never reported")
+}
+
+#[test]
+fn a_soft_threshold_warns_each_session_once_and_rearms_when_space_returns() {
+    let (dir, _mounted) = small_tmpfs();
+    let file = dir.path().join("lu");
+    let lu = format!("file:{},size=8M,thin,soft_threshold=512KiB", file.display());
+    let t = Target::start(&["--name", THRESHOLD_NAME, "--lun", &lu]);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let a = Nexus::connect(&rt, &t, "session a", 1);
+    let b = Nexus::connect(&rt, &t, "session b", 2);
+
+    // What an initiator finds: THRESHOLD EXPONENT 3 (VPD B2h byte 4), one
+    // enabled soft threshold, armed decreasing, on available resources,
+    // of 128 sets (mode page 1Ch/02h), and the count of free sets.
+    let vpd = a.data(&[opcode::INQUIRY, 1, 0xb2, 0, 64, 0], 64);
+    assert_eq!(vpd[4], 3, "THRESHOLD EXPONENT: {vpd:02x?}");
+    let mode = a.data(
+        &[opcode::MODE_SENSE_10, 0x08, 0x1c, 0x02, 0, 0, 0, 0, 255, 0],
+        255,
+    );
+    let page = &mode[8..];
+    assert_eq!(&page[..4], &[0x5c, 0x02, 0, 0x14], "{mode:02x?}");
+    assert_eq!(&page[16..24], &[0x80, 0x01, 0, 0, 0, 0, 0, 128]);
+    let (free_sets, used_sets) = a.resource_counts();
+    assert_eq!(u64::from(free_sets), fs_free(dir.path()) / SET);
+    assert_eq!(used_sets, 0, "a new thin file is empty");
+
+    // Writes cross it: the write after the crossing is seen gets the unit
+    // attention instead of running; the space left is then below the
+    // threshold by at most how late a crossing can be seen.
+    let refused = write_until_warned(&a, 0);
+    let free = fs_free(dir.path());
+    assert!(
+        free < THRESHOLD && free + SEEN_WITHIN >= THRESHOLD,
+        "warned at {free} bytes free (page {refused})"
+    );
+    // It is written when sent again; each session was told once.
+    assert_eq!(a.write_page(refused), Got::Good);
+    assert_eq!(a.tur(), Got::Good, "session a: told once");
+    assert_eq!(
+        b.tur(),
+        SOFT_THRESHOLD,
+        "session b: told on its next command"
+    );
+    assert_eq!(b.tur(), Got::Good, "session b: told once");
+
+    // Writes below the hard limit go on, and no one is told again.
+    for page in refused + 1..refused + 17 {
+        assert_eq!(a.write_page(page), Got::Good, "page {page}");
+    }
+    assert_eq!((a.tur(), b.tur()), (Got::Good, Got::Good));
+    // LOG SENSE counts the space down, as the file system sees it.
+    let (free_now, used_now) = b.resource_counts();
+    assert!(free_now < free_sets, "{free_now} after {free_sets}");
+    assert_eq!(u64::from(free_now), fs_free(dir.path()) / SET);
+    assert_eq!(used_now, file_pages(&file));
+    assert_eq!(used_now, refused + 17, "every page written, once");
+    assert!(
+        logged_times(&t, "soft threshold reached", 1),
+        "one line for the crossing:\n{}",
+        t.log()
+    );
+    let log = t.log();
+    assert!(
+        log.contains("lun=0") && log.contains("free_bytes="),
+        "{log}"
+    );
+
+    // UNMAP gives the pages back; the next writes see the space above the
+    // threshold and its margin, which arms it again; writing on crosses
+    // it a second time, and both sessions are told again.
+    let unmap = scsi::unmap(0, &[(0, (refused + 17) * 8)]);
+    assert_eq!(got(&a.run(unmap)), Got::Good);
+    for page in 0..16 {
+        assert_eq!(a.write_page(page), Got::Good, "page {page}");
+    }
+    assert!(
+        t.wait_log("soft threshold armed again", Duration::from_secs(10)),
+        "{}",
+        t.log()
+    );
+    let again = write_until_warned(&a, 16);
+    assert!(fs_free(dir.path()) < THRESHOLD, "page {again}");
+    assert_eq!(b.tur(), SOFT_THRESHOLD);
+    assert_eq!((a.tur(), b.tur()), (Got::Good, Got::Good));
+    assert!(
+        logged_times(&t, "soft threshold reached", 2),
+        "one line per crossing:\n{}",
+        t.log()
+    );
+}
+
+/// Waits (bounded) until the log has `needle` `n` times; whether it has
+/// it exactly that often.
+fn logged_times(t: &Target, needle: &str, n: usize) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while t.log().matches(needle).count() < n && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    t.log().matches(needle).count() == n
 }
