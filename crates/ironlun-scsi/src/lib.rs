@@ -4,8 +4,8 @@
 //! unit-attention exemptions), sense data in fixed and descriptor format,
 //! INQUIRY and VPD pages, mode pages, log pages, unit attentions per I_T
 //! nexus, READ CAPACITY, READ/WRITE and their error mapping, thin
-//! provisioning with its soft threshold,
-//! reservations (SPC-2 and persistent, with the saved-state format) and
+//! provisioning with its soft threshold, reservations (SPC-2 and
+//! persistent, with the saved-state format) and
 //! the copy manager for EXTENDED COPY between a target's LUs (SPC-4,
 //! SBC-3); SANITIZE (SBC-4); commands stopped at their medium access for
 //! a transport that runs the access itself ([`LogicalUnit::start`]); and
