@@ -6,8 +6,14 @@
 //! kernel_initiator` (scripts/test does this after installing
 //! qemu-system-x86). Pick cases with `IRONLUN_VM_CASES=basic,restart`.
 //! Prints PASS, FAIL or SKIP (with the reason) per case, keeps each
-//! guest console in target/vm-tests/, and exits non-zero on any FAIL (and,
-//! under CI=true, on any SKIP).
+//! guest console and evidence channel in target/vm-tests/, and exits
+//! non-zero on any FAIL (and, under CI=true, on any SKIP).
+//!
+//! Evidence comes only from the guest's evidence channel (its second
+//! serial port, which only the case scripts write); the console, where
+//! kernel messages go, is kept for diagnosis and never parsed. A
+//! malformed line on the channel, or a channel without the result line,
+//! fails the case.
 //!
 //! The guest's word is not taken alone: where the LUN is a file, the host
 //! checks the same bytes itself (SHA-256 of the whole LUN, `e2fsck -fn`
@@ -132,8 +138,9 @@ fn boot(ctx: &Ctx, case: &Case, port: u16, extra: &[(&str, &str)], budget: Durat
     boot_watching(ctx, case, case.name, port, extra, budget, None)
 }
 
-/// As [`boot`], with `on_line` seeing each console line as it arrives,
-/// and the console saved as `target/vm-tests/LABEL.console.log`.
+/// As [`boot`], with `on_line` seeing each evidence line as it arrives,
+/// the console saved as `target/vm-tests/LABEL.console.log` and the
+/// evidence channel as `LABEL.evidence.log`.
 fn boot_watching(
     ctx: &Ctx,
     case: &Case,
@@ -153,7 +160,7 @@ fn boot_watching(
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
     );
     let log = ctx.logs.join(format!("{label}.console.log"));
-    ironlun_vm::boot(&Boot {
+    let o = ironlun_vm::boot(&Boot {
         image: &ctx.image,
         case,
         env,
@@ -163,26 +170,16 @@ fn boot_watching(
         console_log: Some(log),
         on_line,
     })
-    .unwrap_or_else(|e| panic!("booting the VM: {e}"))
+    .unwrap_or_else(|e| panic!("booting the VM: {e}"));
+    let evidence = ctx.logs.join(format!("{label}.evidence.log"));
+    std::fs::write(&evidence, &o.evidence).unwrap();
+    o
 }
 
-/// Fails with the guest's last console lines unless the case exited 0.
+/// Fails, saying why with the guest's last console lines, unless the case
+/// exited 0 and its evidence channel holds only well-formed lines.
 fn require_pass(o: &Outcome) -> Result<(), String> {
-    if o.passed() {
-        return Ok(());
-    }
-    let why = if o.timed_out {
-        format!(
-            "killed at its budget after {:.0} s",
-            o.elapsed.as_secs_f64()
-        )
-    } else {
-        match o.rc {
-            Some(rc) => format!("guest case exited {rc}"),
-            None => "the guest reported no result".to_owned(),
-        }
-    };
-    Err(format!("{why}; console tail:\n{}", o.console_tail(30)))
+    o.check(30)
 }
 
 fn require_kv(o: &Outcome, key: &str, want: &str) -> Result<(), String> {
@@ -589,7 +586,8 @@ fn case_fstrim(ctx: &Ctx) -> Verdict {
     let mut target = Target::start(&["--name", IQN, "--lun", &lun]);
     let written = std::sync::Mutex::new(None::<u64>);
     let on_line = |line: &str| {
-        if line.contains("IRONLUN-VM-KV phase=written") {
+        let rec = ironlun_vm::guest::parse_record(line).unwrap_or_default();
+        if field(&rec, "phase") == Some("written") {
             *written.lock().unwrap() = Some(allocated(&img));
         }
     };

@@ -6,7 +6,12 @@ MKE2FS=/sbin/mke2fs
 E2FSCK=/sbin/e2fsck
 
 log() { echo "ironlun-vm: $*"; }
-kv() { echo "IRONLUN-VM-KV $*"; }
+# Evidence for the host, on the evidence channel (fd 9: ttyS1, opened by
+# /init), and a copy on the console for whoever reads its log.
+kv() {
+  echo "IRONLUN-VM-KV $*" >&9
+  echo "ironlun-vm: kv $*"
+}
 die() { log "FAILED: $*"; exit 1; }
 
 # Monotonic milliseconds since boot.

@@ -3,18 +3,29 @@
 //! under QEMU with a hard time budget. The guest reaches the host's
 //! loopback through QEMU's user-mode network (10.0.2.2 is the host's
 //! 127.0.0.1; QEMU opens no listening socket).
+//!
+//! The guest has two serial ports: ttyS0 is the kernel's console (its log
+//! and the scripts' progress), copied to the host for diagnosis; ttyS1 is
+//! the evidence channel ([`crate::evidence`]), written only by the case
+//! scripts, and the only place the host reads evidence from.
 
-use std::io::{BufRead, BufReader, Write};
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::cases::Case;
 use crate::cpio::Newc;
+use crate::evidence::{Channel, Evidence};
 use crate::image::Image;
+use crate::outcome::Outcome;
 use crate::VmError;
+
+// Where they were before the evidence channel had a module of its own.
+pub use crate::evidence::{field, parse_record, KV_MARK, RESULT_MARK};
 
 const INIT: &str = include_str!("../assets/init");
 const LIB: &str = include_str!("../assets/lib.sh");
@@ -22,11 +33,6 @@ const LIB: &str = include_str!("../assets/lib.sh");
 /// Files `/lib.sh`'s `write_files` writes on each LUN (one per size in
 /// its list; a test below keeps the two in step).
 pub const WRITE_FILES: usize = 8;
-
-/// Marker of an evidence line on the guest console.
-pub const KV_MARK: &str = "IRONLUN-VM-KV ";
-/// Marker of the case's exit status.
-pub const RESULT_MARK: &str = "IRONLUN-VM-RESULT rc=";
 
 /// How the guest CPU is run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,126 +91,12 @@ pub struct Boot<'a> {
     pub budget: Duration,
     pub memory_mib: u32,
     pub accel: Accel,
-    /// Where to copy the console as it arrives (for the test's evidence).
+    /// Where to copy the console as it arrives (for diagnosis).
     pub console_log: Option<PathBuf>,
-    /// Called with each console line as it arrives (on a reader thread),
-    /// for hosts that act on the guest's progress.
+    /// Called with each line of the evidence channel as it arrives (on a
+    /// reader thread), for hosts that act on the guest's progress; the
+    /// console is never passed here.
     pub on_line: Option<&'a (dyn Fn(&str) + Sync)>,
-}
-
-/// What the guest reported.
-#[derive(Debug, Clone)]
-pub struct Outcome {
-    /// The case's exit status; `None` when the guest never reported one
-    /// (killed at the budget, crashed, or the VM failed to boot).
-    pub rc: Option<i32>,
-    pub timed_out: bool,
-    pub elapsed: Duration,
-    pub accel: Accel,
-    /// Every evidence line, each as its `key=value` pairs in order.
-    pub records: Vec<Vec<(String, String)>>,
-    /// The whole console.
-    pub console: String,
-}
-
-impl Outcome {
-    /// The case exited 0.
-    pub fn passed(&self) -> bool {
-        self.rc == Some(0) && !self.timed_out
-    }
-
-    /// The first value of `key` in any evidence line.
-    pub fn get(&self, key: &str) -> Option<&str> {
-        self.records.iter().find_map(|r| field(r, key))
-    }
-
-    /// The evidence lines that carry `key`.
-    pub fn with_key<'s>(&'s self, key: &'s str) -> impl Iterator<Item = &'s [(String, String)]> {
-        self.records
-            .iter()
-            .filter(move |r| r.iter().any(|(k, _)| k == key))
-            .map(|r| r.as_slice())
-    }
-
-    /// The files the guest reported writing on `lun`, path to SHA-256:
-    /// exactly `expected` of them, or an error. A `file` record that
-    /// lost its `lun` or `sha256` (or carries a malformed one), or a path
-    /// reported twice, is an error rather than a record to drop, so a
-    /// count that comes out right is a count of complete records.
-    pub fn files_written(
-        &self,
-        lun: &str,
-        expected: usize,
-    ) -> Result<std::collections::BTreeMap<String, String>, String> {
-        let mut files = std::collections::BTreeMap::new();
-        for r in self.with_key("file") {
-            let line = || {
-                r.iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            };
-            let Some(on) = field(r, "lun") else {
-                return Err(format!("a file record without lun: {}", line()));
-            };
-            if on != lun {
-                continue;
-            }
-            let (Some(path), Some(sum)) = (field(r, "file"), field(r, "sha256")) else {
-                return Err(format!("a file record without sha256: {}", line()));
-            };
-            if sum.len() != 64 || !sum.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Err(format!("a file record with a malformed sha256: {}", line()));
-            }
-            if files.insert(path.to_owned(), sum.to_owned()).is_some() {
-                return Err(format!("{path} reported twice on LUN {lun}"));
-            }
-        }
-        if files.len() != expected {
-            return Err(format!(
-                "the guest reported {} complete file records on LUN {lun}, it writes {expected}",
-                files.len()
-            ));
-        }
-        Ok(files)
-    }
-
-    /// The last `n` console lines (for failure messages).
-    pub fn console_tail(&self, n: usize) -> String {
-        crate::image::tail(&self.console, n)
-    }
-}
-
-/// The value of `key` in one evidence line.
-pub fn field<'r>(record: &'r [(String, String)], key: &str) -> Option<&'r str> {
-    record
-        .iter()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.as_str())
-}
-
-/// Parses the `key=value` pairs after an evidence marker anywhere in a
-/// console line (kernel messages may share the line).
-pub fn parse_record(line: &str) -> Option<Vec<(String, String)>> {
-    let at = line.find(KV_MARK)?;
-    let rest = line.get(at + KV_MARK.len()..)?;
-    let pairs: Vec<(String, String)> = rest
-        .split_whitespace()
-        .filter_map(|w| w.split_once('='))
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
-    (!pairs.is_empty()).then_some(pairs)
-}
-
-/// The case status from a console line, if it carries one.
-pub fn parse_result(line: &str) -> Option<i32> {
-    let at = line.find(RESULT_MARK)?;
-    let rest = line.get(at + RESULT_MARK.len()..)?;
-    let digits: String = rest
-        .chars()
-        .take_while(|c| c.is_ascii_digit() || *c == '-')
-        .collect();
-    digits.parse().ok()
 }
 
 /// `/case.env`: one `KEY='value'` per line. Values may not hold a single
@@ -225,12 +117,56 @@ pub fn case_env(env: &[(String, String)]) -> Result<String, VmError> {
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
+/// The console kept in memory at most (a case's kernel log is a few KiB;
+/// the file copy in `console_log` is not cut).
+const MAX_CONSOLE: usize = 16 << 20;
+
 /// Boots the guest once and collects what it reports.
 pub fn boot(b: &Boot<'_>) -> Result<Outcome, VmError> {
     let qemu = crate::find_in_path("qemu-system-x86_64").ok_or_else(|| VmError::MissingTool {
         tool: "qemu-system-x86_64".to_owned(),
         package: "qemu-system-x86".to_owned(),
     })?;
+    let stem = std::env::temp_dir().join(format!(
+        "ironlun-vm-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    let initrd = stem.with_extension("cpio");
+    let evidence = stem.with_extension("evidence");
+    let _cleanup = (RemoveOnDrop(initrd.clone()), RemoveOnDrop(evidence.clone()));
+    write_initrd(&initrd, &b.image.initramfs, &overlay(b)?)?;
+    // Created empty before QEMU starts (which appends to it), so the
+    // reader can open it now and follow it as it grows.
+    std::fs::File::create(&evidence).map_err(|e| VmError::io(&evidence, e))?;
+    let channel = std::fs::File::open(&evidence).map_err(|e| VmError::io(&evidence, e))?;
+    let log_file = match &b.console_log {
+        Some(p) => Some(std::fs::File::create(p).map_err(|e| VmError::io(p, e))?),
+        None => None,
+    };
+    let start = Instant::now();
+    let mut child = Command::new(qemu)
+        .args(qemu_args(b, &initrd, &evidence))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| VmError::io(Path::new("qemu-system-x86_64"), e))?;
+    let run = collect(b, &mut child, channel, log_file, start)?;
+    Ok(Outcome {
+        rc: run.evidence.rc,
+        timed_out: run.timed_out,
+        elapsed: start.elapsed(),
+        accel: b.accel,
+        records: run.evidence.records,
+        evidence_errors: run.evidence.errors,
+        evidence: run.evidence.text,
+        console: run.console,
+    })
+}
+
+/// The archive appended to the image: `/init`, `/lib.sh`, the case.
+fn overlay(b: &Boot<'_>) -> Result<Vec<u8>, VmError> {
     let mut env = vec![("CASE".to_owned(), b.case.name.to_owned())];
     env.extend(b.env.iter().cloned());
     let mut overlay = Newc::new();
@@ -238,110 +174,181 @@ pub fn boot(b: &Boot<'_>) -> Result<Outcome, VmError> {
     overlay.file("lib.sh", 0o644, LIB.as_bytes());
     overlay.file("case.sh", 0o644, b.case.script.as_bytes());
     overlay.file("case.env", 0o644, case_env(&env)?.as_bytes());
-    let initrd = std::env::temp_dir().join(format!(
-        "ironlun-vm-{}-{}.cpio",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _cleanup = RemoveOnDrop(initrd.clone());
-    write_initrd(&initrd, &b.image.initramfs, &overlay.finish())?;
+    Ok(overlay.finish())
+}
 
-    let mut cmd = Command::new(qemu);
-    cmd.args([
+/// The kernel's command line: its console is the first serial port, and
+/// only that one (the second carries evidence).
+pub const KERNEL_CMDLINE: &str = "console=ttyS0 panic=-1 quiet";
+
+/// QEMU's arguments: the first serial port (ttyS0, the kernel's console)
+/// on stdout, the second (ttyS1, the evidence channel) appended to the
+/// file `evidence`.
+fn qemu_args(b: &Boot<'_>, initrd: &Path, evidence: &Path) -> Vec<OsString> {
+    // QEMU option values escape a comma by doubling it.
+    let mut chardev = OsString::from("file,id=evidence,append=on,path=");
+    chardev.push(evidence.as_os_str().to_string_lossy().replace(',', ",,"));
+    let mut args: Vec<OsString> = [
         "-nodefaults",
         "-no-user-config",
         "-no-reboot",
         "-display",
         "none",
-    ])
-    .args(["-serial", "stdio", "-m", &b.memory_mib.to_string()])
-    .args(["-accel", b.accel.name()])
-    .args(["-cpu", if b.accel == Accel::Kvm { "host" } else { "max" }])
-    .arg("-kernel")
-    .arg(&b.image.kernel)
-    .arg("-initrd")
-    .arg(&initrd)
-    .args(["-append", "console=ttyS0 panic=-1 quiet"])
-    .args(["-netdev", "user,id=n0"])
-    // romfile=: no iPXE option ROM (the kernel is loaded directly).
-    .args(["-device", "virtio-net-pci,netdev=n0,romfile="])
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
-    let start = Instant::now();
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| VmError::io(Path::new("qemu-system-x86_64"), e))?;
+        "-serial",
+        "stdio",
+        "-chardev",
+    ]
+    .map(OsString::from)
+    .into();
+    args.push(chardev);
+    let memory = b.memory_mib.to_string();
+    let cpu = if b.accel == Accel::Kvm { "host" } else { "max" };
+    args.extend(
+        ["-serial", "chardev:evidence", "-m", &memory]
+            .into_iter()
+            .chain(["-accel", b.accel.name(), "-cpu", cpu])
+            .map(OsString::from),
+    );
+    args.extend([
+        "-kernel".into(),
+        b.image.kernel.clone().into_os_string(),
+        "-initrd".into(),
+        initrd.as_os_str().to_owned(),
+    ]);
+    args.extend(
+        ["-append", KERNEL_CMDLINE, "-netdev", "user,id=n0"]
+            .into_iter()
+            // romfile=: no iPXE option ROM (the kernel is loaded directly).
+            .chain(["-device", "virtio-net-pci,netdev=n0,romfile="])
+            .map(OsString::from),
+    );
+    args
+}
+
+/// What the readers collected once QEMU exited.
+struct Run {
+    console: String,
+    evidence: Evidence,
+    timed_out: bool,
+}
+
+/// Reads the console, QEMU's stderr and the evidence channel until QEMU
+/// exits or is killed at the budget.
+fn collect(
+    b: &Boot<'_>,
+    child: &mut Child,
+    channel: std::fs::File,
+    log_file: Option<std::fs::File>,
+    start: Instant,
+) -> Result<Run, VmError> {
     let console = Mutex::new(String::new());
-    let mut log_file = match &b.console_log {
-        Some(p) => Some(std::fs::File::create(p).map_err(|e| VmError::io(p, e))?),
-        None => None,
-    };
+    let exited = AtomicBool::new(false);
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
-    let mut timed_out = false;
-    let waited = std::thread::scope(|s| {
+    let (waited, evidence) = std::thread::scope(|s| {
+        let (console, exited) = (&console, &exited);
         if let Some(out) = stdout {
-            let console = &console;
-            s.spawn(move || {
-                for line in BufReader::new(out).lines().map_while(Result::ok) {
-                    let line = line.trim_end_matches('\r');
-                    if let Some(f) = log_file.as_mut() {
-                        let _ = writeln!(f, "{line}");
-                    }
-                    if let Some(cb) = b.on_line {
-                        cb(line);
-                    }
-                    if let Ok(mut c) = console.lock() {
-                        c.push_str(line);
-                        c.push('\n');
-                    }
-                }
-            });
+            s.spawn(move || read_console(out, log_file, console));
         }
         if let Some(err) = stderr {
-            let console = &console;
-            s.spawn(move || {
-                for line in BufReader::new(err).lines().map_while(Result::ok) {
-                    if let Ok(mut c) = console.lock() {
-                        c.push_str("qemu: ");
-                        c.push_str(&line);
-                        c.push('\n');
-                    }
-                }
-            });
+            s.spawn(move || read_lines(err, "qemu: ", console));
         }
-        loop {
-            match child.try_wait() {
-                Ok(Some(_)) => return Ok(()),
-                Ok(None) if start.elapsed() >= b.budget => {
-                    timed_out = true;
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Ok(());
-                }
-                Ok(None) => std::thread::sleep(Duration::from_millis(50)),
-                Err(e) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(VmError::io(Path::new("qemu-system-x86_64"), e));
-                }
+        let reader = s.spawn(move || read_evidence(channel, exited, b.on_line));
+        let waited = wait_for(child, b.budget, start);
+        exited.store(true, Ordering::SeqCst);
+        let evidence = reader.join().unwrap_or_else(|_| {
+            let mut ch = Channel::new();
+            ch.fail("the evidence reader stopped: a panic in on_line".to_owned());
+            ch.finish()
+        });
+        (waited, evidence)
+    });
+    Ok(Run {
+        console: console.into_inner().unwrap_or_default(),
+        evidence,
+        timed_out: waited?,
+    })
+}
+
+/// Waits for QEMU to exit; kills it at the budget. `Ok(true)`: killed.
+fn wait_for(child: &mut Child, budget: Duration, start: Instant) -> Result<bool, VmError> {
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => return Ok(false),
+            Ok(None) if start.elapsed() >= budget => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Ok(true);
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(VmError::io(Path::new("qemu-system-x86_64"), e));
             }
         }
-    });
-    waited?;
-    let elapsed = start.elapsed();
-    let console = console.into_inner().unwrap_or_default();
-    let records = console.lines().filter_map(parse_record).collect();
-    let rc = console.lines().rev().find_map(parse_result);
-    Ok(Outcome {
-        rc,
-        timed_out,
-        elapsed,
-        accel: b.accel,
-        records,
-        console,
-    })
+    }
+}
+
+/// Follows the evidence file as QEMU appends to it, until QEMU has
+/// exited and every byte is read. `on_line` sees each complete line.
+fn read_evidence(
+    mut file: std::fs::File,
+    exited: &AtomicBool,
+    on_line: Option<&(dyn Fn(&str) + Sync)>,
+) -> Evidence {
+    let mut ch = Channel::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        // Read before the check: once QEMU has exited, an empty read
+        // means the whole file was read.
+        let done = exited.load(Ordering::SeqCst);
+        match file.read(&mut buf) {
+            Ok(0) if done => break,
+            Ok(0) => std::thread::sleep(Duration::from_millis(20)),
+            Ok(n) => {
+                for line in ch.feed(buf.get(..n).unwrap_or_default()) {
+                    if let Some(cb) = on_line {
+                        cb(&line);
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                ch.fail(format!("reading the evidence channel: {e}"));
+                break;
+            }
+        }
+    }
+    ch.finish()
+}
+
+/// Copies the console to `log_file` and to `console`.
+fn read_console(out: ChildStdout, mut log_file: Option<std::fs::File>, console: &Mutex<String>) {
+    for line in BufReader::new(out).lines().map_while(Result::ok) {
+        let line = line.trim_end_matches('\r');
+        if let Some(f) = log_file.as_mut() {
+            let _ = writeln!(f, "{line}");
+        }
+        keep(console, "", line);
+    }
+}
+
+fn read_lines(from: impl Read, prefix: &str, console: &Mutex<String>) {
+    for line in BufReader::new(from).lines().map_while(Result::ok) {
+        keep(console, prefix, &line);
+    }
+}
+
+/// Appends a line to the console kept in memory, up to [`MAX_CONSOLE`].
+fn keep(console: &Mutex<String>, prefix: &str, line: &str) {
+    if let Ok(mut c) = console.lock() {
+        if c.len() < MAX_CONSOLE {
+            c.push_str(prefix);
+            c.push_str(line);
+            c.push('\n');
+        }
+    }
 }
 
 fn write_initrd(path: &Path, base: &Path, overlay: &[u8]) -> Result<(), VmError> {
@@ -364,23 +371,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn evidence_lines_parse_even_after_kernel_text() {
-        let r = parse_record("[ 13.1] sd 0:0:0:0: foo IRONLUN-VM-KV file=/d/f1 sha256=ab").unwrap();
-        assert_eq!(
-            r,
-            [
-                ("file".to_owned(), "/d/f1".to_owned()),
-                ("sha256".to_owned(), "ab".to_owned())
-            ]
-        );
-        assert!(parse_record("IRONLUN-VM-KV").is_none());
-        assert!(parse_record("no marker").is_none());
-        assert_eq!(parse_result("IRONLUN-VM-RESULT rc=0"), Some(0));
-        assert_eq!(parse_result("x IRONLUN-VM-RESULT rc=17\r"), Some(17));
-        assert_eq!(parse_result("IRONLUN-VM-RESULT rc="), None);
-    }
-
-    #[test]
     fn case_env_quotes_and_refuses_what_it_cannot_quote() {
         let env = vec![
             ("PORTAL_PORT".to_owned(), "3260".to_owned()),
@@ -397,67 +387,82 @@ mod tests {
         assert!(case_env(&[("lower".to_owned(), "v".to_owned())]).is_err());
     }
 
-    #[test]
-    fn outcome_lookups() {
-        let o = Outcome {
-            rc: Some(0),
-            timed_out: false,
-            elapsed: Duration::ZERO,
-            accel: Accel::Tcg,
-            records: vec![
-                parse_record("IRONLUN-VM-KV fsck=clean").unwrap(),
-                parse_record("IRONLUN-VM-KV file=/a sha256=1").unwrap(),
-                parse_record("IRONLUN-VM-KV file=/b sha256=2").unwrap(),
-            ],
-            console: String::new(),
+    fn args_of(evidence: &str) -> Vec<String> {
+        let image = Image {
+            dir: PathBuf::from("/img"),
+            kernel: PathBuf::from("/img/vmlinuz"),
+            initramfs: PathBuf::from("/img/base.cpio"),
+            manifest: String::new(),
         };
-        assert!(o.passed());
-        assert_eq!(o.get("fsck"), Some("clean"));
-        assert_eq!(o.with_key("file").count(), 2);
-        assert_eq!(o.get("missing"), None);
+        let b = Boot {
+            image: &image,
+            case: &crate::cases::BASIC,
+            env: Vec::new(),
+            budget: Duration::from_secs(1),
+            memory_mib: 512,
+            accel: Accel::Tcg,
+            console_log: None,
+            on_line: None,
+        };
+        qemu_args(&b, Path::new("/t/i.cpio"), Path::new(evidence))
+            .into_iter()
+            .map(|a| a.into_string().unwrap())
+            .collect()
     }
 
-    fn outcome_of(lines: &[&str]) -> Outcome {
-        Outcome {
-            rc: Some(0),
-            timed_out: false,
-            elapsed: Duration::ZERO,
-            accel: Accel::Tcg,
-            records: lines
-                .iter()
-                .map(|l| parse_record(&format!("{KV_MARK}{l}")).unwrap())
-                .collect(),
-            console: String::new(),
-        }
+    /// The values of every `flag` in `args`.
+    fn values<'a>(args: &'a [String], flag: &str) -> Vec<&'a str> {
+        args.windows(2)
+            .filter(|w| w[0] == flag)
+            .map(|w| w[1].as_str())
+            .collect()
     }
 
     #[test]
-    fn files_written_counts_only_complete_records_and_wants_them_all() {
-        let (a, b) = ("a".repeat(64), "b".repeat(64));
-        let fa = format!("file=/d/f1 sha256={a} lun=0");
-        let fb = format!("file=/d/f2 sha256={b} lun=0");
-        let other = format!("file=/d/f1 sha256={b} lun=1");
-        let o = outcome_of(&[&fa, &fb, &other]);
-        let files = o.files_written("0", 2).unwrap();
-        assert_eq!(files.len(), 2);
-        assert_eq!(files["/d/f2"], b);
-        assert_eq!(o.files_written("1", 1).unwrap()["/d/f1"], b);
-        // One record lost its checksum: not dropped, an error, even though
-        // the other record would verify.
-        let o = outcome_of(&[&fa, "file=/d/f2 lun=0"]);
-        assert!(o.files_written("0", 1).is_err());
-        assert!(o.files_written("0", 2).is_err());
-        // Lost its LUN, a cut checksum, a path twice.
-        assert!(outcome_of(&[&fa, "file=/d/f2 sha256=ab"])
-            .files_written("0", 1)
-            .is_err());
-        assert!(outcome_of(&[&fa, "file=/d/f2 sha256=abc lun=0"])
-            .files_written("0", 1)
-            .is_err());
-        assert!(outcome_of(&[&fa, &fa]).files_written("0", 1).is_err());
-        // Fewer complete records than files written.
-        assert!(outcome_of(&[&fa]).files_written("0", 2).is_err());
-        assert!(outcome_of(&[]).files_written("0", 0).unwrap().is_empty());
+    fn the_kernel_console_is_ttys0_and_the_evidence_port_is_ttys1_alone() {
+        let args = args_of("/t/a,b.evidence");
+        // ttyS0 to stdout, ttyS1 to the evidence file (ports are numbered
+        // in the order given).
+        assert_eq!(values(&args, "-serial"), ["stdio", "chardev:evidence"]);
+        assert_eq!(
+            values(&args, "-chardev"),
+            ["file,id=evidence,append=on,path=/t/a,,b.evidence"]
+        );
+        assert!(args.iter().any(|a| a == "-nodefaults"));
+        let cmdline = values(&args, "-append");
+        assert_eq!(cmdline, [KERNEL_CMDLINE]);
+        let consoles: Vec<&str> = KERNEL_CMDLINE
+            .split_whitespace()
+            .filter(|w| w.starts_with("console=") || w.starts_with("earlycon"))
+            .collect();
+        assert_eq!(consoles, ["console=ttyS0"]);
+    }
+
+    #[test]
+    fn the_guest_writes_evidence_to_ttys1_and_runs_no_getty() {
+        // /init holds ttyS1 open as fd 9 for the case, refuses to run when
+        // the kernel has a console there, and writes the result to it.
+        assert!(INIT.contains("exec 9>/dev/ttyS1"), "{INIT}");
+        assert!(INIT.contains("/proc/consoles"), "{INIT}");
+        assert!(
+            INIT.contains("echo \"IRONLUN-VM-RESULT rc=$1\" >&9"),
+            "{INIT}"
+        );
+        let kv = LIB
+            .lines()
+            .skip_while(|l| !l.starts_with("kv() {"))
+            .take_while(|l| !l.starts_with('}'))
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(kv.contains("echo \"IRONLUN-VM-KV $*\" >&9"), "{kv}");
+        for script in [INIT, LIB] {
+            let mut code = script.lines().filter(|l| !l.trim_start().starts_with('#'));
+            assert!(!code.any(|l| l.contains("getty")), "{script}");
+        }
+        for case in crate::cases::ALL {
+            assert!(!case.script.contains("ttyS1"), "{}", case.name);
+            assert!(!case.script.contains(">&9"), "{}", case.name);
+        }
     }
 
     #[test]

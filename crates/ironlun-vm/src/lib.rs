@@ -4,7 +4,9 @@
 //! kernel, busybox-static, open-iscsi, e2fsprogs, the iSCSI and ext4
 //! modules) and caching it; booting it headless under QEMU (KVM where it
 //! really works, TCG otherwise) with a hard time budget; the guest-side
-//! case scripts; reading the guest's evidence off the serial console.
+//! case scripts; reading the guest's evidence off its own channel, the
+//! second serial port, which only the case scripts write (the kernel's
+//! console is the first, kept for diagnosis).
 //!
 //! **Must not know:** iSCSI, SCSI or how the target works. The target is
 //! whatever listens on the host's loopback; the guest reaches it as
@@ -20,14 +22,17 @@
 
 pub mod cases;
 pub mod cpio;
+pub mod evidence;
 pub mod guest;
 pub mod image;
+pub mod outcome;
 
 use std::path::{Path, PathBuf};
 
 pub use cases::Case;
-pub use guest::{boot, Accel, Boot, Outcome};
+pub use guest::{boot, Accel, Boot};
 pub use image::{default_cache_dir, Image};
+pub use outcome::Outcome;
 
 /// What can go wrong around the VM (a failing case is an [`Outcome`], not
 /// an error).
