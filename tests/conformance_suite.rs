@@ -464,7 +464,9 @@ fn run_and_judge(shapes: &[Shape], jobs: usize, table: &str) {
         .filter(|e| e.cover == Cover::NotRun)
         .map(|e| e.test.as_str())
         .collect();
-    println!("not run: {}", not_run.join(", "));
+    if !not_run.is_empty() {
+        println!("not run: {}", not_run.join(", "));
+    }
     println!(
         "{} shapes, {jobs} at a time, in {:.0?}",
         shapes.len(),
