@@ -22,18 +22,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
+#[path = "support/nexus.rs"]
+mod nexus;
 mod support;
 
-use std::time::Duration;
-
 use bytes::Bytes;
-use ironlun_initiator::{
-    isid_for, scsi, ReconnectPolicy, ScsiReply, ScsiRequest, SenseData, Session, SessionLimits,
-    SessionOptions,
-};
-use ironlun_proto::initiator::ATTR_SIMPLE;
-use ironlun_scsi_codes::{opcode, service_action as sa, Asc, SenseKey, Status};
-use ironlun_wire::Lun;
+use ironlun_initiator::{isid_for, scsi};
+use ironlun_scsi_codes::{opcode, service_action as sa, Asc, SenseKey};
+use nexus::{got, request, ua, Got, Nexus, ANSWER_WITHIN};
 use support::Target;
 
 const TARGET: &str = "iqn.2026-11.test:cluster-disk";
@@ -42,8 +38,6 @@ const NODE_B: &str = "iqn.2026-11.test:node-b";
 const KEY_A: u64 = 0x1234_0000_0000_000a;
 const KEY_B: u64 = 0x1234_0000_0000_000b;
 const BLOCK: usize = 512;
-/// Long enough for any answer on a loaded machine; a hang fails the test.
-const ANSWER_WITHIN: Duration = Duration::from_secs(120);
 
 /// Persistent reservation types: the TYPE field of PERSISTENT RESERVE
 /// OUT (SPC-5 §6.17).
@@ -53,32 +47,6 @@ const WR_EX_RO: u8 = 5;
 const EX_AC_RO: u8 = 6;
 const WR_EX_AR: u8 = 7;
 const EX_AC_AR: u8 = 8;
-
-/// What a command came back with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Got {
-    Good,
-    Conflict,
-    Check(SenseKey, Asc),
-    Other(Status),
-}
-
-fn got(r: &ScsiReply) -> Got {
-    assert_eq!(r.response, 0, "iSCSI response: command not completed");
-    match r.status {
-        Status::GOOD => Got::Good,
-        Status::RESERVATION_CONFLICT => Got::Conflict,
-        Status::CHECK_CONDITION => {
-            let s = SenseData::parse(&r.sense).expect("CHECK CONDITION carries sense data");
-            Got::Check(s.code.key, s.code.asc_ascq())
-        }
-        s => Got::Other(s),
-    }
-}
-
-fn ua(asc: Asc) -> Got {
-    Got::Check(SenseKey::UNIT_ATTENTION, asc)
-}
 
 /// A target and the runtime the nodes' sessions run on.
 struct Cluster {
@@ -123,71 +91,21 @@ impl Cluster {
         } else {
             [0x80, 0x0b, 0, 0, 0, 0]
         };
-        let opts = SessionOptions {
-            initiator_name: name.to_owned(),
-            isid: isid_for(base, path),
-            // Every unit attention reaches the test.
-            limits: SessionLimits {
-                unit_attention_retries: 0,
-                ..SessionLimits::default()
-            },
-            reconnect: ReconnectPolicy {
-                attempts: 0,
-                ..ReconnectPolicy::default()
-            },
-            ..SessionOptions::default()
-        };
+        let label = format!(
+            "{} path {path}",
+            name.trim_start_matches("iqn.2026-11.test:")
+        );
         let portal = self.target.addr.to_string();
-        let session = self
-            .rt
-            .block_on(Session::connect(&portal, Some(TARGET), &opts))
-            .unwrap_or_else(|e| panic!("{name} path {path}: login: {e}"));
-        let n = Node {
-            label: format!(
-                "{} path {path}",
-                name.trim_start_matches("iqn.2026-11.test:")
-            ),
-            session,
-            rt: self.rt.handle().clone(),
-        };
+        let n = Nexus::login(&self.rt, &portal, TARGET, name, isid_for(base, path), label);
         n.expect_ua(Asc::POWER_ON_RESET_OR_BUS_DEVICE_RESET);
         n
     }
 }
 
 /// One I_T nexus of a node: a session to the target.
-struct Node {
-    label: String,
-    session: Session,
-    rt: tokio::runtime::Handle,
-}
-
-fn request(cdb: &[u8], read_len: u32, write: Bytes) -> ScsiRequest {
-    let mut c = [0u8; 16];
-    c[..cdb.len()].copy_from_slice(cdb);
-    ScsiRequest {
-        lun: Lun::from_index(0),
-        cdb: c,
-        read_len,
-        write,
-        attr: ATTR_SIMPLE,
-        discard_data: false,
-    }
-}
+type Node = Nexus;
 
 impl Node {
-    fn run(&self, req: ScsiRequest) -> ScsiReply {
-        let s = self.session.clone();
-        self.rt
-            .block_on(async move { tokio::time::timeout(ANSWER_WITHIN, s.execute(req)).await })
-            .unwrap_or_else(|_| panic!("{}: no answer", self.label))
-            .unwrap_or_else(|e| panic!("{}: {e}", self.label))
-    }
-
-    fn tur(&self) -> Got {
-        got(&self.run(scsi::test_unit_ready(0)))
-    }
-
     /// The next unit attention is `asc`, and it is reported once.
     fn expect_ua(&self, asc: Asc) {
         assert_eq!(self.tur(), ua(asc), "{}: unit attention", self.label);

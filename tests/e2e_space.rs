@@ -11,19 +11,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
+#[path = "support/nexus.rs"]
+mod nexus;
 mod support;
 
 use std::path::Path;
 use std::time::Duration;
 
 use bytes::Bytes;
-use ironlun_initiator::{
-    isid_for, scsi, ReconnectPolicy, ScsiReply, ScsiRequest, SenseData, Session, SessionLimits,
-    SessionOptions,
-};
-use ironlun_proto::initiator::ATTR_SIMPLE;
-use ironlun_scsi_codes::{opcode, Asc, SenseKey, Status};
-use ironlun_wire::Lun;
+use ironlun_initiator::{isid_for, scsi};
+use ironlun_scsi_codes::{opcode, Asc, SenseKey};
+use nexus::{got, request, ua, Got, Nexus};
 use support::{run, tool, Raw, Target};
 
 const NAME: &str = "iqn.2026-11.io.ironlun:e2e-space";
@@ -137,7 +135,6 @@ fn a_full_file_system_refuses_writes_with_data_protect_and_logs_once() {
 }
 
 /// Long enough for any answer on a loaded machine; a hang fails the test.
-const ANSWER_WITHIN: Duration = Duration::from_secs(120);
 const THRESHOLD_NAME: &str = "iqn.2026-11.io.ironlun:e2e-threshold";
 /// The LU's soft threshold, and the most a crossing can be seen late: a
 /// look at the space every 1/16 of the threshold written (at least
@@ -148,96 +145,32 @@ const SEEN_WITHIN: u64 = (64 << 10) + 4096;
 /// eight of the LU's 512-byte blocks (THRESHOLD EXPONENT 3).
 const SET: u64 = 4096;
 
-/// One session (its own I_T nexus) through ironlun's initiator.
-struct Nexus {
-    label: &'static str,
-    session: Session,
-    rt: tokio::runtime::Handle,
-}
-
-/// What a command came back with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Got {
-    Good,
-    Check(SenseKey, Asc),
-    Other(Status),
-}
-
 const SOFT_THRESHOLD: Got = Got::Check(
     SenseKey::UNIT_ATTENTION,
     Asc::THIN_PROVISIONING_SOFT_THRESHOLD_REACHED,
 );
 
-fn got(r: &ScsiReply) -> Got {
-    assert_eq!(r.response, 0, "iSCSI response: command not completed");
-    match r.status {
-        Status::GOOD => Got::Good,
-        Status::CHECK_CONDITION => {
-            let s = SenseData::parse(&r.sense).expect("CHECK CONDITION carries sense data");
-            Got::Check(s.code.key, s.code.asc_ascq())
-        }
-        s => Got::Other(s),
-    }
-}
-
-fn request(cdb: &[u8], read_len: u32) -> ScsiRequest {
-    let mut c = [0u8; 16];
-    c[..cdb.len()].copy_from_slice(cdb);
-    ScsiRequest {
-        lun: Lun::from_index(0),
-        cdb: c,
-        read_len,
-        write: Bytes::new(),
-        attr: ATTR_SIMPLE,
-        discard_data: false,
-    }
-}
+// The session a test drives comes from tests/support/nexus.rs; these are
+// this test's own commands on it.
 
 impl Nexus {
     /// Logs in with ISID `n` and takes the power-on unit attention.
     fn connect(rt: &tokio::runtime::Runtime, t: &Target, label: &'static str, n: usize) -> Nexus {
-        let opts = SessionOptions {
-            initiator_name: "iqn.2026-11.test:threshold-host".into(),
-            isid: isid_for([0x80, 0x0c, 0, 0, 0, 0], n),
-            // Every unit attention reaches the test.
-            limits: SessionLimits {
-                unit_attention_retries: 0,
-                ..SessionLimits::default()
-            },
-            reconnect: ReconnectPolicy {
-                attempts: 0,
-                ..ReconnectPolicy::default()
-            },
-            ..SessionOptions::default()
-        };
-        let portal = t.addr.to_string();
-        let session = rt
-            .block_on(Session::connect(&portal, Some(THRESHOLD_NAME), &opts))
-            .unwrap_or_else(|e| panic!("{label}: login: {e}"));
-        let nexus = Nexus {
-            label,
-            session,
-            rt: rt.handle().clone(),
-        };
-        let power_on = Got::Check(
-            SenseKey::UNIT_ATTENTION,
-            Asc::POWER_ON_RESET_OR_BUS_DEVICE_RESET,
+        let nexus = Nexus::login(
+            rt,
+            &t.addr.to_string(),
+            THRESHOLD_NAME,
+            "iqn.2026-11.test:threshold-host",
+            isid_for([0x80, 0x0c, 0, 0, 0, 0], n),
+            label.to_owned(),
         );
-        assert_eq!(nexus.tur(), power_on, "{label}");
+        assert_eq!(
+            nexus.tur(),
+            ua(Asc::POWER_ON_RESET_OR_BUS_DEVICE_RESET),
+            "{label}"
+        );
         assert_eq!(nexus.tur(), Got::Good, "{label}");
         nexus
-    }
-
-    fn run(&self, req: ScsiRequest) -> ScsiReply {
-        let s = self.session.clone();
-        self.rt
-            .block_on(async move { tokio::time::timeout(ANSWER_WITHIN, s.execute(req)).await })
-            .unwrap_or_else(|_| panic!("{}: no answer", self.label))
-            .unwrap_or_else(|e| panic!("{}: {e}", self.label))
-    }
-
-    fn tur(&self) -> Got {
-        got(&self.run(scsi::test_unit_ready(0)))
     }
 
     /// 4 KiB (one page of the tmpfs) at 4 KiB page `page` of the LU.
@@ -248,7 +181,7 @@ impl Nexus {
 
     /// Data of a command that must succeed.
     fn data(&self, cdb: &[u8], alloc: u32) -> Bytes {
-        let r = self.run(request(cdb, alloc));
+        let r = self.run(request(cdb, alloc, Bytes::new()));
         assert_eq!(got(&r), Got::Good, "{}: {cdb:02x?}", self.label);
         r.data
     }
