@@ -32,6 +32,7 @@ mod replay;
 mod ring;
 mod sanitize_store;
 pub mod server;
+mod state_file;
 pub mod stats;
 
 pub use config::{Config, ConfigError, Overrides};

@@ -3,14 +3,16 @@
 //! file, fsync, rename, fsync of the directory) so a crash leaves either
 //! the old state or the new one.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::fs;
+use std::io;
+use std::path::Path;
 
 use ironlun_scsi::reservations::{PrState, PrStore};
 
+use crate::state_file::StateFile;
+
 pub struct FilePrStore {
-    path: PathBuf,
+    file: StateFile,
 }
 
 impl FilePrStore {
@@ -23,18 +25,9 @@ impl FilePrStore {
         target: &str,
         lun: u16,
     ) -> Result<(FilePrStore, Option<PrState>), String> {
-        let safe: String = target
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        let path = dir.join(format!("pr-{safe}-lun{lun}.txt"));
-        let restored = match fs::read_to_string(&path) {
+        let file = StateFile::for_lu(dir, "pr", target, lun);
+        let path = file.path();
+        let restored = match fs::read_to_string(path) {
             Ok(text) => Some(
                 PrState::decode(&text)
                     .map_err(|e| format!("{}: persistent reservation state: {e}", path.display()))?
@@ -43,53 +36,21 @@ impl FilePrStore {
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => return Err(format!("{}: {e}", path.display())),
         };
-        Ok((FilePrStore { path }, restored))
-    }
-}
-
-fn sync_dir(path: &Path) -> io::Result<()> {
-    match path.parent() {
-        Some(dir) => File::open(dir)?.sync_all(),
-        None => Ok(()),
+        Ok((FilePrStore { file }, restored))
     }
 }
 
 impl PrStore for FilePrStore {
     fn save(&self, text: &str) -> io::Result<()> {
-        self.write(text).inspect_err(|e| {
-            tracing::error!(path = %self.path.display(), "saving persistent reservations: {e}");
+        self.file.replace(text).inspect_err(|e| {
+            tracing::error!(path = %self.file.path().display(), "saving persistent reservations: {e}");
         })
     }
 
     fn clear(&self) -> io::Result<()> {
-        match fs::remove_file(&self.path) {
-            Ok(()) => sync_dir(&self.path),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(e) => {
-                tracing::error!(path = %self.path.display(), "removing persistent reservations: {e}");
-                Err(e)
-            }
-        }
-    }
-}
-
-impl FilePrStore {
-    fn write(&self, text: &str) -> io::Result<()> {
-        // The directory is made on the first save, so a target whose
-        // initiators never ask for APTPL leaves nothing behind.
-        if let Some(dir) = self.path.parent() {
-            fs::create_dir_all(dir)?;
-        }
-        let tmp = self.path.with_extension("tmp");
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        fs::rename(&tmp, &self.path)?;
-        sync_dir(&self.path)
+        self.file.remove().inspect_err(|e| {
+            tracing::error!(path = %self.file.path().display(), "removing persistent reservations: {e}");
+        })
     }
 }
 

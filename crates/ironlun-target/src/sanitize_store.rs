@@ -5,18 +5,19 @@
 //! enters failure mode (ironlun-scsi decides which); at shutdown a running
 //! operation stops at a checkpoint. Each outcome is logged with its LUN.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
-use std::path::{Path, PathBuf};
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::Path;
 use std::sync::Arc;
 
 use ironlun_scsi::{LogicalUnit, SanitizeRestore, SanitizeStore, MAX_SANITIZE_RECORD_BYTES};
 use tracing::{info, warn};
 
 use crate::registry::Registry;
+use crate::state_file::StateFile;
 
 pub struct FileSanitizeStore {
-    path: PathBuf,
+    file: StateFile,
 }
 
 /// What the store held at start: nothing, the record, or why it could
@@ -26,36 +27,11 @@ pub type Saved = Option<Result<String, String>>;
 impl FileSanitizeStore {
     /// The store for one LU of a target, and what it held.
     pub fn open(dir: &Path, target: &str, lun: u16) -> (FileSanitizeStore, Saved) {
-        let safe: String = target
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        let path = dir.join(format!("sanitize-{safe}-lun{lun}.txt"));
-        let saved = read_bounded(&path).map_err(|e| format!("{}: {e}", path.display()));
+        let file = StateFile::for_lu(dir, "sanitize", target, lun);
+        let path = file.path();
+        let saved = read_bounded(path).map_err(|e| format!("{}: {e}", path.display()));
         let saved = saved.transpose();
-        (FileSanitizeStore { path }, saved)
-    }
-
-    fn write(&self, text: &str) -> io::Result<()> {
-        if let Some(dir) = self.path.parent() {
-            fs::create_dir_all(dir)?;
-        }
-        let tmp = self.path.with_extension("tmp");
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        fs::rename(&tmp, &self.path)?;
-        sync_dir(&self.path)
+        (FileSanitizeStore { file }, saved)
     }
 }
 
@@ -79,29 +55,17 @@ fn read_bounded(path: &Path) -> io::Result<Option<String>> {
     Ok(Some(text))
 }
 
-fn sync_dir(path: &Path) -> io::Result<()> {
-    match path.parent() {
-        Some(dir) => File::open(dir)?.sync_all(),
-        None => Ok(()),
-    }
-}
-
 impl SanitizeStore for FileSanitizeStore {
     fn save(&self, text: &str) -> io::Result<()> {
-        self.write(text).inspect_err(|e| {
-            tracing::error!(path = %self.path.display(), "saving the sanitize state: {e}");
+        self.file.replace(text).inspect_err(|e| {
+            tracing::error!(path = %self.file.path().display(), "saving the sanitize state: {e}");
         })
     }
 
     fn clear(&self) -> io::Result<()> {
-        match fs::remove_file(&self.path) {
-            Ok(()) => sync_dir(&self.path),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(e) => {
-                tracing::error!(path = %self.path.display(), "removing the sanitize state: {e}");
-                Err(e)
-            }
-        }
+        self.file.remove().inspect_err(|e| {
+            tracing::error!(path = %self.file.path().display(), "removing the sanitize state: {e}");
+        })
     }
 }
 

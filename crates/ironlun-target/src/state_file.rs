@@ -1,0 +1,71 @@
+//! One file of the state directory per LU and kind of state, replaced
+//! atomically (a new file, fsync, rename, fsync of the directory) so that a
+//! crash leaves the old text or the new one. The persistent reservation
+//! store (prstore.rs) and the sanitize store (sanitize_store.rs) keep their
+//! records in such files.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+pub struct StateFile {
+    path: PathBuf,
+}
+
+impl StateFile {
+    /// `DIR/KIND-TARGET-lunN.txt`, the target name with every character
+    /// but letters, digits, '.' and '-' made '_'.
+    pub fn for_lu(dir: &Path, kind: &str, target: &str, lun: u16) -> StateFile {
+        let safe: String = target
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        StateFile {
+            path: dir.join(format!("{kind}-{safe}-lun{lun}.txt")),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Replaces the file's text. The directory is made on the first
+    /// write, so state that is never saved leaves nothing behind.
+    pub fn replace(&self, text: &str) -> io::Result<()> {
+        if let Some(dir) = self.path.parent() {
+            fs::create_dir_all(dir)?;
+        }
+        let tmp = self.path.with_extension("tmp");
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        fs::rename(&tmp, &self.path)?;
+        self.sync_dir()
+    }
+
+    /// Removes the file; one that is not there is already removed.
+    pub fn remove(&self) -> io::Result<()> {
+        match fs::remove_file(&self.path) {
+            Ok(()) => self.sync_dir(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn sync_dir(&self) -> io::Result<()> {
+        match self.path.parent() {
+            Some(dir) => File::open(dir)?.sync_all(),
+            None => Ok(()),
+        }
+    }
+}
