@@ -62,20 +62,27 @@ where
     finish(rt.block_on(fut))
 }
 
-/// Resolves on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
+/// Resolves on SIGINT or SIGTERM. The handlers are installed by this
+/// call, not when the future is first polled: a caller that announces
+/// itself (a test waits for "listening on") after calling it can never be
+/// killed by a signal's default action in between. Must be called within
+/// the runtime.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
     let term = signal(SignalKind::terminate());
-    match term {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
+    let int = signal(SignalKind::interrupt());
+    async move {
+        match (term, int) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = int.recv() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
             }
         }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
+        tracing::info!("signal received");
     }
-    tracing::info!("signal received");
 }

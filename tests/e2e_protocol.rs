@@ -29,6 +29,27 @@ fn session(t: &Target, isid: [u8; 6]) -> Raw {
     c
 }
 
+/// Once the daemon has said where it listens, SIGTERM and SIGHUP are
+/// handled: a signal sent at that instant ends it cleanly (exit 0) or
+/// rescans, never kills it by the signal's default action. Several starts,
+/// because the window this guards was short.
+#[test]
+fn signals_sent_as_soon_as_it_listens_are_handled() {
+    for round in 0..8 {
+        let mut t = Target::start(&["--name", NAME, "--lun", "ram:1MiB"]);
+        // SAFETY: kill(2) on our own child with a valid signal.
+        unsafe {
+            libc::kill(t.child.id() as i32, libc::SIGHUP);
+        }
+        assert_eq!(
+            t.terminate(Duration::from_secs(20)),
+            Some(0),
+            "round {round}: {}",
+            t.log()
+        );
+    }
+}
+
 #[test]
 fn shutdown_asks_initiators_to_log_out_then_exits_zero() {
     let mut t = Target::start(&["--name", NAME, "--lun", "ram:16MiB"]);

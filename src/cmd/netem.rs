@@ -37,6 +37,7 @@ pub async fn run(a: NetemArgs) -> Result<(), String> {
         .map_err(|e| format!("--connect {}: {e}", a.connect))?
         .next()
         .ok_or_else(|| format!("--connect {}: no address", a.connect))?;
+    let stop = crate::runtime::shutdown_signal();
     let relay = ironlun_netem::Relay::start(listen, upstream, spec.clone())
         .map_err(|e| format!("--listen {}: {e}", a.listen))?;
     outln!(
@@ -45,7 +46,6 @@ pub async fn run(a: NetemArgs) -> Result<(), String> {
         spec.describe()
     );
     let limit = a.time.as_deref().map(parse_duration).transpose()?;
-    let stop = crate::runtime::shutdown_signal();
     match limit {
         Some(t) => {
             let _ = tokio::time::timeout(t, stop).await;

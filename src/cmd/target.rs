@@ -175,9 +175,10 @@ fn serve(log: Option<&str>, args: TargetArgs) -> Result<(), Failure> {
     let cfg = Config::load(&overrides(args))?;
     init_logging(log, cfg.log.as_deref());
     runtime()?.block_on(async move {
+        let stop = shutdown_signal();
         let server = Server::bind(&cfg).await?;
         log_startup(&cfg);
-        server.run(shutdown_signal()).await.map_err(Failure::Serve)
+        server.run(stop).await.map_err(Failure::Serve)
     })
 }
 

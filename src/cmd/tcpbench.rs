@@ -99,6 +99,7 @@ pub async fn run(a: TcpbenchArgs) -> Result<(), String> {
         let addr: SocketAddr = addr
             .parse()
             .map_err(|_| format!("--server '{addr}' is not ADDR:PORT"))?;
+        let signal = crate::runtime::shutdown_signal();
         let l = tcpbench::listen(addr, window).map_err(|e| format!("--server {addr}: {e}"))?;
         outln!(
             "tcpbench server on {}",
@@ -107,7 +108,7 @@ pub async fn run(a: TcpbenchArgs) -> Result<(), String> {
         let stop = Arc::new(AtomicBool::new(false));
         let s2 = stop.clone();
         let server = std::thread::spawn(move || tcpbench::serve(l, s2));
-        crate::runtime::shutdown_signal().await;
+        signal.await;
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         return server
             .join()

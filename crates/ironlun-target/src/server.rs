@@ -358,6 +358,10 @@ impl Server {
             });
         }
         drop(accept_tx);
+        // SIGHUP's handler is in place before the portals are announced:
+        // its default action would end the process.
+        let mut hangup =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
         for a in &self.registry.portals {
             info!("listening on {a}");
         }
@@ -368,8 +372,6 @@ impl Server {
             acceptors.spawn(stats::serve(l, self.registry.clone(), self.started));
         }
         tokio::pin!(stop);
-        let mut hangup =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
         loop {
             tokio::select! {
                 _ = &mut stop => break,
