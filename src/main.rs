@@ -40,6 +40,9 @@ enum Command {
     /// Run an iSCSI target (RFC 7143) exporting null, RAM, file and
     /// block-device LUNs.
     Target(cmd::target::TargetArgs),
+    /// Manage a running target: targets, LUNs, initiator maps, portals,
+    /// sessions, apply a whole file (docs/admin.md).
+    Admin(cmd::admin::AdminArgs),
     /// List the targets a portal reports (SendTargets discovery).
     Discover(cmd::discover::DiscoverArgs),
     /// Show a LUN's standard INQUIRY data.
@@ -99,6 +102,7 @@ fn main() -> ExitCode {
     let quiet = || init_logging(Some(log.unwrap_or("warn")), None);
     match cli.command {
         Command::Target(a) => cmd::target::run(log, a),
+        Command::Admin(a) => finish(cmd::admin::run(a)),
         Command::Discover(a) => run_tool(log, cmd::discover::run(a)),
         Command::Inquiry(a) => run_tool(log, cmd::inquiry::run(a)),
         Command::Readcap(a) => run_tool(log, cmd::readcap::run(a)),

@@ -610,11 +610,7 @@ fn aptpl_keeps_registrations_and_reservation_across_a_restart() {
         report_capabilities(&b, true, true);
         assert_eq!(b.read_keys(), (2, vec![KEY_A, KEY_B]));
     }
-    assert_eq!(
-        std::fs::read_dir(&state).unwrap().count(),
-        1,
-        "one saved LU"
-    );
+    assert_eq!(support::state_files(&state), 1, "one saved LU");
     c.restart();
     {
         let (a, b) = (c.node(NODE_A, 0), c.node(NODE_B, 0));
@@ -631,11 +627,7 @@ fn aptpl_keeps_registrations_and_reservation_across_a_restart() {
         assert_eq!(a.prout(sa::REGISTER, 0, KEY_A, KEY_A, false), Got::Good);
         report_capabilities(&b, true, false);
     }
-    assert_eq!(
-        std::fs::read_dir(&state).unwrap().count(),
-        0,
-        "state removed"
-    );
+    assert_eq!(support::state_files(&state), 0, "state removed");
     c.restart();
     let outsider = c.node(NODE_B, 1);
     assert_eq!(outsider.read_keys(), (0, vec![]));

@@ -328,10 +328,7 @@ fn aptpl_reservations_survive_a_restart() {
         assert_eq!(prout(&mut c, 0x01, 0x01, 0xfeed, 0, false), 0, "RESERVE");
     }
     assert_eq!(t.terminate(Duration::from_secs(20)), Some(0), "{}", t.log());
-    assert!(
-        std::fs::read_dir(&state).unwrap().count() == 1,
-        "one state file"
-    );
+    assert!(support::state_files(&state) == 1, "one state file");
 
     let t = Target::start(&args);
     let mut o = session(&t, other);
@@ -351,7 +348,7 @@ fn aptpl_reservations_survive_a_restart() {
     assert_eq!(st, 0, "the same initiator port holds it again");
     // Unregistering with APTPL clear removes the saved state.
     assert_eq!(prout(&mut h, 0x00, 0, 0xfeed, 0, false), 0);
-    assert_eq!(std::fs::read_dir(&state).unwrap().count(), 0);
+    assert_eq!(support::state_files(&state), 0);
 }
 
 /// Sense key, ASC and ASCQ of fixed-format sense data.

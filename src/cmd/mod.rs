@@ -3,6 +3,7 @@
 //! prints what they return. The work itself (protocol, measurement,
 //! models, file formats, reports) belongs to the crates.
 
+pub mod admin;
 pub mod bench;
 pub mod compare_local;
 pub mod compare_peers;

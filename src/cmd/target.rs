@@ -37,6 +37,11 @@ pub struct TargetArgs {
     /// with --config: next to the file.
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+    /// The management API's Unix socket (owner-only; `ironlun admin`
+    /// talks to it). Default: admin.sock in the state directory; none
+    /// without one.
+    #[arg(long, value_name = "PATH")]
+    pub admin_socket: Option<PathBuf>,
     /// Serve statistics (process CPU, sessions, per-LUN I/O counters) as
     /// JSON over HTTP at ADDR:PORT/stats (see docs/stats.md); `ironlun
     /// bench --target-stats` reads it.
@@ -156,6 +161,7 @@ fn overrides(args: TargetArgs) -> Overrides {
         chap: args.chap,
         mutual_chap: args.mutual_chap,
         allow: args.allow,
+        admin_socket: args.admin_socket,
     }
 }
 
@@ -172,11 +178,12 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 }
 
 fn serve(log: Option<&str>, args: TargetArgs) -> Result<(), Failure> {
-    let cfg = Config::load(&overrides(args))?;
+    let overrides = overrides(args);
+    let cfg = Config::load(&overrides)?;
     init_logging(log, cfg.log.as_deref());
     runtime()?.block_on(async move {
         let stop = shutdown_signal();
-        let server = Server::bind(&cfg).await?;
+        let server = Server::bind_with(&cfg, &overrides).await?;
         log_startup(&cfg);
         server.run(stop).await.map_err(Failure::Serve)
     })

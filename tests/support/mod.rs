@@ -673,3 +673,14 @@ impl Drop for Relay {
         self.cut();
     }
 }
+
+/// Files of a state directory that hold LU state (`*.txt`), not the
+/// management socket the daemon also keeps there.
+#[allow(dead_code)]
+pub fn state_files(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.path().extension().is_some_and(|x| x == "txt"))
+        .count()
+}

@@ -558,6 +558,19 @@ impl Backend for FileBackend {
         Ok(out)
     }
 
+    /// A file grows or shrinks with `ftruncate`; a block device's size
+    /// is the device's (resize it, then rescan).
+    fn resize(&self, bytes: u64) -> io::Result<()> {
+        if self.kind == "block" {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "a block device's size is the device's: resize the device, then rescan",
+            ));
+        }
+        self.buffered.set_len(bytes)?;
+        self.refresh_size().map(drop)
+    }
+
     fn refresh_size(&self) -> io::Result<u64> {
         let size = if self.kind == "block" {
             (&*self.buffered).seek(SeekFrom::End(0))?

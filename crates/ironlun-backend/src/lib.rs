@@ -145,6 +145,15 @@ pub trait Backend: Send + Sync {
         Ok(self.size_bytes())
     }
 
+    /// Grows or shrinks the store to `bytes` (an operator's resize).
+    /// Stores whose size is not theirs to change refuse, saying why.
+    fn resize(&self, _bytes: u64) -> io::Result<()> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("a {} LUN cannot be resized live", self.kind()),
+        ))
+    }
+
     /// Whether the medium rotates, as initiators are told in MEDIUM
     /// ROTATION RATE (SBC-4 §6.6.2). Memory does not.
     fn rotation(&self) -> Rotation {

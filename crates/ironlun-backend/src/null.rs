@@ -2,18 +2,25 @@
 //! (the NULLIO backend of the published target comparisons).
 
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 
 use crate::{check_range, zeros, Backend};
 
 pub struct NullBackend {
-    size: u64,
+    size: AtomicU64,
 }
 
 impl NullBackend {
     pub fn new(size: u64) -> Self {
-        NullBackend { size }
+        NullBackend {
+            size: AtomicU64::new(size),
+        }
+    }
+
+    fn size(&self) -> u64 {
+        self.size.load(Ordering::Relaxed)
     }
 }
 
@@ -23,16 +30,21 @@ impl Backend for NullBackend {
     }
 
     fn size_bytes(&self) -> u64 {
-        self.size
+        self.size()
+    }
+
+    fn resize(&self, bytes: u64) -> io::Result<()> {
+        self.size.store(bytes, Ordering::Relaxed);
+        Ok(())
     }
 
     fn read(&self, offset: u64, len: usize) -> io::Result<Bytes> {
-        check_range(offset, len, self.size)?;
+        check_range(offset, len, self.size())?;
         Ok(zeros(len))
     }
 
     fn write(&self, offset: u64, data: &[u8], _durable: bool) -> io::Result<()> {
-        check_range(offset, data.len(), self.size)
+        check_range(offset, data.len(), self.size())
     }
 
     fn flush(&self) -> io::Result<()> {
@@ -53,12 +65,12 @@ impl Backend for NullBackend {
 
     /// Nothing is ever stored.
     fn deallocate(&self, offset: u64, len: u64) -> io::Result<()> {
-        check_range(offset, 0, self.size)?;
-        check_range(offset + len, 0, self.size)
+        check_range(offset, 0, self.size())?;
+        check_range(offset + len, 0, self.size())
     }
 
     fn allocation(&self, offset: u64, len: u64) -> io::Result<Vec<crate::Extent>> {
-        check_range(offset, 0, self.size)?;
+        check_range(offset, 0, self.size())?;
         Ok(vec![crate::Extent {
             len,
             allocated: false,

@@ -299,7 +299,7 @@ fn plan_write(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Plan
             return Err(Sense::invalid_field(1, Some(2)));
         }
     }
-    if lu.write_protected() {
+    if lu.write_protected_for(req.nexus) {
         return Err(Sense::write_protected());
     }
     let (lba, _, bytes) = checked(lu, cdb)?;
@@ -446,7 +446,7 @@ pub fn compare_and_write(
     if blocks > u64::from(crate::inquiry::MAX_COMPARE_AND_WRITE_BLOCKS) {
         return Err(Sense::invalid_field(13, None));
     }
-    if lu.write_protected() {
+    if lu.write_protected_for(req.nexus) {
         return Err(Sense::write_protected());
     }
     check_range(lu, lba, blocks)?;
@@ -494,7 +494,7 @@ fn exclusive_write(
     cdb: &Cdb<'_>,
     or: bool,
 ) -> Result<Response, Sense> {
-    if lu.write_protected() {
+    if lu.write_protected_for(req.nexus) {
         return Err(Sense::write_protected());
     }
     let (lba, _, bytes) = checked(lu, cdb)?;
@@ -537,7 +537,7 @@ pub fn write_same(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<
     // A write-protected LU refuses the command as a write whatever its
     // flags ask for (SBC-4 write protection; SWP, SPC-5 §7.5.8): libiscsi's ReadOnly test expects DATA
     // PROTECT for WRITE SAME with UNMAP on a fully provisioned LU too.
-    if lu.write_protected() {
+    if lu.write_protected_for(req.nexus) {
         return Err(Sense::write_protected());
     }
     if anchor {

@@ -348,7 +348,7 @@ fn copy_segment(req: &Request<'_>, targets: &[Cscd], s: &Segment) -> Result<u64,
         // (SPC-4 §6.4.4) with no more specific code the suite allows.
         return Err(copy_aborted(Asc::NO_ADDITIONAL_SENSE));
     }
-    if dst.write_protected() {
+    if dst.write_protected_for(req.nexus) {
         return Err(Sense::write_protected());
     }
     let durable = !dst.mode.wce.load(Ordering::Relaxed);

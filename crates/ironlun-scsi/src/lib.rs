@@ -53,7 +53,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 pub use ironlun_backend::Payload;
 pub use ironlun_payload::DataOutBuffer;
-use ironlun_scsi_codes::{opcode, Status};
+use ironlun_scsi_codes::{opcode, Asc, Status};
 
 pub use lu::{LogicalUnit, LuConfig};
 pub use provisioning::{SoftThreshold, ThresholdEvent, ThresholdNotify};
@@ -159,14 +159,71 @@ impl Response {
 pub struct LunMap {
     luns: Vec<(u16, Arc<LogicalUnit>)>,
     numbers: Vec<u16>,
+    /// Per entry: mapped read-only (writes through this map are refused,
+    /// SBC-4 §4.11's write protection for this initiator alone).
+    read_only: Vec<bool>,
 }
 
 impl LunMap {
-    pub fn new(mut luns: Vec<(u16, Arc<LogicalUnit>)>) -> LunMap {
-        luns.sort_by_key(|(n, _)| *n);
-        luns.dedup_by_key(|(n, _)| *n);
-        let numbers = luns.iter().map(|(n, _)| *n).collect();
-        LunMap { luns, numbers }
+    pub fn new(luns: Vec<(u16, Arc<LogicalUnit>)>) -> LunMap {
+        LunMap::mapped(luns.into_iter().map(|(n, lu)| (n, lu, false)).collect())
+    }
+
+    /// One initiator's view: LUN number, logical unit, read-only.
+    pub fn mapped(mut luns: Vec<(u16, Arc<LogicalUnit>, bool)>) -> LunMap {
+        luns.sort_by_key(|(n, _, _)| *n);
+        luns.dedup_by_key(|(n, _, _)| *n);
+        let numbers = luns.iter().map(|(n, _, _)| *n).collect();
+        let read_only = luns.iter().map(|(_, _, ro)| *ro).collect();
+        let luns = luns.into_iter().map(|(n, lu, _)| (n, lu)).collect();
+        LunMap {
+            luns,
+            numbers,
+            read_only,
+        }
+    }
+
+    /// Entries with their read-only flag.
+    fn entries(&self) -> impl Iterator<Item = (u16, &Arc<LogicalUnit>, bool)> {
+        self.luns
+            .iter()
+            .zip(&self.read_only)
+            .map(|((n, lu), ro)| (*n, lu, *ro))
+    }
+
+    /// Whether `lu` is in this map (as the same logical unit), and how.
+    fn find_lu(&self, lu: &Arc<LogicalUnit>) -> Option<(u16, bool)> {
+        self.entries()
+            .find(|(_, l, _)| Arc::ptr_eq(l, lu))
+            .map(|(n, _, ro)| (n, ro))
+    }
+
+    /// A session's view changes from `self` to `new` (LUNs added,
+    /// removed or remapped while it runs): `nexus` is attached to the LUs
+    /// it gains, detached from those it loses, and, when what REPORT LUNS
+    /// returns changed, told REPORTED LUNS DATA HAS CHANGED on every LU it
+    /// keeps (SPC-5 §5.14, the unit attention conditions list). Whether
+    /// the inventory changed.
+    pub fn change_to(&self, new: &LunMap, nexus: NexusId, identity: &ItNexus) -> bool {
+        let inventory_changed = self.numbers != new.numbers
+            || self
+                .luns
+                .iter()
+                .zip(&new.luns)
+                .any(|((_, a), (_, b))| !Arc::ptr_eq(a, b));
+        for (_, lu, ro) in new.entries() {
+            let first = self.find_lu(lu);
+            lu.attach_nexus_as(nexus, identity.clone(), None, ro);
+            if inventory_changed && first.is_some() {
+                lu.establish_ua_for(&[nexus], Asc::REPORTED_LUNS_DATA_HAS_CHANGED);
+            }
+        }
+        for (_, lu, _) in self.entries() {
+            if new.find_lu(lu).is_none() {
+                lu.detach_nexus(nexus);
+            }
+        }
+        inventory_changed
     }
 
     pub fn get(&self, lun: u16) -> Option<&Arc<LogicalUnit>> {
@@ -254,8 +311,13 @@ impl LunMap {
     /// Registers a new I_T nexus with every LU (unit attention on first
     /// use, SAM-5 §6.3.1).
     pub fn attach_nexus(&self, nexus: NexusId, identity: &ItNexus, replaced: bool) {
-        for (_, lu) in &self.luns {
-            lu.attach_nexus(nexus, identity.clone(), replaced);
+        let cond = if replaced {
+            Asc::I_T_NEXUS_LOSS_OCCURRED
+        } else {
+            Asc::POWER_ON_RESET_OR_BUS_DEVICE_RESET
+        };
+        for (_, lu, ro) in self.entries() {
+            lu.attach_nexus_as(nexus, identity.clone(), Some(cond), ro);
         }
     }
 

@@ -88,6 +88,10 @@ impl LuConfig {
 struct NexusState {
     identity: ItNexus,
     ua: VecDeque<Sense>,
+    /// Reached through a read-only mapping: writes are refused to this
+    /// nexus alone (a per-initiator LUN map, like LIO's write-protected
+    /// mapped LUNs).
+    read_only: bool,
 }
 
 /// Mode page state that commands consult (SPC-4 §7.5, SBC-4 §6.5).
@@ -114,6 +118,11 @@ pub struct LogicalUnit {
     nexuses: Mutex<HashMap<NexusId, NexusState>>,
     /// Nexuses with at least one pending UA: lets the hot path skip the lock.
     ua_pending: AtomicUsize,
+    /// Nexuses attached read-only: lets the hot path skip the lock.
+    ro_nexuses: AtomicUsize,
+    /// Writes refused to everyone: the LUN's `ro` flag, as configured or
+    /// as set by the operator since.
+    read_only: AtomicBool,
     reservations: Mutex<ReservationState>,
     /// Any reservation or registration exists: lets the hot path skip the
     /// reservation check.
@@ -167,6 +176,7 @@ impl LogicalUnit {
                 cfg.block_size
             ));
         }
+        let read_only = AtomicBool::new(cfg.read_only);
         let mode = ModeState::default();
         mode.wce.store(true, Ordering::Relaxed);
         mode.tas.store(true, Ordering::Relaxed);
@@ -176,6 +186,8 @@ impl LogicalUnit {
             mode,
             nexuses: Mutex::new(HashMap::new()),
             ua_pending: AtomicUsize::new(0),
+            ro_nexuses: AtomicUsize::new(0),
+            read_only,
             reservations: Mutex::new(ReservationState::default()),
             reserved: AtomicBool::new(false),
             pr_store: None,
@@ -255,7 +267,22 @@ impl LogicalUnit {
     /// Whether writes are refused: a read-only LUN or software write
     /// protect (SPC-4 §7.5.8, SWP).
     pub fn write_protected(&self) -> bool {
-        self.cfg.read_only || self.mode.swp.load(Ordering::Relaxed)
+        self.read_only.load(Ordering::Relaxed) || self.mode.swp.load(Ordering::Relaxed)
+    }
+
+    /// Whether writes from `nexus` are refused: the LU's own protection,
+    /// or a read-only mapping of this nexus.
+    #[inline]
+    pub fn write_protected_for(&self, nexus: NexusId) -> bool {
+        self.write_protected()
+            || (self.ro_nexuses.load(Ordering::Acquire) > 0
+                && self.nexus_map().get(&nexus).is_some_and(|n| n.read_only))
+    }
+
+    /// Sets or clears the LUN's write protection for every initiator (an
+    /// operator's change; the backend must be writable to clear it).
+    pub fn set_read_only(&self, on: bool) {
+        self.read_only.store(on, Ordering::Relaxed);
     }
 
     /// Runs one command (SAM-5 §5.1). Errors become CHECK CONDITION here
@@ -357,14 +384,30 @@ impl LogicalUnit {
         } else {
             Asc::POWER_ON_RESET_OR_BUS_DEVICE_RESET
         };
+        self.attach_nexus_as(nexus, identity, Some(cond), false);
+    }
+
+    /// Registers `nexus` with `first` as its first unit attention (none:
+    /// an LU added while the session runs, which learns of it through
+    /// REPORTED LUNS DATA HAS CHANGED on its other LUs), read-only or
+    /// not. Attaching a known nexus again only updates its mapping.
+    pub fn attach_nexus_as(
+        &self,
+        nexus: NexusId,
+        identity: ItNexus,
+        first: Option<Asc>,
+        read_only: bool,
+    ) {
         let mut map = self.nexus_map();
-        map.insert(
-            nexus,
-            NexusState {
-                identity,
-                ua: VecDeque::from([Sense::new(SenseKey::UNIT_ATTENTION, cond)]),
-            },
-        );
+        let st = map.entry(nexus).or_insert_with(|| NexusState {
+            identity,
+            ua: first
+                .map(|c| Sense::new(SenseKey::UNIT_ATTENTION, c))
+                .into_iter()
+                .collect(),
+            read_only: false,
+        });
+        st.read_only = read_only;
         self.recount(&map);
     }
 
@@ -481,6 +524,8 @@ impl LogicalUnit {
     fn recount(&self, map: &HashMap<NexusId, NexusState>) {
         let n = map.values().filter(|s| !s.ua.is_empty()).count();
         self.ua_pending.store(n, Ordering::Release);
+        let ro = map.values().filter(|s| s.read_only).count();
+        self.ro_nexuses.store(ro, Ordering::Release);
     }
 
     /// Takes the oldest pending unit attention of a nexus.
@@ -567,6 +612,21 @@ impl LogicalUnit {
         }
         self.set_num_blocks(new);
         Ok(Some((old, new)))
+    }
+
+    /// Changes the medium's size to `bytes` (an operator's resize: the
+    /// backend grows or shrinks its store) and takes the new capacity,
+    /// which raises CAPACITY DATA HAS CHANGED (SBC-4 §4.6.3.2). Returns the
+    /// old and new block counts when they differ.
+    pub fn resize(&self, bytes: u64) -> std::io::Result<Option<(u64, u64)>> {
+        if bytes < u64::from(self.cfg.block_size) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a LUN must hold at least one block",
+            ));
+        }
+        self.backend.resize(bytes)?;
+        self.rescan()
     }
 
     /// Flushes the backend (SYNCHRONIZE CACHE, shutdown).

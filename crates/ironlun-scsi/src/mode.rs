@@ -202,15 +202,15 @@ fn page_bytes(lu: &LogicalUnit, p: &ModePage, pc: PageControl) -> Vec<u8> {
 }
 
 /// Device-specific parameter (SBC-3 §6.4.1): WP and DPOFUA.
-fn device_specific(lu: &LogicalUnit) -> u8 {
+fn device_specific(lu: &LogicalUnit, nexus: crate::NexusId) -> u8 {
     let mut dsp = 0x10;
-    if lu.write_protected() {
+    if lu.write_protected_for(nexus) {
         dsp |= 0x80;
     }
     dsp
 }
 
-pub fn mode_sense(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
+pub fn mode_sense(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
     let ten = cdb.opcode() == opcode::MODE_SENSE_10;
     let dbd = cdb.bit(1, 3);
     let llbaa = ten && cdb.bit(1, 4);
@@ -253,7 +253,7 @@ pub fn mode_sense(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result
             bd.extend_from_slice(&lu.block_size().to_be_bytes()[1..]);
         }
     }
-    let dsp = device_specific(lu);
+    let dsp = device_specific(lu, req.nexus);
     let mut out = Vec::new();
     if ten {
         let len = (6 + bd.len() + pages.len()) as u16;

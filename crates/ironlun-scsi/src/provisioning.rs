@@ -47,7 +47,7 @@ pub fn unmap(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Respo
     if param_len == 0 {
         return Ok(Response::good());
     }
-    if lu.write_protected() {
+    if lu.write_protected_for(req.nexus) {
         return Err(Sense::write_protected());
     }
     let data = req.parameter_list(param_len);

@@ -122,7 +122,7 @@ pub fn sanitize(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Re
     let immed = cdb.bit(1, 7);
     let sa = cdb.u8(1) & 0x1f;
     let len = usize::from(cdb.be16(7));
-    if lu.write_protected() {
+    if lu.write_protected_for(req.nexus) {
         return Err(Sense::write_protected());
     }
     let method = match sa {

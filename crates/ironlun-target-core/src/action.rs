@@ -73,6 +73,14 @@ pub enum SessionSignal {
     /// Close the session: a reinstatement replaced it, or a TARGET COLD
     /// RESET (RFC 7143 §11.5.1) ends every session.
     Close(&'static str),
+    /// The operator changed what this session's initiator may see (LUNs
+    /// added, removed, remapped): the driver takes its new LUN map from
+    /// the daemon.
+    Remap,
+    /// Ask the initiator to log out (Async Message, RFC 7143 §11.9.1,
+    /// AsyncEvent 1), and close after Time2Wait if it has not: the
+    /// operator logs the session out, or removes its target with force.
+    Logout(&'static str),
 }
 
 /// A finished command: the task it answers and the device's response.

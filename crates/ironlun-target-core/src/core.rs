@@ -106,6 +106,25 @@ impl ConnCore {
         }
     }
 
+    /// The session's LUN map changed while it runs (an operator added,
+    /// removed or remapped LUNs): later commands see `map`; the nexus is
+    /// attached to and detached from LUs as
+    /// [`LunMap::change_to`] says. Commands already running finish on the
+    /// LU they started on. Whether REPORT LUNS now answers differently.
+    pub fn set_map(&mut self, map: Arc<LunMap>) -> bool {
+        let Some(l) = self.lus.as_mut() else {
+            return false;
+        };
+        let changed = l.map.change_to(&map, l.nexus, &l.identity);
+        l.map = map;
+        changed
+    }
+
+    /// This session's LUN map (none for discovery).
+    pub fn map(&self) -> Option<&Arc<LunMap>> {
+        self.lus.as_ref().map(|l| &l.map)
+    }
+
     /// The protocol core, to read its state (timeouts, tasks, counters).
     #[inline]
     pub fn conn(&self) -> &TargetConnection {

@@ -50,6 +50,12 @@ impl Acl {
         Ok(())
     }
 
+    /// Whether the name condition lets `initiator` in (no names listed,
+    /// or it is one of them); networks are checked at login.
+    pub fn admits_name(&self, initiator: &str) -> bool {
+        self.initiators.is_empty() || self.initiators.contains(&initiator.to_ascii_lowercase())
+    }
+
     pub fn is_open(&self) -> bool {
         self.initiators.is_empty() && self.networks.is_empty()
     }

@@ -55,6 +55,7 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -67,9 +68,9 @@ use ironlun_proto::target::login::{LoginResult, LoginStep, TargetLogin};
 use ironlun_proto::target::{FfpConfig, TargetConnection};
 use ironlun_proto::timer::TimerSlot;
 use ironlun_proto::OutPdu;
-use ironlun_scsi::ItNexus;
+use ironlun_scsi::{ItNexus, LunMap};
 use ironlun_target_core::{Action, ConnCore, Dispatch, Done, Lus, Recipients, Staged, Wake};
-use ironlun_wire::{encode_frame, Digests, FileRange, FrameDecoder, Outbox, Sink};
+use ironlun_wire::{encode_frame, Digests, FileRange, Frame, FrameDecoder, Opcode, Outbox, Sink};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
@@ -294,7 +295,7 @@ impl Driver {
         local: SocketAddr,
         registry: &Arc<Registry>,
         result: &LoginResult,
-        session: SessionHandle,
+        mut session: SessionHandle,
     ) -> (Driver, mpsc::UnboundedReceiver<Done>) {
         let limits = &registry.limits;
         let peer = link.peer;
@@ -313,10 +314,13 @@ impl Driver {
             "login: {} QueueDepth={queue_depth}",
             result.summary
         );
-        let lus = target.as_ref().map(|t| Lus {
-            map: t.luns.clone(),
+        let _ = session.info.negotiated.set(result.summary.clone());
+        session.view = session.current_view();
+        let pgt = target.as_ref().map_or(1, |t| t.cfg.portal_group_tag);
+        let lus = session.view.clone().map(|map| Lus {
+            map,
             nexus: session.nexus,
-            identity: ItNexus::new(&result.initiator_name, result.isid, t.cfg.portal_group_tag),
+            identity: ItNexus::new(&result.initiator_name, result.isid, pgt),
             replaced: session.reinstated,
         });
         let ffp = FfpConfig {
@@ -533,6 +537,7 @@ impl Driver {
             loop {
                 match self.decoder.decode(&mut self.rbuf) {
                     Ok(Some(frame)) => {
+                        self.count(&frame);
                         // The core does the PDU's work before the next PDU
                         // is seen, so a task management request finds
                         // commands in the state their order on the wire
@@ -688,6 +693,11 @@ impl Driver {
         for sig in self.session.signals.take() {
             match sig {
                 SessionSignal::Close(why) => return Some(why),
+                SessionSignal::Remap => self.remap(),
+                SessionSignal::Logout(why) => {
+                    info!(peer = %self.peer, "asking the initiator to log out: {why}");
+                    self.core.request_logout(Instant::now(), self.grace());
+                }
                 SessionSignal::Abort { lun, cleared, hold } => {
                     let n = self.core.abort_for_other(lun, cleared, hold);
                     debug!(peer = %self.peer, ?lun, "{n} tasks ended by another initiator's task management");
@@ -695,6 +705,43 @@ impl Driver {
             }
         }
         None
+    }
+
+    /// Takes the LUN map the running configuration now gives this
+    /// session's initiator (its target gone: no LUN at all; the operator
+    /// logs such sessions out).
+    fn remap(&mut self) {
+        if self.session.view.is_none() {
+            return;
+        }
+        let view = self
+            .session
+            .current_view()
+            .unwrap_or_else(|| Arc::new(LunMap::default()));
+        if self.core.set_map(view.clone()) {
+            info!(peer = %self.peer, luns = ?view.numbers(), "LUN map changed");
+        }
+        self.session.view = Some(view);
+    }
+
+    /// Counts a SCSI command for the session listing: one command, and
+    /// the bytes it asks to move (its Expected Data Transfer Length).
+    #[inline]
+    fn count(&self, frame: &Frame) {
+        let b = frame.bhs.as_bytes();
+        if frame.bhs.opcode() != Opcode::SCSI_COMMAND {
+            return;
+        }
+        let info = &self.session.info;
+        info.commands.fetch_add(1, Ordering::Relaxed);
+        let edtl = u64::from(u32::from_be_bytes([b[20], b[21], b[22], b[23]]));
+        // Flags byte: R (0x40) and W (0x20), RFC 7143 §11.3.1.
+        if b[1] & 0x40 != 0 {
+            info.read_bytes.fetch_add(edtl, Ordering::Relaxed);
+        }
+        if b[1] & 0x20 != 0 {
+            info.write_bytes.fetch_add(edtl, Ordering::Relaxed);
+        }
     }
 
     /// Waits for commands running on the blocking pool or the ring, so

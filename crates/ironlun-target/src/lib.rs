@@ -24,8 +24,10 @@
 )]
 
 pub mod access;
+pub mod admin;
 pub mod config;
 mod conn;
+pub mod live;
 mod prstore;
 pub mod registry;
 mod replay;

@@ -4,9 +4,12 @@
 //! reinstatement) are ironlun-proto's [`SessionTable`]; the registry holds
 //! it behind its lock with each session's nexus and signal inbox.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use arc_swap::ArcSwap;
 
 use ironlun_proto::chap::ChapPolicy;
 use ironlun_proto::login::LoginStatus;
@@ -18,19 +21,97 @@ use ironlun_scsi::{LunMap, NexusId};
 pub use ironlun_target_core::SessionSignal;
 use tokio::sync::Notify;
 
-use crate::config::{IoEngine, Limits, TargetConfig, TcpTuning};
+use crate::config::{DefaultMap, IoEngine, Limits, TargetConfig, TcpTuning};
 use crate::replay::{ChallengeMemory, REMEMBERED_CHALLENGES};
 
-/// A configured target and its logical units.
+/// A configured target and its logical units, as one version of the
+/// running configuration has them: a change makes a new `Target` sharing
+/// the logical units that stay.
 pub struct Target {
     pub cfg: TargetConfig,
+    /// The LUNs as the target numbers them (the default map).
     pub luns: Arc<LunMap>,
+    /// Initiators with maps of their own, by lower-case name.
+    views: HashMap<String, Arc<LunMap>>,
+    /// What initiators without an entry see.
+    default_view: Arc<LunMap>,
+}
+
+impl Target {
+    /// The target of `cfg` over `luns`, with each initiator's view built.
+    pub fn new(cfg: TargetConfig, luns: Arc<LunMap>) -> Target {
+        let views = cfg
+            .initiators
+            .iter()
+            .filter_map(|e| {
+                let map = e.luns.as_ref()?;
+                let mapped = map
+                    .iter()
+                    .filter_map(|m| Some((m.lun, luns.get(m.target_lun)?.clone(), m.read_only)))
+                    .collect();
+                Some((e.name.clone(), Arc::new(LunMap::mapped(mapped))))
+            })
+            .collect();
+        let default_view = match cfg.default_map {
+            DefaultMap::All => luns.clone(),
+            DefaultMap::None => Arc::new(LunMap::default()),
+        };
+        Target {
+            cfg,
+            luns,
+            views,
+            default_view,
+        }
+    }
+
+    /// The LUNs `initiator` sees (REPORT LUNS and every command obey it).
+    pub fn view_for(&self, initiator: &str) -> Arc<LunMap> {
+        let name = initiator.to_ascii_lowercase();
+        if let Some(v) = self.views.get(&name) {
+            return v.clone();
+        }
+        if self.cfg.initiators.iter().any(|e| e.name == name) {
+            return self.luns.clone();
+        }
+        self.default_view.clone()
+    }
+
+    /// The CHAP `initiator` must use: its entry's, else the target's.
+    pub fn chap_for(&self, initiator: &str) -> Option<ChapPolicy> {
+        let name = initiator.to_ascii_lowercase();
+        self.cfg
+            .initiators
+            .iter()
+            .find(|e| e.name == name)
+            .and_then(|e| e.chap.clone())
+            .or_else(|| self.cfg.chap.clone())
+    }
 }
 
 /// What the daemon keeps per session in the table.
 struct SessionEntry {
     nexus: NexusId,
     signals: Arc<SessionSignals>,
+    info: Arc<SessionInfo>,
+}
+
+/// A session as the operator sees it: who, from where, what was
+/// negotiated, and what it has done.
+#[derive(Debug)]
+pub struct SessionInfo {
+    pub initiator: String,
+    pub isid: [u8; 6],
+    /// `None` for discovery.
+    pub target: Option<String>,
+    pub peer: SocketAddr,
+    pub started: std::time::SystemTime,
+    /// The negotiated keys, as the login log line has them.
+    pub negotiated: OnceLock<String>,
+    /// SCSI commands received.
+    pub commands: AtomicU64,
+    /// Bytes the initiator asked to read and to write.
+    pub read_bytes: AtomicU64,
+    pub write_bytes: AtomicU64,
 }
 
 /// A session's inbox of signals and the wakeup of its connection task.
@@ -100,10 +181,12 @@ impl SessionSignals {
 
 /// Everything connections share.
 pub struct Registry {
-    pub targets: Vec<Arc<Target>>,
+    /// The running targets; replaced whole by a change (readers never
+    /// wait for one).
+    targets: ArcSwap<Vec<Arc<Target>>>,
     pub limits: Limits,
     pub tcp: TcpTuning,
-    pub portals: Vec<SocketAddr>,
+    portals: Mutex<Vec<SocketAddr>>,
     /// CHAP required of discovery sessions.
     pub discovery_chap: Option<ChapPolicy>,
     /// How commands on file and block LUNs reach the kernel (as probed at
@@ -132,8 +215,13 @@ pub struct SessionHandle {
     registry: Arc<Registry>,
     pub tsih: u16,
     pub nexus: NexusId,
+    /// The target as it was at login (its name does not change).
     pub target: Option<Arc<Target>>,
+    /// The LUNs this session sees now: the nexus is detached from them
+    /// when the session ends.
+    pub view: Option<Arc<LunMap>>,
     pub signals: Arc<SessionSignals>,
+    pub info: Arc<SessionInfo>,
     /// This session replaced an older one with the same ISID.
     pub reinstated: bool,
 }
@@ -144,8 +232,8 @@ impl Drop for SessionHandle {
         self.registry
             .table()
             .remove_if(self.tsih, |e| e.nexus == nexus);
-        if let Some(target) = &self.target {
-            target.luns.detach_nexus(self.nexus);
+        if let Some(view) = &self.view {
+            view.detach_nexus(self.nexus);
         }
     }
 }
@@ -160,6 +248,15 @@ impl SessionHandle {
                 .signal(&t.cfg.name, |n| n != me && pred(n), sig);
         }
     }
+
+    /// What this session's initiator sees of its target now (`None`:
+    /// discovery, or the target is gone).
+    pub fn current_view(&self) -> Option<Arc<LunMap>> {
+        let t = self
+            .registry
+            .find(self.target.as_ref()?.cfg.name.as_str())?;
+        Some(t.view_for(&self.info.initiator))
+    }
 }
 
 impl Registry {
@@ -173,10 +270,10 @@ impl Registry {
     ) -> Arc<Registry> {
         let max_sessions = limits.max_sessions;
         Arc::new(Registry {
-            targets,
+            targets: ArcSwap::from_pointee(targets),
             limits,
             tcp,
-            portals,
+            portals: Mutex::new(portals),
             discovery_chap,
             io_engine,
             sessions: Mutex::new(SessionTable::new(max_sessions)),
@@ -207,10 +304,72 @@ impl Registry {
 
     /// iSCSI names compare case-insensitively (RFC 7143 §4.2.7.1, names
     /// are normalised to lower case).
-    pub fn find(&self, name: &str) -> Option<&Arc<Target>> {
+    pub fn find(&self, name: &str) -> Option<Arc<Target>> {
         self.targets
+            .load()
             .iter()
             .find(|t| t.cfg.name.eq_ignore_ascii_case(name))
+            .cloned()
+    }
+
+    /// The running targets (a snapshot).
+    pub fn targets(&self) -> Arc<Vec<Arc<Target>>> {
+        self.targets.load_full()
+    }
+
+    /// Puts a new version of the targets in place (the operator's
+    /// change; see `live`).
+    pub(crate) fn replace_targets(&self, targets: Vec<Arc<Target>>) {
+        self.targets.store(Arc::new(targets));
+    }
+
+    /// The portals listening now.
+    pub fn portals(&self) -> Vec<SocketAddr> {
+        self.portals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub(crate) fn set_portals(&self, portals: Vec<SocketAddr>) {
+        *self.portals.lock().unwrap_or_else(|e| e.into_inner()) = portals;
+    }
+
+    /// Every session now, by TSIH.
+    pub fn sessions(&self) -> Vec<(u16, Arc<SessionInfo>)> {
+        self.table()
+            .iter()
+            .map(|(tsih, _, e)| (tsih, e.info.clone()))
+            .collect()
+    }
+
+    /// Sends `sig` to the session `tsih`; whether there is one.
+    pub fn signal_session(&self, tsih: u16, sig: SessionSignal) -> bool {
+        match self.table().get(tsih) {
+            Some((_, e)) => {
+                e.signals.send(sig);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Sends `sig` to the sessions of `target` whose initiator satisfies
+    /// `pred`; how many.
+    pub fn signal_initiators(
+        &self,
+        target: &str,
+        pred: impl Fn(&str, SocketAddr) -> bool,
+        sig: SessionSignal,
+    ) -> usize {
+        let mut n = 0;
+        for e in self.table().of_target(target) {
+            if pred(&e.info.initiator, e.info.peer) {
+                e.signals.send(sig.clone());
+                n += 1;
+            }
+        }
+        n
     }
 
     /// Sends `sig` to the sessions of `target` whose nexus satisfies
@@ -261,7 +420,9 @@ impl LoginContext for LoginCtx {
             self.refusal = Some(why);
             return Err(LoginStatus::AUTHORIZATION_FAILURE);
         }
-        Ok(Registry::info(t))
+        let mut info = Registry::info(&t);
+        info.chap = t.chap_for(initiator_name);
+        Ok(info)
     }
 
     fn discovery_offers(&self) -> Result<Offers, LoginStatus> {
@@ -291,12 +452,7 @@ impl LoginContext for LoginCtx {
 
     fn create_session(&mut self, s: &NewSession) -> Result<u16, LoginStatus> {
         let target = match &s.target_name {
-            Some(n) => Some(
-                self.registry
-                    .find(n)
-                    .cloned()
-                    .ok_or(LoginStatus::NOT_FOUND)?,
-            ),
+            Some(n) => Some(self.registry.find(n).ok_or(LoginStatus::NOT_FOUND)?),
             None => None,
         };
         let name = SessionName {
@@ -306,9 +462,21 @@ impl LoginContext for LoginCtx {
         };
         let nexus = NexusId(self.registry.next_nexus.fetch_add(1, Ordering::Relaxed));
         let signals = Arc::new(SessionSignals::default());
+        let info = Arc::new(SessionInfo {
+            initiator: s.initiator_name.clone(),
+            isid: s.isid,
+            target: target.as_ref().map(|t| t.cfg.name.clone()),
+            peer: self.peer,
+            started: std::time::SystemTime::now(),
+            negotiated: OnceLock::new(),
+            commands: AtomicU64::new(0),
+            read_bytes: AtomicU64::new(0),
+            write_bytes: AtomicU64::new(0),
+        });
         let entry = SessionEntry {
             nexus,
             signals: signals.clone(),
+            info: info.clone(),
         };
         // A session of the same name is replaced (RFC 7143 §6.3.5): it
         // closes, whether or not the new one fits.
@@ -335,7 +503,9 @@ impl LoginContext for LoginCtx {
             tsih,
             nexus,
             target,
+            view: None,
             signals,
+            info,
             reinstated,
         });
         Ok(tsih)
@@ -356,7 +526,7 @@ impl PortalDirectory {
     fn addresses(&self, tpgt: u16) -> Vec<String> {
         let mut out: Vec<String> = self
             .registry
-            .portals
+            .portals()
             .iter()
             .map(|p| {
                 let addr = if p.ip().is_unspecified() {
@@ -377,13 +547,15 @@ impl PortalDirectory {
 impl Directory for PortalDirectory {
     fn send_targets(&self, initiator: &str, query: SendTargetsQuery<'_>) -> Vec<TargetListing> {
         self.registry
-            .targets
+            .targets()
             .iter()
             .filter(|t| match query {
                 SendTargetsQuery::All => true,
                 SendTargetsQuery::Named(n) => t.cfg.name.eq_ignore_ascii_case(n),
             })
             .filter(|t| t.cfg.acl.check(initiator, self.peer.ip()).is_ok())
+            // A target that shows this initiator no LUN is not listed.
+            .filter(|t| !t.view_for(initiator).numbers().is_empty())
             .map(|t| TargetListing {
                 name: t.cfg.name.clone(),
                 addresses: self.addresses(t.cfg.portal_group_tag),

@@ -93,7 +93,7 @@ pub fn restore(lu: &Arc<LogicalUnit>, saved: Saved, target: &str, lun: u16) {
 /// The target is stopping: every running sanitize stops at a checkpoint
 /// and is logged, with whether it resumes at the next start.
 pub fn stop_all(registry: &Registry) {
-    for t in &registry.targets {
+    for t in registry.targets().iter() {
         for (n, lu) in t.luns.iter() {
             match lu.stop_sanitize() {
                 None => {}

@@ -13,8 +13,9 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
-use crate::config::{BackendSpec, Config, LunConfig, TargetConfig, TcpTuning};
+use crate::config::{BackendSpec, Config, LunConfig, Overrides, TargetConfig, TcpTuning};
 use crate::conn;
+use crate::live::Live;
 use crate::prstore::FilePrStore;
 use crate::registry::{Registry, Target};
 use crate::sanitize_store;
@@ -52,6 +53,15 @@ pub enum BindError {
         option: &'static str,
         source: std::io::Error,
     },
+    /// The management API's socket could not be made.
+    #[error("management socket {}: {source}", path.display())]
+    Admin {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    /// The running state could not be set up from the configuration.
+    #[error("{0}")]
+    Config(String),
     /// The statistics endpoint could not listen.
     #[error("statistics endpoint {addr}: {source}")]
     Stats {
@@ -105,7 +115,7 @@ fn open_backend(spec: &BackendSpec, read_only: bool) -> std::io::Result<Arc<dyn 
     })
 }
 
-fn build_lu(
+pub(crate) fn build_lu(
     t: &TargetConfig,
     l: &LunConfig,
     max_transfer_bytes: u32,
@@ -215,10 +225,10 @@ pub fn build_targets(cfg: &Config) -> Result<Vec<Arc<Target>>, BindError> {
             )?;
             luns.push((l.number, lu));
         }
-        out.push(Arc::new(Target {
-            cfg: t.clone(),
-            luns: Arc::new(LunMap::new(luns)),
-        }));
+        out.push(Arc::new(Target::new(
+            t.clone(),
+            Arc::new(LunMap::new(luns)),
+        )));
     }
     Ok(out)
 }
@@ -227,7 +237,7 @@ pub fn build_targets(cfg: &Config) -> Result<Vec<Arc<Target>>, BindError> {
 /// changed raises CAPACITY DATA HAS CHANGED for its initiators
 /// (SBC-3 §4.10).
 pub fn rescan(registry: &Registry) {
-    for t in &registry.targets {
+    for t in registry.targets().iter() {
         for (n, lu) in t.luns.iter() {
             match lu.rescan() {
                 Ok(Some((old, new))) => info!(
@@ -243,7 +253,7 @@ pub fn rescan(registry: &Registry) {
 
 /// One portal: a socket with the configured buffers, bound and
 /// listening.
-fn listen(addr: SocketAddr, tcp: &TcpTuning) -> Result<TcpListener, BindError> {
+pub(crate) fn listen(addr: SocketAddr, tcp: &TcpTuning) -> Result<TcpListener, BindError> {
     let failed = |source| BindError::Listen { addr, source };
     let option = |option| {
         move |source| BindError::SocketOption {
@@ -278,7 +288,9 @@ fn listen(addr: SocketAddr, tcp: &TcpTuning) -> Result<TcpListener, BindError> {
 /// A bound, not yet running target daemon.
 pub struct Server {
     registry: Arc<Registry>,
-    listeners: Vec<TcpListener>,
+    live: Arc<Live>,
+    /// The management API's socket, if configured.
+    admin: Option<(tokio::net::UnixListener, std::path::PathBuf)>,
     /// The statistics endpoint, if configured.
     stats: Option<TcpListener>,
     started: std::time::Instant,
@@ -287,15 +299,20 @@ pub struct Server {
 impl Server {
     /// Opens backends and binds every portal.
     pub async fn bind(cfg: &Config) -> Result<Server, BindError> {
+        Self::bind_with(cfg, &Overrides::default()).await
+    }
+
+    /// As [`Server::bind`], for a configuration read from `overrides`
+    /// (the file SIGHUP reads again, the flags that stay on top of it).
+    pub async fn bind_with(cfg: &Config, overrides: &Overrides) -> Result<Server, BindError> {
         let targets = build_targets(cfg)?;
-        let listeners = cfg
-            .listen
+        let mut bound = Vec::new();
+        for addr in &cfg.listen {
+            bound.push((*addr, listen(*addr, &cfg.tcp)?));
+        }
+        let portals = bound
             .iter()
-            .map(|addr| listen(*addr, &cfg.tcp))
-            .collect::<Result<Vec<_>, _>>()?;
-        let portals = listeners
-            .iter()
-            .filter_map(|l| l.local_addr().ok())
+            .filter_map(|(_, l)| l.local_addr().ok())
             .collect();
         let stats = match cfg.stats {
             Some(addr) => Some(
@@ -305,19 +322,38 @@ impl Server {
             ),
             None => None,
         };
+        let registry = Registry::new(
+            targets,
+            cfg.limits.clone(),
+            cfg.tcp.clone(),
+            portals,
+            cfg.discovery_chap.clone(),
+            crate::ring::probe(cfg.io_engine),
+        );
+        let admin = match cfg.admin_socket() {
+            Some(path) => Some((
+                crate::admin::bind(&path).map_err(|source| BindError::Admin {
+                    path: path.clone(),
+                    source,
+                })?,
+                path,
+            )),
+            None => None,
+        };
+        let live = Live::new(registry.clone(), cfg.clone(), overrides, bound)
+            .map_err(|e| BindError::Config(e.to_string()))?;
         Ok(Server {
-            registry: Registry::new(
-                targets,
-                cfg.limits.clone(),
-                cfg.tcp.clone(),
-                portals,
-                cfg.discovery_chap.clone(),
-                crate::ring::probe(cfg.io_engine),
-            ),
-            listeners,
+            registry,
+            live: Arc::new(live),
+            admin,
             stats,
             started: std::time::Instant::now(),
         })
+    }
+
+    /// The running configuration, for the management API.
+    pub fn live(&self) -> Arc<Live> {
+        self.live.clone()
     }
 
     /// Where the statistics endpoint listens (port 0 resolved).
@@ -327,7 +363,7 @@ impl Server {
 
     /// Addresses actually bound (port 0 resolved).
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
-        self.registry.portals.clone()
+        self.registry.portals()
     }
 
     /// Serves until `stop` resolves, then stops accepting, asks every
@@ -339,30 +375,12 @@ impl Server {
         let stat_sn_seed = AtomicU32::new(0x1000);
         let (accept_tx, mut accept_rx) = tokio::sync::mpsc::channel(64);
         let mut acceptors = JoinSet::new();
-        for l in self.listeners {
-            let tx = accept_tx.clone();
-            acceptors.spawn(async move {
-                loop {
-                    match l.accept().await {
-                        Ok(pair) => {
-                            if tx.send(pair).await.is_err() {
-                                return;
-                            }
-                        }
-                        Err(e) => {
-                            warn!("accept failed: {e}");
-                            tokio::time::sleep(Duration::from_millis(50)).await;
-                        }
-                    }
-                }
-            });
-        }
-        drop(accept_tx);
+        self.live.start_accepting(accept_tx);
         // SIGHUP's handler is in place before the portals are announced:
         // its default action would end the process.
         let mut hangup =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
-        for a in &self.registry.portals {
+        for a in &self.registry.portals() {
             info!("listening on {a}");
         }
         if let Some(l) = self.stats {
@@ -371,12 +389,18 @@ impl Server {
             }
             acceptors.spawn(stats::serve(l, self.registry.clone(), self.started));
         }
+        if let Some((l, path)) = self.admin {
+            info!("management API on {}", path.display());
+            acceptors.spawn(crate::admin::serve(l, path, self.live.clone()));
+        }
         tokio::pin!(stop);
         loop {
             tokio::select! {
                 _ = &mut stop => break,
                 Some(()) = async { match hangup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => {
-                    rescan(&self.registry);
+                    let live = self.live.clone();
+                    // Opening backends may block: off the accept loop.
+                    let _ = tokio::task::spawn_blocking(move || live.reload()).await;
                 }
                 Some((stream, peer)) = accept_rx.recv() => {
                     while conns.try_join_next().is_some() {}
@@ -397,6 +421,7 @@ impl Server {
             }
         }
         acceptors.abort_all();
+        self.live.stop_accepting();
         sanitize_store::stop_all(&self.registry);
         info!(
             "shutting down: asking {} connection(s) to log out",
@@ -414,7 +439,7 @@ impl Server {
             conns.abort_all();
         }
         let mut result = Ok(());
-        for t in &self.registry.targets {
+        for t in self.registry.targets().iter() {
             for (n, lu) in t.luns.iter() {
                 if let Err(e) = lu.flush() {
                     warn!("flush of {} LUN {n} failed: {e}", t.cfg.name);

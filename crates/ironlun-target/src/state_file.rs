@@ -6,6 +6,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 pub struct StateFile {
@@ -31,6 +32,13 @@ impl StateFile {
         }
     }
 
+    /// The file at `path` (the configuration file `config save` writes).
+    pub fn at(path: &Path) -> StateFile {
+        StateFile {
+            path: path.to_owned(),
+        }
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -42,10 +50,12 @@ impl StateFile {
             fs::create_dir_all(dir)?;
         }
         let tmp = self.path.with_extension("tmp");
+        // Owner only: a configuration may hold CHAP secrets.
         let mut f = OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
+            .mode(0o600)
             .open(&tmp)?;
         f.write_all(text.as_bytes())?;
         f.sync_all()?;

@@ -135,7 +135,7 @@ fn rss_bytes() -> Option<u64> {
 pub fn collect(registry: &Registry, started: Instant) -> Stats {
     let mut total = IoSnapshot::default();
     let mut luns = Vec::new();
-    for t in &registry.targets {
+    for t in registry.targets().iter() {
         for (n, lu) in t.luns.iter() {
             let io = lu.io_stats();
             total.add(&io);

@@ -10,7 +10,8 @@ use super::chap::flags_policy;
 use super::limits::buffer_size;
 use super::{
     check_queue_depth, default_listen, default_target_name, lun_spec, names, parse_listen, Config,
-    ConfigError, IoEngine, Limits, LunConfig, TargetConfig, TcpTuning, DEFAULT_QUEUE_DEPTH,
+    ConfigError, DefaultMap, IoEngine, Limits, LunConfig, TargetConfig, TcpTuning,
+    DEFAULT_QUEUE_DEPTH,
 };
 use crate::access::Acl;
 
@@ -39,6 +40,8 @@ pub struct Overrides {
     pub allow: Vec<String>,
     /// `uring` or `pool` (see [`IoEngine`]).
     pub io_engine: Option<String>,
+    /// The management API's Unix socket.
+    pub admin_socket: Option<PathBuf>,
 }
 
 impl Config {
@@ -92,6 +95,8 @@ impl Config {
                 luns,
                 chap: None,
                 acl: Acl::default(),
+                initiators: Vec::new(),
+                default_map: DefaultMap::All,
             }],
             limits: Limits::default(),
             log: None,
@@ -101,11 +106,110 @@ impl Config {
             tcp: TcpTuning::default(),
             discovery_chap: None,
             io_engine: IoEngine::default(),
+            admin_socket: None,
         })
     }
 }
 
 impl Overrides {
+    /// The flags that stay on top of a file when it is read again
+    /// (`--config`, `--name` and `--lun` are the file's business).
+    pub fn on_top_of_file(&self) -> Overrides {
+        Overrides {
+            config: None,
+            name: None,
+            luns: Vec::new(),
+            ..self.clone()
+        }
+    }
+
+    /// Applies these flags to a configuration read from a file.
+    pub fn apply_on_top(&self, cfg: &mut Config) -> Result<(), ConfigError> {
+        self.apply_network(cfg)?;
+        self.apply_access(cfg)
+    }
+
+    /// The configuration these flags give, written as a file: what the
+    /// operator's changes edit and `config save` writes when the daemon
+    /// started without a file.
+    pub fn as_document(&self) -> toml_edit::DocumentMut {
+        use toml_edit::{value, ArrayOfTables, Item, Table};
+        let mut doc = toml_edit::DocumentMut::new();
+        let list = |l: &[String]| {
+            let mut a = toml_edit::Array::new();
+            for s in l {
+                a.push(s.as_str());
+            }
+            value(a)
+        };
+        if !self.listen.is_empty() {
+            doc.insert("listen", list(&self.listen));
+        }
+        let path = |p: &Path| value(p.to_string_lossy().as_ref());
+        if let Some(d) = &self.state_dir {
+            doc.insert("state_dir", path(d));
+        }
+        if let Some(s) = &self.stats {
+            doc.insert("stats", value(s.as_str()));
+        }
+        if let Some(e) = &self.io_engine {
+            doc.insert("io_engine", value(e.as_str()));
+        }
+        if let Some(p) = &self.admin_socket {
+            doc.insert("admin_socket", path(p));
+        }
+        let mut tcp = Table::new();
+        if let Some(w) = &self.tcp_window {
+            tcp.insert("send_buffer", value(w.as_str()));
+            tcp.insert("recv_buffer", value(w.as_str()));
+        }
+        if self.tcp_nagle {
+            tcp.insert("nodelay", value(false));
+        }
+        if self.tcp_quickack {
+            tcp.insert("quickack", value(true));
+        }
+        if !tcp.is_empty() {
+            doc.insert("tcp", Item::Table(tcp));
+        }
+        let mut t = Table::new();
+        t.insert(
+            "name",
+            value(self.name.clone().unwrap_or_else(default_target_name)),
+        );
+        if !self.allow.is_empty() {
+            t.insert("allow", list(&self.allow));
+        }
+        for (key, v) in [("chap", &self.chap), ("mutual_chap", &self.mutual_chap)] {
+            if let Some(v) = v {
+                t.insert(key, value(v.as_str()));
+                let mut d = doc
+                    .get("discovery")
+                    .and_then(Item::as_table)
+                    .cloned()
+                    .unwrap_or_default();
+                d.insert(key, value(v.as_str()));
+                doc.insert("discovery", Item::Table(d));
+            }
+        }
+        if let Some(qd) = self.queue_depth {
+            let mut p = Table::new();
+            p.insert("queue_depth", value(i64::from(qd)));
+            t.insert("params", Item::Table(p));
+        }
+        let mut luns = ArrayOfTables::new();
+        for s in &self.luns {
+            let mut l = Table::new();
+            l.insert("spec", value(s.as_str()));
+            luns.push(l);
+        }
+        t.insert("lun", Item::ArrayOfTables(luns));
+        let mut targets = ArrayOfTables::new();
+        targets.push(t);
+        doc.insert("target", Item::ArrayOfTables(targets));
+        doc
+    }
+
     /// Portals, state, statistics, socket options and the I/O engine.
     fn apply_network(&self, cfg: &mut Config) -> Result<(), ConfigError> {
         if !self.listen.is_empty() {
@@ -134,6 +238,9 @@ impl Overrides {
         }
         if let Some(e) = &self.io_engine {
             cfg.io_engine = IoEngine::parse_at("--io-engine", e)?;
+        }
+        if let Some(p) = &self.admin_socket {
+            cfg.admin_socket = Some(p.clone());
         }
         Ok(())
     }

@@ -24,6 +24,7 @@ use crate::access::Acl;
 mod chap;
 mod error;
 mod flags;
+mod initiators;
 mod io_engine;
 mod limits;
 mod lun_spec;
@@ -33,10 +34,12 @@ mod toml_file;
 
 pub use error::ConfigError;
 pub use flags::Overrides;
+pub use initiators::{DefaultMap, InitiatorEntry, MappedLun};
 pub use io_engine::{IoEngine, UnknownIoEngine};
 pub use limits::{Limits, TcpTuning};
 pub use lun_spec::{BackendSpec, LunSpec, LunSpecError, LunSpecProblem};
 pub use names::{default_target_name, validate_iscsi_name, NameError};
+pub(crate) use toml_file::error_line;
 
 /// Default portal (RFC 7143 §13.8: 3260 is the well-known port).
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:3260";
@@ -45,6 +48,9 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:3260";
 fn default_listen() -> SocketAddr {
     SocketAddr::from((Ipv4Addr::LOCALHOST, 3260))
 }
+
+/// LUN numbers must fit SAM-5 flat addressing (14 bits).
+pub const LUN_NUMBER_LIMIT: u16 = 16384;
 
 /// Default queue depth (commands a session may have outstanding).
 pub const DEFAULT_QUEUE_DEPTH: u32 = 128;
@@ -74,6 +80,18 @@ pub struct Config {
     pub discovery_chap: Option<ChapPolicy>,
     /// How commands on file and block LUNs reach the kernel.
     pub io_engine: IoEngine,
+    /// Where the management API listens (a Unix socket): `admin_socket`
+    /// or `--admin-socket`, else `admin.sock` in the state directory.
+    pub admin_socket: Option<PathBuf>,
+}
+
+impl Config {
+    /// The management socket: as configured, else in the state directory.
+    pub fn admin_socket(&self) -> Option<PathBuf> {
+        self.admin_socket
+            .clone()
+            .or_else(|| Some(self.state_dir.as_ref()?.join("admin.sock")))
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -88,6 +106,10 @@ pub struct TargetConfig {
     pub chap: Option<ChapPolicy>,
     /// Who may log in and see the target in SendTargets.
     pub acl: Acl,
+    /// Initiators with a LUN map or CHAP credentials of their own.
+    pub initiators: Vec<InitiatorEntry>,
+    /// What initiators without an entry see.
+    pub default_map: DefaultMap,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

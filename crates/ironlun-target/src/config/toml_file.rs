@@ -7,11 +7,12 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::chap::{refuse_world_readable, FileAuth};
+use super::initiators::{self, FileInitiator};
 use super::limits::{FileLimits, FileTcp};
 use super::params::FileParams;
 use super::{
-    default_listen, default_target_name, lun_spec, names, parse_listen, Config, ConfigError,
-    IoEngine, LunConfig, TargetConfig,
+    default_listen, default_target_name, lun_spec, names, parse_listen, BackendSpec, Config,
+    ConfigError, IoEngine, LunConfig, TargetConfig, LUN_NUMBER_LIMIT,
 };
 use crate::access::Acl;
 
@@ -34,6 +35,7 @@ struct FileConfig {
     #[serde(default)]
     discovery: FileAuth,
     io_engine: Option<String>,
+    admin_socket: Option<PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -51,6 +53,11 @@ struct FileTarget {
     allow: Vec<String>,
     #[serde(flatten)]
     auth: FileAuth,
+    /// What initiators without an entry see: "all" or "none".
+    default_map: Option<String>,
+    /// Initiators with a LUN map or CHAP of their own.
+    #[serde(default, rename = "initiator")]
+    initiators: Vec<FileInitiator>,
 }
 
 #[derive(Deserialize)]
@@ -59,9 +66,6 @@ struct FileLun {
     number: Option<u16>,
     spec: String,
 }
-
-/// LUN numbers must fit SAM-5 flat addressing (14 bits).
-const LUN_NUMBER_LIMIT: u16 = 16384;
 
 impl Config {
     /// Parses the TOML form. Errors name the file (when `path` is given)
@@ -80,8 +84,10 @@ fn check_file(text: &str, path: Option<&Path>) -> Result<Config, ConfigError> {
     if f.targets.is_empty() {
         return Err(ConfigError::NoTargets);
     }
-    let literal_secrets =
-        f.discovery.has_literal_secret() || f.targets.iter().any(|t| t.auth.has_literal_secret());
+    let literal_secrets = f.discovery.has_literal_secret()
+        || f.targets.iter().any(|t| {
+            t.auth.has_literal_secret() || t.initiators.iter().any(|i| i.has_literal_secret())
+        });
     if let (true, Some(p)) = (literal_secrets, path) {
         refuse_world_readable(p)?;
     }
@@ -110,18 +116,37 @@ fn check_file(text: &str, path: Option<&Path>) -> Result<Config, ConfigError> {
         tcp,
         discovery_chap,
         io_engine,
+        admin_socket: f.admin_socket,
     })
 }
 
 /// TOML syntax, types and unknown keys, with the line of the mistake.
 fn parse(text: &str) -> Result<FileConfig, ConfigError> {
     toml::from_str(text).map_err(|e| ConfigError::Syntax {
-        line: e.span().map(|span| {
-            text.get(..span.start)
-                .map_or(0, |p| p.lines().count().max(1))
-        }),
-        message: e.message().to_owned(),
+        line: error_line(text, e.span(), &e.to_string()),
+        message: e.message().trim().replace('\n', "; "),
     })
+}
+
+/// The line of a TOML error: from its span, else from its text ("TOML
+/// parse error at line N, column M", which the parsers print when they
+/// keep no span).
+pub(crate) fn error_line(
+    text: &str,
+    span: Option<std::ops::Range<usize>>,
+    shown: &str,
+) -> Option<usize> {
+    if let Some(span) = span {
+        return Some(
+            text.get(..span.start)
+                .map_or(0, |p| p.lines().count().max(1)),
+        );
+    }
+    let rest = shown.split("at line ").nth(1)?;
+    rest.split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// State lives next to the configuration unless the file says otherwise:
@@ -157,6 +182,7 @@ impl FileConfig {
             let target = t.check(name, &self.defaults)?;
             targets.push(target);
         }
+        check_stores_unshared(&targets)?;
         Ok(targets)
     }
 }
@@ -179,6 +205,8 @@ impl FileTarget {
                 .map_err(|e| ConfigError::invalid(format!("target {name} allow"), e))?;
         }
         let chap = self.auth.policy(&format!("target {name}"))?;
+        let initiators = initiators::check(&name, &self.initiators, &luns, &acl)?;
+        let default_map = initiators::default_map(&name, self.default_map.as_deref())?;
         Ok(TargetConfig {
             name,
             alias: self.alias.clone(),
@@ -188,6 +216,8 @@ impl FileTarget {
             luns,
             chap,
             acl,
+            initiators,
+            default_map,
         })
     }
 
@@ -220,4 +250,26 @@ impl FileTarget {
         }
         Ok(luns)
     }
+}
+
+/// Two LUNs on one file or device would write over each other.
+fn check_stores_unshared(targets: &[TargetConfig]) -> Result<(), ConfigError> {
+    let mut seen: Vec<(&Path, String)> = Vec::new();
+    for t in targets {
+        for l in &t.luns {
+            let path = match &l.spec.backend {
+                BackendSpec::File { path, .. } | BackendSpec::Block { path, .. } => path.as_path(),
+                _ => continue,
+            };
+            let here = format!("target {} LUN {}", t.name, l.number);
+            if let Some((_, first)) = seen.iter().find(|(p, _)| *p == path) {
+                return Err(ConfigError::invalid(
+                    here,
+                    format!("{} is already the store of {first}", path.display()),
+                ));
+            }
+            seen.push((path, here));
+        }
+    }
+    Ok(())
 }

@@ -1,0 +1,280 @@
+//! Carrying a [`Plan`] out on the running daemon: what can fail first
+//! (backends, portals, resizes), then the new targets put in place in
+//! one step, then the sessions told.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ironlun_scsi::{LogicalUnit, LunMap};
+use tracing::{info, warn};
+
+use super::diff::{Change, Plan};
+use super::portals::Portals;
+use crate::config::{Config, ConfigError, TargetConfig};
+use crate::registry::{Registry, SessionSignal, Target};
+use crate::server::{build_lu, listen, BindError};
+use crate::state_file::StateFile;
+
+/// Why a configuration was not applied. Nothing of it was.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// The document does not check (names the line and key).
+    #[error("{0}")]
+    Config(ConfigError),
+    /// An API operation's edit does not fit the document.
+    #[error("{0}")]
+    Edit(super::edit::EditError),
+    /// Differences that cannot be applied live, each with its reason.
+    #[error("cannot be applied while running: {}", .0.join("; "))]
+    Refused(Vec<String>),
+    /// A removal would end sessions, and `force` was not given.
+    #[error("target {target} has {sessions} session(s): log them out first, or use --force")]
+    InUse { target: String, sessions: usize },
+    /// A backend did not open, a portal did not bind.
+    #[error("{0}")]
+    Bind(#[from] BindError),
+    /// The store refused a resize.
+    #[error("target {target} LUN {lun}: resize: {source}")]
+    Resize {
+        target: String,
+        lun: u16,
+        source: std::io::Error,
+    },
+}
+
+/// The logical units a change opens, by target (lower case) and LUN.
+type NewLus = HashMap<(String, u16), Arc<LogicalUnit>>;
+
+pub(super) fn apply(
+    registry: &Arc<Registry>,
+    portals: &mut Portals,
+    old: &Config,
+    new: &Config,
+    plan: &Plan,
+    force: bool,
+) -> Result<(), ApplyError> {
+    check_in_use(registry, plan, force)?;
+    let lus = open_lus(new, plan)?;
+    let bound = bind_portals(new, plan)?;
+    resize(registry, plan)?;
+    for c in &plan.changes {
+        if let Change::ReadOnly { target, lun, on } = c {
+            if let Some(lu) = running_lu(registry, target, *lun) {
+                lu.set_read_only(*on);
+            }
+        }
+    }
+    let removed = removed_lus(registry, plan);
+    registry.replace_targets(targets(registry, new, &lus));
+    for (configured, l) in bound {
+        portals.add(configured, l);
+    }
+    for c in &plan.changes {
+        if let Change::RemovePortal(a) = c {
+            portals.remove(*a);
+        }
+    }
+    registry.set_portals(portals.bound());
+    tell_sessions(registry, old, new, plan);
+    forget(new, removed);
+    Ok(())
+}
+
+/// Removing a target with sessions needs `force`.
+fn check_in_use(registry: &Registry, plan: &Plan, force: bool) -> Result<(), ApplyError> {
+    if force {
+        return Ok(());
+    }
+    for c in &plan.changes {
+        if let Change::RemoveTarget(name) = c {
+            let sessions = registry
+                .sessions()
+                .iter()
+                .filter(|(_, s)| {
+                    s.target
+                        .as_deref()
+                        .is_some_and(|t| t.eq_ignore_ascii_case(name))
+                })
+                .count();
+            if sessions > 0 {
+                return Err(ApplyError::InUse {
+                    target: name.clone(),
+                    sessions,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Opens the backends of added targets and LUNs.
+fn open_lus(new: &Config, plan: &Plan) -> Result<NewLus, ApplyError> {
+    let mut out = NewLus::new();
+    let state_dir = new.state_dir.as_deref();
+    let max = new.limits.max_transfer_bytes;
+    for c in &plan.changes {
+        let (t, only) = match c {
+            Change::AddTarget(name) => (target_cfg(new, name), None),
+            Change::AddLun { target, lun } => (target_cfg(new, target), Some(*lun)),
+            _ => continue,
+        };
+        let Some(t) = t else { continue };
+        for l in t
+            .luns
+            .iter()
+            .filter(|l| only.map_or(true, |n| n == l.number))
+        {
+            let lu = build_lu(t, l, max, state_dir)?;
+            out.insert((t.name.to_ascii_lowercase(), l.number), lu);
+        }
+    }
+    Ok(out)
+}
+
+fn target_cfg<'a>(cfg: &'a Config, name: &str) -> Option<&'a TargetConfig> {
+    cfg.targets
+        .iter()
+        .find(|t| t.name.eq_ignore_ascii_case(name))
+}
+
+/// Binds added portals (all or none).
+fn bind_portals(
+    new: &Config,
+    plan: &Plan,
+) -> Result<Vec<(std::net::SocketAddr, tokio::net::TcpListener)>, ApplyError> {
+    let mut out = Vec::new();
+    for c in &plan.changes {
+        if let Change::AddPortal(a) = c {
+            out.push((*a, listen(*a, &new.tcp)?));
+        }
+    }
+    Ok(out)
+}
+
+fn running_lu(registry: &Registry, target: &str, lun: u16) -> Option<Arc<LogicalUnit>> {
+    registry.find(target)?.luns.get(lun).cloned()
+}
+
+/// Resizes; if one fails, those done are undone.
+fn resize(registry: &Registry, plan: &Plan) -> Result<(), ApplyError> {
+    let mut done: Vec<(Arc<LogicalUnit>, u64)> = Vec::new();
+    for c in &plan.changes {
+        let Change::Resize { target, lun, bytes } = c else {
+            continue;
+        };
+        let Some(lu) = running_lu(registry, target, *lun) else {
+            continue;
+        };
+        let before = lu.backend().size_bytes();
+        if let Err(source) = lu.resize(*bytes) {
+            for (lu, size) in done {
+                if let Err(e) = lu.resize(size) {
+                    warn!("undoing a resize failed: {e}");
+                }
+            }
+            return Err(ApplyError::Resize {
+                target: target.clone(),
+                lun: *lun,
+                source,
+            });
+        }
+        done.push((lu, before));
+    }
+    Ok(())
+}
+
+/// The new targets: logical units that stay are the running ones.
+fn targets(registry: &Registry, new: &Config, opened: &NewLus) -> Vec<Arc<Target>> {
+    new.targets
+        .iter()
+        .map(|t| {
+            let running = registry.find(&t.name);
+            let luns = t
+                .luns
+                .iter()
+                .filter_map(|l| {
+                    let key = (t.name.to_ascii_lowercase(), l.number);
+                    let lu = opened
+                        .get(&key)
+                        .cloned()
+                        .or_else(|| running.as_ref()?.luns.get(l.number).cloned())?;
+                    Some((l.number, lu))
+                })
+                .collect();
+            Arc::new(Target::new(t.clone(), Arc::new(LunMap::new(luns))))
+        })
+        .collect()
+}
+
+/// The logical units a change removes, with their target and number.
+fn removed_lus(registry: &Registry, plan: &Plan) -> Vec<(String, u16, Arc<LogicalUnit>)> {
+    let mut out = Vec::new();
+    for c in &plan.changes {
+        match c {
+            Change::RemoveLun { target, lun } => {
+                if let Some(lu) = running_lu(registry, target, *lun) {
+                    out.push((target.clone(), *lun, lu));
+                }
+            }
+            Change::RemoveTarget(name) => {
+                if let Some(t) = registry.find(name) {
+                    out.extend(t.luns.iter().map(|(n, lu)| (name.clone(), *n, lu.clone())));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Sessions of changed targets take their new LUN maps; sessions of
+/// removed targets, and initiators the access list no longer admits, are
+/// asked to log out.
+fn tell_sessions(registry: &Registry, old: &Config, new: &Config, plan: &Plan) {
+    for c in &plan.changes {
+        match c {
+            Change::RemoveTarget(name) => {
+                let n = registry.signal_initiators(
+                    name,
+                    |_, _| true,
+                    SessionSignal::Logout("its target was removed"),
+                );
+                info!("target {name} removed: {n} session(s) asked to log out");
+            }
+            Change::Target { name, .. }
+            | Change::AddLun { target: name, .. }
+            | Change::RemoveLun { target: name, .. } => {
+                registry.signal_initiators(name, |_, _| true, SessionSignal::Remap);
+                let (Some(o), Some(t)) = (target_cfg(old, name), target_cfg(new, name)) else {
+                    continue;
+                };
+                if o.acl != t.acl {
+                    let n = registry.signal_initiators(
+                        name,
+                        |i, peer| t.acl.check(i, peer.ip()).is_err(),
+                        SessionSignal::Logout("the access list no longer admits its initiator"),
+                    );
+                    if n > 0 {
+                        info!("target {name}: {n} session(s) no longer admitted asked to log out");
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Removed logical units: data flushed, state files removed (a LUN added
+/// later under the same number starts without their reservations).
+fn forget(new: &Config, removed: Vec<(String, u16, Arc<LogicalUnit>)>) {
+    for (target, lun, lu) in removed {
+        if let Err(e) = lu.flush() {
+            warn!("target {target} LUN {lun}: flush on removal failed: {e}");
+        }
+        if let Some(dir) = &new.state_dir {
+            for kind in ["pr", "sanitize"] {
+                let _ = StateFile::for_lu(dir, kind, &target, lun).remove();
+            }
+        }
+    }
+}

@@ -1,0 +1,110 @@
+use super::*;
+
+const DOC: &str = "# my target\nlisten = [\"127.0.0.1:3260\"]\n\n[[target]]\nname = \"iqn.2026-11.test:a\" # the disk\n[[target.lun]]\nspec = \"ram:8MiB\"\n";
+
+fn doc() -> DocumentMut {
+    parse(DOC).unwrap()
+}
+
+#[test]
+fn edits_are_idempotent_and_keep_comments() {
+    let mut d = doc();
+    assert_eq!(
+        add_lun(&mut d, "iqn.2026-11.test:a", None, "ram:4MiB"),
+        Ok(1)
+    );
+    let once = d.to_string();
+    assert_eq!(
+        add_lun(&mut d, "iqn.2026-11.test:a", None, "ram:4MiB"),
+        Ok(1)
+    );
+    assert_eq!(d.to_string(), once);
+    assert!(once.starts_with("# my target\n"), "{once}");
+    assert!(once.contains("# the disk"), "{once}");
+    add_target(&mut d, "iqn.2026-11.test:b", &["null:1GiB".into()]).unwrap();
+    let twice = d.to_string();
+    add_target(&mut d, "iqn.2026-11.test:b", &["null:1GiB".into()]).unwrap();
+    assert_eq!(d.to_string(), twice);
+    remove_target(&mut d, "iqn.2026-11.test:b").unwrap();
+    remove_target(&mut d, "iqn.2026-11.test:b").unwrap();
+    assert!(!d.to_string().contains("test:b"));
+}
+
+#[test]
+fn a_taken_lun_number_is_a_conflict_and_a_missing_target_not_found() {
+    let mut d = doc();
+    assert!(matches!(
+        add_lun(&mut d, "iqn.2026-11.test:a", Some(0), "ram:1MiB"),
+        Err(EditError::Conflict(_))
+    ));
+    assert!(matches!(
+        add_lun(&mut d, "iqn.2026-11.test:zz", None, "ram:1MiB"),
+        Err(EditError::NotFound(_))
+    ));
+}
+
+#[test]
+fn removing_a_lun_keeps_the_numbers_of_the_others_and_drops_its_mappings() {
+    let mut d = doc();
+    add_lun(&mut d, "iqn.2026-11.test:a", None, "ram:4MiB").unwrap();
+    add_lun(&mut d, "iqn.2026-11.test:a", None, "ram:2MiB").unwrap();
+    let m = [
+        Mapping {
+            lun: 0,
+            target_lun: 1,
+            read_only: true,
+        },
+        Mapping {
+            lun: 1,
+            target_lun: 2,
+            read_only: false,
+        },
+    ];
+    set_initiator(
+        &mut d,
+        "iqn.2026-11.test:a",
+        "iqn.2026-11.test:h",
+        Some(&m),
+        None,
+    )
+    .unwrap();
+    remove_lun(&mut d, "iqn.2026-11.test:a", 1).unwrap();
+    let cfg = crate::config::Config::from_toml(&d.to_string(), None).unwrap();
+    let t = &cfg.targets[0];
+    assert_eq!(t.luns.iter().map(|l| l.number).collect::<Vec<_>>(), [0, 2]);
+    let map = t.initiators[0].luns.as_ref().unwrap();
+    assert_eq!(
+        map,
+        &[crate::config::MappedLun {
+            lun: 1,
+            target_lun: 2,
+            read_only: false
+        }]
+    );
+}
+
+#[test]
+fn specs_are_resized_and_made_read_only() {
+    assert_eq!(
+        spec_with_size("ram:8MiB,bs=4096", "1GiB").unwrap(),
+        "ram:1GiB,bs=4096"
+    );
+    assert_eq!(
+        spec_with_size("file:/x,size=1G,direct", "2G").unwrap(),
+        "file:/x,direct,size=2G"
+    );
+    assert!(spec_with_size("block:/dev/sdb", "1G").is_err());
+    assert_eq!(spec_with_read_only("ram:1MiB", true), "ram:1MiB,ro");
+    assert_eq!(spec_with_read_only("ram:1MiB,ro", false), "ram:1MiB");
+}
+
+#[test]
+fn the_last_portal_stays() {
+    let mut d = doc();
+    let a: SocketAddr = "127.0.0.1:3261".parse().unwrap();
+    add_portal(&mut d, a).unwrap();
+    add_portal(&mut d, a).unwrap();
+    assert_eq!(d.to_string().matches("3261").count(), 1);
+    remove_portal(&mut d, a).unwrap();
+    assert!(remove_portal(&mut d, "127.0.0.1:3260".parse().unwrap()).is_err());
+}

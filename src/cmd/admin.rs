@@ -1,0 +1,413 @@
+//! `ironlun admin`: the management API's client. It finds the daemon's
+//! socket from `--socket`, else from the configuration (`--config`, else
+//! /etc/ironlun/ironlun.toml): `admin_socket`, or admin.sock in the state
+//! directory. Output is a table or the diff lines; `--json` prints what
+//! the API answered.
+
+// Indexing a serde_json::Value by key yields Null for a missing key: it
+// cannot panic, which is what the lint guards against.
+#![allow(clippy::indexing_slicing)]
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Subcommand;
+use ironlun_target::admin::ops::{Op, Request};
+use ironlun_target::live::edit::Mapping;
+use serde_json::Value;
+
+/// Where the packaged service keeps its configuration.
+const DEFAULT_CONFIG: &str = "/etc/ironlun/ironlun.toml";
+/// How long an operation may take (opening a backend, a resize).
+const ANSWER_WITHIN: Duration = Duration::from_secs(120);
+
+#[derive(clap::Args)]
+pub struct AdminArgs {
+    /// The daemon's management socket.
+    #[arg(long, value_name = "PATH", global = true)]
+    socket: Option<PathBuf>,
+    /// Find the socket from this configuration file.
+    #[arg(long, value_name = "FILE", global = true)]
+    config: Option<PathBuf>,
+    /// Print the API's JSON answer.
+    #[arg(long, global = true)]
+    json: bool,
+    /// Show what would change, change nothing.
+    #[arg(long, visible_alias = "dry-run", global = true)]
+    diff: bool,
+    /// Let a removal log out the sessions it concerns.
+    #[arg(long, global = true)]
+    force: bool,
+    #[command(subcommand)]
+    what: What,
+}
+
+#[derive(Subcommand)]
+enum What {
+    /// Targets, LUNs, initiator entries and portals.
+    State,
+    /// Sessions with their negotiated keys and I/O counters.
+    Sessions,
+    /// Ask a session's initiator to log out (by TSIH).
+    Logout { tsih: u16 },
+    /// Apply a whole configuration file: print the difference and apply
+    /// it (`--diff`: print only).
+    Apply { file: PathBuf },
+    #[command(subcommand)]
+    Config(ConfigCmd),
+    #[command(subcommand)]
+    Target(TargetCmd),
+    #[command(subcommand)]
+    Lun(LunCmd),
+    #[command(subcommand)]
+    Initiator(InitiatorCmd),
+    #[command(subcommand)]
+    Portal(PortalCmd),
+}
+
+#[derive(Subcommand)]
+enum ConfigCmd {
+    /// The running configuration as TOML (secrets hidden).
+    Show,
+    /// Write the running configuration (default: the daemon's file).
+    Save { path: Option<PathBuf> },
+}
+
+#[derive(Subcommand)]
+enum TargetCmd {
+    Add {
+        name: String,
+        /// LUN spec (repeatable), numbered from 0.
+        #[arg(long)]
+        lun: Vec<String>,
+    },
+    Remove {
+        name: String,
+    },
+    Set {
+        name: String,
+        #[arg(long)]
+        alias: Option<String>,
+        /// Access list entries (replace the list; repeatable).
+        #[arg(long)]
+        allow: Option<Vec<String>>,
+        /// USER:SECRET ("" removes).
+        #[arg(long)]
+        chap: Option<String>,
+        /// What initiators without an entry see: all or none.
+        #[arg(long)]
+        default_map: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum LunCmd {
+    Add {
+        target: String,
+        spec: String,
+        #[arg(long)]
+        lun: Option<u16>,
+    },
+    Remove {
+        target: String,
+        lun: u16,
+    },
+    Resize {
+        target: String,
+        lun: u16,
+        size: String,
+    },
+    /// Read-only on or off.
+    ReadOnly {
+        target: String,
+        lun: u16,
+        on: OnOff,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum OnOff {
+    On,
+    Off,
+}
+
+#[derive(Subcommand)]
+enum InitiatorCmd {
+    /// Gives an initiator its own LUN map and/or CHAP.
+    Set {
+        target: String,
+        name: String,
+        /// MAPPED=TARGET_LUN[:ro] (repeatable); none: the target's LUNs.
+        #[arg(long = "map")]
+        maps: Vec<String>,
+        #[arg(long)]
+        chap: Option<String>,
+    },
+    Remove {
+        target: String,
+        name: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum PortalCmd {
+    Add { addr: std::net::SocketAddr },
+    Remove { addr: std::net::SocketAddr },
+}
+
+pub fn run(a: AdminArgs) -> Result<(), String> {
+    let socket = socket(&a)?;
+    let (dry_run, force, json) = (a.diff, a.force, a.json);
+    let op = match a.what {
+        What::State => return show(&socket, "/v1/state", json, print_state),
+        What::Sessions => return show(&socket, "/v1/sessions", json, print_sessions),
+        What::Config(ConfigCmd::Show) => {
+            let (_, body) = call(&socket, "GET", "/v1/config", None)?;
+            print!("{body}");
+            return Ok(());
+        }
+        What::Config(ConfigCmd::Save { path }) => Op::SaveConfig { path },
+        What::Logout { tsih } => Op::LogoutSession { tsih },
+        What::Apply { file } => Op::Apply {
+            toml: std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?,
+        },
+        What::Target(t) => target_op(t),
+        What::Lun(l) => lun_op(l),
+        What::Initiator(i) => initiator_op(i)?,
+        What::Portal(PortalCmd::Add { addr }) => Op::AddPortal { addr },
+        What::Portal(PortalCmd::Remove { addr }) => Op::RemovePortal { addr },
+    };
+    let req = Request { op, dry_run, force };
+    let body = serde_json::to_string(&req).map_err(|e| e.to_string())?;
+    let (status, answer) = call(&socket, "POST", "/v1/ops", Some(&body))?;
+    let v: Value = serde_json::from_str(&answer).map_err(|e| format!("answer: {e}: {answer}"))?;
+    if json {
+        println!("{answer}");
+    }
+    if !(200..300).contains(&status) {
+        return Err(v["error"].as_str().unwrap_or(&answer).to_owned());
+    }
+    if !json {
+        print_changes(&v);
+    }
+    Ok(())
+}
+
+fn target_op(t: TargetCmd) -> Op {
+    match t {
+        TargetCmd::Add { name, lun } => Op::AddTarget { name, luns: lun },
+        TargetCmd::Remove { name } => Op::RemoveTarget { name },
+        TargetCmd::Set {
+            name,
+            alias,
+            allow,
+            chap,
+            default_map,
+        } => Op::SetTarget {
+            name,
+            alias,
+            allow,
+            chap,
+            default_map,
+        },
+    }
+}
+
+fn lun_op(l: LunCmd) -> Op {
+    match l {
+        LunCmd::Add { target, spec, lun } => Op::AddLun { target, spec, lun },
+        LunCmd::Remove { target, lun } => Op::RemoveLun { target, lun },
+        LunCmd::Resize { target, lun, size } => Op::ResizeLun { target, lun, size },
+        LunCmd::ReadOnly { target, lun, on } => Op::SetReadOnly {
+            target,
+            lun,
+            read_only: matches!(on, OnOff::On),
+        },
+    }
+}
+
+fn initiator_op(i: InitiatorCmd) -> Result<Op, String> {
+    Ok(match i {
+        InitiatorCmd::Set {
+            target,
+            name,
+            maps,
+            chap,
+        } => Op::SetInitiator {
+            target,
+            name,
+            luns: if maps.is_empty() {
+                None
+            } else {
+                Some(maps.iter().map(|m| mapping(m)).collect::<Result<_, _>>()?)
+            },
+            chap,
+        },
+        InitiatorCmd::Remove { target, name } => Op::RemoveInitiator { target, name },
+    })
+}
+
+/// `MAPPED=TARGET_LUN[:ro]`.
+fn mapping(s: &str) -> Result<Mapping, String> {
+    let bad = || format!("--map {s}: expected MAPPED=TARGET_LUN[:ro], e.g. 0=1:ro");
+    let (l, rest) = s.split_once('=').ok_or_else(bad)?;
+    let (t, ro) = match rest.split_once(':') {
+        Some((t, "ro")) => (t, true),
+        Some(_) => return Err(bad()),
+        None => (rest, false),
+    };
+    Ok(Mapping {
+        lun: l.trim().parse().map_err(|_| bad())?,
+        target_lun: t.trim().parse().map_err(|_| bad())?,
+        read_only: ro,
+    })
+}
+
+/// The socket: the flag, else the configuration's.
+fn socket(a: &AdminArgs) -> Result<PathBuf, String> {
+    if let Some(s) = &a.socket {
+        return Ok(s.clone());
+    }
+    let config = a
+        .config
+        .clone()
+        .or_else(|| {
+            Path::new(DEFAULT_CONFIG)
+                .exists()
+                .then(|| DEFAULT_CONFIG.into())
+        })
+        .ok_or("no --socket, no --config, and no /etc/ironlun/ironlun.toml")?;
+    let cfg = ironlun_target::Config::load(&ironlun_target::Overrides {
+        config: Some(config.clone()),
+        ..Default::default()
+    })
+    .map_err(|e| e.to_string())?;
+    cfg.admin_socket().ok_or_else(|| {
+        format!(
+            "{}: no admin_socket and no state_dir: the daemon serves no management API",
+            config.display()
+        )
+    })
+}
+
+/// One HTTP/1.1 exchange over the socket: status and body.
+fn call(
+    socket: &Path,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> Result<(u16, String), String> {
+    let mut s = UnixStream::connect(socket).map_err(|e| format!("{}: {e}", socket.display()))?;
+    let _ = s.set_read_timeout(Some(ANSWER_WITHIN));
+    let body = body.unwrap_or("");
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: ironlun\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes())
+        .and_then(|()| s.write_all(body.as_bytes()))
+        .map_err(|e| format!("{}: {e}", socket.display()))?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)
+        .map_err(|e| format!("{}: {e}", socket.display()))?;
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or("the daemon's answer has no body")?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or("the daemon's answer has no status")?;
+    Ok((status, body.to_owned()))
+}
+
+fn show(socket: &Path, path: &str, json: bool, table: fn(&Value)) -> Result<(), String> {
+    let (status, body) = call(socket, "GET", path, None)?;
+    if status != 200 {
+        return Err(format!("{path}: HTTP {status}: {body}"));
+    }
+    if json {
+        print!("{body}");
+        return Ok(());
+    }
+    let v: Value = serde_json::from_str(&body).map_err(|e| e.to_string())?;
+    table(&v);
+    Ok(())
+}
+
+fn print_changes(v: &Value) {
+    let changes = v["changes"].as_array().cloned().unwrap_or_default();
+    if changes.is_empty() {
+        println!("no change");
+    }
+    for c in &changes {
+        println!("{}", c.as_str().unwrap_or_default());
+    }
+    if v["dry_run"].as_bool() == Some(true) {
+        println!("(dry run: nothing applied)");
+    }
+    if let Some(n) = v["note"].as_str() {
+        println!("{n}");
+    }
+}
+
+fn print_state(v: &Value) {
+    let list = |x: &Value| x.as_array().cloned().unwrap_or_default();
+    let portals: Vec<String> = list(&v["portals"])
+        .iter()
+        .filter_map(|p| p.as_str().map(str::to_owned))
+        .collect();
+    println!("portals: {}", portals.join(", "));
+    println!(
+        "{:<44} {:>4} {:<6} {:>14} {:>6} {:>3} {:>8}",
+        "TARGET", "LUN", "KIND", "BYTES", "BS", "RO", "SESSIONS"
+    );
+    for t in list(&v["targets"]) {
+        let name = t["name"].as_str().unwrap_or_default();
+        for l in list(&t["luns"]) {
+            println!(
+                "{:<44} {:>4} {:<6} {:>14} {:>6} {:>3} {:>8}",
+                name,
+                l["lun"],
+                l["kind"].as_str().unwrap_or_default(),
+                l["bytes"],
+                l["block_size"],
+                if l["read_only"].as_bool() == Some(true) {
+                    "yes"
+                } else {
+                    "no"
+                },
+                t["sessions"]
+            );
+        }
+        for i in list(&t["initiators"]) {
+            println!(
+                "  initiator {} map {}",
+                i["name"].as_str().unwrap_or_default(),
+                i["luns"]
+            );
+        }
+    }
+}
+
+fn print_sessions(v: &Value) {
+    println!(
+        "{:>5} {:<40} {:<12} {:<22} {:>10} {:>14} {:>14}",
+        "TSIH", "INITIATOR", "ISID", "PEER", "COMMANDS", "READ", "WRITTEN"
+    );
+    for s in v.as_array().cloned().unwrap_or_default() {
+        println!(
+            "{:>5} {:<40} {:<12} {:<22} {:>10} {:>14} {:>14}",
+            s["tsih"],
+            s["initiator"].as_str().unwrap_or_default(),
+            s["isid"].as_str().unwrap_or_default(),
+            s["peer"].as_str().unwrap_or_default(),
+            s["commands"],
+            s["read_bytes"],
+            s["write_bytes"]
+        );
+    }
+}
