@@ -61,7 +61,7 @@ pub use reservations::ItNexus;
 pub use sanitize::{SanitizeRestore, SanitizeStore, MAX_RECORD_BYTES as MAX_SANITIZE_RECORD_BYTES};
 pub use sense::Sense;
 pub use stage::{MediumIo, Start};
-pub use stats::IoSnapshot;
+pub use stats::{IoKind, IoSnapshot, LatencySnapshot};
 
 /// Identifies an I_T nexus (an initiator port talking to a target port,
 /// SAM-5 §4.6): chosen by the transport, opaque here.
@@ -113,6 +113,11 @@ pub struct Response {
     /// Other I_T nexuses whose tasks on this LU the command aborted
     /// (PREEMPT AND ABORT, SPC-4 §5.13.12.2): the transport ends them.
     pub abort_nexuses: Vec<NexusId>,
+    /// How the LU's counters counted the command ([`stats`]); `None` for a
+    /// response no LU counted (no LU at that LUN, a command the
+    /// transport ended): the transport's latency goes where the count
+    /// went ([`LogicalUnit::record_latency`]).
+    pub counted: Option<IoKind>,
 }
 
 impl Response {
@@ -130,6 +135,7 @@ impl Response {
             data: Payload::from(data),
             transfer_length,
             abort_nexuses: Vec::new(),
+            counted: None,
         }
     }
 
@@ -142,6 +148,7 @@ impl Response {
             data,
             transfer_length,
             abort_nexuses: Vec::new(),
+            counted: None,
         }
     }
 
@@ -275,6 +282,7 @@ impl LunMap {
             data: Payload::default(),
             transfer_length: 0,
             abort_nexuses: Vec::new(),
+            counted: None,
         };
         match c.opcode() {
             opcode::INQUIRY if !c.bit(1, 0) => {
@@ -304,6 +312,7 @@ impl LunMap {
                 data: Payload::default(),
                 transfer_length: 0,
                 abort_nexuses: Vec::new(),
+                counted: None,
             },
         }
     }

@@ -5,7 +5,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ironlun_backend::Payload;
 use ironlun_backend::{Backend, Rotation};
@@ -18,7 +18,7 @@ use crate::provisioning::threshold::ThresholdState;
 use crate::reservations::{self, Access, ItNexus, PrState, PrStore, ReservationState};
 use crate::sanitize::SanitizeState;
 use crate::sense::Sense;
-use crate::stats::{IoSnapshot, IoStats};
+use crate::stats::{IoKind, IoSnapshot, IoStats, LatencySnapshot};
 use crate::{NexusId, Request, Response};
 use ironlun_scsi_codes::{Asc, SenseKey, Status};
 
@@ -288,15 +288,15 @@ impl LogicalUnit {
     /// Runs one command (SAM-5 §5.1). Errors become CHECK CONDITION here
     /// and nowhere else.
     pub fn execute(&self, req: &Request<'_>) -> Response {
-        let (access, r) = self.dispatch(req);
-        self.record(access, req.data_out.len(), &r);
+        let (access, mut r) = self.dispatch(req);
+        self.record(access, req.data_out.len(), &mut r);
         r
     }
 
-    /// Counts a finished command.
-    pub(crate) fn record(&self, access: Option<Access>, data_out: usize, r: &Response) {
+    /// Counts a finished command, and notes in the response how.
+    pub(crate) fn record(&self, access: Option<Access>, data_out: usize, r: &mut Response) {
         let good = r.status == Status::GOOD;
-        self.io.record(access, data_out, r.data.len(), good);
+        r.counted = Some(self.io.record(access, data_out, r.data.len(), good));
         if good && access == Some(Access::Write) && self.no_space.load(Ordering::Relaxed) {
             self.no_space.store(false, Ordering::Relaxed);
         }
@@ -315,6 +315,18 @@ impl LogicalUnit {
     /// Commands and bytes served so far.
     pub fn io_stats(&self) -> IoSnapshot {
         self.io.snapshot()
+    }
+
+    /// Counts the time a command took, from its arrival to its status
+    /// leaving, under the kind [`Response::counted`] says (the transport
+    /// measures it: only it sees both ends).
+    pub fn record_latency(&self, kind: IoKind, took: Duration) {
+        self.io.record_latency(kind, took);
+    }
+
+    /// The latency histogram of one kind of command so far.
+    pub fn latency(&self, kind: IoKind) -> LatencySnapshot {
+        self.io.latency(kind)
     }
 
     /// Runs one command; also says how it touches the medium, for the
@@ -372,6 +384,7 @@ impl LogicalUnit {
             data: Payload::default(),
             transfer_length,
             abort_nexuses: Vec::new(),
+            counted: None,
         }
     }
 

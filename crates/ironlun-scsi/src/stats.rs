@@ -1,10 +1,120 @@
 //! What a logical unit has served, for monitoring: commands by kind,
-//! bytes moved and commands that failed. Counters only grow; a reader
-//! takes two snapshots and subtracts.
+//! bytes moved, commands that failed, and how long commands took
+//! (measured by the transport, which alone sees a command arrive and its
+//! status leave). Counters only grow; a reader takes two snapshots and
+//! subtracts.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use crate::reservations::Access;
+
+/// How the counters count a command: by the opcode table's reservation
+/// access column (SPC-4 §5.13.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IoKind {
+    /// Reads the medium (READ, VERIFY, ...).
+    Read,
+    /// Changes the medium or its state (WRITE, WRITE SAME, UNMAP, ...).
+    Write,
+    /// Anything else (INQUIRY, TEST UNIT READY, a command the LU does not
+    /// know, ...).
+    Other,
+}
+
+impl IoKind {
+    pub const ALL: [IoKind; 3] = [IoKind::Read, IoKind::Write, IoKind::Other];
+
+    fn of(access: Option<Access>) -> IoKind {
+        match access {
+            Some(Access::Read) => IoKind::Read,
+            Some(Access::Write) => IoKind::Write,
+            _ => IoKind::Other,
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            IoKind::Read => 0,
+            IoKind::Write => 1,
+            IoKind::Other => 2,
+        }
+    }
+}
+
+/// Upper bounds of the latency buckets, in nanoseconds: 10 µs to 10 s in
+/// 1-2.5-5 steps, from a memory-backed LU's round trip to an I/O that
+/// only a failing disk or a stalled network takes. One more bucket holds
+/// everything above the last bound.
+pub const LATENCY_BOUNDS_NS: [u64; 19] = [
+    10_000,
+    25_000,
+    50_000,
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    25_000_000,
+    50_000_000,
+    100_000_000,
+    250_000_000,
+    500_000_000,
+    1_000_000_000,
+    2_500_000_000,
+    5_000_000_000,
+    10_000_000_000,
+];
+
+const BUCKETS: usize = LATENCY_BOUNDS_NS.len() + 1;
+
+/// One kind's latencies: a count per bucket and the sum, both relaxed
+/// atomics (the count is the buckets' sum, so a reader never sees them
+/// disagree).
+#[derive(Default)]
+struct Latency {
+    buckets: [AtomicU64; BUCKETS],
+    sum_ns: AtomicU64,
+}
+
+/// A copy of one kind's latency histogram at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LatencySnapshot {
+    /// Commands per bucket (not cumulative): `buckets[i]` took at most
+    /// `LATENCY_BOUNDS_NS[i]` and more than the bound before; the last
+    /// took more than every bound.
+    pub buckets: [u64; BUCKETS],
+    /// Total time of every command counted, in nanoseconds.
+    pub sum_ns: u64,
+}
+
+impl LatencySnapshot {
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
+}
+
+impl Latency {
+    fn record(&self, took: Duration) {
+        let ns = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        let i = LATENCY_BOUNDS_NS.partition_point(|b| *b < ns);
+        if let Some(b) = self.buckets.get(i) {
+            b.fetch_add(1, Ordering::Relaxed);
+        }
+        self.sum_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+
+    fn snapshot(&self) -> LatencySnapshot {
+        LatencySnapshot {
+            buckets: std::array::from_fn(|i| {
+                self.buckets.get(i).map_or(0, |b| b.load(Ordering::Relaxed))
+            }),
+            sum_ns: self.sum_ns.load(Ordering::Relaxed),
+        }
+    }
+}
 
 /// Live counters, updated once per command with relaxed atomics.
 #[derive(Default)]
@@ -15,6 +125,8 @@ pub struct IoStats {
     read_bytes: AtomicU64,
     write_bytes: AtomicU64,
     failed: AtomicU64,
+    /// By [`IoKind::index`].
+    latency: [Latency; 3],
 }
 
 /// A copy of the counters at one moment.
@@ -52,32 +164,47 @@ impl IoSnapshot {
 }
 
 impl IoStats {
-    /// Counts one finished command. `access` is `None` for a command
-    /// the LU does not know.
+    /// Counts one finished command, and says how it was counted.
+    /// `access` is `None` for a command the LU does not know.
     pub(crate) fn record(
         &self,
         access: Option<Access>,
         data_out: usize,
         data_in: usize,
         good: bool,
-    ) {
+    ) -> IoKind {
         let add = |c: &AtomicU64, n: usize| {
             c.fetch_add(n as u64, Ordering::Relaxed);
         };
-        match access {
-            Some(Access::Read) => {
+        let kind = IoKind::of(access);
+        match kind {
+            IoKind::Read => {
                 add(&self.reads, 1);
                 add(&self.read_bytes, data_in);
             }
-            Some(Access::Write) => {
+            IoKind::Write => {
                 add(&self.writes, 1);
                 add(&self.write_bytes, data_out);
             }
-            _ => add(&self.other, 1),
+            IoKind::Other => add(&self.other, 1),
         }
         if !good {
             add(&self.failed, 1);
         }
+        kind
+    }
+
+    /// Counts the time one command of this kind took.
+    pub(crate) fn record_latency(&self, kind: IoKind, took: Duration) {
+        if let Some(l) = self.latency.get(kind.index()) {
+            l.record(took);
+        }
+    }
+
+    pub fn latency(&self, kind: IoKind) -> LatencySnapshot {
+        self.latency
+            .get(kind.index())
+            .map_or_else(LatencySnapshot::default, Latency::snapshot)
     }
 
     pub fn snapshot(&self) -> IoSnapshot {
@@ -90,5 +217,64 @@ impl IoStats {
             write_bytes: get(&self.write_bytes),
             failed_commands: get(&self.failed),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn us(n: u64) -> Duration {
+        Duration::from_micros(n)
+    }
+
+    #[test]
+    fn a_latency_lands_in_the_first_bucket_whose_bound_is_not_below_it() {
+        let s = IoStats::default();
+        // On a bound: that bucket (Prometheus's `le`).
+        s.record_latency(IoKind::Read, us(10));
+        s.record_latency(IoKind::Read, us(11));
+        s.record_latency(IoKind::Read, Duration::ZERO);
+        s.record_latency(IoKind::Read, Duration::from_secs(11));
+        s.record_latency(IoKind::Read, Duration::MAX);
+        let r = s.latency(IoKind::Read);
+        assert_eq!(r.buckets[0], 2, "0 and 10 µs: {r:?}");
+        assert_eq!(r.buckets[1], 1, "11 µs: {r:?}");
+        assert_eq!(r.buckets[BUCKETS - 1], 2, "above 10 s: {r:?}");
+        assert_eq!(r.count(), 5);
+        assert_eq!(s.latency(IoKind::Write).count(), 0);
+        assert_eq!(s.latency(IoKind::Other).count(), 0);
+    }
+
+    #[test]
+    fn latency_sum_is_in_nanoseconds_and_saturates_per_command() {
+        let s = IoStats::default();
+        s.record_latency(IoKind::Write, us(100));
+        s.record_latency(IoKind::Write, Duration::from_nanos(1));
+        assert_eq!(s.latency(IoKind::Write).sum_ns, 100_001);
+        // The bucket index of an exact bound (100 µs is bound 3).
+        assert_eq!(s.latency(IoKind::Write).buckets[3], 1);
+        assert_eq!(s.latency(IoKind::Write).buckets[0], 1);
+    }
+
+    #[test]
+    fn commands_are_counted_by_access_and_the_kind_is_returned() {
+        let s = IoStats::default();
+        assert_eq!(s.record(Some(Access::Read), 0, 4096, true), IoKind::Read);
+        assert_eq!(s.record(Some(Access::Write), 512, 0, false), IoKind::Write);
+        assert_eq!(s.record(Some(Access::Exempt), 0, 36, true), IoKind::Other);
+        assert_eq!(s.record(None, 0, 0, false), IoKind::Other);
+        let snap = s.snapshot();
+        assert_eq!(
+            (snap.read_commands, snap.write_commands, snap.other_commands),
+            (1, 1, 2)
+        );
+        assert_eq!((snap.read_bytes, snap.write_bytes), (4096, 512));
+        assert_eq!(snap.failed_commands, 2);
+    }
+
+    #[test]
+    fn bounds_rise() {
+        assert!(LATENCY_BOUNDS_NS.windows(2).all(|w| w[0] < w[1]));
     }
 }

@@ -128,8 +128,8 @@ impl LogicalUnit {
         r.unwrap_or_else(|s| self.check_condition(s, 0))
     }
 
-    fn done(&self, access: Option<Access>, req: &Request<'_>, r: Response) -> Start {
-        self.record(access, req.data_out.len(), &r);
+    fn done(&self, access: Option<Access>, req: &Request<'_>, mut r: Response) -> Start {
+        self.record(access, req.data_out.len(), &mut r);
         Start::Done(r)
     }
 }
@@ -179,7 +179,7 @@ impl MediumIo {
 
     fn finish_payload(self, outcome: io::Result<Option<Payload>>) -> Response {
         let lu = &self.lu;
-        let r = match (&self.request, outcome) {
+        let mut r = match (&self.request, outcome) {
             (MediumRequest::Read { .. }, Ok(Some(data))) => Response::read_data(data),
             (MediumRequest::Read { .. }, _) => lu.check_condition(block::read_error(self.lba), 0),
             (MediumRequest::Write { .. }, Ok(_)) => Response::written(self.bytes),
@@ -189,7 +189,7 @@ impl MediumIo {
             (MediumRequest::Flush, Ok(_)) => Response::good(),
             (MediumRequest::Flush, Err(e)) => lu.check_condition(block::flush_error(&e), 0),
         };
-        lu.record(Some(self.access), self.data_out, &r);
+        lu.record(Some(self.access), self.data_out, &mut r);
         r
     }
 }
