@@ -9,8 +9,8 @@ use bytes::{Bytes, BytesMut};
 use ironlun_proto::params::{ConnParams, Offers, SessionParams};
 use ironlun_proto::target::login::{LoginResult, TargetInfo};
 use ironlun_proto::target::{
-    AbortScope, CloseReason, Directory, Event, FfpConfig, ScsiResult, SendTargetsQuery,
-    TargetConnection, TargetListing, TmfRequest,
+    AbortScope, CloseReason, DigestKind, Directory, Event, FfpConfig, Observer, ScsiResult,
+    SendTargetsQuery, TargetConnection, TargetListing, TmfRequest,
 };
 use ironlun_proto::OutPdu;
 use ironlun_scsi_codes::{SenseCode, SenseKey, Status};
@@ -1017,4 +1017,87 @@ fn target_cold_reset_closes_after_its_response() {
         vec![(8, TmfResponse::FUNCTION_COMPLETE)]
     );
     assert!(h.events().is_empty());
+}
+
+/// Records what a connection reports, in order.
+#[derive(Default)]
+struct Heard(std::sync::Mutex<Vec<String>>);
+
+impl Heard {
+    fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+
+    fn push(&self, s: String) {
+        self.0.lock().unwrap().push(s);
+    }
+}
+
+impl Observer for Heard {
+    fn task_management(&self, function: TmfFunction, response: TmfResponse) {
+        self.push(format!("tmf {function}: {response}"));
+    }
+    fn tasks_aborted(&self, n: usize) {
+        self.push(format!("aborted {n}"));
+    }
+    fn digest_error(&self, kind: DigestKind) {
+        self.push(format!("digest {kind:?}"));
+    }
+    fn closing(&self, reason: &CloseReason) {
+        self.push(format!("closing {reason:?}"));
+    }
+}
+
+#[test]
+fn the_observer_hears_task_management_aborts_digest_errors_and_the_close() {
+    let session = SessionParams {
+        initial_r2t: true,
+        immediate_data: false,
+        ..SessionParams::default()
+    };
+    let mut h = H::with(session, ConnParams::default(), quiet(8), false);
+    let heard = std::sync::Arc::new(Heard::default());
+    h.conn.set_observer(heard.clone());
+    let w = h.cmd(1, 0x2a, false, true, 4096);
+    h.send(Pdu::ScsiCommand(w), &[]);
+    let r = h.cmd(2, 0x28, true, false, 512);
+    h.send(Pdu::ScsiCommand(r), &[]);
+    h.out();
+    h.events();
+    let req = tmf_request(&mut h, TmfFunction::ABORT_TASK, 10, 1);
+    h.conn
+        .finish_tmf(req.itt, TmfResponse::FUNCTION_COMPLETE, AbortScope::Task(1));
+    assert_eq!(
+        heard.take(),
+        ["aborted 1", "tmf ABORT TASK: Function complete"]
+    );
+    // Another session ends the read; an aborted task is not aborted twice.
+    assert_eq!(h.conn.abort_third_party(AbortScope::All), 1);
+    assert_eq!(h.conn.abort_third_party(AbortScope::All), 0);
+    assert_eq!(heard.take(), ["aborted 1"]);
+    assert_eq!(h.conn.complete(2, good(&[0; 512])), None, "no status");
+    h.conn.handle_frame_error(&WireError::HeaderDigest {
+        received: 1,
+        computed: 2,
+    });
+    h.conn.handle_timeout(h.now + Duration::from_secs(3600));
+    assert_eq!(
+        heard.take(),
+        [
+            "digest Header",
+            "closing ProtocolError(\"header digest mismatch (received 0x00000001, computed 0x00000002)\")"
+        ]
+    );
+}
+
+#[test]
+fn a_completed_command_reports_when_it_arrived() {
+    let mut h = H::new();
+    let t0 = h.now;
+    let r = h.cmd(1, 0x28, true, false, 512);
+    h.send(Pdu::ScsiCommand(r), &[]);
+    assert_eq!(executed(&h.events()).len(), 1);
+    h.now = t0 + Duration::from_millis(5);
+    assert_eq!(h.conn.complete(1, good(&[0; 512])), Some(t0));
+    assert_eq!(h.conn.complete(1, good(&[0; 512])), None, "already done");
 }

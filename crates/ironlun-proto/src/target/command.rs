@@ -138,6 +138,7 @@ impl TargetConnection {
 
         let task = Task {
             lun: c.lun,
+            arrived: self.last_rx,
             cdb,
             windowed,
             aborted: false,
@@ -339,10 +340,12 @@ impl TargetConnection {
         self.pump_r2ts();
     }
 
-    /// The driver finished executing a task.
-    pub fn complete(&mut self, itt: u32, result: ScsiResult) {
+    /// The driver finished executing a task. When its status is now
+    /// queued, returns when the command arrived (the time of the input
+    /// that brought its SCSI Command PDU), for the driver's latency.
+    pub fn complete(&mut self, itt: u32, result: ScsiResult) -> Option<Instant> {
         let Some(task) = self.tasks.remove(&itt) else {
-            return;
+            return None;
         };
         self.release_task_resources(&task);
         if task.aborted {
@@ -350,15 +353,17 @@ impl TargetConnection {
             self.end_aborted(&task);
             self.check_pending_tmfs();
             self.check_logout();
-            return;
+            return None;
         }
         // Free the window slot first, so the response already advertises
         // it in MaxCmdSN.
         self.finish_command(task.windowed);
-        if !self.closing {
+        let answered = !self.closing;
+        if answered {
             self.respond(&task, result);
         }
         self.check_logout();
+        answered.then_some(task.arrived)
     }
 
     pub(super) fn release_task_resources(&mut self, task: &Task) {

@@ -22,6 +22,7 @@
 //! overtakes the work it depends on.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -45,11 +46,13 @@ use login::LoginResult;
 
 mod command;
 pub mod login;
+mod observer;
 mod session;
 mod text;
 mod third_party;
 pub mod tmf;
 
+pub use observer::{DigestKind, Observer};
 use session::PendingLogout;
 use text::TextExchange;
 pub use text::{Directory, SendTargetsQuery, TargetListing};
@@ -181,6 +184,8 @@ enum TaskState {
 
 struct Task {
     lun: Lun,
+    /// When its SCSI Command PDU was handed in.
+    arrived: Instant,
     cmd: ScsiCommand,
     cdb: Cdb,
     /// Holds a slot of the command window (non-immediate).
@@ -247,6 +252,9 @@ pub struct TargetConnection {
     ping: Option<(u32, Instant)>,
     logout_deadline: Option<Instant>,
     pub stats: ConnStats,
+    /// Told of rare events as they happen (task management, aborts,
+    /// digest errors, why the connection closes).
+    observer: Option<Arc<dyn Observer>>,
 }
 
 impl TargetConnection {
@@ -288,6 +296,7 @@ impl TargetConnection {
             ping: None,
             logout_deadline: None,
             stats: ConnStats::default(),
+            observer: None,
         }
     }
 
@@ -322,6 +331,11 @@ impl TargetConnection {
 
     /// A frame could not be decoded cleanly.
     pub fn handle_frame_error(&mut self, err: &WireError) {
+        match err {
+            WireError::HeaderDigest { .. } => self.observe(|o| o.digest_error(DigestKind::Header)),
+            WireError::DataDigest { .. } => self.observe(|o| o.digest_error(DigestKind::Data)),
+            _ => {}
+        }
         match err {
             WireError::DataDigest { bhs, .. } => {
                 // RFC 7143 §7.8: discard the PDU, Reject it. At ERL 0 the
@@ -423,6 +437,7 @@ impl TargetConnection {
 
     pub(super) fn close(&mut self, reason: CloseReason) {
         if !self.closing {
+            self.observe(|o| o.closing(&reason));
             self.closing = true;
             self.events.push_back(Event::Close(reason));
         }

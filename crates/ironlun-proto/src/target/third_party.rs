@@ -86,6 +86,9 @@ impl TargetConnection {
             self.third_party.remove(0);
         }
         self.third_party.push(record);
+        if ended > 0 {
+            self.observe(|o| o.tasks_aborted(ended));
+        }
         self.check_pending_tmfs();
         self.check_logout();
         (mark, ended)

@@ -258,6 +258,7 @@ impl TargetConnection {
         let Some(task) = self.tasks.get_mut(&itt) else {
             return;
         };
+        let newly = !task.aborted;
         task.aborted = true;
         // The requester's own tasks end without a response
         // (RFC 7143 §11.5.1), whoever aborted them first.
@@ -268,6 +269,9 @@ impl TargetConnection {
                 self.finish_command(task.windowed);
             }
             self.solicit_queue.retain(|t| *t != itt);
+        }
+        if newly {
+            self.observe(|o| o.tasks_aborted(1));
         }
     }
 
@@ -280,6 +284,7 @@ impl TargetConnection {
             .partition(|p| p.decided && !p.held);
         self.tmfs = waiting;
         for p in decided {
+            self.observe(|o| o.task_management(p.function, p.response));
             let stat_sn = self.next_stat_sn();
             self.finish_command(p.windowed);
             let max = self.window.max_cmd_sn();
