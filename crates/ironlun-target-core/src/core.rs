@@ -10,7 +10,9 @@ use ironlun_proto::target::{
     AbortMark, AbortScope, CloseReason, Event, ScsiResult, ScsiTask, TargetConnection,
 };
 use ironlun_proto::OutPdu;
-use ironlun_scsi::{ItNexus, LogicalUnit, LunMap, NexusId, Request, Response, Sense, Start};
+use ironlun_scsi::{
+    IoKind, ItNexus, LogicalUnit, LunMap, NexusId, Request, Response, Sense, Start,
+};
 use ironlun_scsi_codes::{Asc, SenseCode, SenseKey, Status};
 use ironlun_wire::{Frame, Lun, WireError};
 use tracing::warn;
@@ -73,7 +75,23 @@ pub struct ConnCore {
     /// Commands handed out as [`Action::Run`] and not finished, by ITT:
     /// the flag an abort sets so that one not yet started never runs.
     running: HashMap<u32, Arc<AtomicBool>>,
+    /// Commands whose status was queued, waiting for the driver to say
+    /// when it hands them to the socket ([`ConnCore::statuses_sent`]);
+    /// `None` while latency is not measured.
+    answered: Option<Vec<Answered>>,
 }
+
+/// A command whose status is queued: what its latency needs.
+struct Answered {
+    lun: u16,
+    kind: IoKind,
+    arrived: Instant,
+}
+
+/// Most statuses [`ConnCore::statuses_sent`] is waited for: a driver that
+/// calls it after each batch never comes near; one that does not call it
+/// loses latencies past this, not memory.
+const MAX_ANSWERED: usize = 4096;
 
 /// A task management response held until other sessions release it, or
 /// until the deadline.
@@ -103,6 +121,7 @@ impl ConnCore {
             holds: Vec::new(),
             ending: false,
             running: HashMap::new(),
+            answered: None,
         }
     }
 
@@ -123,6 +142,34 @@ impl ConnCore {
     /// This session's LUN map (none for discovery).
     pub fn map(&self) -> Option<&Arc<LunMap>> {
         self.lus.as_ref().map(|l| &l.map)
+    }
+
+    /// Measures each command's latency, from the arrival of its SCSI
+    /// Command PDU to its status leaving: the driver then calls
+    /// [`ConnCore::statuses_sent`] as it hands PDUs to the socket.
+    pub fn measure_latency(&mut self) {
+        self.answered.get_or_insert_with(Vec::new);
+    }
+
+    /// The statuses queued since the last call are being sent now:
+    /// each command's time goes to its LU's latency histogram, under the
+    /// kind its counters counted it as (commands no LU counted, and those
+    /// answered without a status, have none). `now` is asked only if
+    /// there is something to time.
+    #[inline]
+    pub fn statuses_sent(&mut self, now: impl FnOnce() -> Instant) {
+        let Some(answered) = self.answered.as_mut().filter(|a| !a.is_empty()) else {
+            return;
+        };
+        let now = now();
+        if let Some(l) = &self.lus {
+            for a in answered.iter() {
+                if let Some(lu) = l.map.get(a.lun) {
+                    lu.record_latency(a.kind, now.saturating_duration_since(a.arrived));
+                }
+            }
+        }
+        answered.clear();
     }
 
     /// The protocol core, to read its state (timeouts, tasks, counters).
@@ -382,7 +429,15 @@ impl ConnCore {
                 },
             });
         }
-        self.conn.complete(itt, to_result(response));
+        let kind = response.counted;
+        let arrived = self.conn.complete(itt, to_result(response));
+        if let (Some(answered), Some(lun), Some(kind), Some(arrived)) =
+            (&mut self.answered, lun, kind, arrived)
+        {
+            if answered.len() < MAX_ANSWERED {
+                answered.push(Answered { lun, kind, arrived });
+            }
+        }
     }
 
     /// A write refused for want of space is logged once per episode, with
