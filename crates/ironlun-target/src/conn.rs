@@ -77,6 +77,7 @@ use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
 use crate::config::IoEngine;
+use crate::metrics::LoginOutcome;
 use crate::registry::{LoginCtx, PortalDirectory, Registry, SessionHandle, SessionSignal};
 use crate::ring::RingSlot;
 
@@ -172,6 +173,7 @@ async fn login_phase(
             r = read_frame(&mut link.stream, &mut link.rbuf, &decoder) => r,
             _ = tokio::time::sleep_until(deadline) => {
                 info!(%peer, "login timed out after {:?}", limits.login_timeout);
+                registry.metrics.login(LoginOutcome::Failure);
                 return None;
             }
             _ = shutdown.changed() => return None,
@@ -184,6 +186,7 @@ async fn login_phase(
             }
             Err(e) => {
                 info!(%peer, "login connection dropped: {e}");
+                registry.metrics.login(LoginOutcome::Failure);
                 return None;
             }
         };
@@ -194,6 +197,7 @@ async fn login_phase(
                 status,
                 reason,
             } => {
+                registry.metrics.login_refused(status);
                 let why = ctx.refusal.take().map(|w| format!(" ({w})"));
                 warn!(
                     %peer,
@@ -215,6 +219,7 @@ async fn login_phase(
         warn!(%peer, "login completed without a session");
         return None;
     };
+    registry.metrics.logged_in(session.reinstated);
     Some((result, session))
 }
 
@@ -336,15 +341,18 @@ impl Driver {
             local,
             peer,
         });
-        let conn = TargetConnection::new(result, ffp, directory, Instant::now());
+        let mut conn = TargetConnection::new(result, ffp, directory, Instant::now());
+        conn.set_observer(registry.metrics.clone());
         let stage = registry.io_engine == IoEngine::Uring;
         let digests = Digests {
             header: result.conn.header_digest,
             data: result.conn.data_digest,
         };
         let (done_tx, done_rx) = mpsc::unbounded_channel::<Done>();
+        let mut core = ConnCore::new(conn, lus, Dispatch::Inline, stage);
+        core.measure_latency();
         let driver = Driver {
-            core: ConnCore::new(conn, lus, Dispatch::Inline, stage),
+            core,
             done_tx,
             broken: None,
             warned_short_file: false,
@@ -630,6 +638,8 @@ impl Driver {
             }
         }
         self.queue_transmit();
+        // Before the write: a client that has its status has been timed.
+        self.core.statuses_sent(Instant::now);
         if !self.out.is_empty() {
             // Opportunistic write: most responses fit the socket buffer.
             let _ = self.flush_some();
@@ -793,6 +803,7 @@ impl Driver {
     async fn finish(&mut self, done_rx: &mut mpsc::UnboundedReceiver<Done>) {
         self.wait_blocking(done_rx).await;
         self.queue_transmit();
+        self.core.statuses_sent(Instant::now);
         let deadline = tokio::time::Instant::now() + CLOSE_GRACE;
         while !self.out.is_empty() {
             match self.flush_some() {

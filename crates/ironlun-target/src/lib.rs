@@ -8,7 +8,8 @@
 //! protocol core and LUs joined, without IO) over a socket, with an
 //! io_uring for file and block LUNs and the blocking pool for commands
 //! that may block, delivering its signals to other sessions, timers, the
-//! statistics endpoint (JSON over HTTP), and clean shutdown (stop
+//! statistics endpoint (JSON over HTTP, and metrics for Prometheus), and
+//! clean shutdown (stop
 //! accepting, ask initiators to log out, finish commands, flush).
 //!
 //! **Must not know:** PDU layouts beyond "give me the next frame"
@@ -28,6 +29,7 @@ pub mod admin;
 pub mod config;
 mod conn;
 pub mod live;
+pub mod metrics;
 mod prstore;
 pub mod registry;
 mod replay;

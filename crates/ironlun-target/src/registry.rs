@@ -22,6 +22,7 @@ pub use ironlun_target_core::SessionSignal;
 use tokio::sync::Notify;
 
 use crate::config::{DefaultMap, IoEngine, Limits, TargetConfig, TcpTuning};
+use crate::metrics::Metrics;
 use crate::replay::{ChallengeMemory, REMEMBERED_CHALLENGES};
 
 /// A configured target and its logical units, as one version of the
@@ -198,6 +199,8 @@ pub struct Registry {
     next_nexus: AtomicU64,
     /// Open TCP connections, logged in or not.
     connections: AtomicUsize,
+    /// Event counters for `GET /metrics` (crate::metrics).
+    pub metrics: Arc<Metrics>,
 }
 
 /// Counts one open connection for as long as it lives.
@@ -280,6 +283,7 @@ impl Registry {
             challenges: Mutex::new(ChallengeMemory::new(REMEMBERED_CHALLENGES)),
             next_nexus: AtomicU64::new(1),
             connections: AtomicUsize::new(0),
+            metrics: Arc::new(Metrics::new()),
         })
     }
 

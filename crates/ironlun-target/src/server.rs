@@ -406,6 +406,7 @@ impl Server {
                     while conns.try_join_next().is_some() {}
                     if conns.len() >= self.registry.limits.max_connections {
                         warn!(%peer, "connection refused: {} connections open", conns.len());
+                        self.registry.metrics.connection_refused();
                         drop(stream);
                         continue;
                     }

@@ -2,7 +2,8 @@
 //! per-LUN I/O counters as JSON over HTTP (`GET /stats`), so a load
 //! generator can report the target's CPU for exactly its own interval.
 //! The format is documented in docs/stats.md; counters only grow, a
-//! reader subtracts two samples.
+//! reader subtracts two samples. The same listener serves `GET /metrics`
+//! for Prometheus (crate::metrics, docs/admin.md).
 //!
 //! Bounded like everything else facing a network: a few connections at
 //! a time, small request heads, a read timeout and a lifetime per
@@ -171,13 +172,34 @@ fn reply(status: StatusCode, content_type: &str, body: Bytes) -> Response<Full<B
     r
 }
 
-fn answer(req: &Request<Incoming>, registry: &Registry, started: Instant) -> Response<Full<Bytes>> {
+fn answer(
+    req: &Request<Incoming>,
+    registry: &Arc<Registry>,
+    started: Instant,
+) -> Response<Full<Bytes>> {
     let text = |s: StatusCode, msg: &'static str| reply(s, "text/plain", Bytes::from(msg));
-    if !matches!(req.uri().path(), "/stats" | "/") {
-        return text(StatusCode::NOT_FOUND, "not found; try GET /stats\n");
+    let metrics = req.uri().path() == "/metrics";
+    if !metrics && !matches!(req.uri().path(), "/stats" | "/") {
+        return text(
+            StatusCode::NOT_FOUND,
+            "not found; try GET /stats or GET /metrics\n",
+        );
     }
     if !matches!(*req.method(), Method::GET | Method::HEAD) {
         return text(StatusCode::METHOD_NOT_ALLOWED, "only GET\n");
+    }
+    if metrics {
+        return match crate::metrics::render(registry) {
+            Ok(body) => reply(
+                StatusCode::OK,
+                crate::metrics::CONTENT_TYPE,
+                Bytes::from(body),
+            ),
+            Err(e) => {
+                warn!("metrics not encodable: {e}");
+                text(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n")
+            }
+        };
     }
     match serde_json::to_vec(&collect(registry, started)) {
         Ok(json) => reply(StatusCode::OK, "application/json", Bytes::from(json)),

@@ -1,0 +1,254 @@
+use std::time::Duration;
+
+use ironlun_payload::DataOutBuffer;
+use ironlun_scsi::{LunMap, NexusId};
+use openmetrics_parser::{
+    openmetrics::parse_openmetrics, MetricNumber, MetricsExposition, OpenMetricsType,
+    OpenMetricsValue,
+};
+
+use super::*;
+use crate::config::IoEngine;
+use crate::registry::Target;
+use crate::{Config, Overrides};
+
+const TARGET: &str = "iqn.2026-11.test:metrics";
+
+/// A registry with one target of `luns` RAM LUNs (numbered from 0).
+fn registry(luns: usize) -> Arc<Registry> {
+    let cfg = Config::load(&Overrides {
+        name: Some(TARGET.into()),
+        luns: vec!["ram:1MiB".into(); luns],
+        listen: vec!["127.0.0.1:0".into()],
+        ..Overrides::default()
+    })
+    .unwrap();
+    let targets = crate::server::build_targets(&cfg).unwrap();
+    Registry::new(
+        targets,
+        cfg.limits.clone(),
+        cfg.tcp.clone(),
+        Vec::new(),
+        None,
+        IoEngine::Pool,
+    )
+}
+
+type Scrape = MetricsExposition<OpenMetricsType, OpenMetricsValue>;
+
+/// Renders and parses with a strict OpenMetrics parser.
+fn scrape(r: &Arc<Registry>) -> Scrape {
+    let text = render(r).unwrap();
+    parse_openmetrics(&text).unwrap_or_else(|e| panic!("{e}:\n{text}"))
+}
+
+/// The value of the family's sample with exactly these labels.
+fn value<'a>(s: &'a Scrape, family: &str, labels: &[(&str, &str)]) -> Option<&'a OpenMetricsValue> {
+    let f = s.families.get(family)?;
+    f.iter_samples().find_map(|sample| {
+        let set = sample.get_labelset().ok()?;
+        let names = set.iter().count();
+        let all = labels
+            .iter()
+            .all(|(k, v)| set.get_label_value(k) == Some(*v));
+        (all && names == labels.len()).then_some(&sample.value)
+    })
+}
+
+fn number(n: &MetricNumber) -> f64 {
+    n.as_f64()
+}
+
+fn counter(s: &Scrape, family: &str, labels: &[(&str, &str)]) -> f64 {
+    match value(s, family, labels) {
+        Some(OpenMetricsValue::Counter(c)) => number(&c.value),
+        other => panic!("{family} {labels:?}: {other:?}"),
+    }
+}
+
+fn gauge(s: &Scrape, family: &str, labels: &[(&str, &str)]) -> f64 {
+    match value(s, family, labels) {
+        Some(OpenMetricsValue::Gauge(g)) => number(g),
+        other => panic!("{family} {labels:?}: {other:?}"),
+    }
+}
+
+const INQUIRY: [u8; 6] = [0x12, 0, 0, 0, 36, 0];
+/// READ(10) of one block at LBA 0.
+const READ_1: [u8; 10] = [0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0];
+
+fn run(r: &Registry, lun: u16, cdb: &[u8]) -> ironlun_scsi::Response {
+    r.targets()[0]
+        .luns
+        .execute(Some(lun), NexusId(7), cdb, &DataOutBuffer::new())
+}
+
+#[test]
+fn per_lun_counters_come_from_the_lus_at_scrape_time() {
+    let r = registry(2);
+    for _ in 0..2 {
+        assert_eq!(run(&r, 1, &INQUIRY).counted, Some(IoKind::Other));
+    }
+    let read = run(&r, 1, &READ_1);
+    assert_eq!(read.counted, Some(IoKind::Read), "{read:?}");
+    let s = scrape(&r);
+    let lun1 = |op| [("target", TARGET), ("lun", "1"), ("op", op)];
+    assert_eq!(counter(&s, "ironlun_lun_commands", &lun1("other")), 2.0);
+    assert_eq!(counter(&s, "ironlun_lun_commands", &lun1("read")), 1.0);
+    assert_eq!(counter(&s, "ironlun_lun_commands", &lun1("write")), 0.0);
+    assert_eq!(counter(&s, "ironlun_lun_bytes", &lun1("read")), 512.0);
+    let lun0 = [("target", TARGET), ("lun", "0"), ("op", "other")];
+    assert_eq!(counter(&s, "ironlun_lun_commands", &lun0), 0.0);
+    assert_eq!(
+        counter(
+            &s,
+            "ironlun_lun_failed_commands",
+            &[("target", TARGET), ("lun", "1")]
+        ),
+        0.0
+    );
+}
+
+#[test]
+fn a_lun_that_is_removed_has_no_series_in_the_next_scrape() {
+    let r = registry(2);
+    run(&r, 1, &READ_1);
+    let lun1 = [("target", TARGET), ("lun", "1"), ("op", "read")];
+    assert_eq!(counter(&scrape(&r), "ironlun_lun_commands", &lun1), 1.0);
+    // The running configuration changes: the target keeps LUN 0 only.
+    let old = r.targets();
+    let lu0 = old[0].luns.get(0).unwrap().clone();
+    let smaller = Target::new(old[0].cfg.clone(), Arc::new(LunMap::new(vec![(0, lu0)])));
+    r.replace_targets(vec![Arc::new(smaller)]);
+    let s = scrape(&r);
+    assert!(value(&s, "ironlun_lun_commands", &lun1).is_none());
+    let lun1_timed = [("target", TARGET), ("lun", "1"), ("op", "read")];
+    assert!(value(&s, "ironlun_lun_command_duration_seconds", &lun1_timed).is_none());
+    let lun0 = [("target", TARGET), ("lun", "0"), ("op", "read")];
+    assert!(value(&s, "ironlun_lun_commands", &lun0).is_some());
+}
+
+#[test]
+fn latency_histograms_are_in_seconds_with_cumulative_buckets() {
+    let r = registry(1);
+    let targets = r.targets();
+    let lu = targets[0].luns.get(0).unwrap();
+    lu.record_latency(IoKind::Write, Duration::from_micros(40));
+    lu.record_latency(IoKind::Write, Duration::from_millis(3));
+    lu.record_latency(IoKind::Write, Duration::from_secs(20));
+    let s = scrape(&r);
+    let labels = [("target", TARGET), ("lun", "0"), ("op", "write")];
+    let Some(OpenMetricsValue::Histogram(h)) =
+        value(&s, "ironlun_lun_command_duration_seconds", &labels)
+    else {
+        panic!("no histogram: {s:?}");
+    };
+    assert_eq!(h.count, Some(3));
+    let sum = h.sum.as_ref().map(number).unwrap();
+    assert!((sum - 20.003_04).abs() < 1e-9, "sum {sum}");
+    let at = |bound: f64| {
+        let b = h.buckets.iter().find(|b| b.upper_bound == bound);
+        b.map(|b| number(&b.count))
+            .unwrap_or_else(|| panic!("no bucket {bound}: {h:?}"))
+    };
+    assert_eq!(at(1e-5), 0.0);
+    assert_eq!(at(5e-5), 1.0);
+    assert_eq!(at(0.0025), 1.0);
+    assert_eq!(at(0.005), 2.0);
+    assert_eq!(at(10.0), 2.0);
+    assert_eq!(at(f64::INFINITY), 3.0);
+    let reads = [("target", TARGET), ("lun", "0"), ("op", "read")];
+    let Some(OpenMetricsValue::Histogram(h)) =
+        value(&s, "ironlun_lun_command_duration_seconds", &reads)
+    else {
+        panic!("no read histogram");
+    };
+    assert_eq!(h.count, Some(0));
+}
+
+#[test]
+fn events_are_counted_under_their_labels() {
+    let r = registry(1);
+    let m = &r.metrics;
+    m.logged_in(false);
+    m.logged_in(true);
+    m.login_refused(LoginStatus::AUTHENTICATION_FAILURE);
+    m.login_refused(LoginStatus::AUTHORIZATION_FAILURE);
+    m.login_refused(LoginStatus::OUT_OF_RESOURCES);
+    m.connection_refused();
+    m.login_refused(LoginStatus::NOT_FOUND);
+    m.task_management(TmfFunction::ABORT_TASK, TmfResponse::FUNCTION_COMPLETE);
+    m.task_management(TmfFunction::ABORT_TASK, TmfResponse::FUNCTION_COMPLETE);
+    m.task_management(TmfFunction(0x55), TmfResponse::NOT_SUPPORTED);
+    m.tasks_aborted(3);
+    m.digest_error(DigestKind::Data);
+    m.closing(&CloseReason::NopTimeout);
+    m.closing(&CloseReason::LoggedOut);
+    let s = scrape(&r);
+    let login = |result| counter(&s, "ironlun_logins", &[("result", result)]);
+    assert_eq!(login("success"), 2.0);
+    assert_eq!(login("auth_failure"), 1.0);
+    assert_eq!(login("acl_refused"), 1.0);
+    assert_eq!(login("limit_reached"), 2.0);
+    assert_eq!(login("failure"), 1.0);
+    assert_eq!(counter(&s, "ironlun_session_reinstatements", &[]), 1.0);
+    let tmf = |f, r| {
+        counter(
+            &s,
+            "ironlun_task_management",
+            &[("function", f), ("response", r)],
+        )
+    };
+    assert_eq!(tmf("abort_task", "function_complete"), 2.0);
+    assert_eq!(tmf("other", "task_management_function_not_supported"), 1.0);
+    assert_eq!(counter(&s, "ironlun_aborted_commands", &[]), 3.0);
+    assert_eq!(
+        counter(&s, "ironlun_digest_errors", &[("digest", "data")]),
+        1.0
+    );
+    assert_eq!(
+        counter(&s, "ironlun_digest_errors", &[("digest", "header")]),
+        0.0
+    );
+    assert_eq!(counter(&s, "ironlun_nop_timeouts", &[]), 1.0);
+    assert_eq!(gauge(&s, "ironlun_connections", &[]), 0.0);
+    assert_eq!(gauge(&s, "ironlun_sessions", &[("type", "normal")]), 0.0);
+}
+
+#[test]
+fn login_statuses_map_to_results() {
+    use LoginOutcome::*;
+    let cases = [
+        (LoginStatus::SUCCESS, Success),
+        (LoginStatus::AUTHENTICATION_FAILURE, AuthFailure),
+        (LoginStatus::AUTHORIZATION_FAILURE, AclRefused),
+        (LoginStatus::OUT_OF_RESOURCES, LimitReached),
+        (LoginStatus::TOO_MANY_CONNECTIONS, LimitReached),
+        (LoginStatus::NOT_FOUND, Failure),
+        (LoginStatus::TARGET_ERROR, Failure),
+        (LoginStatus::INITIATOR_ERROR, Failure),
+    ];
+    for (status, want) in cases {
+        assert_eq!(LoginOutcome::of(status), want, "{status}");
+    }
+}
+
+#[test]
+fn code_names_become_label_values() {
+    assert_eq!(
+        label_of(TmfFunction::I_T_NEXUS_RESET.name()),
+        "i_t_nexus_reset"
+    );
+    assert_eq!(
+        label_of(TmfResponse::LUN_DOES_NOT_EXIST.name()),
+        "lun_does_not_exist"
+    );
+    assert_eq!(label_of(TmfFunction(0x7f).name()), "other");
+}
+
+#[test]
+fn the_exposition_ends_with_eof_once() {
+    let text = render(&registry(1)).unwrap();
+    assert!(text.ends_with("# EOF\n"), "{text}");
+    assert_eq!(text.matches("# EOF").count(), 1);
+}
