@@ -137,7 +137,6 @@ impl TargetConnection {
         }
 
         let task = Task {
-            lun: c.lun,
             arrived: self.last_rx,
             cdb,
             windowed,
@@ -210,7 +209,7 @@ impl TargetConnection {
         self.stats.write_bytes += data.len() as u64;
         self.events.push_back(Event::Execute(ScsiTask {
             itt,
-            lun: task.lun,
+            lun: task.cmd.lun,
             cdb: task.cdb.clone(),
             attr: task.cmd.attr,
             read: task.cmd.read,
@@ -239,7 +238,7 @@ impl TargetConnection {
                 continue;
             };
             if task.reserved == 0 {
-                let need = u64::from(collect.bytes_to_request());
+                let need = collect.bytes_to_request();
                 if need == 0 {
                     // Only unsolicited data is still to come.
                     self.solicit_queue.remove(i);
@@ -247,13 +246,13 @@ impl TargetConnection {
                 }
                 // Reserve the whole solicited part at once so tasks cannot
                 // starve each other; an oversize task runs alone.
-                if reserved_now > 0 && reserved_now + need > budget {
+                if reserved_now > 0 && reserved_now + u64::from(need) > budget {
                     break;
                 }
                 task.reserved = need;
-                self.reserved += need;
+                self.reserved += u64::from(need);
             }
-            let lun = task.lun;
+            let lun = task.cmd.lun;
             let mut sent = Vec::new();
             let mut t = ttt;
             while let Some(r) = collect.next_r2t(max_outstanding, max_burst, t) {
@@ -301,7 +300,7 @@ impl TargetConnection {
             Ok(DataOutProgress::More) => {}
             Ok(DataOutProgress::SequenceDone) => self.pump_r2ts(),
             Ok(DataOutProgress::Complete) => {
-                let reserved = task.reserved;
+                let reserved = u64::from(task.reserved);
                 let state = std::mem::replace(&mut task.state, TaskState::Executing);
                 debug_assert!(self.reserved >= reserved, "solicited bytes released twice");
                 self.reserved = self.reserved.saturating_sub(reserved);
@@ -327,8 +326,8 @@ impl TargetConnection {
             return;
         };
         task.state = TaskState::Executing;
-        let reserved = std::mem::take(&mut task.reserved);
-        let lun = task.lun;
+        let reserved = u64::from(std::mem::take(&mut task.reserved));
+        let lun = task.cmd.lun;
         debug_assert!(self.reserved >= reserved, "solicited bytes released twice");
         self.reserved = self.reserved.saturating_sub(reserved);
         self.solicit_queue.retain(|t| *t != itt);
@@ -344,9 +343,7 @@ impl TargetConnection {
     /// queued, returns when the command arrived (the time of the input
     /// that brought its SCSI Command PDU), for the driver's latency.
     pub fn complete(&mut self, itt: u32, result: ScsiResult) -> Option<Instant> {
-        let Some(task) = self.tasks.remove(&itt) else {
-            return None;
-        };
+        let task = self.tasks.remove(&itt)?;
         self.release_task_resources(&task);
         if task.aborted {
             self.finish_command(task.windowed);
@@ -368,10 +365,10 @@ impl TargetConnection {
 
     pub(super) fn release_task_resources(&mut self, task: &Task) {
         debug_assert!(
-            self.reserved >= task.reserved,
+            self.reserved >= u64::from(task.reserved),
             "solicited bytes released twice"
         );
-        self.reserved = self.reserved.saturating_sub(task.reserved);
+        self.reserved = self.reserved.saturating_sub(u64::from(task.reserved));
     }
 
     /// Data-In PDUs and status for a completed command
@@ -418,7 +415,7 @@ impl TargetConnection {
                         ack: false,
                         residual: residual_field,
                         status: collapse.then_some(r.status.0),
-                        lun: task.lun,
+                        lun: task.cmd.lun,
                         itt,
                         ttt: RESERVED_TAG,
                         stat_sn,

@@ -62,7 +62,7 @@ impl TargetConnection {
             .tasks
             .iter()
             .filter(|(tag, t)| scope.covers(**tag, t))
-            .map(|(tag, t)| (*tag, t.aborted, tas(t.lun)))
+            .map(|(tag, t)| (*tag, t.aborted, tas(t.cmd.lun)))
             .collect();
         let mark = AbortMark(self.next_mark);
         self.next_mark = self.next_mark.wrapping_add(1);

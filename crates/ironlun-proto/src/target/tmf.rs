@@ -146,7 +146,7 @@ impl AbortScope {
             AbortScope::None => false,
             AbortScope::Task(rtt) => tag == rtt,
             // The same LU however the initiator addressed it.
-            AbortScope::Lun(lun) => lun.index().is_some() && task.lun.index() == lun.index(),
+            AbortScope::Lun(lun) => lun.index().is_some() && task.cmd.lun.index() == lun.index(),
             AbortScope::All => true,
         }
     }
