@@ -163,9 +163,16 @@ impl ConnCore {
         };
         let now = now();
         if let Some(l) = &self.lus {
+            // Consecutive statuses are mostly for one LUN: look it up once.
+            let mut last: Option<(u16, &Arc<LogicalUnit>)> = None;
             for a in answered.iter() {
-                if let Some(lu) = l.map.get(a.lun) {
+                let lu = match last {
+                    Some((n, lu)) if n == a.lun => Some(lu),
+                    _ => l.map.get(a.lun),
+                };
+                if let Some(lu) = lu {
                     lu.record_latency(a.kind, now.saturating_duration_since(a.arrived));
+                    last = Some((a.lun, lu));
                 }
             }
         }
