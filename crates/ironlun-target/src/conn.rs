@@ -350,7 +350,9 @@ impl Driver {
         };
         let (done_tx, done_rx) = mpsc::unbounded_channel::<Done>();
         let mut core = ConnCore::new(conn, lus, Dispatch::Inline, stage);
-        core.measure_latency();
+        if registry.metrics.latency_measured() {
+            core.measure_latency();
+        }
         let driver = Driver {
             core,
             done_tx,

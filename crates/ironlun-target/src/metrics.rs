@@ -16,6 +16,7 @@
 //!   a LUN that is gone is simply not in the next scrape.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use ironlun_proto::login::LoginStatus;
@@ -99,6 +100,8 @@ pub struct Metrics {
     digest_errors: Family<Labels1, Counter>,
     nop_timeouts: Counter,
     reinstatements: Counter,
+    /// Connections time their commands (only when someone can scrape).
+    latency: AtomicBool,
     /// The counters above, registered under their names.
     exposition: Exposition,
 }
@@ -118,6 +121,7 @@ impl Metrics {
             digest_errors: Family::default(),
             nop_timeouts: Counter::default(),
             reinstatements: Counter::default(),
+            latency: AtomicBool::new(false),
             exposition: Exposition::with_prefix(PREFIX),
         };
         // Every result and digest from the start, at 0: a rate over a
@@ -184,6 +188,17 @@ impl Metrics {
         if reinstated {
             self.reinstatements.inc();
         }
+    }
+
+    /// Connections opened from now on time their commands (the daemon
+    /// has a statistics address; without one nobody reads the
+    /// histograms, and their cost per command is not paid).
+    pub fn measure_latency(&self) {
+        self.latency.store(true, Ordering::Relaxed);
+    }
+
+    pub fn latency_measured(&self) -> bool {
+        self.latency.load(Ordering::Relaxed)
     }
 
     /// A connection was closed on accept: the connection limit.

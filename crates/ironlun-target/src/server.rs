@@ -384,6 +384,7 @@ impl Server {
             info!("listening on {a}");
         }
         if let Some(l) = self.stats {
+            self.registry.metrics.measure_latency();
             if let Ok(a) = l.local_addr() {
                 info!("statistics on http://{a}/stats");
             }
