@@ -135,6 +135,11 @@ impl ConnCore {
             return false;
         };
         let changed = l.map.change_to(&map, l.nexus, &l.identity);
+        if let Some(answered) = &mut self.answered {
+            // A LUN number that now names another LU: its statuses' time
+            // would land on the wrong LU's histogram.
+            answered.retain(|a| same_lu(&l.map, &map, a.lun));
+        }
         l.map = map;
         changed
     }
@@ -486,6 +491,11 @@ impl ConnCore {
     pub(crate) fn conn_mut(&mut self) -> &mut TargetConnection {
         &mut self.conn
     }
+}
+
+/// Whether `lun` names the same LU in both maps.
+fn same_lu(old: &LunMap, new: &LunMap, lun: u16) -> bool {
+    matches!((old.get(lun), new.get(lun)), (Some(a), Some(b)) if Arc::ptr_eq(a, b))
 }
 
 /// The device's checks and, if they pass, its medium access to stage.

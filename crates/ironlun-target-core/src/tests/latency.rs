@@ -69,3 +69,31 @@ fn an_aborted_command_has_no_latency() {
         .statuses_sent(|| panic!("no status went out for the read"));
     assert_eq!(reads_timed(&map), (0, 0));
 }
+
+#[test]
+fn a_status_for_a_lun_remapped_meanwhile_is_not_timed_on_the_new_lu() {
+    let map = ram_map();
+    let mut s = Session::new(&map, 1, Dispatch::Driver, true);
+    s.core.measure_latency();
+    // Answered, not yet sent: the LU at LUN 0 stays in the new map.
+    s.read(1);
+    let Some(Action::Run(cmd)) = s.actions().pop() else {
+        panic!("the READ was not handed out");
+    };
+    s.core.completed(cmd.run());
+    let same = Arc::new(LunMap::new(vec![(0, map.get(0).unwrap().clone())]));
+    s.core.set_map(same.clone());
+    s.core.statuses_sent(|| s.now);
+    assert_eq!(reads_timed(&map).0, 1);
+    // Answered, then LUN 0 becomes another LU before the status leaves.
+    s.read(2);
+    let Some(Action::Run(cmd)) = s.actions().pop() else {
+        panic!("the READ was not handed out");
+    };
+    s.core.completed(cmd.run());
+    let other = ram_map();
+    s.core.set_map(other.clone());
+    s.core.statuses_sent(|| panic!("nothing left to time"));
+    assert_eq!(reads_timed(&map).0, 1, "the old LU");
+    assert_eq!(reads_timed(&other).0, 0, "the new LU");
+}
