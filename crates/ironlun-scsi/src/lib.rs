@@ -9,7 +9,8 @@
 //! the copy manager for EXTENDED COPY between a target's LUs (SPC-4,
 //! SBC-3); SANITIZE (SBC-4); commands stopped at their medium access for
 //! a transport that runs the access itself ([`LogicalUnit::start`]); and
-//! per-LU I/O counters ([`stats`]).
+//! per-LU I/O counters and latency histograms ([`stats`]; the transport
+//! measures the latency, [`LogicalUnit::record_latency`]).
 //!
 //! The codes themselves (opcodes, status, sense keys, ASC/ASCQ) are
 //! named in ironlun-scsi-codes, which the initiator shares; this crate
