@@ -336,3 +336,50 @@ fn sessions_task_management_aborts_and_reinstatement() {
     assert_eq!(gauge(&s, "ironlun_connections", &[]), 0);
     assert_eq!(gauge(&s, "ironlun_sessions", &[("type", "normal")]), 0);
 }
+
+/// A LUN added and removed at run time (`ironlun admin`): its series
+/// appear with it, starting at zero, and are gone from the next scrape
+/// after it is removed.
+#[test]
+fn a_lun_removed_at_run_time_leaves_the_exposition() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("admin.sock");
+    let t = Target::start(&[
+        "--name",
+        NAME,
+        "--lun",
+        "ram:8MiB",
+        "--stats",
+        "127.0.0.1:0",
+        "--admin-socket",
+        sock.to_str().unwrap(),
+    ]);
+    let stats = t.stats_addr();
+    let admin = |args: &[&str]| {
+        let mut all = vec!["admin", "--socket", sock.to_str().unwrap()];
+        all.extend_from_slice(args);
+        support::ironlun_ok(&all)
+    };
+    let has_lun1 = |s: &Scrape| {
+        let f = &s.families["ironlun_lun_commands"];
+        f.iter_samples()
+            .any(|x| x.get_labelset().unwrap().get_label_value("lun") == Some("1"))
+    };
+    assert!(!has_lun1(&scrape(stats)));
+    let out = admin(&["lun", "add", NAME, "ram:4MiB"]);
+    assert!(out.contains(&format!("+ target {NAME} LUN 1")), "{out}");
+    let s = scrape(stats);
+    assert!(has_lun1(&s), "the new LUN has series");
+    assert_eq!(counter(&s, "ironlun_lun_commands", &lun("1", "read")), 0);
+    assert_eq!(timed(&s, "1", "read"), 0);
+    let (rc, out) = run(env!("CARGO_BIN_EXE_ironlun"), &["inquiry", &t.url(NAME, 1)]);
+    assert_eq!(rc, 0, "{out}");
+    assert!(counter(&scrape(stats), "ironlun_lun_commands", &lun("1", "other")) > 0);
+    admin(&["lun", "remove", NAME, "1"]);
+    let s = scrape(stats);
+    assert!(!has_lun1(&s), "a removed LUN's series are gone");
+    assert!(s.families["ironlun_lun_command_duration_seconds"]
+        .iter_samples()
+        .all(|x| x.get_labelset().unwrap().get_label_value("lun") == Some("0")));
+    assert_eq!(counter(&s, "ironlun_lun_commands", &lun("0", "read")), 0);
+}
