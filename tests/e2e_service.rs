@@ -263,7 +263,7 @@ fn check(config: &Path, env: &[(&str, &str)]) -> (i32, String) {
 }
 
 /// What `--check` prints for dist/ironlun.toml as shipped: one RAM LUN
-/// on loopback only, state in /var/lib/ironlun.
+/// on loopback only, state and the management socket in /var/lib/ironlun.
 fn assert_default_config(out: &str) {
     assert!(
         out.contains("configuration OK: 1 target(s), 1 LUN(s)"),
@@ -272,6 +272,10 @@ fn assert_default_config(out: &str) {
     let portals: Vec<&str> = out.lines().filter(|l| l.starts_with("portal ")).collect();
     assert_eq!(portals, ["portal 127.0.0.1:3260"], "{out}");
     assert!(out.contains("state directory /var/lib/ironlun\n"), "{out}");
+    assert!(
+        out.contains("management socket /var/lib/ironlun/admin.sock\n"),
+        "{out}"
+    );
 }
 
 /// The configuration with its example switched on: one `#` taken off

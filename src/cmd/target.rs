@@ -225,6 +225,9 @@ fn print_check(cfg: &Config) {
         Some(d) => println!("state directory {}", d.display()),
         None => println!("no state directory"),
     }
+    if let Some(p) = cfg.admin_socket() {
+        println!("management socket {}", p.display());
+    }
 }
 
 /// What each target serves and who may log in.
