@@ -15,11 +15,16 @@ apt_install() {
 }
 
 # libiscsi's tools and test suite, qemu-img with its iSCSI driver, tgt
-# (the peer target), iperf3 (the loopback wire rate) and fio (the disk's
-# own rate, benches/compare-local).
+# (the peer target), iperf3 (the loopback wire rate), fio (the disk's
+# own rate, benches/compare-local), systemd-analyze (the unit in dist/,
+# tests/e2e_service.rs) and what cargo deb runs (objcopy and strip to
+# split off the debug symbols, dpkg-shlibdeps for the dependencies).
 install_peer_tools() {
   local need=()
   command -v iscsi-test-cu >/dev/null || need+=(libiscsi-bin)
+  command -v systemd-analyze >/dev/null || need+=(systemd)
+  command -v objcopy >/dev/null || need+=(binutils)
+  command -v dpkg-shlibdeps >/dev/null || need+=(dpkg-dev)
   command -v qemu-img >/dev/null || need+=(qemu-utils)
   command -v tgtd >/dev/null || need+=(tgt)
   command -v iperf3 >/dev/null || need+=(iperf3)
@@ -44,7 +49,7 @@ install_peer_tools() {
     apt_install --allow-downgrades "qemu-utils=$v" "qemu-block-extra=$v"
   fi
   local p
-  for p in tgt libiscsi-bin qemu-utils qemu-block-extra iperf3 fio; do
+  for p in tgt libiscsi-bin qemu-utils qemu-block-extra iperf3 fio systemd; do
     printf '%s %s  ' "$p" "$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null || echo '?')"
   done
   echo
@@ -67,4 +72,22 @@ install_vm_tools() {
     fi
   fi
   printf 'qemu-system-x86 %s\n' "$(dpkg-query -W -f='${Version}' qemu-system-x86 2>/dev/null || echo '?')"
+}
+
+# cargo-deb, which builds the Debian package (cargo deb; the package tier
+# of scripts/test). Built from crates.io once, at this version, into
+# ~/.cargo/bin, which later runs on this machine reuse (about two minutes
+# on two cores otherwise). Returns non-zero, with the reason on stderr,
+# when it cannot be installed.
+CARGO_DEB_VERSION=3.8.0
+install_cargo_deb() {
+  if [ "$(cargo-deb --version 2>/dev/null)" = "cargo-deb $CARGO_DEB_VERSION" ]; then
+    echo "cargo-deb $CARGO_DEB_VERSION"
+    return 0
+  fi
+  echo "installing cargo-deb $CARGO_DEB_VERSION (cargo install --locked)"
+  if ! cargo install cargo-deb --version "$CARGO_DEB_VERSION" --locked >/tmp/ironlun-cargo-deb.log 2>&1; then
+    echo "cargo install cargo-deb failed: $(tail -3 /tmp/ironlun-cargo-deb.log)" >&2
+    return 1
+  fi
 }

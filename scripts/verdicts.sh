@@ -49,6 +49,25 @@ vm_tier() {
   fi
 }
 
+# The Debian package (tests/e2e_service.rs, left out of a plain cargo
+# test): cargo deb on the release binary (built here if no earlier tier
+# built it), checked with dpkg-deb, unpacked into a scratch root and run
+# from there. cargo-deb comes from crates.io (scripts/deps.sh).
+deb_tier() {
+  local err
+  err=$(mktemp)
+  if install_cargo_deb 2>"$err"; then
+    rm -f "$err"
+    cargo build --release --locked --bin ironlun
+    cargo test --workspace --locked --test e2e_service -- --ignored --nocapture the_debian_package
+  else
+    local why
+    why=$(cat "$err")
+    rm -f "$err"
+    skip_tier "Debian package" "cargo-deb is not installable here: $why"
+  fi
+}
+
 # fuzz_runs LOG: prints how many inputs libFuzzer ran (its final
 # stat::number_of_executed_units); fails when the log has no count or
 # the count is zero, so a target that ran nothing is not reported as ok.

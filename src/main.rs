@@ -2,7 +2,8 @@
 //! and runs the chosen tool; it knows nothing of how the layers work
 //! inside. Each subcommand is a module of [`cmd`]; argument groups that
 //! several share are in [`args`], output helpers in [`ui`], runtimes,
-//! logging and exit statuses in [`runtime`].
+//! logging and exit statuses in [`runtime`], the daemon's notifications
+//! to systemd in [`service`].
 
 #![forbid(unsafe_code)]
 
@@ -16,6 +17,7 @@ mod ui;
 mod args;
 mod cmd;
 mod runtime;
+mod service;
 
 use runtime::{finish, init_logging, run_tool, usage_error};
 

@@ -20,9 +20,18 @@ pub fn init_logging(flag: Option<&str>, config: Option<&str>) {
     let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colours())
         .with_writer(std::io::stderr)
         .with_target(false)
         .try_init();
+}
+
+/// Colours only on a terminal, and not with NO_COLOR set (no-color.org):
+/// escape codes in a file or the journal (a service's stderr) make
+/// journalctl show the lines as blobs.
+fn colours() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty())
 }
 
 /// Reports bad flags or configuration: exit status 2.

@@ -167,8 +167,9 @@ fn text(o: &Output) -> String {
 }
 
 /// A PATH of links to every program in the system directories except
-/// QEMU, with apt-get and sudo replaced by stubs that fail: a machine
-/// where qemu-system-x86 is neither installed nor installable.
+/// QEMU, cargo and cargo-deb, with apt-get and sudo replaced by stubs
+/// that fail: a machine where neither qemu-system-x86 nor cargo-deb is
+/// installed or installable.
 fn path_without_qemu(dir: &Path) -> String {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
@@ -186,7 +187,9 @@ fn path_without_qemu(dir: &Path) -> String {
         for e in entries.flatten() {
             let name = e.file_name();
             let n = name.to_string_lossy();
-            if n.starts_with("qemu-system") || ["apt-get", "sudo", "cargo"].contains(&&*n) {
+            if n.starts_with("qemu-system")
+                || ["apt-get", "sudo", "cargo", "cargo-deb"].contains(&&*n)
+            {
                 continue;
             }
             let link = bin.join(&name);
@@ -237,6 +240,29 @@ fn the_vm_tier_without_qemu_fails_under_ci_and_is_listed_locally() {
     assert!(!out.contains("all tests passed"), "{out}");
     assert!(
         out.contains("1 tier(s) did NOT run:\n  SKIPPED kernel initiator VM tests"),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_package_tier_without_cargo_deb_fails_under_ci_and_is_listed_locally() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = path_without_qemu(dir.path());
+    let script = "deb_tier\necho REACHED-THE-END\nsummary";
+    let o = bash(script, &[("PATH", path.as_str()), ("CI", "true")]);
+    let out = text(&o);
+    assert!(!o.status.success(), "passed without cargo-deb:\n{out}");
+    assert!(!out.contains("REACHED-THE-END"), "{out}");
+    assert!(
+        out.contains("FAILED: Debian package cannot run here: cargo-deb is not installable here: cargo install cargo-deb failed"),
+        "{out}"
+    );
+    let o = bash(script, &[("PATH", path.as_str())]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("*** SKIPPED: Debian package"), "{out}");
+    assert!(
+        out.contains("1 tier(s) did NOT run:\n  SKIPPED Debian package"),
         "{out}"
     );
 }

@@ -1,6 +1,7 @@
 //! `ironlun target`: the iSCSI target daemon. Flags become the target
 //! crate's overrides; the runtime model is chosen here, and the daemon
-//! runs until SIGINT or SIGTERM.
+//! runs until SIGINT or SIGTERM, telling systemd how it goes when run as
+//! a service (`crate::service`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -9,6 +10,7 @@ use ironlun_proto::chap::ChapPolicy;
 use ironlun_target::{BindError, Config, ConfigError, Overrides, Server};
 
 use crate::runtime::{init_logging, shutdown_signal, usage_error};
+use crate::service;
 
 #[derive(clap::Args)]
 pub struct TargetArgs {
@@ -86,6 +88,10 @@ pub struct TargetArgs {
     /// with names and networks both, both must match).
     #[arg(long, value_name = "IQN|CIDR")]
     pub allow: Vec<String>,
+    /// Check the configuration (flags and file) and exit: prints what
+    /// would be served; opens no LUN and listens on nothing.
+    #[arg(long)]
+    pub check: bool,
 }
 
 /// Why the daemon did not start, or stopped with an error.
@@ -178,15 +184,50 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 }
 
 fn serve(log: Option<&str>, args: TargetArgs) -> Result<(), Failure> {
+    let check = args.check;
     let overrides = overrides(args);
     let cfg = Config::load(&overrides)?;
+    if check {
+        print_check(&cfg);
+        return Ok(());
+    }
     init_logging(log, cfg.log.as_deref());
     runtime()?.block_on(async move {
         let stop = shutdown_signal();
         let server = Server::bind_with(&cfg, &overrides).await?;
         log_startup(&cfg);
+        let portals = server.local_addrs();
+        let stop = service::supervise(stop, &portals);
         server.run(stop).await.map_err(Failure::Serve)
     })
+}
+
+/// `--check`: the configuration is valid; what it would serve.
+fn print_check(cfg: &Config) {
+    let luns: usize = cfg.targets.iter().map(|t| t.luns.len()).sum();
+    let source = cfg
+        .source
+        .as_ref()
+        .map_or("flags".to_owned(), |p| p.display().to_string());
+    println!(
+        "{source}: configuration OK: {} target(s), {luns} LUN(s)",
+        cfg.targets.len()
+    );
+    for a in &cfg.listen {
+        println!("portal {a}");
+    }
+    for t in &cfg.targets {
+        for l in &t.luns {
+            println!("target {} LUN {}: {:?}", t.name, l.number, l.spec.backend);
+        }
+    }
+    match &cfg.state_dir {
+        Some(d) => println!("state directory {}", d.display()),
+        None => println!("no state directory"),
+    }
+    if let Some(p) = cfg.admin_socket() {
+        println!("management socket {}", p.display());
+    }
 }
 
 /// What each target serves and who may log in.
