@@ -400,8 +400,11 @@ impl Server {
                 _ = &mut stop => break,
                 Some(()) = async { match hangup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => {
                     let live = self.live.clone();
-                    // Opening backends may block: off the accept loop.
-                    let _ = tokio::task::spawn_blocking(move || live.reload()).await;
+                    // Opening backends may block: off the serving loop,
+                    // which keeps accepting (and pinging systemd's
+                    // watchdog) meanwhile. Reloads take the live state's
+                    // lock, so two SIGHUPs apply one after the other.
+                    drop(tokio::task::spawn_blocking(move || live.reload()));
                 }
                 Some((stream, peer)) = accept_rx.recv() => {
                     while conns.try_join_next().is_some() {}

@@ -46,9 +46,7 @@ impl StateFile {
     /// Replaces the file's text. The directory is made on the first
     /// write, so state that is never saved leaves nothing behind.
     pub fn replace(&self, text: &str) -> io::Result<()> {
-        if let Some(dir) = self.path.parent() {
-            fs::create_dir_all(dir)?;
-        }
+        fs::create_dir_all(self.dir())?;
         let tmp = self.path.with_extension("tmp");
         // Owner only: a configuration may hold CHAP secrets.
         let mut f = OpenOptions::new()
@@ -73,9 +71,33 @@ impl StateFile {
     }
 
     fn sync_dir(&self) -> io::Result<()> {
+        File::open(self.dir())?.sync_all()
+    }
+
+    /// The directory holding the file: `.` for a bare file name, whose
+    /// parent is the empty path.
+    fn dir(&self) -> &Path {
         match self.path.parent() {
-            Some(dir) => File::open(dir)?.sync_all(),
-            None => Ok(()),
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bare_file_name_lives_in_the_working_directory() {
+        assert_eq!(
+            StateFile::at(Path::new("ironlun.toml")).dir(),
+            Path::new(".")
+        );
+        assert_eq!(
+            StateFile::at(Path::new("etc/a.toml")).dir(),
+            Path::new("etc")
+        );
+        assert_eq!(StateFile::at(Path::new("/a.toml")).dir(), Path::new("/"));
     }
 }

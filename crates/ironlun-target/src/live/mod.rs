@@ -72,7 +72,10 @@ impl Live {
                     source,
                 })?;
                 let doc = edit::parse(&text).map_err(|e| e.in_file(Some(p)))?;
-                (doc, Some(p.clone()), overrides.on_top_of_file())
+                // Absolute, so `config save` and SIGHUP find the same file
+                // whatever the working directory becomes.
+                let path = std::path::absolute(p).unwrap_or_else(|_| p.clone());
+                (doc, Some(path), overrides.on_top_of_file())
             }
             None => (overrides.as_document(), None, Overrides::default()),
         };
