@@ -6,7 +6,7 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ironlun_wire::{
     AsyncEvent, LogoutRequest, NopOut, Pdu, RejectReason, TmfFunction, TmfResponse, RESERVED_TAG,
@@ -245,11 +245,9 @@ fn idle_initiator_is_pinged_and_dropped_when_silent() {
         exp_stat_sn: c.exp_stat_sn,
     };
     c.send(&Pdu::NopOut(reply), &[]);
-    let started = Instant::now();
     let (pdu, _) = c.recv().expect("second ping");
     assert!(matches!(pdu, Pdu::NopIn(_)));
     assert!(c.closed(), "unanswered ping closes the connection");
-    assert!(started.elapsed() < Duration::from_secs(10));
     assert!(
         t.wait_log("NopTimeout", Duration::from_secs(5)),
         "{}",

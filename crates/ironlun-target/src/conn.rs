@@ -210,6 +210,7 @@ async fn login_phase(
                 return None;
             }
             LoginStep::Complete { response, result } => {
+                old_session_ended(&mut ctx, peer).await;
                 send_plain(&mut link.stream, &response).await.ok()?;
                 break result;
             }
@@ -221,6 +222,20 @@ async fn login_phase(
     };
     registry.metrics.logged_in(session.reinstated);
     Some((result, session))
+}
+
+/// A reinstating login completes only once the session it replaces has
+/// ended (RFC 7143 §6.3.5: the old session's tasks are terminated):
+/// otherwise the new nexus could meet the old one's SCSI-2 reservation,
+/// or a write of the old session could land after the new session's.
+/// The wait is bounded by the old connection's own close grace.
+async fn old_session_ended(ctx: &mut LoginCtx, peer: SocketAddr) {
+    let Some(end) = ctx.created.as_mut().and_then(|s| s.replaced_end.take()) else {
+        return;
+    };
+    if !end.wait(CLOSE_GRACE + Duration::from_secs(5)).await {
+        warn!(%peer, "the reinstated session has not ended; the new one goes on");
+    }
 }
 
 /// Reads until one whole PDU is buffered. `Ok(None)` at a clean EOF.

@@ -19,7 +19,7 @@ use ironlun_proto::target::login::{LoginContext, NewSession, TargetInfo};
 use ironlun_proto::target::{Directory, SendTargetsQuery, TargetListing};
 use ironlun_scsi::{LunMap, NexusId};
 pub use ironlun_target_core::SessionSignal;
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 
 use crate::config::{DefaultMap, IoEngine, Limits, TargetConfig, TcpTuning};
 use crate::metrics::Metrics;
@@ -94,6 +94,24 @@ struct SessionEntry {
     nexus: NexusId,
     signals: Arc<SessionSignals>,
     info: Arc<SessionInfo>,
+    /// Closed once the session's handle is gone, its nexus detached.
+    ended: SessionEnd,
+}
+
+/// Resolves when a session has ended: its connection is closed, its
+/// commands have finished and its nexus is detached from its LUs (SCSI-2
+/// reservations released). A session that reinstates it waits for this
+/// before its login completes, so the old session's tasks are over
+/// before the new one's begin (RFC 7143 §6.3.5).
+#[derive(Clone)]
+pub struct SessionEnd(watch::Receiver<()>);
+
+impl SessionEnd {
+    /// Waits for the end, at most `within`; false if it did not come.
+    pub async fn wait(mut self, within: std::time::Duration) -> bool {
+        // No value is ever sent: `changed` returns when the sender drops.
+        tokio::time::timeout(within, self.0.changed()).await.is_ok()
+    }
 }
 
 /// A session as the operator sees it: who, from where, what was
@@ -227,6 +245,11 @@ pub struct SessionHandle {
     pub info: Arc<SessionInfo>,
     /// This session replaced an older one with the same ISID.
     pub reinstated: bool,
+    /// The replaced session's end, for the login to wait for.
+    pub replaced_end: Option<SessionEnd>,
+    /// Dropped after the nexus is detached (fields drop after
+    /// `Drop::drop`): what [`SessionEnd`] waits for.
+    _alive: watch::Sender<()>,
 }
 
 impl Drop for SessionHandle {
@@ -477,26 +500,25 @@ impl LoginContext for LoginCtx {
             read_bytes: AtomicU64::new(0),
             write_bytes: AtomicU64::new(0),
         });
+        let (alive, ended) = watch::channel(());
         let entry = SessionEntry {
             nexus,
             signals: signals.clone(),
             info: info.clone(),
+            ended: SessionEnd(ended),
         };
         // A session of the same name is replaced (RFC 7143 §6.3.5): it
         // closes, whether or not the new one fits.
         let closed = |old: Option<SessionEntry>| {
-            if let Some(old) = old {
+            old.map(|old| {
                 let why = "session reinstated by a new login with the same ISID";
                 old.signals.send(SessionSignal::Close(why));
-            }
+                old.ended
+            })
         };
         let admitted = self.registry.table().admit(name, entry);
-        let (tsih, reinstated) = match admitted {
-            Ok(a) => {
-                let reinstated = a.replaced.is_some();
-                closed(a.replaced);
-                (a.tsih, reinstated)
-            }
+        let (tsih, replaced_end) = match admitted {
+            Ok(a) => (a.tsih, closed(a.replaced)),
             Err(full) => {
                 closed(full.replaced);
                 return Err(LoginStatus::OUT_OF_RESOURCES);
@@ -510,7 +532,9 @@ impl LoginContext for LoginCtx {
             view: None,
             signals,
             info,
-            reinstated,
+            reinstated: replaced_end.is_some(),
+            replaced_end,
+            _alive: alive,
         });
         Ok(tsih)
     }
