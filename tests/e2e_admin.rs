@@ -223,3 +223,116 @@ fn sighup_applies_the_file_and_refuses_a_broken_one() {
     );
     assert_eq!(luns_seen(&t, "iqn.2026-11.test:x"), vec![0, 1]);
 }
+
+/// The API over HTTP on loopback: a request without the token, or with a
+/// wrong one, is answered 401 and changes nothing; with it, `ironlun
+/// admin --url` adds a LUN. A non-loopback address or a world-readable
+/// token file stops the daemon from starting, saying why.
+#[test]
+fn http_on_loopback_needs_the_bearer_token() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "s3cret-token-0123456789\n").unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let port = support::free_port();
+    let http = format!("127.0.0.1:{port}");
+    let t = Target::start(&[
+        "--name",
+        NAME,
+        "--lun",
+        "ram:4MiB",
+        "--admin-http",
+        &http,
+        "--admin-token-file",
+        token.to_str().unwrap(),
+    ]);
+    let addr: std::net::SocketAddr = http.parse().unwrap();
+    let post = |auth: &str| {
+        let body = format!(r#"{{"op":"add-lun","target":"{NAME}","spec":"ram:1MiB"}}"#);
+        support::http_request(
+            addr,
+            &format!(
+                "POST /v1/ops HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            ),
+        )
+    };
+    for auth in [
+        "",
+        "Authorization: Bearer s3cret-token-012345678\r\n",
+        "Authorization: Basic s3cret-token-0123456789\r\n",
+    ] {
+        let (status, body) = post(auth);
+        assert_eq!(status, 401, "{auth:?}: {body}");
+    }
+    let (status, _) = support::http_get(addr, "/v1/state");
+    assert_eq!(status, 401);
+
+    let url = format!("http://{http}");
+    let tf = token.to_str().unwrap();
+    let via_http = |args: &[&str]| {
+        let mut all = vec!["admin", "--url", &url, "--token-file", tf];
+        all.extend_from_slice(args);
+        run(env!("CARGO_BIN_EXE_ironlun"), &all)
+    };
+    let (rc, out) = via_http(&["--json", "state"]);
+    assert_eq!(rc, 0, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        v["targets"][0]["luns"].as_array().unwrap().len(),
+        1,
+        "{out}"
+    );
+    let (rc, out) = via_http(&["lun", "add", NAME, "ram:1MiB"]);
+    assert_eq!(rc, 0, "{out}");
+    let (rc, out) = via_http(&["--json", "state"]);
+    assert_eq!(rc, 0, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        v["targets"][0]["luns"].as_array().unwrap().len(),
+        2,
+        "{out}"
+    );
+    let (status, body) = post("Authorization: Bearer s3cret-token-0123456789\r\n");
+    assert_eq!(status, 200, "{body}");
+    drop(t);
+
+    // Refused at start, with the reason.
+    let exe = env!("CARGO_BIN_EXE_ironlun");
+    let (rc, out) = run(
+        exe,
+        &[
+            "target",
+            "--check",
+            "--lun",
+            "ram:1MiB",
+            "--admin-http",
+            "0.0.0.0:9391",
+            "--admin-token-file",
+            tf,
+        ],
+    );
+    assert_ne!(rc, 0, "{out}");
+    assert!(out.contains("loopback"), "{out}");
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).unwrap();
+    // Under `timeout`: a daemon that started anyway would never end.
+    let (rc, out) = run(
+        "timeout",
+        &[
+            "30",
+            exe,
+            "target",
+            "--listen",
+            "127.0.0.1:0",
+            "--lun",
+            "ram:1MiB",
+            "--admin-http",
+            &http,
+            "--admin-token-file",
+            tf,
+        ],
+    );
+    assert_ne!(rc, 0, "{out}");
+    assert!(out.contains("world-readable"), "{out}");
+}

@@ -1,7 +1,7 @@
 //! `ironlun admin`: the management API's client. It finds the daemon's
 //! socket from `--socket`, else from the configuration (`--config`, else
 //! /etc/ironlun/ironlun.toml): `admin_socket`, or admin.sock in the state
-//! directory. Output is a table or the diff lines; `--json` prints what
+//! directory; or it speaks HTTP to `--url` with `--token-file`. Output is a table or the diff lines; `--json` prints what
 //! the API answered.
 
 // Indexing a serde_json::Value by key yields Null for a missing key: it
@@ -28,6 +28,13 @@ pub struct AdminArgs {
     /// The daemon's management socket.
     #[arg(long, value_name = "PATH", global = true)]
     socket: Option<PathBuf>,
+    /// The management API over HTTP (`admin_http`), as
+    /// http://ADDR:PORT, instead of the socket.
+    #[arg(long, value_name = "URL", global = true, conflicts_with = "socket")]
+    url: Option<String>,
+    /// The bearer token for --url (`admin_token_file`).
+    #[arg(long, value_name = "FILE", global = true, requires = "url")]
+    token_file: Option<PathBuf>,
     /// Find the socket from this configuration file.
     #[arg(long, value_name = "FILE", global = true)]
     config: Option<PathBuf>,
@@ -158,13 +165,16 @@ enum PortalCmd {
 }
 
 pub fn run(a: AdminArgs) -> Result<(), String> {
-    let socket = socket(&a)?;
+    let socket = endpoint(&a)?;
     let (dry_run, force, json) = (a.diff, a.force, a.json);
     let op = match a.what {
         What::State => return show(&socket, "/v1/state", json, print_state),
         What::Sessions => return show(&socket, "/v1/sessions", json, print_sessions),
         What::Config(ConfigCmd::Show) => {
-            let (_, body) = call(&socket, "GET", "/v1/config", None)?;
+            let (status, body) = call(&socket, "GET", "/v1/config", None)?;
+            if status != 200 {
+                return Err(format!("/v1/config: HTTP {status}: {body}"));
+            }
             print!("{body}");
             return Ok(());
         }
@@ -265,6 +275,62 @@ fn mapping(s: &str) -> Result<Mapping, String> {
     })
 }
 
+/// Where the API is: `--url` with its token, else the socket.
+fn endpoint(a: &AdminArgs) -> Result<Endpoint, String> {
+    let Some(url) = &a.url else {
+        return socket(a).map(Endpoint::Socket);
+    };
+    let addr = url
+        .strip_prefix("http://")
+        .map(|r| r.trim_end_matches('/'))
+        .and_then(|r| r.parse().ok())
+        .ok_or_else(|| format!("--url {url}: give http://ADDR:PORT"))?;
+    let file = a.token_file.as_ref().ok_or("--url needs --token-file")?;
+    let token = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    Ok(Endpoint::Http {
+        addr,
+        token: token.trim().to_owned(),
+    })
+}
+
+/// The management API's address.
+enum Endpoint {
+    Socket(PathBuf),
+    Http {
+        addr: std::net::SocketAddr,
+        token: String,
+    },
+}
+
+/// A connection to the API, whichever its kind.
+trait Stream: Read + Write {}
+impl<T: Read + Write> Stream for T {}
+
+impl Endpoint {
+    /// Connects; also gives the `Authorization` header line to send.
+    fn connect(&self) -> Result<(Box<dyn Stream>, String), String> {
+        match self {
+            Endpoint::Socket(p) => {
+                let s = UnixStream::connect(p).map_err(|e| format!("{}: {e}", p.display()))?;
+                let _ = s.set_read_timeout(Some(ANSWER_WITHIN));
+                Ok((Box::new(s), String::new()))
+            }
+            Endpoint::Http { addr, token } => {
+                let s = std::net::TcpStream::connect(addr).map_err(|e| format!("{addr}: {e}"))?;
+                let _ = s.set_read_timeout(Some(ANSWER_WITHIN));
+                Ok((Box::new(s), format!("Authorization: Bearer {token}\r\n")))
+            }
+        }
+    }
+
+    fn name(&self) -> String {
+        match self {
+            Endpoint::Socket(p) => p.display().to_string(),
+            Endpoint::Http { addr, .. } => format!("http://{addr}"),
+        }
+    }
+}
+
 /// The socket: the flag, else the configuration's.
 fn socket(a: &AdminArgs) -> Result<PathBuf, String> {
     if let Some(s) = &a.socket {
@@ -292,26 +358,25 @@ fn socket(a: &AdminArgs) -> Result<PathBuf, String> {
     })
 }
 
-/// One HTTP/1.1 exchange over the socket: status and body.
+/// One HTTP/1.1 exchange with the API: status and body.
 fn call(
-    socket: &Path,
+    ep: &Endpoint,
     method: &str,
     path: &str,
     body: Option<&str>,
 ) -> Result<(u16, String), String> {
-    let mut s = UnixStream::connect(socket).map_err(|e| format!("{}: {e}", socket.display()))?;
-    let _ = s.set_read_timeout(Some(ANSWER_WITHIN));
+    let (mut s, auth) = ep.connect()?;
     let body = body.unwrap_or("");
     let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: ironlun\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: ironlun\r\nConnection: close\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         body.len()
     );
+    let failed = |e: std::io::Error| format!("{}: {e}", ep.name());
     s.write_all(head.as_bytes())
         .and_then(|()| s.write_all(body.as_bytes()))
-        .map_err(|e| format!("{}: {e}", socket.display()))?;
+        .map_err(failed)?;
     let mut raw = Vec::new();
-    s.read_to_end(&mut raw)
-        .map_err(|e| format!("{}: {e}", socket.display()))?;
+    s.read_to_end(&mut raw).map_err(failed)?;
     let text = String::from_utf8_lossy(&raw);
     let (head, body) = text
         .split_once("\r\n\r\n")
@@ -324,7 +389,7 @@ fn call(
     Ok((status, body.to_owned()))
 }
 
-fn show(socket: &Path, path: &str, json: bool, table: fn(&Value)) -> Result<(), String> {
+fn show(socket: &Endpoint, path: &str, json: bool, table: fn(&Value)) -> Result<(), String> {
     let (status, body) = call(socket, "GET", path, None)?;
     if status != 200 {
         return Err(format!("{path}: HTTP {status}: {body}"));

@@ -44,6 +44,14 @@ pub struct TargetArgs {
     /// without one.
     #[arg(long, value_name = "PATH")]
     pub admin_socket: Option<PathBuf>,
+    /// Serve the management API over HTTP too, on this loopback
+    /// ADDR:PORT; needs --admin-token-file.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub admin_http: Option<String>,
+    /// The bearer token HTTP management clients must send (a file others
+    /// cannot read, 16 characters at least).
+    #[arg(long, value_name = "FILE")]
+    pub admin_token_file: Option<PathBuf>,
     /// Serve statistics (process CPU, sessions, per-LUN I/O counters) as
     /// JSON over HTTP at ADDR:PORT/stats (see docs/stats.md); `ironlun
     /// bench --target-stats` reads it.
@@ -168,6 +176,8 @@ fn overrides(args: TargetArgs) -> Overrides {
         mutual_chap: args.mutual_chap,
         allow: args.allow,
         admin_socket: args.admin_socket,
+        admin_http: args.admin_http,
+        admin_token_file: args.admin_token_file,
     }
 }
 
@@ -227,6 +237,13 @@ fn print_check(cfg: &Config) {
     }
     if let Some(p) = cfg.admin_socket() {
         println!("management socket {}", p.display());
+    }
+    if let Some(h) = &cfg.admin_http {
+        println!(
+            "management API on http://{} (token in {})",
+            h.addr,
+            h.token_file.display()
+        );
     }
 }
 

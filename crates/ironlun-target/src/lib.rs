@@ -39,5 +39,5 @@ pub mod server;
 mod state_file;
 pub mod stats;
 
-pub use config::{Config, ConfigError, Overrides};
+pub use config::{AdminHttp, Config, ConfigError, Overrides};
 pub use server::{BindError, Server};

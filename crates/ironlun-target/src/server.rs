@@ -59,6 +59,10 @@ pub enum BindError {
         path: std::path::PathBuf,
         source: std::io::Error,
     },
+    /// The management API over HTTP could not listen, or its token file
+    /// could not be read or is unfit.
+    #[error("management API on http://{addr}: {problem}")]
+    AdminHttp { addr: SocketAddr, problem: String },
     /// The running state could not be set up from the configuration.
     #[error("{0}")]
     Config(String),
@@ -285,12 +289,30 @@ pub(crate) fn listen(addr: SocketAddr, tcp: &TcpTuning) -> Result<TcpListener, B
     socket.listen(1024).map_err(failed)
 }
 
+/// The token, then the loopback listener of the HTTP management API.
+async fn bind_admin_http(
+    h: &crate::config::AdminHttp,
+) -> Result<(TcpListener, crate::admin::Token), BindError> {
+    let failed = |problem: String| BindError::AdminHttp {
+        addr: h.addr,
+        problem,
+    };
+    let token = crate::admin::Token::load(&h.token_file)
+        .map_err(|e| failed(format!("token file {}: {e}", h.token_file.display())))?;
+    let l = TcpListener::bind(h.addr)
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    Ok((l, token))
+}
+
 /// A bound, not yet running target daemon.
 pub struct Server {
     registry: Arc<Registry>,
     live: Arc<Live>,
     /// The management API's socket, if configured.
     admin: Option<(tokio::net::UnixListener, std::path::PathBuf)>,
+    /// The management API over HTTP on loopback, and its token.
+    admin_http: Option<(TcpListener, crate::admin::Token)>,
     /// The statistics endpoint, if configured.
     stats: Option<TcpListener>,
     started: std::time::Instant,
@@ -340,12 +362,17 @@ impl Server {
             )),
             None => None,
         };
+        let admin_http = match &cfg.admin_http {
+            Some(h) => Some(bind_admin_http(h).await?),
+            None => None,
+        };
         let live = Live::new(registry.clone(), cfg.clone(), overrides, bound)
             .map_err(|e| BindError::Config(e.to_string()))?;
         Ok(Server {
             registry,
             live: Arc::new(live),
             admin,
+            admin_http,
             stats,
             started: std::time::Instant::now(),
         })
@@ -393,6 +420,12 @@ impl Server {
         if let Some((l, path)) = self.admin {
             info!("management API on {}", path.display());
             acceptors.spawn(crate::admin::serve(l, path, self.live.clone()));
+        }
+        if let Some((l, token)) = self.admin_http {
+            if let Ok(a) = l.local_addr() {
+                info!("management API on http://{a} (bearer token)");
+            }
+            acceptors.spawn(crate::admin::serve_http(l, token, self.live.clone()));
         }
         tokio::pin!(stop);
         loop {

@@ -1,5 +1,7 @@
 //! The management API: HTTP/1.1 with JSON bodies on a Unix socket that
-//! only its owner may use (mode 0600). `ironlun admin` is its client;
+//! only its owner may use (mode 0600), and optionally on a loopback TCP
+//! address where every request must carry a bearer token
+//! (`admin_http`, `admin_token_file`). `ironlun admin` is its client;
 //! docs/admin.md lists the operations.
 //!
 //! - `GET /v1/state`: targets, their LUNs and initiator entries, portals
@@ -21,12 +23,15 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::{header, Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::UnixListener;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, UnixListener};
 use tracing::{debug, info, warn};
 
 use crate::live::Live;
+pub use token::Token;
 
 pub mod ops;
+mod token;
 mod views;
 
 /// Largest request body (a whole configuration for `apply`).
@@ -62,10 +67,29 @@ pub async fn serve(listener: UnixListener, path: PathBuf, live: Arc<Live>) {
         }
     }
     let _unlink = Unlink(path);
+    let accept = || async { listener.accept().await.map(|(s, _)| s) };
+    accept_loop(accept, live, None).await;
+}
+
+/// Serves the API over HTTP on a loopback `listener` until the task is
+/// dropped; a request without `token` is answered 401.
+pub async fn serve_http(listener: TcpListener, token: Token, live: Arc<Live>) {
+    let accept = || async { listener.accept().await.map(|(s, _)| s) };
+    accept_loop(accept, live, Some(Arc::new(token))).await;
+}
+
+/// Accepts connections and serves each, at most [`MAX_CONNECTIONS`] at
+/// once.
+async fn accept_loop<S, F, A>(accept: A, live: Arc<Live>, token: Option<Arc<Token>>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    F: std::future::Future<Output = std::io::Result<S>>,
+    A: Fn() -> F,
+{
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
-        let stream = match listener.accept().await {
-            Ok((s, _)) => s,
+        let stream = match accept().await {
+            Ok(s) => s,
             Err(e) => {
                 warn!("management API: accept failed: {e}");
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -76,21 +100,52 @@ pub async fn serve(listener: UnixListener, path: PathBuf, live: Arc<Live>) {
             debug!("management API: connection refused, {MAX_CONNECTIONS} open");
             continue;
         };
-        let live = live.clone();
-        tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req| {
-                let live = live.clone();
-                async move { Ok::<_, Infallible>(answer(req, live).await) }
-            });
-            let mut http = hyper::server::conn::http1::Builder::new();
-            http.timer(TokioTimer::new())
-                .header_read_timeout(HEAD_TIMEOUT);
-            if let Err(e) = http.serve_connection(TokioIo::new(stream), service).await {
-                debug!("management API connection: {e}");
-            }
-            drop(permit);
-        });
+        tokio::spawn(connection(stream, live.clone(), token.clone(), permit));
     }
+}
+
+/// One client connection: requests answered in turn.
+async fn connection<S>(
+    stream: S,
+    live: Arc<Live>,
+    token: Option<Arc<Token>>,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |req| {
+        let live = live.clone();
+        let token = token.clone();
+        async move {
+            if let Some(t) = token {
+                let given = req.headers().get(header::AUTHORIZATION);
+                if !t.admits(given.map(|v| v.as_bytes())) {
+                    return Ok::<_, Infallible>(unauthorized());
+                }
+            }
+            Ok(answer(req, live).await)
+        }
+    });
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(HEAD_TIMEOUT);
+    if let Err(e) = http.serve_connection(TokioIo::new(stream), service).await {
+        debug!("management API connection: {e}");
+    }
+    drop(permit);
+}
+
+/// 401 with the scheme to use (RFC 6750 §3).
+fn unauthorized() -> Response<Full<Bytes>> {
+    let mut r = error(
+        StatusCode::UNAUTHORIZED,
+        "missing or wrong bearer token (admin_token_file)",
+    );
+    r.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        header::HeaderValue::from_static("Bearer realm=\"ironlun\""),
+    );
+    r
 }
 
 fn reply(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<Full<Bytes>> {

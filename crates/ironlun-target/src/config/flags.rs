@@ -9,9 +9,9 @@ use ironlun_proto::params::Offers;
 use super::chap::flags_policy;
 use super::limits::buffer_size;
 use super::{
-    check_queue_depth, default_listen, default_target_name, lun_spec, names, parse_listen, Config,
-    ConfigError, DefaultMap, IoEngine, Limits, LunConfig, TargetConfig, TcpTuning,
-    DEFAULT_QUEUE_DEPTH,
+    check_queue_depth, default_listen, default_target_name, lun_spec, names, parse_listen,
+    AdminHttp, Config, ConfigError, DefaultMap, IoEngine, Limits, LunConfig, TargetConfig,
+    TcpTuning, DEFAULT_QUEUE_DEPTH,
 };
 use crate::access::Acl;
 
@@ -42,6 +42,10 @@ pub struct Overrides {
     pub io_engine: Option<String>,
     /// The management API's Unix socket.
     pub admin_socket: Option<PathBuf>,
+    /// The management API also over HTTP on this loopback address.
+    pub admin_http: Option<String>,
+    /// The bearer token the HTTP management API requires.
+    pub admin_token_file: Option<PathBuf>,
 }
 
 impl Config {
@@ -107,6 +111,7 @@ impl Config {
             discovery_chap: None,
             io_engine: IoEngine::default(),
             admin_socket: None,
+            admin_http: None,
         })
     }
 }
@@ -157,6 +162,12 @@ impl Overrides {
         }
         if let Some(p) = &self.admin_socket {
             doc.insert("admin_socket", path(p));
+        }
+        if let Some(a) = &self.admin_http {
+            doc.insert("admin_http", value(a.as_str()));
+        }
+        if let Some(p) = &self.admin_token_file {
+            doc.insert("admin_token_file", path(p));
         }
         let mut tcp = Table::new();
         if let Some(w) = &self.tcp_window {
@@ -241,6 +252,18 @@ impl Overrides {
         }
         if let Some(p) = &self.admin_socket {
             cfg.admin_socket = Some(p.clone());
+        }
+        if self.admin_http.is_some() || self.admin_token_file.is_some() {
+            let file = cfg.admin_http.take();
+            let addr = self
+                .admin_http
+                .clone()
+                .or_else(|| file.as_ref().map(|h| h.addr.to_string()));
+            let token = self
+                .admin_token_file
+                .clone()
+                .or_else(|| file.map(|h| h.token_file));
+            cfg.admin_http = AdminHttp::check(addr.as_deref(), token.as_deref())?;
         }
         Ok(())
     }

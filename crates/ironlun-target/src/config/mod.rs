@@ -14,7 +14,7 @@
 //!   [`ConfigError`]
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use ironlun_proto::chap::ChapPolicy;
 use ironlun_proto::params::Offers;
@@ -83,6 +83,51 @@ pub struct Config {
     /// Where the management API listens (a Unix socket): `admin_socket`
     /// or `--admin-socket`, else `admin.sock` in the state directory.
     pub admin_socket: Option<PathBuf>,
+    /// The management API also over HTTP on a loopback address:
+    /// `admin_http` and `admin_token_file`, or the flags of those names.
+    pub admin_http: Option<AdminHttp>,
+}
+
+/// The management API over HTTP on a loopback address, for a client that
+/// cannot reach the Unix socket (a sidecar in another mount namespace).
+/// Every request must carry the token in `token_file` as
+/// `Authorization: Bearer TOKEN`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AdminHttp {
+    pub addr: SocketAddr,
+    pub token_file: PathBuf,
+}
+
+impl AdminHttp {
+    /// Both keys or neither; the address on loopback only, since the API
+    /// changes what the target serves.
+    pub fn check(
+        addr: Option<&str>,
+        token_file: Option<&Path>,
+    ) -> Result<Option<AdminHttp>, ConfigError> {
+        let invalid = |key: &str, problem: &str| ConfigError::Invalid {
+            key: key.to_owned(),
+            problem: problem.to_owned(),
+        };
+        let (addr, token_file) = match (addr, token_file) {
+            (None, None) => return Ok(None),
+            (Some(_), None) => {
+                return Err(invalid(
+                    "admin_http",
+                    "needs admin_token_file (the bearer token clients must send)",
+                ))
+            }
+            (None, Some(_)) => return Err(invalid("admin_token_file", "only with admin_http")),
+            (Some(a), Some(t)) => (parse_listen("admin_http", a)?, t.to_owned()),
+        };
+        if !addr.ip().to_canonical().is_loopback() {
+            return Err(invalid(
+                "admin_http",
+                "must be a loopback address (127.0.0.0/8 or [::1]); from elsewhere use the Unix socket through a tunnel",
+            ));
+        }
+        Ok(Some(AdminHttp { addr, token_file }))
+    }
 }
 
 impl Config {

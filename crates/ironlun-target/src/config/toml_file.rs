@@ -11,8 +11,8 @@ use super::initiators::{self, FileInitiator};
 use super::limits::{FileLimits, FileTcp};
 use super::params::FileParams;
 use super::{
-    default_listen, default_target_name, lun_spec, names, parse_listen, BackendSpec, Config,
-    ConfigError, IoEngine, LunConfig, TargetConfig, LUN_NUMBER_LIMIT,
+    default_listen, default_target_name, lun_spec, names, parse_listen, AdminHttp, BackendSpec,
+    Config, ConfigError, IoEngine, LunConfig, TargetConfig, LUN_NUMBER_LIMIT,
 };
 use crate::access::Acl;
 
@@ -36,6 +36,8 @@ struct FileConfig {
     discovery: FileAuth,
     io_engine: Option<String>,
     admin_socket: Option<PathBuf>,
+    admin_http: Option<String>,
+    admin_token_file: Option<PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -116,6 +118,7 @@ fn check_file(text: &str, path: Option<&Path>) -> Result<Config, ConfigError> {
         tcp,
         discovery_chap,
         io_engine,
+        admin_http: AdminHttp::check(f.admin_http.as_deref(), f.admin_token_file.as_deref())?,
         admin_socket: f.admin_socket,
     })
 }

@@ -127,6 +127,7 @@ fn settings(old: &Config, new: &Config, refused: &mut Vec<String>) {
     differs("log", old.log == new.log);
     differs("discovery CHAP", old.discovery_chap == new.discovery_chap);
     differs("admin_socket", old.admin_socket() == new.admin_socket());
+    differs("admin_http", old.admin_http == new.admin_http);
 }
 
 /// A target in both: its settings and its LUNs.
