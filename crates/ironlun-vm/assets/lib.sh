@@ -126,3 +126,63 @@ raw_read() {
   ms=$((t1 - t0)); [ $ms -gt 0 ] || ms=1
   kv "raw_read_bytes=$bytes raw_read_ms=$ms"
 }
+
+# The SCSI address (H:C:T:L) of LUN $1 of the session's target.
+hctl_of_lun() {
+  for d in /sys/class/scsi_device/*:0:0:"$1"; do
+    if [ -e "$d" ]; then basename "$d"; return 0; fi
+  done
+  die "no SCSI device for LUN $1"
+}
+
+# Rescans the session (REPORT LUNS) once a second until LUN $1 has a
+# block device, for at most $2 seconds; sets LUN_DEV and RESCANS.
+rescan_until_lun() {
+  deadline=$(($(now_ms) + $2 * 1000))
+  RESCANS=0
+  while :; do
+    iscsiadm -m session --rescan >/dev/null || die "iscsiadm -m session --rescan failed"
+    RESCANS=$((RESCANS + 1))
+    for d in /sys/class/scsi_device/*:0:0:"$1"/device/block/*; do
+      LUN_DEV=/dev/$(basename "$d")
+      if [ -e "$d" ] && [ -b "$LUN_DEV" ]; then return 0; fi
+    done
+    [ "$(now_ms)" -lt "$deadline" ] || die "LUN $1 did not appear within $2 s ($RESCANS rescans)"
+    sleep 1
+  done
+}
+
+# Rescans LUN $1 (READ CAPACITY again) once a second until its block
+# device $2 has $3 bytes, for at most $4 seconds; sets RESCANS.
+rescan_until_size() {
+  rescan=/sys/class/scsi_device/$(hctl_of_lun "$1")/device/rescan
+  deadline=$(($(now_ms) + $4 * 1000))
+  RESCANS=0
+  while :; do
+    echo 1 >"$rescan" || die "writing $rescan failed"
+    RESCANS=$((RESCANS + 1))
+    size=$(blockdev --getsize64 "$2")
+    if [ "$size" = "$3" ]; then return 0; fi
+    [ "$(now_ms)" -lt "$deadline" ] || die "$2 still has $size bytes after $4 s ($RESCANS rescans), expected $3"
+    sleep 1
+  done
+}
+
+# SHA-256 of $3 MiB of device $1 from MiB $2, read with O_DIRECT.
+read_sha256() {
+  dd if="$1" bs=1M skip="$2" count="$3" iflag=direct 2>/dev/null | sha256sum | cut -d' ' -f1
+}
+
+# Writes $5 MiB of random bytes to device $3 (LUN $2) at MiB $4 with
+# O_DIRECT, reads them back the same way, keeps their SHA-256 in
+# /tmp/pattern.$1 and reports pattern=$1 with its place and SHA-256.
+write_pattern() {
+  dd if=/dev/urandom of=/tmp/pattern bs=1M count="$5" 2>/dev/null || die "making pattern $1 failed"
+  sum=$(sha256sum /tmp/pattern | cut -d' ' -f1)
+  dd if=/tmp/pattern of="$3" bs=1M seek="$4" count="$5" oflag=direct 2>/dev/null \
+    || die "writing pattern $1 at MiB $4 of $3 failed"
+  got=$(read_sha256 "$3" "$4" "$5")
+  [ "$got" = "$sum" ] || die "pattern $1 read back from $3 as $got, written as $sum"
+  echo "$sum" >"/tmp/pattern.$1"
+  kv "pattern=$1 lun=$2 offset=$(($4 * 1048576)) bytes=$(($5 * 1048576)) sha256=$sum"
+}

@@ -50,6 +50,15 @@ pub const FSTRIM: Case = Case {
     script: include_str!("../assets/cases/fstrim.sh"),
 };
 
+/// Case 6: LUN 1 added (`LUN1_BYTES`) and then grown (`LUN1_RESIZED`)
+/// by the host while ext4 stays mounted on LUN 0; the guest finds each
+/// change by rescanning, for at most `WAIT_S` seconds.
+pub const LIVE_LUN: Case = Case {
+    name: "live-lun",
+    about: "a LUN added live and grown, found by rescans, while ext4 stays mounted on LUN 0",
+    script: include_str!("../assets/cases/live-lun.sh"),
+};
+
 /// The file-system rows of the published studies: a `FILE_MB` MB file
 /// written and read with 512 KiB blocks, and file copies scaled down by
 /// `COPY_SCALE`; each test reports `test=NAME bytes=N ms=T`.
@@ -60,7 +69,7 @@ pub const FS_BENCH: Case = Case {
 };
 
 /// Every case.
-pub const ALL: &[Case] = &[BASIC, CHAP, TWO_LUNS, RESTART, FSTRIM, FS_BENCH];
+pub const ALL: &[Case] = &[BASIC, CHAP, TWO_LUNS, RESTART, FSTRIM, LIVE_LUN, FS_BENCH];
 
 /// The case called `name`.
 pub fn find(name: &str) -> Option<&'static Case> {
