@@ -3,8 +3,7 @@
 //! while the serving loop runs, STOPPING=1 when shutdown begins, each
 //! with a STATUS= line for `systemctl status`. Without NOTIFY_SOCKET in
 //! the environment (started by hand, by a test, by another supervisor)
-//! every notification is a no-op: sd-notify returns before opening a
-//! socket.
+//! nothing is sent and no timer runs.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -12,6 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use sd_notify::NotifyState;
+
+/// How often the STATUS= line is brought up to date when no watchdog
+/// ping comes sooner.
+const STATUS_EVERY: Duration = Duration::from_secs(5);
 
 /// Wraps the future that stops the daemon (SIGTERM or SIGINT) so that
 /// systemd hears about the daemon's life from the serving loop itself.
@@ -22,18 +25,34 @@ use sd_notify::NotifyState;
 /// cannot end the process by SIGHUP's default action. That first poll is
 /// when READY=1 goes out. While the loop runs it polls this future on
 /// every wakeup, so the watchdog timer lives in it: if the loop stops
-/// turning, WATCHDOG=1 stops and systemd restarts the service. When the
-/// stop signal arrives STOPPING=1 goes out before the loop ends.
-pub async fn supervise(stop: impl Future<Output = ()>, portals: &[SocketAddr]) {
-    notify(&[NotifyState::Ready, NotifyState::Status(&serving(portals))]);
-    match watchdog_interval() {
-        Some(every) => {
-            tokio::select! {
-                () = stop => {}
-                () = watchdog(every) => {}
+/// turning, WATCHDOG=1 stops and systemd restarts the service. On each
+/// tick `status` gives the STATUS= line, sent when it changed (portals,
+/// targets and sessions come and go). When the stop signal arrives
+/// STOPPING=1 goes out before the loop ends.
+pub async fn supervise(stop: impl Future<Output = ()>, status: impl Fn() -> String) {
+    if std::env::var_os("NOTIFY_SOCKET").is_none() {
+        return stop.await;
+    }
+    let mut last = status();
+    notify(&[NotifyState::Ready, NotifyState::Status(&last)]);
+    let watchdog = watchdog_interval();
+    let mut ticks = tokio::time::interval(watchdog.map_or(STATUS_EVERY, |w| w.min(STATUS_EVERY)));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => break,
+            _ = ticks.tick() => {
+                if watchdog.is_some() {
+                    notify(&[NotifyState::Watchdog]);
+                }
+                let now = status();
+                if now != last {
+                    notify(&[NotifyState::Status(&now)]);
+                    last = now;
+                }
             }
         }
-        None => stop.await,
     }
     notify(&[
         NotifyState::Stopping,
@@ -41,10 +60,14 @@ pub async fn supervise(stop: impl Future<Output = ()>, portals: &[SocketAddr]) {
     ]);
 }
 
-/// The STATUS= line while serving.
-fn serving(portals: &[SocketAddr]) -> String {
+/// The STATUS= line while serving: the portals first, then what is
+/// served and to how many sessions.
+pub fn serving(portals: &[SocketAddr], targets: usize, sessions: usize) -> String {
     let list: Vec<String> = portals.iter().map(SocketAddr::to_string).collect();
-    format!("serving on {}", list.join(" "))
+    format!(
+        "serving on {}; {targets} target(s), {sessions} session(s)",
+        list.join(" ")
+    )
 }
 
 /// How often to ping: half the interval systemd gives in WATCHDOG_USEC
@@ -61,16 +84,6 @@ fn watchdog_interval() -> Option<Duration> {
 /// Half of a watchdog interval of `usec` microseconds; none for 0.
 fn ping_every(usec: u64) -> Option<Duration> {
     (usec > 0).then(|| Duration::from_micros(usec / 2).max(Duration::from_micros(1)))
-}
-
-/// Sends WATCHDOG=1 every `every`, forever (the first at once).
-async fn watchdog(every: Duration) {
-    let mut ticks = tokio::time::interval(every);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticks.tick().await;
-        notify(&[NotifyState::Watchdog]);
-    }
 }
 
 /// One notification. A failure (NOTIFY_SOCKET names a socket that is not
@@ -103,6 +116,9 @@ mod tests {
             SocketAddr::from(([127, 0, 0, 1], 3260)),
             SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 3260)),
         ];
-        assert_eq!(serving(&portals), "serving on 127.0.0.1:3260 [::1]:3260");
+        assert_eq!(
+            serving(&portals, 2, 5),
+            "serving on 127.0.0.1:3260 [::1]:3260; 2 target(s), 5 session(s)"
+        );
     }
 }

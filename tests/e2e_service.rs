@@ -114,7 +114,8 @@ fn portal_in(ready: &str) -> SocketAddr {
         .lines()
         .find_map(|l| l.strip_prefix("STATUS=serving on "))
         .unwrap_or_else(|| panic!("no STATUS=serving on … with READY=1: {ready:?}"));
-    status.parse().unwrap()
+    let first = status.split([' ', ';']).next().unwrap();
+    first.parse().unwrap()
 }
 
 fn signal(daemon: &Child, sig: i32) {
@@ -163,6 +164,15 @@ fn the_daemon_tells_systemd_ready_watchdog_and_stopping() {
         Some(Some("2048")),
         "{out}"
     );
+
+    assert!(ready.contains("; 1 target(s), 0 session(s)"), "{ready:?}");
+    // A session that stays: the STATUS= line counts it.
+    let mut session = support::Raw::connect(portal);
+    let (r, _) = session.login(NAME, [0x80, 0, 0, 0, 0, 7], &[]);
+    assert_eq!((r.status_class, r.status_detail), (0, 0));
+    let counted = format!("STATUS=serving on {portal}; 1 target(s), 1 session(s)");
+    manager.wait_for(&counted, &mut daemon);
+    drop(session);
 
     // WATCHDOG_USEC=400000: pings every 200 ms; three show they repeat.
     while manager.count("WATCHDOG=1") < 3 {

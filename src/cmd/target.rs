@@ -206,8 +206,12 @@ fn serve(log: Option<&str>, args: TargetArgs) -> Result<(), Failure> {
         let stop = shutdown_signal();
         let server = Server::bind_with(&cfg, &overrides).await?;
         log_startup(&cfg);
-        let portals = server.local_addrs();
-        let stop = service::supervise(stop, &portals);
+        let live = server.live();
+        let status = move || {
+            let r = &live.registry;
+            service::serving(&r.portals(), r.targets().len(), r.sessions().len())
+        };
+        let stop = service::supervise(stop, status);
         server.run(stop).await.map_err(Failure::Serve)
     })
 }

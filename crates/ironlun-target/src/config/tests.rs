@@ -609,7 +609,8 @@ spec = "file:/srv/a.img,size=1G,thin,soft_threshold=20%"
 
 #[test]
 fn the_http_management_api_is_loopback_only_and_needs_a_token() {
-    let base = "[[target]]\nname = \"iqn.2026-11.io.ironlun:t\"\n[[target.lun]]\nspec = \"ram:1MiB\"\n";
+    let base =
+        "[[target]]\nname = \"iqn.2026-11.io.ironlun:t\"\n[[target.lun]]\nspec = \"ram:1MiB\"\n";
     let load = |top: &str| Config::from_toml(&format!("{top}\n{base}"), None);
     let cfg = load("admin_http = \"127.0.0.1:9391\"\nadmin_token_file = \"/etc/t\"").unwrap();
     let h = cfg.admin_http.unwrap();
@@ -617,11 +618,20 @@ fn the_http_management_api_is_loopback_only_and_needs_a_token() {
     assert!(load("admin_http = \"[::1]:9391\"\nadmin_token_file = \"/t\"").is_ok());
     assert!(load("").unwrap().admin_http.is_none());
     for (top, says) in [
-        ("admin_http = \"0.0.0.0:9391\"\nadmin_token_file = \"/t\"", "loopback"),
-        ("admin_http = \"192.168.1.2:9391\"\nadmin_token_file = \"/t\"", "loopback"),
+        (
+            "admin_http = \"0.0.0.0:9391\"\nadmin_token_file = \"/t\"",
+            "loopback",
+        ),
+        (
+            "admin_http = \"192.168.1.2:9391\"\nadmin_token_file = \"/t\"",
+            "loopback",
+        ),
         ("admin_http = \"127.0.0.1:9391\"", "needs admin_token_file"),
         ("admin_token_file = \"/t\"", "only with admin_http"),
-        ("admin_http = \"localhost\"\nadmin_token_file = \"/t\"", "ADDR:PORT"),
+        (
+            "admin_http = \"localhost\"\nadmin_token_file = \"/t\"",
+            "ADDR:PORT",
+        ),
     ] {
         let e = load(top).err().unwrap().to_string();
         assert!(e.contains(says), "{top}: {e}");
