@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Debian packages the tests and benchmarks need, installed when missing.
 # Sourced by scripts/test and benches/compare-peers (one place for the
 # rules, including qemu-block-extra's version pin).
@@ -90,4 +91,28 @@ install_cargo_deb() {
     echo "cargo install cargo-deb failed: $(tail -3 /tmp/ironlun-cargo-deb.log)" >&2
     return 1
   fi
+}
+
+# A single-node Ceph for the RBD tests and the lab (scripts/ceph-cluster):
+# Debian 12's Ceph 16 daemons, the ceph and rbd commands, librbd's
+# headers (the rbd: LUN kind links -lrbd -lrados) and tgt's rbd backing
+# store (the peer for RBD). Recommends are left out (they pull in
+# ceph-base's extras, python tooling and more). Returns non-zero, with
+# the reason on stderr, when they cannot be installed.
+install_ceph() {
+  local need=()
+  command -v ceph-mon >/dev/null || need+=(ceph-mon)
+  command -v ceph-mgr >/dev/null || need+=(ceph-mgr)
+  command -v ceph-osd >/dev/null || need+=(ceph-osd)
+  command -v rbd >/dev/null || need+=(ceph-common)
+  [ -e /usr/include/rbd/librbd.h ] || need+=(librbd-dev)
+  [ -e /usr/lib/tgt/backing-store/bs_rbd.so ] || need+=(tgt-rbd)
+  if [ ${#need[@]} -gt 0 ]; then
+    echo "installing: ${need[*]}"
+    if ! apt_install --no-install-recommends "${need[@]}" >/tmp/ironlun-ceph-apt.log 2>&1; then
+      echo "could not install ${need[*]}: $(tail -3 /tmp/ironlun-ceph-apt.log)" >&2
+      return 1
+    fi
+  fi
+  printf 'ceph %s\n' "$(dpkg-query -W -f='${Version}' ceph-osd 2>/dev/null || echo '?')"
 }
