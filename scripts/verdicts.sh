@@ -79,3 +79,20 @@ fuzz_runs() {
   fi
   echo "$n"
 }
+
+# Debian's Ceph for the RBD tests: tests/ceph_cluster.rs starts clusters
+# with scripts/ceph-cluster during cargo test, so this runs first. Where
+# Ceph cannot be installed those tests skip, loudly, and the summary
+# lists them; under CI=true or --require-all the run fails here.
+ceph_packages() {
+  local err
+  err=$(mktemp)
+  if install_ceph 2>"$err"; then
+    rm -f "$err"
+    return 0
+  fi
+  local why
+  why=$(cat "$err")
+  rm -f "$err"
+  skip_tier "Ceph RBD tests (tests/ceph_cluster.rs)" "Ceph is not installable here: $why"
+}

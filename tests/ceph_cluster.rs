@@ -31,7 +31,11 @@ fn mon_addr(c: &Ceph) -> String {
 
 /// `rbd bench` ops from its last line ("elapsed: S  ops: N  ops/sec: ...").
 fn bench_ops(out: &str) -> u64 {
-    let last = out.lines().rev().find(|l| l.contains("ops:")).unwrap_or_default();
+    let last = out
+        .lines()
+        .rev()
+        .find(|l| l.contains("ops:"))
+        .unwrap_or_default();
     let mut words = last.split_whitespace();
     while let Some(w) = words.next() {
         if w == "ops:" {
@@ -50,7 +54,11 @@ fn stop_clean(mut c: Ceph) {
         "a running cluster has a mon, a mgr and an OSD"
     );
     c.stop();
-    assert_eq!(daemons_of(&c.conf), Vec::<u32>::new(), "daemons left running");
+    assert_eq!(
+        daemons_of(&c.conf),
+        Vec::<u32>::new(),
+        "daemons left running"
+    );
     assert!(!c.dir.exists(), "{} is still there", c.dir.display());
     c.stop();
 }
@@ -61,21 +69,41 @@ fn two_clusters_side_by_side_an_image_round_trip_and_a_clean_stop() {
     let (da, db) = (tmp.path().join("a"), tmp.path().join("b"));
     let second = std::thread::spawn(move || Ceph::start(&db));
     let Some(a) = Ceph::start(&da) else { return };
-    let Some(b) = second.join().unwrap() else { return };
+    let Some(b) = second.join().unwrap() else {
+        return;
+    };
     assert_ne!(mon_addr(&a), mon_addr(&b), "two clusters on one monitor");
 
     // The pool the script promises: rbd, one copy, initialised for RBD.
-    assert_eq!(a.ceph(&["osd", "pool", "get", "rbd", "size"]).trim(), "size: 1");
-    assert_eq!(a.ceph(&["osd", "pool", "get", "rbd", "min_size"]).trim(), "min_size: 1");
-    assert!(a.ceph(&["osd", "pool", "application", "get", "rbd"]).contains("\"rbd\""));
+    assert_eq!(
+        a.ceph(&["osd", "pool", "get", "rbd", "size"]).trim(),
+        "size: 1"
+    );
+    assert_eq!(
+        a.ceph(&["osd", "pool", "get", "rbd", "min_size"]).trim(),
+        "min_size: 1"
+    );
+    assert!(a
+        .ceph(&["osd", "pool", "application", "get", "rbd"])
+        .contains("\"rbd\""));
     assert_eq!(a.ceph(&["health"]).trim(), "HEALTH_OK");
 
     // A 64 MiB image, written at random by rbd bench (16 threads of 4 KiB).
     a.rbd(&["create", "--size", "64M", "rbd/made"]);
     assert!(a.rbd(&["info", "rbd/made"]).contains("size 64 MiB"));
     let bench = a.rbd(&[
-        "bench", "--io-type", "write", "--io-pattern", "rand", "--io-size", "4K",
-        "--io-threads", "16", "--io-total", "8M", "rbd/made",
+        "bench",
+        "--io-type",
+        "write",
+        "--io-pattern",
+        "rand",
+        "--io-size",
+        "4K",
+        "--io-threads",
+        "16",
+        "--io-total",
+        "8M",
+        "rbd/made",
     ]);
     assert_eq!(bench_ops(&bench), 2048, "{bench}");
 
@@ -84,13 +112,21 @@ fn two_clusters_side_by_side_an_image_round_trip_and_a_clean_stop() {
     let data = random_file(&src, 64 * MIB);
     a.rbd(&["import", "--no-progress", src.to_str().unwrap(), "rbd/data"]);
     let back = tmp.path().join("back.bin");
-    a.rbd(&["export", "--no-progress", "rbd/data", back.to_str().unwrap()]);
+    a.rbd(&[
+        "export",
+        "--no-progress",
+        "rbd/data",
+        back.to_str().unwrap(),
+    ]);
     let got = std::fs::read(&back).unwrap();
     assert_eq!(got.len(), data.len());
     assert!(got == data, "rbd export differs from what rbd import wrote");
 
     // The other cluster has its own pool.
-    assert_eq!(a.rbd(&["ls", "rbd"]).split_whitespace().collect::<Vec<_>>(), ["data", "made"]);
+    assert_eq!(
+        a.rbd(&["ls", "rbd"]).split_whitespace().collect::<Vec<_>>(),
+        ["data", "made"]
+    );
     assert_eq!(b.rbd(&["ls", "rbd"]).trim(), "");
 
     stop_clean(a);
@@ -110,7 +146,10 @@ fn a_start_that_fails_halfway_says_why_and_leaves_no_daemon() {
         String::from_utf8_lossy(&o.stderr)
     );
     if out.contains("Ceph could not be installed") && std::env::var("CI").as_deref() != Ok("true") {
-        let _ = writeln!(std::io::stderr(), "\n*** SKIPPED: Ceph is not installable here:\n{out}");
+        let _ = writeln!(
+            std::io::stderr(),
+            "\n*** SKIPPED: Ceph is not installable here:\n{out}"
+        );
         return;
     }
     assert!(!o.status.success(), "started with a 1 MiB OSD:\n{out}");
@@ -118,8 +157,15 @@ fn a_start_that_fails_halfway_says_why_and_leaves_no_daemon() {
     assert!(out.contains("bluefs"), "the OSD log's error lines: {out}");
     assert!(!out.contains("CEPH_CONF="), "{out}");
     let conf = dir.join("ceph.conf");
-    assert_eq!(daemons_of(&conf), Vec::<u32>::new(), "daemons left running:\n{out}");
-    assert!(dir.join("log/mon.a.log").exists(), "the logs are kept:\n{out}");
+    assert_eq!(
+        daemons_of(&conf),
+        Vec::<u32>::new(),
+        "daemons left running:\n{out}"
+    );
+    assert!(
+        dir.join("log/mon.a.log").exists(),
+        "the logs are kept:\n{out}"
+    );
     let o = cluster_script("stop", &dir, &[]);
     assert!(o.status.success());
     assert!(!dir.exists());

@@ -167,9 +167,9 @@ fn text(o: &Output) -> String {
 }
 
 /// A PATH of links to every program in the system directories except
-/// QEMU, cargo and cargo-deb, with apt-get and sudo replaced by stubs
-/// that fail: a machine where neither qemu-system-x86 nor cargo-deb is
-/// installed or installable.
+/// QEMU, cargo, cargo-deb and Ceph's, with apt-get and sudo replaced by
+/// stubs that fail: a machine where neither qemu-system-x86, cargo-deb
+/// nor Ceph is installed or installable.
 fn path_without_qemu(dir: &Path) -> String {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
@@ -188,7 +188,8 @@ fn path_without_qemu(dir: &Path) -> String {
             let name = e.file_name();
             let n = name.to_string_lossy();
             if n.starts_with("qemu-system")
-                || ["apt-get", "sudo", "cargo", "cargo-deb"].contains(&&*n)
+                || n.starts_with("ceph")
+                || ["apt-get", "sudo", "cargo", "cargo-deb", "rbd", "monmaptool"].contains(&&*n)
             {
                 continue;
             }
@@ -265,6 +266,43 @@ fn the_package_tier_without_cargo_deb_fails_under_ci_and_is_listed_locally() {
         out.contains("1 tier(s) did NOT run:\n  SKIPPED Debian package"),
         "{out}"
     );
+}
+
+#[test]
+fn without_ceph_the_packages_step_fails_under_ci_and_the_cluster_script_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = path_without_qemu(dir.path());
+    let script = "ceph_packages\necho REACHED-THE-END\nsummary";
+    let o = bash(script, &[("PATH", path.as_str()), ("CI", "true")]);
+    let out = text(&o);
+    assert!(!o.status.success(), "passed without Ceph:\n{out}");
+    assert!(!out.contains("REACHED-THE-END"), "{out}");
+    assert!(
+        out.contains("FAILED: Ceph RBD tests (tests/ceph_cluster.rs) cannot run here: Ceph is not installable here: could not install ceph-mon ceph-mgr ceph-osd ceph-common"),
+        "{out}"
+    );
+    let o = bash(script, &[("PATH", path.as_str())]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("*** SKIPPED: Ceph RBD tests"), "{out}");
+    assert!(
+        out.contains("1 tier(s) did NOT run:\n  SKIPPED Ceph RBD tests"),
+        "{out}"
+    );
+
+    // tests/support/ceph.rs tells "cannot install" from a failed start
+    // by this sentence; nothing is left in DIR.
+    let cluster = dir.path().join("cluster");
+    let o = Command::new(repo().join("scripts/ceph-cluster"))
+        .arg("start")
+        .arg(&cluster)
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert!(!o.status.success(), "{out}");
+    assert!(out.contains("Ceph could not be installed"), "{out}");
+    assert!(!cluster.exists(), "{out}");
 }
 
 #[test]

@@ -49,7 +49,9 @@ impl Ceph {
         let o = cluster_script("start", dir, &[]);
         let out = text(&o);
         if !o.status.success() {
-            if out.contains("Ceph could not be installed") && std::env::var("CI").as_deref() != Ok("true") {
+            if out.contains("Ceph could not be installed")
+                && std::env::var("CI").as_deref() != Ok("true")
+            {
                 let _ = writeln!(
                     std::io::stderr(),
                     "\n*** SKIPPED: a test needing Ceph: it is not installed and could not be installed \
@@ -58,7 +60,10 @@ impl Ceph {
                 return None;
             }
             let _ = Command::new(script()).arg("stop").arg(dir).output();
-            panic!("scripts/ceph-cluster start {} failed:\n{out}", dir.display());
+            panic!(
+                "scripts/ceph-cluster start {} failed:\n{out}",
+                dir.display()
+            );
         }
         let stdout = String::from_utf8_lossy(&o.stdout);
         let last = stdout.lines().last().unwrap_or_default();
