@@ -32,6 +32,23 @@ fn text(o: &Output) -> String {
     )
 }
 
+/// Whether the script's output says Ceph could not be installed, outside
+/// CI: then the test skips, and this says so on the terminal (libtest
+/// does not capture writes to the stderr handle itself). Under CI=true
+/// it is false, and the test fails on the script's error.
+pub fn skipped(out: &str) -> bool {
+    if !out.contains("Ceph could not be installed") || std::env::var("CI").as_deref() == Ok("true")
+    {
+        return false;
+    }
+    let _ = writeln!(
+        std::io::stderr(),
+        "\n*** SKIPPED: a test needing Ceph: it is not installed and could not be installed \
+         (scripts/deps.sh install_ceph; under CI=true this fails):\n{out}"
+    );
+    true
+}
+
 /// Runs `scripts/ceph-cluster VERB DIR` with extra environment.
 pub fn cluster_script(verb: &str, dir: &Path, env: &[(&str, &str)]) -> Output {
     Command::new(script())
@@ -49,14 +66,7 @@ impl Ceph {
         let o = cluster_script("start", dir, &[]);
         let out = text(&o);
         if !o.status.success() {
-            if out.contains("Ceph could not be installed")
-                && std::env::var("CI").as_deref() != Ok("true")
-            {
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "\n*** SKIPPED: a test needing Ceph: it is not installed and could not be installed \
-                     (scripts/deps.sh install_ceph; under CI=true this fails):\n{out}"
-                );
+            if skipped(&out) {
                 return None;
             }
             let _ = Command::new(script()).arg("stop").arg(dir).output();
