@@ -135,6 +135,6 @@ impl Pool {
     pub fn open(&self, name: &str) -> Result<Image> {
         let c = args::c_string("image", name)?;
         let handle = ffi::ImageHandle::open(Arc::clone(&self.ioctx), &c)?;
-        Ok(Image::new(handle))
+        Image::new(handle)
     }
 }

@@ -11,6 +11,7 @@ use crate::args;
 use crate::error::{Error, Result};
 use crate::extents::Extents;
 use crate::ffi::{AioDone, ImageHandle, Op, UpdateWatch};
+use crate::miscompare;
 
 /// EILSEQ: librbd's answer to a compare-and-write whose compare failed.
 const EILSEQ: isize = 84;
@@ -24,10 +25,10 @@ pub const DEFAULT_EXTENT_LIMIT: usize = 4096;
 pub enum CompareOutcome {
     /// The compare matched and the data was written.
     Written,
-    /// The compare failed at this byte of the image (an image offset, as
-    /// librbd reports it); nothing was written.
+    /// The compare failed; nothing was written.
     Mismatch {
-        /// Image offset of the first byte that differed.
+        /// Offset into the request (not the image) of the first byte
+        /// that differed.
         offset: u64,
     },
 }
@@ -49,13 +50,17 @@ pub struct ImageInfo {
 #[derive(Clone)]
 pub struct Image {
     handle: Arc<ImageHandle>,
+    /// Bytes per object, fixed when the image was created.
+    object_size: u64,
 }
 
 impl Image {
-    pub(crate) fn new(handle: ImageHandle) -> Image {
-        Image {
+    pub(crate) fn new(handle: ImageHandle) -> Result<Image> {
+        let (_, object_size, _) = handle.stat()?;
+        Ok(Image {
             handle: Arc::new(handle),
-        }
+            object_size,
+        })
     }
 
     /// The size as this handle last saw it (no cluster round trip).
@@ -155,7 +160,12 @@ impl Image {
 
     /// Writes `data` at `offset` only if the image holds `compare` there,
     /// atomically. librbd refuses (EINVAL) a range that crosses an object
-    /// boundary.
+    /// boundary, and Ceph 16's librbd one that leaves a 512-byte sector
+    /// (`ImageCompareAndWriteRequest::prune_object_extents`; lifted in
+    /// later releases): with Ceph 16 a COMPARE AND WRITE is one 512-byte
+    /// block. A mismatch is reported as an offset into the request
+    /// (what SBC-4 §5.3 puts in the sense data's INFORMATION field),
+    /// corrected for Ceph 16's object-relative report (see `miscompare`).
     pub async fn compare_and_write(
         &self,
         offset: u64,
@@ -166,16 +176,27 @@ impl Image {
         let done = self
             .run(Op::CompareAndWrite {
                 offset,
-                compare,
+                compare: compare.clone(),
                 data,
             })
             .await?;
-        if done.ret == -EILSEQ {
-            return Ok(CompareOutcome::Mismatch {
-                offset: done.mismatch,
-            });
+        if done.ret != -EILSEQ {
+            return Ok(CompareOutcome::Written);
         }
-        Ok(CompareOutcome::Written)
+        let req = miscompare::Request {
+            offset,
+            len: compare.len() as u64,
+            object_size: self.object_size,
+        };
+        let at = match miscompare::interpret(done.mismatch, req) {
+            miscompare::Reading::Exact(at) => at,
+            miscompare::Reading::Either(..) | miscompare::Reading::Neither => {
+                // Rare: decide from the data as it is now.
+                let now = self.read(offset, compare.len()).await?;
+                miscompare::first_difference(&now, &compare).unwrap_or(0)
+            }
+        };
+        Ok(CompareOutcome::Mismatch { offset: at })
     }
 
     /// The allocated ranges within `range` (from `rbd_diff_iterate2`

@@ -40,6 +40,7 @@ mod extents;
 #[allow(unsafe_code)]
 mod ffi;
 mod image;
+mod miscompare;
 #[allow(unsafe_code)]
 mod sys;
 
