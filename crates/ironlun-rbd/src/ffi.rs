@@ -491,9 +491,11 @@ unsafe extern "C" fn diff_extent(
 impl Drop for ImageHandle {
     fn drop(&mut self) {
         // SAFETY: `raw` came from rbd_open and is closed once, with no
-        // other reference left (Arc). rbd_close waits for I/O in flight
-        // (librbd's TestPendingAio): their callbacks own their buffers and
-        // never touch the image, so nothing dangles.
+        // other reference left (Arc), so no call races with the close.
+        // Operations still in flight need nothing from this handle: their
+        // callbacks own their state and never touch the image. (librbd's
+        // close shuts its I/O queue down only after the requests in it
+        // have finished, so their callbacks have run by then.)
         unsafe {
             (self.api.rbd_close)(self.raw);
         }
