@@ -7,6 +7,7 @@
 
 #![allow(dead_code)]
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -59,7 +60,12 @@ impl Drop for TestCluster {
 pub fn unavailable(why: &str) -> Option<TestCluster> {
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");
     assert!(!ci, "Ceph is required under CI=true: {why}");
-    eprintln!("\n*** SKIPPED: no Ceph cluster for the RBD integration tests: {why} ***\n");
+    // Written to the stderr handle, not through eprintln!, so the test
+    // harness's output capture cannot hide it.
+    let _ = writeln!(
+        std::io::stderr(),
+        "\n*** SKIPPED: no Ceph cluster for the RBD integration tests: {why} ***\n"
+    );
     None
 }
 
