@@ -543,7 +543,8 @@ impl Drop for UpdateWatch {
 }
 
 impl Op {
-    fn call(&self) -> &'static str {
+    /// The C function that starts this operation.
+    pub(crate) fn call(&self) -> &'static str {
         match self {
             Op::Read { .. } => "rbd_aio_read",
             Op::Write { .. } => "rbd_aio_write",

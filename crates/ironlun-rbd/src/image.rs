@@ -91,12 +91,14 @@ impl Image {
     }
 
     async fn run(&self, op: Op) -> Result<AioDone> {
-        let call = op_name(&op);
+        let call = op.call();
+        // A failed compare is an outcome, not an error.
+        let miscompare_ok = matches!(op, Op::CompareAndWrite { .. });
         let rx = self.handle.submit(op)?;
         // The sender is consumed only by librbd's callback, which always
         // sends; a closed channel means the state was dropped unsent.
         let done = rx.await.map_err(|_| Error::Abandoned(call))?;
-        if done.ret < 0 && !(call == "rbd_aio_compare_and_write" && done.ret == -EILSEQ) {
+        if done.ret < 0 && !(miscompare_ok && done.ret == -EILSEQ) {
             Error::check(call, done.ret as i64)?;
         }
         Ok(done)
@@ -221,6 +223,8 @@ impl Image {
     }
 
     /// Watches for resizes made anywhere (another client, `rbd resize`).
+    /// Blocks briefly (registers the watch, reads the size): call it where
+    /// blocking is allowed, like [`crate::Pool::open`].
     pub fn on_resize(&self) -> Result<ResizeWatch> {
         let (tx, rx) = watch::channel(0u64);
         let registration = self.handle.watch(tx)?;
@@ -241,17 +245,6 @@ impl Image {
             Ok(())
         })
         .await
-    }
-}
-
-fn op_name(op: &Op) -> &'static str {
-    match op {
-        Op::Read { .. } => "rbd_aio_read",
-        Op::Write { .. } => "rbd_aio_write",
-        Op::Flush => "rbd_aio_flush",
-        Op::Discard { .. } => "rbd_aio_discard",
-        Op::WriteSame { .. } => "rbd_aio_writesame",
-        Op::CompareAndWrite { .. } => "rbd_aio_compare_and_write",
     }
 }
 
