@@ -367,6 +367,26 @@ async fn allocated_extents(img: &Image) {
             );
         }
     }
+    // A walk that starts inside an object (fast-diff once reported such
+    // offsets shifted: Ceph PR 44483) still finds object 4 where it is.
+    for whole_object in [false, true] {
+        let e = img
+            .allocated_extents(OBJECT / 2 + 100..size, whole_object, 64)
+            .await
+            .unwrap();
+        eprintln!(
+            "  from {}: whole_object={whole_object}: {:?}",
+            OBJECT / 2 + 100,
+            e.ranges
+        );
+        assert!(covers(&e.ranges, &written[2]), "{e:?}");
+        for hole in [OBJECT..4 * OBJECT, 5 * OBJECT..size] {
+            assert!(
+                !overlaps(&e.ranges, &hole),
+                "{hole:?} reported allocated: {e:?}"
+            );
+        }
+    }
     // A sub-range is clipped to what was asked; a limit of one truncates.
     let e = img.allocated_extents(512..2048, false, 64).await.unwrap();
     assert_eq!(e.ranges, vec![512..2048]);
