@@ -33,7 +33,14 @@ impl Library {
 
     /// The libraries at these paths, for tests and unusual installs. Each
     /// successful call keeps its libraries loaded until the process ends.
-    pub fn load_from(rados: &Path, rbd: &Path) -> Result<Library> {
+    ///
+    /// # Safety
+    /// The paths must name librados and librbd of the ABI the headers in
+    /// `sys` describe (Ceph 16 or a compatible later release): any other
+    /// library whose exported names match would be called through the
+    /// wrong function types. Symbols that are missing are refused by name.
+    #[allow(unsafe_code)]
+    pub unsafe fn load_from(rados: &Path, rbd: &Path) -> Result<Library> {
         sys::load(rados.as_os_str(), rbd.as_os_str()).map(|api| Library { api })
     }
 }

@@ -214,6 +214,15 @@ struct AioState {
 /// Called by librbd exactly once per completion made by `submit`, with the
 /// `AioState` pointer `submit` registered as `arg`.
 unsafe extern "C" fn aio_complete(c: RbdCompletionT, arg: *mut c_void) {
+    // SAFETY: this function's own contract, passed on unchanged.
+    no_unwind(|| unsafe { aio_complete_body(c, arg) });
+}
+
+/// The body of [`aio_complete`].
+///
+/// # Safety
+/// As [`aio_complete`].
+unsafe fn aio_complete_body(c: RbdCompletionT, arg: *mut c_void) {
     // SAFETY: `arg` is the pointer Box::into_raw gave in `submit`; librbd
     // calls this once, and `submit` gave up the pointer when the submit
     // call succeeded, so this is the only owner.
@@ -478,6 +487,15 @@ unsafe extern "C" fn diff_extent(
     exists: c_int,
     arg: *mut c_void,
 ) -> c_int {
+    // SAFETY: this function's own contract, passed on unchanged.
+    no_unwind(|| unsafe { diff_extent_body(offset, len, exists, arg) })
+}
+
+/// The body of [`diff_extent`].
+///
+/// # Safety
+/// As [`diff_extent`].
+unsafe fn diff_extent_body(offset: u64, len: usize, exists: c_int, arg: *mut c_void) -> c_int {
     // SAFETY: the caller's contract; shared access through the Mutex only.
     let collector = unsafe { &*arg.cast::<Mutex<Collector>>() };
     let mut c = collector.lock().unwrap_or_else(|p| p.into_inner());
@@ -513,7 +531,17 @@ struct WatchState {
 unsafe extern "C" fn update_notify(arg: *mut c_void) {
     // SAFETY: the caller's contract; only shared access.
     let state = unsafe { &*arg.cast::<WatchState>() };
-    state.tx.send_modify(|g| *g = g.wrapping_add(1));
+    no_unwind(|| state.tx.send_modify(|g| *g = g.wrapping_add(1)));
+}
+
+/// Runs a callback's body for librbd. A panic must not unwind into C
+/// (undefined behaviour before Rust 1.81, the workspace's MSRV being
+/// 1.80): it aborts the process instead, after the panic message.
+fn no_unwind<R>(body: impl FnOnce() -> R) -> R {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+        Ok(r) => r,
+        Err(_) => std::process::abort(),
+    }
 }
 
 /// A registered header watch; unregistered on drop.
