@@ -276,24 +276,16 @@ fn http_on_loopback_needs_the_bearer_token() {
         all.extend_from_slice(args);
         run(env!("CARGO_BIN_EXE_ironlun"), &all)
     };
-    let (rc, out) = via_http(&["--json", "state"]);
-    assert_eq!(rc, 0, "{out}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(
-        v["targets"][0]["luns"].as_array().unwrap().len(),
-        1,
-        "{out}"
-    );
+    let luns = || {
+        let (rc, out) = via_http(&["--json", "state"]);
+        assert_eq!(rc, 0, "{out}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["targets"][0]["luns"].as_array().unwrap().len()
+    };
+    assert_eq!(luns(), 1);
     let (rc, out) = via_http(&["lun", "add", NAME, "ram:1MiB"]);
     assert_eq!(rc, 0, "{out}");
-    let (rc, out) = via_http(&["--json", "state"]);
-    assert_eq!(rc, 0, "{out}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(
-        v["targets"][0]["luns"].as_array().unwrap().len(),
-        2,
-        "{out}"
-    );
+    assert_eq!(luns(), 2);
     let (status, body) = post("Authorization: Bearer s3cret-token-0123456789\r\n");
     assert_eq!(status, 200, "{body}");
     drop(t);
