@@ -40,6 +40,9 @@ pub use portals::Accepted;
 pub struct Live {
     pub registry: Arc<Registry>,
     state: Mutex<State>,
+    /// The connections' runtime: portals a change binds accept there,
+    /// whichever thread applies it (the API has a runtime of its own).
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 struct State {
@@ -94,6 +97,7 @@ impl Live {
         };
         Ok(Live {
             registry,
+            runtime: tokio::runtime::Handle::try_current().ok(),
             state: Mutex::new(State {
                 config,
                 doc,
@@ -221,6 +225,7 @@ impl Live {
             return Err(ApplyError::Refused(plan.refused));
         }
         if !dry_run {
+            let _runtime = self.runtime.as_ref().map(tokio::runtime::Handle::enter);
             apply::apply(
                 &self.registry,
                 &mut st.portals,
