@@ -38,6 +38,8 @@ pub struct WindowStat {
     pub count: usize,
     /// Medians over the windows.
     pub p999_us: f64,
+    /// The lowest and highest p99.9 of a window.
+    pub p999_range_us: (f64, f64),
     pub iops: f64,
     /// Lowest and highest steal of a window, %.
     pub steal_pct: (f64, f64),
@@ -54,10 +56,12 @@ impl WindowStat {
         };
         let range = |v: Vec<f64>| (quantile(&v, 0.0), quantile(&v, 1.0));
         let steal = of(|w| w.steal_pct);
+        let p999 = of(|w| w.p999_us);
         WindowStat {
             kind,
             count: steal.len(),
-            p999_us: quantile(&of(|w| w.p999_us), 0.5),
+            p999_us: quantile(&p999, 0.5),
+            p999_range_us: range(p999),
             iops: quantile(&of(|w| w.iops), 0.5),
             steal_pct: range(steal),
             foreign_pct: range(of(|w| w.foreign_pct)),
@@ -169,17 +173,19 @@ pub fn table(points: &[Point]) -> String {
     s.push_str(
         "\nOperations: median / p99 in ms over the API socket; `ironlun admin`: median in ms, process start to exit.\n\n",
     );
-    s.push_str("| targets | window | windows (measured) | bench p99.9 | change | IOPS | steal % | other processes % |\n|---:|---|---:|---:|---:|---:|---:|---:|\n");
+    s.push_str("| targets | window | windows (measured) | bench p99.9 | (lowest–highest) | change | IOPS | steal % | other processes % |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
     for p in points {
         for w in &p.kinds {
             let _ = writeln!(
                 s,
-                "| {} | {} | {} ({}) | {:.0} µs | {:+.1} % | {:.0} | {:.1}–{:.1} | {:.1}–{:.1} |",
+                "| {} | {} | {} ({}) | {:.0} µs | {:.0}–{:.0} | {:+.1} % | {:.0} | {:.1}–{:.1} | {:.1}–{:.1} |",
                 p.targets,
                 w.kind,
                 w.count,
                 w.attempts,
                 w.p999_us,
+                w.p999_range_us.0,
+                w.p999_range_us.1,
                 p.change(w),
                 w.iops,
                 w.steal_pct.0,
