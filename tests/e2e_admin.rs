@@ -328,3 +328,73 @@ fn http_on_loopback_needs_the_bearer_token() {
     assert_ne!(rc, 0, "{out}");
     assert!(out.contains("world-readable"), "{out}");
 }
+
+/// The scheduling policy (field 41 of /proc/PID/task/TID/stat, sched(7))
+/// of each of `pid`'s threads, by thread name.
+fn policies(pid: u32) -> Vec<(String, u32)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let stat = std::fs::read_to_string(e.unwrap().path().join("stat")).unwrap();
+        let (head, rest) = stat.rsplit_once(')').unwrap();
+        let name = head.split_once('(').unwrap().1.to_owned();
+        // Fields after the name start at field 3.
+        let policy = rest
+            .split_whitespace()
+            .nth(41 - 3)
+            .unwrap()
+            .parse()
+            .unwrap();
+        out.push((name, policy));
+    }
+    out
+}
+
+/// The API runs on threads of its own scheduled SCHED_IDLE, the
+/// connections' workers are not; an operation still acts on the
+/// connections' runtime: a portal it adds accepts logins, and one it
+/// removes no longer does.
+#[test]
+fn the_api_runs_apart_at_idle_priority_and_its_portals_serve() {
+    const SCHED_IDLE: u32 = 5;
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("admin.sock");
+    let t = Target::start(&[
+        "--name",
+        NAME,
+        "--lun",
+        "ram:8MiB",
+        "--admin-socket",
+        sock.to_str().unwrap(),
+    ]);
+    let port = support::free_port();
+    let portal = format!("127.0.0.1:{port}");
+    let out = admin(&sock, &["portal", "add", &portal]);
+    assert!(out.contains(&format!("+ portal {portal}")), "{out}");
+    // At once: the thread the operation ran on idles for 10 s before it
+    // ends (tokio's blocking pool).
+    let threads = policies(t.child.id());
+    let of = |name: &str| -> Vec<u32> {
+        threads
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, p)| *p)
+            .collect()
+    };
+    let api = of("ironlun-admin");
+    assert!(
+        api.len() >= 2 && api.iter().all(|p| *p == SCHED_IDLE),
+        "the API's thread and the one its operation ran on: {threads:?}"
+    );
+    let workers = of("tokio-rt-worker");
+    assert!(
+        !workers.is_empty() && workers.iter().all(|p| *p != SCHED_IDLE),
+        "{threads:?}"
+    );
+
+    let url = format!("iscsi://{portal}/{NAME}/0");
+    let (rc, out) = run(env!("CARGO_BIN_EXE_ironlun"), &["readcap", &url]);
+    assert_eq!(rc, 0, "a login through the added portal: {out}");
+    admin(&sock, &["portal", "remove", &portal]);
+    let (rc, out) = run(env!("CARGO_BIN_EXE_ironlun"), &["readcap", &url]);
+    assert_ne!(rc, 0, "the removed portal refuses: {out}");
+}

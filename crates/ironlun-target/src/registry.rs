@@ -29,7 +29,8 @@ use crate::replay::{ChallengeMemory, REMEMBERED_CHALLENGES};
 /// running configuration has them: a change makes a new `Target` sharing
 /// the logical units that stay.
 pub struct Target {
-    pub cfg: TargetConfig,
+    /// Shared with the running configuration.
+    pub cfg: Arc<TargetConfig>,
     /// The LUNs as the target numbers them (the default map).
     pub luns: Arc<LunMap>,
     /// Initiators with maps of their own, by lower-case name.
@@ -40,7 +41,7 @@ pub struct Target {
 
 impl Target {
     /// The target of `cfg` over `luns`, with each initiator's view built.
-    pub fn new(cfg: TargetConfig, luns: Arc<LunMap>) -> Target {
+    pub fn new(cfg: Arc<TargetConfig>, luns: Arc<LunMap>) -> Target {
         let views = cfg
             .initiators
             .iter()

@@ -310,7 +310,7 @@ pub struct Server {
     registry: Arc<Registry>,
     live: Arc<Live>,
     /// The management API's socket, if configured.
-    admin: Option<(tokio::net::UnixListener, std::path::PathBuf)>,
+    admin: Option<(std::os::unix::net::UnixListener, std::path::PathBuf)>,
     /// The management API over HTTP on loopback, and its token.
     admin_http: Option<(TcpListener, crate::admin::Token)>,
     /// The statistics endpoint, if configured.
@@ -417,16 +417,13 @@ impl Server {
             }
             acceptors.spawn(stats::serve(l, self.registry.clone(), self.started));
         }
-        if let Some((l, path)) = self.admin {
-            info!("management API on {}", path.display());
-            acceptors.spawn(crate::admin::serve(l, path, self.live.clone()));
-        }
-        if let Some((l, token)) = self.admin_http {
-            if let Ok(a) = l.local_addr() {
-                info!("management API on http://{a} (bearer token)");
-            }
-            acceptors.spawn(crate::admin::serve_http(l, token, self.live.clone()));
-        }
+        let endpoints = crate::admin::Endpoints {
+            unix: self.admin,
+            http: self.admin_http,
+        };
+        let admin = endpoints
+            .start(self.live.clone())
+            .map_err(|e| format!("management API: no thread: {e}"))?;
         tokio::pin!(stop);
         loop {
             tokio::select! {
@@ -459,6 +456,11 @@ impl Server {
             }
         }
         acceptors.abort_all();
+        if let Some(t) = admin {
+            // Joins its thread, which waits (bounded) for an operation
+            // under way: off the async threads.
+            let _ = tokio::task::spawn_blocking(move || t.stop()).await;
+        }
         self.live.stop_accepting();
         sanitize_store::stop_all(&self.registry);
         info!(

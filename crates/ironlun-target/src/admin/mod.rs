@@ -12,6 +12,16 @@
 //!
 //! Operations run one at a time (the running configuration's lock) and off
 //! the async threads (opening a backend can block).
+//!
+//! The API has a thread of its own ([`AdminThread`]): its runtime, and
+//! that runtime's blocking pool where operations run, are not the ones
+//! the connections run on, and its threads are scheduled `SCHED_IDLE`
+//! (sched(7)): a connection's thread that wakes takes the CPU from them,
+//! never the reverse. A change therefore never waits in a connection's
+//! queue nor makes a connection wait in its own, and takes CPU from the
+//! data path only when the data path leaves some; on a machine whose
+//! every CPU is busy it is slow instead (docs/admin.md, "Control-plane
+//! speed", has both measured).
 
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
@@ -43,7 +53,7 @@ const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Binds the API socket at `path` (a stale socket file is replaced),
 /// owner-only.
-pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
+pub fn bind(path: &Path) -> std::io::Result<std::os::unix::net::UnixListener> {
     use std::os::unix::fs::PermissionsExt;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
@@ -52,14 +62,148 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
         _ => {}
     }
-    let l = UnixListener::bind(path)?;
+    let l = std::os::unix::net::UnixListener::bind(path)?;
+    l.set_nonblocking(true)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
     Ok(l)
 }
 
+/// Where the API listens: its Unix socket (and the path removed when it
+/// stops), HTTP on loopback with the token requests must carry, or both.
+pub struct Endpoints {
+    pub unix: Option<(std::os::unix::net::UnixListener, PathBuf)>,
+    pub http: Option<(TcpListener, Token)>,
+}
+
+impl Endpoints {
+    /// Serves them from the API's own thread; `None` when there is
+    /// neither.
+    pub fn start(self, live: Arc<Live>) -> std::io::Result<Option<AdminThread>> {
+        let Endpoints { unix, http } = self;
+        if unix.is_none() && http.is_none() {
+            return Ok(None);
+        }
+        let http = match http {
+            Some((l, token)) => Some((l.into_std()?, token)),
+            None => None,
+        };
+        if let Some((_, path)) = &unix {
+            info!("management API on {}", path.display());
+        }
+        if let Some(a) = http.as_ref().and_then(|(l, _)| l.local_addr().ok()) {
+            info!("management API on http://{a} (bearer token)");
+        }
+        AdminThread::start(unix, http, live).map(Some)
+    }
+}
+
+/// The API's thread, serving until [`AdminThread::stop`] (or drop).
+pub struct AdminThread {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl AdminThread {
+    fn start(
+        unix: Option<(std::os::unix::net::UnixListener, PathBuf)>,
+        http: Option<(std::net::TcpListener, Token)>,
+        live: Arc<Live>,
+    ) -> std::io::Result<AdminThread> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .thread_name("ironlun-admin")
+            .on_thread_start(lower_priority)
+            .build()?;
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let thread = std::thread::Builder::new()
+            .name("ironlun-admin".into())
+            .spawn(move || {
+                lower_priority();
+                rt.block_on(async move {
+                    tokio::select! {
+                        () = serve_all(unix, http, live) => {}
+                        _ = stopped => {}
+                    }
+                });
+                // An operation under way finishes (its blocking thread is
+                // not interrupted); the wait for it is bounded.
+                rt.shutdown_timeout(STOP_WITHIN);
+            })?;
+        Ok(AdminThread {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops serving (the socket file is removed) and waits for the
+    /// thread.
+    pub fn stop(mut self) {
+        self.stop_now();
+    }
+
+    fn stop_now(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for AdminThread {
+    fn drop(&mut self) {
+        self.stop_now();
+    }
+}
+
+/// How long stopping waits for an operation under way.
+const STOP_WITHIN: Duration = Duration::from_secs(5);
+
+/// Schedules the calling thread `SCHED_IDLE` (Linux: pid 0 is the
+/// thread itself; lowering a thread's priority needs no privilege, and
+/// dist/ironlun.service allows the call). Where it is refused the API
+/// works at the ordinary priority; that is said once.
+fn lower_priority() {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid sched_param for the call's duration.
+    let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+    if r != 0 {
+        let e = std::io::Error::last_os_error();
+        SAID.call_once(|| {
+            info!("management API: SCHED_IDLE refused ({e}): its changes run at the ordinary priority");
+        });
+    }
+}
+
+/// Serves the endpoints there are, on the API's runtime, until the
+/// thread is stopped.
+async fn serve_all(
+    unix: Option<(std::os::unix::net::UnixListener, PathBuf)>,
+    http: Option<(std::net::TcpListener, Token)>,
+    live: Arc<Live>,
+) {
+    let unix = async {
+        match unix.map(|(l, p)| UnixListener::from_std(l).map(|l| (l, p))) {
+            Some(Ok((l, path))) => serve(l, path, live.clone()).await,
+            Some(Err(e)) => warn!("management API socket: {e}"),
+            None => {}
+        }
+    };
+    let http = async {
+        match http.map(|(l, t)| TcpListener::from_std(l).map(|l| (l, t))) {
+            Some(Ok((l, token))) => serve_http(l, token, live.clone()).await,
+            Some(Err(e)) => warn!("management API over HTTP: {e}"),
+            None => {}
+        }
+    };
+    tokio::join!(unix, http);
+}
+
 /// Serves the API on `listener` until the task is dropped; removes the
 /// socket file then.
-pub async fn serve(listener: UnixListener, path: PathBuf, live: Arc<Live>) {
+async fn serve(listener: UnixListener, path: PathBuf, live: Arc<Live>) {
     struct Unlink(PathBuf);
     impl Drop for Unlink {
         fn drop(&mut self) {
@@ -73,7 +217,7 @@ pub async fn serve(listener: UnixListener, path: PathBuf, live: Arc<Live>) {
 
 /// Serves the API over HTTP on a loopback `listener` until the task is
 /// dropped; a request without `token` is answered 401.
-pub async fn serve_http(listener: TcpListener, token: Token, live: Arc<Live>) {
+async fn serve_http(listener: TcpListener, token: Token, live: Arc<Live>) {
     let accept = || async { listener.accept().await.map(|(s, _)| s) };
     accept_loop(accept, live, Some(Arc::new(token))).await;
 }

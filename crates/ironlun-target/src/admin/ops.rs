@@ -150,21 +150,28 @@ impl From<Outcome> for Answer {
 /// it off the async threads.
 pub fn run(live: &Live, req: Request) -> Result<Answer, OpError> {
     let (dry, force) = (req.dry_run, req.force);
-    let edit_op = |f: &dyn Fn(&mut toml_edit::DocumentMut) -> Result<(), EditError>| {
+    type Edit<'a> = &'a dyn Fn(&mut toml_edit::DocumentMut) -> Result<(), EditError>;
+    let edit_op = |f: Edit| {
         live.apply_edit(f, dry, force)
             .map(Answer::from)
             .map_err(OpError::from)
     };
+    // An operation on one target: checked alone (live::scoped).
+    let target_op = |name: &str, f: Edit| {
+        live.apply_target_edit(name, f, dry, force)
+            .map(Answer::from)
+            .map_err(OpError::from)
+    };
     match req.op {
-        Op::AddTarget { name, luns } => edit_op(&|d| edit::add_target(d, &name, &luns)),
-        Op::RemoveTarget { name } => edit_op(&|d| edit::remove_target(d, &name)),
+        Op::AddTarget { name, luns } => target_op(&name, &|d| edit::add_target(d, &name, &luns)),
+        Op::RemoveTarget { name } => target_op(&name, &|d| edit::remove_target(d, &name)),
         Op::SetTarget {
             name,
             alias,
             allow,
             chap,
             default_map,
-        } => edit_op(&|d| {
+        } => target_op(&name, &|d| {
             let text = |v: &Option<String>| {
                 v.as_ref()
                     .map(|s| (!s.is_empty()).then(|| value(s.as_str())))
@@ -183,18 +190,18 @@ pub fn run(live: &Live, req: Request) -> Result<Answer, OpError> {
             }
             Ok(())
         }),
-        Op::AddLun { target, spec, lun } => {
-            edit_op(&|d| edit::add_lun(d, &target, lun, &spec).map(drop))
-        }
-        Op::RemoveLun { target, lun } => edit_op(&|d| edit::remove_lun(d, &target, lun)),
-        Op::ResizeLun { target, lun, size } => {
-            edit_op(&|d| edit::edit_lun_spec(d, &target, lun, |s| edit::spec_with_size(s, &size)))
-        }
+        Op::AddLun { target, spec, lun } => target_op(&target, &|d| {
+            edit::add_lun(d, &target, lun, &spec).map(drop)
+        }),
+        Op::RemoveLun { target, lun } => target_op(&target, &|d| edit::remove_lun(d, &target, lun)),
+        Op::ResizeLun { target, lun, size } => target_op(&target, &|d| {
+            edit::edit_lun_spec(d, &target, lun, |s| edit::spec_with_size(s, &size))
+        }),
         Op::SetReadOnly {
             target,
             lun,
             read_only,
-        } => edit_op(&|d| {
+        } => target_op(&target, &|d| {
             edit::edit_lun_spec(d, &target, lun, |s| {
                 Ok(edit::spec_with_read_only(s, read_only))
             })
@@ -204,9 +211,11 @@ pub fn run(live: &Live, req: Request) -> Result<Answer, OpError> {
             name,
             luns,
             chap,
-        } => edit_op(&|d| edit::set_initiator(d, &target, &name, luns.as_deref(), chap.as_deref())),
+        } => target_op(&target, &|d| {
+            edit::set_initiator(d, &target, &name, luns.as_deref(), chap.as_deref())
+        }),
         Op::RemoveInitiator { target, name } => {
-            edit_op(&|d| edit::remove_initiator(d, &target, &name))
+            target_op(&target, &|d| edit::remove_initiator(d, &target, &name))
         }
         Op::AddPortal { addr } => edit_op(&|d| edit::add_portal(d, addr)),
         Op::RemovePortal { addr } => edit_op(&|d| edit::remove_portal(d, addr)),

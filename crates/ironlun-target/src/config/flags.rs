@@ -3,6 +3,7 @@
 //! from a file with flags on top.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use ironlun_proto::params::Offers;
 
@@ -90,7 +91,7 @@ impl Config {
         }
         Ok(Config {
             listen: vec![default_listen()],
-            targets: vec![TargetConfig {
+            targets: vec![Arc::new(TargetConfig {
                 name,
                 alias: None,
                 portal_group_tag: 1,
@@ -101,7 +102,7 @@ impl Config {
                 acl: Acl::default(),
                 initiators: Vec::new(),
                 default_map: DefaultMap::All,
-            }],
+            })],
             limits: Limits::default(),
             log: None,
             source: None,
@@ -274,7 +275,7 @@ impl Overrides {
         if self.chap.is_some() || self.mutual_chap.is_some() {
             let policy = flags_policy(self.chap.as_deref(), self.mutual_chap.as_deref())?;
             for t in &mut cfg.targets {
-                t.chap = policy.clone();
+                Arc::make_mut(t).chap = policy.clone();
             }
             cfg.discovery_chap = policy;
         }
@@ -285,13 +286,13 @@ impl Overrides {
                     .map_err(|e| ConfigError::invalid("--allow", e))?;
             }
             for t in &mut cfg.targets {
-                t.acl = acl.clone();
+                Arc::make_mut(t).acl = acl.clone();
             }
         }
         if let Some(qd) = self.queue_depth {
             check_queue_depth("--queue-depth", qd)?;
             for t in &mut cfg.targets {
-                t.queue_depth = qd;
+                Arc::make_mut(t).queue_depth = qd;
             }
         }
         Ok(())

@@ -15,6 +15,7 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use ironlun_proto::chap::ChapPolicy;
 use ironlun_proto::params::Offers;
@@ -38,8 +39,8 @@ pub use initiators::{DefaultMap, InitiatorEntry, MappedLun};
 pub use io_engine::{IoEngine, UnknownIoEngine};
 pub use limits::{Limits, TcpTuning};
 pub use lun_spec::{BackendSpec, LunSpec, LunSpecError, LunSpecProblem};
-pub use names::{default_target_name, validate_iscsi_name, NameError};
-pub(crate) use toml_file::error_line;
+pub use names::{default_target_name, validate_iscsi_name, NameError, NameKey};
+pub(crate) use toml_file::{check_stores_unshared, error_line};
 
 /// Default portal (RFC 7143 §13.8: 3260 is the well-known port).
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:3260";
@@ -61,7 +62,9 @@ pub const MAX_QUEUE_DEPTH: u32 = 4096;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     pub listen: Vec<SocketAddr>,
-    pub targets: Vec<TargetConfig>,
+    /// Shared: a change copies the list, not the targets it leaves
+    /// alone, and compares those by pointer first.
+    pub targets: Vec<Arc<TargetConfig>>,
     pub limits: Limits,
     /// Log filter (tracing `EnvFilter` syntax), if set in the file.
     pub log: Option<String>,

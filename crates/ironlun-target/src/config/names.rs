@@ -31,6 +31,34 @@ pub fn validate_iscsi_name(name: &str) -> Result<(), NameError> {
     Ok(())
 }
 
+/// An iSCSI name as a map key: equal and hashed without regard to ASCII
+/// case (names are compared case-insensitively, RFC 7143 §4.2.7.1),
+/// without making a lower-case copy.
+#[derive(Clone, Copy, Debug)]
+pub struct NameKey<'a>(pub &'a str);
+
+impl PartialEq for NameKey<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.eq_ignore_ascii_case(other.0)
+    }
+}
+
+impl Eq for NameKey<'_> {}
+
+impl std::hash::Hash for NameKey<'_> {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        let mut buf = [0u8; 64];
+        for chunk in self.0.as_bytes().chunks(buf.len()) {
+            if let Some(b) = buf.get_mut(..chunk.len()) {
+                b.copy_from_slice(chunk);
+                b.make_ascii_lowercase();
+                h.write(b);
+            }
+        }
+        h.write_usize(self.0.len());
+    }
+}
+
 /// Checks the name given at `key` (`--name`, `target[0].name`).
 pub(crate) fn check_name(key: &str, name: &str) -> Result<(), super::ConfigError> {
     validate_iscsi_name(name).map_err(|source| super::ConfigError::Name {

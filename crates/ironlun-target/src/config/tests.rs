@@ -399,6 +399,38 @@ fn bad_names_say_where_and_which() {
 }
 
 #[test]
+fn name_keys_ignore_ascii_case_at_any_length() {
+    use std::collections::HashMap;
+    let long = format!("iqn.2026-11.test:{}", "Ab".repeat(60));
+    let upper = long.to_ascii_uppercase();
+    let mut m = HashMap::new();
+    m.insert(NameKey("iqn.2026-11.test:Disk"), 1);
+    m.insert(NameKey(&long), 2);
+    assert_eq!(m.get(&NameKey("IQN.2026-11.TEST:disk")), Some(&1));
+    assert_eq!(m.get(&NameKey(&upper)), Some(&2));
+    assert_eq!(m.get(&NameKey("iqn.2026-11.test:disk2")), None);
+    assert_eq!(m.get(&NameKey(&long[..long.len() - 1])), None);
+}
+
+#[test]
+fn a_store_serves_one_lun_only() {
+    let file = |n: u16| format!("[[target.lun]]\nnumber = {n}\nspec = \"file:/srv/a.img\"\n");
+    let other = TARGET.replace("test:t", "test:u");
+    let (m, _) = text_error(&format!("{TARGET}{LUN}{}{other}{}", file(1), file(0)));
+    mentions(
+        &m,
+        "target iqn.2026-11.test:u LUN 0: /srv/a.img is already the store of target iqn.2026-11.test:t LUN 1",
+    );
+    let (m, _) = text_error(&format!("{TARGET}{}{}", file(0), file(1)));
+    mentions(&m, "target iqn.2026-11.test:t LUN 1: /srv/a.img is already the store of target iqn.2026-11.test:t LUN 0");
+    let b = format!(
+        "{TARGET}{}{other}[[target.lun]]\nspec = \"file:/srv/b.img\"\n",
+        file(0)
+    );
+    Config::from_toml(&b, None).unwrap();
+}
+
+#[test]
 fn lun_mistakes_name_target_and_lun() {
     let (m, e) = file_error(&format!(
         "{TARGET}{LUN}[[target.lun]]\nspec = \"ram:1M,bs=1024\"\n"

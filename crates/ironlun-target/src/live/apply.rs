@@ -10,7 +10,8 @@ use tracing::{info, warn};
 
 use super::diff::{Change, Plan};
 use super::portals::Portals;
-use crate::config::{Config, ConfigError, TargetConfig};
+use super::shared::{middle, shared_ends};
+use crate::config::{Config, ConfigError, NameKey, TargetConfig};
 use crate::registry::{Registry, SessionSignal, Target};
 use crate::server::{build_lu, listen, BindError};
 use crate::state_file::StateFile;
@@ -135,6 +136,7 @@ fn target_cfg<'a>(cfg: &'a Config, name: &str) -> Option<&'a TargetConfig> {
     cfg.targets
         .iter()
         .find(|t| t.name.eq_ignore_ascii_case(name))
+        .map(|t| &**t)
 }
 
 /// Binds added portals (all or none).
@@ -183,27 +185,46 @@ fn resize(registry: &Registry, plan: &Plan) -> Result<(), ApplyError> {
     Ok(())
 }
 
-/// The new targets: logical units that stay are the running ones.
+/// The new targets: a target whose configuration is the same is the
+/// running one, unchanged (its LUN maps are not built again); in the
+/// others, logical units that stay are the running ones.
 fn targets(registry: &Registry, new: &Config, opened: &NewLus) -> Vec<Arc<Target>> {
-    new.targets
+    let snapshot = registry.targets();
+    // The running targets share their configurations with the running
+    // configuration: those `new` shares at both ends stay as they are.
+    let ends = shared_ends(&snapshot, &new.targets, |r, t| Arc::ptr_eq(&r.cfg, t));
+    let (head, tail) = ends;
+    let running: HashMap<NameKey<'_>, &Arc<Target>> = middle(&snapshot, ends)
         .iter()
-        .map(|t| {
-            let running = registry.find(&t.name);
-            let luns = t
-                .luns
-                .iter()
-                .filter_map(|l| {
-                    let key = (t.name.to_ascii_lowercase(), l.number);
-                    let lu = opened
-                        .get(&key)
-                        .cloned()
-                        .or_else(|| running.as_ref()?.luns.get(l.number).cloned())?;
-                    Some((l.number, lu))
-                })
-                .collect();
-            Arc::new(Target::new(t.clone(), Arc::new(LunMap::new(luns))))
+        .map(|t| (NameKey(&t.cfg.name), t))
+        .collect();
+    let changed =
+        middle(&new.targets, ends)
+            .iter()
+            .map(|t| match running.get(&NameKey(&t.name)).copied() {
+                Some(r) if Arc::ptr_eq(&r.cfg, t) || r.cfg == *t => r.clone(),
+                r => Arc::new(rebuilt(t, r, opened)),
+            });
+    let first = snapshot.iter().take(head).cloned();
+    let last = snapshot.iter().skip(snapshot.len() - tail).cloned();
+    first.chain(changed).chain(last).collect()
+}
+
+/// Target `t` over the LUs opened for it and the running ones it keeps.
+fn rebuilt(t: &Arc<TargetConfig>, running: Option<&Arc<Target>>, opened: &NewLus) -> Target {
+    let luns = t
+        .luns
+        .iter()
+        .filter_map(|l| {
+            let key = (t.name.to_ascii_lowercase(), l.number);
+            let lu = opened
+                .get(&key)
+                .cloned()
+                .or_else(|| running?.luns.get(l.number).cloned())?;
+            Some((l.number, lu))
         })
-        .collect()
+        .collect();
+    Target::new(t.clone(), Arc::new(LunMap::new(luns)))
 }
 
 /// The logical units a change removes, with their target and number.
@@ -278,3 +299,6 @@ fn forget(new: &Config, removed: Vec<(String, u16, Arc<LogicalUnit>)>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

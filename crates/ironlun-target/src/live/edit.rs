@@ -43,7 +43,7 @@ fn targets_mut(doc: &mut DocumentMut) -> Result<&mut ArrayOfTables, EditError> {
         .ok_or_else(|| EditError::Shape("`target` is not an array of tables ([[target]])".into()))
 }
 
-fn name_is(t: &Table, name: &str) -> bool {
+pub(super) fn name_is(t: &Table, name: &str) -> bool {
     t.get("name")
         .and_then(Item::as_str)
         .is_some_and(|n| n.eq_ignore_ascii_case(name))
