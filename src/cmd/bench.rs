@@ -334,11 +334,9 @@ pub async fn run(a: BenchArgs) -> Result<(), String> {
     };
     let results = run_all(&ws, &luns, a.verify, a.repeat, probe).await?;
     let clean = results.iter().all(WorkloadResult::clean);
-    let target = a.urls.first().map(|u| match relays.first() {
-        Some(r) => format!("{u} via an emulated link: {}", r.spec().describe()),
-        None => u.clone(),
-    });
-    let rep = report(results, target);
+    let mut rep = report(results, a.urls.first().cloned());
+    rep.link = relays.first().map(|r| r.spec().describe());
+    rep.luns = luns::info(&luns);
     write_outputs(&rep, a.json.as_ref(), a.csv.as_ref())?;
     luns::close(&luns).await;
     if clean {

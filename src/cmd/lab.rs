@@ -68,7 +68,7 @@ pub fn run(a: LabArgs) -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(|e| format!("runtime: {e}"))?;
-    let results = rt.block_on(async {
+    let (results, lun_info) = rt.block_on(async {
         let label = format!("iscsi://{portal}/{name}/0");
         let opts = SessionOptions::default();
         let lun = luns::open(Route::Portal(&portal), &name, 0, &opts, label, Slice::WHOLE).await?;
@@ -76,19 +76,20 @@ pub fn run(a: LabArgs) -> Result<(), String> {
         let probe: TargetCpuProbe = ironlun_bench::cpu::threads_probe(TARGET_THREADS);
         let r = bench::run_all(&ws, &luns, false, 1, Some(probe)).await;
         luns::close(&luns).await;
-        r
+        r.map(|r| (r, luns::info(&luns)))
     })?;
     drop(rt);
     // Stops the target: initiators asked to log out, LUNs flushed.
     drop(target);
-    let rep = bench::report(
+    let mut rep = bench::report(
         results,
         Some(format!("in-process ironlun target, ram:{size}")),
     );
+    rep.luns = lun_info;
     let json = a.out.join("lab.json");
     let html = a.out.join("report.html");
     bench::write_outputs(&rep, Some(&json), None)?;
-    std::fs::write(&html, report::html(std::slice::from_ref(&rep))?)
+    std::fs::write(&html, report::html(std::slice::from_ref(&rep)))
         .map_err(|e| format!("{}: {e}", html.display()))?;
     outln!("results: {}", json.display());
     outln!("report:  {}", html.display());

@@ -1,11 +1,15 @@
 //! `ironlun report`: one HTML page with charts from bench and lab JSON
-//! results.
+//! results; several files overlay, one colour per file, each named by
+//! its file name.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use ironlun_bench::report::{self, Run};
 
 #[derive(clap::Args)]
 pub struct ReportArgs {
-    /// JSON results written by `ironlun bench --json` or `ironlun lab`.
+    /// JSON results written by `ironlun bench --json` or `ironlun lab`;
+    /// several are overlaid for comparison.
     #[arg(required = true)]
     pub results: Vec<PathBuf>,
     /// The HTML file to write.
@@ -13,15 +17,24 @@ pub struct ReportArgs {
     pub output: PathBuf,
 }
 
+/// A run's name: its file name without the extension.
+fn name(p: &Path) -> String {
+    p.file_stem().map_or_else(
+        || p.display().to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    )
+}
+
 pub fn run(a: ReportArgs) -> Result<(), String> {
-    let mut reports = Vec::new();
-    for p in &a.results {
+    let names = report::distinct_names(a.results.iter().map(|p| name(p)).collect());
+    let mut runs = Vec::new();
+    for (p, name) in a.results.iter().zip(names) {
         let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        let r =
+        let report =
             ironlun_bench::output::read_json(&text).map_err(|e| format!("{}: {e}", p.display()))?;
-        reports.push(r);
+        runs.push(Run { name, report });
     }
-    let html = ironlun_bench::report::html(&reports)?;
+    let html = report::compare(&runs);
     std::fs::write(&a.output, html).map_err(|e| format!("{}: {e}", a.output.display()))?;
     outln!("report: {}", a.output.display());
     Ok(())

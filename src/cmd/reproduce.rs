@@ -92,7 +92,7 @@ pub fn run(a: ReproduceArgs) -> Result<(), String> {
     std::fs::write(&html, r.html()?).map_err(|e| format!("{}: {e}", html.display()))?;
     if !r.workloads.is_empty() {
         let w = a.out.join(format!("{name}-workloads.html"));
-        let page = ironlun_bench::report::html(&r.workload_reports())?;
+        let page = ironlun_bench::report::html(&r.workload_reports());
         std::fs::write(&w, page).map_err(|e| format!("{}: {e}", w.display()))?;
         outln!("workload charts: {}", w.display());
     }

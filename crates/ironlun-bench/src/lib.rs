@@ -7,7 +7,8 @@
 //! as several sessions each with its own slice), the engine that runs
 //! workloads over the ironlun initiator, metrics (HDR
 //! latency histograms, per-second series, host/process CPU from /proc,
-//! zone rates), data verification, and the table/JSON/CSV/HTML outputs.
+//! zone rates), data verification, and the table/JSON/CSV outputs and
+//! the HTML report (SVG charts drawn by `report`, runs overlaid).
 //!
 //! **Must not know:** iSCSI PDUs or negotiation (the initiator crate owns
 //! them), or how a target works inside; a target's CPU reaches it only
@@ -34,5 +35,5 @@ pub mod timer;
 pub mod verify;
 
 pub use engine::{run, LunTarget, Path, RunOptions, Slice, TargetCpuProbe};
-pub use result::{RunReport, WorkloadResult};
+pub use result::{LunInfo, RunReport, WorkloadResult};
 pub use spec::{AccessLine, SeekRange, Workload, WorkloadFile};

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use ironlun_initiator::{isid_for, open_lun, open_lun_paths, PathPolicy, SessionOptions};
 
 use crate::engine::{LunTarget, Path, Slice};
+use crate::result::LunInfo;
 
 /// How a LUN is reached.
 #[derive(Clone, Copy, Debug)]
@@ -85,6 +86,18 @@ pub async fn open_sessions(
         out.push(open(Route::Portal(portal), target, lun, &o, name, slice).await?);
     }
     Ok(out)
+}
+
+/// What a results file says of the LUNs a run drove: each label with
+/// the capacity the target reported.
+pub fn info(luns: &[LunTarget]) -> Vec<LunInfo> {
+    luns.iter()
+        .map(|l| LunInfo {
+            label: l.label.clone(),
+            blocks: l.capacity.blocks,
+            block_size: l.capacity.block_size,
+        })
+        .collect()
 }
 
 /// Logs out of every session of `luns`.

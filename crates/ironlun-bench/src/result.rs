@@ -33,6 +33,32 @@ impl Latency {
             max: ns(h.max()),
         }
     }
+
+    /// The latency at percentiles spread evenly over a log scale of
+    /// 1/(1-p), from the median to 99.999 % (1, 1.25, 1.6, 2, 2.5, 3.2,
+    /// 4, 5, 6.3 and 8 per decade of 1/(1-p)), for the report's
+    /// exceedance plot: (percentile %, µs). A percentile needs at least
+    /// 1/(1-p) samples, so a run of N I/Os stops at 1 - 1/N.
+    pub fn curve(h: &hdrhistogram::Histogram<u64>) -> Vec<(f64, f64)> {
+        const STEPS: [f64; 10] = [1.0, 1.25, 1.6, 2.0, 2.5, 3.2, 4.0, 5.0, 6.3, 8.0];
+        let n = h.len() as f64;
+        let mut out = Vec::new();
+        for decade in 0..5 {
+            for s in STEPS {
+                let r = s * 10f64.powi(decade);
+                if r < 2.0 || r > n {
+                    continue;
+                }
+                let q = 1.0 - 1.0 / r;
+                out.push((q * 100.0, h.value_at_quantile(q) as f64 / 1000.0));
+            }
+        }
+        if n >= 1e5 {
+            let q = 1.0 - 1e-5;
+            out.push((q * 100.0, h.value_at_quantile(q) as f64 / 1000.0));
+        }
+        out
+    }
 }
 
 /// CPU use over the measured interval.
@@ -113,6 +139,10 @@ pub struct WorkloadResult {
     pub series: Vec<Second>,
     /// Latency histogram for charts: (upper bound µs, count) on a log scale.
     pub histogram_us: Vec<(f64, u64)>,
+    /// Latency percentiles for the exceedance plot, (percentile %, µs)
+    /// ([`Latency::curve`]); empty in files written before it existed.
+    #[serde(default)]
+    pub percentiles_us: Vec<(f64, f64)>,
     pub zones: Option<Vec<ZoneRate>>,
     pub workload: Workload,
 }
@@ -140,7 +170,22 @@ pub struct RunReport {
     pub started: String,
     pub host: HostInfo,
     pub target: Option<String>,
+    /// The emulated link between the load generator and the target, when
+    /// there was one (`None`: the host's own network).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
+    /// The LUNs the run drove, as the target reported them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub luns: Vec<LunInfo>,
     pub workloads: Vec<WorkloadResult>,
+}
+
+/// One LUN a run drove: its label (URL) and its capacity.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LunInfo {
+    pub label: String,
+    pub blocks: u64,
+    pub block_size: u32,
 }
 
 impl RunReport {
@@ -158,6 +203,8 @@ impl RunReport {
             started,
             host: HostInfo::detect(),
             target,
+            link: None,
+            luns: Vec::new(),
             workloads,
         }
     }

@@ -48,6 +48,7 @@ pub(super) fn workload_result(
         verify: verify_report(issuer),
         series: meter.series,
         histogram_us: log_buckets(&meter.all),
+        percentiles_us: Latency::curve(&meter.all),
         zones,
         workload: w.clone(),
     }

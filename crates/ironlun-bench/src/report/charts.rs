@@ -1,0 +1,270 @@
+//! The report's charts, from results: per workload the latency
+//! exceedance plot, IOPS and p99 latency over time and the zone rates;
+//! across workloads the overview bars. Each overlays every run that has
+//! the workload, one colour per run.
+
+use super::axis::{exceedance_r, Axis};
+use super::bars::Bars;
+use super::format;
+use super::svg::{Line, Plot};
+use crate::result::WorkloadResult;
+
+/// One workload as measured by some of the runs: (run index, result).
+pub struct Group<'a> {
+    pub name: &'a str,
+    pub results: Vec<(usize, &'a WorkloadResult)>,
+}
+
+impl Group<'_> {
+    /// The group's lines: per run, `points` of its result with tooltips.
+    fn lines<F>(&self, runs: &[String], points: F) -> Vec<Line>
+    where
+        F: Fn(&WorkloadResult) -> Vec<(f64, f64, String)>,
+    {
+        self.results
+            .iter()
+            .map(|&(run, r)| {
+                let name = runs.get(run).map_or("?", String::as_str);
+                let pts = points(r);
+                Line {
+                    run,
+                    points: pts.iter().map(|p| (p.0, p.1)).collect(),
+                    tips: pts
+                        .into_iter()
+                        .map(|p| format!("{name}: {}", p.2))
+                        .collect(),
+                }
+            })
+            .collect()
+    }
+}
+
+/// (percentile %, µs) of a result: its curve, or for files written
+/// before the curve existed, the percentiles of its summary.
+pub fn percentiles(r: &WorkloadResult) -> Vec<(f64, f64)> {
+    if !r.percentiles_us.is_empty() {
+        return r.percentiles_us.clone();
+    }
+    let l = &r.latency_us;
+    let all = [
+        (50.0, l.p50),
+        (90.0, l.p90),
+        (99.0, l.p99),
+        (99.9, l.p999),
+        (99.99, l.p9999),
+    ];
+    // A percentile beyond 1 - 1/N of N I/Os repeats the maximum.
+    let n = r.ios as f64;
+    all.into_iter()
+        .filter(|&(p, v)| v > 0.0 && exceedance_r(p) <= n.max(2.0))
+        .collect()
+}
+
+/// A latency axis for values from `min` to `max` µs: log scale when they
+/// span more than a factor of five, else linear from zero.
+fn latency_axis(min: f64, max: f64, title: &str) -> Axis {
+    if min > 0.0 && max / min > 5.0 {
+        Axis::log(min, max, format::latency_us, title)
+    } else {
+        Axis::from_zero(max, format::latency_us, title)
+    }
+}
+
+fn extent(lines: &[Line], y: bool) -> (f64, f64) {
+    let vals = lines
+        .iter()
+        .flat_map(|l| l.points.iter().map(move |p| if y { p.1 } else { p.0 }));
+    vals.fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
+        (if v > 0.0 { lo.min(v) } else { lo }, hi.max(v))
+    })
+}
+
+/// Latency against percentile, 1/(1-p) on a log scale: the tail at a
+/// glance, and where runs part.
+pub fn exceedance(g: &Group<'_>, runs: &[String]) -> String {
+    let lines = g.lines(runs, |r| {
+        percentiles(r)
+            .into_iter()
+            .map(|(p, us)| {
+                let tip = format!("p{} = {}", format::percentile(p), format::latency_us(us));
+                (exceedance_r(p), us, tip)
+            })
+            .collect()
+    });
+    let (min, max) = extent(&lines, true);
+    let (_, max_r) = extent(&lines, false);
+    Plot {
+        kind: "exceedance",
+        title: format!("{}: latency by percentile", g.name),
+        x: Axis::exceedance(max_r),
+        y: latency_axis(min, max, "latency"),
+        lines,
+        runs,
+    }
+    .svg()
+}
+
+/// The axis of seconds into the measured interval.
+fn time_axis(lines: &[Line]) -> Axis {
+    let (_, end) = extent(lines, false);
+    Axis::over(0.0, end.max(1.0), format::seconds, "time into the run")
+}
+
+/// Completed I/Os per second of the measured interval.
+pub fn iops_over_time(g: &Group<'_>, runs: &[String]) -> String {
+    let lines = g.lines(runs, |r| {
+        r.series
+            .iter()
+            .map(|s| {
+                let t = f64::from(s.t) + 1.0;
+                (t, s.iops, format!("{t} s: {} IOPS", format::count(s.iops)))
+            })
+            .collect()
+    });
+    let (_, max) = extent(&lines, true);
+    Plot {
+        kind: "iops",
+        title: format!("{}: IOPS over time", g.name),
+        x: time_axis(&lines),
+        y: Axis::from_zero(max, format::count, "IOPS"),
+        lines,
+        runs,
+    }
+    .svg()
+}
+
+/// Each second's 99th percentile latency.
+pub fn latency_over_time(g: &Group<'_>, runs: &[String]) -> String {
+    let lines = g.lines(runs, |r| {
+        r.series
+            .iter()
+            .map(|s| {
+                let t = f64::from(s.t) + 1.0;
+                let tip = format!("{t} s: p99 {}", format::latency_us(s.p99_us));
+                (t, s.p99_us, tip)
+            })
+            .collect()
+    });
+    let (_, max) = extent(&lines, true);
+    Plot {
+        kind: "latency",
+        title: format!("{}: p99 latency per second", g.name),
+        x: time_axis(&lines),
+        y: Axis::from_zero(max, format::latency_us, "p99 latency"),
+        lines,
+        runs,
+    }
+    .svg()
+}
+
+/// The transfer rate across the LUN (sustained-rate workloads), when any
+/// run measured zones.
+pub fn zones(g: &Group<'_>, runs: &[String]) -> Option<String> {
+    if g.results.iter().all(|(_, r)| r.zones.is_none()) {
+        return None;
+    }
+    let lines = g.lines(runs, |r| {
+        r.zones
+            .iter()
+            .flatten()
+            .map(|z| {
+                let at = z.start_byte as f64;
+                let tip = format!("{}: {:.1} MB/s", format::bytes(at), z.mb_per_s);
+                (at, z.mb_per_s, tip)
+            })
+            .collect()
+    });
+    let (_, end) = extent(&lines, false);
+    let (_, max) = extent(&lines, true);
+    Some(
+        Plot {
+            kind: "zones",
+            title: format!("{}: MB/s across the LUN", g.name),
+            x: Axis::over_bytes(0.0, end.max(1.0), format::bytes, "zone start"),
+            y: Axis::from_zero(max, format::count, "MB/s (10⁶ B/s)"),
+            lines,
+            runs,
+        }
+        .svg(),
+    )
+}
+
+/// Bars of one figure of every workload, a bar per run.
+fn bars<'r>(
+    kind: &'static str,
+    title: &str,
+    unit: &str,
+    fmt: fn(f64) -> String,
+    groups: &[Group<'_>],
+    runs: &'r [String],
+    value: fn(&WorkloadResult) -> Option<f64>,
+) -> Bars<'r> {
+    let values = groups
+        .iter()
+        .map(|g| {
+            (0..runs.len())
+                .map(|run| {
+                    g.results
+                        .iter()
+                        .find(|(i, _)| *i == run)
+                        .and_then(|(_, r)| value(r))
+                })
+                .collect()
+        })
+        .collect();
+    Bars {
+        kind,
+        title: title.into(),
+        unit: unit.into(),
+        fmt,
+        groups: groups.iter().map(|g| g.name.to_owned()).collect(),
+        values,
+        runs,
+        rule: None,
+        limit: None,
+    }
+}
+
+/// The overview: IOPS, MB/s, p99 latency and host CPU of every workload.
+pub fn overview(groups: &[Group<'_>], runs: &[String]) -> Vec<String> {
+    let iops = bars(
+        "bars-iops",
+        "IOPS",
+        "I/Os per second",
+        format::count,
+        groups,
+        runs,
+        |r| Some(r.iops),
+    );
+    let mbs = bars(
+        "bars-mbs",
+        "Throughput",
+        "MB/s (10⁶ B/s)",
+        format::count,
+        groups,
+        runs,
+        |r| Some(r.mb_per_s),
+    );
+    let p99 = bars(
+        "bars-p99",
+        "p99 latency",
+        "latency",
+        format::latency_us,
+        groups,
+        runs,
+        |r| (r.ios > 0).then_some(r.latency_us.p99),
+    );
+    let mut cpu = bars(
+        "bars-cpu",
+        "Host CPU",
+        "% of all CPUs",
+        format::pct,
+        groups,
+        runs,
+        |r| r.cpu.initiator_pct,
+    );
+    // The "acceptable" initiator CPU of the initiator study.
+    cpu.rule = Some((8.0, "8 %".into()));
+    cpu.limit = Some(100.0);
+    [iops, mbs, p99, cpu].iter().map(Bars::svg).collect()
+}

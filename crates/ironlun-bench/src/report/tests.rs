@@ -1,0 +1,235 @@
+//! The page from fabricated results: runs overlay, every chart has each
+//! run's points, older files still render, nothing is fetched.
+
+use super::*;
+use crate::result::{Cpu, HostInfo, Latency, Second, WorkloadResult, ZoneRate};
+use crate::spec::{AccessLine, Workload};
+
+fn result(name: &str, scale: f64, seconds: u32) -> WorkloadResult {
+    let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1_000, 60_000_000_000, 3).unwrap();
+    for i in 0..20_000u64 {
+        // 50 µs to about 5 ms, a long tail.
+        h.record(((50_000 + i * i / 4_000) as f64 * scale) as u64)
+            .unwrap();
+    }
+    let latency = Latency::from_histogram(&h);
+    WorkloadResult {
+        name: name.into(),
+        description: "a test workload".into(),
+        luns: vec!["iscsi://127.0.0.1:3260/iqn.x:y/0".into()],
+        elapsed_s: f64::from(seconds),
+        ios: h.len(),
+        read_ios: h.len(),
+        write_ios: 0,
+        iops: 20_000.0 / scale,
+        read_iops: 20_000.0 / scale,
+        write_iops: 0.0,
+        mb_per_s: 80.0 / scale,
+        mib_per_s: 76.3 / scale,
+        read_mb_per_s: 80.0 / scale,
+        write_mb_per_s: 0.0,
+        transaction_time_us: latency.mean,
+        latency_us: latency.clone(),
+        read_latency_us: latency,
+        write_latency_us: Latency::default(),
+        cpu: Cpu {
+            initiator_pct: Some(12.0),
+            ..Cpu::default()
+        },
+        errors: 0,
+        error_samples: Vec::new(),
+        verify: None,
+        series: (0..seconds)
+            .map(|t| Second {
+                t,
+                iops: 20_000.0 / scale + f64::from(t) * 10.0,
+                read_iops: 20_000.0 / scale,
+                write_iops: 0.0,
+                mb_per_s: 80.0 / scale,
+                p99_us: 900.0 * scale,
+            })
+            .collect(),
+        histogram_us: Vec::new(),
+        percentiles_us: Latency::curve(&h),
+        zones: None,
+        workload: Workload::simple(name, "", AccessLine::simple(4096, 100, 100), 16),
+    }
+}
+
+fn report(workloads: Vec<WorkloadResult>) -> RunReport {
+    let mut r = RunReport::new(
+        "ironlun bench".into(),
+        "2026-11-24T09:00:00Z".into(),
+        Some("iscsi://127.0.0.1:3260/iqn.x:y/0".into()),
+        workloads,
+    );
+    r.host = HostInfo {
+        cpu_model: "Test CPU".into(),
+        cpus: 2,
+        kernel: "6.1.0-test".into(),
+    };
+    r
+}
+
+/// The `d` of every line path in the chart of kind `kind`, by run.
+fn paths<'a>(page: &'a str, kind: &str) -> Vec<Vec<&'a str>> {
+    let marker = format!("data-chart=\"{kind}\"");
+    page.match_indices(&marker)
+        .map(|(at, _)| {
+            let chart = &page[at..];
+            let chart = &chart[..chart.find("</svg>").unwrap()];
+            chart
+                .split("<path class=\"line\"")
+                .skip(1)
+                .map(|p| {
+                    let d = &p[p.find(" d=\"").unwrap() + 4..];
+                    &d[..d.find('"').unwrap()]
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn points(d: &str) -> usize {
+    d.matches(['M', 'L']).count()
+}
+
+#[test]
+fn two_runs_overlay_in_every_chart_in_their_colours() {
+    let runs = vec![
+        Run {
+            name: "before".into(),
+            report: report(vec![result("4k-read", 1.0, 5), result("64k-write", 2.0, 5)]),
+        },
+        Run {
+            name: "after".into(),
+            report: report(vec![result("4k-read", 0.5, 5)]),
+        },
+    ];
+    let page = compare(&runs);
+    // The 4k-read charts carry both runs, 64k-write only the first.
+    for kind in ["exceedance", "iops", "latency"] {
+        let charts = paths(&page, kind);
+        assert_eq!(charts.len(), 2, "{kind}");
+        assert_eq!(charts[0].len(), 2, "{kind}: both runs");
+        assert_eq!(charts[1].len(), 1, "{kind}: one run");
+        for d in charts.iter().flatten() {
+            assert!(points(d) >= 5, "{kind}: {d}");
+        }
+    }
+    // 20,000 samples: the curve reaches 1 - 1/20,000 (99.995 %).
+    let exceedance = &paths(&page, "exceedance")[0][0];
+    assert!(points(exceedance) >= 40, "{exceedance}");
+    assert!(page.contains("99.99%") && page.contains("99.9%"));
+    assert!(page.contains(svg::PALETTE[0]) && page.contains(svg::PALETTE[1]));
+    for name in ["before", "after"] {
+        assert!(page.contains(&format!("{name}</text>")), "legend: {name}");
+    }
+    assert!(page.contains("ironlun report: before vs after"));
+    // Overview bars: per chart, three bars (two runs of 4k-read, one of
+    // 64k-write), values in K.
+    assert_eq!(page.matches("class=\"bar\"").count(), 12);
+    assert!(page.contains(">20K</text>") && page.contains(">40K</text>"));
+    // The comparison gives the change from the first run.
+    assert!(page.contains("+100.0 %"), "IOPS doubled");
+    assert!(!page.contains("no data"));
+}
+
+#[test]
+fn the_page_fetches_nothing() {
+    let page = html(&[report(vec![result("w", 1.0, 3)])]);
+    for needle in ["http://", "https://", "src=", "href=", "@import", "url("] {
+        let hits: Vec<_> = page
+            .match_indices(needle)
+            .map(|(i, _)| &page[i.saturating_sub(30)..(i + 40).min(page.len())])
+            // The SVG namespace is a name, not a fetch.
+            .filter(|c| !c.contains("xmlns=\"http://www.w3.org/2000/svg\""))
+            .collect();
+        assert!(hits.is_empty(), "{needle}: {hits:?}");
+    }
+    assert!(page.contains("<script>") && page.contains("data-report"));
+}
+
+#[test]
+fn the_header_says_what_ran_where() {
+    let mut rep = report(vec![result("w", 1.0, 3)]);
+    rep.link = Some("RTT 10 ms, 155 Mbit/s".into());
+    let page = html(&[rep]);
+    for needle in [
+        "iscsi://127.0.0.1:3260/iqn.x:y/0",
+        "RTT 10 ms, 155 Mbit/s",
+        "Test CPU, 2 cores, Linux 6.1.0-test",
+        concat!("ironlun bench ", env!("CARGO_PKG_VERSION")),
+        "4 KiB, 100 % read, 100 % random; QD 16",
+    ] {
+        assert!(page.contains(needle), "{needle}");
+    }
+}
+
+#[test]
+fn a_file_from_before_the_curve_still_plots_its_percentiles() {
+    let mut old = result("w", 1.0, 3);
+    old.percentiles_us.clear();
+    let page = html(&[report(vec![old])]);
+    let d = &paths(&page, "exceedance")[0][0];
+    // p50, p90, p99, p99.9, p99.99 of 20,000 I/Os.
+    assert_eq!(points(d), 5, "{d}");
+}
+
+#[test]
+fn a_run_too_short_for_a_series_says_no_data() {
+    let page = html(&[report(vec![result("w", 1.0, 0)])]);
+    assert_eq!(page.matches("no data").count(), 2, "IOPS and p99 over time");
+}
+
+#[test]
+fn zones_are_drawn_across_the_lun() {
+    let mut z = result("zones", 1.0, 2);
+    z.zones = Some(
+        (0..8)
+            .map(|i| ZoneRate {
+                zone: i,
+                start_byte: u64::from(i) << 30,
+                mb_per_s: 100.0 - f64::from(i),
+            })
+            .collect(),
+    );
+    let page = html(&[report(vec![z])]);
+    let d = &paths(&page, "zones")[0][0];
+    assert_eq!(points(d), 8);
+    assert!(page.contains("4 GiB"), "the axis is in binary units");
+}
+
+#[test]
+fn names_are_made_distinct_and_reports_named_by_target() {
+    assert_eq!(
+        distinct_names(vec!["a".into(), "a".into(), "b".into(), "a".into()]),
+        ["a", "a (2)", "b", "a (3)"]
+    );
+    let mut one = report(vec![result("w", 1.0, 2)]);
+    one.target = Some("first set".into());
+    let mut two = report(vec![result("w", 1.0, 2)]);
+    two.target = Some("second set".into());
+    let page = html(&[one.clone(), two]);
+    assert!(page.contains("ironlun report: first set vs second set"));
+    let page = html(&[one.clone(), one]);
+    assert!(page.contains("ironlun report: run 1 vs run 2"));
+}
+
+#[test]
+fn the_curve_spreads_over_the_nines_and_stops_at_the_samples() {
+    let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1_000, 60_000_000_000, 3).unwrap();
+    for i in 1..=1000u64 {
+        h.record(i * 1_000).unwrap();
+    }
+    let c = Latency::curve(&h);
+    // 1/(1-p) from 2 to 1000, ten steps a decade.
+    assert_eq!(c.first().map(|p| p.0), Some(50.0));
+    assert!((c.last().unwrap().0 - 99.9).abs() < 1e-9, "{c:?}");
+    assert_eq!(c.len(), 28, "{c:?}");
+    assert!(
+        (c[0].1 - 500.0).abs() <= 1.0,
+        "p50 of 1 to 1000 µs is 500 µs: {c:?}"
+    );
+    assert!(c.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1));
+}
