@@ -18,8 +18,11 @@ apt_install() {
 # libiscsi's tools and test suite, qemu-img with its iSCSI driver, tgt
 # (the peer target), iperf3 (the loopback wire rate), fio (the disk's
 # own rate, benches/compare-local), systemd-analyze (the unit in dist/,
-# tests/e2e_service.rs) and what cargo deb runs (objcopy and strip to
-# split off the debug symbols, dpkg-shlibdeps for the dependencies).
+# tests/e2e_service.rs), what cargo deb runs (objcopy and strip to
+# split off the debug symbols, dpkg-shlibdeps for the dependencies), and
+# headless Chromium with a font (the HTML report rendered and
+# screenshotted, tests/e2e_report.rs; without its recommends, which are
+# desktop packages).
 install_peer_tools() {
   local need=()
   command -v iscsi-test-cu >/dev/null || need+=(libiscsi-bin)
@@ -33,6 +36,10 @@ install_peer_tools() {
   if [ ${#need[@]} -gt 0 ]; then
     echo "installing: ${need[*]}"
     apt_install "${need[@]}"
+  fi
+  if ! command -v chromium >/dev/null || [ ! -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]; then
+    echo "installing: chromium fonts-dejavu-core"
+    apt_install --no-install-recommends chromium fonts-dejavu-core
   fi
   # qemu-img's iSCSI driver lives in qemu-block-extra, which must be the
   # very same version as qemu-utils. Some machines carry a newer
@@ -50,7 +57,7 @@ install_peer_tools() {
     apt_install --allow-downgrades "qemu-utils=$v" "qemu-block-extra=$v"
   fi
   local p
-  for p in tgt libiscsi-bin qemu-utils qemu-block-extra iperf3 fio systemd; do
+  for p in tgt libiscsi-bin qemu-utils qemu-block-extra iperf3 fio systemd chromium; do
     printf '%s %s  ' "$p" "$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null || echo '?')"
   done
   echo
