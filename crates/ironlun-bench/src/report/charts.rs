@@ -7,7 +7,7 @@ use super::axis::{exceedance_r, Axis};
 use super::bars::Bars;
 use super::format;
 use super::svg::{Line, Plot};
-use crate::result::WorkloadResult;
+use crate::result::{Second, WorkloadResult};
 
 /// One workload as measured by some of the runs: (run index, result).
 pub struct Group<'a> {
@@ -110,21 +110,69 @@ fn time_axis(lines: &[Line]) -> Axis {
     Axis::over(0.0, end.max(1.0), format::seconds, "time into the run")
 }
 
-/// Completed I/Os per second of the measured interval.
+/// A time series plots at most this many points per run; a longer one
+/// is drawn in equal spans of whole seconds.
+pub const MAX_TIME_POINTS: usize = 600;
+
+/// Seconds per point so that `len` seconds make at most
+/// [`MAX_TIME_POINTS`] points.
+fn span(len: usize) -> usize {
+    len.div_ceil(MAX_TIME_POINTS).max(1)
+}
+
+/// `r`'s series in spans of `span` seconds: (end of the span in seconds,
+/// `value` of its seconds combined by `combine`).
+fn spans(
+    r: &WorkloadResult,
+    span: usize,
+    value: fn(&Second) -> f64,
+    combine: fn(&[f64]) -> f64,
+) -> Vec<(f64, f64)> {
+    r.series
+        .chunks(span)
+        .filter_map(|c| {
+            let end = c.last()?;
+            let vals: Vec<f64> = c.iter().map(value).collect();
+            Some((f64::from(end.t) + 1.0, combine(&vals)))
+        })
+        .collect()
+}
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
+fn most(v: &[f64]) -> f64 {
+    v.iter().copied().fold(0.0, f64::max)
+}
+
+/// The longest series of the group, in seconds.
+fn longest(g: &Group<'_>) -> usize {
+    g.results
+        .iter()
+        .map(|(_, r)| r.series.len())
+        .max()
+        .unwrap_or(0)
+}
+
+/// Completed I/Os per second of the measured interval (the mean per
+/// second of each span in a long run).
 pub fn iops_over_time(g: &Group<'_>, runs: &[String]) -> String {
+    let k = span(longest(g));
     let lines = g.lines(runs, |r| {
-        r.series
-            .iter()
-            .map(|s| {
-                let t = f64::from(s.t) + 1.0;
-                (t, s.iops, format!("{t} s: {} IOPS", format::count(s.iops)))
-            })
+        spans(r, k, |s| s.iops, mean)
+            .into_iter()
+            .map(|(t, v)| (t, v, format!("{t} s: {} IOPS", format::count(v))))
             .collect()
     });
     let (_, max) = extent(&lines, true);
+    let title = match k {
+        1 => format!("{}: IOPS over time", g.name),
+        k => format!("{}: IOPS over time ({k} s means)", g.name),
+    };
     Plot {
         kind: "iops",
-        title: format!("{}: IOPS over time", g.name),
+        title,
         x: time_axis(&lines),
         y: Axis::from_zero(max, format::count, "IOPS"),
         lines,
@@ -133,22 +181,24 @@ pub fn iops_over_time(g: &Group<'_>, runs: &[String]) -> String {
     .svg()
 }
 
-/// Each second's 99th percentile latency.
+/// Each second's 99th percentile latency (the worst second of each span
+/// in a long run).
 pub fn latency_over_time(g: &Group<'_>, runs: &[String]) -> String {
+    let k = span(longest(g));
     let lines = g.lines(runs, |r| {
-        r.series
-            .iter()
-            .map(|s| {
-                let t = f64::from(s.t) + 1.0;
-                let tip = format!("{t} s: p99 {}", format::latency_us(s.p99_us));
-                (t, s.p99_us, tip)
-            })
+        spans(r, k, |s| s.p99_us, most)
+            .into_iter()
+            .map(|(t, v)| (t, v, format!("{t} s: p99 {}", format::latency_us(v))))
             .collect()
     });
     let (_, max) = extent(&lines, true);
+    let title = match k {
+        1 => format!("{}: p99 latency per second", g.name),
+        k => format!("{}: p99 per second (worst of {k} s)", g.name),
+    };
     Plot {
         kind: "latency",
-        title: format!("{}: p99 latency per second", g.name),
+        title,
         x: time_axis(&lines),
         y: Axis::from_zero(max, format::latency_us, "p99 latency"),
         lines,

@@ -233,3 +233,22 @@ fn the_curve_spreads_over_the_nines_and_stops_at_the_samples() {
     );
     assert!(c.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1));
 }
+
+#[test]
+fn a_long_run_s_series_is_drawn_in_spans() {
+    // A day at one point a second: 86,400 seconds in 600 spans of 144 s.
+    let mut day = result("soak", 1.0, 86_400);
+    day.series[1000].p99_us = 50_000.0;
+    let page = html(&[report(vec![day])]);
+    for kind in ["iops", "latency"] {
+        let d = &paths(&page, kind)[0][0];
+        assert_eq!(points(d), charts::MAX_TIME_POINTS, "{kind}");
+    }
+    assert!(page.contains("IOPS over time (144 s means)"));
+    // The worst second of its span shows.
+    assert!(
+        page.contains("1008 s: p99 50 ms"),
+        "the span of second 1000"
+    );
+    assert!(page.len() < 2_000_000, "{} bytes", page.len());
+}
