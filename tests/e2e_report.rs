@@ -104,14 +104,21 @@ fn check_dom(dom: &str) {
     assert_eq!(field(report, "empty"), 0, "{report}");
     // Four overview bar charts of one workload, two runs each.
     assert_eq!(field(report, "bars"), 8, "{report}");
-    assert_eq!(field(report, "charts"), 7, "{report}");
-    assert_eq!(field(report, "lines"), 6, "{report}");
+    // And four line charts with a line per run.
+    assert_eq!(field(report, "charts"), 8, "{report}");
+    assert_eq!(field(report, "lines"), 8, "{report}");
     assert_eq!(
         html_attr(dom, "data-fetches"),
         "0",
         "the page fetched something"
     );
-    for (kind, least) in [("exceedance", 10), ("iops", 2), ("latency", 2)] {
+    let kinds = [
+        ("exceedance", 10),
+        ("distribution", 3),
+        ("iops", 2),
+        ("latency", 2),
+    ];
+    for (kind, least) in kinds {
         let charts = lines(dom, kind);
         assert_eq!(charts.len(), 1, "{kind}: one workload");
         let runs: Vec<&str> = charts[0].iter().map(|(r, _)| r.as_str()).collect();
@@ -151,7 +158,7 @@ fn pixels(png: &Path) -> (u32, u32, Vec<[u8; 3]>) {
 /// and both runs' colours over a fair area (bars, lines, keys).
 fn check_png(png: &Path) {
     let (w, h, px) = pixels(png);
-    assert_eq!((w, h), (1500, 1800));
+    assert_eq!((w, h), (1100, 2000));
     let distinct: HashSet<[u8; 3]> = px.iter().copied().collect();
     assert!(distinct.len() >= 100, "{} colours: blank?", distinct.len());
     let white = px.iter().filter(|p| **p == [255, 255, 255]).count();
@@ -186,7 +193,7 @@ fn two_bench_runs_overlay_in_a_report_chromium_renders() {
     assert!(dom.console().is_empty(), "console: {:?}", dom.console());
     check_dom(&dom.stdout);
     let png = out.join("overlay.png");
-    let shot = chromium.screenshot(&page, &png, 1500, 1800);
+    let shot = chromium.screenshot(&page, &png, 1100, 2000);
     assert!(shot.console().is_empty(), "console: {:?}", shot.console());
     check_png(&png);
     println!("report: {}\nscreenshot: {}", page.display(), png.display());

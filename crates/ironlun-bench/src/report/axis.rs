@@ -96,9 +96,9 @@ impl Axis {
     }
 
     /// A log axis over the 1-2-5 values around `min..max` (both > 0),
-    /// labelled at each 1-2-5 value when there are few decades, else at
-    /// each power of ten with the rest as grid lines.
-    pub fn log(min: f64, max: f64, fmt: fn(f64) -> String, title: &str) -> Axis {
+    /// labelled at each 1-2-5 value when there are at most `labels` of
+    /// them, else at each power of ten with the rest as grid lines.
+    pub fn log(min: f64, max: f64, labels: usize, fmt: fn(f64) -> String, title: &str) -> Axis {
         let min = if min.is_finite() && min > 0.0 {
             min
         } else {
@@ -111,7 +111,6 @@ impl Axis {
         };
         let lo = one_two_five(min, false);
         let hi = one_two_five(max, true);
-        let few = hi / lo <= 1000.0;
         let mut ticks = Vec::new();
         let mut e = lo.log10().floor() as i32;
         while 10f64.powi(e) <= hi * (1.0 + 1e-9) {
@@ -120,13 +119,25 @@ impl Axis {
                 if value < lo * (1.0 - 1e-9) || value > hi * (1.0 + 1e-9) {
                     continue;
                 }
-                let labelled = few || m == 1.0;
-                ticks.push(Tick {
-                    value,
-                    label: labelled.then(|| fmt(value)),
-                });
+                ticks.push(Tick { value, label: None });
             }
             e += 1;
+        }
+        let few = ticks.len() <= labels;
+        for t in &mut ticks {
+            let m = t.value / 10f64.powf(t.value.log10().floor());
+            if few || (m - 1.0).abs() < 1e-6 {
+                t.label = Some(fmt(t.value));
+            }
+        }
+        // Fewer than three decades labelled: the ends too.
+        if ticks.iter().filter(|t| t.label.is_some()).count() < 3 {
+            let last = ticks.len().saturating_sub(1);
+            for (i, t) in ticks.iter_mut().enumerate() {
+                if i == 0 || i == last {
+                    t.label = Some(fmt(t.value));
+                }
+            }
         }
         Axis {
             kind: Kind::Log,
@@ -243,7 +254,7 @@ mod tests {
 
     #[test]
     fn a_latency_log_axis_labels_1_2_5_in_units() {
-        let a = Axis::log(42.0, 3100.0, format::latency_us, "latency");
+        let a = Axis::log(42.0, 3100.0, 10, format::latency_us, "latency");
         assert_eq!((a.lo, a.hi), (20.0, 5000.0));
         assert_eq!(
             labels(&a),
@@ -255,10 +266,13 @@ mod tests {
 
     #[test]
     fn a_wide_log_axis_labels_decades_only() {
-        let a = Axis::log(3.0, 250_000.0, format::latency_us, "latency");
+        let a = Axis::log(3.0, 250_000.0, 10, format::latency_us, "latency");
         assert_eq!(labels(&a), ["10 µs", "100 µs", "1 ms", "10 ms", "100 ms"]);
         // The 2s and 5s are still grid lines.
         assert!(a.ticks.len() > labels(&a).len());
+        // Fewer labels allowed: 20 µs to 5 ms gets its decades and ends.
+        let a = Axis::log(42.0, 3100.0, 7, format::latency_us, "latency");
+        assert_eq!(labels(&a), ["20 µs", "100 µs", "1 ms", "5 ms"]);
     }
 
     #[test]

@@ -64,7 +64,7 @@ pub fn percentiles(r: &WorkloadResult) -> Vec<(f64, f64)> {
 /// span more than a factor of five, else linear from zero.
 fn latency_axis(min: f64, max: f64, title: &str) -> Axis {
     if min > 0.0 && max / min > 5.0 {
-        Axis::log(min, max, format::latency_us, title)
+        Axis::log(min, max, 10, format::latency_us, title)
     } else {
         Axis::from_zero(max, format::latency_us, title)
     }
@@ -98,6 +98,40 @@ pub fn exceedance(g: &Group<'_>, runs: &[String]) -> String {
         title: format!("{}: latency by percentile", g.name),
         x: Axis::exceedance(max_r),
         y: latency_axis(min, max, "latency"),
+        lines,
+        runs,
+    }
+    .svg()
+}
+
+/// The share of I/Os in each latency bucket (powers of √2), so that runs
+/// of different lengths compare: two peaks are two populations.
+pub fn distribution(g: &Group<'_>, runs: &[String]) -> String {
+    let lines = g.lines(runs, |r| {
+        let total: u64 = r.histogram_us.iter().map(|b| b.1).sum();
+        r.histogram_us
+            .iter()
+            .filter(|b| b.1 > 0)
+            .map(|&(upper, n)| {
+                let share = n as f64 * 100.0 / total.max(1) as f64;
+                // The bucket's geometric middle.
+                let at = upper / 2f64.powf(0.25);
+                let tip = format!(
+                    "{} to {}: {share:.2} % of I/Os",
+                    format::latency_us(upper / std::f64::consts::SQRT_2),
+                    format::latency_us(upper)
+                );
+                (at, share, tip)
+            })
+            .collect()
+    });
+    let (min, max) = extent(&lines, false);
+    let (_, top) = extent(&lines, true);
+    Plot {
+        kind: "distribution",
+        title: format!("{}: latency distribution", g.name),
+        x: Axis::log(min, max, 7, format::latency_us, "latency"),
+        y: Axis::from_zero(top, format::pct, "share of I/Os"),
         lines,
         runs,
     }

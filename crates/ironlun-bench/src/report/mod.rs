@@ -1,9 +1,10 @@
 //! `ironlun report`: one self-contained HTML page from result files, for
 //! pasting into a review. Charts are SVG drawn here (no fonts, scripts or
 //! styles are fetched): per workload the latency exceedance plot
-//! (latency against percentile on a log scale of 1/(1-p)), IOPS and p99
-//! latency per second, zone rates; an overview of every workload's IOPS,
-//! MB/s, p99 and host CPU as bars; axes in K/M and µs/ms. Several runs
+//! (latency against percentile on a log scale of 1/(1-p)), the latency
+//! distribution, IOPS and p99 latency per second, zone rates; an
+//! overview of every workload's IOPS, MB/s, p99 and host CPU as bars;
+//! axes in K/M and µs/ms. Several runs
 //! overlay, one colour per run, with a legend naming them. A summary
 //! header says what ran where; the full tables follow. A small inline
 //! script toggles runs and records what the charts hold.
@@ -162,6 +163,7 @@ fn section(g: &Group<'_>, names: &[String]) -> String {
     }
     h.push_str("<div class=\"charts\">");
     h.push_str(&charts::exceedance(g, names));
+    h.push_str(&charts::distribution(g, names));
     h.push_str(&charts::iops_over_time(g, names));
     h.push_str(&charts::latency_over_time(g, names));
     if let Some(z) = charts::zones(g, names) {

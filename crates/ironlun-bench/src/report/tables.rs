@@ -12,7 +12,7 @@ use crate::result::WorkloadResult;
 /// Every workload of one run, as `ironlun bench` prints them.
 pub fn results(run: usize, r: &Run) -> String {
     let mut h = format!(
-        "<h3>{}</h3><table class=\"results\"><tr><th>workload</th><th>IOPS</th><th>read IOPS</th>\
+        "<h3>{}</h3><div class=\"wide\"><table class=\"results\"><tr><th>workload</th><th>IOPS</th><th>read IOPS</th>\
          <th>write IOPS</th><th>MB/s (10<sup>6</sup>)</th><th>MiB/s (2<sup>20</sup>)</th><th>mean µs</th>\
          <th>p50 µs</th><th>p99 µs</th><th>p99.9 µs</th><th>p99.99 µs</th><th>max µs</th>\
          <th>initiator CPU %</th><th>target CPU %</th><th>target µs/IO</th><th>errors</th></tr>",
@@ -44,7 +44,7 @@ pub fn results(run: usize, r: &Run) -> String {
             w.errors
         );
     }
-    h.push_str("</table>");
+    h.push_str("</table></div>");
     h
 }
 

@@ -5,11 +5,23 @@ use super::*;
 use crate::result::{Cpu, HostInfo, Latency, Second, WorkloadResult, ZoneRate};
 use crate::spec::{AccessLine, Workload};
 
+/// Counts per power-of-√2 bucket from 1 µs, as the engine writes them.
+fn buckets(h: &hdrhistogram::Histogram<u64>) -> Vec<(f64, u64)> {
+    let mut out = Vec::new();
+    let mut lo = 1000.0f64;
+    while lo <= h.max() as f64 {
+        let hi = lo * std::f64::consts::SQRT_2;
+        out.push((hi / 1000.0, h.count_between(lo as u64, hi as u64 - 1)));
+        lo = hi;
+    }
+    out
+}
+
 fn result(name: &str, scale: f64, seconds: u32) -> WorkloadResult {
     let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1_000, 60_000_000_000, 3).unwrap();
     for i in 0..20_000u64 {
         // 50 µs to about 5 ms, a long tail.
-        h.record(((50_000 + i * i / 4_000) as f64 * scale) as u64)
+        h.record(((50_000 + i * i * i / 1_600_000) as f64 * scale) as u64)
             .unwrap();
     }
     let latency = Latency::from_histogram(&h);
@@ -49,7 +61,7 @@ fn result(name: &str, scale: f64, seconds: u32) -> WorkloadResult {
                 p99_us: 900.0 * scale,
             })
             .collect(),
-        histogram_us: Vec::new(),
+        histogram_us: buckets(&h),
         percentiles_us: Latency::curve(&h),
         zones: None,
         workload: Workload::simple(name, "", AccessLine::simple(4096, 100, 100), 16),
@@ -108,7 +120,7 @@ fn two_runs_overlay_in_every_chart_in_their_colours() {
     ];
     let page = compare(&runs);
     // The 4k-read charts carry both runs, 64k-write only the first.
-    for kind in ["exceedance", "iops", "latency"] {
+    for kind in ["exceedance", "distribution", "iops", "latency"] {
         let charts = paths(&page, kind);
         assert_eq!(charts.len(), 2, "{kind}");
         assert_eq!(charts[0].len(), 2, "{kind}: both runs");
@@ -180,6 +192,8 @@ fn a_file_from_before_the_curve_still_plots_its_percentiles() {
 fn a_run_too_short_for_a_series_says_no_data() {
     let page = html(&[report(vec![result("w", 1.0, 0)])]);
     assert_eq!(page.matches("no data").count(), 2, "IOPS and p99 over time");
+    let d = &paths(&page, "distribution")[0][0];
+    assert!(points(d) >= 5, "{d}");
 }
 
 #[test]
