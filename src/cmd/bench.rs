@@ -91,10 +91,28 @@ pub struct BenchArgs {
     /// measured interval; works across machines.
     #[arg(long, value_name = "ADDR:PORT")]
     pub target_stats: Option<std::net::SocketAddr>,
+    /// Run on these agents (`ironlun bench agent` on each load host,
+    /// HOST:PORT, comma-separated): each runs the whole workload from one
+    /// agreed instant and the results are merged (docs/bench-agents.md).
+    #[arg(long, value_delimiter = ',', value_name = "HOST:PORT,...")]
+    pub agents: Vec<String>,
+    /// With --agents: the agents' shared token.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
     #[command(flatten)]
     pub initiator: InitiatorArgs,
     #[command(flatten)]
     pub link: LinkArgs,
+    #[command(subcommand)]
+    pub command: Option<BenchCommand>,
+}
+
+#[derive(clap::Subcommand, Clone)]
+pub enum BenchCommand {
+    /// Serve `ironlun bench --agents` controllers on this load host: run
+    /// the bench specs they send, only after they prove they know the
+    /// shared token.
+    Agent(super::bench_agent::AgentArgs),
 }
 
 fn list() {
@@ -316,6 +334,12 @@ pub async fn run(a: BenchArgs) -> Result<(), String> {
     if a.list {
         list();
         return Ok(());
+    }
+    if let Some(BenchCommand::Agent(g)) = a.command {
+        return super::bench_agent::serve(g).await;
+    }
+    if !a.agents.is_empty() {
+        return super::bench_agent::control(&a).await;
     }
     let ws = workloads(&a)?;
     let mut relays = Vec::new();

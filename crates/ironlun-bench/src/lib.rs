@@ -22,8 +22,10 @@
     allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod agent;
 pub mod cpu;
 pub mod engine;
+pub mod hdr;
 pub mod luns;
 pub mod output;
 pub mod profiles;

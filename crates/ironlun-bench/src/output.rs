@@ -78,8 +78,34 @@ pub fn table(results: &[WorkloadResult]) -> String {
             let rates: Vec<String> = z.iter().map(|z| format!("{:.0}", z.mb_per_s)).collect();
             let _ = writeln!(s, "{:<22} MB/s per zone: {}", "", rates.join(" "));
         }
+        agent_lines(&mut s, r);
     }
     s
+}
+
+/// Each agent's part of a run driven by agents, under its totals.
+fn agent_lines(s: &mut String, r: &WorkloadResult) {
+    for a in &r.agents {
+        let _ = writeln!(
+            s,
+            "{:<22}   agent {} ({}): {:.0} IOPS {:.1} MB/s p99 {:.1} µs, host CPU {} %, \
+             process CPU {} %, {} µs CPU per I/O, clock offset {:+.3} ms (rtt {:.3} ms), \
+             started {:.3} ms late, {} errors",
+            "",
+            a.agent,
+            a.host,
+            a.iops,
+            a.mb_per_s,
+            a.latency_us.p99,
+            opt(a.cpu.initiator_pct, 1),
+            opt(a.cpu.initiator_process_pct, 1),
+            opt(a.cpu.initiator_us_per_io, 2),
+            a.clock_offset_ms,
+            a.rtt_ms,
+            a.start_late_ms,
+            a.errors
+        );
+    }
 }
 
 pub fn json(report: &RunReport) -> Result<String, String> {

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::hdr::Histograms;
 use crate::spec::Workload;
 use crate::verify::Mismatch;
 
@@ -144,7 +145,41 @@ pub struct WorkloadResult {
     #[serde(default)]
     pub percentiles_us: Vec<(f64, f64)>,
     pub zones: Option<Vec<ZoneRate>>,
+    /// The exact latency histograms ([`crate::hdr`]): results measured
+    /// apart merge exactly from them. Absent in files written before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hdr: Option<Histograms>,
+    /// With `ironlun bench --agents`: what each agent measured (the
+    /// totals above are their merge, [`crate::agent::merge`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<AgentShare>,
     pub workload: Workload,
+}
+
+/// One agent's part of a run driven by several agents.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct AgentShare {
+    /// The address the controller reached it at.
+    pub agent: String,
+    /// The name it gave for its host.
+    pub host: String,
+    pub ios: u64,
+    pub read_ios: u64,
+    pub write_ios: u64,
+    pub iops: f64,
+    pub mb_per_s: f64,
+    pub elapsed_s: f64,
+    pub latency_us: Latency,
+    /// Its host's and its own process's CPU.
+    pub cpu: Cpu,
+    pub errors: u64,
+    /// Its clock minus the controller's, as the ping exchange measured
+    /// it (milliseconds), and that exchange's shortest round trip.
+    pub clock_offset_ms: f64,
+    pub rtt_ms: f64,
+    /// How late it began the workload against the agreed instant, by its
+    /// own clock (0 when on time).
+    pub start_late_ms: f64,
 }
 
 impl WorkloadResult {

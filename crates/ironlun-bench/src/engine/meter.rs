@@ -12,8 +12,10 @@ use crate::result::Second;
 use crate::spec::Workload;
 
 /// Histogram bounds: 1 µs .. 100 s, in nanoseconds.
-pub(super) const HIST_LOW_NS: u64 = 1_000;
-const HIST_HIGH_NS: u64 = 100_000_000_000;
+pub(crate) const HIST_LOW_NS: u64 = 1_000;
+pub(crate) const HIST_HIGH_NS: u64 = 100_000_000_000;
+/// Significant digits the histograms keep.
+pub(crate) const HIST_SIGFIG: u8 = 3;
 /// Error messages kept for the report (all are counted).
 const KEEP_ERRORS: usize = 20;
 
@@ -70,7 +72,7 @@ pub(super) struct Meter {
 
 impl Meter {
     pub(super) fn new(w: &Workload) -> Result<Meter, String> {
-        let all = Histogram::<u64>::new_with_bounds(HIST_LOW_NS, HIST_HIGH_NS, 3)
+        let all = Histogram::<u64>::new_with_bounds(HIST_LOW_NS, HIST_HIGH_NS, HIST_SIGFIG)
             .map_err(|e| e.to_string())?;
         let zones = w.zones.map(|n| n.max(1));
         Ok(Meter {

@@ -32,6 +32,8 @@ use crate::spec::Workload;
 use cpu_mark::CpuMark;
 use issuer::{Completion, Issuer};
 use meter::Meter;
+pub(crate) use meter::{HIST_HIGH_NS, HIST_LOW_NS, HIST_SIGFIG};
+pub(crate) use summary::log_buckets;
 use wait::Waiter;
 
 /// A way to reach a LUN: one session, or several paths.

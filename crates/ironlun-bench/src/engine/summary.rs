@@ -6,6 +6,7 @@ use hdrhistogram::Histogram;
 use super::issuer::{range, Issuer};
 use super::meter::{Meter, HIST_LOW_NS};
 use super::LunTarget;
+use crate::hdr::Histograms;
 use crate::result::{Cpu, Latency, VerifyReport, WorkloadResult, ZoneRate};
 use crate::spec::Workload;
 
@@ -50,6 +51,8 @@ pub(super) fn workload_result(
         histogram_us: log_buckets(&meter.all),
         percentiles_us: Latency::curve(&meter.all),
         zones,
+        hdr: Histograms::encode(&meter.all, &meter.read, &meter.write).ok(),
+        agents: Vec::new(),
         workload: w.clone(),
     }
 }
@@ -99,7 +102,7 @@ fn zone_rates(w: &Workload, targets: &[LunTarget], meter: &Meter) -> Option<Vec<
 }
 
 /// Counts per power-of-√2 latency bucket, for the report's histogram.
-fn log_buckets(h: &Histogram<u64>) -> Vec<(f64, u64)> {
+pub(crate) fn log_buckets(h: &Histogram<u64>) -> Vec<(f64, u64)> {
     let mut out = Vec::new();
     if h.is_empty() {
         return out;

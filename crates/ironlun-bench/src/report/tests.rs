@@ -64,6 +64,8 @@ fn result(name: &str, scale: f64, seconds: u32) -> WorkloadResult {
         histogram_us: buckets(&h),
         percentiles_us: Latency::curve(&h),
         zones: None,
+        hdr: None,
+        agents: Vec::new(),
         workload: Workload::simple(name, "", AccessLine::simple(4096, 100, 100), 16),
     }
 }
