@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ironlun_bench::agent::{self, Agent, BenchSpec, Opener, Token};
-use ironlun_bench::{luns, output, WorkloadResult};
+use ironlun_bench::luns::Route;
+use ironlun_bench::{luns, output, LunTarget, Slice, WorkloadResult};
+use ironlun_initiator::isid_for;
 
 use super::bench::{report, workloads, write_outputs, BenchArgs};
 use crate::args::{parse_url, InitiatorArgs};
@@ -37,9 +39,9 @@ pub async fn serve(g: AgentArgs) -> Result<(), String> {
         .map_err(|e| format!("--listen {}: {e}", g.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let initiator = g.initiator.clone();
-    let opener: Opener = Arc::new(move |spec| {
+    let opener: Opener = Arc::new(move |spec, part| {
         let initiator = initiator.clone();
-        Box::pin(async move { open(&initiator, &spec).await })
+        Box::pin(async move { open(&initiator, &spec, part).await })
     });
     eprintln!("ironlun bench agent listening on {addr}");
     agent::serve(listener, Agent::new(token, opener)).await;
@@ -47,27 +49,48 @@ pub async fn serve(g: AgentArgs) -> Result<(), String> {
 }
 
 /// The spec's LUNs, each URL's sessions with their own ISIDs (RFC 7143
-/// §11.12.5) as `ironlun bench` opens them.
+/// §11.12.5) as `ironlun bench` opens them, session `k` driving slice `k`
+/// of this agent's `part` of the seek range.
 async fn open(
     initiator: &InitiatorArgs,
     spec: &BenchSpec,
-) -> Result<Vec<ironlun_bench::LunTarget>, String> {
+    part: Slice,
+) -> Result<Vec<LunTarget>, String> {
     let mut out = Vec::new();
+    let r = open_into(initiator, spec, part, &mut out).await;
+    if r.is_err() {
+        luns::close(&out).await;
+    }
+    r.map(|()| out)
+}
+
+async fn open_into(
+    initiator: &InitiatorArgs,
+    spec: &BenchSpec,
+    part: Slice,
+    out: &mut Vec<LunTarget>,
+) -> Result<(), String> {
+    let n = spec.sessions;
     for u in &spec.urls {
         let u = parse_url(u)?;
         let o = initiator.options_for(&u)?;
-        let (portal, first, label) = (u.portal(), out.len(), u.to_string());
-        let opened =
-            luns::open_sessions(&portal, &u.target, u.lun, &o, spec.sessions, first, &label).await;
-        match opened {
-            Ok(l) => out.extend(l),
-            Err(e) => {
-                luns::close(&out).await;
-                return Err(e);
-            }
+        for k in 0..n {
+            let mut ok = o.clone();
+            ok.isid = isid_for(o.isid, out.len());
+            let label = if n > 1 {
+                format!("{u} [session {}/{n}]", k + 1)
+            } else {
+                u.to_string()
+            };
+            let slice = Slice {
+                index: part.index * n + k,
+                count: part.count * n,
+            };
+            let route = Route::Portal(&u.portal());
+            out.push(luns::open(route, &u.target, u.lun, &ok, label, slice).await?);
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Runs the command line's workloads on every agent and reports the

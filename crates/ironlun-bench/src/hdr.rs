@@ -23,6 +23,9 @@ const HEADER: usize = 40;
 /// V2 uncompressed (the base 0x1c849303 with the word-size bits 0x10).
 const V2_COOKIE: u32 = 0x1c84_9313;
 
+/// All I/Os', reads' and writes' latency histograms.
+pub type Three = (Histogram<u64>, Histogram<u64>, Histogram<u64>);
+
 /// The latency histograms of a result, each V2-encoded in base64.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Histograms {
@@ -45,8 +48,12 @@ impl Histograms {
     }
 
     /// (all, read, write).
-    pub fn decode(&self) -> Result<(Histogram<u64>, Histogram<u64>, Histogram<u64>), String> {
-        Ok((decode(&self.all)?, decode(&self.read)?, decode(&self.write)?))
+    pub fn decode(&self) -> Result<Three, String> {
+        Ok((
+            decode(&self.all)?,
+            decode(&self.read)?,
+            decode(&self.write)?,
+        ))
     }
 }
 

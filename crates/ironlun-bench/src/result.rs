@@ -180,6 +180,9 @@ pub struct AgentShare {
     /// How late it began the workload against the agreed instant, by its
     /// own clock (0 when on time).
     pub start_late_ms: f64,
+    /// Its latency histograms: the run's are their sum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hdr: Option<Histograms>,
 }
 
 impl WorkloadResult {

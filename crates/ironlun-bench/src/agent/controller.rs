@@ -14,7 +14,7 @@ use tokio::time::timeout;
 use super::clock::{estimate, unix_ns, Offset, Sample};
 use super::frame;
 use super::merge::merge;
-use super::proto::{BenchSpec, ToAgent, ToController, MAX_TO_CONTROLLER, VERSION};
+use super::proto::{BenchSpec, ToAgent, ToController, MAX_AGENTS, MAX_TO_CONTROLLER, VERSION};
 use super::token::Token;
 use crate::result::{AgentShare, LunInfo, WorkloadResult};
 use crate::spec::Workload;
@@ -49,9 +49,14 @@ pub async fn run(addrs: &[String], token: &Token, spec: &BenchSpec) -> Result<Ag
     spec.validate()?;
     let mut conns = Vec::new();
     let mut luns = Vec::new();
-    for a in addrs {
+    let parts = if spec.verify { addrs.len() as u32 } else { 1 };
+    if addrs.is_empty() || addrs.len() > MAX_AGENTS as usize {
+        return Err(format!("give 1 to {MAX_AGENTS} agents"));
+    }
+    for (i, a) in addrs.iter().enumerate() {
+        let part = if spec.verify { i as u32 } else { 0 };
         let mut c = Conn::connect(a, token).await.map_err(|e| named(a, e))?;
-        let l = c.open(spec).await.map_err(|e| named(a, e))?;
+        let l = c.open(spec, part, parts).await.map_err(|e| named(a, e))?;
         if luns.is_empty() {
             luns = l;
         }
@@ -155,6 +160,7 @@ fn share(c: &Conn, r: &WorkloadResult, start_late_ms: f64) -> AgentShare {
         clock_offset_ms: c.offset.offset_ns as f64 / 1e6,
         rtt_ms: c.offset.rtt_ns as f64 / 1e6,
         start_late_ms,
+        hdr: r.hdr.clone(),
     }
 }
 
@@ -220,7 +226,10 @@ impl Conn {
             let sent = unix_ns();
             self.send(&ToAgent::Ping { seq }).await?;
             match self.recv().await? {
-                ToController::Pong { seq: s, unix_ns: agent } if s == seq => {
+                ToController::Pong {
+                    seq: s,
+                    unix_ns: agent,
+                } if s == seq => {
                     samples.push(Sample {
                         sent,
                         agent,
@@ -233,9 +242,19 @@ impl Conn {
         estimate(&samples).ok_or_else(|| "the clock went backwards during the pings".into())
     }
 
-    /// Has it open the spec's LUNs.
-    pub async fn open(&mut self, spec: &BenchSpec) -> Result<Vec<LunInfo>, String> {
-        self.send(&ToAgent::Open { spec: spec.clone() }).await?;
+    /// Has it open the spec's LUNs, driving part `part` of `parts`.
+    pub async fn open(
+        &mut self,
+        spec: &BenchSpec,
+        part: u32,
+        parts: u32,
+    ) -> Result<Vec<LunInfo>, String> {
+        self.send(&ToAgent::Open {
+            spec: spec.clone(),
+            part,
+            parts,
+        })
+        .await?;
         match self.recv().await? {
             ToController::Opened { luns } => Ok(luns),
             other => Err(unexpected(&other)),

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::result::{LunInfo, WorkloadResult};
 use crate::spec::{Workload, MAX_WORKERS};
+use crate::Slice;
 
 /// The protocol's version: an agent refuses a controller of another.
 pub const VERSION: u32 = 1;
@@ -55,29 +56,72 @@ impl BenchSpec {
     }
 }
 
+/// The part of the seek range an agent drives ([`ToAgent::Open`]).
+pub fn part(part: u32, parts: u32) -> Result<Slice, String> {
+    if parts == 0 || parts > MAX_AGENTS || part >= parts {
+        return Err(format!("part {part} of {parts}: outside 0..{MAX_AGENTS}"));
+    }
+    Ok(Slice {
+        index: part,
+        count: parts,
+    })
+}
+
+/// Most agents one controller drives.
+pub const MAX_AGENTS: u32 = 256;
+
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ToAgent {
-    Auth { version: u32, proof: String },
-    Ping { seq: u32 },
-    Open { spec: BenchSpec },
+    Auth {
+        version: u32,
+        proof: String,
+    },
+    Ping {
+        seq: u32,
+    },
+    /// Open the spec's LUNs; with verification, the agent drives part
+    /// `part` of `parts` of the seek range (its own, so that no agent
+    /// reads another's writes), else `parts` is 1.
+    Open {
+        spec: BenchSpec,
+        part: u32,
+        parts: u32,
+    },
     /// Start workload `workload` of the spec at this instant of the
     /// agent's clock (nanoseconds since the Unix epoch).
-    Start { workload: u32, at_unix_ns: i64 },
+    Start {
+        workload: u32,
+        at_unix_ns: i64,
+    },
     Bye,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ToController {
-    Challenge { version: u32, challenge: String },
-    Welcome { host: String },
-    Refused { reason: String },
-    Pong { seq: u32, unix_ns: i64 },
-    Opened { luns: Vec<LunInfo> },
+    Challenge {
+        version: u32,
+        challenge: String,
+    },
+    Welcome {
+        host: String,
+    },
+    Refused {
+        reason: String,
+    },
+    Pong {
+        seq: u32,
+        unix_ns: i64,
+    },
+    Opened {
+        luns: Vec<LunInfo>,
+    },
     Done {
         result: Box<WorkloadResult>,
         start_late_ms: f64,
     },
-    Failed { error: String },
+    Failed {
+        error: String,
+    },
 }

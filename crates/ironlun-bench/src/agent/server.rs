@@ -21,11 +21,9 @@ use tokio::time::timeout;
 
 use super::clock::unix_ns;
 use super::frame;
-use super::proto::{
-    BenchSpec, ToAgent, ToController, MAX_AUTH_FRAME, MAX_TO_AGENT, VERSION,
-};
+use super::proto::{BenchSpec, ToAgent, ToController, MAX_AUTH_FRAME, MAX_TO_AGENT, VERSION};
 use super::token::{hex, Token};
-use crate::{luns, LunTarget, RunOptions};
+use crate::{luns, LunTarget, RunOptions, Slice};
 
 /// Connections served at once.
 pub const MAX_CONNECTIONS: usize = 8;
@@ -37,9 +35,10 @@ pub const IDLE: Duration = Duration::from_secs(300);
 pub const MAX_START_WAIT: Duration = Duration::from_secs(60);
 
 /// Opens the LUNs of a spec (the command line's options: initiator
-/// name, CHAP, digests).
+/// name, CHAP, digests), driving the given part of each seek range
+/// (each session its own slice of that part).
 pub type Opener = Arc<
-    dyn Fn(BenchSpec) -> Pin<Box<dyn Future<Output = Result<Vec<LunTarget>, String>> + Send>>
+    dyn Fn(BenchSpec, Slice) -> Pin<Box<dyn Future<Output = Result<Vec<LunTarget>, String>> + Send>>
         + Send
         + Sync,
 >;
@@ -186,7 +185,9 @@ impl Agent {
                     seq,
                     unix_ns: unix_ns(),
                 },
-                Some(ToAgent::Open { spec }) => self.open(spec, s).await?,
+                Some(ToAgent::Open { spec, part, parts }) => {
+                    self.open(spec, super::proto::part(part, parts)?, s).await?
+                }
                 Some(ToAgent::Start {
                     workload,
                     at_unix_ns,
@@ -197,7 +198,12 @@ impl Agent {
         }
     }
 
-    async fn open(&self, spec: BenchSpec, s: &mut Session) -> Result<ToController, String> {
+    async fn open(
+        &self,
+        spec: BenchSpec,
+        part: Slice,
+        s: &mut Session,
+    ) -> Result<ToController, String> {
         if s.spec.is_some() {
             return Err("the LUNs are open already".into());
         }
@@ -208,7 +214,7 @@ impl Agent {
             .try_lock_owned()
             .map_err(|_| "busy: running another controller's spec".to_owned())?;
         s._run = Some(guard);
-        s.luns = (self.opener)(spec.clone()).await?;
+        s.luns = (self.opener)(spec.clone(), part).await?;
         s.spec = Some(spec);
         Ok(ToController::Opened {
             luns: luns::info(&s.luns),
@@ -224,10 +230,8 @@ async fn start(
     i: u32,
     at_unix_ns: i64,
 ) -> Result<ToController, String> {
-    let w = s
-        .spec
-        .as_ref()
-        .ok_or("start before open")?
+    let spec = s.spec.as_ref().ok_or("start before open")?;
+    let w = spec
         .workloads
         .get(i as usize)
         .ok_or_else(|| format!("no workload {i} in the spec"))?;
@@ -239,7 +243,14 @@ async fn start(
         tokio::time::sleep(Duration::from_nanos(ahead as u64)).await;
     }
     let start_late_ms = (unix_ns().saturating_sub(at_unix_ns)).max(0) as f64 / 1e6;
-    let opts = RunOptions::default();
+    tracing::info!(
+        "bench agent: starting workload {i} ({}), {start_late_ms:.3} ms late",
+        w.name
+    );
+    let opts = RunOptions {
+        verify: spec.verify,
+        ..RunOptions::default()
+    };
     // The controller sends nothing during a run: whatever it sends (or
     // its leaving) ends the run.
     tokio::select! {
