@@ -507,3 +507,46 @@ fn three_agents_in_network_namespaces_merge_exactly() {
     drop(agents);
     drop(ns);
 }
+
+/// Writes one frame (4-byte length, JSON).
+fn write_frame(s: &mut TcpStream, v: &Value) {
+    let body = serde_json::to_vec(v).unwrap();
+    s.write_all(&(body.len() as u32).to_be_bytes()).unwrap();
+    s.write_all(&body).unwrap();
+}
+
+#[test]
+fn the_controller_refuses_an_agent_that_does_not_know_the_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let tok = token_file(dir.path(), "token", TOKEN);
+    // A pretend agent: it challenges, takes the answer, and welcomes the
+    // controller with a made-up proof.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let fake = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let hello = serde_json::json!({"type": "challenge", "version": 1, "challenge": "c"});
+        write_frame(&mut s, &hello);
+        let auth = read_frame(&mut s);
+        assert_eq!(auth["type"], "auth", "{auth}");
+        assert!(auth["challenge"].as_str().unwrap().len() >= 64, "{auth}");
+        let welcome = serde_json::json!({"type": "welcome", "host": "h", "proof": "00"});
+        write_frame(&mut s, &welcome);
+        // The controller sends nothing more (no spec): it closes.
+        let mut rest = Vec::new();
+        s.read_to_end(&mut rest).unwrap();
+        rest
+    });
+    let url = "iscsi://127.0.0.1:1/iqn.x:y/0";
+    let (rc, out, _) = control(std::slice::from_ref(&addr), &tok, url, &["--time", "1s"]);
+    assert_ne!(rc, 0);
+    assert!(
+        out.contains(&format!("agent {addr}: it does not know the token")),
+        "{out}"
+    );
+    assert!(
+        fake.join().unwrap().is_empty(),
+        "the controller sent a spec"
+    );
+}

@@ -189,14 +189,18 @@ impl Conn {
             }
             other => return Err(unexpected(&other)),
         };
-        let proof = token.prove(&challenge);
+        let ours = challenge_now();
         c.send(&ToAgent::Auth {
             version: VERSION,
-            proof,
+            proof: token.prove(&challenge),
+            challenge: ours.clone(),
         })
         .await?;
         match c.recv().await? {
-            ToController::Welcome { host } => c.host = host,
+            ToController::Welcome { host, proof } if token.admits(&ours, &proof) => c.host = host,
+            ToController::Welcome { .. } => {
+                return Err("it does not know the token (a wrong answer to our challenge)".into())
+            }
             other => return Err(unexpected(&other)),
         }
         Ok(c)
@@ -271,6 +275,13 @@ impl Conn {
             other => Err(unexpected(&other)),
         }
     }
+}
+
+/// A fresh random challenge (32 bytes, hex).
+pub(super) fn challenge_now() -> String {
+    let mut nonce = [0u8; 32];
+    rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut nonce);
+    super::token::hex(&nonce)
 }
 
 /// An agent's refusal or failure as an error; anything else out of turn.

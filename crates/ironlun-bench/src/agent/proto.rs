@@ -3,8 +3,9 @@
 //!
 //! A connection goes: the agent sends a [`ToController::Challenge`]; the
 //! controller answers [`ToAgent::Auth`] (the HMAC of the challenge with
-//! the shared token); the agent says [`ToController::Welcome`] or
-//! [`ToController::Refused`] and closes. Then the controller measures the
+//! the shared token) with a challenge of its own; the agent says
+//! [`ToController::Welcome`] with its answer (so each side knows the
+//! other has the token) or [`ToController::Refused`] and closes. Then the controller measures the
 //! clocks ([`ToAgent::Ping`]), has the agent open the LUNs
 //! ([`ToAgent::Open`]), and for each workload sends the instant to start
 //! it on the agent's clock ([`ToAgent::Start`]) and waits for its result
@@ -73,9 +74,12 @@ pub const MAX_AGENTS: u32 = 256;
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ToAgent {
+    /// The answer to the agent's challenge, and the controller's own
+    /// challenge for the agent.
     Auth {
         version: u32,
         proof: String,
+        challenge: String,
     },
     Ping {
         seq: u32,
@@ -104,8 +108,10 @@ pub enum ToController {
         version: u32,
         challenge: String,
     },
+    /// Admitted; `proof` answers the controller's challenge.
     Welcome {
         host: String,
+        proof: String,
     },
     Refused {
         reason: String,

@@ -13,7 +13,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rand::RngCore;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedMutexGuard, Semaphore};
@@ -22,7 +21,7 @@ use tokio::time::timeout;
 use super::clock::unix_ns;
 use super::frame;
 use super::proto::{BenchSpec, ToAgent, ToController, MAX_AUTH_FRAME, MAX_TO_AGENT, VERSION};
-use super::token::{hex, Token};
+use super::token::Token;
 use crate::{luns, LunTarget, RunOptions, Slice};
 
 /// Connections served at once.
@@ -133,9 +132,7 @@ impl Agent {
         rd: &mut OwnedReadHalf,
         wr: &mut OwnedWriteHalf,
     ) -> Result<(), String> {
-        let mut nonce = [0u8; 32];
-        rand::rngs::OsRng.fill_bytes(&mut nonce);
-        let challenge = hex(&nonce);
+        let challenge = super::controller::challenge_now();
         let hello = ToController::Challenge {
             version: VERSION,
             challenge: challenge.clone(),
@@ -145,12 +142,17 @@ impl Agent {
             .await
             .map_err(|_| "refused a controller: no answer to the challenge".to_owned())?;
         let reason = match answer {
-            Ok(Some(ToAgent::Auth { version, proof })) => {
+            Ok(Some(ToAgent::Auth {
+                version,
+                proof,
+                challenge: theirs,
+            })) => {
                 if version != VERSION {
                     format!("protocol version {version}, this agent speaks {VERSION}")
                 } else if self.token.admits(&challenge, &proof) {
                     let welcome = ToController::Welcome {
                         host: self.host.clone(),
+                        proof: self.token.prove(&theirs),
                     };
                     return frame::write(wr, &welcome).await;
                 } else {
