@@ -2,22 +2,31 @@
 
 use std::path::PathBuf;
 
-use ironlun_bench::luns::{self, Route};
+use ironlun_bench::local::Engine;
 use ironlun_bench::result::median_by_iops;
 use ironlun_bench::{
-    output, profiles, AccessLine, LunTarget, RunOptions, RunReport, Slice, Workload, WorkloadFile,
-    WorkloadResult,
+    output, profiles, AccessLine, LunTarget, RunOptions, RunReport, Threads, Workload,
+    WorkloadFile, WorkloadResult,
 };
 use ironlun_initiator::{IscsiUrl, PathPolicy};
 use ironlun_units::{parse_duration, parse_size};
 
+use super::bench_luns::LunPlan;
 use crate::args::{parse_url, relay_to, InitiatorArgs, LinkArgs};
 use crate::ui::progress_line;
 
 #[derive(clap::Args, Clone)]
 pub struct BenchArgs {
-    /// LUNs to load: iscsi://host[:port]/target-iqn/lun (repeatable).
+    /// LUNs to load: iscsi://host[:port]/target-iqn/lun (repeatable), or
+    /// local files or block devices (driven by --engine).
     pub urls: Vec<String>,
+    /// How local files and devices are driven: io_uring or psync
+    /// (pread/pwrite, a thread per I/O in flight).
+    #[arg(long, default_value = "io_uring", value_name = "ENGINE")]
+    pub engine: String,
+    /// Local files and devices through the page cache (default: O_DIRECT).
+    #[arg(long)]
+    pub buffered: bool,
     /// List the built-in workloads and exit.
     #[arg(long)]
     pub list: bool,
@@ -68,6 +77,11 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 1, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=256))]
     pub sessions: u32,
+    /// OS threads the workers run on, each with its own sessions
+    /// (default: one per worker, at most one per core).
+    #[arg(long, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub threads: Option<u32>,
     /// Several URLs are paths to one LUN (multipath), not separate LUNs.
     #[arg(long)]
     pub multipath: bool,
@@ -212,12 +226,35 @@ pub fn workloads(a: &BenchArgs) -> Result<Vec<Workload>, String> {
     Ok(out)
 }
 
-/// Opens the LUNs the URLs name; with link flags, each portal is reached
-/// through an emulated link (a relay kept in `relays` for the run).
-pub async fn open_luns(
+/// How every load thread reaches the LUNs the URLs name; with link
+/// flags, each portal is reached through an emulated link (a relay kept
+/// in `relays` for the run).
+pub fn lun_plan(
     a: &BenchArgs,
     relays: &mut Vec<ironlun_netem::Relay>,
-) -> Result<Vec<LunTarget>, String> {
+    verify: bool,
+) -> Result<LunPlan, String> {
+    let engine: Engine = a.engine.parse()?;
+    let (local, iscsi): (Vec<&String>, Vec<&String>) =
+        a.urls.iter().partition(|u| !u.starts_with("iscsi://"));
+    if !local.is_empty() {
+        if !iscsi.is_empty() {
+            return Err("give iscsi:// URLs or local files and devices, not both".into());
+        }
+        if a.sessions > 1 || a.multipath || a.link.spec(None, None)?.is_some() {
+            return Err("--sessions, --multipath and link emulation are for iscsi:// URLs".into());
+        }
+        return Ok(LunPlan {
+            urls: Vec::new(),
+            local: local.into_iter().map(PathBuf::from).collect(),
+            engine,
+            buffered: a.buffered,
+            sessions: 1,
+            multipath: None,
+            verify,
+            threads: 1,
+        });
+    }
     let mut urls: Vec<IscsiUrl> = a
         .urls
         .iter()
@@ -234,11 +271,10 @@ pub async fn open_luns(
             relays.push(relay);
         }
     }
-    if a.multipath {
+    let multipath = if a.multipath {
         if a.sessions > 1 {
             return Err("--sessions opens separate sessions per URL; with --multipath the URLs are one LUN's paths".into());
         }
-        let policy: PathPolicy = a.path_policy.parse()?;
         let first = urls.first().ok_or("no URL")?;
         if urls
             .iter()
@@ -246,32 +282,56 @@ pub async fn open_luns(
         {
             return Err("--multipath: every URL must name the same target and LUN".into());
         }
-        let portals: Vec<String> = urls.iter().map(IscsiUrl::portal).collect();
-        let mut o = a.initiator.options_for(first)?;
-        o.reconnect.attempts = o.reconnect.attempts.min(2);
-        let label = format!("{first} ({} paths)", portals.len());
-        let route = Route::Paths(&portals, policy);
-        let lun = luns::open(route, &first.target, first.lun, &o, label, Slice::WHOLE).await?;
-        return Ok(vec![lun]);
-    }
-    // Each session its own ISID (RFC 7143 §11.12.5): the same ISID would
-    // reinstate, and so end, the session before it.
-    let mut out = Vec::new();
-    for u in &urls {
-        let o = a.initiator.options_for(u)?;
+        Some(a.path_policy.parse::<PathPolicy>()?)
+    } else {
+        None
+    };
+    let mut with_opts = Vec::new();
+    for u in urls {
+        let o = a.initiator.options_for(&u)?;
         let label = u.to_string();
-        let (portal, first) = (u.portal(), out.len());
-        out.extend(
-            luns::open_sessions(&portal, &u.target, u.lun, &o, a.sessions, first, &label).await?,
-        );
+        with_opts.push((u, o, label));
     }
-    Ok(out)
+    Ok(LunPlan {
+        urls: with_opts,
+        local: Vec::new(),
+        engine,
+        buffered: a.buffered,
+        sessions: a.sessions,
+        multipath,
+        verify,
+        threads: 1,
+    })
+}
+
+/// The load threads: as asked, else one per worker up to the cores.
+fn threads(a: &BenchArgs, plan: &LunPlan, ws: &[Workload]) -> Result<u32, String> {
+    let workers = ws.iter().map(|w| w.workers).max().unwrap_or(1);
+    let n = match a.threads {
+        Some(n) => n,
+        None if plan.multipath.is_some() => 1,
+        None => {
+            let cores = ironlun_bench::cpu::cpus();
+            ironlun_bench::default_threads(plan.targets(), workers, cores) as u32
+        }
+    };
+    if plan.multipath.is_some() && n > 1 {
+        return Err("--multipath runs on one thread (--threads 1)".into());
+    }
+    Ok(n)
+}
+
+/// Where workloads run: on this thread's LUNs, or on load threads.
+#[derive(Clone, Copy)]
+pub enum Runner<'a> {
+    Here(&'a [LunTarget]),
+    Threads(&'a Threads),
 }
 
 /// Runs every workload (with repeats), printing the table.
 pub async fn run_all(
     ws: &[Workload],
-    luns: &[LunTarget],
+    runner: Runner<'_>,
     verify: bool,
     repeat: u32,
     target_cpu: Option<ironlun_bench::TargetCpuProbe>,
@@ -287,7 +347,10 @@ pub async fn run_all(
                 drain_timeout: None,
                 exclude_threads: Some(ironlun_netem::awake::THREAD_NAME),
             };
-            let r = ironlun_bench::run(w, luns, &opts).await?;
+            let r = match runner {
+                Runner::Here(luns) => ironlun_bench::run(w, luns, &opts).await?,
+                Runner::Threads(t) => t.run(w, &opts).await?,
+            };
             if opts.progress.is_some() {
                 eprint!("\r\x1b[2K");
             }
@@ -343,7 +406,11 @@ pub async fn run(a: BenchArgs) -> Result<(), String> {
     }
     let ws = workloads(&a)?;
     let mut relays = Vec::new();
-    let luns = open_luns(&a, &mut relays).await?;
+    let mut plan = lun_plan(&a, &mut relays, a.verify)?;
+    plan.threads = threads(&a, &plan, &ws)?;
+    let n = plan.threads;
+    let pool = Threads::start(n, plan.opener()).await?;
+    outln!("{n} load thread{}", if n == 1 { "" } else { "s" });
     let probe = match (a.target_pid, a.target_stats) {
         (Some(_), Some(_)) => {
             return Err("--target-pid and --target-stats: give one of them".into())
@@ -356,13 +423,15 @@ pub async fn run(a: BenchArgs) -> Result<(), String> {
         }
         (None, None) => None,
     };
-    let results = run_all(&ws, &luns, a.verify, a.repeat, probe).await?;
+    let results = run_all(&ws, Runner::Threads(&pool), a.verify, a.repeat, probe).await;
+    let lun_info = ironlun_bench::luns::info(pool.targets());
+    pool.close().await;
+    let results = results?;
     let clean = results.iter().all(WorkloadResult::clean);
     let mut rep = report(results, a.urls.first().cloned());
     rep.link = relays.first().map(|r| r.spec().describe());
-    rep.luns = luns::info(&luns);
+    rep.luns = lun_info;
     write_outputs(&rep, a.json.as_ref(), a.csv.as_ref())?;
-    luns::close(&luns).await;
     if clean {
         Ok(())
     } else {

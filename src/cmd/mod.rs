@@ -6,6 +6,7 @@
 pub mod admin;
 pub mod bench;
 pub mod bench_agent;
+pub mod bench_luns;
 pub mod compare_local;
 pub mod compare_peers;
 pub mod dd;

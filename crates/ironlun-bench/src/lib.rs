@@ -4,8 +4,10 @@
 //! workload files, the built-in profiles of the published studies in
 //! `docs/studies.md`), the
 //! LUNs a run drives (opened through one portal, as a multipath set, or
-//! as several sessions each with its own slice), the engine that runs
-//! workloads over the ironlun initiator, metrics (HDR
+//! as several sessions each with its own slice), local files and block
+//! devices driven by io_uring or psync (`local`), the engine that runs
+//! workloads over the ironlun initiator or a local engine, on one thread
+//! or on several with exact merging (`threads`), metrics (HDR
 //! latency histograms, per-second series, host/process CPU from /proc,
 //! zone rates), data verification, and the table/JSON/CSV outputs and
 //! the HTML report (SVG charts drawn by `report`, runs overlaid).
@@ -26,6 +28,7 @@ pub mod agent;
 pub mod cpu;
 pub mod engine;
 pub mod hdr;
+pub mod local;
 pub mod luns;
 pub mod output;
 pub mod profiles;
@@ -33,9 +36,11 @@ pub mod report;
 pub mod result;
 pub mod spec;
 pub mod target_stats;
+pub mod threads;
 pub mod timer;
 pub mod verify;
 
 pub use engine::{run, LunTarget, Path, RunOptions, Slice, TargetCpuProbe};
-pub use result::{LunInfo, RunReport, WorkloadResult};
+pub use result::{LunInfo, RunReport, ThreadTotals, WorkloadResult};
 pub use spec::{AccessLine, SeekRange, Workload, WorkloadFile};
+pub use threads::{plan::default_threads, Opener, Threads};

@@ -100,7 +100,7 @@ pub fn info(luns: &[LunTarget]) -> Vec<LunInfo> {
         .collect()
 }
 
-/// Logs out of every session of `luns`.
+/// Logs out of every session of `luns` (local targets close when dropped).
 pub async fn close(luns: &[LunTarget]) {
     for l in luns {
         match &l.path {
@@ -108,6 +108,7 @@ pub async fn close(luns: &[LunTarget]) {
                 let _ = s.logout().await;
             }
             Path::Multi(m) => m.logout().await,
+            Path::Local(_) => {}
         }
     }
 }

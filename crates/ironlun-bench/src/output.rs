@@ -61,6 +61,17 @@ pub fn table(results: &[WorkloadResult]) -> String {
                 r.write_latency_us.mean
             );
         }
+        if r.per_thread.len() > 1 {
+            let ios: Vec<String> = r.per_thread.iter().map(|t| t.ios.to_string()).collect();
+            let _ = writeln!(
+                s,
+                "{:<22} {} threads, I/Os {} = {}",
+                "",
+                r.threads,
+                ios.join(" + "),
+                r.ios
+            );
+        }
         if let Some(v) = &r.verify {
             let _ = writeln!(
                 s,

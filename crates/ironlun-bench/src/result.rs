@@ -153,7 +153,28 @@ pub struct WorkloadResult {
     /// totals above are their merge, [`crate::agent::merge`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agents: Vec<AgentShare>,
+    /// OS threads the workers ran on (results written before threads
+    /// existed ran on one).
+    #[serde(default = "one")]
+    pub threads: u32,
+    /// What each thread counted; the run's totals are their sums.
+    #[serde(default)]
+    pub per_thread: Vec<ThreadTotals>,
     pub workload: Workload,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// What one thread of a run counted over the measured interval.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadTotals {
+    pub ios: u64,
+    pub read_ios: u64,
+    pub write_ios: u64,
+    pub bytes: u64,
+    pub errors: u64,
 }
 
 /// One agent's part of a run driven by several agents.

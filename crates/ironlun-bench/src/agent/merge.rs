@@ -218,6 +218,8 @@ mod tests {
             zones: None,
             hdr: Some(Histograms::encode(&all, &all, &none).unwrap()),
             agents: Vec::new(),
+            threads: 1,
+            per_thread: Vec::new(),
             workload: Workload::simple("w", "", AccessLine::simple(4096, 100, 100), 1),
         }
     }

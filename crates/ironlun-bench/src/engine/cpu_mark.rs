@@ -7,8 +7,8 @@ use crate::cpu::{self, HostCpu};
 use crate::result::Cpu;
 
 /// CPU time as read at one instant (`None`: could not be read).
-#[derive(Clone, Copy)]
-pub(super) struct CpuMark {
+#[derive(Clone, Copy, Default)]
+pub(crate) struct CpuMark {
     /// The whole host's CPU counters.
     host: Option<HostCpu>,
     /// This process's cumulative CPU seconds.
@@ -23,7 +23,7 @@ pub(super) struct CpuMark {
 impl CpuMark {
     /// Reads every clock, in this order: host, process, target, excluded
     /// threads.
-    pub(super) async fn take(opts: &RunOptions) -> CpuMark {
+    pub(crate) async fn take(opts: &RunOptions) -> CpuMark {
         CpuMark {
             host: HostCpu::sample(),
             process: cpu::process_cpu_seconds(std::process::id()),
@@ -34,7 +34,7 @@ impl CpuMark {
 
     /// The CPU figures of `ios` I/Os done over `elapsed` seconds, from
     /// this mark to `end`.
-    pub(super) fn until(&self, end: &CpuMark, elapsed: f64, ios: u64) -> Cpu {
+    pub(crate) fn until(&self, end: &CpuMark, elapsed: f64, ios: u64) -> Cpu {
         let excluded_s = match (self.excluded, end.excluded) {
             (Some(a), Some(b)) => (b - a).max(0.0),
             _ => 0.0,

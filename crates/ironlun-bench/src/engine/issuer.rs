@@ -7,12 +7,14 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ironlun_initiator::scsi;
-use ironlun_initiator::{Capacity, Responder, ScsiReply, ScsiRequest};
+use ironlun_initiator::{Capacity, Responder, ScsiReply};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use tokio::sync::mpsc;
 
-use super::{LunTarget, Slice};
+use super::sources::Sources;
+use super::{LunTarget, Path, Slice};
+use crate::local::LocalIo;
+use crate::result::VerifyReport;
 use crate::spec::{AccessLine, Workload};
 use crate::verify::VerifyMap;
 
@@ -167,9 +169,16 @@ pub(super) struct Issuer {
 impl Issuer {
     /// Checks the workload against every LUN and sets up the workers;
     /// with `verify`, a verification map per LUN.
-    pub(super) fn new(w: &Workload, targets: &[LunTarget], verify: bool) -> Result<Issuer, String> {
+    /// `share` says which of the workload's workers run on each target
+    /// (`None`: all).
+    pub(super) fn new(
+        w: &Workload,
+        targets: &[LunTarget],
+        verify: bool,
+        share: Option<&[Vec<u32>]>,
+    ) -> Result<Issuer, String> {
         let luns = luns(w, targets, verify)?;
-        let workers = workers(w, &luns)?;
+        let workers = workers(w, &luns, share)?;
         let payload = {
             let mut rng = SmallRng::seed_from_u64(7);
             let v: Vec<u8> = (0..w.max_size()).map(|_| rng.gen()).collect();
@@ -201,19 +210,40 @@ impl Issuer {
         self.workers.iter().all(|k| k.swept)
     }
 
-    /// The LUNs' verification maps (none without verification).
-    pub(super) fn verify_maps(&self) -> impl Iterator<Item = &VerifyMap> {
-        self.luns.iter().filter_map(|l| l.verify.as_ref())
+    /// Every LUN's verification together (`None` without verification).
+    pub(super) fn verify_report(&self) -> Option<VerifyReport> {
+        self.luns.iter().filter_map(|l| l.verify.as_ref()).fold(
+            None,
+            |acc: Option<VerifyReport>, v| {
+                let mut r = acc.unwrap_or_default();
+                r.checked_blocks += v.checked_blocks;
+                r.mismatch_count += v.mismatch_count;
+                r.mismatches.extend(v.mismatches.iter().cloned());
+                Some(r)
+            },
+        )
+    }
+
+    /// The completion sources of a run of `w` over `targets` with this
+    /// issuer's slots.
+    pub(super) fn sources(&self, targets: &[LunTarget], w: &Workload) -> Result<Sources, String> {
+        Sources::new(
+            targets,
+            self.slots.len(),
+            w.max_size() as usize,
+            &self.payload,
+        )
     }
 
     /// Issues I/O until every worker has its queue depth in flight or is
     /// held back by its pacing; returns the earliest time a held-back
-    /// worker may issue again. Completions go to `tx`, tagged by slot.
+    /// worker may issue again. Completions come back through `sources`,
+    /// tagged by slot.
     pub(super) async fn issue(
         &mut self,
         w: &Workload,
         now: Instant,
-        tx: &mpsc::UnboundedSender<Completion>,
+        sources: &mut Sources,
     ) -> Result<Option<Instant>, String> {
         let mut wake: Option<Instant> = None;
         for (wi, k) in self.workers.iter_mut().enumerate() {
@@ -229,20 +259,23 @@ impl Issuer {
                     break;
                 };
                 let Some(slot) = self.free.pop() else { break };
-                let (req, inflight) = next_io(w, k, wi as u32, lun, &self.payload, intended);
+                let (inflight, data) = next_io(w, k, wi as u32, lun, intended);
                 k.in_flight += 1;
+                let io = Io {
+                    tag: u64::from(slot),
+                    inflight: &inflight,
+                    data,
+                    payload: &self.payload,
+                    verify: lun.verify.is_some(),
+                };
+                let sent = submit(&lun.target, io, sources).await;
                 if let Some(s) = self.slots.get_mut(slot as usize) {
                     *s = Some(inflight);
                 }
-                let r = Responder::Stream {
-                    tx: tx.clone(),
-                    tag: u64::from(slot),
-                };
-                if let Err(e) = lun.target.path.submit(req, r).await {
-                    return Err(format!("{}: {e}", lun.target.label));
-                }
+                sent.map_err(|e| format!("{}: {e}", lun.target.label))?;
             }
         }
+        sources.flush()?;
         Ok(wake)
     }
 
@@ -314,12 +347,19 @@ fn luns(w: &Workload, targets: &[LunTarget], verify: bool) -> Result<Vec<Lun>, S
     Ok(luns)
 }
 
-/// The workload's workers on every LUN, each with its own random stream.
-fn workers(w: &Workload, luns: &[Lun]) -> Result<Vec<Worker>, String> {
+/// The workload's workers on every LUN (those of `share`, when given),
+/// each with its own random stream: worker `k` of LUN `li` draws the same
+/// stream whichever thread runs it.
+fn workers(w: &Workload, luns: &[Lun], share: Option<&[Vec<u32>]>) -> Result<Vec<Worker>, String> {
     let mut workers = Vec::new();
+    let all: Vec<u32> = (0..w.workers).collect();
     for (li, lun) in luns.iter().enumerate() {
         let (start, len) = range(w, &lun.target.capacity, lun.target.slice)?;
-        for k in 0..w.workers {
+        let mine = match share {
+            Some(s) => s.get(li).map_or(&[][..], Vec::as_slice),
+            None => &all[..],
+        };
+        for &k in mine {
             let seed = 0x1b0d_5eed ^ ((li as u64) << 20) ^ u64::from(k);
             // Workers of one LUN start their sequential streams apart.
             let stagger = (len / u64::from(w.workers)) * u64::from(k);
@@ -384,15 +424,15 @@ pub(super) fn range(w: &Workload, cap: &Capacity, slice: Slice) -> Result<(u64, 
     Ok((start, len))
 }
 
-/// Picks the next I/O of a worker by the IOMeter rules.
+/// Picks the next I/O of a worker by the IOMeter rules; for a write
+/// when verifying, its data (otherwise writes carry the shared pattern).
 fn next_io(
     w: &Workload,
     k: &mut Worker,
     worker: u32,
     lun: &mut Lun,
-    payload: &Bytes,
     start: Instant,
-) -> (ScsiRequest, InFlight) {
+) -> (InFlight, Option<Bytes>) {
     let line = k.next_line(w);
     let bs = u64::from(lun.target.capacity.block_size);
     let align = (u64::from(line.align).max(bs)).div_ceil(bs) * bs;
@@ -402,31 +442,71 @@ fn next_io(
     let offset = k.next_offset(w, random, size, align, bs);
     let lba = offset / bs;
     let blocks = (size / bs) as u32;
-    let (req, generation) = if read {
-        let mark = lun.verify.as_ref().map_or(0, VerifyMap::read_mark);
-        let mut req = scsi::read(lun.target.lun, lba, blocks, lun.target.capacity.block_size);
-        // Unverified reads are counted, not kept (as IOMeter does).
-        req.discard_data = lun.verify.is_none();
-        (req, mark)
+    let (data, generation) = if read {
+        (None, lun.verify.as_ref().map_or(0, VerifyMap::read_mark))
     } else {
-        let (data, g) = match &mut lun.verify {
-            Some(v) => v.start_write(lba, blocks),
-            None => (payload.slice(..size as usize), 0),
-        };
-        (scsi::write(lun.target.lun, lba, blocks, data), u64::from(g))
+        match &mut lun.verify {
+            Some(v) => {
+                let (data, g) = v.start_write(lba, blocks);
+                (Some(data), u64::from(g))
+            }
+            None => (None, 0),
+        }
     };
-    (
-        req,
-        InFlight {
-            worker,
-            start,
-            read,
-            bytes: line.size,
-            lba,
-            blocks,
-            generation,
-        },
-    )
+    let io = InFlight {
+        worker,
+        start,
+        read,
+        bytes: line.size,
+        lba,
+        blocks,
+        generation,
+    };
+    (io, data)
+}
+
+/// One I/O on its way to its target.
+struct Io<'a> {
+    tag: u64,
+    inflight: &'a InFlight,
+    /// A verified write's data.
+    data: Option<Bytes>,
+    /// The shared write pattern.
+    payload: &'a Bytes,
+    verify: bool,
+}
+
+/// Sends `io` to `target`: as a SCSI command over its session(s), or to
+/// the local engine.
+async fn submit(target: &LunTarget, io: Io<'_>, sources: &mut Sources) -> Result<(), String> {
+    let f = io.inflight;
+    let bs = u64::from(target.capacity.block_size);
+    if let Path::Local(dev) = &target.path {
+        return sources.submit_local(LocalIo {
+            tag: io.tag,
+            dev: dev.clone(),
+            offset: f.lba * bs,
+            len: f.bytes as usize,
+            write: (!f.read).then_some(io.data),
+            keep: io.verify,
+        });
+    }
+    let req = if f.read {
+        let mut req = scsi::read(target.lun, f.lba, f.blocks, target.capacity.block_size);
+        // Unverified reads are counted, not kept (as IOMeter does).
+        req.discard_data = !io.verify;
+        req
+    } else {
+        let data = io
+            .data
+            .unwrap_or_else(|| io.payload.slice(..f.bytes as usize));
+        scsi::write(target.lun, f.lba, f.blocks, data)
+    };
+    let r = Responder::Stream {
+        tx: sources.tx.clone(),
+        tag: io.tag,
+    };
+    target.path.submit(req, r).await.map_err(|e| e.to_string())
 }
 
 fn pick_line(lines: &[AccessLine], rng: &mut SmallRng) -> usize {

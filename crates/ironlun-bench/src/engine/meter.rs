@@ -7,8 +7,9 @@ use std::time::Instant;
 use hdrhistogram::Histogram;
 
 use super::issuer::Completed;
+use super::measured::Measured;
 use super::ProgressFn;
-use crate::result::Second;
+use crate::result::{Second, VerifyReport};
 use crate::spec::Workload;
 
 /// Histogram bounds: 1 µs .. 100 s, in nanoseconds.
@@ -17,18 +18,34 @@ pub(crate) const HIST_HIGH_NS: u64 = 100_000_000_000;
 /// Significant digits the histograms keep.
 pub(crate) const HIST_SIGFIG: u8 = 3;
 /// Error messages kept for the report (all are counted).
-const KEEP_ERRORS: usize = 20;
+pub(crate) const KEEP_ERRORS: usize = 20;
 
 /// Measured I/Os and bytes, by direction.
-#[derive(Default)]
-pub(super) struct Counters {
-    pub(super) reads: u64,
-    pub(super) writes: u64,
-    pub(super) read_bytes: u64,
-    pub(super) write_bytes: u64,
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Counters {
+    pub(crate) reads: u64,
+    pub(crate) writes: u64,
+    pub(crate) read_bytes: u64,
+    pub(crate) write_bytes: u64,
 }
 
 impl Counters {
+    /// Adds `other`'s counts to these.
+    pub(crate) fn merge(&mut self, other: &Counters) {
+        self.reads += other.reads;
+        self.writes += other.writes;
+        self.read_bytes += other.read_bytes;
+        self.write_bytes += other.write_bytes;
+    }
+
+    pub(crate) fn ios(&self) -> u64 {
+        self.reads + self.writes
+    }
+
+    pub(crate) fn bytes(&self) -> u64 {
+        self.read_bytes + self.write_bytes
+    }
+
     fn add(&mut self, read: bool, bytes: u32) {
         if read {
             self.reads += 1;
@@ -41,17 +58,22 @@ impl Counters {
 }
 
 /// What one zone of a sweep moved, and over what time.
-#[derive(Clone, Default)]
-pub(super) struct ZoneBytes {
-    pub(super) bytes: u64,
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ZoneBytes {
+    pub(crate) bytes: u64,
     /// When the zone's earliest I/O started.
-    pub(super) first: Option<Instant>,
+    pub(crate) first: Option<Instant>,
     /// When its latest I/O ended.
-    pub(super) last: Option<Instant>,
+    pub(crate) last: Option<Instant>,
 }
 
+/// Receives each closed second of the measured interval: its index, its
+/// counts and its latency histogram (a threaded run merges the threads'
+/// seconds with these).
+pub(crate) type SecondSink = Box<dyn FnMut(u32, &Counters, &Histogram<u64>) + Send>;
+
 /// Everything measured over a run.
-pub(super) struct Meter {
+pub(crate) struct Meter {
     pub(super) all: Histogram<u64>,
     pub(super) read: Histogram<u64>,
     pub(super) write: Histogram<u64>,
@@ -68,12 +90,13 @@ pub(super) struct Meter {
     pub(super) zone_bytes: Vec<ZoneBytes>,
     /// I/Os counted in the measured interval (for a workload's I/O limit).
     pub(super) measured_ios: u64,
+    /// Where each closed second goes besides the series.
+    pub(super) sink: Option<SecondSink>,
 }
 
 impl Meter {
-    pub(super) fn new(w: &Workload) -> Result<Meter, String> {
-        let all = Histogram::<u64>::new_with_bounds(HIST_LOW_NS, HIST_HIGH_NS, HIST_SIGFIG)
-            .map_err(|e| e.to_string())?;
+    pub(crate) fn new(w: &Workload) -> Result<Meter, String> {
+        let all = Meter::histogram()?;
         let zones = w.zones.map(|n| n.max(1));
         Ok(Meter {
             read: all.clone(),
@@ -88,7 +111,14 @@ impl Meter {
             zones,
             zone_bytes: vec![ZoneBytes::default(); zones.unwrap_or(0) as usize],
             measured_ios: 0,
+            sink: None,
         })
+    }
+
+    /// An empty histogram with the meter's bounds.
+    pub(crate) fn histogram() -> Result<Histogram<u64>, String> {
+        Histogram::<u64>::new_with_bounds(HIST_LOW_NS, HIST_HIGH_NS, HIST_SIGFIG)
+            .map_err(|e| e.to_string())
     }
 
     /// Forgets what was measured during the ramp: latencies, counts and
@@ -107,16 +137,12 @@ impl Meter {
     /// Ends the current second: adds it to the series and reports the
     /// progress so far, `elapsed` seconds into the measured interval.
     pub(super) fn close_second(&mut self, elapsed: f64, progress: Option<&ProgressFn>) {
-        let sec = &self.second_counts;
-        let ops = (sec.reads + sec.writes) as f64;
-        self.series.push(Second {
-            t: self.series.len() as u32,
-            iops: ops,
-            read_iops: sec.reads as f64,
-            write_iops: sec.writes as f64,
-            mb_per_s: (sec.read_bytes + sec.write_bytes) as f64 / 1e6,
-            p99_us: self.second.value_at_quantile(0.99) as f64 / 1000.0,
-        });
+        let t = self.series.len() as u32;
+        self.series
+            .push(second(t, &self.second_counts, &self.second));
+        if let Some(sink) = &mut self.sink {
+            sink(t, &self.second_counts, &self.second);
+        }
         if let Some(p) = progress {
             let total = (self.counts.reads + self.counts.writes) as f64;
             let bytes = (self.counts.read_bytes + self.counts.write_bytes) as f64;
@@ -129,6 +155,30 @@ impl Meter {
         }
         self.second_counts = Counters::default();
         self.second.reset();
+    }
+
+    /// What was measured over the interval from `start` to `end`, with
+    /// the LUNs' verification.
+    pub(super) fn finish(
+        self,
+        verify: Option<VerifyReport>,
+        start: Instant,
+        end: Instant,
+    ) -> Measured {
+        Measured {
+            all: self.all,
+            read: self.read,
+            write: self.write,
+            counts: self.counts,
+            errors: self.errors,
+            error_samples: self.error_samples,
+            series: self.series,
+            zones: self.zones,
+            zone_bytes: self.zone_bytes,
+            verify,
+            start,
+            end,
+        }
     }
 
     /// Takes in an I/O completed at `done`: its error, its zone's bytes,
@@ -170,5 +220,17 @@ impl Meter {
             self.counts.add(io.read, io.bytes);
             self.second_counts.add(io.read, io.bytes);
         }
+    }
+}
+
+/// Second `t` of the series, from its counts and latencies.
+pub(crate) fn second(t: u32, c: &Counters, h: &Histogram<u64>) -> Second {
+    Second {
+        t,
+        iops: c.ios() as f64,
+        read_iops: c.reads as f64,
+        write_iops: c.writes as f64,
+        mb_per_s: c.bytes() as f64 / 1e6,
+        p99_us: h.value_at_quantile(0.99) as f64 / 1000.0,
     }
 }

@@ -1,46 +1,55 @@
 //! Runs a [`Workload`] against LUNs.
 //!
 //! # Runtime model
-//! One task drives every worker: each worker keeps its queue depth of I/Os
-//! in flight through the shared completion channel of
+//! One task drives every worker of a run (or of one thread's part of a
+//! threaded run, see [`crate::threads`]): each worker keeps its queue
+//! depth of I/Os in flight through the shared completion channel of
 //! [`Responder::Stream`], so a batch of completions costs one wakeup and
-//! no per-I/O task or oneshot. Write data (when not verifying) is a slice
-//! of one pre-filled buffer: no allocation per I/O in steady state.
+//! no per-I/O task or oneshot. Local targets complete into the same loop
+//! (the io_uring engine is reaped here, psync's threads send to the same
+//! channel, see [`crate::local`]). Write data (when not verifying) is a
+//! slice of one pre-filled buffer: no allocation per I/O in steady state.
 //!
 //! # Layout
 //! This module holds the public types and the run's loop (`run_here`),
 //! which ties the parts together: `issuer` keeps each worker's I/O in
-//! flight, `meter` measures what completes, `wait` waits for the next
-//! completion or timed event, `cpu_mark` reads CPU time at the start and
-//! the end of the measured interval, and `summary` makes the
-//! [`WorkloadResult`].
+//! flight, `sources` delivers completions, `meter` measures what
+//! completes, `wait` waits for the next completion or timed event,
+//! `cpu_mark` reads CPU time at the start and the end of the measured
+//! interval, `measured` holds what a run or a thread measured, and
+//! `summary` makes the [`WorkloadResult`].
 
-mod cpu_mark;
+pub(crate) mod cpu_mark;
 mod issuer;
-mod meter;
-mod summary;
+pub(crate) mod measured;
+pub(crate) mod meter;
+mod sources;
+pub(crate) mod summary;
 mod wait;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ironlun_initiator::{Capacity, Multipath, Responder, ScsiRequest, Session};
-use tokio::sync::mpsc;
 
+use crate::local::LocalDev;
 use crate::result::WorkloadResult;
 use crate::spec::Workload;
 use cpu_mark::CpuMark;
-use issuer::{Completion, Issuer};
-use meter::Meter;
+use issuer::Issuer;
+use measured::Measured;
+use meter::{Meter, SecondSink};
 pub(crate) use meter::{HIST_HIGH_NS, HIST_LOW_NS, HIST_SIGFIG};
 pub(crate) use summary::log_buckets;
 use wait::Waiter;
 
-/// A way to reach a LUN: one session, or several paths.
+/// A way to reach a LUN: one session, several paths, or (no iSCSI) a
+/// local file or block device.
 #[derive(Clone, Debug)]
 pub enum Path {
     Single(Session),
     Multi(Arc<Multipath>),
+    Local(Arc<LocalDev>),
 }
 
 impl Path {
@@ -48,6 +57,9 @@ impl Path {
         match self {
             Path::Single(s) => s.submit(req, r).await,
             Path::Multi(m) => m.submit(req, r).await,
+            Path::Local(_) => Err(ironlun_initiator::Error::Malformed(
+                "a SCSI command for a local target".into(),
+            )),
         }
     }
 }
@@ -117,10 +129,48 @@ pub async fn run(
     targets: &[LunTarget],
     opts: &RunOptions,
 ) -> Result<WorkloadResult, String> {
+    let part = Part {
+        cpu: true,
+        ..Part::default()
+    };
+    let (m, cpu_start) = run_part(w, targets, opts, part).await?;
+    let cpu_end = CpuMark::take(opts).await;
+    let cpu = cpu_start.until(&cpu_end, m.elapsed(), m.counts.ios());
+    let totals = vec![summary::thread_totals(&m)];
+    Ok(summary::workload_result(w, targets, m, cpu, totals))
+}
+
+/// One part of a run: which workers run here, from when, and what the
+/// run's other parts need from this one.
+#[derive(Default)]
+pub(crate) struct Part {
+    /// The workers of each target that run here (`None`: all).
+    pub(crate) share: Option<Vec<Vec<u32>>>,
+    /// When the run starts (`None`: now); parts of one run share it, so
+    /// their seconds fall on the same instants.
+    pub(crate) start: Option<Instant>,
+    /// This part's share of the workload's I/O count.
+    pub(crate) ios: Option<u64>,
+    /// Where each closed second goes.
+    pub(crate) sink: Option<SecondSink>,
+    /// Take the CPU mark at the start of the measured interval here (a
+    /// threaded run takes its marks where it waits for its threads).
+    pub(crate) cpu: bool,
+}
+
+/// Runs one part of a workload on a task of its own (see [`run`]);
+/// returns what it measured and, when it took CPU marks, the mark at the
+/// start of the measured interval.
+pub(crate) async fn run_part(
+    w: &Workload,
+    targets: &[LunTarget],
+    opts: &RunOptions,
+    part: Part,
+) -> Result<(Measured, CpuMark), String> {
     let (w, targets, opts) = (w.clone(), targets.to_vec(), opts.clone());
-    let mut task = AbortOnDrop(tokio::spawn(
-        async move { run_here(&w, &targets, &opts).await },
-    ));
+    let mut task = AbortOnDrop(tokio::spawn(async move {
+        run_here(&w, &targets, &opts, part).await
+    }));
     (&mut task.0)
         .await
         .map_err(|e| format!("the load generator's task failed: {e}"))?
@@ -135,22 +185,32 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
-/// Runs one workload on this task (see [`run`]).
+/// Runs one part of a workload on this task (see [`run`]).
 async fn run_here(
     w: &Workload,
     targets: &[LunTarget],
     opts: &RunOptions,
-) -> Result<WorkloadResult, String> {
+    part: Part,
+) -> Result<(Measured, CpuMark), String> {
     w.validate()?;
     if targets.is_empty() {
         return Err("no LUN to run against".into());
     }
-    let mut issuer = Issuer::new(w, targets, opts.verify)?;
+    let mut issuer = Issuer::new(w, targets, opts.verify, part.share.as_deref())?;
     let precise = wait::precise_timer();
-    let (tx, mut rx) = mpsc::unbounded_channel::<Completion>();
+    let mut sources = issuer.sources(targets, w)?;
     let mut meter = Meter::new(w)?;
-    let mut phase = Phase::new(w);
-    let mut cpu_start = CpuMark::take(opts).await;
+    meter.sink = part.sink;
+    if let Some(t0) = part.start {
+        tokio::time::sleep_until(tokio::time::Instant::from_std(t0)).await;
+    }
+    let mut phase = Phase::new(w, part.start.unwrap_or_else(Instant::now));
+    let ios_limit = part.ios.or(w.ios);
+    let mut cpu_start = if part.cpu {
+        CpuMark::take(opts).await
+    } else {
+        CpuMark::default()
+    };
     let deadline_timer = tokio::time::sleep_until(tokio::time::Instant::from_std(phase.end));
     tokio::pin!(deadline_timer);
     let mut waiter = Waiter::new(precise, deadline_timer);
@@ -158,10 +218,12 @@ async fn run_here(
     loop {
         let now = Instant::now();
         if phase.ramp_ends(now) {
-            cpu_start = CpuMark::take(opts).await;
+            if part.cpu {
+                cpu_start = CpuMark::take(opts).await;
+            }
             meter.reset();
         }
-        if !phase.stop && should_stop(w, &phase, &meter, &issuer, now) {
+        if !phase.stop && should_stop(ios_limit, &phase, &meter, &issuer, now) {
             phase.stop_at(now, opts.drain_timeout);
         }
         if phase.measuring && now >= phase.next_second {
@@ -172,7 +234,7 @@ async fn run_here(
         let wake = if phase.stop {
             None
         } else {
-            issuer.issue(w, now, &tx).await?
+            issuer.issue(w, now, &mut sources).await?
         };
         let outstanding = issuer.outstanding();
         if phase.stop && outstanding == 0 {
@@ -180,14 +242,14 @@ async fn run_here(
         }
         let deadline = phase.deadline(wake);
         let mut next = waiter
-            .wait(&mut rx, deadline, phase.stop, outstanding)
+            .wait(&mut sources, deadline, phase.stop, outstanding)
             .await?;
         while let Some((tag, result)) = next.take() {
             let done = Instant::now();
             if let Some(c) = issuer.complete(tag, result) {
                 meter.completed(&c, done, phase.counts(done));
             }
-            next = rx.try_recv().ok();
+            next = sources.try_next();
         }
     }
 
@@ -195,20 +257,21 @@ async fn run_here(
         .stopped_at
         .unwrap_or(phase.end)
         .max(phase.measure_start);
-    let elapsed = (measure_end - phase.measure_start).as_secs_f64().max(1e-9);
-    let cpu_end = CpuMark::take(opts).await;
-    let ios = meter.counts.reads + meter.counts.writes;
-    let cpu = cpu_start.until(&cpu_end, elapsed, ios);
-    Ok(summary::workload_result(
-        w, targets, &issuer, meter, cpu, elapsed,
-    ))
+    let m = meter.finish(issuer.verify_report(), phase.measure_start, measure_end);
+    Ok((m, cpu_start))
 }
 
 /// Issuing stops: the run's time is up, the workload's I/O count is
 /// measured, or every worker has swept its zones.
-fn should_stop(w: &Workload, phase: &Phase, meter: &Meter, issuer: &Issuer, now: Instant) -> bool {
+fn should_stop(
+    ios: Option<u64>,
+    phase: &Phase,
+    meter: &Meter,
+    issuer: &Issuer,
+    now: Instant,
+) -> bool {
     now >= phase.end
-        || w.ios.is_some_and(|n| meter.measured_ios >= n)
+        || ios.is_some_and(|n| meter.measured_ios >= n)
         || (meter.zones.is_some() && issuer.all_swept())
 }
 
@@ -230,9 +293,8 @@ struct Phase {
 }
 
 impl Phase {
-    /// A run starting now.
-    fn new(w: &Workload) -> Phase {
-        let began = Instant::now();
+    /// A run starting at `began`.
+    fn new(w: &Workload, began: Instant) -> Phase {
         let ramp_end = began + w.ramp();
         Phase {
             ramp_end,
@@ -246,14 +308,17 @@ impl Phase {
         }
     }
 
-    /// Ends the ramp if it is over at `now`; true when it just did.
+    /// Ends the ramp if it is over at `now`; true when it just did. The
+    /// measured interval starts at the ramp's planned end, not when it is
+    /// noticed, so that the parts of a threaded run count the same
+    /// seconds.
     fn ramp_ends(&mut self, now: Instant) -> bool {
         if self.measuring || now < self.ramp_end {
             return false;
         }
         self.measuring = true;
-        self.measure_start = now;
-        self.next_second = now + Duration::from_secs(1);
+        self.measure_start = self.ramp_end;
+        self.next_second = self.ramp_end + Duration::from_secs(1);
         true
     }
 

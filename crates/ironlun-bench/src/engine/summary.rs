@@ -3,27 +3,29 @@
 
 use hdrhistogram::Histogram;
 
-use super::issuer::{range, Issuer};
-use super::meter::{Meter, HIST_LOW_NS};
+use super::issuer::range;
+use super::measured::Measured;
+use super::meter::HIST_LOW_NS;
 use super::LunTarget;
 use crate::hdr::Histograms;
-use crate::result::{Cpu, Latency, VerifyReport, WorkloadResult, ZoneRate};
+use crate::result::{Cpu, Latency, ThreadTotals, WorkloadResult, ZoneRate};
 use crate::spec::Workload;
 
-/// The measurement of workload `w` on `targets`, over `elapsed` seconds.
-pub(super) fn workload_result(
+/// The measurement of workload `w` on `targets`, run on `threads`
+/// threads (`per_thread`: what each counted).
+pub(crate) fn workload_result(
     w: &Workload,
     targets: &[LunTarget],
-    issuer: &Issuer,
-    meter: Meter,
+    m: Measured,
     cpu: Cpu,
-    elapsed: f64,
+    per_thread: Vec<ThreadTotals>,
 ) -> WorkloadResult {
-    let zones = zone_rates(w, targets, &meter);
-    let counts = &meter.counts;
-    let ios = counts.reads + counts.writes;
-    let bytes = (counts.read_bytes + counts.write_bytes) as f64;
-    let latency = Latency::from_histogram(&meter.all);
+    let elapsed = m.elapsed();
+    let zones = zone_rates(w, targets, &m);
+    let counts = &m.counts;
+    let ios = counts.ios();
+    let bytes = counts.bytes() as f64;
+    let latency = Latency::from_histogram(&m.all);
     WorkloadResult {
         name: w.name.clone(),
         description: w.description.clone(),
@@ -41,38 +43,38 @@ pub(super) fn workload_result(
         write_mb_per_s: counts.write_bytes as f64 / elapsed / 1e6,
         transaction_time_us: latency.mean,
         latency_us: latency,
-        read_latency_us: Latency::from_histogram(&meter.read),
-        write_latency_us: Latency::from_histogram(&meter.write),
+        read_latency_us: Latency::from_histogram(&m.read),
+        write_latency_us: Latency::from_histogram(&m.write),
         cpu,
-        errors: meter.errors,
-        error_samples: meter.error_samples,
-        verify: verify_report(issuer),
-        series: meter.series,
-        histogram_us: log_buckets(&meter.all),
-        percentiles_us: Latency::curve(&meter.all),
-        zones,
-        hdr: Histograms::encode(&meter.all, &meter.read, &meter.write).ok(),
+        errors: m.errors,
+        error_samples: m.error_samples,
+        verify: m.verify,
+        histogram_us: log_buckets(&m.all),
+        percentiles_us: Latency::curve(&m.all),
+        hdr: Histograms::encode(&m.all, &m.read, &m.write).ok(),
         agents: Vec::new(),
+        series: m.series,
+        zones,
+        threads: per_thread.len().max(1) as u32,
+        per_thread,
         workload: w.clone(),
     }
 }
 
-/// Every LUN's verification together (`None` without verification).
-fn verify_report(issuer: &Issuer) -> Option<VerifyReport> {
-    issuer
-        .verify_maps()
-        .fold(None, |acc: Option<VerifyReport>, v| {
-            let mut r = acc.unwrap_or_default();
-            r.checked_blocks += v.checked_blocks;
-            r.mismatch_count += v.mismatch_count;
-            r.mismatches.extend(v.mismatches.iter().cloned());
-            Some(r)
-        })
+/// One thread's totals.
+pub(crate) fn thread_totals(m: &Measured) -> ThreadTotals {
+    ThreadTotals {
+        ios: m.counts.ios(),
+        read_ios: m.counts.reads,
+        write_ios: m.counts.writes,
+        bytes: m.counts.bytes(),
+        errors: m.errors,
+    }
 }
 
 /// Each zone's rate, placed in the first target's seek range (`None`
 /// when the workload sweeps no zones).
-fn zone_rates(w: &Workload, targets: &[LunTarget], meter: &Meter) -> Option<Vec<ZoneRate>> {
+fn zone_rates(w: &Workload, targets: &[LunTarget], meter: &Measured) -> Option<Vec<ZoneRate>> {
     let (zone_start, zone_len) = targets
         .first()
         .and_then(|t| range(w, &t.capacity, t.slice).ok())

@@ -5,10 +5,10 @@
 use std::pin::Pin;
 use std::time::Instant;
 
-use tokio::sync::mpsc;
 use tokio::time::Sleep;
 
 use super::issuer::Completion;
+use super::sources::Sources;
 use crate::timer::{PreciseTimer, NEAR};
 
 /// The timers a run waits with.
@@ -36,7 +36,7 @@ impl<'t> Waiter<'t> {
     /// drain limit, and reaching it with `outstanding` I/Os is an error.
     pub(super) async fn wait(
         &mut self,
-        rx: &mut mpsc::UnboundedReceiver<Completion>,
+        rx: &mut Sources,
         deadline: Option<Instant>,
         stop: bool,
         outstanding: u32,

@@ -66,6 +66,8 @@ fn result(name: &str, scale: f64, seconds: u32) -> WorkloadResult {
         zones: None,
         hdr: None,
         agents: Vec::new(),
+        threads: 1,
+        per_thread: Vec::new(),
         workload: Workload::simple(name, "", AccessLine::simple(4096, 100, 100), 16),
     }
 }
