@@ -409,7 +409,9 @@ pub async fn run(a: BenchArgs) -> Result<(), String> {
     let mut plan = lun_plan(&a, &mut relays, a.verify)?;
     plan.threads = threads(&a, &plan, &ws)?;
     let n = plan.threads;
-    let pool = Threads::start(n, plan.opener()).await?;
+    let stride = ws.iter().map(|w| w.workers).max().unwrap_or(1);
+    let targets = plan.targets();
+    let pool = Threads::start(n, targets, stride, plan.opener()).await?;
     outln!("{n} load thread{}", if n == 1 { "" } else { "s" });
     let probe = match (a.target_pid, a.target_stats) {
         (Some(_), Some(_)) => {

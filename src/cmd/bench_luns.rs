@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use ironlun_bench::local::{self, Engine};
 use ironlun_bench::luns::{self, Route};
-use ironlun_bench::threads::plan::thread_slice;
+use ironlun_bench::threads::plan::{thread_slice, Opening};
 use ironlun_bench::{LunTarget, Opener, Slice};
 use ironlun_initiator::{isid_for, IscsiUrl, PathPolicy, SessionOptions};
 
@@ -43,59 +43,76 @@ impl LunPlan {
     /// The opener of each thread's LUNs.
     pub fn opener(self) -> Opener {
         let plan = Arc::new(self);
-        Arc::new(move |t| {
+        Arc::new(move |t, openings| {
             let plan = plan.clone();
-            Box::pin(async move { plan.open(t).await })
+            Box::pin(async move { plan.open(t, &openings).await })
         })
     }
 
-    /// Thread `t`'s LUNs. Every session has its own ISID (RFC 7143
-    /// §11.12.5): the same ISID would reinstate, and so end, the session
-    /// before it, another thread's included.
-    async fn open(&self, t: u32) -> Result<Vec<LunTarget>, String> {
+    /// Thread `t`'s share of the LUNs: target `j` is session `j mod
+    /// sessions` of URL `j / sessions` (or local path `j`). Every session
+    /// has its own ISID (RFC 7143 §11.12.5): the same ISID would
+    /// reinstate, and so end, the session before it, another thread's
+    /// included.
+    async fn open(&self, t: u32, openings: &[Opening]) -> Result<Vec<LunTarget>, String> {
         if let Some(policy) = self.multipath {
             return self.open_paths(policy).await.map(|l| vec![l]);
         }
-        if !self.local.is_empty() {
-            return self.open_local(t);
-        }
-        let per_thread = self.urls.len() * self.sessions as usize;
         let mut out = Vec::new();
-        for (u, opts, label) in &self.urls {
-            for k in 0..self.sessions {
-                let mut o = opts.clone();
-                o.isid = isid_for(opts.isid, t as usize * per_thread + out.len());
-                let name = if self.sessions > 1 {
-                    format!("{label} [session {}/{}]", k + 1, self.sessions)
-                } else {
-                    label.clone()
-                };
-                let mut slice = Slice {
-                    index: k,
-                    count: self.sessions,
-                };
-                if self.verify {
-                    slice = thread_slice(slice, t, self.threads);
-                }
-                let route = Route::Portal(&u.portal());
-                out.push(luns::open(route, &u.target, u.lun, &o, name, slice).await?);
-            }
+        for o in openings {
+            let lun = if self.local.is_empty() {
+                self.open_session(t, o).await?
+            } else {
+                self.open_local(o)?
+            };
+            out.push(lun);
         }
         Ok(out)
     }
 
-    /// Thread `t`'s own descriptors of the local files and devices.
-    fn open_local(&self, t: u32) -> Result<Vec<LunTarget>, String> {
-        let slice = if self.verify {
-            thread_slice(Slice::WHOLE, t, self.threads)
+    /// The slice `o`'s thread drives of a target whose own slice is `s`:
+    /// with verification and several threads on the target, its own part.
+    fn slice(&self, s: Slice, o: &Opening) -> Slice {
+        if self.verify {
+            thread_slice(s, o.rank, o.of)
         } else {
-            Slice::WHOLE
+            s
+        }
+    }
+
+    async fn open_session(&self, t: u32, o: &Opening) -> Result<LunTarget, String> {
+        let sessions = self.sessions.max(1) as usize;
+        let (u, opts, label) = self
+            .urls
+            .get(o.target / sessions)
+            .ok_or_else(|| format!("no target {}", o.target))?;
+        let k = (o.target % sessions) as u32;
+        let mut opts = opts.clone();
+        opts.isid = isid_for(opts.isid, t as usize * self.targets() + o.target);
+        let name = if self.sessions > 1 {
+            format!("{label} [session {}/{}]", k + 1, self.sessions)
+        } else {
+            label.clone()
         };
-        let label = |p: &PathBuf| format!("{} ({})", p.display(), self.engine.name());
-        self.local
-            .iter()
-            .map(|p| local::open(p, self.engine, self.buffered, label(p), slice))
-            .collect()
+        let slice = self.slice(
+            Slice {
+                index: k,
+                count: self.sessions,
+            },
+            o,
+        );
+        let route = Route::Portal(&u.portal());
+        luns::open(route, &u.target, u.lun, &opts, name, slice).await
+    }
+
+    fn open_local(&self, o: &Opening) -> Result<LunTarget, String> {
+        let p = self
+            .local
+            .get(o.target)
+            .ok_or_else(|| format!("no target {}", o.target))?;
+        let label = format!("{} ({})", p.display(), self.engine.name());
+        let slice = self.slice(Slice::WHOLE, o);
+        local::open(p, self.engine, self.buffered, label, slice)
     }
 
     /// The one LUN whose paths the URLs are (one thread only).

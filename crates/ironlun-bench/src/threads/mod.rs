@@ -1,8 +1,8 @@
 //! Running a workload's workers on several OS threads.
 //!
 //! Each thread has its own current-thread runtime and opens its own
-//! sessions to every LUN (through the caller's opener, on the thread),
-//! then waits for workloads. For each workload the workers are shared
+//! sessions to the LUNs whose workers it runs ([`plan::openings`]; through
+//! the caller's opener, on the thread), then waits for workloads. For each workload the workers are shared
 //! out ([`plan::assign`]); every thread runs its part with the engine's
 //! own loop from one common start instant, so the threads' seconds fall
 //! on the same instants. Nothing is shared between the threads while
@@ -30,11 +30,15 @@ use crate::result::WorkloadResult;
 use crate::spec::Workload;
 use crate::{LunTarget, RunOptions};
 use merge::SeriesMerger;
+use plan::Opening;
 
-/// Opens thread `t`'s LUNs, on that thread (so its sessions run on its
-/// runtime). Every thread must open the same LUNs in the same order.
-pub type Opener =
-    Arc<dyn Fn(u32) -> Pin<Box<dyn Future<Output = Result<Vec<LunTarget>, String>>>> + Send + Sync>;
+/// Opens, on thread `t` (so its sessions run on its runtime), the
+/// targets of its openings, in their order.
+pub type Opener = Arc<
+    dyn Fn(u32, Vec<Opening>) -> Pin<Box<dyn Future<Output = Result<Vec<LunTarget>, String>>>>
+        + Send
+        + Sync,
+>;
 
 /// Time from handing out a workload to its common start: every thread
 /// has its job by then.
@@ -55,6 +59,8 @@ struct Job {
 }
 
 struct Thread {
+    /// The targets it opened (their numbers, in its order).
+    opened: Vec<usize>,
     jobs: mpsc::UnboundedSender<Job>,
     /// Resolves when the thread has logged out and ends.
     done: oneshot::Receiver<()>,
@@ -64,40 +70,65 @@ struct Thread {
 /// Threads with their sessions open, ready to run workloads.
 pub struct Threads {
     threads: Vec<Thread>,
-    /// The first thread's LUNs: their labels and capacities name the
-    /// run's LUNs in results.
+    /// Every target, as the first thread that opened it has it: labels
+    /// and capacities name the run's LUNs in results.
     targets: Vec<LunTarget>,
+    /// Workers per target the threads were planned for.
+    stride: u32,
 }
 
 impl Threads {
-    /// Starts `n` threads, each opening its LUNs with `open`.
-    pub async fn start(n: u32, open: Opener) -> Result<Threads, String> {
+    /// Starts `n` threads for `targets` targets of up to `stride` workers
+    /// each; each thread opens its share of the targets with `open`.
+    pub async fn start(
+        n: u32,
+        targets: usize,
+        stride: u32,
+        open: Opener,
+    ) -> Result<Threads, String> {
+        let stride = stride.max(1);
         let mut threads = Vec::new();
         let mut ready = Vec::new();
-        for t in 0..n.max(1) {
+        for (t, openings) in (0..).zip(plan::openings(targets, stride, n.max(1) as usize)) {
             let (jobs, rx) = mpsc::unbounded_channel();
             let (ready_tx, ready_rx) = oneshot::channel();
             let (done_tx, done) = oneshot::channel();
             let open = open.clone();
+            let opened = openings.iter().map(|o| o.target).collect();
             let join = std::thread::Builder::new()
                 .name(format!("ironlun-bench-{t}"))
-                .spawn(move || thread_main(t, open, rx, ready_tx, done_tx))
+                .spawn(move || thread_main(t, open, openings, rx, ready_tx, done_tx))
                 .map_err(|e| format!("cannot start a load thread: {e}"))?;
-            threads.push(Thread { jobs, done, join });
+            threads.push(Thread {
+                opened,
+                jobs,
+                done,
+                join,
+            });
             ready.push(ready_rx);
         }
-        let mut targets = None;
+        let mut found: Vec<Option<LunTarget>> = vec![None; targets];
         let mut first_error = None;
-        for r in ready {
+        for (r, th) in ready.into_iter().zip(&threads) {
             match r.await {
-                Ok(Ok(t)) => targets = targets.or(Some(t)),
+                Ok(Ok(ts)) => {
+                    for (j, lun) in th.opened.iter().zip(ts) {
+                        if let Some(slot @ None) = found.get_mut(*j) {
+                            *slot = Some(lun);
+                        }
+                    }
+                }
                 Ok(Err(e)) => first_error = first_error.or(Some(e)),
                 Err(_) => first_error = first_error.or(Some("a load thread failed".into())),
             }
         }
+        if first_error.is_none() && found.iter().any(Option::is_none) {
+            first_error = Some("a target was opened by no thread".into());
+        }
         let pool = Threads {
             threads,
-            targets: targets.unwrap_or_default(),
+            targets: found.into_iter().flatten().collect(),
+            stride,
         };
         if let Some(e) = first_error {
             pool.close().await;
@@ -123,7 +154,29 @@ impl Threads {
     /// Runs `w` on every thread with work in it and merges the parts.
     pub async fn run(&self, w: &Workload, opts: &RunOptions) -> Result<WorkloadResult, String> {
         w.validate()?;
-        let plan = plan::assign(self.targets.len(), w.workers, self.threads.len());
+        if w.workers > self.stride {
+            return Err(format!(
+                "{}: {} workers per LUN, the load threads were planned for {}",
+                w.name, w.workers, self.stride
+            ));
+        }
+        let plan = plan::assign(
+            self.targets.len(),
+            w.workers,
+            self.threads.len(),
+            self.stride,
+        );
+        // Each thread's share by its own targets' order.
+        let plan: Vec<Vec<Vec<u32>>> = plan
+            .into_iter()
+            .zip(&self.threads)
+            .map(|(p, th)| {
+                th.opened
+                    .iter()
+                    .map(|j| p.get(*j).cloned().unwrap_or_default())
+                    .collect()
+            })
+            .collect();
         let active = plan::active(&plan);
         let ios = plan::split_ios(w.ios, &active);
         let start = Instant::now() + START_DELAY;
@@ -241,6 +294,7 @@ fn progress(opts: &RunOptions, merger: &SeriesMerger, t: u32) {
 fn thread_main(
     t: u32,
     open: Opener,
+    openings: Vec<Opening>,
     mut jobs: mpsc::UnboundedReceiver<Job>,
     ready: oneshot::Sender<Result<Vec<LunTarget>, String>>,
     done: oneshot::Sender<()>,
@@ -256,7 +310,7 @@ fn thread_main(
         }
     };
     rt.block_on(async move {
-        let targets = match open(t).await {
+        let targets = match open(t, openings).await {
             Ok(targets) => targets,
             Err(e) => {
                 let _ = ready.send(Err(e));

@@ -5,22 +5,64 @@
 use crate::engine::Slice;
 
 /// The workers each thread runs, by target: `plan[thread][target]` lists
-/// worker numbers. Worker `k` of target `j` is the `j × workers + k`-th
-/// pair and goes to thread `pair mod threads`, so a thread's load
-/// differs from another's by at most one worker.
-pub(crate) fn assign(targets: usize, workers: u32, threads: usize) -> Vec<Vec<Vec<u32>>> {
+/// worker numbers. Worker `k` of target `j` goes to thread
+/// `(j × stride + k) mod threads`, `stride` being the most workers any
+/// workload of the run has per target: with that many, a thread's load
+/// differs from another's by at most one worker, and with fewer a worker
+/// stays on a thread that has its target open ([`openings`]).
+pub(crate) fn assign(
+    targets: usize,
+    workers: u32,
+    threads: usize,
+    stride: u32,
+) -> Vec<Vec<Vec<u32>>> {
     let threads = threads.max(1);
     let mut plan = vec![vec![Vec::new(); targets]; threads];
-    let mut pair = 0usize;
     for j in 0..targets {
-        for k in 0..workers {
-            if let Some(t) = plan.get_mut(pair % threads).and_then(|p| p.get_mut(j)) {
+        for k in 0..workers.min(stride) {
+            let t = (j * stride as usize + k as usize) % threads;
+            if let Some(t) = plan.get_mut(t).and_then(|p| p.get_mut(j)) {
                 t.push(k);
             }
-            pair += 1;
         }
     }
     plan
+}
+
+/// One target a thread opens: its number, and the thread's rank among
+/// the `of` threads that open it (its verification slice).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Opening {
+    pub target: usize,
+    pub rank: u32,
+    pub of: u32,
+}
+
+/// The targets each thread opens: those it runs a worker of when every
+/// target has `stride` workers. A target with one worker is opened by one
+/// thread only, so `--sessions N` opens N sessions whatever the threads.
+pub(crate) fn openings(targets: usize, stride: u32, threads: usize) -> Vec<Vec<Opening>> {
+    let plan = assign(targets, stride, threads, stride);
+    let mut out = vec![Vec::new(); plan.len()];
+    for j in 0..targets {
+        let on: Vec<usize> = (0..plan.len())
+            .filter(|&t| {
+                plan.get(t)
+                    .and_then(|p| p.get(j))
+                    .is_some_and(|w| !w.is_empty())
+            })
+            .collect();
+        for (rank, &t) in on.iter().enumerate() {
+            if let Some(o) = out.get_mut(t) {
+                o.push(Opening {
+                    target: j,
+                    rank: rank as u32,
+                    of: on.len() as u32,
+                });
+            }
+        }
+    }
+    out
 }
 
 /// A thread of `plan` runs at least one worker.
@@ -75,7 +117,7 @@ mod tests {
     #[test]
     fn every_worker_runs_once_and_threads_are_balanced() {
         for (targets, workers, threads) in [(1, 4, 2), (3, 1, 2), (2, 3, 4), (1, 1, 4)] {
-            let plan = assign(targets, workers, threads);
+            let plan = assign(targets, workers, threads, workers);
             assert_eq!(plan.len(), threads);
             for j in 0..targets {
                 let mut ks: Vec<u32> = plan.iter().flat_map(|t| t[j].clone()).collect();
@@ -86,7 +128,45 @@ mod tests {
             let (lo, hi) = (loads.iter().min().unwrap(), loads.iter().max().unwrap());
             assert!(hi - lo <= 1, "{loads:?}");
         }
-        assert_eq!(active(&assign(1, 1, 4)), [true, false, false, false]);
+        assert_eq!(active(&assign(1, 1, 4, 1)), [true, false, false, false]);
+    }
+
+    #[test]
+    fn threads_open_only_the_targets_they_run_workers_of() {
+        // 16 single-worker sessions on 2 threads: 8 each, none twice.
+        let o = openings(16, 1, 2);
+        assert_eq!(o[0].len() + o[1].len(), 16);
+        assert!(o.iter().flatten().all(|x| x.of == 1 && x.rank == 0));
+        // One target, four workers, two threads: both open it, each its
+        // own rank.
+        let o = openings(1, 4, 2);
+        assert_eq!(
+            o[0],
+            [Opening {
+                target: 0,
+                rank: 0,
+                of: 2
+            }]
+        );
+        assert_eq!(
+            o[1],
+            [Opening {
+                target: 0,
+                rank: 1,
+                of: 2
+            }]
+        );
+        // A workload with fewer workers than the stride only uses threads
+        // that have its targets open.
+        let open = openings(3, 4, 4);
+        let plan = assign(3, 2, 4, 4);
+        for (t, p) in plan.iter().enumerate() {
+            for (j, ws) in p.iter().enumerate() {
+                if !ws.is_empty() {
+                    assert!(open[t].iter().any(|x| x.target == j), "{t} {j}");
+                }
+            }
+        }
     }
 
     #[test]
