@@ -129,6 +129,7 @@ pub async fn serve(
         read_bytes = stats.read_bytes,
         zero_copy_bytes = driver.zero_copy_bytes,
         ring_commands = driver.ring_commands,
+        async_commands = driver.async_commands,
         write_bytes = stats.write_bytes,
         rejects = stats.rejects,
         "logout: {reason}"
@@ -300,6 +301,8 @@ struct Driver {
     queue_depth: u32,
     /// Commands whose medium access ran on the ring.
     ring_commands: u64,
+    /// Commands whose medium access ran on a store's asynchronous path.
+    async_commands: u64,
     peer: SocketAddr,
     /// Time initiators get to log out when the target shuts down.
     grace: Duration,
@@ -387,6 +390,7 @@ impl Driver {
             ring_done: Vec::new(),
             queue_depth,
             ring_commands: 0,
+            async_commands: 0,
             peer,
             grace: limits.shutdown_grace,
             quickack: registry.tcp.quickack,
@@ -667,6 +671,9 @@ impl Driver {
     /// none (io_uring refused: staging stops), sends it to the blocking
     /// pool.
     fn stage(&mut self, staged: Staged) {
+        if let Some(io) = staged.start_async() {
+            return self.run_async(staged, io);
+        }
         let Some(ring) = self.ring.get(self.queue_depth) else {
             self.core.set_staging(false);
             return self.run_blocking(move || staged.run_here());
@@ -675,6 +682,20 @@ impl Driver {
             None => self.ring_commands += 1,
             Some(staged) => self.run_blocking(move || staged.run_here()),
         }
+    }
+
+    /// Awaits a store's own asynchronous request (RBD) on a task of its
+    /// own: no thread waits, the store's completion wakes the task, and
+    /// the result comes back on the completion channel like the blocking
+    /// pool's. Counted with those, so a closing connection waits for it.
+    fn run_async(&mut self, staged: Staged, io: ironlun_backend::aio::MediumFuture) {
+        self.in_flight_blocking += 1;
+        self.async_commands += 1;
+        let tx = self.done_tx.clone();
+        tokio::spawn(async move {
+            let outcome = io.await;
+            let _ = tx.send(staged.finish(outcome));
+        });
     }
 
     /// Runs work that may block on the blocking pool; its result comes
