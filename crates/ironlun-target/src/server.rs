@@ -131,7 +131,14 @@ fn rbd_options(spec: &RbdSpec, read_only: bool) -> RbdOptions {
             conf: spec.conf.clone(),
             client_id: spec.client_id.clone(),
             keyring: spec.keyring.clone(),
-            options: Vec::new(),
+            options: spec
+                .timeout_secs
+                .map(|s| {
+                    ["rados_osd_op_timeout", "rados_mon_op_timeout"]
+                        .map(|k| (k.to_owned(), s.to_string()))
+                        .to_vec()
+                })
+                .unwrap_or_default(),
         },
         read_only,
     }

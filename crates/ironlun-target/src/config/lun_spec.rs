@@ -40,11 +40,15 @@ pub struct RbdSpec {
     /// The client id without `client.` (`None`: admin).
     pub client_id: Option<String>,
     pub keyring: Option<PathBuf>,
+    /// Seconds an operation may wait for the cluster before it fails
+    /// (`timeout=`: rados_osd_op_timeout and rados_mon_op_timeout).
+    pub timeout_secs: Option<u32>,
 }
 
 /// A parsed `--lun` spec: `ram:SIZE`, `null:SIZE`,
 /// `file:PATH[,size=SIZE][,direct][,prealloc]`, `block:PATH[,direct]` or
-/// `rbd:POOL/IMAGE[,conf=PATH][,id=CLIENT][,keyring=PATH]` (always thin),
+/// `rbd:POOL/IMAGE[,conf=PATH][,id=CLIENT][,keyring=PATH][,timeout=SECS]`
+/// (always thin),
 /// each optionally followed by `,bs=512|4096`, `,pbs=4096`, `,ro`,
 /// `,rotation=ssd|unknown|RPM`, (not for block devices) `,thin`,
 /// `,sanitize` and, with it, `,sanitize_rate=RATE`, and (thin files)
@@ -114,6 +118,9 @@ pub enum LunSpecProblem {
     /// `rbd:` not followed by POOL/IMAGE.
     #[error("rbd:{0}: expected POOL/IMAGE (no namespace, no @snapshot, neither empty)")]
     RbdName(String),
+    /// `timeout=` outside 1..=3600 seconds.
+    #[error("timeout={0} (seconds, 1 to 3600)")]
+    Timeout(String),
     /// `id=` or a path that is empty.
     #[error("{0}= is empty")]
     EmptyValue(&'static str),
@@ -194,6 +201,7 @@ struct Options {
     conf: Option<PathBuf>,
     client_id: Option<String>,
     keyring: Option<PathBuf>,
+    timeout_secs: Option<u32>,
 }
 
 fn size(s: &str) -> Result<u64, LunSpecProblem> {
@@ -238,6 +246,21 @@ fn soft_threshold(v: &str) -> Result<SoftThreshold, LunSpecProblem> {
     Ok(t)
 }
 
+/// `timeout=`: whole seconds in 1..=3600 (`30s` and `2m` are taken too).
+fn timeout_secs(v: &str) -> Result<u32, LunSpecProblem> {
+    let bad = || LunSpecProblem::Timeout(v.to_owned());
+    let secs = match v.parse::<u64>() {
+        Ok(s) => s,
+        Err(_) => ironlun_units::parse_duration(v)
+            .map_err(|_| bad())?
+            .as_secs(),
+    };
+    match u32::try_from(secs) {
+        Ok(s @ 1..=3600) => Ok(s),
+        _ => Err(bad()),
+    }
+}
+
 fn non_empty<'a>(key: &'static str, v: &'a str) -> Result<&'a str, LunSpecProblem> {
     if v.is_empty() {
         return Err(LunSpecProblem::EmptyValue(key));
@@ -280,6 +303,7 @@ impl Options {
             }
             ("conf", Some(v)) => self.conf = Some(PathBuf::from(non_empty("conf", v)?)),
             ("id", Some(v)) => self.client_id = Some(non_empty("id", v)?.to_owned()),
+            ("timeout", Some(v)) => self.timeout_secs = Some(timeout_secs(v)?),
             ("keyring", Some(v)) => self.keyring = Some(PathBuf::from(non_empty("keyring", v)?)),
             _ => return Err(LunSpecProblem::UnknownOption(opt.to_owned())),
         }
@@ -295,6 +319,7 @@ impl Options {
             ("conf", self.conf.is_some()),
             ("id", self.client_id.is_some()),
             ("keyring", self.keyring.is_some()),
+            ("timeout", self.timeout_secs.is_some()),
         ];
         if let Some((key, _)) = rbd_only.iter().find(|(_, set)| *set) {
             return Err(LunSpecProblem::RbdOnly(key));
@@ -358,6 +383,7 @@ impl Options {
             conf: self.conf.clone(),
             client_id: self.client_id.clone(),
             keyring: self.keyring.clone(),
+            timeout_secs: self.timeout_secs,
         }))
     }
 

@@ -681,8 +681,11 @@ fn rbd_lun_specs() {
             conf: None,
             client_id: None,
             keyring: None,
+            timeout_secs: None,
         })
     );
+    let s: LunSpec = "rbd:rbd/lun0,timeout=5".parse().unwrap();
+    assert!(matches!(s.backend, BackendSpec::Rbd(r) if r.timeout_secs == Some(5)));
     assert!(s.thin, "an RBD image is thin by nature");
     let s: LunSpec = "rbd:pool1/img,conf=/etc/ceph/c.conf,id=iscsi,keyring=/k,bs=4096,ro"
         .parse()
@@ -713,6 +716,9 @@ fn rbd_lun_spec_mistakes_say_what_is_wrong() {
         ("rbd:rbd/lun0,conf=", "conf= is empty"),
         ("rbd:rbd/lun0,user=x", "unknown option 'user=x'"),
         ("rbd:rbd/lun0,bs=1024", "bs=1024 (must be 512 or 4096)"),
+        ("rbd:rbd/lun0,timeout=0", "timeout=0 (seconds, 1 to 3600)"),
+        ("rbd:rbd/lun0,timeout=2h", "timeout=2h"),
+        ("ram:1G,timeout=5", "timeout= is an rbd option"),
         ("ram:1G,conf=/c", "conf= is an rbd option"),
         ("file:/x,id=a", "id= is an rbd option"),
         ("block:/dev/x,keyring=/k", "keyring= is an rbd option"),
@@ -736,8 +742,10 @@ spec = "rbd:rbd/lun1,bs=4096"
 "#;
     let c = Config::from_toml(text, None).unwrap();
     let luns = &c.targets[0].luns;
-    assert!(matches!(&luns[0].spec.backend, BackendSpec::Rbd(r) if r.image == "lun0"
-        && r.conf.as_deref() == Some(Path::new("/tmp/ceph.conf"))));
+    assert!(
+        matches!(&luns[0].spec.backend, BackendSpec::Rbd(r) if r.image == "lun0"
+        && r.conf.as_deref() == Some(Path::new("/tmp/ceph.conf")))
+    );
     assert_eq!(luns[1].spec.block_size, 4096);
     let bad = text.replace("rbd:rbd/lun1", "rbd:lun1");
     let e = Config::from_toml(&bad, None).unwrap_err().to_string();
