@@ -68,6 +68,7 @@ fn rbd_luns_against_a_real_cluster() {
         ("bench", "128M"),
         ("crash", "64M"),
         ("grow", "64M"),
+        ("cutoff", "64M"),
         ("lost", "64M"),
     ];
     for (image, size) in images {
@@ -82,6 +83,7 @@ fn rbd_luns_against_a_real_cluster() {
     case("a resize in Ceph is CAPACITY DATA HAS CHANGED", || {
         resize(&ceph)
     });
+    case("a client the cluster cut off reconnects", || cut_off(&ceph));
     case("a lost cluster is NOT READY, the session lives", || {
         lost_cluster(&mut ceph)
     });
@@ -331,6 +333,48 @@ fn resize(ceph: &Ceph) {
         "{sense:02x?}"
     );
     assert_eq!(capacity(&mut c), (96 << 20) / 512);
+}
+
+/// `ceph osd blocklist add` of the target's client: commands fail with
+/// NOT READY (ESHUTDOWN), the target opens the image again with a new
+/// client, and commands succeed again on the same session.
+fn cut_off(ceph: &Ceph) {
+    let t = target(ceph, "cutoff", ",timeout=3");
+    let mut c = login(t.addr, 5);
+    let (st, _, _) = c.scsi(&cdb10(0x2a, 1), 0, &content(1, 1));
+    assert_eq!(st, 0);
+    let status = ceph.rbd(&["status", "rbd/cutoff"]);
+    let watcher = status
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("watcher="))
+        .unwrap_or_else(|| panic!("no watcher in: {status}"))
+        .to_owned();
+    ceph.ceph(&["osd", "blocklist", "add", &watcher]);
+    let _ = c.stream.set_read_timeout(Some(Duration::from_secs(60)));
+    let mut refused = 0;
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut n = 100;
+    loop {
+        assert!(Instant::now() < deadline, "never reconnected: {}", t.log());
+        n += 1;
+        let (st, sense, _) = c.scsi(&cdb10(0x2a, n), 0, &content(n, 1));
+        if st == 0 && refused > 0 {
+            break;
+        }
+        if st != 0 {
+            assert_eq!(
+                (sense[2] & 0x0f, sense[12], sense[13]),
+                (0x02, 0x04, 0x01),
+                "NOT READY expected while cut off: {sense:02x?}"
+            );
+            refused += 1;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (st, _, data) = c.scsi(&cdb10(0x28, 1), 4096, &[]);
+    assert_eq!((st, data == content(1, 1)), (0, true));
+    ceph.ceph(&["osd", "blocklist", "rm", &watcher]);
+    eprintln!("  {refused} commands refused while cut off");
 }
 
 /// With the cluster gone, a read fails within the LUN's timeout with

@@ -13,16 +13,20 @@
 //! [`Backend::size_watch`].
 
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
-use ironlun_rbd::{Cluster, ClusterConfig, CompareOutcome, Image, ResizeWatch};
+use ironlun_rbd::{ClusterConfig, CompareOutcome, Image};
 
 use crate::aio::{block_on, AsyncMedium, MediumFuture, SizeWatch};
 use crate::ring::Request;
 use crate::{check_range, push_extent, zeros, Backend, CompareWrite, Extent};
+
+mod link;
+
+use link::{io_error, Link};
+pub use link::{OP_TIMEOUT, RECONNECT_TRIES};
 
 /// librbd's `rbd_discard_granularity_bytes` default: a discard smaller
 /// than this, or the unaligned ends of a larger one, keep their data
@@ -33,11 +37,6 @@ pub const DISCARD_GRANULE: u64 = 64 << 10;
 /// sector (`ImageCompareAndWriteRequest::prune_object_extents`).
 pub const COMPARE_AND_WRITE_MAX: usize = 512;
 
-/// How long an OSD operation may take before librados fails it with
-/// ETIMEDOUT (`rados_osd_op_timeout`; librados' default, 0, waits
-/// forever: a lost cluster would hang the session).
-pub const OSD_OP_TIMEOUT: Duration = Duration::from_secs(30);
-
 /// Most allocated ranges one allocation query asks librbd for.
 const EXTENT_LIMIT: usize = ironlun_rbd::DEFAULT_EXTENT_LIMIT;
 
@@ -46,55 +45,27 @@ const EXTENT_LIMIT: usize = ironlun_rbd::DEFAULT_EXTENT_LIMIT;
 pub struct RbdOptions {
     pub pool: String,
     pub image: String,
-    /// ceph.conf, client id and keyring (librados' defaults when unset).
+    /// ceph.conf, client id, keyring and librados options (librados'
+    /// defaults when unset; the operation timeouts are [`OP_TIMEOUT`]
+    /// unless given).
     pub cluster: ClusterConfig,
     pub read_only: bool,
 }
 
 /// An open RBD image as a store.
 pub struct RbdBackend {
-    image: Image,
-    size: Arc<AtomicU64>,
-    sizes: tokio::sync::watch::Receiver<u64>,
-    /// The task that follows the image's header; ended on drop.
-    watcher: Option<tokio::task::AbortHandle>,
+    link: Arc<Link>,
     read_only: bool,
-}
-
-fn io_error(e: ironlun_rbd::Error) -> io::Error {
-    match e.errno() {
-        Some(errno) => io::Error::from_raw_os_error(errno),
-        None => io::Error::other(e.to_string()),
-    }
 }
 
 impl RbdBackend {
     /// Connects, opens the image and starts following its size. Blocks
     /// (monitor round trips): call it where blocking is fine. Resizes are
-    /// followed only when called inside a tokio runtime.
+    /// followed, and a client the cluster cut off is reconnected, only
+    /// when called inside a tokio runtime.
     pub fn open(opts: &RbdOptions) -> io::Result<RbdBackend> {
-        let mut cluster = opts.cluster.clone();
-        let timeout = OSD_OP_TIMEOUT.as_secs().to_string();
-        for key in ["rados_osd_op_timeout", "rados_mon_op_timeout"] {
-            if !cluster.options.iter().any(|(k, _)| k == key) {
-                cluster.options.push((key.into(), timeout.clone()));
-            }
-        }
-        let cluster = Cluster::connect(&cluster).map_err(io_error)?;
-        let pool = cluster.pool(&opts.pool).map_err(io_error)?;
-        let image = pool.open(&opts.image).map_err(io_error)?;
-        let watch = image.on_resize().map_err(io_error)?;
-        let size = Arc::new(AtomicU64::new(watch.size()));
-        let (tx, sizes) = tokio::sync::watch::channel(watch.size());
-        let watcher = tokio::runtime::Handle::try_current().ok().map(|rt| {
-            rt.spawn(follow(watch, Arc::clone(&size), tx))
-                .abort_handle()
-        });
         Ok(RbdBackend {
-            image,
-            size,
-            sizes,
-            watcher,
+            link: Link::open(opts)?,
             read_only: opts.read_only,
         })
     }
@@ -109,54 +80,35 @@ impl RbdBackend {
         Ok(())
     }
 
-    /// Zeros written over `[offset, offset + len)` (a range's ends that
-    /// miss whole granules: under two granules, so one write).
-    async fn write_zeros(image: Image, offset: u64, len: u64) -> io::Result<()> {
-        let len = usize::try_from(len).map_err(io::Error::other)?;
-        image.write(offset, zeros(len)).await.map_err(io_error)
+    /// Runs `f` on the image now open, here (blocks); an error that says
+    /// the cluster cut this client off starts a reconnection.
+    fn wait<T, F>(&self, f: impl FnOnce(Image) -> F) -> io::Result<T>
+    where
+        F: std::future::Future<Output = Result<T, ironlun_rbd::Error>>,
+    {
+        block_on(f(self.link.image())).map_err(|e| self.link.note(io_error(e)))
     }
 }
 
-/// Follows the header: each new size is stored and announced. A refresh
-/// that fails (cluster unreachable) is retried with a growing pause.
-async fn follow(mut watch: ResizeWatch, size: Arc<AtomicU64>, tx: tokio::sync::watch::Sender<u64>) {
-    let mut pause = Duration::from_millis(100);
-    loop {
-        match watch.changed().await {
-            Ok(new) => {
-                pause = Duration::from_millis(100);
-                size.store(new, Ordering::Release);
-                if tx.send(new).is_err() {
-                    return;
-                }
-            }
-            Err(ironlun_rbd::Error::Abandoned(_)) => return,
-            Err(_) => {
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_secs(10));
-            }
-        }
-    }
-}
-
-impl Drop for RbdBackend {
-    fn drop(&mut self) {
-        if let Some(w) = self.watcher.take() {
-            w.abort();
-        }
-    }
+/// Zeros written over `[offset, offset + len)` (a range's ends that miss
+/// whole granules: under two granules, so one write).
+async fn write_zeros(image: &Image, offset: u64, len: u64) -> Result<(), ironlun_rbd::Error> {
+    let len = usize::try_from(len).unwrap_or(usize::MAX);
+    image.write(offset, zeros(len)).await
 }
 
 impl AsyncMedium for RbdBackend {
     fn start(&self, request: &Request) -> MediumFuture {
-        let image = self.image.clone();
+        let link = Arc::clone(&self.link);
+        let image = link.image();
         let size = self.size_bytes();
         match request {
             Request::Read { offset, len } => {
                 let (offset, len) = (*offset, *len);
                 Box::pin(async move {
                     check_range(offset, len, size)?;
-                    image.read(offset, len).await.map(Some).map_err(io_error)
+                    let data = image.read(offset, len).await;
+                    data.map(Some).map_err(|e| link.note(io_error(e)))
                 })
             }
             Request::Write {
@@ -171,16 +123,19 @@ impl AsyncMedium for RbdBackend {
                 Box::pin(async move {
                     ro?;
                     check_range(offset, data.len(), size)?;
-                    image.write(offset, data).await.map_err(io_error)?;
-                    if durable {
-                        image.flush().await.map_err(io_error)?;
-                    }
-                    Ok(None)
+                    let written = async {
+                        image.write(offset, data).await?;
+                        if durable {
+                            image.flush().await?;
+                        }
+                        Ok(None)
+                    };
+                    written.await.map_err(|e| link.note(io_error(e)))
                 })
             }
             Request::Flush => Box::pin(async move {
-                image.flush().await.map_err(io_error)?;
-                Ok(None)
+                let flushed = image.flush().await;
+                flushed.map(|()| None).map_err(|e| link.note(io_error(e)))
             }),
         }
     }
@@ -201,7 +156,7 @@ impl Backend for RbdBackend {
     }
 
     fn size_bytes(&self) -> u64 {
-        self.size.load(Ordering::Acquire)
+        self.link.size.load(Ordering::Acquire)
     }
 
     fn read(&self, offset: u64, len: usize) -> io::Result<Bytes> {
@@ -211,21 +166,18 @@ impl Backend for RbdBackend {
     fn write(&self, offset: u64, data: &[u8], durable: bool) -> io::Result<()> {
         self.writable()?;
         check_range(offset, data.len(), self.size_bytes())?;
-        let image = &self.image;
-        block_on(async {
-            image
-                .write(offset, Bytes::copy_from_slice(data))
-                .await
-                .map_err(io_error)?;
+        let data = Bytes::copy_from_slice(data);
+        self.wait(|image| async move {
+            image.write(offset, data).await?;
             if durable {
-                image.flush().await.map_err(io_error)?;
+                image.flush().await?;
             }
             Ok(())
         })
     }
 
     fn flush(&self) -> io::Result<()> {
-        block_on(self.image.flush()).map_err(io_error)
+        self.wait(|image| async move { image.flush().await })
     }
 
     fn may_block(&self) -> bool {
@@ -237,8 +189,7 @@ impl Backend for RbdBackend {
     }
 
     fn size_watch(&self) -> Option<SizeWatch> {
-        self.watcher.as_ref()?;
-        Some(SizeWatch::new(self.sizes.clone()))
+        self.link.subscribe().map(SizeWatch::new)
     }
 
     fn refresh_size(&self) -> io::Result<u64> {
@@ -258,13 +209,12 @@ impl Backend for RbdBackend {
             .filter(|e| *e <= self.size_bytes())
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "range beyond the image"))?;
         let (head, tail) = granules(offset, end);
-        let image = self.image.clone();
-        block_on(async move {
-            Self::write_zeros(image.clone(), offset, head - offset).await?;
+        self.wait(|image| async move {
+            write_zeros(&image, offset, head - offset).await?;
             if tail > head {
-                image.discard(head, tail - head).await.map_err(io_error)?;
+                image.discard(head, tail - head).await?;
             }
-            Self::write_zeros(image, tail.max(head), end - tail.max(head)).await
+            write_zeros(&image, tail.max(head), end - tail.max(head)).await
         })
     }
 
@@ -272,9 +222,10 @@ impl Backend for RbdBackend {
         let end = offset.saturating_add(len);
         check_range(offset, 0, self.size_bytes())?;
         let found = self
-            .image
+            .link
+            .image()
             .allocated_extents_blocking(offset..end, false, EXTENT_LIMIT)
-            .map_err(io_error)?;
+            .map_err(|e| self.link.note(io_error(e)))?;
         Ok(runs(offset..end, &found))
     }
 
@@ -289,12 +240,12 @@ impl Backend for RbdBackend {
         if data.len() > COMPARE_AND_WRITE_MAX || compare.len() != data.len() {
             return Ok(CompareWrite::Unsupported);
         }
-        let outcome = block_on(self.image.compare_and_write(
-            offset,
+        let (compare, data) = (
             Bytes::copy_from_slice(compare),
             Bytes::copy_from_slice(data),
-        ))
-        .map_err(io_error)?;
+        );
+        let outcome =
+            self.wait(|image| async move { image.compare_and_write(offset, compare, data).await })?;
         Ok(match outcome {
             CompareOutcome::Written => CompareWrite::Written,
             CompareOutcome::Mismatch { offset } => CompareWrite::Mismatch(offset),
