@@ -3,7 +3,9 @@
 //! **Owns:** reading, writing and flushing bytes at offsets of a store:
 //! `null` (reads are zeros, writes vanish), `ram` (sparse, allocated on first
 //! write), `file` (a regular file, sparse or preallocated, buffered or
-//! `O_DIRECT`) and `block` (a block device); the io_uring that runs file
+//! `O_DIRECT`), `block` (a block device) and `rbd` (a Ceph RBD image,
+//! [`rbd`]); the asynchronous path of stores whose requests complete by
+//! themselves ([`aio`]); the io_uring that runs file
 //! and block requests without a thread each ([`ring`]); reusable large
 //! buffers ([`pool`]) and `O_DIRECT`-aligned, huge-page-backed memory
 //! ([`aligned`]). Also a fault-injecting wrapper for tests of error paths

@@ -16,8 +16,11 @@
 //! task; the other commands there, and those whose work is not bounded
 //! by their transfer (EXTENDED COPY, WRITE SAME, UNMAP), execute on
 //! tokio's blocking pool, as everything did before the ring (and still
-//! does with `--io-engine pool` or without io_uring). Outgoing PDUs queue as
-//! segments (headers from a reused arena, data shared with the backend's
+//! does with `--io-engine pool` or without io_uring). On RBD LUNs the same
+//! three commands are staged, and each medium access is a librbd
+//! operation awaited on a task of its own, woken by librbd's completion
+//! (ironlun_backend::aio); it reports back like the blocking pool.
+//! Outgoing PDUs queue as segments (headers from a reused arena, data shared with the backend's
 //! buffers) up to a high-water mark, past which the task stops reading: a
 //! client that does not read its responses cannot make us buffer without
 //! bound. Large reads from a file on a memory file system queue as file
