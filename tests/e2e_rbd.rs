@@ -5,7 +5,8 @@
 //! qemu-img round trip, a verifying `ironlun bench`, SIGKILL of the target
 //! mid-write with every acknowledged and flushed write surviving, a resize
 //! made in Ceph reported as CAPACITY DATA HAS CHANGED, and a lost cluster
-//! answered with NOT READY while the session lives on.
+//! answered with NOT READY while the session lives on; and `ironlun lab
+//! --rbd` on the same cluster.
 //!
 //! Where Ceph cannot be installed the test skips loudly; under CI=true it
 //! fails (tests/support/ceph.rs). IRONLUN_RBD_LONG=1 runs the whole
@@ -84,6 +85,9 @@ fn rbd_luns_against_a_real_cluster() {
         resize(&ceph)
     });
     case("a client the cluster cut off reconnects", || cut_off(&ceph));
+    case("ironlun lab --rbd on the cluster CEPH_CONF names", || {
+        lab(&ceph, dir.path())
+    });
     case("a lost cluster is NOT READY, the session lives", || {
         lost_cluster(&mut ceph)
     });
@@ -375,6 +379,28 @@ fn cut_off(ceph: &Ceph) {
     assert_eq!((st, data == content(1, 1)), (0, true));
     ceph.ceph(&["osd", "blocklist", "rm", &watcher]);
     eprintln!("  {refused} commands refused while cut off");
+}
+
+/// `ironlun lab --rbd` makes an image on `$CEPH_CONF`'s cluster, runs
+/// its workloads there without errors, and removes the image.
+fn lab(ceph: &Ceph, dir: &Path) {
+    let out = dir.join("lab");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_ironlun"))
+        .env("CEPH_CONF", &ceph.conf)
+        .args(["lab", "--rbd", "--size", "64MiB", "--time", "1s"])
+        .args(["--profile", "db-oltp-8k", "--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{text}");
+    assert!(text.contains("LUN rbd:rbd/ironlun-lab-"), "{text}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("lab.json")).unwrap()).unwrap();
+    let w = &v["workloads"][0];
+    assert_eq!(w["errors"], 0, "{w}");
+    assert!(w["iops"].as_f64().unwrap() > 0.0, "{w}");
+    let images = ceph.rbd(&["ls", "rbd"]);
+    assert!(!images.contains("ironlun-lab-"), "image left: {images}");
 }
 
 /// With the cluster gone, a read fails within the LUN's timeout with
