@@ -126,6 +126,7 @@ fn families(ceph: &Ceph) {
             "ALL.WriteSame16.Unmap",
             "ALL.GetLBAStatus.Simple",
             "ALL.CompareAndWrite.Simple",
+            "ALL.CompareAndWrite.Miscompare",
         ]
     };
     for fam in cu::REQUIRED_FAMILIES.iter().chain(rbd_families) {

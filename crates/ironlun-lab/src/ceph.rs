@@ -94,8 +94,18 @@ impl Drop for RbdImage {
     fn drop(&mut self) {
         if let Some(dir) = &self.started {
             let _ = Command::new(SCRIPT).arg("stop").arg(dir).output();
-        } else if let Err(e) = self.rbd(&["rm", "--no-progress", &self.name()]) {
-            eprintln!("lab: could not remove {}: {e}", self.name());
+            return;
         }
+        // The target's close of the image may still be releasing its
+        // watch: `rbd rm` refuses an image with watchers.
+        let mut last = String::new();
+        for _ in 0..20 {
+            match self.rbd(&["rm", "--no-progress", &self.name()]) {
+                Ok(_) => return,
+                Err(e) => last = e,
+            }
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+        eprintln!("lab: could not remove {}: {last}", self.name());
     }
 }

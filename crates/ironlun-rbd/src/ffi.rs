@@ -104,12 +104,22 @@ unsafe impl Send for SendPtr {}
 /// Runs a close that may block (rados_shutdown waits for the monitor
 /// session to end, rbd_close for the image's I/O and watch) off the async
 /// runtime: on tokio's blocking pool when called from inside a runtime,
-/// else here. If the runtime is shutting down and never runs the task,
-/// dropping it runs `close` nowhere: the handle leaks, which is sound.
+/// else here. A runtime that is shutting down may drop the blocking task
+/// without running it: the close then runs wherever that drop happens,
+/// so the handle is closed (its watch and lock released) either way.
 fn off_runtime(close: impl FnOnce() + Send + 'static) {
+    struct CloseOnDrop<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for CloseOnDrop<F> {
+        fn drop(&mut self) {
+            if let Some(close) = self.0.take() {
+                close();
+            }
+        }
+    }
+    let guard = CloseOnDrop(Some(close));
     match tokio::runtime::Handle::try_current() {
-        Ok(rt) => drop(rt.spawn_blocking(close)),
-        Err(_) => close(),
+        Ok(rt) => drop(rt.spawn_blocking(move || drop(guard))),
+        Err(_) => drop(guard),
     }
 }
 
@@ -620,8 +630,6 @@ impl WatchReg {
 impl Drop for UpdateWatch {
     fn drop(&mut self) {
         if let Some(reg) = self.0.take() {
-            // Never run (runtime shutting down): the registration and its
-            // state leak, so a late callback still finds its state.
             off_runtime(move || reg.unregister());
         }
     }
