@@ -29,6 +29,7 @@ pub mod multipath;
 pub mod scsi;
 pub mod session;
 pub mod url;
+pub mod xcopy;
 
 pub use discovery::{discover, DiscoveredTarget};
 pub use error::{Error, Result};
