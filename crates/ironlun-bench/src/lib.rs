@@ -22,20 +22,26 @@
     allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod access;
 pub mod agent;
 pub mod cpu;
 pub mod engine;
 pub mod hdr;
+pub mod iolog;
 pub mod luns;
+pub mod mix;
 pub mod output;
+pub mod pattern;
 pub mod profiles;
+pub mod progress;
 pub mod report;
 pub mod result;
 pub mod spec;
+pub mod steady;
 pub mod target_stats;
 pub mod timer;
 pub mod verify;
 
 pub use engine::{run, LunTarget, Path, RunOptions, Slice, TargetCpuProbe};
 pub use result::{LunInfo, RunReport, WorkloadResult};
-pub use spec::{AccessLine, SeekRange, Workload, WorkloadFile};
+pub use spec::{AccessLine, SeekRange, Shape, Workload, WorkloadFile};

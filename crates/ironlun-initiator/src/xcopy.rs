@@ -44,7 +44,11 @@ pub fn extended_copy(
             segments.len()
         )));
     }
-    let cscds = if src == dst { vec![src] } else { vec![src, dst] };
+    let cscds = if src == dst {
+        vec![src]
+    } else {
+        vec![src, dst]
+    };
     let dst_index = (cscds.len() - 1) as u16;
     let mut p = Vec::with_capacity(16 + 32 * cscds.len() + 28 * segments.len());
     p.push(0); // LIST IDENTIFIER
@@ -122,9 +126,8 @@ impl Session {
     /// The NAA designator of `lun` (Device Identification VPD page 83h).
     pub async fn naa_designator(&self, lun: u16) -> Result<[u8; 8]> {
         let d = self.run(inquiry(lun, Some(0x83), 1024)).await?;
-        naa_designator(&d).ok_or_else(|| {
-            Error::Malformed("Device Identification page: no NAA designator".into())
-        })
+        naa_designator(&d)
+            .ok_or_else(|| Error::Malformed("Device Identification page: no NAA designator".into()))
     }
 }
 

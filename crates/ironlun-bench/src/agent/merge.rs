@@ -41,6 +41,7 @@ pub fn merge(parts: Vec<WorkloadResult>) -> Result<WorkloadResult, String> {
         m.verify = merge_verify(m.verify.take(), p.verify);
         m.series = merge_series(&m.series, &p.series);
         m.zones = merge_zones(m.zones.take(), p.zones);
+
         cpus.push((p.cpu, p.ios));
     }
     m.cpu = merge_cpu(&cpus);
@@ -218,6 +219,9 @@ mod tests {
             zones: None,
             hdr: Some(Histograms::encode(&all, &all, &none).unwrap()),
             agents: Vec::new(),
+            latency_buckets_ns: Vec::new(),
+            ops: Default::default(),
+            steady: None,
             workload: Workload::simple("w", "", AccessLine::simple(4096, 100, 100), 1),
         }
     }
