@@ -238,6 +238,23 @@ pub struct OpResult {
     pub latency_us: Latency,
 }
 
+/// The ops of a result on one line: `read 1200 (mean 85.0 µs), caw 30
+/// (mean 120.0 µs, 3 miscompares)`.
+pub fn describe(ops: &BTreeMap<String, OpResult>) -> String {
+    let parts: Vec<String> = ops
+        .iter()
+        .map(|(name, o)| {
+            let mis = if o.miscompares > 0 {
+                format!(", {} miscompares", o.miscompares)
+            } else {
+                String::new()
+            };
+            format!("{name} {} (mean {:.1} µs{mis})", o.ios, o.latency_us.mean)
+        })
+        .collect();
+    parts.join(", ")
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
@@ -360,6 +377,10 @@ mod tests {
         assert_eq!(r.len(), 2);
         assert_eq!(r["caw"].miscompares, 1);
         assert_eq!(r["unmap"].ios, 1);
+        assert_eq!(
+            describe(&r),
+            "caw 1 (mean 80.1 µs, 1 miscompares), unmap 1 (mean 49.9 µs)"
+        );
         m.reset();
         assert!(m.result().is_empty());
     }

@@ -128,6 +128,19 @@ pub struct SteadyResult {
     pub window_mean: Option<f64>,
 }
 
+impl SteadyResult {
+    /// `iops:5%@30s reached at 42 s (window mean 10450)`, or `... not
+    /// reached`.
+    pub fn describe(&self) -> String {
+        match (self.at_s, self.window_mean) {
+            (Some(t), Some(m)) if self.reached => {
+                format!("{} reached at {t} s (window mean {m:.1})", self.rule)
+            }
+            _ => format!("{} not reached", self.rule),
+        }
+    }
+}
+
 /// Follows a run's seconds against a rule.
 #[derive(Debug)]
 pub struct Tracker {
@@ -257,8 +270,13 @@ mod tests {
     fn latency_rule_and_idle_seconds() {
         let r = run("lat:2%@5s", std::iter::repeat(500.0).take(5));
         assert_eq!((r.reached, r.at_s), (true, Some(5)));
+        assert_eq!(
+            r.describe(),
+            "lat:2%@5s reached at 5 s (window mean 2000.0)"
+        );
         // No I/O at all is not a steady state.
-        assert!(!run("iops:5%@5s", std::iter::repeat(0.0).take(20)).reached);
+        let idle = run("iops:5%@5s", std::iter::repeat(0.0).take(20));
+        assert_eq!(idle.describe(), "iops:5%@5s not reached");
     }
 
     #[test]
