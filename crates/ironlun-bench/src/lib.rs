@@ -2,7 +2,9 @@
 //!
 //! **Owns:** the workload model (IOMeter access specifications, TOML
 //! workload files, the built-in profiles of the published studies in
-//! `docs/studies.md`), the
+//! `docs/studies.md`), the workload shapes of `docs/bench-shapes.md`
+//! (skewed access, compressible and dedupable data, command mixes, the
+//! steady-state stop, per-I/O latency logs), the
 //! LUNs a run drives (opened through one portal, as a multipath set, or
 //! as several sessions each with its own slice), the engine that runs
 //! workloads over the ironlun initiator, metrics (HDR
