@@ -181,4 +181,11 @@ fn compressible_writes_compress_by_their_share() {
     let ratio = packed as f64 / (4 << 20) as f64;
     // 25 % random bytes, the rest zeros that gzip removes.
     assert!((0.24..0.29).contains(&ratio), "gzip ratio {ratio}");
+    // Verification writes blocks of its own and says so.
+    let (rc, out) = run(
+        env!("CARGO_BIN_EXE_ironlun"),
+        &["bench", &url, "--verify", "--dedupe", "50", "--time", "1s"],
+    );
+    assert_ne!(rc, 0);
+    assert!(out.contains("cannot be combined"), "{out}");
 }

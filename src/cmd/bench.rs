@@ -199,7 +199,10 @@ pub fn workloads(a: &BenchArgs) -> Result<Vec<Workload>, String> {
             let read = a.read.unwrap_or(100);
             let random = a.random.unwrap_or(100);
             out.push(Workload::simple(
-                &format!("{}k-{}r-{}rand", bs / 1024, read, random),
+                &match &a.mix {
+                    Some(_) => format!("{}k-mix-{}rand", bs / 1024, random),
+                    None => format!("{}k-{}r-{}rand", bs / 1024, read, random),
+                },
                 "command-line workload",
                 AccessLine::simple(bs, read, random),
                 32,
