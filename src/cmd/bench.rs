@@ -426,6 +426,11 @@ pub async fn run(a: BenchArgs) -> Result<(), String> {
         return super::bench_agent::serve(g).await;
     }
     if !a.agents.is_empty() {
+        if a.lat_log.is_some() {
+            return Err(
+                "--lat-log logs the I/O of this host; with --agents it runs on the agents".into(),
+            );
+        }
         return super::bench_agent::control(&a).await;
     }
     let ws = workloads(&a)?;

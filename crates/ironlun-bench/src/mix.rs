@@ -259,6 +259,39 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+/// Two results' ops as one (agents' parts of a run): counts and means
+/// are exact; the percentiles and the maximum are the larger of the two
+/// (an upper bound: the parts carry no histogram per op).
+pub fn merge(
+    mut a: BTreeMap<String, OpResult>,
+    b: &BTreeMap<String, OpResult>,
+) -> BTreeMap<String, OpResult> {
+    for (name, o) in b {
+        let m = a.entry(name.clone()).or_default();
+        let n = m.ios + o.ios;
+        let mean = if n == 0 {
+            0.0
+        } else {
+            (m.latency_us.mean * m.ios as f64 + o.latency_us.mean * o.ios as f64) / n as f64
+        };
+        let (x, y) = (&mut m.latency_us, &o.latency_us);
+        for (p, q) in [
+            (&mut x.p50, y.p50),
+            (&mut x.p90, y.p90),
+            (&mut x.p99, y.p99),
+            (&mut x.p999, y.p999),
+            (&mut x.p9999, y.p9999),
+            (&mut x.max, y.max),
+        ] {
+            *p = p.max(q);
+        }
+        x.mean = mean;
+        m.ios = n;
+        m.miscompares += o.miscompares;
+    }
+    a
+}
+
 /// Counts and latencies by op over the measured interval.
 pub struct OpMeter {
     hist: Vec<Histogram<u64>>,
@@ -381,6 +414,12 @@ mod tests {
             describe(&r),
             "caw 1 (mean 80.1 µs, 1 miscompares), unmap 1 (mean 49.9 µs)"
         );
+        let mut other = OpMeter::new().unwrap();
+        other.record(Op::Unmap, 150_000, false);
+        let both = merge(r.clone(), &other.result());
+        assert_eq!(both["unmap"].ios, 2);
+        assert!((both["unmap"].latency_us.mean - 100.0).abs() < 0.5);
+        assert_eq!(both["caw"].miscompares, 1);
         m.reset();
         assert!(m.result().is_empty());
     }

@@ -141,6 +141,29 @@ impl SteadyResult {
     }
 }
 
+/// Two parts' steady states as one (agents' parts of a run): reached
+/// when both were, at the later time; the window mean is the sum (IOPS)
+/// or the larger (latency) of the two.
+pub fn merge(a: Option<SteadyResult>, b: Option<SteadyResult>) -> Option<SteadyResult> {
+    let (a, b) = match (a, b) {
+        (Some(a), Some(b)) => (a, b),
+        (a, b) => return a.or(b),
+    };
+    let lat = a.rule.starts_with("lat");
+    let mean = match (a.window_mean, b.window_mean) {
+        (Some(x), Some(y)) if lat => Some(x.max(y)),
+        (Some(x), Some(y)) => Some(x + y),
+        _ => None,
+    };
+    let reached = a.reached && b.reached;
+    Some(SteadyResult {
+        rule: a.rule,
+        reached,
+        at_s: if reached { a.at_s.max(b.at_s) } else { None },
+        window_mean: if reached { mean } else { None },
+    })
+}
+
 /// Follows a run's seconds against a rule.
 #[derive(Debug)]
 pub struct Tracker {
@@ -277,6 +300,11 @@ mod tests {
         // No I/O at all is not a steady state.
         let idle = run("iops:5%@5s", std::iter::repeat(0.0).take(20));
         assert_eq!(idle.describe(), "iops:5%@5s not reached");
+        let five = run("iops:5%@5s", std::iter::repeat(100.0).take(5));
+        let six = run("iops:5%@5s", [10.0, 50.0, 50.0, 50.0, 50.0, 50.0]);
+        let both = merge(Some(five.clone()), Some(six)).unwrap();
+        assert_eq!((both.at_s, both.window_mean), (Some(6), Some(150.0)));
+        assert!(!merge(Some(five), Some(idle)).unwrap().reached);
     }
 
     #[test]

@@ -35,6 +35,7 @@ use cpu_mark::CpuMark;
 use issuer::{Completion, Issuer};
 use meter::Meter;
 pub(crate) use meter::{HIST_HIGH_NS, HIST_LOW_NS, HIST_SIGFIG};
+pub(crate) use shaped::buckets;
 use shaped::Extras;
 pub(crate) use summary::log_buckets;
 use wait::Waiter;

@@ -104,7 +104,7 @@ impl Extras {
 
 /// The histogram's non-empty HDR buckets: (highest latency of the
 /// bucket in ns, count).
-pub(super) fn buckets(h: &Histogram<u64>) -> Vec<(u64, u64)> {
+pub(crate) fn buckets(h: &Histogram<u64>) -> Vec<(u64, u64)> {
     h.iter_recorded()
         .map(|v| {
             (
