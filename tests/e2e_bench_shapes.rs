@@ -1,14 +1,18 @@
 //! `ironlun bench`'s workload shapes end to end against `ironlun target`
 //! on loopback: a command mix with UNMAP, WRITE SAME, COMPARE AND WRITE
 //! and EXTENDED COPY on a thin RAM LUN, a hot spot seen in the latency
-//! log, the steady-state stop, and compressible write data on a file LUN
-//! (see docs/bench-shapes.md).
+//! log, the steady-state stop, compressible write data on a file LUN,
+//! and a mix run by two agents whose merge adds their ops (see
+//! docs/bench-shapes.md).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 mod support;
 
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
 use support::{ironlun_ok as ok, run, tool, Target};
@@ -188,4 +192,119 @@ fn compressible_writes_compress_by_their_share() {
     );
     assert_ne!(rc, 0);
     assert!(out.contains("cannot be combined"), "{out}");
+}
+
+/// `ironlun bench agent` on loopback, killed on drop.
+struct Agent(Child, String);
+
+impl Agent {
+    fn start(token: &Path) -> Agent {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ironlun"))
+            .args(["--log", "info", "bench", "agent", "--listen", "127.0.0.1:0"])
+            .arg("--token-file")
+            .arg(token)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let addr = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|l| {
+                l.split_once("listening on ")
+                    .map(|(_, a)| a.trim().to_owned())
+            })
+            .expect("the agent did not say where it listens");
+        // Keep draining its log so it never blocks on a full pipe.
+        std::thread::spawn(move || lines.map_while(Result::ok).for_each(drop));
+        Agent(child, addr)
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn two_agents_run_one_mix_and_the_merge_adds_their_ops() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "shapes-agents-token-0123456789").unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let t = Target::start(&["--name", NAME, "--lun", "ram:64MiB,thin"]);
+    let url = t.url(NAME, 0);
+    let agents = [Agent::start(&token), Agent::start(&token)];
+    let list = format!("{},{}", agents[0].1, agents[1].1);
+    let json = dir.path().join("r.json");
+    let (tok, out) = (token.to_str().unwrap(), json.to_str().unwrap());
+    let mix = "read=50,write=20,unmap=10,writesame=10,xcopy=10";
+    ok(&[
+        "bench",
+        "--agents",
+        &list,
+        "--token-file",
+        tok,
+        &url,
+        "--bs",
+        "4k",
+        "--random",
+        "100",
+        "--mix",
+        mix,
+        "--access",
+        "pareto:0.2",
+        "--ios",
+        "1500",
+        "--ramp",
+        "0",
+        "--json",
+        out,
+    ]);
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let w = &v["workloads"][0];
+    assert_eq!(w["errors"], 0, "{w}");
+    assert_eq!(w["workload"]["shape"]["mix"], mix);
+    let ops: u64 = w["ops"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|o| o["ios"].as_u64().unwrap())
+        .sum();
+    let total = w["ios"].as_u64().unwrap();
+    assert_eq!(ops, total, "{}", w["ops"]);
+    let parts: u64 = w["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["ios"].as_u64().unwrap())
+        .sum();
+    assert_eq!(parts, total);
+    let buckets: u64 = w["latency_buckets_ns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b[1].as_u64().unwrap())
+        .sum();
+    assert_eq!(buckets, total);
+    // The latency log is this host's; with agents it is refused.
+    let log = dir.path().join("lat.log");
+    let (rc, out) = run(
+        env!("CARGO_BIN_EXE_ironlun"),
+        &[
+            "bench",
+            "--agents",
+            &list,
+            "--token-file",
+            tok,
+            &url,
+            "--lat-log",
+            log.to_str().unwrap(),
+        ],
+    );
+    assert_ne!(rc, 0);
+    assert!(out.contains("it runs on the agents"), "{out}");
 }
