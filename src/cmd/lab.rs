@@ -91,7 +91,15 @@ pub fn run(a: LabArgs) -> Result<(), String> {
         let lun = luns::open(Route::Portal(&portal), &name, 0, &opts, label, Slice::WHOLE).await?;
         let luns = vec![lun];
         let probe: TargetCpuProbe = ironlun_bench::cpu::threads_probe(TARGET_THREADS);
-        let r = bench::run_all(&ws, &luns, false, 1, Some(probe)).await;
+        let r = bench::run_all(
+            &ws,
+            &luns,
+            false,
+            1,
+            Some(probe),
+            &bench::LatLogArgs::default(),
+        )
+        .await;
         luns::close(&luns).await;
         r.map(|r| (r, luns::info(&luns)))
     })?;

@@ -2,8 +2,12 @@
 
 use serde::{Deserialize, Serialize};
 
+use std::collections::BTreeMap;
+
 use crate::hdr::Histograms;
+use crate::mix::OpResult;
 use crate::spec::Workload;
+use crate::steady::SteadyResult;
 use crate::verify::Mismatch;
 
 /// Latency statistics in microseconds.
@@ -154,6 +158,16 @@ pub struct WorkloadResult {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agents: Vec<AgentShare>,
     pub workload: Workload,
+    /// The latency histogram's non-empty HDR buckets (3 significant
+    /// digits): (highest latency in the bucket, ns; count).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub latency_buckets_ns: Vec<(u64, u64)>,
+    /// Counts and latencies by command, when the workload has a mix.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub ops: BTreeMap<String, OpResult>,
+    /// Whether and when the steady-state rule was met, when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady: Option<SteadyResult>,
 }
 
 /// One agent's part of a run driven by several agents.

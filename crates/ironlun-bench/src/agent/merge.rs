@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use hdrhistogram::Histogram;
 
-use crate::engine::log_buckets;
+use crate::engine::{buckets, log_buckets};
 use crate::hdr::{self, Histograms};
 use crate::result::{Cpu, Latency, Second, VerifyReport, WorkloadResult, ZoneRate};
 
@@ -41,6 +41,9 @@ pub fn merge(parts: Vec<WorkloadResult>) -> Result<WorkloadResult, String> {
         m.verify = merge_verify(m.verify.take(), p.verify);
         m.series = merge_series(&m.series, &p.series);
         m.zones = merge_zones(m.zones.take(), p.zones);
+        m.ops = crate::mix::merge(std::mem::take(&mut m.ops), &p.ops);
+        m.steady = crate::steady::merge(m.steady.take(), p.steady);
+
         cpus.push((p.cpu, p.ios));
     }
     m.cpu = merge_cpu(&cpus);
@@ -50,6 +53,7 @@ pub fn merge(parts: Vec<WorkloadResult>) -> Result<WorkloadResult, String> {
     m.transaction_time_us = m.latency_us.mean;
     m.histogram_us = log_buckets(&all);
     m.percentiles_us = Latency::curve(&all);
+    m.latency_buckets_ns = buckets(&all);
     m.hdr = Some(Histograms::encode(&all, &read, &write)?);
     Ok(m)
 }
@@ -218,6 +222,9 @@ mod tests {
             zones: None,
             hdr: Some(Histograms::encode(&all, &all, &none).unwrap()),
             agents: Vec::new(),
+            latency_buckets_ns: Vec::new(),
+            ops: Default::default(),
+            steady: None,
             workload: Workload::simple("w", "", AccessLine::simple(4096, 100, 100), 1),
         }
     }

@@ -13,6 +13,9 @@ use rand::{Rng, SeedableRng};
 use tokio::sync::mpsc;
 
 use super::{LunTarget, Slice};
+use crate::access::Picker;
+use crate::mix::{self, Op, Place};
+use crate::pattern::WriteData;
 use crate::spec::{AccessLine, Workload};
 use crate::verify::VerifyMap;
 
@@ -37,6 +40,10 @@ struct Worker {
     interval: Option<Duration>,
     /// A zone sweep wrapped around: the pass is complete.
     swept: bool,
+    /// The skewed access's picker, for the last number of slots.
+    picker: Option<Picker>,
+    /// Write data of the workload's pattern (none: the shared buffer).
+    data: Option<WriteData>,
 }
 
 impl Worker {
@@ -101,7 +108,7 @@ impl Worker {
         let end = self.range_start + self.range_len;
         let offset = if random {
             let slots = (self.range_len - size) / align + 1;
-            self.range_start + self.rng.gen_range(0..slots) * align
+            self.range_start + self.random_slot(w, slots) * align
         } else {
             let o = self.last_end.div_ceil(bs) * bs;
             if o + size > end || o < self.range_start {
@@ -118,13 +125,36 @@ impl Worker {
     }
 }
 
+impl Worker {
+    /// A random slot in `0..slots`: uniform, or by the workload's skewed
+    /// access (whose picker is rebuilt when the number of slots changes).
+    fn random_slot(&mut self, w: &Workload, slots: u64) -> u64 {
+        let access = w.shape.access;
+        if access.is_uniform() {
+            return self.rng.gen_range(0..slots);
+        }
+        if self.picker.as_ref().map(Picker::slots) != Some(slots) {
+            self.picker = Picker::new(access, slots).ok();
+        }
+        match &self.picker {
+            Some(p) => p.slot(&mut self.rng),
+            None => self.rng.gen_range(0..slots),
+        }
+    }
+}
+
 /// One I/O in flight.
 pub(super) struct InFlight {
     worker: u32,
     /// When it was issued (or meant to be, when rate-limited).
     pub(super) start: Instant,
     pub(super) read: bool,
+    /// The command (read or write unless the workload has a mix).
+    pub(super) op: Op,
+    /// Bytes on the wire.
     pub(super) bytes: u32,
+    /// The range's length in bytes.
+    pub(super) len: u32,
     pub(super) lba: u64,
     blocks: u32,
     /// Writes: the generation written. Reads: the verify mark at issue.
@@ -135,6 +165,8 @@ pub(super) struct InFlight {
 struct Lun {
     target: LunTarget,
     verify: Option<VerifyMap>,
+    /// The LU's NAA designator, when the mix copies (EXTENDED COPY).
+    naa: Option<[u8; 8]>,
 }
 
 /// A completed I/O, its reply checked, with where it lay in its worker's
@@ -143,8 +175,12 @@ pub(super) struct Completed<'a> {
     pub(super) io: InFlight,
     /// The LUN's label, for error messages.
     pub(super) label: &'a str,
+    /// The LUN's index among the run's targets.
+    pub(super) lun: usize,
     /// Why it failed, when it did.
     pub(super) error: Option<String>,
+    /// A COMPARE AND WRITE answered MISCOMPARE (not an error).
+    pub(super) miscompare: bool,
     /// Its byte offset on the LUN.
     pub(super) offset: u64,
     /// The worker's seek range, in bytes (start, length).
@@ -168,6 +204,16 @@ impl Issuer {
     /// Checks the workload against every LUN and sets up the workers;
     /// with `verify`, a verification map per LUN.
     pub(super) fn new(w: &Workload, targets: &[LunTarget], verify: bool) -> Result<Issuer, String> {
+        if verify
+            && (w.shape.data().active() || w.shape.mix.as_ref().is_some_and(|m| m.has_other()))
+        {
+            return Err(format!(
+                "workload '{}': verification writes its own self-checking blocks and checks \
+                 every read; it cannot be combined with compress/dedupe patterns or with \
+                 UNMAP, WRITE SAME, COMPARE AND WRITE or EXTENDED COPY in the mix",
+                w.name
+            ));
+        }
         let luns = luns(w, targets, verify)?;
         let workers = workers(w, &luns)?;
         let payload = {
@@ -189,6 +235,13 @@ impl Issuer {
             slots,
             free,
         })
+    }
+
+    /// Sets each LUN's NAA designator (for EXTENDED COPY), in target order.
+    pub(super) fn set_designators(&mut self, naa: Vec<[u8; 8]>) {
+        for (l, n) in self.luns.iter_mut().zip(naa) {
+            l.naa = Some(n);
+        }
     }
 
     /// I/Os in flight over all workers.
@@ -229,7 +282,8 @@ impl Issuer {
                     break;
                 };
                 let Some(slot) = self.free.pop() else { break };
-                let (req, inflight) = next_io(w, k, wi as u32, lun, &self.payload, intended);
+                let (req, inflight) = next_io(w, k, wi as u32, lun, &self.payload, intended)
+                    .map_err(|e| format!("{}: {e}", lun.target.label))?;
                 k.in_flight += 1;
                 if let Some(s) = self.slots.get_mut(slot as usize) {
                     *s = Some(inflight);
@@ -258,10 +312,11 @@ impl Issuer {
         let k = self.workers.get_mut(io.worker as usize)?;
         k.in_flight -= 1;
         let lun = self.luns.get_mut(k.lun)?;
-        let error = match result
-            .map_err(|e| e.to_string())
-            .and_then(|r| scsi::check(r).map_err(|e| e.to_string()))
-        {
+        let mut miscompare = false;
+        let error = match result.and_then(scsi::check).map_err(|e| {
+            miscompare = io.op == Op::CompareAndWrite && mix::is_miscompare(&e);
+            e.to_string()
+        }) {
             Ok(data) => {
                 if let Some(v) = &mut lun.verify {
                     if io.read {
@@ -270,6 +325,7 @@ impl Issuer {
                 }
                 None
             }
+            Err(_) if miscompare => None,
             Err(e) => Some(e),
         };
         if let (Some(v), false) = (&mut lun.verify, io.read) {
@@ -279,7 +335,9 @@ impl Issuer {
             offset: io.lba * u64::from(lun.target.capacity.block_size),
             io,
             label: &lun.target.label,
+            lun: k.lun,
             error,
+            miscompare,
             range_start: k.range_start,
             range_len: k.range_len,
         })
@@ -309,6 +367,7 @@ fn luns(w: &Workload, targets: &[LunTarget], verify: bool) -> Result<Vec<Lun>, S
         luns.push(Lun {
             target: t.clone(),
             verify,
+            naa: None,
         });
     }
     Ok(luns)
@@ -338,6 +397,12 @@ fn workers(w: &Workload, luns: &[Lun]) -> Result<Vec<Worker>, String> {
                 next_intended: None,
                 interval: w.rate_iops.map(|r| Duration::from_secs_f64(1.0 / r)),
                 swept: false,
+                picker: None,
+                data: w
+                    .shape
+                    .data()
+                    .active()
+                    .then(|| WriteData::new(w.shape.data(), seed)),
             });
         }
     }
@@ -384,7 +449,8 @@ pub(super) fn range(w: &Workload, cap: &Capacity, slice: Slice) -> Result<(u64, 
     Ok((start, len))
 }
 
-/// Picks the next I/O of a worker by the IOMeter rules.
+/// Picks the next I/O of a worker by the IOMeter rules (its command by
+/// the workload's mix, when it has one).
 fn next_io(
     w: &Workload,
     k: &mut Worker,
@@ -392,41 +458,67 @@ fn next_io(
     lun: &mut Lun,
     payload: &Bytes,
     start: Instant,
-) -> (ScsiRequest, InFlight) {
+) -> Result<(ScsiRequest, InFlight), String> {
     let line = k.next_line(w);
     let bs = u64::from(lun.target.capacity.block_size);
     let align = (u64::from(line.align).max(bs)).div_ceil(bs) * bs;
     let size = u64::from(line.size);
     let read = k.rng.gen_range(0..100) < line.read;
+    let op = match &w.shape.mix {
+        Some(m) => m.pick(&mut k.rng),
+        None if read => Op::Read,
+        None => Op::Write,
+    };
     let random = k.rng.gen_range(0..100) < line.random;
     let offset = k.next_offset(w, random, size, align, bs);
     let lba = offset / bs;
     let blocks = (size / bs) as u32;
-    let (req, generation) = if read {
-        let mark = lun.verify.as_ref().map_or(0, VerifyMap::read_mark);
-        let mut req = scsi::read(lun.target.lun, lba, blocks, lun.target.capacity.block_size);
-        // Unverified reads are counted, not kept (as IOMeter does).
-        req.discard_data = lun.verify.is_none();
-        (req, mark)
-    } else {
-        let (data, g) = match &mut lun.verify {
-            Some(v) => v.start_write(lba, blocks),
-            None => (payload.slice(..size as usize), 0),
-        };
-        (scsi::write(lun.target.lun, lba, blocks, data), u64::from(g))
+    let (req, generation) = match op {
+        Op::Read => {
+            let mark = lun.verify.as_ref().map_or(0, VerifyMap::read_mark);
+            let mut req = scsi::read(lun.target.lun, lba, blocks, lun.target.capacity.block_size);
+            // Unverified reads are counted, not kept (as IOMeter does).
+            req.discard_data = lun.verify.is_none();
+            (req, mark)
+        }
+        Op::Write => {
+            let (data, g) = match (&mut lun.verify, &mut k.data) {
+                (Some(v), _) => v.start_write(lba, blocks),
+                (None, Some(d)) => (d.next(size as usize), 0),
+                (None, None) => (payload.slice(..size as usize), 0),
+            };
+            (scsi::write(lun.target.lun, lba, blocks, data), u64::from(g))
+        }
+        _ => {
+            let dst_lba = if op == Op::Xcopy {
+                k.next_offset(w, true, size, align, bs) / bs
+            } else {
+                0
+            };
+            let place = Place {
+                lun: lun.target.lun,
+                lba,
+                blocks,
+                block_size: lun.target.capacity.block_size,
+                dst_lba,
+                naa: lun.naa,
+                payload,
+            };
+            (mix::command(op, &place)?, 0)
+        }
     };
-    (
-        req,
-        InFlight {
-            worker,
-            start,
-            read,
-            bytes: line.size,
-            lba,
-            blocks,
-            generation,
-        },
-    )
+    let io = InFlight {
+        worker,
+        start,
+        read: op == Op::Read,
+        op,
+        bytes: op.wire_bytes(line.size, bs as u32),
+        len: line.size,
+        lba,
+        blocks,
+        generation,
+    };
+    Ok((req, io))
 }
 
 fn pick_line(lines: &[AccessLine], rng: &mut SmallRng) -> usize {

@@ -18,6 +18,7 @@
 mod cpu_mark;
 mod issuer;
 mod meter;
+mod shaped;
 mod summary;
 mod wait;
 
@@ -27,12 +28,15 @@ use std::time::{Duration, Instant};
 use ironlun_initiator::{Capacity, Multipath, Responder, ScsiRequest, Session};
 use tokio::sync::mpsc;
 
+use crate::iolog::LatLogSpec;
 use crate::result::WorkloadResult;
 use crate::spec::Workload;
 use cpu_mark::CpuMark;
 use issuer::{Completion, Issuer};
 use meter::Meter;
 pub(crate) use meter::{HIST_HIGH_NS, HIST_LOW_NS, HIST_SIGFIG};
+pub(crate) use shaped::buckets;
+use shaped::Extras;
 pub(crate) use summary::log_buckets;
 use wait::Waiter;
 
@@ -102,6 +106,8 @@ pub struct RunOptions {
     /// of the initiator's CPU figures (a link emulator's keep-awake
     /// spinners, which only run when the CPU would otherwise idle).
     pub exclude_threads: Option<&'static str>,
+    /// Log every measured I/O's latency ([`crate::iolog`]).
+    pub lat_log: Option<LatLogSpec>,
 }
 
 /// Runs one workload; returns its measurement.
@@ -146,6 +152,10 @@ async fn run_here(
         return Err("no LUN to run against".into());
     }
     let mut issuer = Issuer::new(w, targets, opts.verify)?;
+    if let Some(naa) = shaped::designators(w, targets).await? {
+        issuer.set_designators(naa);
+    }
+    let mut extras = Extras::new(w, opts)?;
     let precise = wait::precise_timer();
     let (tx, mut rx) = mpsc::unbounded_channel::<Completion>();
     let mut meter = Meter::new(w)?;
@@ -160,6 +170,7 @@ async fn run_here(
         if phase.ramp_ends(now) {
             cpu_start = CpuMark::take(opts).await;
             meter.reset();
+            extras.ramp_over();
         }
         if !phase.stop && should_stop(w, &phase, &meter, &issuer, now) {
             phase.stop_at(now, opts.drain_timeout);
@@ -168,6 +179,10 @@ async fn run_here(
             let elapsed = (now - phase.measure_start).as_secs_f64();
             meter.close_second(elapsed, opts.progress.as_ref());
             phase.next_second += Duration::from_secs(1);
+            let iops = meter.series.last().map_or(0.0, |s| s.iops);
+            if extras.second_closed(iops) && !phase.stop {
+                phase.stop_at(now, opts.drain_timeout);
+            }
         }
         let wake = if phase.stop {
             None
@@ -185,7 +200,11 @@ async fn run_here(
         while let Some((tag, result)) = next.take() {
             let done = Instant::now();
             if let Some(c) = issuer.complete(tag, result) {
-                meter.completed(&c, done, phase.counts(done));
+                let counted = phase.counts(done);
+                meter.completed(&c, done, counted);
+                if counted {
+                    extras.completed(&c, done, phase.measure_start)?;
+                }
             }
             next = rx.try_recv().ok();
         }
@@ -199,9 +218,10 @@ async fn run_here(
     let cpu_end = CpuMark::take(opts).await;
     let ios = meter.counts.reads + meter.counts.writes;
     let cpu = cpu_start.until(&cpu_end, elapsed, ios);
-    Ok(summary::workload_result(
-        w, targets, &issuer, meter, cpu, elapsed,
-    ))
+    let all = meter.all.clone();
+    let mut r = summary::workload_result(w, targets, &issuer, meter, cpu, elapsed);
+    extras.finish(&mut r, &all)?;
+    Ok(r)
 }
 
 /// Issuing stops: the run's time is up, the workload's I/O count is

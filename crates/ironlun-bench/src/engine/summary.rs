@@ -54,6 +54,9 @@ pub(super) fn workload_result(
         hdr: Histograms::encode(&meter.all, &meter.read, &meter.write).ok(),
         agents: Vec::new(),
         workload: w.clone(),
+        latency_buckets_ns: Vec::new(),
+        ops: Default::default(),
+        steady: None,
     }
 }
 

@@ -67,6 +67,9 @@ fn result(name: &str, scale: f64, seconds: u32) -> WorkloadResult {
         hdr: None,
         agents: Vec::new(),
         workload: Workload::simple(name, "", AccessLine::simple(4096, 100, 100), 16),
+        latency_buckets_ns: Vec::new(),
+        ops: Default::default(),
+        steady: None,
     }
 }
 
