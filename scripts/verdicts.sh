@@ -80,7 +80,7 @@ fuzz_runs() {
   echo "$n"
 }
 
-# Debian's Ceph for the RBD tests: tests/ceph_cluster.rs starts clusters
+# Debian's Ceph for the RBD tests: tests/ceph_cluster.rs and tests/e2e_rbd.rs start clusters
 # with scripts/ceph-cluster during cargo test, so this runs first. Where
 # Ceph cannot be installed those tests skip, loudly, and the summary
 # lists them; under CI=true or --require-all the run fails here.
@@ -94,5 +94,5 @@ ceph_packages() {
   local why
   why=$(cat "$err")
   rm -f "$err"
-  skip_tier "Ceph RBD tests (tests/ceph_cluster.rs)" "Ceph is not installable here: $why"
+  skip_tier "Ceph RBD tests (tests/ceph_cluster.rs, tests/e2e_rbd.rs)" "Ceph is not installable here: $why"
 }

@@ -9,7 +9,7 @@ mod support;
 
 use std::path::Path;
 
-use support::{ironlun_ok as ok, run};
+use support::{ironlun_ok as ok, run, tool};
 
 const ENGINES: [&str; 2] = ["io_uring", "psync"];
 
@@ -157,6 +157,41 @@ fn verify_catches_a_corrupted_block_in_a_file() {
     }
 }
 
+/// The write data patterns are data, not SCSI: a local file written
+/// 75 % compressible gzips to about a quarter, by either engine.
+#[test]
+fn compressible_writes_reach_a_local_file() {
+    let gzip = tool("gzip", "gzip");
+    for engine in ENGINES {
+        let dir = disk_dir();
+        let img = image(dir.path(), 4 << 20);
+        bench(&[
+            &img,
+            "--engine",
+            engine,
+            "--bs",
+            "64k",
+            "--read",
+            "0",
+            "--random",
+            "0",
+            "--ios",
+            "64",
+            "--compress",
+            "75",
+        ]);
+        let (rc, out) = run(&gzip, &["-k", &img]);
+        assert_eq!(rc, 0, "{out}");
+        let packed = std::fs::metadata(format!("{img}.gz")).unwrap().len();
+        let ratio = packed as f64 / (4 << 20) as f64;
+        // 25 % random bytes, the rest zeros that gzip removes.
+        assert!(
+            (0.24..0.29).contains(&ratio),
+            "{engine}: gzip ratio {ratio}"
+        );
+    }
+}
+
 #[test]
 fn local_targets_refuse_iscsi_only_flags_and_unknown_engines() {
     let dir = disk_dir();
@@ -168,6 +203,14 @@ fn local_targets_refuse_iscsi_only_flags_and_unknown_engines() {
     let (rc, out) = run(bin, &["bench", &img, "--sessions", "2", "--time", "1s"]);
     assert_ne!(rc, 0);
     assert!(out.contains("are for iscsi:// URLs"), "{out}");
+    // The local engines do reads and writes, not the SCSI commands of a
+    // mix.
+    let (rc, out) = run(
+        bin,
+        &["bench", &img, "--mix", "read=50,unmap=50", "--time", "1s"],
+    );
+    assert_ne!(rc, 0);
+    assert!(out.contains("the local engines (io_uring, psync)"), "{out}");
     let (rc, out) = run(bin, &["bench", "/nonexistent/disk.img", "--time", "1s"]);
     assert_ne!(rc, 0);
     assert!(out.contains("/nonexistent/disk.img"), "{out}");

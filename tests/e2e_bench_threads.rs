@@ -6,7 +6,7 @@
 
 mod support;
 
-use support::{http_get, ironlun_ok as ok, Target};
+use support::{http_get, ironlun_ok as ok, run, Target};
 
 const NAME: &str = "iqn.2026-11.test:threads";
 
@@ -146,4 +146,110 @@ fn threads_verify_their_own_slices() {
     check_sums(&w, 2, 8192);
     assert!(w["verify"]["checked_blocks"].as_u64().unwrap() > 0, "{w}");
     assert_eq!(w["verify"]["mismatch_count"], 0, "{}", w["verify"]);
+}
+
+/// The counts by op are merged from the threads' histograms: every op's
+/// I/Os add up to the run's, and so do the HDR buckets.
+#[test]
+fn threads_with_a_command_mix_count_every_op() {
+    let t = Target::start(&["--name", NAME, "--lun", "ram:64MiB,thin"]);
+    let url = t.url(NAME, 0);
+    let w = bench(&[
+        &url,
+        "--threads",
+        "2",
+        "--workers",
+        "2",
+        "--qd",
+        "4",
+        "--bs",
+        "4k",
+        "--mix",
+        "read=50,write=30,unmap=10,writesame=10",
+        "--ios",
+        "3000",
+        "--time",
+        "60s",
+        "--ramp",
+        "0",
+    ]);
+    assert_eq!(w["threads"], 2, "{w}");
+    let ios = w["ios"].as_u64().unwrap();
+    assert!(ios >= 3000, "{w}");
+    let ops = w["ops"].as_object().unwrap();
+    for op in ["read", "write", "unmap", "writesame"] {
+        assert!(ops[op]["ios"].as_u64().unwrap() > 0, "no {op}: {w}");
+    }
+    let by_op: u64 = ops.values().map(|o| o["ios"].as_u64().unwrap()).sum();
+    assert_eq!(by_op, ios, "{}", w["ops"]);
+    let parts = w["per_thread"].as_array().unwrap();
+    let by_thread: u64 = parts.iter().map(|p| p["ios"].as_u64().unwrap()).sum();
+    assert_eq!(by_thread, ios);
+    let buckets: u64 = w["latency_buckets_ns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b[1].as_u64().unwrap())
+        .sum();
+    assert_eq!(buckets, ios, "the buckets come from the merged histogram");
+    assert_eq!(w["errors"], 0, "{w}");
+}
+
+/// A steady-state rule and a latency log are decided and written by
+/// one thread: asked for on several threads they are refused; left to
+/// the default, the run takes one thread and the log has one line per
+/// measured I/O.
+#[test]
+fn steady_and_lat_log_keep_to_one_thread() {
+    let t = Target::start(&["--name", NAME, "--lun", "ram:32MiB"]);
+    let url = t.url(NAME, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("lat.log");
+    let bin = env!("CARGO_BIN_EXE_ironlun");
+    let common = [url.as_str(), "--workers", "2", "--bs", "4k", "--time", "2s"];
+    let with = |extra: &[&str]| {
+        let mut a = vec!["bench"];
+        a.extend_from_slice(&common);
+        a.extend_from_slice(extra);
+        run(bin, &a)
+    };
+    let (rc, out) = with(&["--threads", "2", "--steady", "iops_slope:50%@3s"]);
+    assert_ne!(rc, 0, "{out}");
+    assert!(out.contains("runs on one thread (--threads 1)"), "{out}");
+    let (rc, out) = with(&["--threads", "2", "--lat-log", log.to_str().unwrap()]);
+    assert_ne!(rc, 0, "{out}");
+    assert!(out.contains("--lat-log runs on one thread"), "{out}");
+    assert!(!log.exists(), "a refused run wrote its log");
+
+    let w = bench(&[
+        &url,
+        "--workers",
+        "2",
+        "--bs",
+        "4k",
+        "--ios",
+        "2000",
+        "--time",
+        "60s",
+        "--lat-log",
+        log.to_str().unwrap(),
+    ]);
+    assert_eq!(w["threads"], 1, "{w}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines = text.lines().filter(|l| !l.starts_with('#')).count() as u64;
+    assert_eq!(lines, w["ios"].as_u64().unwrap());
+
+    let w = bench(&[
+        &url,
+        "--workers",
+        "2",
+        "--bs",
+        "4k",
+        "--time",
+        "60s",
+        "--steady",
+        "iops_slope:50%@3s",
+    ]);
+    assert_eq!(w["threads"], 1, "{w}");
+    assert_eq!(w["steady"]["reached"], true, "{}", w["steady"]);
 }

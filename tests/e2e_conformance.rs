@@ -14,62 +14,6 @@ use support::{run, tool, Target};
 
 const NAME: &str = "iqn.2026-11.io.ironlun:e2e-cu";
 
-/// The families named by the core target issue.
-const FAMILIES: &[&str] = &[
-    "ALL.TestUnitReady",
-    "ALL.Inquiry",
-    "ALL.ReadCapacity10",
-    "ALL.ReadCapacity16",
-    "ALL.Read6",
-    "ALL.Read10",
-    "ALL.Read12",
-    "ALL.Read16",
-    "ALL.Write10",
-    "ALL.Write12",
-    "ALL.Write16",
-    "ALL.ModeSense6",
-    "ALL.iSCSIResiduals",
-    // The rest of the iSCSI family: CmdSN window, DataSN, task management.
-    "iSCSI",
-];
-
-/// The problems in one family's output: no summary, tests that did not
-/// run or did not pass, a parsed count unlike CUnit's, and skips the
-/// expected-skips list does not allow (whether a run elsewhere covers a
-/// skipped test is the full run's check). Returns the problems and how
-/// many tests passed without skipping anything.
-fn check_family(expected: &[cu::Expected], fam: &str, out: &str) -> (Vec<String>, u32) {
-    let r = cu::parse(out);
-    let Some((total, ran, _, failed)) = r.summary else {
-        return (vec![format!("{fam}: no CUnit summary")], 0);
-    };
-    let mut problems = Vec::new();
-    if total == 0 || ran != total || failed != 0 {
-        problems.push(format!("{fam}: {total} tests, {ran} ran, {failed} failed"));
-    }
-    if r.tests.len() as u32 != total {
-        problems.push(format!(
-            "{fam}: parsed {} tests, CUnit counted {total}",
-            r.tests.len()
-        ));
-    }
-    let mut clean = 0;
-    for (test, o) in &r.tests {
-        if o.failed || !o.passed {
-            problems.push(format!("{fam}: {test} failed"));
-        }
-        for msg in &o.skips {
-            if cu::allowed(expected, test, msg).is_none() {
-                problems.push(format!("{fam}: {test} skipped unexpectedly: {msg}"));
-            }
-        }
-        if o.passed && !o.failed && o.skips.is_empty() {
-            clean += 1;
-        }
-    }
-    (problems, clean)
-}
-
 fn run_families(lun_spec: &str) {
     let cu = tool("iscsi-test-cu", "libiscsi-bin");
     let expected = cu::expected_skips(
@@ -85,9 +29,9 @@ fn run_families(lun_spec: &str) {
     assert!(silent.is_empty(), "{lun_spec}: {silent:?}");
     let url = t.url(NAME, 0);
     let mut report = Vec::new();
-    for fam in FAMILIES {
+    for fam in cu::REQUIRED_FAMILIES {
         let (_, out) = run(&cu, &["--dataloss", "-V", &format!("--test={fam}"), &url]);
-        let (problems, clean) = check_family(&expected, fam, &out);
+        let (problems, clean) = cu::check_family(&expected, fam, &out);
         assert!(
             problems.is_empty(),
             "{fam} on {lun_spec}:\n{}\n{out}\ntarget log:\n{}",
@@ -108,7 +52,7 @@ fn a_quick_family_check_fails_on_skips_failures_and_missing_tests() {
     let expected = cu::expected_skips("Read6.* | LUN is not removable | - | r\n").unwrap();
     let tail = "               tests      2      2      2      0        0\n";
     let ok = format!("Suite: Read6\n  Test: A ...passed\n  Test: B ...\n    [SKIPPED] LUN is not removable.\npassed\n{tail}");
-    assert_eq!(check_family(&expected, "f", &ok), (vec![], 1));
+    assert_eq!(cu::check_family(&expected, "f", &ok), (vec![], 1));
     // The old check read only the summary line: every one of these has
     // the same summary and passed it.
     for bad in [
@@ -117,9 +61,9 @@ fn a_quick_family_check_fails_on_skips_failures_and_missing_tests() {
         format!("Suite: Read6\n  Test: A ...passed\n{tail}"),
         format!("Suite: Read6\n  Test: A ...passed\n  Test: B ...FAILED\n{tail}"),
     ] {
-        assert!(!check_family(&expected, "f", &bad).0.is_empty(), "{bad}");
+        assert!(!cu::check_family(&expected, "f", &bad).0.is_empty(), "{bad}");
     }
-    assert!(!check_family(&expected, "f", "no summary").0.is_empty());
+    assert!(!cu::check_family(&expected, "f", "no summary").0.is_empty());
 }
 
 #[test]

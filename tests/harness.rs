@@ -278,7 +278,7 @@ fn without_ceph_the_packages_step_fails_under_ci_and_the_cluster_script_says_why
     assert!(!o.status.success(), "passed without Ceph:\n{out}");
     assert!(!out.contains("REACHED-THE-END"), "{out}");
     assert!(
-        out.contains("FAILED: Ceph RBD tests (tests/ceph_cluster.rs) cannot run here: Ceph is not installable here: could not install ceph-mon ceph-mgr ceph-osd ceph-common"),
+        out.contains("FAILED: Ceph RBD tests (tests/ceph_cluster.rs, tests/e2e_rbd.rs) cannot run here: Ceph is not installable here: could not install ceph-mon ceph-mgr ceph-osd ceph-common"),
         "{out}"
     );
     let o = bash(script, &[("PATH", path.as_str())]);

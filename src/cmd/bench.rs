@@ -69,6 +69,33 @@ pub struct BenchArgs {
     /// Offset alignment (default: the LUN's block size).
     #[arg(long, value_name = "SIZE")]
     pub align: Option<String>,
+    /// Where random I/Os land: uniform, zipf:THETA, pareto:H or
+    /// hotspot:SHARE/FRACTION (fio's random_distribution; docs/bench-shapes.md).
+    #[arg(long, value_name = "DIST")]
+    pub access: Option<String>,
+    /// Percent of each written block that compresses away (fio's
+    /// buffer_compress_percentage).
+    #[arg(long, value_name = "PCT")]
+    pub compress: Option<u32>,
+    /// Percent of writes that repeat an earlier write (fio's
+    /// dedupe_percentage).
+    #[arg(long, value_name = "PCT")]
+    pub dedupe: Option<u32>,
+    /// Commands and their shares, e.g. read=60,write=30,unmap=5,writesame=5
+    /// (also caw, xcopy); replaces --read.
+    #[arg(long, value_name = "OP=PCT,...")]
+    pub mix: Option<String>,
+    /// Stop once steady: iops|lat|iops_slope|lat_slope:PCT%@WINDOW, e.g.
+    /// iops:5%@30s; --time is then the longest run.
+    #[arg(long, value_name = "RULE")]
+    pub steady: Option<String>,
+    /// Log every measured I/O (time, op, LUN, offset, length, latency)
+    /// to FILE (FILE.WORKLOAD.N when several runs).
+    #[arg(long, value_name = "FILE")]
+    pub lat_log: Option<PathBuf>,
+    /// Size cap of each latency log.
+    #[arg(long, value_name = "SIZE", default_value = "256MiB")]
+    pub lat_log_cap: String,
     /// Write verifiable blocks and check every block read.
     #[arg(long)]
     pub verify: bool,
@@ -186,7 +213,10 @@ pub fn workloads(a: &BenchArgs) -> Result<Vec<Workload>, String> {
             let read = a.read.unwrap_or(100);
             let random = a.random.unwrap_or(100);
             out.push(Workload::simple(
-                &format!("{}k-{}r-{}rand", bs / 1024, read, random),
+                &match &a.mix {
+                    Some(_) => format!("{}k-mix-{}rand", bs / 1024, random),
+                    None => format!("{}k-{}r-{}rand", bs / 1024, read, random),
+                },
                 "command-line workload",
                 AccessLine::simple(bs, read, random),
                 32,
@@ -215,6 +245,7 @@ pub fn workloads(a: &BenchArgs) -> Result<Vec<Workload>, String> {
         if let Some(s) = &a.seek_range {
             w.seek.length = parse_size(s)?;
         }
+        apply_shape(a, w)?;
         if let Some(s) = &a.align {
             let n = u32::try_from(parse_size(s)?).map_err(|_| "--align too large".to_owned())?;
             for l in &mut w.lines {
@@ -224,6 +255,58 @@ pub fn workloads(a: &BenchArgs) -> Result<Vec<Workload>, String> {
         w.validate()?;
     }
     Ok(out)
+}
+
+/// The shape flags, over the workload's own shape.
+fn apply_shape(a: &BenchArgs, w: &mut Workload) -> Result<(), String> {
+    if let Some(s) = &a.access {
+        w.shape.access = s.parse()?;
+    }
+    if let Some(p) = a.compress {
+        w.shape.compress_pct = p;
+    }
+    if let Some(p) = a.dedupe {
+        w.shape.dedupe_pct = p;
+    }
+    if let Some(m) = &a.mix {
+        if a.read.is_some() {
+            return Err("--mix gives the share of reads; do not add --read".into());
+        }
+        w.shape.mix = Some(m.parse()?);
+    }
+    if let Some(s) = &a.steady {
+        w.shape.steady = Some(s.parse()?);
+    }
+    Ok(())
+}
+
+/// The latency log of run `n` of workload `w`, when asked for: the file
+/// itself when there is one run in all, else FILE.WORKLOAD.N.
+fn lat_log_for(
+    a: &LatLogArgs,
+    w: &Workload,
+    n: u32,
+    runs: usize,
+) -> Option<ironlun_bench::iolog::LatLogSpec> {
+    let path = a.path.as_ref()?;
+    let path = if runs == 1 {
+        path.clone()
+    } else {
+        let mut p = path.clone().into_os_string();
+        p.push(format!(".{}.{n}", w.name));
+        p.into()
+    };
+    Some(ironlun_bench::iolog::LatLogSpec {
+        path,
+        cap_bytes: a.cap,
+    })
+}
+
+/// The latency log flags, parsed.
+#[derive(Clone, Default)]
+pub struct LatLogArgs {
+    pub path: Option<PathBuf>,
+    pub cap: u64,
 }
 
 /// How every load thread reaches the LUNs the URLs name; with link
@@ -304,12 +387,14 @@ pub fn lun_plan(
     })
 }
 
-/// The load threads: as asked, else one per worker up to the cores.
+/// The load threads: as asked, else one per worker up to the cores
+/// (one with --multipath, a steady-state rule or a latency log).
 fn threads(a: &BenchArgs, plan: &LunPlan, ws: &[Workload]) -> Result<u32, String> {
     let workers = ws.iter().map(|w| w.workers).max().unwrap_or(1);
+    let one_only = one_thread_only(a, ws);
     let n = match a.threads {
         Some(n) => n,
-        None if plan.multipath.is_some() => 1,
+        None if plan.multipath.is_some() || one_only.is_some() => 1,
         None => {
             let cores = ironlun_bench::cpu::cpus();
             ironlun_bench::default_threads(plan.targets(), workers, cores) as u32
@@ -318,7 +403,23 @@ fn threads(a: &BenchArgs, plan: &LunPlan, ws: &[Workload]) -> Result<u32, String
     if plan.multipath.is_some() && n > 1 {
         return Err("--multipath runs on one thread (--threads 1)".into());
     }
+    if let (Some(why), true) = (one_only, n > 1) {
+        return Err(format!("{why} runs on one thread (--threads 1)"));
+    }
     Ok(n)
+}
+
+/// What keeps a run on one load thread: a steady-state rule (decided
+/// on one thread's seconds, not yet on the merged series) or a latency
+/// log (one file, written by the thread that measures).
+fn one_thread_only(a: &BenchArgs, ws: &[Workload]) -> Option<&'static str> {
+    if a.lat_log.is_some() {
+        Some("--lat-log")
+    } else if ws.iter().any(|w| w.shape.steady.is_some()) {
+        Some("a steady-state rule (--steady)")
+    } else {
+        None
+    }
 }
 
 /// Where workloads run: on this thread's LUNs, or on load threads.
@@ -335,17 +436,21 @@ pub async fn run_all(
     verify: bool,
     repeat: u32,
     target_cpu: Option<ironlun_bench::TargetCpuProbe>,
+    lat_log: &LatLogArgs,
 ) -> Result<Vec<WorkloadResult>, String> {
     let mut results = Vec::new();
+    let runs_in_all = ws.len() * repeat.max(1) as usize;
     for w in ws {
         let mut runs = Vec::new();
-        for _ in 0..repeat.max(1) {
+        for n in 0..repeat.max(1) {
+            let total = (w.time_s > 0.0).then_some(w.time_s);
             let opts = RunOptions {
                 verify,
                 target_cpu: target_cpu.clone(),
-                progress: progress_line(&w.name),
+                progress: progress_line(&w.name, total),
                 drain_timeout: None,
                 exclude_threads: Some(ironlun_netem::awake::THREAD_NAME),
+                lat_log: lat_log_for(lat_log, w, n + 1, runs_in_all),
             };
             let r = match runner {
                 Runner::Here(luns) => ironlun_bench::run(w, luns, &opts).await?,
@@ -402,6 +507,11 @@ pub async fn run(a: BenchArgs) -> Result<(), String> {
         return super::bench_agent::serve(g).await;
     }
     if !a.agents.is_empty() {
+        if a.lat_log.is_some() {
+            return Err(
+                "--lat-log logs the I/O of this host; with --agents it runs on the agents".into(),
+            );
+        }
         return super::bench_agent::control(&a).await;
     }
     let ws = workloads(&a)?;
@@ -425,7 +535,19 @@ pub async fn run(a: BenchArgs) -> Result<(), String> {
         }
         (None, None) => None,
     };
-    let results = run_all(&ws, Runner::Threads(&pool), a.verify, a.repeat, probe).await;
+    let lat_log = LatLogArgs {
+        path: a.lat_log.clone(),
+        cap: parse_size(&a.lat_log_cap)?,
+    };
+    let results = run_all(
+        &ws,
+        Runner::Threads(&pool),
+        a.verify,
+        a.repeat,
+        probe,
+        &lat_log,
+    )
+    .await;
     let lun_info = ironlun_bench::luns::info(pool.targets());
     pool.close().await;
     let results = results?;

@@ -1,11 +1,13 @@
-//! `ironlun lab`: an in-process target with a RAM LUN on loopback, a short
-//! suite of built-in profiles against it, JSON and an HTML report.
+//! `ironlun lab`: an in-process target with a RAM LUN (or, with `--rbd`,
+//! an RBD image) on loopback, a short suite of built-in profiles against
+//! it, JSON and an HTML report.
 
 use std::path::PathBuf;
 
 use ironlun_bench::luns::{self, Route};
 use ironlun_bench::{profiles, report, Slice, TargetCpuProbe};
 use ironlun_initiator::SessionOptions;
+use ironlun_lab::ceph::RbdImage;
 use ironlun_lab::embedded::{EmbeddedTarget, TARGET_THREADS};
 
 use super::bench;
@@ -15,9 +17,15 @@ pub struct LabArgs {
     /// Where the JSON and HTML go.
     #[arg(long, default_value = "ironlun-lab", value_name = "DIR")]
     pub out: PathBuf,
-    /// RAM LUN size.
+    /// LUN size.
     #[arg(long, default_value = "1GiB", value_name = "SIZE")]
     pub size: String,
+    /// Serve an RBD image instead of RAM: made for the run on the cluster
+    /// $CEPH_CONF names, or on a single-node cluster that
+    /// scripts/ceph-cluster starts in OUT/ceph (docs/rbd.md); removed
+    /// afterwards.
+    #[arg(long)]
+    pub rbd: bool,
     /// Measured time per workload.
     #[arg(long, default_value = "3s", value_name = "DURATION")]
     pub time: String,
@@ -42,7 +50,16 @@ pub fn run(a: LabArgs) -> Result<(), String> {
     let time = ironlun_units::parse_duration(&a.time)?.as_secs_f64();
     // The target runs on its own runtime threads; the load generator on
     // this thread.
-    let target = EmbeddedTarget::start(&[format!("ram:{size}")])?;
+    let image = if a.rbd {
+        std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
+        Some(RbdImage::create(size, &a.out.join("ceph"))?)
+    } else {
+        None
+    };
+    let spec = image
+        .as_ref()
+        .map_or_else(|| format!("ram:{size}"), RbdImage::lun_spec);
+    let target = EmbeddedTarget::start(std::slice::from_ref(&spec))?;
     let names: Vec<String> = if a.profile.is_empty() {
         DEFAULT_SUITE.iter().map(|s| (*s).to_owned()).collect()
     } else {
@@ -61,7 +78,7 @@ pub fn run(a: LabArgs) -> Result<(), String> {
     let portal = target.portal.to_string();
     let name = target.name.clone();
     eprintln!(
-        "lab: target {name} on {portal}, RAM LUN of {size} bytes; {} workloads of {time} s",
+        "lab: target {name} on {portal}, LUN {spec} of {size} bytes; {} workloads of {time} s",
         ws.len()
     );
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -74,17 +91,24 @@ pub fn run(a: LabArgs) -> Result<(), String> {
         let lun = luns::open(Route::Portal(&portal), &name, 0, &opts, label, Slice::WHOLE).await?;
         let luns = vec![lun];
         let probe: TargetCpuProbe = ironlun_bench::cpu::threads_probe(TARGET_THREADS);
-        let r = bench::run_all(&ws, bench::Runner::Here(&luns), false, 1, Some(probe)).await;
+        let r = bench::run_all(
+            &ws,
+            bench::Runner::Here(&luns),
+            false,
+            1,
+            Some(probe),
+            &bench::LatLogArgs::default(),
+        )
+        .await;
         luns::close(&luns).await;
         r.map(|r| (r, luns::info(&luns)))
     })?;
     drop(rt);
-    // Stops the target: initiators asked to log out, LUNs flushed.
+    // Stops the target: initiators asked to log out, LUNs flushed; then
+    // the image (and a cluster started for it) goes.
     drop(target);
-    let mut rep = bench::report(
-        results,
-        Some(format!("in-process ironlun target, ram:{size}")),
-    );
+    drop(image);
+    let mut rep = bench::report(results, Some(format!("in-process ironlun target, {spec}")));
     rep.luns = lun_info;
     let json = a.out.join("lab.json");
     let html = a.out.join("report.html");

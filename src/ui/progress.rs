@@ -40,13 +40,15 @@ impl Progress {
 }
 
 /// A workload's progress line on a terminal (elapsed time, IOPS, MB/s,
-/// p99), nothing otherwise.
-pub fn progress_line(name: &str) -> Option<ironlun_bench::engine::ProgressFn> {
+/// p99, and the time left of a run of at most `total` seconds), nothing
+/// otherwise.
+pub fn progress_line(name: &str, total: Option<f64>) -> Option<ironlun_bench::engine::ProgressFn> {
     if !std::io::stderr().is_terminal() {
         return None;
     }
     let name = name.to_owned();
     Some(Arc::new(move |t, iops, mbs, p99| {
-        eprint!("\r\x1b[2K{name}: {t:>5.0} s {iops:>10.0} IOPS {mbs:>9.1} MB/s p99 {p99:>8.1} µs");
+        let line = ironlun_bench::progress::line(&name, t, total, iops, mbs, p99);
+        eprint!("\r\x1b[2K{line}");
     }))
 }

@@ -3,7 +3,9 @@
 //! **Owns:** reading, writing and flushing bytes at offsets of a store:
 //! `null` (reads are zeros, writes vanish), `ram` (sparse, allocated on first
 //! write), `file` (a regular file, sparse or preallocated, buffered or
-//! `O_DIRECT`) and `block` (a block device); the io_uring that runs file
+//! `O_DIRECT`), `block` (a block device) and `rbd` (a Ceph RBD image,
+//! [`rbd`]); the asynchronous path of stores whose requests complete by
+//! themselves ([`aio`]); the io_uring that runs file
 //! and block requests without a thread each ([`ring`]); reusable large
 //! buffers ([`pool`]) and `O_DIRECT`-aligned, huge-page-backed memory
 //! ([`aligned`]). Also a fault-injecting wrapper for tests of error paths
@@ -24,11 +26,13 @@
     allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod aio;
 pub mod aligned;
 mod file;
 mod null;
 pub mod pool;
 mod ram;
+pub mod rbd;
 pub mod ring;
 pub mod testing;
 mod zeros;
@@ -41,8 +45,10 @@ use bytes::Bytes;
 pub use ironlun_payload::Payload;
 
 pub use file::{FileBackend, FileOptions, ZERO_COPY_MIN};
+pub use ironlun_rbd::ClusterConfig;
 pub use null::NullBackend;
 pub use ram::RamBackend;
+pub use rbd::{RbdBackend, RbdOptions};
 pub use zeros::zeros;
 
 /// The medium's rotation, for MEDIUM ROTATION RATE (SBC-4 §6.6.2, VPD
@@ -125,6 +131,37 @@ pub trait Backend: Send + Sync {
         None
     }
 
+    /// For stores whose requests complete by themselves (Ceph RBD): the
+    /// asynchronous path a transport runs READ, WRITE and SYNCHRONIZE
+    /// CACHE through (see [`aio`]). `None` for the others.
+    fn async_medium(&self) -> Option<&dyn aio::AsyncMedium> {
+        None
+    }
+
+    /// For stores whose size can change behind the target's back (an RBD
+    /// image resized in Ceph): the new sizes as they happen. `None` for
+    /// stores that change only when told ([`Backend::resize`]) or when
+    /// looked at again ([`Backend::refresh_size`]).
+    fn size_watch(&self) -> Option<aio::SizeWatch> {
+        None
+    }
+
+    /// Writes `data` at `offset` only if the store holds `compare` there,
+    /// as one atomic step of the store itself (so that it holds for every
+    /// client of a shared store, not only this target's commands). The
+    /// default, and a request the store cannot do atomically, answer
+    /// [`CompareWrite::Unsupported`]: the caller then compares and writes
+    /// itself, under its own exclusion.
+    fn compare_and_write(
+        &self,
+        offset: u64,
+        compare: &[u8],
+        data: &[u8],
+    ) -> io::Result<CompareWrite> {
+        let _ = (offset, compare, data);
+        Ok(CompareWrite::Unsupported)
+    }
+
     /// Whether reads and writes copy the data (every store but `null`,
     /// whose reads share one zeroed buffer and whose writes vanish).
     fn copies_data(&self) -> bool {
@@ -199,6 +236,17 @@ pub trait Backend: Send + Sync {
             allocated: true,
         }])
     }
+}
+
+/// What [`Backend::compare_and_write`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompareWrite {
+    /// The compare matched: the new data is written.
+    Written,
+    /// Byte `n` of the range differed; nothing was written.
+    Mismatch(u64),
+    /// The store cannot do this one atomically.
+    Unsupported,
 }
 
 /// An open file a request can be run against (see [`Backend::file_for`]).

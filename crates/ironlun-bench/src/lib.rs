@@ -2,7 +2,9 @@
 //!
 //! **Owns:** the workload model (IOMeter access specifications, TOML
 //! workload files, the built-in profiles of the published studies in
-//! `docs/studies.md`), the
+//! `docs/studies.md`), the workload shapes of `docs/bench-shapes.md`
+//! (skewed access, compressible and dedupable data, command mixes, the
+//! steady-state stop, per-I/O latency logs), the
 //! LUNs a run drives (opened through one portal, as a multipath set, or
 //! as several sessions each with its own slice), local files and block
 //! devices driven by io_uring or psync (`local`), the engine that runs
@@ -24,17 +26,23 @@
     allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod access;
 pub mod agent;
 pub mod cpu;
 pub mod engine;
 pub mod hdr;
+pub mod iolog;
 pub mod local;
 pub mod luns;
+pub mod mix;
 pub mod output;
+pub mod pattern;
 pub mod profiles;
+pub mod progress;
 pub mod report;
 pub mod result;
 pub mod spec;
+pub mod steady;
 pub mod target_stats;
 pub mod threads;
 pub mod timer;
@@ -42,5 +50,5 @@ pub mod verify;
 
 pub use engine::{run, LunTarget, Path, RunOptions, Slice, TargetCpuProbe};
 pub use result::{LunInfo, RunReport, ThreadTotals, WorkloadResult};
-pub use spec::{AccessLine, SeekRange, Workload, WorkloadFile};
+pub use spec::{AccessLine, SeekRange, Shape, Workload, WorkloadFile};
 pub use threads::{plan::default_threads, Opener, Threads};

@@ -89,6 +89,12 @@ pub fn table(results: &[WorkloadResult]) -> String {
             let rates: Vec<String> = z.iter().map(|z| format!("{:.0}", z.mb_per_s)).collect();
             let _ = writeln!(s, "{:<22} MB/s per zone: {}", "", rates.join(" "));
         }
+        if !r.ops.is_empty() {
+            let _ = writeln!(s, "{:<22} by op: {}", "", crate::mix::describe(&r.ops));
+        }
+        if let Some(st) = &r.steady {
+            let _ = writeln!(s, "{:<22} steady state: {}", "", st.describe());
+        }
         agent_lines(&mut s, r);
     }
     s

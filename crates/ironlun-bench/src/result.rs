@@ -2,8 +2,12 @@
 
 use serde::{Deserialize, Serialize};
 
+use std::collections::BTreeMap;
+
 use crate::hdr::Histograms;
+use crate::mix::OpResult;
 use crate::spec::Workload;
+use crate::steady::SteadyResult;
 use crate::verify::Mismatch;
 
 /// Latency statistics in microseconds.
@@ -154,13 +158,24 @@ pub struct WorkloadResult {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agents: Vec<AgentShare>,
     /// OS threads the workers ran on (results written before threads
-    /// existed ran on one).
+    /// existed ran on one); with agents, the sum of every agent's.
     #[serde(default = "one")]
     pub threads: u32,
-    /// What each thread counted; the run's totals are their sums.
+    /// What each thread counted; the run's totals are their sums. With
+    /// agents, every agent's threads, agent by agent.
     #[serde(default)]
     pub per_thread: Vec<ThreadTotals>,
     pub workload: Workload,
+    /// The latency histogram's non-empty HDR buckets (3 significant
+    /// digits): (highest latency in the bucket, ns; count).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub latency_buckets_ns: Vec<(u64, u64)>,
+    /// Counts and latencies by command, when the workload has a mix.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub ops: BTreeMap<String, OpResult>,
+    /// Whether and when the steady-state rule was met, when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady: Option<SteadyResult>,
 }
 
 fn one() -> u32 {

@@ -12,6 +12,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::access::Access;
+use crate::mix::Mix;
+use crate::pattern;
+use crate::steady::Rule;
+
 /// One line of an access specification.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -103,6 +108,49 @@ pub struct Workload {
     /// benchmark "sustained transfer rate").
     #[serde(default)]
     pub zones: Option<u32>,
+    /// Skewed access, data patterns, command mixes, the steady-state
+    /// rule (`[workload.shape]`; none by default).
+    #[serde(default, skip_serializing_if = "Shape::is_plain")]
+    pub shape: Shape,
+}
+
+/// The workload shapes fio users expect, each optional.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Shape {
+    /// Where random I/Os land ([`Access`]).
+    #[serde(default, skip_serializing_if = "Access::is_uniform")]
+    pub access: Access,
+    /// Percent of each block that compresses away ([`crate::pattern`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub compress_pct: u32,
+    /// Percent of writes that repeat an earlier write.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dedupe_pct: u32,
+    /// Commands and their shares, in place of the lines' read share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mix: Option<Mix>,
+    /// Stop early once steady ([`crate::steady`]); the run time bounds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady: Option<Rule>,
+}
+
+impl Shape {
+    pub fn is_plain(&self) -> bool {
+        *self == Shape::default()
+    }
+
+    /// The write data's shape.
+    pub fn data(&self) -> pattern::Shape {
+        pattern::Shape {
+            compress_pct: self.compress_pct,
+            dedupe_pct: self.dedupe_pct,
+        }
+    }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 fn ten() -> f64 {
@@ -131,6 +179,7 @@ impl Workload {
             ios: None,
             rate_iops: None,
             zones: None,
+            shape: Shape::default(),
         }
     }
 
@@ -180,6 +229,10 @@ impl Workload {
         if !(self.ramp_s.is_finite() && self.ramp_s >= 0.0) {
             return Err(format!("workload '{w}': bad ramp-up time"));
         }
+        self.shape
+            .data()
+            .validate()
+            .map_err(|e| format!("workload '{w}': {e}"))?;
         if let Some(r) = self.rate_iops {
             if !(r.is_finite() && r > 0.0) {
                 return Err(format!("workload '{w}': rate must be positive"));
@@ -265,5 +318,33 @@ lines = [
         // 60 % of I/Os at 80 % reads and 40 % at 50 %: 68 % reads.
         assert_eq!(w[0].read_pct(), 68);
         assert_eq!(w[0].random_pct(), 60);
+    }
+
+    #[test]
+    fn shapes_in_toml_and_back() {
+        let text = r#"
+[[workload]]
+name = "skewed"
+queue_depth = 4
+lines = [{ size = 4096, read = 70, random = 100 }]
+shape = { access = "zipf:1.2", compress_pct = 50, mix = "read=70,write=20,unmap=10", steady = "iops:5%@30s" }
+"#;
+        let w = WorkloadFile::parse(text).unwrap();
+        assert_eq!(w[0].shape.access, Access::Zipf(1.2));
+        assert_eq!(w[0].shape.steady.unwrap().window_s, 30);
+        let json = serde_json::to_string(&w[0]).unwrap();
+        let back: Workload = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, w[0]);
+        // A plain workload writes no shape, and old files still read.
+        let plain = Workload::simple("p", "", AccessLine::simple(4096, 100, 100), 1);
+        assert!(!serde_json::to_string(&plain).unwrap().contains("shape"));
+        for bad in [
+            "mix = \"read=70\"",
+            "compress_pct = 101",
+            "access = \"zipf:0\"",
+        ] {
+            let t = text.replace("compress_pct = 50", bad);
+            assert!(WorkloadFile::parse(&t).is_err(), "{bad}");
+        }
     }
 }

@@ -29,12 +29,13 @@ pub mod multipath;
 pub mod scsi;
 pub mod session;
 pub mod url;
+pub mod xcopy;
 
 pub use discovery::{discover, DiscoveredTarget};
 pub use error::{Error, Result};
 pub use ironlun_proto::initiator::{ScsiReply, ScsiRequest, SessionLimits};
 pub use ironlun_proto::params::{DigestKind, Offers};
-pub use ironlun_scsi_codes::SenseData;
+pub use ironlun_scsi_codes::{SenseData, SenseKey};
 pub use isid::isid_for;
 pub use lun::{open_lun, open_lun_paths};
 pub use multipath::{Multipath, PathPolicy};

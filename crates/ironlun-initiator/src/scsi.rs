@@ -25,7 +25,7 @@ pub fn check(reply: ScsiReply) -> Result<Bytes> {
     }
 }
 
-fn request(lun: u16, cdb: &[u8], read_len: u32, write: Bytes) -> ScsiRequest {
+pub(crate) fn request(lun: u16, cdb: &[u8], read_len: u32, write: Bytes) -> ScsiRequest {
     let mut c = [0u8; 16];
     for (d, s) in c.iter_mut().zip(cdb) {
         *d = *s;
@@ -208,6 +208,30 @@ pub fn unmap(lun: u16, ranges: &[(u64, u32)]) -> ScsiRequest {
         0,
         Bytes::from(p),
     )
+}
+
+/// WRITE SAME(16) (SBC-4 §5.50): `block` (one logical block) written
+/// to `blocks` blocks from `lba`; with `unmap`, the device may unmap
+/// them instead (UNMAP bit, SBC-4 §4.7.3.5).
+#[must_use = "a request does nothing until a session runs it"]
+pub fn write_same16(lun: u16, lba: u64, blocks: u32, block: Bytes, unmap: bool) -> ScsiRequest {
+    let mut cdb = [0u8; 16];
+    cdb[0] = opcode::WRITE_SAME_16;
+    cdb[1] = if unmap { 0x08 } else { 0 };
+    cdb[2..10].copy_from_slice(&lba.to_be_bytes());
+    cdb[10..14].copy_from_slice(&blocks.to_be_bytes());
+    request(lun, &cdb, 0, block)
+}
+
+/// COMPARE AND WRITE (SBC-4 §5.3): `data` is the verify instance then
+/// the write instance, `blocks` blocks each.
+#[must_use = "a request does nothing until a session runs it"]
+pub fn compare_and_write(lun: u16, lba: u64, blocks: u8, data: Bytes) -> ScsiRequest {
+    let mut cdb = [0u8; 16];
+    cdb[0] = opcode::COMPARE_AND_WRITE;
+    cdb[2..10].copy_from_slice(&lba.to_be_bytes());
+    cdb[13] = blocks;
+    request(lun, &cdb, 0, data)
 }
 
 /// Standard INQUIRY data, the parts people read (SPC-5 §6.7.2).
@@ -393,6 +417,14 @@ mod tests {
         assert_eq!(
             cdb(read10(0, 0x0102_0304, 8, 512))[..10],
             [0x28, 0, 1, 2, 3, 4, 0, 0, 8, 0]
+        );
+        assert_eq!(
+            cdb(write_same16(0, 0x0102, 9, Bytes::new(), true)),
+            [0x93, 0x08, 0, 0, 0, 0, 0, 0, 1, 2, 0, 0, 0, 9, 0, 0]
+        );
+        assert_eq!(
+            cdb(compare_and_write(0, 7, 1, Bytes::new())),
+            [0x89, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 1, 0, 0]
         );
         assert_eq!(
             cdb(write16(0, 1 << 32, 2, Bytes::new(), true)),

@@ -11,6 +11,10 @@ use ironlun_target::{Config, Server};
 /// told apart from the load generator's).
 pub const TARGET_THREADS: &str = "ironlun-tgt";
 
+/// How long stopping waits for closes still running on the target's
+/// blocking pool.
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The target name every embedded target uses.
 pub const TARGET_NAME: &str = "iqn.2026-11.org.ironlun:lab";
 
@@ -89,7 +93,9 @@ impl Drop for EmbeddedTarget {
             let _ = rt.block_on(h);
         }
         if let Some(rt) = self.rt.take() {
-            rt.shutdown_background();
+            // Closes that run on the blocking pool (an RBD image's, which
+            // releases its watch and lock) get their time.
+            rt.shutdown_timeout(CLOSE_WAIT);
         }
     }
 }

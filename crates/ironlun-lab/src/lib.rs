@@ -20,6 +20,7 @@
 )]
 
 pub mod cell;
+pub mod ceph;
 pub mod embedded;
 pub mod fs_rows;
 pub mod model;

@@ -20,6 +20,17 @@ pub enum Error {
     /// An argument this crate refuses before calling into librbd.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A read came back shorter than asked: it reached past the image's
+    /// end (the image shrank under it).
+    #[error("read of {len} bytes at {offset} returned {got}: past the image's end")]
+    ShortRead {
+        /// Where the read started.
+        offset: u64,
+        /// Bytes asked for.
+        len: usize,
+        /// Bytes librbd returned.
+        got: usize,
+    },
     /// A completion's state was lost without its callback running, or a
     /// blocking helper task ended early (runtime shutting down).
     #[error("the operation was abandoned: {0}")]

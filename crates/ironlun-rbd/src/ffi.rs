@@ -80,12 +80,46 @@ impl Rados {
 
 impl Drop for Rados {
     fn drop(&mut self) {
-        // SAFETY: `raw` came from rados_create2 and is shut down once,
-        // here. rados_shutdown also frees a handle that never connected
-        // (librados.h: clean-up is "only necessary" after connect; it is
-        // still the only way to free one). Every IoCtx holds an Arc of
-        // this Rados, so none outlives it.
-        unsafe { (self.api.rados_shutdown)(self.raw) }
+        let (api, raw) = (self.api, SendPtr(self.raw));
+        off_runtime(move || {
+            let raw = raw;
+            // SAFETY: `raw` came from rados_create2 and is shut down once,
+            // here (moved out of the dropped handle). rados_shutdown also
+            // frees a handle that never connected (librados.h: clean-up is
+            // "only necessary" after connect; it is still the only way to
+            // free one). Every IoCtx holds an Arc of this Rados, so none
+            // outlives it.
+            unsafe { (api.rados_shutdown)(raw.0) }
+        });
+    }
+}
+
+/// A C handle moved to the thread that closes it. librados and librbd
+/// handles may be used from any thread (see the `Send` impls above).
+struct SendPtr(*mut c_void);
+// SAFETY: only ever a librados/librbd handle, closed once on the thread it
+// is moved to; those handles are thread-safe (see Rados, ImageHandle).
+unsafe impl Send for SendPtr {}
+
+/// Runs a close that may block (rados_shutdown waits for the monitor
+/// session to end, rbd_close for the image's I/O and watch) off the async
+/// runtime: on tokio's blocking pool when called from inside a runtime,
+/// else here. A runtime that is shutting down may drop the blocking task
+/// without running it: the close then runs wherever that drop happens,
+/// so the handle is closed (its watch and lock released) either way.
+fn off_runtime(close: impl FnOnce() + Send + 'static) {
+    struct CloseOnDrop<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for CloseOnDrop<F> {
+        fn drop(&mut self) {
+            if let Some(close) = self.0.take() {
+                close();
+            }
+        }
+    }
+    let guard = CloseOnDrop(Some(close));
+    match tokio::runtime::Handle::try_current() {
+        Ok(rt) => drop(rt.spawn_blocking(move || drop(guard))),
+        Err(_) => drop(guard),
     }
 }
 
@@ -288,6 +322,15 @@ impl ImageHandle {
         Ok((info.size, info.obj_size, order))
     }
 
+    /// `rbd_get_stripe_count`: objects a stripe spans (1: not striped).
+    pub(crate) fn stripe_count(&self) -> Result<u64> {
+        let mut count = 0u64;
+        // SAFETY: open image; `count` a valid out-pointer.
+        let r = unsafe { (self.api.rbd_get_stripe_count)(self.raw, &mut count) };
+        Error::check("rbd_get_stripe_count", r.into())?;
+        Ok(count)
+    }
+
     /// `rbd_resize` (blocks).
     pub(crate) fn resize(&self, size: u64) -> Result<()> {
         // SAFETY: open image.
@@ -466,11 +509,11 @@ impl ImageHandle {
             drop(unsafe { Box::from_raw(state) });
             Error::check("rbd_update_watch", r.into())?;
         }
-        Ok(UpdateWatch {
+        Ok(UpdateWatch(Some(WatchReg {
             image: Arc::clone(self),
             handle,
             state,
-        })
+        })))
     }
 }
 
@@ -508,15 +551,24 @@ unsafe fn diff_extent_body(offset: u64, len: usize, exists: c_int, arg: *mut c_v
 
 impl Drop for ImageHandle {
     fn drop(&mut self) {
-        // SAFETY: `raw` came from rbd_open and is closed once, with no
-        // other reference left (Arc), so no call races with the close.
-        // Operations still in flight need nothing from this handle: their
-        // callbacks own their state and never touch the image. (librbd's
-        // close shuts its I/O queue down only after the requests in it
-        // have finished, so their callbacks have run by then.)
-        unsafe {
-            (self.api.rbd_close)(self.raw);
-        }
+        let (api, raw) = (self.api, SendPtr(self.raw));
+        // The pool (and cluster) stay until the image is closed.
+        let ioctx = Arc::clone(&self._ioctx);
+        off_runtime(move || {
+            let raw = raw;
+            // SAFETY: `raw` came from rbd_open and is closed once, here,
+            // with no other reference left (the handle was behind an Arc
+            // and is being dropped), so no call races with the close.
+            // Operations still in flight need nothing from this handle:
+            // their callbacks own their state and never touch the image.
+            // (librbd's close shuts its I/O queue down only after the
+            // requests in it have finished, so their callbacks have run
+            // by then.)
+            unsafe {
+                (api.rbd_close)(raw.0);
+            }
+            drop(ioctx);
+        });
     }
 }
 
@@ -544,28 +596,41 @@ fn no_unwind<R>(body: impl FnOnce() -> R) -> R {
     }
 }
 
-/// A registered header watch; unregistered on drop.
-pub(crate) struct UpdateWatch {
+/// A registered header watch; unregistered on drop, off the runtime
+/// (`rbd_update_unwatch` waits for callbacks in flight).
+pub(crate) struct UpdateWatch(Option<WatchReg>);
+
+/// The registration an [`UpdateWatch`] undoes.
+struct WatchReg {
     image: Arc<ImageHandle>,
     handle: u64,
     state: *mut WatchState,
 }
 
-// SAFETY: `state` is only freed in Drop (after unwatch) and otherwise only
-// read through `&` by librbd's callback; WatchState is Send + Sync.
-unsafe impl Send for UpdateWatch {}
+// SAFETY: `state` is only freed in `unregister` (after unwatch) and
+// otherwise only read through `&` by librbd's callback; WatchState is
+// Send + Sync; the image handle is Send + Sync.
+unsafe impl Send for WatchReg {}
 // SAFETY: UpdateWatch has no methods that use `state`.
 unsafe impl Sync for UpdateWatch {}
 
-impl Drop for UpdateWatch {
-    fn drop(&mut self) {
+impl WatchReg {
+    fn unregister(self) {
         // SAFETY: the image is open (we hold an Arc) and `handle` is the
-        // registration made in `watch`. After rbd_update_unwatch returns
-        // no callback is running or will run (it waits for those in
-        // flight), so `state` is ours to free.
+        // registration made in `watch`, undone once (self is consumed).
+        // After rbd_update_unwatch returns no callback is running or will
+        // run (it waits for those in flight), so `state` is ours to free.
         unsafe {
             (self.image.api.rbd_update_unwatch)(self.image.raw, self.handle);
             drop(Box::from_raw(self.state));
+        }
+    }
+}
+
+impl Drop for UpdateWatch {
+    fn drop(&mut self) {
+        if let Some(reg) = self.0.take() {
+            off_runtime(move || reg.unregister());
         }
     }
 }

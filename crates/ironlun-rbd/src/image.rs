@@ -55,7 +55,16 @@ pub struct Image {
 }
 
 impl Image {
+    /// Takes an open handle. Striped images (stripe count above 1) are
+    /// refused: their extents come from `rbd_diff_iterate2` object by
+    /// object, out of offset order, and nothing here needs them.
     pub(crate) fn new(handle: ImageHandle) -> Result<Image> {
+        let stripes = handle.stripe_count()?;
+        if stripes > 1 {
+            return Err(Error::InvalidArgument(format!(
+                "striped images (stripe count {stripes}) are not supported"
+            )));
+        }
         let (_, object_size, _) = handle.stat()?;
         Ok(Image {
             handle: Arc::new(handle),
@@ -63,7 +72,9 @@ impl Image {
         })
     }
 
-    /// The size as this handle last saw it (no cluster round trip).
+    /// The size as this handle last saw it. May block: librbd refreshes
+    /// the header first when it was told it changed. Not for a runtime
+    /// thread; [`ResizeWatch::size`] is the size without a call.
     pub fn size(&self) -> Result<u64> {
         self.handle.size()
     }
@@ -104,17 +115,20 @@ impl Image {
         Ok(done)
     }
 
-    /// Reads `len` bytes at `offset`. Holes read as zeros; a read past
-    /// the end is cut short by librbd.
+    /// Reads `len` bytes at `offset`. Holes read as zeros; a read that
+    /// reaches past the end (librbd cuts it short) is an error, never a
+    /// shorter buffer.
     pub async fn read(&self, offset: u64, len: usize) -> Result<Bytes> {
         args::io(offset, len)?;
         if len == 0 {
             return Ok(Bytes::new());
         }
         let done = self.run(Op::Read { offset, len }).await?;
-        let mut data = done.read;
-        data.truncate(usize::try_from(done.ret).unwrap_or(0));
-        Ok(Bytes::from(data))
+        let got = usize::try_from(done.ret).unwrap_or(0);
+        if got != len {
+            return Err(Error::ShortRead { offset, len, got });
+        }
+        Ok(Bytes::from(done.read))
     }
 
     /// Writes `data` at `offset`.
@@ -218,8 +232,24 @@ impl Image {
             )));
         }
         let image = self.clone();
+        blocking(move || image.allocated_extents_blocking(range, whole_object, limit)).await
+    }
+
+    /// [`Image::allocated_extents`] on this thread (blocks on the
+    /// cluster): for callers already off the runtime.
+    pub fn allocated_extents_blocking(
+        &self,
+        range: Range<u64>,
+        whole_object: bool,
+        limit: usize,
+    ) -> Result<Extents> {
+        if range.end < range.start || limit == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "allocated_extents: range {range:?}, limit {limit}"
+            )));
+        }
         let (offset, len) = (range.start, range.end - range.start);
-        blocking(move || image.handle.allocated(offset, len, whole_object, limit)).await
+        self.handle.allocated(offset, len, whole_object, limit)
     }
 
     /// Watches for resizes made anywhere (another client, `rbd resize`).
@@ -232,6 +262,7 @@ impl Image {
         Ok(ResizeWatch {
             image: self.clone(),
             rx,
+            seen: 0,
             size,
             _registration: registration,
         })
@@ -260,6 +291,9 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
 pub struct ResizeWatch {
     image: Image,
     rx: watch::Receiver<u64>,
+    /// The header generation whose size is `size` (the watch counts
+    /// notifications; 0 before the first).
+    seen: u64,
     size: u64,
     _registration: UpdateWatch,
 }
@@ -272,14 +306,21 @@ impl ResizeWatch {
 
     /// Waits until the image's size differs from the size last seen and
     /// returns the new size. Header changes that leave the size alone
-    /// (snapshots, features) are passed over.
+    /// (snapshots, features) are passed over. Cancel-safe: a call dropped
+    /// while it refreshes the size leaves the notification unseen, and
+    /// the next call refreshes again.
     pub async fn changed(&mut self) -> Result<u64> {
         loop {
-            self.rx
-                .changed()
-                .await
-                .map_err(|_| Error::Abandoned("rbd_update_watch"))?;
+            let generation = *self.rx.borrow_and_update();
+            if generation == self.seen {
+                self.rx
+                    .changed()
+                    .await
+                    .map_err(|_| Error::Abandoned("rbd_update_watch"))?;
+                continue;
+            }
             let size = self.image.info_async().await?.size;
+            self.seen = generation;
             if size != self.size {
                 self.size = size;
                 return Ok(size);

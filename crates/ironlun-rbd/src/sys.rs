@@ -80,6 +80,7 @@ pub struct Api {
     pub rbd_get_size: unsafe extern "C" fn(RbdImageT, *mut u64) -> c_int,
     pub rbd_stat: unsafe extern "C" fn(RbdImageT, *mut RbdImageInfo, usize) -> c_int,
     pub rbd_resize: unsafe extern "C" fn(RbdImageT, u64) -> c_int,
+    pub rbd_get_stripe_count: unsafe extern "C" fn(RbdImageT, *mut u64) -> c_int,
     pub rbd_aio_create_completion:
         unsafe extern "C" fn(*mut c_void, RbdCallbackT, *mut RbdCompletionT) -> c_int,
     pub rbd_aio_release: unsafe extern "C" fn(RbdCompletionT),
@@ -218,8 +219,8 @@ fn resolve(rados: Library, rbd: Library) -> std::result::Result<Api, Error> {
     ) = resolve_fields!(rbd; rbd_aio_create_completion, rbd_aio_release,
         rbd_aio_get_return_value, rbd_aio_read, rbd_aio_write, rbd_aio_flush,
         rbd_aio_discard, rbd_aio_writesame, rbd_aio_compare_and_write);
-    let (rbd_diff_iterate2, rbd_update_watch, rbd_update_unwatch) =
-        resolve_fields!(rbd; rbd_diff_iterate2, rbd_update_watch, rbd_update_unwatch);
+    let (rbd_diff_iterate2, rbd_update_watch, rbd_update_unwatch, rbd_get_stripe_count) = resolve_fields!(rbd; rbd_diff_iterate2, rbd_update_watch, rbd_update_unwatch,
+            rbd_get_stripe_count);
     Ok(Api {
         rados_create2,
         rados_conf_read_file,
@@ -235,6 +236,7 @@ fn resolve(rados: Library, rbd: Library) -> std::result::Result<Api, Error> {
         rbd_get_size,
         rbd_stat,
         rbd_resize,
+        rbd_get_stripe_count,
         rbd_aio_create_completion,
         rbd_aio_release,
         rbd_aio_get_return_value,

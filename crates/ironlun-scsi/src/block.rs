@@ -12,6 +12,8 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 
+use ironlun_backend::CompareWrite;
+
 use crate::cdb::Cdb;
 use crate::lu::LogicalUnit;
 use crate::sense::Sense;
@@ -149,8 +151,38 @@ fn checked(lu: &LogicalUnit, cdb: &Cdb<'_>) -> Result<(u64, u64, u32), Sense> {
     Ok((lba, blocks, bytes))
 }
 
-pub(crate) fn read_error(lba: u64) -> Sense {
+/// A read that failed at `lba`: MEDIUM ERROR / UNRECOVERED READ ERROR,
+/// or NOT READY when the store is unreachable ([`unavailable`]).
+pub(crate) fn read_error(lba: u64, e: &io::Error) -> Sense {
+    if unavailable(e) {
+        return not_ready();
+    }
     Sense::new(SenseKey::MEDIUM_ERROR, Asc::UNRECOVERED_READ_ERROR).with_info(lba)
+}
+
+/// Whether the store could not be reached (a network store whose cluster
+/// is gone or did not answer in time), as opposed to a failed medium:
+/// nothing is known to be wrong with the data, and the command may
+/// succeed when it is sent again.
+pub(crate) fn unavailable(e: &io::Error) -> bool {
+    const ECONNRESET: i32 = 104;
+    const ENOTCONN: i32 = 107;
+    const ESHUTDOWN: i32 = 108;
+    const ETIMEDOUT: i32 = 110;
+    const ECONNREFUSED: i32 = 111;
+    const EHOSTUNREACH: i32 = 113;
+    matches!(
+        e.raw_os_error(),
+        Some(ECONNRESET | ENOTCONN | ESHUTDOWN | ETIMEDOUT | ECONNREFUSED | EHOSTUNREACH)
+    )
+}
+
+/// NOT READY / LOGICAL UNIT IS IN PROCESS OF BECOMING READY (SPC-5
+/// §4.4.8, Annex D.2): the answer while the store is unreachable. Not a
+/// MEDIUM ERROR, which would tell the initiator its data is damaged;
+/// initiators retry this one (Linux's sd after a delay).
+pub(crate) fn not_ready() -> Sense {
+    Sense::new(SenseKey::NOT_READY, Asc::LU_NOT_READY_BECOMING_READY)
 }
 
 /// A write that failed at `lba`: MEDIUM ERROR / WRITE ERROR, or, when the
@@ -158,6 +190,9 @@ pub(crate) fn read_error(lba: u64) -> Sense {
 /// ALLOCATION FAILED WRITE PROTECT (SBC-4 §4.7.3.6: a thin LU that cannot
 /// allocate), which tells the initiator the medium is fine.
 pub(crate) fn write_error(lba: u64, e: &io::Error) -> Sense {
+    if unavailable(e) {
+        return not_ready();
+    }
     if out_of_space(e) {
         return Sense::new(
             SenseKey::DATA_PROTECT,
@@ -195,7 +230,7 @@ fn durable(lu: &LogicalUnit, cdb: &Cdb<'_>) -> bool {
 fn read_blocks(lu: &LogicalUnit, lba: u64, bytes: usize) -> Result<Bytes, Sense> {
     lu.backend
         .read(lba * u64::from(lu.block_size()), bytes)
-        .map_err(|_| read_error(lba))
+        .map_err(|e| read_error(lba, &e))
 }
 
 fn write_blocks(lu: &LogicalUnit, lba: u64, data: &[u8], durable: bool) -> Result<(), Sense> {
@@ -287,7 +322,7 @@ pub fn read(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Respon
     let data = lu
         .backend
         .read_payload(lba * u64::from(lu.block_size()), bytes as usize)
-        .map_err(|_| read_error(lba))?;
+        .map_err(|e| read_error(lba, &e))?;
     Ok(Response::read_data(data))
 }
 
@@ -466,6 +501,15 @@ pub fn compare_and_write(
     };
     let (verify, new) = data.split_at(half);
     let _exclusive = lu.exclusive_access();
+    let offset = lba * bs as u64;
+    match lu.backend().compare_and_write(offset, verify, new) {
+        Ok(CompareWrite::Written) => return Ok(Response::written(2 * half as u32)),
+        Ok(CompareWrite::Mismatch(off)) => {
+            return Ok(lu.check_condition(miscompare(off as usize), 2 * half as u32))
+        }
+        Ok(CompareWrite::Unsupported) => {}
+        Err(e) => return Err(write_error(lba, &e)),
+    }
     let current = read_blocks(lu, lba, half)?;
     if let Some(off) = first_difference(verify, &current) {
         return Ok(lu.check_condition(miscompare(off), 2 * half as u32));
@@ -627,6 +671,9 @@ fn plan_flush(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Pla
 /// SYNCHRONIZE CACHE could not make the cache durable (out of space as
 /// for a write, [`write_error`]).
 pub(crate) fn flush_error(e: &io::Error) -> Sense {
+    if unavailable(e) {
+        return not_ready();
+    }
     if out_of_space(e) {
         return Sense::new(
             SenseKey::DATA_PROTECT,

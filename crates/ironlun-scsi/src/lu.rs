@@ -146,6 +146,8 @@ pub struct LogicalUnit {
     /// The backend hands out files for asynchronous access
     /// ([`Backend::file_for`]): reads, writes and flushes can be staged.
     files: bool,
+    /// The backend runs requests asynchronously by itself (RBD).
+    async_medium: bool,
 }
 
 impl HasGate for LogicalUnit {
@@ -199,6 +201,7 @@ impl LogicalUnit {
             no_space: AtomicBool::new(false),
             threshold: None,
             files: backend.file_for(0, 0).is_some(),
+            async_medium: backend.async_medium().is_some(),
             backend,
         })
     }
@@ -216,6 +219,13 @@ impl LogicalUnit {
     #[inline]
     pub fn has_files(&self) -> bool {
         self.files
+    }
+
+    /// Whether the backend runs staged requests asynchronously by itself
+    /// (see [`crate::stage`] and `ironlun_backend::aio`).
+    #[inline]
+    pub fn has_async_medium(&self) -> bool {
+        self.async_medium
     }
 
     /// Whether to run `cdb`, moving `transfer` bytes, off the transport's

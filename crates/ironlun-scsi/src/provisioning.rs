@@ -159,7 +159,7 @@ fn lba_runs(lu: &LogicalUnit, lba: u64, max: usize) -> Result<Vec<(u64, u64, boo
             let _shared = lu.shared_access();
             lu.backend
                 .allocation(window * bs, span * bs)
-                .map_err(|_| crate::block::read_error(window))?
+                .map_err(|e| crate::block::read_error(window, &e))?
         };
         // Byte runs to block runs: a block with any allocated byte is mapped.
         let mut at = window * bs;

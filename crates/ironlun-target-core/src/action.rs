@@ -155,6 +155,14 @@ impl Staged {
         }
     }
 
+    /// Starts the access on the store's own asynchronous path, where it
+    /// has one (RBD); the future's outcome goes to [`Staged::finish`].
+    /// The command stays in flight until then: task management that ends
+    /// it answers only after the store is done with it.
+    pub fn start_async(&self) -> Option<ironlun_backend::aio::MediumFuture> {
+        self.io.start_async()
+    }
+
     /// Runs the access here, synchronously. May block.
     pub fn run_here(self) -> Done {
         Done {

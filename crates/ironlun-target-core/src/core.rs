@@ -380,9 +380,12 @@ impl ConnCore {
         let lun = task.lun.index();
         let lu = lun.and_then(|n| l.map.get(n));
         let cdb = task.cdb.as_slice();
-        // has_files first: RAM and null LUs skip the staging checks.
+        // has_files first: RAM and null LUs skip the staging checks. A
+        // store with its own asynchronous path (RBD) is staged whether or
+        // not the driver has a ring.
         let staged = |lu: &&Arc<LogicalUnit>| {
-            self.stage && lu.has_files() && lu.stageable(cdb, task.data_out.len())
+            ((self.stage && lu.has_files()) || lu.has_async_medium())
+                && lu.stageable(cdb, task.data_out.len())
         };
         if let Some(lu) = lu.filter(staged) {
             match start(lu, l, &task) {

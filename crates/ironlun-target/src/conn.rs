@@ -16,8 +16,11 @@
 //! task; the other commands there, and those whose work is not bounded
 //! by their transfer (EXTENDED COPY, WRITE SAME, UNMAP), execute on
 //! tokio's blocking pool, as everything did before the ring (and still
-//! does with `--io-engine pool` or without io_uring). Outgoing PDUs queue as
-//! segments (headers from a reused arena, data shared with the backend's
+//! does with `--io-engine pool` or without io_uring). On RBD LUNs the same
+//! three commands are staged, and each medium access is a librbd
+//! operation awaited on a task of its own, woken by librbd's completion
+//! (ironlun_backend::aio); it reports back like the blocking pool.
+//! Outgoing PDUs queue as segments (headers from a reused arena, data shared with the backend's
 //! buffers) up to a high-water mark, past which the task stops reading: a
 //! client that does not read its responses cannot make us buffer without
 //! bound. Large reads from a file on a memory file system queue as file
@@ -129,6 +132,7 @@ pub async fn serve(
         read_bytes = stats.read_bytes,
         zero_copy_bytes = driver.zero_copy_bytes,
         ring_commands = driver.ring_commands,
+        async_commands = driver.async_commands,
         write_bytes = stats.write_bytes,
         rejects = stats.rejects,
         "logout: {reason}"
@@ -300,6 +304,8 @@ struct Driver {
     queue_depth: u32,
     /// Commands whose medium access ran on the ring.
     ring_commands: u64,
+    /// Commands whose medium access ran on a store's asynchronous path.
+    async_commands: u64,
     peer: SocketAddr,
     /// Time initiators get to log out when the target shuts down.
     grace: Duration,
@@ -387,6 +393,7 @@ impl Driver {
             ring_done: Vec::new(),
             queue_depth,
             ring_commands: 0,
+            async_commands: 0,
             peer,
             grace: limits.shutdown_grace,
             quickack: registry.tcp.quickack,
@@ -667,6 +674,9 @@ impl Driver {
     /// none (io_uring refused: staging stops), sends it to the blocking
     /// pool.
     fn stage(&mut self, staged: Staged) {
+        if let Some(io) = staged.start_async() {
+            return self.run_async(staged, io);
+        }
         let Some(ring) = self.ring.get(self.queue_depth) else {
             self.core.set_staging(false);
             return self.run_blocking(move || staged.run_here());
@@ -675,6 +685,20 @@ impl Driver {
             None => self.ring_commands += 1,
             Some(staged) => self.run_blocking(move || staged.run_here()),
         }
+    }
+
+    /// Awaits a store's own asynchronous request (RBD) on a task of its
+    /// own: no thread waits, the store's completion wakes the task, and
+    /// the result comes back on the completion channel like the blocking
+    /// pool's. Counted with those, so a closing connection waits for it.
+    fn run_async(&mut self, staged: Staged, io: ironlun_backend::aio::MediumFuture) {
+        self.in_flight_blocking += 1;
+        self.async_commands += 1;
+        let tx = self.done_tx.clone();
+        tokio::spawn(async move {
+            let outcome = io.await;
+            let _ = tx.send(staged.finish(outcome));
+        });
     }
 
     /// Runs work that may block on the blocking pool; its result comes

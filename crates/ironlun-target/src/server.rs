@@ -6,14 +6,17 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ironlun_backend::{Backend, FileBackend, FileOptions, NullBackend, RamBackend};
+use ironlun_backend::{
+    Backend, ClusterConfig, FileBackend, FileOptions, NullBackend, RamBackend, RbdBackend,
+    RbdOptions,
+};
 use ironlun_scsi::{LogicalUnit, LuConfig, LunMap, ThresholdEvent, ThresholdNotify};
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
-use crate::config::{BackendSpec, Config, LunConfig, Overrides, TargetConfig, TcpTuning};
+use crate::config::{BackendSpec, Config, LunConfig, Overrides, RbdSpec, TargetConfig, TcpTuning};
 use crate::conn;
 use crate::live::Live;
 use crate::prstore::FilePrStore;
@@ -116,7 +119,55 @@ fn open_backend(spec: &BackendSpec, read_only: bool) -> std::io::Result<Arc<dyn 
                 read_only,
             },
         )?),
+        BackendSpec::Rbd(rbd) => Arc::new(RbdBackend::open(&rbd_options(rbd, read_only))?),
     })
+}
+
+fn rbd_options(spec: &RbdSpec, read_only: bool) -> RbdOptions {
+    RbdOptions {
+        pool: spec.pool.clone(),
+        image: spec.image.clone(),
+        cluster: ClusterConfig {
+            conf: spec.conf.clone(),
+            client_id: spec.client_id.clone(),
+            keyring: spec.keyring.clone(),
+            options: spec
+                .timeout_secs
+                .map(|s| {
+                    ["rados_osd_op_timeout", "rados_mon_op_timeout"]
+                        .map(|k| (k.to_owned(), s.to_string()))
+                        .to_vec()
+                })
+                .unwrap_or_default(),
+        },
+        read_only,
+    }
+}
+
+/// A store whose size changes behind the target's back (an RBD image
+/// resized in Ceph): each change reaches the LU, which tells every nexus
+/// CAPACITY DATA HAS CHANGED (SBC-4 §4.6.3.2). The task ends with the LU.
+fn follow_size(lu: &Arc<LogicalUnit>, target: &str, number: u16) {
+    let Some(mut sizes) = lu.backend().size_watch() else {
+        return;
+    };
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let weak = Arc::downgrade(lu);
+    let target = target.to_owned();
+    rt.spawn(async move {
+        while sizes.changed().await.is_some() {
+            let Some(lu) = weak.upgrade() else { return };
+            match lu.rescan() {
+                Ok(Some((old, new))) => {
+                    info!(target = %target, lun = number, old_blocks = old, new_blocks = new, "the store was resized: capacity changed")
+                }
+                Ok(None) => {}
+                Err(e) => warn!(target = %target, lun = number, "size after a resize: {e}"),
+            }
+        }
+    });
 }
 
 pub(crate) fn build_lu(
@@ -171,6 +222,7 @@ pub(crate) fn build_lu(
     }
     let lu = Arc::new(lu);
     sanitize_store::restore(&lu, sanitize_saved, &t.name, l.number);
+    follow_size(&lu, &t.name, l.number);
     Ok(lu)
 }
 

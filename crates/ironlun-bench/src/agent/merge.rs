@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use hdrhistogram::Histogram;
 
-use crate::engine::log_buckets;
+use crate::engine::{buckets, log_buckets};
 use crate::hdr::{self, Histograms};
 use crate::result::{Cpu, Latency, Second, VerifyReport, WorkloadResult, ZoneRate};
 
@@ -41,6 +41,9 @@ pub fn merge(parts: Vec<WorkloadResult>) -> Result<WorkloadResult, String> {
         m.verify = merge_verify(m.verify.take(), p.verify);
         m.series = merge_series(&m.series, &p.series);
         m.zones = merge_zones(m.zones.take(), p.zones);
+        m.ops = crate::mix::merge(std::mem::take(&mut m.ops), &p.ops);
+        m.steady = crate::steady::merge(m.steady.take(), p.steady);
+
         cpus.push((p.cpu, p.ios));
     }
     m.cpu = merge_cpu(&cpus);
@@ -50,6 +53,7 @@ pub fn merge(parts: Vec<WorkloadResult>) -> Result<WorkloadResult, String> {
     m.transaction_time_us = m.latency_us.mean;
     m.histogram_us = log_buckets(&all);
     m.percentiles_us = Latency::curve(&all);
+    m.latency_buckets_ns = buckets(&all);
     m.hdr = Some(Histograms::encode(&all, &read, &write)?);
     Ok(m)
 }
@@ -87,6 +91,10 @@ fn add_totals(m: &mut WorkloadResult, p: &WorkloadResult) {
     m.read_mb_per_s += p.read_mb_per_s;
     m.write_mb_per_s += p.write_mb_per_s;
     m.errors += p.errors;
+    // Every agent's threads: the run's `threads` is their sum and
+    // `per_thread` lists them agent by agent, in the agents' order.
+    m.threads += p.threads;
+    m.per_thread.extend(p.per_thread.iter().cloned());
 }
 
 fn merge_verify(a: Option<VerifyReport>, b: Option<VerifyReport>) -> Option<VerifyReport> {
@@ -161,6 +169,7 @@ fn per_io(cpus: &[(Cpu, u64)]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::result::ThreadTotals;
     use crate::spec::{AccessLine, Workload};
 
     /// A part that measured `latencies_us`, each a 4 KiB read, over
@@ -219,7 +228,16 @@ mod tests {
             hdr: Some(Histograms::encode(&all, &all, &none).unwrap()),
             agents: Vec::new(),
             threads: 1,
-            per_thread: Vec::new(),
+            per_thread: vec![ThreadTotals {
+                ios: latencies_us.len() as u64,
+                read_ios: latencies_us.len() as u64,
+                write_ios: 0,
+                bytes: latencies_us.len() as u64 * 4096,
+                errors: 1,
+            }],
+            latency_buckets_ns: Vec::new(),
+            ops: Default::default(),
+            steady: None,
             workload: Workload::simple("w", "", AccessLine::simple(4096, 100, 100), 1),
         }
     }
@@ -237,6 +255,10 @@ mod tests {
         assert_eq!(m.iops, fast.iops + slow.iops);
         assert_eq!(m.mb_per_s, fast.mb_per_s + slow.mb_per_s);
         assert_eq!(m.errors, 2);
+        // Each agent's thread, not the first agent's only.
+        assert_eq!(m.threads, 2);
+        assert_eq!(m.per_thread.len(), 2);
+        assert_eq!(m.per_thread.iter().map(|t| t.ios).sum::<u64>(), m.ios);
         let (all, read, write) = m.hdr.as_ref().unwrap().decode().unwrap();
         assert_eq!(all.len(), 1000);
         assert_eq!(read.len(), 1000);

@@ -7,13 +7,16 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ironlun_initiator::scsi;
-use ironlun_initiator::{Capacity, Responder, ScsiReply};
+use ironlun_initiator::{Capacity, Responder, ScsiReply, ScsiRequest};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use super::sources::Sources;
 use super::{LunTarget, Path, Slice};
+use crate::access::Picker;
 use crate::local::LocalIo;
+use crate::mix::{self, Op, Place};
+use crate::pattern::WriteData;
 use crate::result::VerifyReport;
 use crate::spec::{AccessLine, Workload};
 use crate::verify::VerifyMap;
@@ -39,6 +42,10 @@ struct Worker {
     interval: Option<Duration>,
     /// A zone sweep wrapped around: the pass is complete.
     swept: bool,
+    /// The skewed access's picker, for the last number of slots.
+    picker: Option<Picker>,
+    /// Write data of the workload's pattern (none: the shared buffer).
+    data: Option<WriteData>,
 }
 
 impl Worker {
@@ -103,7 +110,7 @@ impl Worker {
         let end = self.range_start + self.range_len;
         let offset = if random {
             let slots = (self.range_len - size) / align + 1;
-            self.range_start + self.rng.gen_range(0..slots) * align
+            self.range_start + self.random_slot(w, slots) * align
         } else {
             let o = self.last_end.div_ceil(bs) * bs;
             if o + size > end || o < self.range_start {
@@ -120,13 +127,36 @@ impl Worker {
     }
 }
 
+impl Worker {
+    /// A random slot in `0..slots`: uniform, or by the workload's skewed
+    /// access (whose picker is rebuilt when the number of slots changes).
+    fn random_slot(&mut self, w: &Workload, slots: u64) -> u64 {
+        let access = w.shape.access;
+        if access.is_uniform() {
+            return self.rng.gen_range(0..slots);
+        }
+        if self.picker.as_ref().map(Picker::slots) != Some(slots) {
+            self.picker = Picker::new(access, slots).ok();
+        }
+        match &self.picker {
+            Some(p) => p.slot(&mut self.rng),
+            None => self.rng.gen_range(0..slots),
+        }
+    }
+}
+
 /// One I/O in flight.
 pub(super) struct InFlight {
     worker: u32,
     /// When it was issued (or meant to be, when rate-limited).
     pub(super) start: Instant,
     pub(super) read: bool,
+    /// The command (read or write unless the workload has a mix).
+    pub(super) op: Op,
+    /// Bytes on the wire.
     pub(super) bytes: u32,
+    /// The range's length in bytes.
+    pub(super) len: u32,
     pub(super) lba: u64,
     blocks: u32,
     /// Writes: the generation written. Reads: the verify mark at issue.
@@ -137,6 +167,8 @@ pub(super) struct InFlight {
 struct Lun {
     target: LunTarget,
     verify: Option<VerifyMap>,
+    /// The LU's NAA designator, when the mix copies (EXTENDED COPY).
+    naa: Option<[u8; 8]>,
 }
 
 /// A completed I/O, its reply checked, with where it lay in its worker's
@@ -145,8 +177,12 @@ pub(super) struct Completed<'a> {
     pub(super) io: InFlight,
     /// The LUN's label, for error messages.
     pub(super) label: &'a str,
+    /// The LUN's index among the run's targets.
+    pub(super) lun: usize,
     /// Why it failed, when it did.
     pub(super) error: Option<String>,
+    /// A COMPARE AND WRITE answered MISCOMPARE (not an error).
+    pub(super) miscompare: bool,
     /// Its byte offset on the LUN.
     pub(super) offset: u64,
     /// The worker's seek range, in bytes (start, length).
@@ -177,6 +213,7 @@ impl Issuer {
         verify: bool,
         share: Option<&[Vec<u32>]>,
     ) -> Result<Issuer, String> {
+        check_shape(w, targets, verify)?;
         let luns = luns(w, targets, verify)?;
         let workers = workers(w, &luns, share)?;
         let payload = {
@@ -198,6 +235,13 @@ impl Issuer {
             slots,
             free,
         })
+    }
+
+    /// Sets each LUN's NAA designator (for EXTENDED COPY), in target order.
+    pub(super) fn set_designators(&mut self, naa: Vec<[u8; 8]>) {
+        for (l, n) in self.luns.iter_mut().zip(naa) {
+            l.naa = Some(n);
+        }
     }
 
     /// I/Os in flight over all workers.
@@ -259,12 +303,13 @@ impl Issuer {
                     break;
                 };
                 let Some(slot) = self.free.pop() else { break };
-                let (inflight, data) = next_io(w, k, wi as u32, lun, intended);
+                let (inflight, body) = next_io(w, k, wi as u32, lun, &self.payload, intended)
+                    .map_err(|e| format!("{}: {e}", lun.target.label))?;
                 k.in_flight += 1;
                 let io = Io {
                     tag: u64::from(slot),
                     inflight: &inflight,
-                    data,
+                    body,
                     payload: &self.payload,
                     verify: lun.verify.is_some(),
                 };
@@ -291,10 +336,11 @@ impl Issuer {
         let k = self.workers.get_mut(io.worker as usize)?;
         k.in_flight -= 1;
         let lun = self.luns.get_mut(k.lun)?;
-        let error = match result
-            .map_err(|e| e.to_string())
-            .and_then(|r| scsi::check(r).map_err(|e| e.to_string()))
-        {
+        let mut miscompare = false;
+        let error = match result.and_then(scsi::check).map_err(|e| {
+            miscompare = io.op == Op::CompareAndWrite && mix::is_miscompare(&e);
+            e.to_string()
+        }) {
             Ok(data) => {
                 if let Some(v) = &mut lun.verify {
                     if io.read {
@@ -303,6 +349,7 @@ impl Issuer {
                 }
                 None
             }
+            Err(_) if miscompare => None,
             Err(e) => Some(e),
         };
         if let (Some(v), false) = (&mut lun.verify, io.read) {
@@ -312,7 +359,9 @@ impl Issuer {
             offset: io.lba * u64::from(lun.target.capacity.block_size),
             io,
             label: &lun.target.label,
+            lun: k.lun,
             error,
+            miscompare,
             range_start: k.range_start,
             range_len: k.range_len,
         })
@@ -342,6 +391,7 @@ fn luns(w: &Workload, targets: &[LunTarget], verify: bool) -> Result<Vec<Lun>, S
         luns.push(Lun {
             target: t.clone(),
             verify,
+            naa: None,
         });
     }
     Ok(luns)
@@ -378,6 +428,12 @@ fn workers(w: &Workload, luns: &[Lun], share: Option<&[Vec<u32>]>) -> Result<Vec
                 next_intended: None,
                 interval: w.rate_iops.map(|r| Duration::from_secs_f64(1.0 / r)),
                 swept: false,
+                picker: None,
+                data: w
+                    .shape
+                    .data()
+                    .active()
+                    .then(|| WriteData::new(w.shape.data(), seed)),
             });
         }
     }
@@ -424,53 +480,93 @@ pub(super) fn range(w: &Workload, cap: &Capacity, slice: Slice) -> Result<(u64, 
     Ok((start, len))
 }
 
-/// Picks the next I/O of a worker by the IOMeter rules; for a write
-/// when verifying, its data (otherwise writes carry the shared pattern).
+/// Picks the next I/O of a worker by the IOMeter rules (its command by
+/// the workload's mix, when it has one), with what it carries.
 fn next_io(
     w: &Workload,
     k: &mut Worker,
     worker: u32,
     lun: &mut Lun,
+    payload: &Bytes,
     start: Instant,
-) -> (InFlight, Option<Bytes>) {
+) -> Result<(InFlight, Body), String> {
     let line = k.next_line(w);
     let bs = u64::from(lun.target.capacity.block_size);
     let align = (u64::from(line.align).max(bs)).div_ceil(bs) * bs;
     let size = u64::from(line.size);
     let read = k.rng.gen_range(0..100) < line.read;
+    let op = match &w.shape.mix {
+        Some(m) => m.pick(&mut k.rng),
+        None if read => Op::Read,
+        None => Op::Write,
+    };
     let random = k.rng.gen_range(0..100) < line.random;
     let offset = k.next_offset(w, random, size, align, bs);
     let lba = offset / bs;
     let blocks = (size / bs) as u32;
-    let (data, generation) = if read {
-        (None, lun.verify.as_ref().map_or(0, VerifyMap::read_mark))
-    } else {
-        match &mut lun.verify {
-            Some(v) => {
-                let (data, g) = v.start_write(lba, blocks);
-                (Some(data), u64::from(g))
-            }
-            None => (None, 0),
+    let (body, generation) = match op {
+        Op::Read => (
+            Body::Read,
+            lun.verify.as_ref().map_or(0, VerifyMap::read_mark),
+        ),
+        Op::Write => {
+            let (data, g) = match (&mut lun.verify, &mut k.data) {
+                (Some(v), _) => {
+                    let (data, g) = v.start_write(lba, blocks);
+                    (Some(data), u64::from(g))
+                }
+                (None, Some(d)) => (Some(d.next(size as usize)), 0),
+                (None, None) => (None, 0),
+            };
+            (Body::Write(data), g)
+        }
+        _ => {
+            let dst_lba = if op == Op::Xcopy {
+                k.next_offset(w, true, size, align, bs) / bs
+            } else {
+                0
+            };
+            let place = Place {
+                lun: lun.target.lun,
+                lba,
+                blocks,
+                block_size: lun.target.capacity.block_size,
+                dst_lba,
+                naa: lun.naa,
+                payload,
+            };
+            (Body::Other(mix::command(op, &place)?), 0)
         }
     };
     let io = InFlight {
         worker,
         start,
-        read,
-        bytes: line.size,
+        read: op == Op::Read,
+        op,
+        bytes: op.wire_bytes(line.size, bs as u32),
+        len: line.size,
         lba,
         blocks,
         generation,
     };
-    (io, data)
+    Ok((io, body))
+}
+
+/// What an I/O carries beyond its place.
+enum Body {
+    Read,
+    /// A write's data: the verification's blocks or the workload's
+    /// pattern (`None`: the shared payload).
+    Write(Option<Bytes>),
+    /// A command of the mix other than READ and WRITE, built.
+    Other(ScsiRequest),
 }
 
 /// One I/O on its way to its target.
 struct Io<'a> {
     tag: u64,
     inflight: &'a InFlight,
-    /// A verified write's data.
-    data: Option<Bytes>,
+    body: Body,
     /// The shared write pattern.
     payload: &'a Bytes,
     verify: bool,
@@ -482,31 +578,63 @@ async fn submit(target: &LunTarget, io: Io<'_>, sources: &mut Sources) -> Result
     let f = io.inflight;
     let bs = u64::from(target.capacity.block_size);
     if let Path::Local(dev) = &target.path {
+        let write = match io.body {
+            Body::Read => None,
+            Body::Write(data) => Some(data),
+            // Refused when the issuer is made (check_shape).
+            Body::Other(_) => return Err("a SCSI command for a local target".into()),
+        };
         return sources.submit_local(LocalIo {
             tag: io.tag,
             dev: dev.clone(),
             offset: f.lba * bs,
-            len: f.bytes as usize,
-            write: (!f.read).then_some(io.data),
+            len: f.len as usize,
+            write,
             keep: io.verify,
         });
     }
-    let req = if f.read {
-        let mut req = scsi::read(target.lun, f.lba, f.blocks, target.capacity.block_size);
-        // Unverified reads are counted, not kept (as IOMeter does).
-        req.discard_data = !io.verify;
-        req
-    } else {
-        let data = io
-            .data
-            .unwrap_or_else(|| io.payload.slice(..f.bytes as usize));
-        scsi::write(target.lun, f.lba, f.blocks, data)
+    let req = match io.body {
+        Body::Read => {
+            let mut req = scsi::read(target.lun, f.lba, f.blocks, target.capacity.block_size);
+            // Unverified reads are counted, not kept (as IOMeter does).
+            req.discard_data = !io.verify;
+            req
+        }
+        Body::Write(data) => {
+            let data = data.unwrap_or_else(|| io.payload.slice(..f.len as usize));
+            scsi::write(target.lun, f.lba, f.blocks, data)
+        }
+        Body::Other(req) => req,
     };
     let r = Responder::Stream {
         tx: sources.tx.clone(),
         tag: io.tag,
     };
     target.path.submit(req, r).await.map_err(|e| e.to_string())
+}
+
+/// Refuses what the workload's shape cannot do here: verification with
+/// a data pattern or with commands that write other than WRITE, and
+/// commands other than READ and WRITE on local files and devices (the
+/// local engines speak no SCSI).
+fn check_shape(w: &Workload, targets: &[LunTarget], verify: bool) -> Result<(), String> {
+    let other = w.shape.mix.as_ref().is_some_and(|m| m.has_other());
+    if verify && (w.shape.data().active() || other) {
+        return Err(format!(
+            "workload '{}': verification writes its own self-checking blocks and checks \
+             every read; it cannot be combined with compress/dedupe patterns or with \
+             UNMAP, WRITE SAME, COMPARE AND WRITE or EXTENDED COPY in the mix",
+            w.name
+        ));
+    }
+    if other && targets.iter().any(|t| matches!(t.path, Path::Local(_))) {
+        return Err(format!(
+            "workload '{}': UNMAP, WRITE SAME, COMPARE AND WRITE and EXTENDED COPY are SCSI \
+             commands; the local engines (io_uring, psync) do reads and writes only",
+            w.name
+        ));
+    }
+    Ok(())
 }
 
 fn pick_line(lines: &[AccessLine], rng: &mut SmallRng) -> usize {

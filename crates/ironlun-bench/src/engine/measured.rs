@@ -6,7 +6,9 @@ use std::time::Instant;
 use hdrhistogram::Histogram;
 
 use super::meter::{Counters, ZoneBytes};
+use crate::mix::OpMeter;
 use crate::result::{Second, VerifyReport};
+use crate::steady::SteadyResult;
 
 /// The measurement of one part of a run.
 pub(crate) struct Measured {
@@ -22,6 +24,10 @@ pub(crate) struct Measured {
     pub(crate) zones: Option<u32>,
     pub(crate) zone_bytes: Vec<ZoneBytes>,
     pub(crate) verify: Option<VerifyReport>,
+    /// Counts and latencies by op, when the workload has a mix.
+    pub(crate) ops: Option<OpMeter>,
+    /// What the steady-state rule found, when the workload has one.
+    pub(crate) steady: Option<SteadyResult>,
     /// The measured interval.
     pub(crate) start: Instant,
     pub(crate) end: Instant,

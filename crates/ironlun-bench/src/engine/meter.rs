@@ -176,6 +176,8 @@ impl Meter {
             zones: self.zones,
             zone_bytes: self.zone_bytes,
             verify,
+            ops: None,
+            steady: None,
             start,
             end,
         }

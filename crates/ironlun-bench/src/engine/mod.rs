@@ -23,6 +23,7 @@ pub(crate) mod cpu_mark;
 mod issuer;
 pub(crate) mod measured;
 pub(crate) mod meter;
+mod shaped;
 mod sources;
 pub(crate) mod summary;
 mod wait;
@@ -32,6 +33,7 @@ use std::time::{Duration, Instant};
 
 use ironlun_initiator::{Capacity, Multipath, Responder, ScsiRequest, Session};
 
+use crate::iolog::LatLogSpec;
 use crate::local::LocalDev;
 use crate::result::WorkloadResult;
 use crate::spec::Workload;
@@ -40,6 +42,8 @@ use issuer::Issuer;
 use measured::Measured;
 use meter::{Meter, SecondSink};
 pub(crate) use meter::{HIST_HIGH_NS, HIST_LOW_NS, HIST_SIGFIG};
+pub(crate) use shaped::buckets;
+use shaped::Extras;
 pub(crate) use summary::log_buckets;
 use wait::Waiter;
 
@@ -114,6 +118,8 @@ pub struct RunOptions {
     /// of the initiator's CPU figures (a link emulator's keep-awake
     /// spinners, which only run when the CPU would otherwise idle).
     pub exclude_threads: Option<&'static str>,
+    /// Log every measured I/O's latency ([`crate::iolog`]).
+    pub lat_log: Option<LatLogSpec>,
 }
 
 /// Runs one workload; returns its measurement.
@@ -197,6 +203,10 @@ async fn run_here(
         return Err("no LUN to run against".into());
     }
     let mut issuer = Issuer::new(w, targets, opts.verify, part.share.as_deref())?;
+    if let Some(naa) = shaped::designators(w, targets).await? {
+        issuer.set_designators(naa);
+    }
+    let mut extras = Extras::new(w, opts)?;
     let precise = wait::precise_timer();
     let mut sources = issuer.sources(targets, w)?;
     let mut meter = Meter::new(w)?;
@@ -222,6 +232,7 @@ async fn run_here(
                 cpu_start = CpuMark::take(opts).await;
             }
             meter.reset();
+            extras.ramp_over();
         }
         if !phase.stop && should_stop(ios_limit, &phase, &meter, &issuer, now) {
             phase.stop_at(now, opts.drain_timeout);
@@ -230,6 +241,10 @@ async fn run_here(
             let elapsed = (now - phase.measure_start).as_secs_f64();
             meter.close_second(elapsed, opts.progress.as_ref());
             phase.next_second += Duration::from_secs(1);
+            let iops = meter.series.last().map_or(0.0, |s| s.iops);
+            if extras.second_closed(iops) && !phase.stop {
+                phase.stop_at(now, opts.drain_timeout);
+            }
         }
         let wake = if phase.stop {
             None
@@ -247,7 +262,11 @@ async fn run_here(
         while let Some((tag, result)) = next.take() {
             let done = Instant::now();
             if let Some(c) = issuer.complete(tag, result) {
-                meter.completed(&c, done, phase.counts(done));
+                let counted = phase.counts(done);
+                meter.completed(&c, done, counted);
+                if counted {
+                    extras.completed(&c, done, phase.measure_start)?;
+                }
             }
             next = sources.try_next();
         }
@@ -257,7 +276,8 @@ async fn run_here(
         .stopped_at
         .unwrap_or(phase.end)
         .max(phase.measure_start);
-    let m = meter.finish(issuer.verify_report(), phase.measure_start, measure_end);
+    let mut m = meter.finish(issuer.verify_report(), phase.measure_start, measure_end);
+    (m.ops, m.steady) = extras.finish()?;
     Ok((m, cpu_start))
 }
 

@@ -8,6 +8,7 @@ use super::measured::Measured;
 use super::meter::HIST_LOW_NS;
 use super::LunTarget;
 use crate::hdr::Histograms;
+use crate::mix::OpMeter;
 use crate::result::{Cpu, Latency, ThreadTotals, WorkloadResult, ZoneRate};
 use crate::spec::Workload;
 
@@ -58,6 +59,9 @@ pub(crate) fn workload_result(
         threads: per_thread.len().max(1) as u32,
         per_thread,
         workload: w.clone(),
+        latency_buckets_ns: super::buckets(&m.all),
+        ops: m.ops.as_ref().map(OpMeter::result).unwrap_or_default(),
+        steady: m.steady,
     }
 }
 

@@ -69,6 +69,9 @@ fn result(name: &str, scale: f64, seconds: u32) -> WorkloadResult {
         threads: 1,
         per_thread: Vec::new(),
         workload: Workload::simple(name, "", AccessLine::simple(4096, 100, 100), 16),
+        latency_buckets_ns: Vec::new(),
+        ops: Default::default(),
+        steady: None,
     }
 }
 

@@ -11,6 +11,7 @@ use hdrhistogram::Histogram;
 
 use crate::engine::measured::Measured;
 use crate::engine::meter::{second, Counters, Meter, KEEP_ERRORS};
+use crate::mix::OpMeter;
 use crate::result::{Second, VerifyReport};
 
 /// The parts' measurements as one. The series is left empty: it is
@@ -36,6 +37,8 @@ pub(crate) fn merge(parts: Vec<Measured>) -> Result<Measured, String> {
             z.last = z.last.max(pz.last);
         }
         m.verify = merge_verify(m.verify, p.verify);
+        m.ops = merge_ops(m.ops, p.ops)?;
+        m.steady = crate::steady::merge(m.steady, p.steady);
         m.start = m.start.min(p.start);
         m.end = m.end.max(p.end);
     }
@@ -45,6 +48,18 @@ pub(crate) fn merge(parts: Vec<Measured>) -> Result<Measured, String> {
 fn add(into: &mut Histogram<u64>, from: &Histogram<u64>) -> Result<(), String> {
     into.add(from)
         .map_err(|e| format!("merging latency histograms: {e:?}"))
+}
+
+/// The threads' counts by op: their histograms added, so the
+/// percentiles by op are exact too.
+fn merge_ops(a: Option<OpMeter>, b: Option<OpMeter>) -> Result<Option<OpMeter>, String> {
+    match (a, b) {
+        (Some(mut a), Some(b)) => {
+            a.add(&b)?;
+            Ok(Some(a))
+        }
+        (a, b) => Ok(a.or(b)),
+    }
 }
 
 fn earliest<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
@@ -149,6 +164,7 @@ mod tests {
 
     use super::*;
     use crate::engine::meter::ZoneBytes;
+    use crate::mix::Op;
 
     /// A part that measured `latencies_us` (reads when `read`), each
     /// I/O of 4 KiB.
@@ -156,7 +172,9 @@ mod tests {
         let mut all = Meter::histogram().unwrap();
         let (mut r, mut w) = (all.clone(), all.clone());
         let mut counts = Counters::default();
+        let mut ops = OpMeter::new().unwrap();
         for &us in latencies_us {
+            ops.record(if read { Op::Read } else { Op::Write }, us * 1000, !read);
             all.record(us * 1000).unwrap();
             if read {
                 r.record(us * 1000).unwrap();
@@ -187,6 +205,8 @@ mod tests {
                 mismatch_count: 0,
                 mismatches: Vec::new(),
             }),
+            ops: Some(ops),
+            steady: None,
             start,
             end: start + Duration::from_secs(secs),
         }
@@ -221,6 +241,13 @@ mod tests {
         assert_eq!(m.zone_bytes[0].bytes, 1000 * 4096);
         assert_eq!(m.zone_bytes[0].last, Some(t0 + Duration::from_secs(3)));
         assert_eq!(m.verify.as_ref().unwrap().checked_blocks, 900);
+        // The counts by op are the threads' sums, their percentiles from
+        // the added histograms (exact, not the larger of the two).
+        let ops = m.ops.as_ref().unwrap().result();
+        assert_eq!(ops["read"].ios, 900);
+        assert_eq!(ops["write"].ios, 100);
+        assert_eq!(ops["write"].miscompares, 100);
+        assert_eq!(ops.values().map(|o| o.ios).sum::<u64>(), m.counts.ios());
         assert_eq!(
             m.end,
             t0 + Duration::from_secs(3),

@@ -178,6 +178,7 @@ impl Threads {
             })
             .collect();
         let active = plan::active(&plan);
+        one_thread_only(w, opts, active.iter().filter(|a| **a).count())?;
         let ios = plan::split_ios(w.ios, &active);
         let start = Instant::now() + START_DELAY;
         let (seconds, mut seconds_rx) = mpsc::unbounded_channel();
@@ -234,6 +235,29 @@ impl Threads {
             let _ = join.join();
         }
     }
+}
+
+/// Refuses, on more than one thread, what one thread decides alone: a
+/// steady-state stop (each thread would judge its own seconds and stop
+/// on its own, not on the merged series) and a latency log (each
+/// thread would write the file over the others').
+fn one_thread_only(w: &Workload, opts: &RunOptions, threads: usize) -> Result<(), String> {
+    if threads <= 1 {
+        return Ok(());
+    }
+    if w.shape.steady.is_some() {
+        return Err(format!(
+            "{}: a steady-state rule runs on one thread; {threads} threads have work",
+            w.name
+        ));
+    }
+    if opts.lat_log.is_some() {
+        return Err(format!(
+            "{}: a latency log runs on one thread; {threads} threads have work",
+            w.name
+        ));
+    }
+    Ok(())
 }
 
 /// Waits for every thread's measurement while merging the seconds they

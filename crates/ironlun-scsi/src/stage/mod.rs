@@ -13,6 +13,7 @@ use std::io;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use ironlun_backend::aio::MediumFuture;
 use ironlun_backend::ring::{Job, Request as MediumRequest};
 use ironlun_backend::{Backend, Payload};
 
@@ -54,7 +55,7 @@ impl LogicalUnit {
     /// block needs a read-modify-write, done the synchronous way).
     pub fn stageable(&self, cdb: &[u8], data_out: usize) -> bool {
         let c = Cdb(cdb);
-        self.has_files()
+        (self.has_files() || self.has_async_medium())
             && block::planner(c.opcode()).is_some()
             && block::whole_blocks(self, &c, data_out)
     }
@@ -155,6 +156,13 @@ impl MediumIo {
         self.finish_payload(outcome.map(|d| d.map(Payload::Mem)))
     }
 
+    /// Starts the access on the store's asynchronous path, where it has
+    /// one (RBD): the future's outcome goes to [`MediumIo::finish`].
+    pub fn start_async(&self) -> Option<MediumFuture> {
+        let medium = self.lu.backend().async_medium()?;
+        Some(medium.start(&self.request))
+    }
+
     /// Runs the access here, synchronously (where no ring takes it), and
     /// finishes the command. May block: call it where blocking is fine.
     pub fn run_here(self) -> Response {
@@ -181,7 +189,13 @@ impl MediumIo {
         let lu = &self.lu;
         let mut r = match (&self.request, outcome) {
             (MediumRequest::Read { .. }, Ok(Some(data))) => Response::read_data(data),
-            (MediumRequest::Read { .. }, _) => lu.check_condition(block::read_error(self.lba), 0),
+            (MediumRequest::Read { .. }, Err(e)) => {
+                lu.check_condition(block::read_error(self.lba, &e), 0)
+            }
+            (MediumRequest::Read { .. }, Ok(None)) => {
+                let e = io::Error::other("a read that returned no data");
+                lu.check_condition(block::read_error(self.lba, &e), 0)
+            }
             (MediumRequest::Write { .. }, Ok(_)) => Response::written(self.bytes),
             (MediumRequest::Write { .. }, Err(e)) => {
                 lu.check_condition(block::write_error(self.lba, &e), 0)

@@ -233,3 +233,119 @@ fn a_staged_access_and_an_atomic_command_exclude_each_other() {
     rx.recv_timeout(Duration::from_secs(10)).unwrap();
     t.join().unwrap();
 }
+
+/// A RAM store with an asynchronous path, as an RBD image has: requests
+/// complete from a future; `unreachable` makes every one fail the way a
+/// lost cluster does (ETIMEDOUT).
+struct AsyncRam {
+    ram: RamBackend,
+    unreachable: std::sync::atomic::AtomicBool,
+}
+
+impl ironlun_backend::aio::AsyncMedium for AsyncRam {
+    fn start(&self, request: &MediumRequest) -> ironlun_backend::aio::MediumFuture {
+        const ETIMEDOUT: i32 = 110;
+        if self.unreachable.load(std::sync::atomic::Ordering::Relaxed) {
+            return Box::pin(std::future::ready(Err(io::Error::from_raw_os_error(
+                ETIMEDOUT,
+            ))));
+        }
+        let outcome = match request {
+            MediumRequest::Read { offset, len } => self.ram.read(*offset, *len).map(Some),
+            MediumRequest::Write {
+                offset, data, len, ..
+            } => {
+                let bytes = data.contiguous().get(..*len).unwrap_or_default();
+                self.ram.write(*offset, bytes, false).map(|()| None)
+            }
+            MediumRequest::Flush => Ok(None),
+        };
+        Box::pin(std::future::ready(outcome))
+    }
+}
+
+impl Backend for AsyncRam {
+    fn kind(&self) -> &'static str {
+        "async-ram"
+    }
+    fn size_bytes(&self) -> u64 {
+        self.ram.size_bytes()
+    }
+    fn read(&self, offset: u64, len: usize) -> io::Result<Bytes> {
+        self.ram.read(offset, len)
+    }
+    fn write(&self, offset: u64, data: &[u8], durable: bool) -> io::Result<()> {
+        self.ram.write(offset, data, durable)
+    }
+    fn flush(&self) -> io::Result<()> {
+        Ok(())
+    }
+    fn may_block(&self) -> bool {
+        true
+    }
+    fn async_medium(&self) -> Option<&dyn ironlun_backend::aio::AsyncMedium> {
+        Some(self)
+    }
+}
+
+/// Runs a command through `start`, its access through the store's
+/// asynchronous path, and `finish`.
+fn staged_async(lu: &Arc<LogicalUnit>, cdb: &[u8], data: &DataOutBuffer) -> Response {
+    let map = LunMap::new(vec![(0, lu.clone())]);
+    let req = Request {
+        nexus: N,
+        cdb,
+        data_out: data,
+        map: &map,
+    };
+    assert!(lu.stageable(cdb, data.len()), "{cdb:02x?} not stageable");
+    match lu.start(&req).expect("no exclusive holder") {
+        Start::Done(r) => r,
+        Start::Io(io) => {
+            let fut = io.start_async().expect("an asynchronous path");
+            io.finish(ironlun_backend::aio::block_on(fut))
+        }
+    }
+}
+
+#[test]
+fn a_store_with_an_asynchronous_path_is_staged_and_answers_as_executed() {
+    let store = Arc::new(AsyncRam {
+        ram: RamBackend::new(1 << 20),
+        unreachable: false.into(),
+    });
+    let lu = Arc::new(LogicalUnit::new(cfg(false), store.clone()).unwrap());
+    lu.attach_nexus(N, test_util::id("i"), false);
+    assert!(lu.has_async_medium() && !lu.has_files());
+    let reference =
+        Arc::new(LogicalUnit::new(cfg(false), Arc::new(RamBackend::new(1 << 20))).unwrap());
+    reference.attach_nexus(N, test_util::id("i"), false);
+    for (cdb, data) in script() {
+        let a = staged_async(&lu, &cdb, &data);
+        let b = executed(&reference, &cdb, &data);
+        same(&a, &b, &format!("{cdb:02x?}"));
+    }
+    // A lost cluster: NOT READY / BECOMING READY (04h/01h), not the
+    // MEDIUM ERROR that says the data is damaged.
+    store
+        .unreachable
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    let none = DataOutBuffer::new();
+    for (cdb, data) in [
+        (cdb10(0x28, 0, 8, 2), none.clone()),
+        (
+            cdb10(0x2a, 0, 8, 1),
+            DataOutBuffer::copy_from_slice(&[7; 512]),
+        ),
+        (cdb10(0x35, 0, 0, 0), none.clone()),
+    ] {
+        let r = staged_async(&lu, &cdb, &data);
+        assert_eq!(r.status, Status::CHECK_CONDITION, "{cdb:02x?}");
+        assert_eq!(
+            (r.sense[2] & 0x0f, r.sense[12], r.sense[13]),
+            (0x02, 0x04, 0x01),
+            "{cdb:02x?}: {:02x?}",
+            r.sense
+        );
+    }
+}

@@ -26,10 +26,29 @@ pub enum BackendSpec {
         path: PathBuf,
         direct: bool,
     },
+    /// A Ceph RBD image: `rbd:POOL/IMAGE[,conf=PATH][,id=CLIENT][,keyring=PATH]`.
+    Rbd(RbdSpec),
+}
+
+/// Where an RBD LUN's image is and how to reach its cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RbdSpec {
+    pub pool: String,
+    pub image: String,
+    /// ceph.conf (`None`: librados' search, $CEPH_CONF first).
+    pub conf: Option<PathBuf>,
+    /// The client id without `client.` (`None`: admin).
+    pub client_id: Option<String>,
+    pub keyring: Option<PathBuf>,
+    /// Seconds an operation may wait for the cluster before it fails
+    /// (`timeout=`: rados_osd_op_timeout and rados_mon_op_timeout).
+    pub timeout_secs: Option<u32>,
 }
 
 /// A parsed `--lun` spec: `ram:SIZE`, `null:SIZE`,
-/// `file:PATH[,size=SIZE][,direct][,prealloc]` or `block:PATH[,direct]`,
+/// `file:PATH[,size=SIZE][,direct][,prealloc]`, `block:PATH[,direct]` or
+/// `rbd:POOL/IMAGE[,conf=PATH][,id=CLIENT][,keyring=PATH][,timeout=SECS]`
+/// (always thin),
 /// each optionally followed by `,bs=512|4096`, `,pbs=4096`, `,ro`,
 /// `,rotation=ssd|unknown|RPM`, (not for block devices) `,thin`,
 /// `,sanitize` and, with it, `,sanitize_rate=RATE`, and (thin files)
@@ -69,7 +88,7 @@ pub struct LunSpecError {
 /// What is wrong with a LUN spec.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum LunSpecProblem {
-    #[error("expected KIND:ARG (ram:SIZE, null:SIZE, file:PATH, block:PATH)")]
+    #[error("expected KIND:ARG (ram:SIZE, null:SIZE, file:PATH, block:PATH, rbd:POOL/IMAGE)")]
     NoKind,
     /// Nothing after `KIND:`; `what` is `size` or `path`.
     #[error("missing {what} after '{kind}:'")]
@@ -90,7 +109,22 @@ pub enum LunSpecProblem {
     BlockDeviceSize,
     #[error("thin provisioning needs ram, null or file (a discard on a device need not read back as zeros)")]
     ThinBlockDevice,
-    #[error("unknown backend '{0}' (use ram, null, file or block)")]
+    /// `conf=`, `id=` or `keyring=` on another kind than `rbd:`.
+    #[error("{0}= is an rbd option")]
+    RbdOnly(&'static str),
+    /// `size=`, `direct`, `prealloc` or `sparse` on `rbd:`.
+    #[error("rbd takes its size from the image and does no direct or preallocated I/O ({0})")]
+    RbdOption(String),
+    /// `rbd:` not followed by POOL/IMAGE.
+    #[error("rbd:{0}: expected POOL/IMAGE (no namespace, no @snapshot, neither empty)")]
+    RbdName(String),
+    /// `timeout=` outside 1..=3600 seconds.
+    #[error("timeout={0} (seconds, 1 to 3600)")]
+    Timeout(String),
+    /// `id=` or a path that is empty.
+    #[error("{0}= is empty")]
+    EmptyValue(&'static str),
+    #[error("unknown backend '{0}' (use ram, null, file, block or rbd)")]
     UnknownBackend(String),
     #[error("size is smaller than one {block_size}-byte block")]
     BelowOneBlock { block_size: u32 },
@@ -130,10 +164,10 @@ fn parse(spec: &str) -> Result<LunSpec, LunSpecProblem> {
     let mut parts = rest.split(',');
     let first = parts.next().unwrap_or("");
     if first.is_empty() {
-        let what = if matches!(kind, "ram" | "null") {
-            "size"
-        } else {
-            "path"
+        let what = match kind {
+            "ram" | "null" => "size",
+            "rbd" => "POOL/IMAGE",
+            _ => "path",
         };
         return Err(LunSpecProblem::Missing {
             kind: kind.to_owned(),
@@ -162,6 +196,12 @@ struct Options {
     sanitize_rate: Option<u64>,
     rotation: Option<Rotation>,
     soft_threshold: Option<SoftThreshold>,
+    /// `sparse` was given (only its absence is meaningful elsewhere).
+    sparse: bool,
+    conf: Option<PathBuf>,
+    client_id: Option<String>,
+    keyring: Option<PathBuf>,
+    timeout_secs: Option<u32>,
 }
 
 fn size(s: &str) -> Result<u64, LunSpecProblem> {
@@ -206,6 +246,28 @@ fn soft_threshold(v: &str) -> Result<SoftThreshold, LunSpecProblem> {
     Ok(t)
 }
 
+/// `timeout=`: whole seconds in 1..=3600 (`30s` and `2m` are taken too).
+fn timeout_secs(v: &str) -> Result<u32, LunSpecProblem> {
+    let bad = || LunSpecProblem::Timeout(v.to_owned());
+    let secs = match v.parse::<u64>() {
+        Ok(s) => s,
+        Err(_) => ironlun_units::parse_duration(v)
+            .map_err(|_| bad())?
+            .as_secs(),
+    };
+    match u32::try_from(secs) {
+        Ok(s @ 1..=3600) => Ok(s),
+        _ => Err(bad()),
+    }
+}
+
+fn non_empty<'a>(key: &'static str, v: &'a str) -> Result<&'a str, LunSpecProblem> {
+    if v.is_empty() {
+        return Err(LunSpecProblem::EmptyValue(key));
+    }
+    Ok(v)
+}
+
 fn block_size(key: &'static str, v: &str) -> Result<u32, LunSpecProblem> {
     match v {
         "512" => Ok(512),
@@ -235,7 +297,14 @@ impl Options {
             ("soft_threshold", Some(v)) => self.soft_threshold = Some(soft_threshold(v)?),
             ("direct", None) => self.direct = true,
             ("prealloc", None) | ("preallocate", None) => self.preallocate = true,
-            ("sparse", None) => self.preallocate = false,
+            ("sparse", None) => {
+                self.preallocate = false;
+                self.sparse = true;
+            }
+            ("conf", Some(v)) => self.conf = Some(PathBuf::from(non_empty("conf", v)?)),
+            ("id", Some(v)) => self.client_id = Some(non_empty("id", v)?.to_owned()),
+            ("timeout", Some(v)) => self.timeout_secs = Some(timeout_secs(v)?),
+            ("keyring", Some(v)) => self.keyring = Some(PathBuf::from(non_empty("keyring", v)?)),
             _ => return Err(LunSpecProblem::UnknownOption(opt.to_owned())),
         }
         Ok(())
@@ -243,6 +312,18 @@ impl Options {
 
     /// The backend of `kind` at `first` (its size or path).
     fn backend(&self, kind: &str, first: &str) -> Result<BackendSpec, LunSpecProblem> {
+        if kind == "rbd" {
+            return self.rbd(first);
+        }
+        let rbd_only = [
+            ("conf", self.conf.is_some()),
+            ("id", self.client_id.is_some()),
+            ("keyring", self.keyring.is_some()),
+            ("timeout", self.timeout_secs.is_some()),
+        ];
+        if let Some((key, _)) = rbd_only.iter().find(|(_, set)| *set) {
+            return Err(LunSpecProblem::RbdOnly(key));
+        }
         Ok(match kind {
             "ram" | "null" => {
                 if self.size.is_some() || self.direct || self.preallocate {
@@ -279,6 +360,33 @@ impl Options {
         })
     }
 
+    /// `rbd:POOL/IMAGE` and its cluster options.
+    fn rbd(&self, name: &str) -> Result<BackendSpec, LunSpecProblem> {
+        let local = [
+            ("size", self.size.is_some()),
+            ("direct", self.direct),
+            ("prealloc", self.preallocate),
+            ("sparse", self.sparse),
+        ];
+        if let Some((key, _)) = local.iter().find(|(_, set)| *set) {
+            return Err(LunSpecProblem::RbdOption((*key).to_owned()));
+        }
+        let bad = || LunSpecProblem::RbdName(name.to_owned());
+        let (pool, image) = name.split_once('/').ok_or_else(bad)?;
+        let ok = |s: &str| !s.is_empty() && !s.contains(['/', '@', '\0']);
+        if !ok(pool) || !ok(image) {
+            return Err(bad());
+        }
+        Ok(BackendSpec::Rbd(RbdSpec {
+            pool: pool.to_owned(),
+            image: image.to_owned(),
+            conf: self.conf.clone(),
+            client_id: self.client_id.clone(),
+            keyring: self.keyring.clone(),
+            timeout_secs: self.timeout_secs,
+        }))
+    }
+
     /// The checks across options, then the spec.
     fn finish(self, backend: BackendSpec) -> Result<LunSpec, LunSpecProblem> {
         let block_size = self.block_size.unwrap_or(512);
@@ -304,12 +412,15 @@ impl Options {
         if self.soft_threshold.is_some() && !thin_file {
             return Err(LunSpecProblem::SoftThresholdNotThinFile);
         }
+        // An RBD image is thin by nature: UNMAP, WRITE SAME with UNMAP
+        // and GET LBA STATUS reach its discard and allocation map.
+        let thin = self.thin || matches!(backend, BackendSpec::Rbd(_));
         Ok(LunSpec {
             backend,
             block_size,
             physical_block_size,
             read_only: self.read_only,
-            thin: self.thin,
+            thin,
             sanitize: self.sanitize,
             sanitize_rate: self.sanitize_rate,
             rotation: self.rotation,

@@ -38,7 +38,7 @@ pub use flags::Overrides;
 pub use initiators::{DefaultMap, InitiatorEntry, MappedLun};
 pub use io_engine::{IoEngine, UnknownIoEngine};
 pub use limits::{Limits, TcpTuning};
-pub use lun_spec::{BackendSpec, LunSpec, LunSpecError, LunSpecProblem};
+pub use lun_spec::{BackendSpec, LunSpec, LunSpecError, LunSpecProblem, RbdSpec};
 pub use names::{default_target_name, validate_iscsi_name, NameError, NameKey};
 pub(crate) use toml_file::{check_stores_unshared, error_line};
 

@@ -669,3 +669,88 @@ fn the_http_management_api_is_loopback_only_and_needs_a_token() {
         assert!(e.contains(says), "{top}: {e}");
     }
 }
+
+#[test]
+fn rbd_lun_specs() {
+    let s: LunSpec = "rbd:rbd/lun0".parse().unwrap();
+    assert_eq!(
+        s.backend,
+        BackendSpec::Rbd(RbdSpec {
+            pool: "rbd".into(),
+            image: "lun0".into(),
+            conf: None,
+            client_id: None,
+            keyring: None,
+            timeout_secs: None,
+        })
+    );
+    let s: LunSpec = "rbd:rbd/lun0,timeout=5".parse().unwrap();
+    assert!(matches!(s.backend, BackendSpec::Rbd(r) if r.timeout_secs == Some(5)));
+    assert!(s.thin, "an RBD image is thin by nature");
+    let s: LunSpec = "rbd:pool1/img,conf=/etc/ceph/c.conf,id=iscsi,keyring=/k,bs=4096,ro"
+        .parse()
+        .unwrap();
+    let BackendSpec::Rbd(r) = &s.backend else {
+        panic!("{s:?}")
+    };
+    assert_eq!(r.conf.as_deref(), Some(Path::new("/etc/ceph/c.conf")));
+    assert_eq!(r.client_id.as_deref(), Some("iscsi"));
+    assert_eq!(r.keyring.as_deref(), Some(Path::new("/k")));
+    assert_eq!((s.block_size, s.read_only), (4096, true));
+}
+
+#[test]
+fn rbd_lun_spec_mistakes_say_what_is_wrong() {
+    let problem = |spec: &str| spec.parse::<LunSpec>().unwrap_err().problem.to_string();
+    for (bad, says) in [
+        ("rbd:", "missing POOL/IMAGE after 'rbd:'"),
+        ("rbd:lun0", "rbd:lun0: expected POOL/IMAGE"),
+        ("rbd:/lun0", "expected POOL/IMAGE"),
+        ("rbd:rbd/", "expected POOL/IMAGE"),
+        ("rbd:rbd/ns/lun0", "no namespace"),
+        ("rbd:rbd/lun0@snap", "no @snapshot"),
+        ("rbd:rbd/lun0,size=1G", "rbd takes its size from the image"),
+        ("rbd:rbd/lun0,direct", "(direct)"),
+        ("rbd:rbd/lun0,prealloc", "(prealloc)"),
+        ("rbd:rbd/lun0,id=", "id= is empty"),
+        ("rbd:rbd/lun0,conf=", "conf= is empty"),
+        ("rbd:rbd/lun0,user=x", "unknown option 'user=x'"),
+        ("rbd:rbd/lun0,bs=1024", "bs=1024 (must be 512 or 4096)"),
+        ("rbd:rbd/lun0,timeout=0", "timeout=0 (seconds, 1 to 3600)"),
+        ("rbd:rbd/lun0,timeout=2h", "timeout=2h"),
+        ("ram:1G,timeout=5", "timeout= is an rbd option"),
+        ("ram:1G,conf=/c", "conf= is an rbd option"),
+        ("file:/x,id=a", "id= is an rbd option"),
+        ("block:/dev/x,keyring=/k", "keyring= is an rbd option"),
+    ] {
+        let got = problem(bad);
+        assert!(got.contains(says), "{bad}: {got}");
+    }
+    let e = "rbd:lun0".parse::<LunSpec>().unwrap_err().to_string();
+    assert!(e.starts_with("LUN 'rbd:lun0': "), "{e}");
+}
+
+#[test]
+fn rbd_luns_in_the_file_form() {
+    let text = r#"
+[[target]]
+name = "iqn.2026-11.test:rbd"
+[[target.lun]]
+spec = "rbd:rbd/lun0,conf=/tmp/ceph.conf,id=admin"
+[[target.lun]]
+spec = "rbd:rbd/lun1,bs=4096"
+"#;
+    let c = Config::from_toml(text, None).unwrap();
+    let luns = &c.targets[0].luns;
+    assert!(
+        matches!(&luns[0].spec.backend, BackendSpec::Rbd(r) if r.image == "lun0"
+        && r.conf.as_deref() == Some(Path::new("/tmp/ceph.conf")))
+    );
+    assert_eq!(luns[1].spec.block_size, 4096);
+    let bad = text.replace("rbd:rbd/lun1", "rbd:lun1");
+    let e = Config::from_toml(&bad, None).unwrap_err().to_string();
+    assert!(
+        e.contains("target iqn.2026-11.test:rbd lun[1]") && e.contains("expected POOL/IMAGE"),
+        "{e}"
+    );
+}

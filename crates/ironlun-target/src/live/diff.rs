@@ -244,7 +244,7 @@ fn medium(s: &LunSpec) -> LunSpec {
             direct,
             preallocate,
         },
-        b @ BackendSpec::Block { .. } => b,
+        b @ (BackendSpec::Block { .. } | BackendSpec::Rbd(_)) => b,
     };
     m
 }
@@ -254,7 +254,7 @@ fn size(s: &LunSpec) -> Option<u64> {
     match &s.backend {
         BackendSpec::Null { size } | BackendSpec::Ram { size } => Some(*size),
         BackendSpec::File { size, .. } => *size,
-        BackendSpec::Block { .. } => None,
+        BackendSpec::Block { .. } | BackendSpec::Rbd(_) => None,
     }
 }
 
@@ -262,7 +262,7 @@ fn size(s: &LunSpec) -> Option<u64> {
 fn opened_read_only(s: &LunSpec) -> bool {
     matches!(
         s.backend,
-        BackendSpec::File { .. } | BackendSpec::Block { .. }
+        BackendSpec::File { .. } | BackendSpec::Block { .. } | BackendSpec::Rbd(_)
     )
 }
 

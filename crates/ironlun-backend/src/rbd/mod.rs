@@ -1,0 +1,333 @@
+//! `rbd`: a Ceph RBD image, through librbd's asynchronous API
+//! (ironlun-rbd).
+//!
+//! READ, WRITE and SYNCHRONIZE CACHE arrive as [`Request`]s through
+//! [`AsyncMedium`]: each is one librbd operation whose completion wakes the
+//! connection's task. The other commands (UNMAP, WRITE SAME, COMPARE AND
+//! WRITE, GET LBA STATUS, partial-block writes) come through the
+//! synchronous [`Backend`] methods on tokio's blocking pool, which wait for
+//! the same operations with [`block_on`].
+//!
+//! The size is the image's, kept current by a header watch: a resize
+//! made in Ceph (`rbd resize`) updates it and reaches the LU through
+//! [`Backend::size_watch`].
+
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use ironlun_rbd::{ClusterConfig, CompareOutcome, Image};
+
+use crate::aio::{block_on, AsyncMedium, MediumFuture, SizeWatch};
+use crate::ring::Request;
+use crate::{check_range, push_extent, zeros, Backend, CompareWrite, Extent};
+
+mod link;
+
+use link::{io_error, Link};
+pub use link::{OP_TIMEOUT, RECONNECT_TRIES};
+
+/// librbd's `rbd_discard_granularity_bytes` default: a discard smaller
+/// than this, or the unaligned ends of a larger one, keep their data
+/// (Ceph 16). Deallocation writes zeros there instead.
+pub const DISCARD_GRANULE: u64 = 64 << 10;
+
+/// Ceph 16's librbd takes a compare-and-write of at most one 512-byte
+/// sector (`ImageCompareAndWriteRequest::prune_object_extents`).
+pub const COMPARE_AND_WRITE_MAX: usize = 512;
+
+/// Most allocated ranges one allocation query asks librbd for.
+const EXTENT_LIMIT: usize = ironlun_rbd::DEFAULT_EXTENT_LIMIT;
+
+/// Where the image is and how to reach its cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RbdOptions {
+    pub pool: String,
+    pub image: String,
+    /// ceph.conf, client id, keyring and librados options (librados'
+    /// defaults when unset; the operation timeouts are [`OP_TIMEOUT`]
+    /// unless given).
+    pub cluster: ClusterConfig,
+    pub read_only: bool,
+}
+
+/// An open RBD image as a store.
+pub struct RbdBackend {
+    link: Arc<Link>,
+    read_only: bool,
+}
+
+impl RbdBackend {
+    /// Connects, opens the image and starts following its size. Blocks
+    /// (monitor round trips): call it where blocking is fine. Resizes are
+    /// followed, and a client the cluster cut off is reconnected, only
+    /// when called inside a tokio runtime.
+    pub fn open(opts: &RbdOptions) -> io::Result<RbdBackend> {
+        Ok(RbdBackend {
+            link: Link::open(opts)?,
+            read_only: opts.read_only,
+        })
+    }
+
+    fn writable(&self) -> io::Result<()> {
+        if self.read_only {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "read-only LUN",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs `f` on the image now open, here (blocks); an error that says
+    /// the cluster cut this client off starts a reconnection.
+    fn wait<T, F>(&self, f: impl FnOnce(Image) -> F) -> io::Result<T>
+    where
+        F: std::future::Future<Output = Result<T, ironlun_rbd::Error>>,
+    {
+        block_on(f(self.link.image())).map_err(|e| self.link.note(io_error(e)))
+    }
+}
+
+/// Zeros written over `[offset, offset + len)` (a range's ends that miss
+/// whole granules: under two granules, so one write).
+async fn write_zeros(image: &Image, offset: u64, len: u64) -> Result<(), ironlun_rbd::Error> {
+    let len = usize::try_from(len).unwrap_or(usize::MAX);
+    image.write(offset, zeros(len)).await
+}
+
+impl AsyncMedium for RbdBackend {
+    fn start(&self, request: &Request) -> MediumFuture {
+        let link = Arc::clone(&self.link);
+        let image = link.image();
+        let size = self.size_bytes();
+        match request {
+            Request::Read { offset, len } => {
+                let (offset, len) = (*offset, *len);
+                Box::pin(async move {
+                    check_range(offset, len, size)?;
+                    let data = image.read(offset, len).await;
+                    data.map(Some).map_err(|e| link.note(io_error(e)))
+                })
+            }
+            Request::Write {
+                offset,
+                data,
+                len,
+                durable,
+            } => {
+                let (offset, durable) = (*offset, *durable);
+                let data = write_bytes(data, *len);
+                let ro = self.writable();
+                Box::pin(async move {
+                    ro?;
+                    check_range(offset, data.len(), size)?;
+                    let written = async {
+                        image.write(offset, data).await?;
+                        if durable {
+                            image.flush().await?;
+                        }
+                        Ok(None)
+                    };
+                    written.await.map_err(|e| link.note(io_error(e)))
+                })
+            }
+            Request::Flush => Box::pin(async move {
+                let flushed = image.flush().await;
+                flushed.map(|()| None).map_err(|e| link.note(io_error(e)))
+            }),
+        }
+    }
+}
+
+/// The first `len` bytes of a command's Data-Out as one buffer: the
+/// segment itself when it arrived in one, else joined once.
+fn write_bytes(data: &ironlun_payload::DataOutBuffer, len: usize) -> Bytes {
+    match data.segments() {
+        [one] if one.len() >= len => one.slice(..len),
+        _ => Bytes::copy_from_slice(data.contiguous().get(..len).unwrap_or_default()),
+    }
+}
+
+impl Backend for RbdBackend {
+    fn kind(&self) -> &'static str {
+        "rbd"
+    }
+
+    fn size_bytes(&self) -> u64 {
+        self.link.size.load(Ordering::Acquire)
+    }
+
+    fn read(&self, offset: u64, len: usize) -> io::Result<Bytes> {
+        block_on(self.start(&Request::Read { offset, len })).map(|d| d.unwrap_or_default())
+    }
+
+    fn write(&self, offset: u64, data: &[u8], durable: bool) -> io::Result<()> {
+        self.writable()?;
+        check_range(offset, data.len(), self.size_bytes())?;
+        let data = Bytes::copy_from_slice(data);
+        self.wait(|image| async move {
+            image.write(offset, data).await?;
+            if durable {
+                image.flush().await?;
+            }
+            Ok(())
+        })
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        self.wait(|image| async move { image.flush().await })
+    }
+
+    fn may_block(&self) -> bool {
+        true
+    }
+
+    fn async_medium(&self) -> Option<&dyn AsyncMedium> {
+        Some(self)
+    }
+
+    fn size_watch(&self) -> Option<SizeWatch> {
+        self.link.subscribe().map(SizeWatch::new)
+    }
+
+    fn refresh_size(&self) -> io::Result<u64> {
+        Ok(self.size_bytes())
+    }
+
+    fn provisioning_granularity(&self) -> u64 {
+        DISCARD_GRANULE
+    }
+
+    /// Discards the whole 64 KiB granules of the range and writes zeros
+    /// over its ends: librbd would skip those and keep their data.
+    fn deallocate(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.writable()?;
+        let end = offset
+            .checked_add(len)
+            .filter(|e| *e <= self.size_bytes())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "range beyond the image"))?;
+        let (head, tail) = granules(offset, end);
+        self.wait(|image| async move {
+            write_zeros(&image, offset, head - offset).await?;
+            if tail > head {
+                image.discard(head, tail - head).await?;
+            }
+            write_zeros(&image, tail.max(head), end - tail.max(head)).await
+        })
+    }
+
+    fn allocation(&self, offset: u64, len: u64) -> io::Result<Vec<Extent>> {
+        let end = offset.saturating_add(len);
+        check_range(offset, 0, self.size_bytes())?;
+        let found = self
+            .link
+            .image()
+            .allocated_extents_blocking(offset..end, false, EXTENT_LIMIT)
+            .map_err(|e| self.link.note(io_error(e)))?;
+        Ok(runs(offset..end, &found))
+    }
+
+    fn compare_and_write(
+        &self,
+        offset: u64,
+        compare: &[u8],
+        data: &[u8],
+    ) -> io::Result<CompareWrite> {
+        self.writable()?;
+        check_range(offset, data.len(), self.size_bytes())?;
+        if data.len() > COMPARE_AND_WRITE_MAX || compare.len() != data.len() {
+            return Ok(CompareWrite::Unsupported);
+        }
+        let (compare, data) = (
+            Bytes::copy_from_slice(compare),
+            Bytes::copy_from_slice(data),
+        );
+        let outcome =
+            self.wait(|image| async move { image.compare_and_write(offset, compare, data).await })?;
+        Ok(match outcome {
+            CompareOutcome::Written => CompareWrite::Written,
+            CompareOutcome::Mismatch { offset } => CompareWrite::Mismatch(offset),
+        })
+    }
+}
+
+/// The first and last granule boundaries inside `[offset, end)` (equal
+/// when no whole granule fits).
+fn granules(offset: u64, end: u64) -> (u64, u64) {
+    let head = offset.div_ceil(DISCARD_GRANULE) * DISCARD_GRANULE;
+    let tail = end / DISCARD_GRANULE * DISCARD_GRANULE;
+    if tail <= head {
+        (end.min(head), end.min(head))
+    } else {
+        (head, tail)
+    }
+}
+
+/// Allocated ranges (sorted, inside `within`) as runs covering `within`.
+/// A walk that stopped at its limit leaves the rest unexamined: it is
+/// reported allocated, which only costs the initiator an UNMAP it could
+/// have skipped.
+fn runs(within: std::ops::Range<u64>, found: &ironlun_rbd::Extents) -> Vec<Extent> {
+    let mut out = Vec::new();
+    let mut at = within.start;
+    for r in &found.ranges {
+        push_extent(&mut out, r.start.saturating_sub(at), false);
+        push_extent(&mut out, r.end - r.start.max(at), true);
+        at = at.max(r.end);
+    }
+    push_extent(&mut out, within.end.saturating_sub(at), found.truncated);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const G: u64 = DISCARD_GRANULE;
+
+    #[test]
+    fn granules_split_a_range_into_zeroed_ends_and_discarded_middle() {
+        assert_eq!(granules(0, 4 * G), (0, 4 * G));
+        assert_eq!(granules(512, 4 * G + 512), (G, 4 * G));
+        // Smaller than a granule: all of it is zeroed.
+        assert_eq!(granules(512, 4096), (4096, 4096));
+        assert_eq!(granules(G - 512, G + 512), (G, G));
+    }
+
+    #[test]
+    fn runs_cover_the_range_in_order() {
+        let found = ironlun_rbd::Extents {
+            ranges: vec![100..200, 300..400],
+            truncated: false,
+        };
+        let e = |len, allocated| Extent { len, allocated };
+        assert_eq!(
+            runs(0..500, &found),
+            vec![
+                e(100, false),
+                e(100, true),
+                e(100, false),
+                e(100, true),
+                e(100, false)
+            ]
+        );
+        let cut = ironlun_rbd::Extents {
+            ranges: std::iter::once(0..100).collect(),
+            truncated: true,
+        };
+        assert_eq!(runs(0..500, &cut), vec![e(500, true)]);
+        let none = ironlun_rbd::Extents::default();
+        assert_eq!(runs(10..20, &none), vec![e(10, false)]);
+    }
+
+    #[test]
+    fn errors_keep_their_errno() {
+        let e = io_error(ironlun_rbd::Error::Ceph {
+            call: "rbd_aio_read",
+            errno: 110,
+        });
+        assert_eq!(e.raw_os_error(), Some(110));
+    }
+}
