@@ -388,10 +388,10 @@ pub fn lun_plan(
 }
 
 /// The load threads: as asked, else one per worker up to the cores
-/// (one with --multipath, a steady-state rule or a latency log).
+/// (one with --multipath or a latency log).
 fn threads(a: &BenchArgs, plan: &LunPlan, ws: &[Workload]) -> Result<u32, String> {
     let workers = ws.iter().map(|w| w.workers).max().unwrap_or(1);
-    let one_only = one_thread_only(a, ws);
+    let one_only = one_thread_only(a);
     let n = match a.threads {
         Some(n) => n,
         None if plan.multipath.is_some() || one_only.is_some() => 1,
@@ -409,17 +409,10 @@ fn threads(a: &BenchArgs, plan: &LunPlan, ws: &[Workload]) -> Result<u32, String
     Ok(n)
 }
 
-/// What keeps a run on one load thread: a steady-state rule (decided
-/// on one thread's seconds, not yet on the merged series) or a latency
-/// log (one file, written by the thread that measures).
-fn one_thread_only(a: &BenchArgs, ws: &[Workload]) -> Option<&'static str> {
-    if a.lat_log.is_some() {
-        Some("--lat-log")
-    } else if ws.iter().any(|w| w.shape.steady.is_some()) {
-        Some("a steady-state rule (--steady)")
-    } else {
-        None
-    }
+/// What keeps a run on one load thread: a latency log (one file,
+/// written by the thread that measures).
+fn one_thread_only(a: &BenchArgs) -> Option<&'static str> {
+    a.lat_log.is_some().then_some("--lat-log")
 }
 
 /// Where workloads run: on this thread's LUNs, or on load threads.

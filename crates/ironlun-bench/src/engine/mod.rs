@@ -28,6 +28,7 @@ mod sources;
 pub(crate) mod summary;
 mod wait;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -159,6 +160,9 @@ pub(crate) struct Part {
     pub(crate) ios: Option<u64>,
     /// Where each closed second goes.
     pub(crate) sink: Option<SecondSink>,
+    /// Set by the caller to stop issuing (a threaded run's steady state,
+    /// judged on the merged series).
+    pub(crate) stop: Option<Arc<AtomicBool>>,
     /// Take the CPU mark at the start of the measured interval here (a
     /// threaded run takes its marks where it waits for its threads).
     pub(crate) cpu: bool,
@@ -234,7 +238,11 @@ async fn run_here(
             meter.reset();
             extras.ramp_over();
         }
-        if !phase.stop && should_stop(ios_limit, &phase, &meter, &issuer, now) {
+        let told = part
+            .stop
+            .as_ref()
+            .is_some_and(|s| s.load(Ordering::Relaxed));
+        if !phase.stop && (told || should_stop(ios_limit, &phase, &meter, &issuer, now)) {
             phase.stop_at(now, opts.drain_timeout);
         }
         if phase.measuring && now >= phase.next_second {

@@ -100,6 +100,9 @@ pub(crate) struct SeriesMerger {
     /// Every merged second so far, for progress.
     pub(crate) total: Counters,
     pub(crate) total_latency: Histogram<u64>,
+    /// The last merged second's IOPS and mean latency (µs), for the
+    /// steady-state rule.
+    pub(crate) last: (f64, f64),
 }
 
 impl SeriesMerger {
@@ -110,6 +113,7 @@ impl SeriesMerger {
             series: Vec::new(),
             total: Counters::default(),
             total_latency: Meter::histogram()?,
+            last: (0.0, 0.0),
         })
     }
 
@@ -143,7 +147,14 @@ impl SeriesMerger {
     fn close(&mut self, t: u32, p: Pending) -> Result<(), String> {
         self.total.merge(&p.counts);
         add(&mut self.total_latency, &p.latency)?;
-        self.series.push(second(t, &p.counts, &p.latency));
+        let s = second(t, &p.counts, &p.latency);
+        let mean_us = if p.latency.is_empty() {
+            0.0
+        } else {
+            p.latency.mean() / 1000.0
+        };
+        self.last = (s.iops, mean_us);
+        self.series.push(s);
         Ok(())
     }
 
@@ -274,6 +285,11 @@ mod tests {
         assert!(!s.add(0, &c(99), &h(&[100; 99])).unwrap());
         assert!(!s.add(1, &c(10), &h(&[50; 10])).unwrap());
         assert!(s.add(0, &c(1), &h(&[20_000])).unwrap());
+        // What the steady-state rule sees of second 0: both threads'
+        // I/Os, mean (99 × 100 + 20,000) / 100 = 299 µs.
+        let (iops, mean) = s.last;
+        assert_eq!(iops, 100.0);
+        assert!((mean - 299.0).abs() < 1.0, "{mean}");
         assert!(s.add(1, &c(30), &h(&[70; 30])).unwrap());
         // Thread A's third second: B stopped before closing it.
         assert!(!s.add(2, &c(5), &h(&[60; 5])).unwrap());

@@ -9,13 +9,15 @@
 //! they run: each counts into its own histograms and sends each closed
 //! second (once a second) and its whole measurement (at the end) to the
 //! caller's task, which merges them exactly ([`merge`]) and takes the CPU
-//! marks.
+//! marks. A steady-state rule is judged there too, on the merged seconds;
+//! the one thing the threads read while running is its stop flag.
 
 pub(crate) mod merge;
 pub mod plan;
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,6 +30,7 @@ use crate::engine::meter::Counters;
 use crate::engine::{run_part, summary, Part};
 use crate::result::WorkloadResult;
 use crate::spec::Workload;
+use crate::steady::Tracker;
 use crate::{LunTarget, RunOptions};
 use merge::SeriesMerger;
 use plan::Opening;
@@ -55,6 +58,8 @@ struct Job {
     start: Instant,
     ios: Option<u64>,
     seconds: mpsc::UnboundedSender<SecondMsg>,
+    /// Set when the run's steady state holds: stop issuing.
+    stop: Arc<AtomicBool>,
     reply: oneshot::Sender<Result<Measured, String>>,
 }
 
@@ -178,7 +183,16 @@ impl Threads {
             })
             .collect();
         let active = plan::active(&plan);
-        one_thread_only(w, opts, active.iter().filter(|a| **a).count())?;
+        let busy = active.iter().filter(|a| **a).count();
+        one_thread_only(w, opts, busy)?;
+        // On several threads, the steady-state rule is judged here on the
+        // merged seconds, and every thread is told to stop when it holds.
+        let mut steady = w.shape.steady.filter(|_| busy > 1).map(Tracker::new);
+        let mut job_w = w.clone();
+        if steady.is_some() {
+            job_w.shape.steady = None;
+        }
+        let stop = Arc::new(AtomicBool::new(false));
         let ios = plan::split_ios(w.ios, &active);
         let start = Instant::now() + START_DELAY;
         let (seconds, mut seconds_rx) = mpsc::unbounded_channel();
@@ -194,7 +208,8 @@ impl Threads {
             }
             let (reply, rx) = oneshot::channel();
             let job = Job {
-                w: w.clone(),
+                w: job_w.clone(),
+                stop: stop.clone(),
                 opts: thread_opts.clone(),
                 share,
                 start,
@@ -210,8 +225,12 @@ impl Threads {
         drop(seconds);
         let mut merger = SeriesMerger::new(replies.len())?;
         let ramp_end = start + w.ramp();
+        let judge = Judge {
+            steady: &mut steady,
+            stop: &stop,
+        };
         let (parts, cpu_start) =
-            collect(replies, &mut seconds_rx, &mut merger, opts, ramp_end).await?;
+            collect(replies, &mut seconds_rx, &mut merger, opts, ramp_end, judge).await?;
         while let Ok((t, c, h)) = seconds_rx.try_recv() {
             merger.add(t, &c, &h)?;
         }
@@ -219,6 +238,9 @@ impl Threads {
         let totals: Vec<_> = parts.iter().map(summary::thread_totals).collect();
         let mut m = merge::merge(parts)?;
         m.series = merger.finish()?;
+        if let Some(t) = &steady {
+            m.steady = Some(t.result());
+        }
         let cpu = cpu_start.until(&cpu_end, m.elapsed(), m.counts.ios());
         Ok(summary::workload_result(w, &self.targets, m, cpu, totals))
     }
@@ -237,19 +259,11 @@ impl Threads {
     }
 }
 
-/// Refuses, on more than one thread, what one thread decides alone: a
-/// steady-state stop (each thread would judge its own seconds and stop
-/// on its own, not on the merged series) and a latency log (each
-/// thread would write the file over the others').
+/// Refuses, on more than one thread, a latency log (each thread would
+/// write the file over the others').
 fn one_thread_only(w: &Workload, opts: &RunOptions, threads: usize) -> Result<(), String> {
     if threads <= 1 {
         return Ok(());
-    }
-    if w.shape.steady.is_some() {
-        return Err(format!(
-            "{}: a steady-state rule runs on one thread; {threads} threads have work",
-            w.name
-        ));
     }
     if opts.lat_log.is_some() {
         return Err(format!(
@@ -269,6 +283,7 @@ async fn collect(
     merger: &mut SeriesMerger,
     opts: &RunOptions,
     ramp_end: Instant,
+    mut judge: Judge<'_>,
 ) -> Result<(Vec<Measured>, CpuMark), String> {
     let ramp = tokio::time::sleep_until(tokio::time::Instant::from_std(ramp_end));
     tokio::pin!(ramp);
@@ -283,6 +298,7 @@ async fn collect(
                 Some((t, c, h)) = seconds.recv() => {
                     if merger.add(t, &c, &h)? {
                         progress(opts, merger, t);
+                        judge.second_closed(merger.last);
                     }
                 }
                 r = &mut reply => {
@@ -297,6 +313,24 @@ async fn collect(
         None => CpuMark::take(opts).await,
     };
     Ok((parts, cpu_start))
+}
+
+/// The steady-state rule over the merged seconds, and the flag that
+/// stops every thread when it holds.
+struct Judge<'a> {
+    steady: &'a mut Option<Tracker>,
+    stop: &'a AtomicBool,
+}
+
+impl Judge<'_> {
+    /// A merged second closed with (IOPS, mean latency µs).
+    fn second_closed(&mut self, (iops, mean_us): (f64, f64)) {
+        if let Some(t) = self.steady.as_mut() {
+            if t.push(iops, mean_us) {
+                self.stop.store(true, Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 /// Reports the merged progress after second `t` closed on every thread.
@@ -351,6 +385,7 @@ fn thread_main(
                 sink: Some(Box::new(move |t, c, h| {
                     let _ = seconds.send((t, *c, h.clone()));
                 })),
+                stop: Some(job.stop),
                 cpu: false,
             };
             let r = run_part(&job.w, &targets, &job.opts, part).await;
@@ -359,4 +394,33 @@ fn thread_main(
         crate::luns::close(&targets).await;
     });
     let _ = done.send(());
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::steady::Rule;
+
+    #[test]
+    fn the_merged_seconds_stop_every_thread_once_the_rule_holds() {
+        let rule: Rule = "iops:5%@3s".parse().unwrap();
+        let mut steady = Some(Tracker::new(rule));
+        let stop = AtomicBool::new(false);
+        let mut judge = Judge {
+            steady: &mut steady,
+            stop: &stop,
+        };
+        // One thread's 50 IOPS would look steady from the start; the
+        // merged seconds (both threads) are not until the third flat one.
+        for iops in [60.0, 100.0, 100.0, 100.0] {
+            assert!(!stop.load(Ordering::Relaxed), "stopped before {iops}");
+            judge.second_closed((iops, 80.0));
+        }
+        assert!(stop.load(Ordering::Relaxed));
+        let r = steady.unwrap().result();
+        assert!(r.reached);
+        assert_eq!(r.at_s, Some(4));
+    }
 }
