@@ -388,13 +388,12 @@ pub fn lun_plan(
 }
 
 /// The load threads: as asked, else one per worker up to the cores
-/// (one with --multipath or a latency log).
+/// (one with --multipath).
 fn threads(a: &BenchArgs, plan: &LunPlan, ws: &[Workload]) -> Result<u32, String> {
     let workers = ws.iter().map(|w| w.workers).max().unwrap_or(1);
-    let one_only = one_thread_only(a);
     let n = match a.threads {
         Some(n) => n,
-        None if plan.multipath.is_some() || one_only.is_some() => 1,
+        None if plan.multipath.is_some() => 1,
         None => {
             let cores = ironlun_bench::cpu::cpus();
             ironlun_bench::default_threads(plan.targets(), workers, cores) as u32
@@ -403,16 +402,7 @@ fn threads(a: &BenchArgs, plan: &LunPlan, ws: &[Workload]) -> Result<u32, String
     if plan.multipath.is_some() && n > 1 {
         return Err("--multipath runs on one thread (--threads 1)".into());
     }
-    if let (Some(why), true) = (one_only, n > 1) {
-        return Err(format!("{why} runs on one thread (--threads 1)"));
-    }
     Ok(n)
-}
-
-/// What keeps a run on one load thread: a latency log (one file,
-/// written by the thread that measures).
-fn one_thread_only(a: &BenchArgs) -> Option<&'static str> {
-    a.lat_log.is_some().then_some("--lat-log")
 }
 
 /// Where workloads run: on this thread's LUNs, or on load threads.

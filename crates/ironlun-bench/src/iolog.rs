@@ -13,6 +13,7 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 /// Default size cap.
 pub const DEFAULT_CAP: u64 = 256 << 20;
@@ -92,6 +93,39 @@ impl<W: Write> LatLog<W> {
         }
         self.out.flush()?;
         Ok(self.out)
+    }
+}
+
+/// One latency log written by several load threads (lines in the order
+/// they arrive; `t_us` is from the run's common start of measurement).
+#[derive(Clone)]
+pub struct SharedLatLog(Arc<Mutex<Option<LatLog>>>);
+
+impl SharedLatLog {
+    pub fn new(log: LatLog) -> SharedLatLog {
+        SharedLatLog(Arc::new(Mutex::new(Some(log))))
+    }
+
+    /// Logs one I/O (nothing once the log is finished).
+    pub fn record(&self, e: &Entry<'_>) -> Result<(), String> {
+        let mut g = self.0.lock().map_err(|_| "latency log: a writer failed")?;
+        match g.as_mut() {
+            Some(log) => log.record(e).map_err(|e| e.to_string()),
+            None => Ok(()),
+        }
+    }
+
+    /// Ends the log.
+    pub fn finish(&self) -> Result<(), String> {
+        let log = self
+            .0
+            .lock()
+            .map_err(|_| "latency log: a writer failed")?
+            .take();
+        if let Some(log) = log {
+            log.finish().map_err(|e| e.to_string())?;
+        }
+        Ok(())
     }
 }
 

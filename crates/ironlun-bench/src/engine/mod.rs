@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use ironlun_initiator::{Capacity, Multipath, Responder, ScsiRequest, Session};
 
-use crate::iolog::LatLogSpec;
+use crate::iolog::{LatLogSpec, SharedLatLog};
 use crate::local::LocalDev;
 use crate::result::WorkloadResult;
 use crate::spec::Workload;
@@ -163,6 +163,12 @@ pub(crate) struct Part {
     /// Set by the caller to stop issuing (a threaded run's steady state,
     /// judged on the merged series).
     pub(crate) stop: Option<Arc<AtomicBool>>,
+    /// The run's latency log, when several threads write it (else each
+    /// part opens `opts.lat_log` itself).
+    pub(crate) log: Option<SharedLatLog>,
+    /// The run's number of each target of this part, in its order
+    /// (`None`: the same as the part's).
+    pub(crate) luns: Option<Vec<usize>>,
     /// Take the CPU mark at the start of the measured interval here (a
     /// threaded run takes its marks where it waits for its threads).
     pub(crate) cpu: bool,
@@ -210,7 +216,7 @@ async fn run_here(
     if let Some(naa) = shaped::designators(w, targets).await? {
         issuer.set_designators(naa);
     }
-    let mut extras = Extras::new(w, opts)?;
+    let mut extras = Extras::new(w, opts, part.log.clone(), part.luns.clone())?;
     let precise = wait::precise_timer();
     let mut sources = issuer.sources(targets, w)?;
     let mut meter = Meter::new(w)?;

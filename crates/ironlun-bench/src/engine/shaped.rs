@@ -10,7 +10,7 @@ use tokio::sync::oneshot;
 
 use super::issuer::Completed;
 use super::{LunTarget, RunOptions};
-use crate::iolog::{Entry, LatLog};
+use crate::iolog::{Entry, LatLog, SharedLatLog};
 use crate::mix::{Op, OpMeter};
 use crate::spec::Workload;
 use crate::steady::{SteadyResult, Tracker};
@@ -19,17 +19,36 @@ use crate::steady::{SteadyResult, Tracker};
 pub(super) struct Extras {
     ops: Option<OpMeter>,
     steady: Option<Tracker>,
-    log: Option<LatLog>,
+    log: Option<Log>,
+    /// The run's number of each of this part's targets (a load thread's
+    /// targets are a subset, in its own order); `None`: the same.
+    luns: Option<Vec<usize>>,
     /// Latency sum (ns) and count of the current second's I/Os.
     second: (u128, u64),
 }
 
 impl Extras {
-    pub(super) fn new(w: &Workload, opts: &RunOptions) -> Result<Extras, String> {
+    /// `shared`: the run's log when several threads write it.
+    pub(super) fn new(
+        w: &Workload,
+        opts: &RunOptions,
+        shared: Option<SharedLatLog>,
+        luns: Option<Vec<usize>>,
+    ) -> Result<Extras, String> {
+        let log = match shared {
+            Some(s) => Some(Log::Shared(s)),
+            None => opts
+                .lat_log
+                .as_ref()
+                .map(LatLog::create)
+                .transpose()?
+                .map(Log::Own),
+        };
         Ok(Extras {
             ops: w.shape.mix.as_ref().map(|_| OpMeter::new()).transpose()?,
             steady: w.shape.steady.map(Tracker::new),
-            log: opts.lat_log.as_ref().map(LatLog::create).transpose()?,
+            log,
+            luns,
             second: (0, 0),
         })
     }
@@ -62,15 +81,23 @@ impl Extras {
             o.record(c.io.op, ns, c.miscompare);
         }
         if let Some(log) = &mut self.log {
+            let lun = match &self.luns {
+                Some(m) => m.get(c.lun).copied().unwrap_or(c.lun),
+                None => c.lun,
+            };
             let e = Entry {
                 t_us: done.saturating_duration_since(measure_start).as_micros() as u64,
                 op: c.io.op.name(),
-                lun: c.lun,
+                lun,
                 offset: c.offset,
                 len: c.io.len,
                 lat_us: ns / 1000,
             };
-            log.record(&e).map_err(|e| format!("latency log: {e}"))?;
+            let r = match log {
+                Log::Own(l) => l.record(&e).map_err(|e| e.to_string()),
+                Log::Shared(l) => l.record(&e),
+            };
+            r.map_err(|e| format!("latency log: {e}"))?;
         }
         Ok(())
     }
@@ -89,11 +116,19 @@ impl Extras {
 
     /// Closes the log; returns the counts by op and the steady state.
     pub(super) fn finish(self) -> Result<(Option<OpMeter>, Option<SteadyResult>), String> {
-        if let Some(log) = self.log {
+        // A shared log is finished by the run that opened it.
+        if let Some(Log::Own(log)) = self.log {
             log.finish().map_err(|e| format!("latency log: {e}"))?;
         }
         Ok((self.ops, self.steady.as_ref().map(Tracker::result)))
     }
+}
+
+/// Where the latency log goes: a file of this part's own, or the run's
+/// file shared by its load threads.
+enum Log {
+    Own(LatLog),
+    Shared(SharedLatLog),
 }
 
 /// The histogram's non-empty HDR buckets: (highest latency of the

@@ -28,6 +28,7 @@ use crate::engine::cpu_mark::CpuMark;
 use crate::engine::measured::Measured;
 use crate::engine::meter::Counters;
 use crate::engine::{run_part, summary, Part};
+use crate::iolog::{LatLog, SharedLatLog};
 use crate::result::WorkloadResult;
 use crate::spec::Workload;
 use crate::steady::Tracker;
@@ -60,6 +61,10 @@ struct Job {
     seconds: mpsc::UnboundedSender<SecondMsg>,
     /// Set when the run's steady state holds: stop issuing.
     stop: Arc<AtomicBool>,
+    /// The run's latency log, when several threads write it.
+    log: Option<SharedLatLog>,
+    /// The run's number of each of the thread's targets.
+    luns: Vec<usize>,
     reply: oneshot::Sender<Result<Measured, String>>,
 }
 
@@ -184,7 +189,6 @@ impl Threads {
             .collect();
         let active = plan::active(&plan);
         let busy = active.iter().filter(|a| **a).count();
-        one_thread_only(w, opts, busy)?;
         // On several threads, the steady-state rule is judged here on the
         // merged seconds, and every thread is told to stop when it holds.
         let mut steady = w.shape.steady.filter(|_| busy > 1).map(Tracker::new);
@@ -193,6 +197,11 @@ impl Threads {
             job_w.shape.steady = None;
         }
         let stop = Arc::new(AtomicBool::new(false));
+        // On several threads, one latency log written by all of them.
+        let shared_log = match (&opts.lat_log, busy > 1) {
+            (Some(spec), true) => Some(SharedLatLog::new(LatLog::create(spec)?)),
+            _ => None,
+        };
         let ios = plan::split_ios(w.ios, &active);
         let start = Instant::now() + START_DELAY;
         let (seconds, mut seconds_rx) = mpsc::unbounded_channel();
@@ -200,6 +209,7 @@ impl Threads {
         let thread_opts = RunOptions {
             progress: None,
             target_cpu: None,
+            lat_log: opts.lat_log.clone().filter(|_| shared_log.is_none()),
             ..opts.clone()
         };
         for (((t, share), on), ios) in self.threads.iter().zip(plan).zip(&active).zip(ios) {
@@ -210,6 +220,8 @@ impl Threads {
             let job = Job {
                 w: job_w.clone(),
                 stop: stop.clone(),
+                log: shared_log.clone(),
+                luns: t.opened.clone(),
                 opts: thread_opts.clone(),
                 share,
                 start,
@@ -238,6 +250,9 @@ impl Threads {
         let totals: Vec<_> = parts.iter().map(summary::thread_totals).collect();
         let mut m = merge::merge(parts)?;
         m.series = merger.finish()?;
+        if let Some(l) = &shared_log {
+            l.finish().map_err(|e| format!("latency log: {e}"))?;
+        }
         if let Some(t) = &steady {
             m.steady = Some(t.result());
         }
@@ -257,21 +272,6 @@ impl Threads {
             let _ = join.join();
         }
     }
-}
-
-/// Refuses, on more than one thread, a latency log (each thread would
-/// write the file over the others').
-fn one_thread_only(w: &Workload, opts: &RunOptions, threads: usize) -> Result<(), String> {
-    if threads <= 1 {
-        return Ok(());
-    }
-    if opts.lat_log.is_some() {
-        return Err(format!(
-            "{}: a latency log runs on one thread; {threads} threads have work",
-            w.name
-        ));
-    }
-    Ok(())
 }
 
 /// Waits for every thread's measurement while merging the seconds they
@@ -386,6 +386,8 @@ fn thread_main(
                     let _ = seconds.send((t, *c, h.clone()));
                 })),
                 stop: Some(job.stop),
+                log: job.log,
+                luns: Some(job.luns),
                 cpu: false,
             };
             let r = run_part(&job.w, &targets, &job.opts, part).await;
