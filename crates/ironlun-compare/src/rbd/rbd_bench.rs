@@ -31,6 +31,10 @@ pub const IO_TOTAL: u64 = 1 << 40;
 /// after SIGINT.
 const OVERRUN: Duration = Duration::from_secs(30);
 
+/// How much earlier than the measured time a progress line may come and
+/// still end it.
+const EARLY: Duration = Duration::from_millis(200);
+
 pub struct Ctx<'a> {
     pub cluster: &'a Cluster,
     pub image: &'a str,
@@ -181,7 +185,9 @@ fn measure(
         };
         match &start {
             None => start = Some(Start::now(ops, pid)),
-            Some(s) if s.at.elapsed() >= measure || closing => {
+            // Lines come about a second apart: one a little early still
+            // ends the measured time.
+            Some(s) if s.at.elapsed() + EARLY >= measure || closing => {
                 return Ok(s.close(ops, pid, shape));
             }
             Some(_) => {}
