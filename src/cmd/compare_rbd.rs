@@ -45,6 +45,11 @@ pub struct RbdArgs {
     /// Default: 5.
     #[arg(long, value_name = "PCT")]
     pub steal_redo: Option<String>,
+    /// The ironlun binary that serves the image (default: this one), e.g.
+    /// a build of another branch; the client stays this binary's
+    /// `ironlun bench`.
+    #[arg(long, value_name = "PATH")]
+    pub target_exe: Option<PathBuf>,
     /// Where the table (Markdown) and the samples (JSON) go.
     #[arg(long, default_value = "compare-rbd", value_name = "DIR")]
     pub out: PathBuf,
@@ -72,8 +77,10 @@ pub fn run(a: RbdArgs) -> Result<(), String> {
             .filter(|p| (0.0..=100.0).contains(p))
             .ok_or_else(|| format!("--steal-redo {p}: a percentage or \"off\""))?,
     };
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find our own binary: {e}"))?;
     let opts = rbd::Options {
-        exe: std::env::current_exe().map_err(|e| format!("cannot find our own binary: {e}"))?,
+        target_exe: a.target_exe.unwrap_or_else(|| exe.clone()),
+        exe,
         reps: a.reps,
         measure,
         cluster: rbd::Cluster {

@@ -159,8 +159,11 @@ impl Cluster {
 
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// The ironlun binary (target and bench).
+    /// The ironlun binary: the client (`ironlun bench`) for both gateways.
     pub exe: PathBuf,
+    /// The ironlun binary serving the image (`ironlun target`): `exe`, or
+    /// another build (a branch's) measured with the same client.
+    pub target_exe: PathBuf,
     pub reps: usize,
     pub measure: Duration,
     pub cluster: Cluster,
@@ -233,7 +236,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
             absent.push((Server::TgtRbd, format!("did not start: {e}")));
         })
         .ok();
-    let ironlun = gateways::start_ironlun(&opts.exe, &opts.cluster, &opts.image)
+    let ironlun = gateways::start_ironlun(&opts.target_exe, &opts.cluster, &opts.image)
         .map_err(|Absent { reason, failed }| {
             if failed {
                 failures.push(format!("ironlun did not start: {reason}"));
@@ -281,7 +284,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
     Ok(Report {
         date: opts.started.clone(),
         host: ironlun_bench::result::HostInfo::detect(),
-        versions: versions(&opts.exe),
+        versions: versions(&opts.exe, &opts.target_exe),
         reps: opts.reps,
         measure_s: opts.measure.as_secs_f64(),
         cluster: opts.cluster.clone(),
@@ -414,11 +417,20 @@ pub fn rate_text(w: &Workload, s: &Sample) -> String {
 }
 
 /// Versions of everything measured.
-fn versions(exe: &std::path::Path) -> Vec<(String, String)> {
+fn versions(exe: &std::path::Path, target: &std::path::Path) -> Vec<(String, String)> {
     let mut v: Vec<(String, String)> = crate::summary::versions(exe)
         .into_iter()
         .filter(|(name, _)| name == "ironlun" || name == "tgt")
         .collect();
+    if target != exe {
+        v.push((
+            format!("ironlun target ({})", target.display()),
+            crate::summary::versions(target)
+                .into_iter()
+                .next()
+                .map_or_else(|| "?".to_owned(), |(_, ver)| ver),
+        ));
+    }
     for p in ["tgt-rbd", "ceph-osd", "ceph-common", "librbd1"] {
         v.push((p.to_owned(), crate::summary::package_version(p)));
     }
