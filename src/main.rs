@@ -81,6 +81,10 @@ enum Command {
     /// O_DIRECT) on a disk file and on a loop device over it, and the same
     /// exported by ironlun and tgt, driven by ironlun bench in alternation.
     CompareLocal(cmd::compare_local::LocalArgs),
+    /// RBD gateways beside Ceph's own limit: rbd bench (no iSCSI), tgt's
+    /// rbd backing store and ironlun's rbd: LUN on one image, the
+    /// gateways driven by ironlun bench, in alternation.
+    CompareRbd(cmd::compare_rbd::RbdArgs),
 }
 
 fn main() -> ExitCode {
@@ -128,6 +132,10 @@ fn main() -> ExitCode {
         Command::CompareLocal(a) => {
             quiet();
             finish(cmd::compare_local::run(a))
+        }
+        Command::CompareRbd(a) => {
+            quiet();
+            finish(cmd::compare_rbd::run(a))
         }
         Command::Lab(a) => {
             quiet();

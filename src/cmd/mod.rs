@@ -9,6 +9,7 @@ pub mod bench_agent;
 pub mod bench_luns;
 pub mod compare_local;
 pub mod compare_peers;
+pub mod compare_rbd;
 pub mod dd;
 pub mod discover;
 pub mod inquiry;

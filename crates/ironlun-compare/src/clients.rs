@@ -42,6 +42,10 @@ pub struct Sample {
     pub target_rss_peak: Option<u64>,
     /// Hypervisor steal over the run, percent of all CPU time.
     pub steal_pct: f64,
+    /// CPU of the storage behind the target (Ceph's OSDs in
+    /// `compare-rbd`), in cores over the whole run; `None` elsewhere.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend_cores: Option<f64>,
     pub seconds: f64,
     /// Which repetition measured it (0-based), so that samples of one
     /// repetition can be compared with each other.
@@ -177,7 +181,7 @@ fn fill_rates(s: &mut Sample, iops: f64, w: &Workload) {
 
 /// Stops a child that outlives its run: SIGINT first (iscsi-perf prints
 /// its summary and logs out), then SIGKILL.
-fn stop(child: &mut Child) {
+pub(crate) fn stop(child: &mut Child) {
     // SAFETY: kill(2) on the PID of a child we own and have not reaped,
     // so the PID cannot have been reused by another process.
     unsafe {
@@ -496,6 +500,7 @@ pub fn bench(ctx: &RunCtx, shape: &Shape, urls: &[String], pid: u32) -> Result<S
             .map(|p| p * ironlun_bench::cpu::cpus() as f64 / 100.0),
         target_rss_peak: rss,
         steal_pct: steal,
+        backend_cores: None,
         seconds: r.elapsed_s,
         rep: 0,
     })

@@ -113,6 +113,9 @@ impl Daemon {
                 if let Some(f) = lun.bsoflags {
                     args.extend(["--bsoflags", f]);
                 }
+                if let Some(o) = &lun.bsopts {
+                    args.extend(["--bsopts", o.as_str()]);
+                }
                 d.tgtadm(&args)?;
             }
             d.tgtadm(&[
@@ -196,7 +199,9 @@ impl Daemon {
         }
     }
 
-    fn tgtadm(&self, args: &[&str]) -> Result<(), String> {
+    /// Runs `tgtadm` against this tgtd (`--lld iscsi` and its control
+    /// port given), e.g. to delete a LUN before the daemon stops.
+    pub fn tgtadm(&self, args: &[&str]) -> Result<(), String> {
         let control = self.control.ok_or("not a tgt daemon")?;
         // tgtd opens its control socket just after its portal; retry
         // briefly.
@@ -239,21 +244,23 @@ impl Drop for Daemon {
     }
 }
 
-/// A LUN of tgt: a backing file or device, its backing store type (`-E`:
-/// rdwr when `None`, aio, null) and its open flags (`--bsoflags`).
-#[derive(Clone, Debug)]
+/// A LUN of tgt: a backing file or device (or `POOL/IMAGE` for rbd), its
+/// backing store type (`-E`: rdwr when `None`, aio, null, rbd), its open
+/// flags (`--bsoflags`) and its store's options (`--bsopts`, rbd's
+/// `conf=…;id=…`).
+#[derive(Clone, Debug, Default)]
 pub struct TgtLun {
     pub path: String,
     pub bstype: Option<&'static str>,
     pub bsoflags: Option<&'static str>,
+    pub bsopts: Option<String>,
 }
 
 impl TgtLun {
     pub fn plain(path: &str) -> TgtLun {
         TgtLun {
             path: path.to_owned(),
-            bstype: None,
-            bsoflags: None,
+            ..TgtLun::default()
         }
     }
 
@@ -262,7 +269,7 @@ impl TgtLun {
         TgtLun {
             path: "N".to_owned(),
             bstype: Some("null"),
-            bsoflags: None,
+            ..TgtLun::default()
         }
     }
 }

@@ -11,7 +11,10 @@
 //! `benches/compare-peers`). Also the comparison with the disk itself
 //! ([`local`]: `ironlun compare-local`, `benches/compare-local`): fio on
 //! a disk file and on a loop device over it, beside the same file and
-//! device exported by ironlun and tgt.
+//! device exported by ironlun and tgt. And the comparison on Ceph RBD
+//! ([`rbd`]: `ironlun compare-rbd`, `benches/compare-rbd`): `rbd bench`
+//! (Ceph's own tool, no iSCSI) beside tgt's rbd backing store and
+//! ironlun's `rbd:` LUN serving the same image.
 //!
 //! **Must not know:** iSCSI or SCSI (every client is a separate program),
 //! how either target works inside.
@@ -27,6 +30,7 @@ pub mod clients;
 pub mod daemons;
 pub mod local;
 pub mod procfs;
+pub mod rbd;
 pub mod summary;
 pub mod workloads;
 

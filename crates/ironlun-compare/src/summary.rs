@@ -524,17 +524,20 @@ fn unpaired_worst(rows: &[ScalingRow]) -> Option<(usize, f64)> {
     worst
 }
 
+/// The installed version of Debian package `p` ("?" when not installed).
+pub(crate) fn package_version(p: &str) -> String {
+    Command::new("dpkg-query")
+        .args(["-W", "-f=${Version}", p])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_else(|| "?".to_owned())
+}
+
 /// Versions of everything measured.
 pub fn versions(exe: &Path) -> Vec<(String, String)> {
-    let pkg = |p: &str| {
-        Command::new("dpkg-query")
-            .args(["-W", "-f=${Version}", p])
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-            .unwrap_or_else(|| "?".to_owned())
-    };
+    let pkg = package_version;
     let ironlun = Command::new(exe)
         .arg("--version")
         .output()

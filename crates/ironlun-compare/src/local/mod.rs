@@ -337,13 +337,13 @@ fn start_tgt(devices: &[(Device, String)]) -> Result<Daemon, String> {
         .map(|(d, p)| {
             let rdwr = TgtLun {
                 path: p.clone(),
-                bstype: None,
                 bsoflags: Some("direct"),
+                ..TgtLun::default()
             };
             let aio = TgtLun {
                 path: p.clone(),
                 bstype: Some("aio"),
-                bsoflags: None,
+                ..TgtLun::default()
             };
             (tgt_iqn(*d), vec![rdwr, aio])
         })
@@ -498,7 +498,7 @@ fn loopdev_name(asked: bool, exported: &[Exported]) -> Result<String, String> {
 
 /// Runs `once` until its steal is below `redo_pct`, at most [`MAX_TRIES`]
 /// times; keeps the run with the least steal.
-fn least_steal(
+pub(crate) fn least_steal(
     redo_pct: f64,
     once: impl Fn() -> Result<Sample, String>,
 ) -> Result<(Sample, usize), String> {
