@@ -30,6 +30,11 @@
 // Case 6 has a file of its own (a crate root finds modules beside it).
 #[path = "kernel_initiator/live_lun.rs"]
 mod live_lun;
+// Case 9 too, with the Ceph cluster helper it needs.
+#[path = "support/ceph.rs"]
+mod ceph;
+#[path = "kernel_initiator/rbd_lun.rs"]
+mod rbd_lun;
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -112,6 +117,7 @@ fn main() {
         ("fstrim", case_fstrim),
         ("live-lun", live_lun::case_live_lun),
         ("fs-bench", case_fs_bench),
+        ("rbd", rbd_lun::case_rbd),
     ];
     let (mut failed, mut skipped) = (0, 0);
     for (name, f) in all {
