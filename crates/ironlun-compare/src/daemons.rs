@@ -30,6 +30,8 @@ pub struct Daemon {
     null_lun: u16,
     /// tgtd's control port (`-C`), for tgtadm.
     control: Option<u32>,
+    /// How many targets tgtd has (tids 1..=N), deleted before it stops.
+    tgt_targets: usize,
 }
 
 impl Daemon {
@@ -88,11 +90,13 @@ impl Daemon {
             file_lun: 1,
             null_lun: 1,
             control: Some(control),
+            tgt_targets: 0,
         };
         d.wait_listening()?;
         for (t, (iqn, luns)) in targets.iter().enumerate() {
             let tid = (t + 1).to_string();
             d.tgtadm(&["--op", "new", "--mode", "target", "--tid", &tid, "-T", iqn])?;
+            d.tgt_targets = t + 1;
             for (l, lun) in luns.iter().enumerate() {
                 let n = (l + 1).to_string();
                 let mut args = vec![
@@ -170,6 +174,7 @@ impl Daemon {
             file_lun: 0,
             null_lun: 0,
             control: None,
+            tgt_targets: 0,
         };
         d.wait_listening()?;
         Ok(d)
@@ -224,8 +229,26 @@ impl Daemon {
     }
 }
 
+impl Daemon {
+    /// Asks tgtd to exit: it ignores SIGTERM while it has targets, so
+    /// each is deleted (`--force` closes its sessions), then the system.
+    /// Best effort: Drop falls back to SIGKILL.
+    fn stop_tgt(&self) {
+        for tid in 1..=self.tgt_targets {
+            let tid = tid.to_string();
+            let _ = self.tgtadm(&[
+                "--op", "delete", "--force", "--mode", "target", "--tid", &tid,
+            ]);
+        }
+        let _ = self.tgtadm(&["--op", "delete", "--mode", "system"]);
+    }
+}
+
 impl Drop for Daemon {
     fn drop(&mut self) {
+        if self.control.is_some() {
+            self.stop_tgt();
+        }
         // SAFETY: kill(2) with a PID we spawned and have not reaped yet
         // (the Child is still owned here), so it cannot name another
         // process; SIGTERM lets both daemons close their sessions.
