@@ -125,7 +125,7 @@ fn disk_tests(
         } else {
             time.as_secs_f64()
         };
-        w.ramp_s = if w.zones.is_some() { 0.0 } else { 0.2 };
+        w.ramp_s = 0.2; // none for zone sweeps (Workload::ramp)
         let (r, steal) = lab.run_workload(base, &w, false)?;
         set.push(r, predict_mix(&w, base, Some(host)), steal);
     }
