@@ -372,13 +372,19 @@ pub struct Server {
 
 impl Server {
     /// Opens backends and binds every portal.
+    /// A configuration built in code has no document to edit, so its
+    /// [`Live`] refuses every change (the lab's embedded target).
     pub async fn bind(cfg: &Config) -> Result<Server, BindError> {
-        Self::bind_with(cfg, &Overrides::default()).await
+        Self::bind_from(cfg, None).await
     }
 
     /// As [`Server::bind`], for a configuration read from `overrides`
     /// (the file SIGHUP reads again, the flags that stay on top of it).
     pub async fn bind_with(cfg: &Config, overrides: &Overrides) -> Result<Server, BindError> {
+        Self::bind_from(cfg, Some(overrides)).await
+    }
+
+    async fn bind_from(cfg: &Config, overrides: Option<&Overrides>) -> Result<Server, BindError> {
         let targets = build_targets(cfg)?;
         let mut bound = Vec::new();
         for addr in &cfg.listen {
@@ -418,8 +424,11 @@ impl Server {
             Some(h) => Some(bind_admin_http(h).await?),
             None => None,
         };
-        let live = Live::new(registry.clone(), cfg.clone(), overrides, bound)
-            .map_err(|e| BindError::Config(e.to_string()))?;
+        let live = match overrides {
+            Some(o) => Live::new(registry.clone(), cfg.clone(), o, bound),
+            None => Ok(Live::fixed(registry.clone(), cfg.clone(), bound)),
+        }
+        .map_err(|e| BindError::Config(e.to_string()))?;
         Ok(Server {
             registry,
             live: Arc::new(live),

@@ -43,6 +43,8 @@ pub struct Live {
     /// The connections' runtime: portals a change binds accept there,
     /// whichever thread applies it (the API has a runtime of its own).
     runtime: Option<tokio::runtime::Handle>,
+    /// Built in code ([`Live::fixed`]): no document, so no change.
+    fixed: bool,
 }
 
 struct State {
@@ -95,9 +97,36 @@ impl Live {
             }
             None => (overrides.as_document(), None, Overrides::default()),
         };
-        Ok(Live {
+        Ok(Live::with_doc(
+            registry, config, doc, path, overrides, bound, false,
+        ))
+    }
+
+    /// The state of a daemon whose `config` was built in code, not read
+    /// from a file or flags: it has no document that describes it, so
+    /// every change is refused rather than planned from an empty one.
+    pub fn fixed(
+        registry: Arc<Registry>,
+        config: Config,
+        bound: Vec<(SocketAddr, tokio::net::TcpListener)>,
+    ) -> Live {
+        let (doc, o) = (DocumentMut::new(), Overrides::default());
+        Live::with_doc(registry, config, doc, None, o, bound, true)
+    }
+
+    fn with_doc(
+        registry: Arc<Registry>,
+        config: Config,
+        doc: DocumentMut,
+        path: Option<PathBuf>,
+        overrides: Overrides,
+        bound: Vec<(SocketAddr, tokio::net::TcpListener)>,
+        fixed: bool,
+    ) -> Live {
+        Live {
             registry,
             runtime: tokio::runtime::Handle::try_current().ok(),
+            fixed,
             state: Mutex::new(State {
                 config,
                 doc,
@@ -105,7 +134,17 @@ impl Live {
                 overrides,
                 portals: portals::Portals::new(bound),
             }),
-        })
+        }
+    }
+
+    /// Refuses any change to a [`Live::fixed`] configuration.
+    fn editable(&self) -> Result<(), ApplyError> {
+        if self.fixed {
+            return Err(ApplyError::Refused(vec![
+                "this target's configuration was built in code (Server::bind), not read from a file or flags, so there is no document to change".to_owned(),
+            ]));
+        }
+        Ok(())
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -146,6 +185,7 @@ impl Live {
         dry_run: bool,
         force: bool,
     ) -> Result<Outcome, ApplyError> {
+        self.editable()?;
         let doc = match edit::parse(text) {
             Ok(d) => d,
             // The configuration parser's error names the line.
@@ -168,6 +208,7 @@ impl Live {
         dry_run: bool,
         force: bool,
     ) -> Result<Outcome, ApplyError> {
+        self.editable()?;
         let mut guard = self.state();
         let mut doc = guard.doc.clone();
         f(&mut doc).map_err(ApplyError::Edit)?;
@@ -185,6 +226,7 @@ impl Live {
         dry_run: bool,
         force: bool,
     ) -> Result<Outcome, ApplyError> {
+        self.editable()?;
         let mut guard = self.state();
         match scoped::stage(&guard, name, &f) {
             Some(s) => {
@@ -298,3 +340,6 @@ impl State {
         Ok(cfg)
     }
 }
+
+#[cfg(test)]
+mod tests;
