@@ -357,7 +357,6 @@ pub fn set_initiator(
                 "target {target}: `initiator` is not [[target.initiator]]"
             ))
         })?;
-    list.retain(|e| !name_is(e, name));
     let mut e = Table::new();
     e.insert("name", value(name));
     if let Some(m) = luns {
@@ -376,7 +375,16 @@ pub fn set_initiator(
     if let Some(c) = chap {
         e.insert("chap", value(c));
     }
-    list.push(e);
+    // An entry that exists is replaced where it stands, with the comment
+    // above it; a new one goes last.
+    let at = list.iter().position(|old| name_is(old, name));
+    match at.and_then(|i| list.get_mut(i)) {
+        Some(old) => {
+            e.decor_mut().clone_from(old.decor());
+            *old = e;
+        }
+        None => list.push(e),
+    }
     Ok(())
 }
 

@@ -108,3 +108,21 @@ fn the_last_portal_stays() {
     remove_portal(&mut d, a).unwrap();
     assert!(remove_portal(&mut d, "127.0.0.1:3260".parse().unwrap()).is_err());
 }
+
+#[test]
+fn an_initiator_set_again_stays_where_it_stands_with_its_comment() {
+    let text = format!(
+        "{DOC}# the host\n[[target.initiator]]\nname = \"iqn.2026-11.test:h\"\n\n[[target.initiator]]\nname = \"iqn.2026-11.test:g\"\n"
+    );
+    let mut d = parse(&text).unwrap();
+    let (a, h) = ("iqn.2026-11.test:a", "iqn.2026-11.test:h");
+    set_initiator(&mut d, a, h, None, Some("secret-of-h-0123")).unwrap();
+    let out = d.to_string();
+    let (at_h, at_g) = (out.find("test:h").unwrap(), out.find("test:g").unwrap());
+    assert!(at_h < at_g, "h moved after g:\n{out}");
+    assert!(
+        out.contains("# the host\n[[target.initiator]]\nname = \"iqn.2026-11.test:h\"\nchap"),
+        "{out}"
+    );
+    assert_eq!(out.matches("test:h").count(), 1, "{out}");
+}
