@@ -303,8 +303,15 @@ impl Issuer {
                     break;
                 };
                 let Some(slot) = self.free.pop() else { break };
-                let (inflight, body) = next_io(w, k, wi as u32, lun, &self.payload, intended)
-                    .map_err(|e| format!("{}: {e}", lun.target.label))?;
+                let (inflight, body) = match next_io(w, k, wi as u32, lun, &self.payload, intended)
+                {
+                    Ok(x) => x,
+                    Err(e) => {
+                        // Nothing was sent: the slot is free again.
+                        self.free.push(slot);
+                        return Err(format!("{}: {e}", lun.target.label));
+                    }
+                };
                 k.in_flight += 1;
                 let io = Io {
                     tag: u64::from(slot),
