@@ -256,7 +256,10 @@ impl Backend for RbdBackend {
 /// The first and last granule boundaries inside `[offset, end)` (equal
 /// when no whole granule fits).
 fn granules(offset: u64, end: u64) -> (u64, u64) {
-    let head = offset.div_ceil(DISCARD_GRANULE) * DISCARD_GRANULE;
+    // Rounding up past u64::MAX saturates: no whole granule fits.
+    let head = offset
+        .div_ceil(DISCARD_GRANULE)
+        .saturating_mul(DISCARD_GRANULE);
     let tail = end / DISCARD_GRANULE * DISCARD_GRANULE;
     if tail <= head {
         (end.min(head), end.min(head))
@@ -294,6 +297,10 @@ mod tests {
         // Smaller than a granule: all of it is zeroed.
         assert_eq!(granules(512, 4096), (4096, 4096));
         assert_eq!(granules(G - 512, G + 512), (G, G));
+        // Near the top of the range: rounding up must not wrap.
+        assert_eq!(granules(u64::MAX - 10, u64::MAX), (u64::MAX, u64::MAX));
+        let top = u64::MAX / G * G;
+        assert_eq!(granules(top - G, u64::MAX), (top - G, top));
     }
 
     #[test]
