@@ -162,6 +162,18 @@ pub trait Backend: Send + Sync {
         Ok(CompareWrite::Unsupported)
     }
 
+    /// Writes `pattern` over the `len` bytes at `offset` (`len` a
+    /// multiple of the pattern's length) in one call of the store's own
+    /// that repeats it there (librbd's writesame: the pattern crosses the
+    /// network once, not once per block). With `durable` the data is on
+    /// stable storage when this returns. `Ok(false)`: the store has no
+    /// such call, or not for this request; nothing was written and the
+    /// caller writes the copies itself. The default.
+    fn write_same(&self, offset: u64, len: u64, pattern: &[u8], durable: bool) -> io::Result<bool> {
+        let _ = (offset, len, pattern, durable);
+        Ok(false)
+    }
+
     /// Whether reads and writes copy the data (every store but `null`,
     /// whose reads share one zeroed buffer and whose writes vanish).
     fn copies_data(&self) -> bool {

@@ -44,7 +44,7 @@ mod miscompare;
 #[allow(unsafe_code)]
 mod sys;
 
-pub use args::MAX_IO_BYTES;
+pub use args::{MAX_IO_BYTES, MAX_WRITE_SAME_BYTES};
 pub use cluster::{Cluster, ClusterConfig, Library, Pool};
 pub use error::{Error, Result};
 pub use extents::Extents;

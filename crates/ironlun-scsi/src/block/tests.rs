@@ -459,3 +459,105 @@ fn out_of_space_is_data_protect_not_a_medium_error() {
     );
     assert_eq!(run(&m, &read10(30, 1)).status, Status::GOOD);
 }
+
+/// A store with a write-same of its own (recorded), as an RBD image has.
+struct SharedStore {
+    inner: RamBackend,
+    offload_write_same: bool,
+    /// (offset, len, pattern length, durable) of each write-same taken.
+    write_sames: std::sync::Mutex<Vec<(u64, u64, usize, bool)>>,
+}
+
+impl SharedStore {
+    fn new(bytes: u64, offload_write_same: bool) -> Arc<SharedStore> {
+        Arc::new(SharedStore {
+            inner: RamBackend::new(bytes),
+            offload_write_same,
+            write_sames: Default::default(),
+        })
+    }
+}
+
+impl Backend for SharedStore {
+    fn kind(&self) -> &'static str {
+        "shared"
+    }
+    fn size_bytes(&self) -> u64 {
+        self.inner.size_bytes()
+    }
+    fn read(&self, offset: u64, len: usize) -> std::io::Result<Bytes> {
+        self.inner.read(offset, len)
+    }
+    fn write(&self, offset: u64, data: &[u8], durable: bool) -> std::io::Result<()> {
+        self.inner.write(offset, data, durable)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+    fn may_block(&self) -> bool {
+        false
+    }
+    fn write_same(
+        &self,
+        offset: u64,
+        len: u64,
+        pattern: &[u8],
+        durable: bool,
+    ) -> std::io::Result<bool> {
+        if !self.offload_write_same {
+            return Ok(false);
+        }
+        let p = pattern.len();
+        self.write_sames
+            .lock()
+            .unwrap()
+            .push((offset, len, p, durable));
+        let all: Vec<u8> = pattern.iter().copied().cycle().take(len as usize).collect();
+        self.inner.write(offset, &all, durable)?;
+        Ok(true)
+    }
+}
+
+fn ws16(lba: u64, n: u32) -> [u8; 16] {
+    cdb16(opcode::WRITE_SAME_16, 0, lba, n)
+}
+
+#[test]
+fn write_same_without_unmap_goes_to_the_stores_own_call() {
+    let store = SharedStore::new(512 * 100, true);
+    let m = lu_with(store.clone(), cfg(512));
+    assert_eq!(run_out(&m, &ws16(10, 5), &[9; 512]).status, Status::GOOD);
+    // One call for the whole range, the block as the pattern; the write
+    // cache is on by default, so not durable.
+    assert_eq!(
+        *store.write_sames.lock().unwrap(),
+        vec![(10 * 512, 5 * 512, 512, false)]
+    );
+    let back = run(&m, &read10(9, 7)).bytes();
+    assert!(back[..512].iter().all(|&c| c == 0));
+    assert!(back[512..512 * 6].iter().all(|&c| c == 9));
+    assert!(back[512 * 6..].iter().all(|&c| c == 0));
+    // Zero blocks: to the end of the medium, still one call.
+    assert_eq!(run_out(&m, &ws16(90, 0), &[3; 512]).status, Status::GOOD);
+    assert_eq!(
+        store.write_sames.lock().unwrap().last(),
+        Some(&(90 * 512, 10 * 512, 512, false))
+    );
+    // Refused before the store is asked: past the end.
+    let calls = store.write_sames.lock().unwrap().len();
+    assert_eq!(
+        sense_of(&run_out(&m, &ws16(95, 6), &[0; 512])),
+        (SenseKey::ILLEGAL_REQUEST, 0x21, 0)
+    );
+    assert_eq!(store.write_sames.lock().unwrap().len(), calls);
+}
+
+#[test]
+fn write_same_falls_back_to_writing_the_copies() {
+    let store = SharedStore::new(512 * 100, false);
+    let m = lu_with(store.clone(), cfg(512));
+    assert_eq!(run_out(&m, &ws16(3, 4), &[7; 512]).status, Status::GOOD);
+    assert!(store.write_sames.lock().unwrap().is_empty());
+    let back = run(&m, &read10(3, 4)).bytes();
+    assert!(back.iter().all(|&c| c == 7));
+}
