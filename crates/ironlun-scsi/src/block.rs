@@ -471,14 +471,20 @@ fn exact_data<'a>(
 
 /// COMPARE AND WRITE (SBC-4 §5.2): compares the first half of the
 /// Data-Out buffer with the blocks and, if they match, writes the second
-/// half, with no other command able to change the blocks in between.
+/// half, with no other command able to change the blocks in between: the
+/// store's own compare-and-write where it has one, else compare and write
+/// here under the LU's exclusion.
 pub fn compare_and_write(
     lu: &LogicalUnit,
     req: &Request<'_>,
     cdb: &Cdb<'_>,
 ) -> Result<Response, Sense> {
     let (lba, blocks) = lba_len(cdb);
-    if blocks > u64::from(crate::inquiry::MAX_COMPARE_AND_WRITE_BLOCKS) {
+    // Over MAXIMUM COMPARE AND WRITE LENGTH: INVALID FIELD IN CDB (SBC-4
+    // §5.3). On a shared store (RBD) that is what the store does
+    // atomically, so no longer one is compared and written here under a
+    // lock other clients of the store do not take.
+    if blocks > u64::from(lu.max_compare_and_write_blocks()) {
         return Err(Sense::invalid_field(13, None));
     }
     if lu.write_protected_for(req.nexus) {

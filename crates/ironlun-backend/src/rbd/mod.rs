@@ -33,8 +33,10 @@ pub use link::{OP_TIMEOUT, RECONNECT_TRIES};
 /// (Ceph 16). Deallocation writes zeros there instead.
 pub const DISCARD_GRANULE: u64 = 64 << 10;
 
-/// Ceph 16's librbd takes a compare-and-write of at most one 512-byte
-/// sector (`ImageCompareAndWriteRequest::prune_object_extents`).
+/// Ceph 16's librbd takes a compare-and-write that lies inside one
+/// 512-byte sector, and inside one object
+/// (`ImageCompareAndWriteRequest::prune_object_extents`; EINVAL
+/// otherwise): one 512-byte block, or nothing with 4096-byte blocks.
 pub const COMPARE_AND_WRITE_MAX: usize = 512;
 
 /// Most allocated ranges one allocation query asks librbd for.
@@ -256,6 +258,13 @@ impl Backend for RbdBackend {
             .allocated_extents_blocking(offset..end, false, EXTENT_LIMIT)
             .map_err(|e| self.link.note(io_error(e)))?;
         Ok(runs(offset..end, &found))
+    }
+
+    /// Other gateways and clients write the image too: only librbd's
+    /// compare-and-write is atomic for them (one 512-byte sector with
+    /// Ceph 16).
+    fn compare_and_write_limit(&self) -> Option<u64> {
+        Some(COMPARE_AND_WRITE_MAX as u64)
     }
 
     fn compare_and_write(
