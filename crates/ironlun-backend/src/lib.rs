@@ -162,6 +162,29 @@ pub trait Backend: Send + Sync {
         Ok(CompareWrite::Unsupported)
     }
 
+    /// For a store other clients share (an RBD image), where the LU's own
+    /// exclusion cannot keep them out: the longest COMPARE AND WRITE, in
+    /// bytes, [`Backend::compare_and_write`] does as one atomic step of
+    /// the store (for a range that lies inside one aligned piece of that
+    /// size). `None`, the default: the store is this target's alone, and
+    /// any length compared and written under the LU's exclusion is
+    /// atomic for every initiator that can reach it.
+    fn compare_and_write_limit(&self) -> Option<u64> {
+        None
+    }
+
+    /// Writes `pattern` over the `len` bytes at `offset` (`len` a
+    /// multiple of the pattern's length) in one call of the store's own
+    /// that repeats it there (librbd's writesame: the pattern crosses the
+    /// network once, not once per block). With `durable` the data is on
+    /// stable storage when this returns. `Ok(false)`: the store has no
+    /// such call, or not for this request; nothing was written and the
+    /// caller writes the copies itself. The default.
+    fn write_same(&self, offset: u64, len: u64, pattern: &[u8], durable: bool) -> io::Result<bool> {
+        let _ = (offset, len, pattern, durable);
+        Ok(false)
+    }
+
     /// Whether reads and writes copy the data (every store but `null`,
     /// whose reads share one zeroed buffer and whose writes vanish).
     fn copies_data(&self) -> bool {

@@ -34,9 +34,14 @@ pub fn io(offset: u64, len: usize) -> Result<()> {
     range(offset, len as u64)
 }
 
+/// The most bytes one write-same may cover: librbd refuses (EINVAL) a
+/// length over `INT_MAX` (`Image::writesame`, Ceph 16).
+pub const MAX_WRITE_SAME_BYTES: u64 = i32::MAX as u64;
+
 /// WRITE SAME of `pattern_len`-byte copies over `len` bytes: librbd needs
-/// a non-empty pattern that divides the length (it answers EINVAL), and
-/// the length must fit in `size_t`.
+/// a non-empty pattern that divides the length and a length of at most
+/// [`MAX_WRITE_SAME_BYTES`] (it answers EINVAL otherwise), and the length
+/// must fit in `size_t`.
 pub fn write_same(offset: u64, len: u64, pattern_len: usize) -> Result<usize> {
     if pattern_len == 0 {
         return Err(invalid("write_same: empty pattern".into()));
@@ -49,6 +54,11 @@ pub fn write_same(offset: u64, len: u64, pattern_len: usize) -> Result<usize> {
     if len % pattern_len as u64 != 0 {
         return Err(invalid(format!(
             "write_same: length {len} is not a multiple of the {pattern_len}-byte pattern"
+        )));
+    }
+    if len > MAX_WRITE_SAME_BYTES {
+        return Err(invalid(format!(
+            "write_same: length {len} is over librbd's {MAX_WRITE_SAME_BYTES}-byte limit"
         )));
     }
     range(offset, len)?;
@@ -97,6 +107,9 @@ mod tests {
         assert!(write_same(0, 4097, 512).is_err());
         assert_eq!(write_same(0, 8192, 512).ok(), Some(8192));
         assert!(write_same(u64::MAX - 511, 512, 512).is_err());
+        let top = MAX_WRITE_SAME_BYTES / 512 * 512;
+        assert_eq!(write_same(0, top, 512).ok(), usize::try_from(top).ok());
+        assert!(write_same(0, top + 512, 512).is_err());
     }
 
     #[test]

@@ -85,7 +85,9 @@ impl Cluster {
             .as_deref()
             .map(|p| path_c_string("conf", p))
             .transpose()?;
-        rados.read_conf(conf.as_deref())?;
+        rados
+            .read_conf(conf.as_deref())
+            .map_err(|e| conf_error(config.conf.as_deref(), e))?;
         if let Some(keyring) = &config.keyring {
             rados.set(c"keyring", &path_c_string("keyring", keyring)?)?;
         }
@@ -108,6 +110,40 @@ impl Cluster {
         Ok(Pool {
             ioctx: Arc::new(ioctx),
         })
+    }
+}
+
+/// ENOENT: what `rados_conf_read_file` answers when the file, or every
+/// place it searched, is missing.
+const ENOENT: i32 = 2;
+
+/// A failed `rados_conf_read_file` as the operator should read it: a
+/// missing file named, with what to do, rather than a bare errno.
+fn conf_error(given: Option<&Path>, e: Error) -> Error {
+    if e.errno() != Some(ENOENT) {
+        return e;
+    }
+    match given {
+        Some(path) => Error::ConfMissing(format!(
+            "conf={}: no such file (rados_conf_read_file: ENOENT)",
+            path.display()
+        )),
+        None => Error::ConfMissing(no_conf_message(std::env::var_os("CEPH_CONF"))),
+    }
+}
+
+/// Where librados looked when no `conf=` was given: `$CEPH_CONF` alone
+/// when it is set, else its default list (Ceph 16's
+/// `CEPH_CONF_FILE_DEFAULT`).
+fn no_conf_message(ceph_conf: Option<std::ffi::OsString>) -> String {
+    match ceph_conf {
+        Some(v) if !v.is_empty() => format!(
+            "no conf= given and CEPH_CONF={} missing: give conf=PATH or fix CEPH_CONF",
+            v.to_string_lossy()
+        ),
+        _ => "no conf= given and /etc/ceph/ceph.conf missing (nor ~/.ceph/ceph.conf or \
+              ./ceph.conf): give conf=PATH, or install the cluster's ceph.conf there"
+            .to_owned(),
     }
 }
 
@@ -143,5 +179,79 @@ impl Pool {
         let c = args::c_string("image", name)?;
         let handle = ffi::ImageHandle::open(Arc::clone(&self.ioctx), &c)?;
         Image::new(handle)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn enoent() -> Error {
+        Error::Ceph {
+            call: "rados_conf_read_file",
+            errno: ENOENT,
+        }
+    }
+
+    #[test]
+    fn a_missing_conf_is_named_not_a_bare_errno() {
+        let given = conf_error(Some(Path::new("/srv/c.conf")), enoent()).to_string();
+        assert!(
+            given.starts_with("conf=/srv/c.conf: no such file"),
+            "{given}"
+        );
+        let other = Error::Ceph {
+            call: "rados_conf_read_file",
+            errno: 22,
+        };
+        assert_eq!(conf_error(None, other.clone()).errno(), Some(22));
+        let searched = no_conf_message(None);
+        assert!(
+            searched.starts_with("no conf= given and /etc/ceph/ceph.conf missing"),
+            "{searched}"
+        );
+        let env = no_conf_message(Some("/x/ceph.conf".into()));
+        assert!(
+            env.starts_with("no conf= given and CEPH_CONF=/x/ceph.conf missing"),
+            "{env}"
+        );
+    }
+
+    /// The real librados, on a machine without any ceph.conf: the error
+    /// is the one above, not `rados_conf_read_file: No such file`.
+    #[test]
+    fn librados_without_any_conf_says_what_is_missing() {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let present: Vec<PathBuf> = [
+            Some(PathBuf::from("/etc/ceph/ceph.conf")),
+            home.map(|h| h.join(".ceph/ceph.conf")),
+            Some(PathBuf::from("ceph.conf")),
+        ]
+        .into_iter()
+        .flatten()
+        .filter(|p| p.exists())
+        .collect();
+        let skip = |why: String| {
+            let _ = writeln!(std::io::stderr(), "\n*** SKIPPED: {why} ***\n");
+        };
+        if std::env::var_os("CEPH_CONF").is_some() || !present.is_empty() {
+            return skip(format!("a ceph.conf is present ({present:?} or CEPH_CONF)"));
+        }
+        let lib = match Library::system() {
+            Ok(lib) => lib,
+            Err(e) => {
+                assert!(std::env::var("CI").as_deref() != Ok("true"), "{e}");
+                return skip(e.to_string());
+            }
+        };
+        let err = Cluster::connect_with(lib, &ClusterConfig::default())
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.starts_with("no conf= given and /etc/ceph/ceph.conf missing"),
+            "{err}"
+        );
     }
 }

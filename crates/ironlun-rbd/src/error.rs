@@ -9,6 +9,10 @@ pub enum Error {
     /// librbd or librados could not be loaded (or lacks a symbol).
     #[error("librbd is not installed ({0}): apt install librbd1")]
     NotInstalled(String),
+    /// The ceph.conf named by `conf=` is missing, or none was named and
+    /// librados found none where it looks: which, and what to do.
+    #[error("{0}")]
+    ConfMissing(String),
     /// A C call returned a negative errno.
     #[error("{call}: {}", io::Error::from_raw_os_error(*.errno))]
     Ceph {

@@ -364,10 +364,7 @@ impl ImageHandle {
         if r < 0 {
             // SAFETY: no completion exists, so nothing else has `state`.
             drop(unsafe { Box::from_raw(state) });
-            return Err(Error::Ceph {
-                call: "rbd_aio_create_completion",
-                errno: -r,
-            });
+            Error::check("rbd_aio_create_completion", r.into())?;
         }
         // SAFETY: `state` is still ours (nothing submitted yet): the read
         // buffer's heap block and the mismatch word stay where they are
@@ -391,10 +388,8 @@ impl ImageHandle {
                 (self.api.rbd_aio_release)(c);
                 drop(Box::from_raw(state));
             }
-            return Err(Error::Ceph {
-                call: op.call(),
-                errno: i32::try_from(-r).unwrap_or(i32::MAX),
-            });
+            // `check`, not `-r`: negating isize::MIN would overflow.
+            Error::check(op.call(), i64::try_from(r).unwrap_or(i64::MIN))?;
         }
         Ok(rx)
     }

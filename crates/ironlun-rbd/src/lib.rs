@@ -44,7 +44,7 @@ mod miscompare;
 #[allow(unsafe_code)]
 mod sys;
 
-pub use args::MAX_IO_BYTES;
+pub use args::{MAX_IO_BYTES, MAX_WRITE_SAME_BYTES};
 pub use cluster::{Cluster, ClusterConfig, Library, Pool};
 pub use error::{Error, Result};
 pub use extents::Extents;
@@ -82,7 +82,10 @@ mod tests {
         let err = unsafe { Library::load_from(Path::new("libc.so.6"), Path::new("libc.so.6")) }
             .unwrap_err();
         let msg = err.to_string();
-        assert!(msg.contains("symbol rados_create2 missing"), "{msg}");
+        assert!(
+            msg.contains("symbol rados_create2 missing from libc.so.6"),
+            "{msg}"
+        );
         assert!(msg.contains("apt install librbd1"), "{msg}");
     }
 

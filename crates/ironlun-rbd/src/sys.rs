@@ -4,12 +4,18 @@
 //! Every type and signature below was checked against Debian 12's
 //! `librados-dev` and `librbd-dev` (Ceph 16.2.15): `rados/librados.h` and
 //! `rbd/librbd.h`. The libraries are opened with `dlopen` when first
-//! needed and never closed: librados starts threads that run library code
-//! until the process ends, so unloading would pull code from under them.
+//! needed and never unmapped: librados starts threads that run library
+//! code until the process ends, and Ceph's libraries register static
+//! destructors and at-exit work as they load, so unloading would pull
+//! code from under them. They are opened with `RTLD_NODELETE`, so even a
+//! load that fails half-way (the first library opened, the second
+//! missing or lacking a symbol) leaves no handler or thread pointing into
+//! unmapped code: the handles are closed, the code stays.
 
 use std::ffi::{c_char, c_int, c_void, OsStr};
 use std::sync::OnceLock;
 
+use libloading::os::unix::{Library as UnixLibrary, RTLD_LAZY, RTLD_LOCAL};
 use libloading::Library;
 
 use crate::error::Error;
@@ -142,58 +148,82 @@ pub fn system() -> std::result::Result<&'static Api, Error> {
 
 /// Opens the two libraries at these paths (or sonames) and resolves every
 /// symbol. The result is leaked on purpose (see the module's comment);
-/// callers load once.
+/// callers load once. On failure nothing is kept: no `Api`, no function
+/// pointer; the handles opened so far are closed (their code stays
+/// mapped, `RTLD_NODELETE`), and the error names the library and the
+/// first symbol it lacks.
 pub fn load(rados: &OsStr, rbd: &OsStr) -> std::result::Result<&'static Api, Error> {
-    let rados_lib = open(rados)?;
-    let rbd_lib = open(rbd)?;
+    let rados_lib = Opened::open(rados)?;
+    let rbd_lib = Opened::open(rbd)?;
     let api = resolve(rados_lib, rbd_lib)?;
     Ok(Box::leak(Box::new(api)))
 }
 
-fn open(path: &OsStr) -> std::result::Result<Library, Error> {
-    // SAFETY: loading runs the library's initialisers. librados and librbd
-    // are ordinary C/C++ shared libraries whose initialisers only set up
-    // their own static state; they are the same libraries qemu and tgt
-    // load. `Library::new` uses RTLD_LAZY | RTLD_LOCAL, so their symbols
-    // do not replace any of ours.
-    unsafe { Library::new(path) }
-        .map_err(|e| Error::NotInstalled(format!("{}: {e}", path.to_string_lossy())))
+/// An opened library and the name it was opened by (for messages).
+struct Opened {
+    lib: Library,
+    name: String,
 }
 
-/// Looks up `name` (NUL-terminated) and copies out its address as `T`.
-///
-/// # Safety
-/// `T` must be the `unsafe extern "C" fn` type whose signature matches the
-/// C declaration of `name` in the headers named in the module comment.
-unsafe fn sym<T: Copy>(lib: &Library, name: &'static [u8]) -> std::result::Result<T, Error> {
-    // SAFETY: the caller guarantees `T` is the symbol's true type; the
-    // copied pointer outlives the `Symbol` borrow only because `lib` is
-    // kept alive in `Api::_libraries` forever (`load` leaks the Api).
-    let symbol = unsafe { lib.get::<T>(name) };
-    match symbol {
-        Ok(s) => Ok(*s),
-        Err(e) => {
-            let shown = String::from_utf8_lossy(name.strip_suffix(b"\0").unwrap_or(name));
-            Err(Error::NotInstalled(format!("symbol {shown} missing: {e}")))
+impl Opened {
+    fn open(path: &OsStr) -> std::result::Result<Opened, Error> {
+        let name = path.to_string_lossy().into_owned();
+        let flags = RTLD_LAZY | RTLD_LOCAL | libc::RTLD_NODELETE;
+        // SAFETY: loading runs the library's initialisers. librados and
+        // librbd are ordinary C/C++ shared libraries whose initialisers
+        // only set up their own static state; they are the same libraries
+        // qemu and tgt load. RTLD_LOCAL: their symbols do not replace any
+        // of ours; RTLD_NODELETE: closing the handle never unmaps them
+        // (see the module comment).
+        match unsafe { UnixLibrary::open(Some(path), flags) } {
+            Ok(lib) => Ok(Opened {
+                lib: lib.into(),
+                name,
+            }),
+            Err(e) => Err(Error::NotInstalled(format!("{name}: {e}"))),
+        }
+    }
+
+    /// Looks up `name` (NUL-terminated) and copies out its address as `T`.
+    ///
+    /// # Safety
+    /// `T` must be the `unsafe extern "C" fn` type whose signature matches
+    /// the C declaration of `name` in the headers named in the module
+    /// comment.
+    unsafe fn sym<T: Copy>(&self, name: &'static [u8]) -> std::result::Result<T, Error> {
+        // SAFETY: the caller guarantees `T` is the symbol's true type; the
+        // copied pointer outlives the `Symbol` borrow only because the
+        // library is kept in `Api::_libraries` forever (`load` leaks the
+        // Api), and a failed load drops every pointer it copied.
+        let symbol = unsafe { self.lib.get::<T>(name) };
+        match symbol {
+            Ok(s) => Ok(*s),
+            Err(e) => {
+                let shown = String::from_utf8_lossy(name.strip_suffix(b"\0").unwrap_or(name));
+                Err(Error::NotInstalled(format!(
+                    "symbol {shown} missing from {}: {e}",
+                    self.name
+                )))
+            }
         }
     }
 }
 
 /// Resolves one symbol into the field of the same name; the field's type
 /// (from the struct declaration above, checked against the headers) is
-/// what `sym` is asked for.
+/// what `Opened::sym` is asked for.
 macro_rules! resolve_fields {
     ($lib:expr; $($field:ident),* $(,)?) => {
         ($({
             // SAFETY: the field's declared type was transcribed from the C
             // prototype of the function of the same name in librados.h /
             // librbd.h (Ceph 16), as `sym` requires.
-            unsafe { sym(&$lib, concat!(stringify!($field), "\0").as_bytes()) }?
+            unsafe { $lib.sym(concat!(stringify!($field), "\0").as_bytes()) }?
         },)*)
     };
 }
 
-fn resolve(rados: Library, rbd: Library) -> std::result::Result<Api, Error> {
+fn resolve(rados: Opened, rbd: Opened) -> std::result::Result<Api, Error> {
     let (
         rados_create2,
         rados_conf_read_file,
@@ -249,6 +279,48 @@ fn resolve(rados: Library, rbd: Library) -> std::result::Result<Api, Error> {
         rbd_diff_iterate2,
         rbd_update_watch,
         rbd_update_unwatch,
-        _libraries: [rados, rbd],
+        _libraries: [rados.lib, rbd.lib],
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// A small C library of Debian's essential set (coreutils needs it)
+    /// that neither the test process nor librados and librbd load, without
+    /// GNU unique symbols (glibc never unloads a library that has them,
+    /// so librados itself could not show the flag's effect).
+    const PROBE: &str = "libacl.so.1";
+
+    fn probe_loaded() -> bool {
+        // SAFETY: RTLD_NOLOAD loads nothing: it only finds a library that
+        // is already loaded (running no initialiser); the handle is closed
+        // at once.
+        unsafe { UnixLibrary::open(Some(PROBE), RTLD_LAZY | libc::RTLD_NOLOAD) }.is_ok()
+    }
+
+    #[test]
+    fn a_half_failed_load_leaves_its_first_library_mapped() {
+        assert!(
+            !probe_loaded(),
+            "{PROBE} is already loaded in the test process: the test cannot tell"
+        );
+        // The first library opens; the symbols are missing from it.
+        let err = load(OsStr::new(PROBE), OsStr::new("libc.so.6"))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        let expected = format!("symbol rados_create2 missing from {PROBE}");
+        if !err.contains(&expected) && err.contains(&format!("{PROBE}: ")) {
+            // The probe itself did not open.
+            assert!(std::env::var("CI").as_deref() != Ok("true"), "{err}");
+            let _ = writeln!(std::io::stderr(), "\n*** SKIPPED: {err} ***\n");
+            return;
+        }
+        assert!(err.contains(&expected), "{err}");
+        // Its handle was closed, its code not unmapped (RTLD_NODELETE).
+        assert!(probe_loaded(), "{PROBE} was unloaded by the failed load");
+    }
 }

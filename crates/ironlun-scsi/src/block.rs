@@ -471,14 +471,20 @@ fn exact_data<'a>(
 
 /// COMPARE AND WRITE (SBC-4 §5.2): compares the first half of the
 /// Data-Out buffer with the blocks and, if they match, writes the second
-/// half, with no other command able to change the blocks in between.
+/// half, with no other command able to change the blocks in between: the
+/// store's own compare-and-write where it has one, else compare and write
+/// here under the LU's exclusion.
 pub fn compare_and_write(
     lu: &LogicalUnit,
     req: &Request<'_>,
     cdb: &Cdb<'_>,
 ) -> Result<Response, Sense> {
     let (lba, blocks) = lba_len(cdb);
-    if blocks > u64::from(crate::inquiry::MAX_COMPARE_AND_WRITE_BLOCKS) {
+    // Over MAXIMUM COMPARE AND WRITE LENGTH: INVALID FIELD IN CDB (SBC-4
+    // §5.3). On a shared store (RBD) that is what the store does
+    // atomically, so no longer one is compared and written here under a
+    // lock other clients of the store do not take.
+    if blocks > u64::from(lu.max_compare_and_write_blocks()) {
         return Err(Sense::invalid_field(13, None));
     }
     if lu.write_protected_for(req.nexus) {
@@ -571,7 +577,9 @@ pub fn prefetch(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result<R
 }
 
 /// WRITE SAME(10/16) without UNMAP (SBC-4 §5.45, §5.46): one block of
-/// Data-Out written to every block of the range. A NUMBER OF LOGICAL
+/// Data-Out written to every block of the range, by the store's own
+/// write-same where it has one
+/// ([`ironlun_backend::Backend::write_same`]). A NUMBER OF LOGICAL
 /// BLOCKS of zero means "to the end of the medium" (WSNZ = 0).
 pub fn write_same(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
     let sixteen = cdb.opcode() == opcode::WRITE_SAME_16;
@@ -629,8 +637,37 @@ pub fn write_same(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<
         crate::provisioning::deallocate(lu, lba, blocks)?;
         return Ok(Response::written(if ndob { 0 } else { bs as u32 }));
     }
+    write_pattern(lu, lba, blocks, &pattern)?;
+    Ok(Response::written(if ndob { 0 } else { bs as u32 }))
+}
+
+/// WRITE SAME without UNMAP: the store's own write-same where it has one
+/// (RBD: librbd repeats the block next to the data), else the copies
+/// written here.
+fn write_pattern(lu: &LogicalUnit, lba: u64, blocks: u64, pattern: &[u8]) -> Result<(), Sense> {
     let durable = !lu.mode.wce.load(Ordering::Relaxed);
-    // Fill one buffer of whole blocks and write it repeatedly.
+    let _shared = lu.shared_access();
+    let bs = u64::from(lu.block_size());
+    match lu
+        .backend()
+        .write_same(lba * bs, blocks * bs, pattern, durable)
+    {
+        Ok(true) => Ok(()),
+        Ok(false) => fill(lu, lba, blocks, pattern, durable),
+        Err(e) => Err(write_error(lba, &e)),
+    }
+}
+
+/// Writes `pattern` (one block) to `blocks` blocks from `lba`: one buffer
+/// of whole blocks, filled once and written repeatedly.
+fn fill(
+    lu: &LogicalUnit,
+    lba: u64,
+    blocks: u64,
+    pattern: &[u8],
+    durable: bool,
+) -> Result<(), Sense> {
+    let bs = lu.block_size() as usize;
     let per = (lu.cfg.max_transfer_bytes as usize / bs).clamp(1, 2048) as u64;
     let buf: Vec<u8> = pattern
         .iter()
@@ -638,14 +675,13 @@ pub fn write_same(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<
         .cycle()
         .take(per.min(blocks) as usize * bs)
         .collect();
-    let _shared = lu.shared_access();
     let mut at = lba;
     while at < lba + blocks {
         let k = per.min(lba + blocks - at) as usize;
         write_blocks(lu, at, buf.get(..k * bs).unwrap_or(&[]), durable)?;
         at += k as u64;
     }
-    Ok(Response::written(if ndob { 0 } else { bs as u32 }))
+    Ok(())
 }
 
 pub fn synchronize_cache(

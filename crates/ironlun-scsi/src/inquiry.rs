@@ -142,7 +142,9 @@ fn device_identification(lu: &LogicalUnit) -> Vec<u8> {
     body
 }
 
-/// MAXIMUM COMPARE AND WRITE LENGTH in blocks (VPD B0 byte 5).
+/// MAXIMUM COMPARE AND WRITE LENGTH in blocks (VPD B0 byte 5) of an LU
+/// whose store is its own; a shared store's may be lower
+/// ([`LogicalUnit::max_compare_and_write_blocks`]).
 pub const MAX_COMPARE_AND_WRITE_BLOCKS: u8 = 255;
 
 /// OPTIMAL TRANSFER LENGTH GRANULARITY hint (VPD B0): 4096 bytes, so
@@ -159,7 +161,7 @@ fn block_limits(lu: &LogicalUnit) -> Vec<u8> {
     let bs = lu.block_size();
     let max_blocks = lu.cfg.max_transfer_bytes / bs;
     // WSNZ = 0: WRITE SAME with zero blocks means "to the end".
-    b[1] = MAX_COMPARE_AND_WRITE_BLOCKS;
+    b[1] = lu.max_compare_and_write_blocks();
     b[2..4].copy_from_slice(&((OPTIMAL_GRANULE / bs).max(1) as u16).to_be_bytes());
     // MAXIMUM TRANSFER LENGTH and OPTIMAL TRANSFER LENGTH in blocks.
     b[4..8].copy_from_slice(&max_blocks.to_be_bytes());

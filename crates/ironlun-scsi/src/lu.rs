@@ -255,6 +255,22 @@ impl LogicalUnit {
         self.cfg.thin
     }
 
+    /// MAXIMUM COMPARE AND WRITE LENGTH in blocks (SBC-4 §6.6.4): what
+    /// is atomic for every client of the store. A store only this target
+    /// writes takes any length under the LU's exclusion; a shared one
+    /// (RBD) only what its own compare-and-write covers, which may be
+    /// less than a block (0: COMPARE AND WRITE not supported).
+    pub fn max_compare_and_write_blocks(&self) -> u8 {
+        let most = crate::inquiry::MAX_COMPARE_AND_WRITE_BLOCKS;
+        match self.backend.compare_and_write_limit() {
+            None => most,
+            Some(bytes) => {
+                let blocks = bytes / u64::from(self.block_size());
+                u8::try_from(blocks).unwrap_or(u8::MAX).min(most)
+            }
+        }
+    }
+
     /// SANITIZE is offered on this LU.
     pub fn sanitize_allowed(&self) -> bool {
         self.cfg.sanitize

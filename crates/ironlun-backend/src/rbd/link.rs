@@ -56,6 +56,12 @@ fn open_image(opts: &RbdOptions) -> io::Result<(Image, ResizeWatch)> {
             cluster.options.push((key.into(), timeout.clone()));
         }
     }
+    // WRITE SAME without UNMAP writes (SBC-4): librbd would turn an
+    // all-zero pattern into a discard, leaving the blocks unmapped.
+    let key = "rbd_discard_on_zeroed_write_same";
+    if !cluster.options.iter().any(|(k, _)| k == key) {
+        cluster.options.push((key.into(), "false".into()));
+    }
     let cluster = Cluster::connect(&cluster).map_err(io_error)?;
     let pool = cluster.pool(&opts.pool).map_err(io_error)?;
     let image = pool.open(&opts.image).map_err(io_error)?;

@@ -33,8 +33,10 @@ pub use link::{OP_TIMEOUT, RECONNECT_TRIES};
 /// (Ceph 16). Deallocation writes zeros there instead.
 pub const DISCARD_GRANULE: u64 = 64 << 10;
 
-/// Ceph 16's librbd takes a compare-and-write of at most one 512-byte
-/// sector (`ImageCompareAndWriteRequest::prune_object_extents`).
+/// Ceph 16's librbd takes a compare-and-write that lies inside one
+/// 512-byte sector, and inside one object
+/// (`ImageCompareAndWriteRequest::prune_object_extents`; EINVAL
+/// otherwise): one 512-byte block, or nothing with 4096-byte blocks.
 pub const COMPARE_AND_WRITE_MAX: usize = 512;
 
 /// Most allocated ranges one allocation query asks librbd for.
@@ -196,6 +198,35 @@ impl Backend for RbdBackend {
         Ok(self.size_bytes())
     }
 
+    /// librbd's writesame: the block crosses the network once and the
+    /// OSDs repeat it (an object-aligned range is one WRITESAME op per
+    /// object). Ranges over librbd's limit go in pieces; a pattern that
+    /// does not divide the length is left to the caller.
+    fn write_same(&self, offset: u64, len: u64, pattern: &[u8], durable: bool) -> io::Result<bool> {
+        let Some(piece) = write_same_piece(len, pattern.len()) else {
+            return Ok(false);
+        };
+        self.writable()?;
+        let end = offset
+            .checked_add(len)
+            .filter(|e| *e <= self.size_bytes())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "range beyond the image"))?;
+        let pattern = Bytes::copy_from_slice(pattern);
+        self.wait(|image| async move {
+            let mut at = offset;
+            while at < end {
+                let n = piece.min(end - at);
+                image.write_same(at, n, pattern.clone()).await?;
+                at += n;
+            }
+            if durable {
+                image.flush().await?;
+            }
+            Ok(())
+        })?;
+        Ok(true)
+    }
+
     fn provisioning_granularity(&self) -> u64 {
         DISCARD_GRANULE
     }
@@ -229,6 +260,13 @@ impl Backend for RbdBackend {
         Ok(runs(offset..end, &found))
     }
 
+    /// Other gateways and clients write the image too: only librbd's
+    /// compare-and-write is atomic for them (one 512-byte sector with
+    /// Ceph 16).
+    fn compare_and_write_limit(&self) -> Option<u64> {
+        Some(COMPARE_AND_WRITE_MAX as u64)
+    }
+
     fn compare_and_write(
         &self,
         offset: u64,
@@ -253,10 +291,25 @@ impl Backend for RbdBackend {
     }
 }
 
+/// The most bytes one librbd write-same of a `pattern`-byte pattern
+/// covers over `len` bytes (a multiple of the pattern, at most librbd's
+/// limit), or `None` when librbd cannot take the request: an empty
+/// pattern, one that does not divide the length, or one over the limit.
+fn write_same_piece(len: u64, pattern: usize) -> Option<u64> {
+    let p = u64::try_from(pattern).ok().filter(|p| *p > 0)?;
+    if len % p != 0 || p > ironlun_rbd::MAX_WRITE_SAME_BYTES {
+        return None;
+    }
+    Some(ironlun_rbd::MAX_WRITE_SAME_BYTES / p * p)
+}
+
 /// The first and last granule boundaries inside `[offset, end)` (equal
 /// when no whole granule fits).
 fn granules(offset: u64, end: u64) -> (u64, u64) {
-    let head = offset.div_ceil(DISCARD_GRANULE) * DISCARD_GRANULE;
+    // Rounding up past u64::MAX saturates: no whole granule fits.
+    let head = offset
+        .div_ceil(DISCARD_GRANULE)
+        .saturating_mul(DISCARD_GRANULE);
     let tail = end / DISCARD_GRANULE * DISCARD_GRANULE;
     if tail <= head {
         (end.min(head), end.min(head))
@@ -294,6 +347,21 @@ mod tests {
         // Smaller than a granule: all of it is zeroed.
         assert_eq!(granules(512, 4096), (4096, 4096));
         assert_eq!(granules(G - 512, G + 512), (G, G));
+        // Near the top of the range: rounding up must not wrap.
+        assert_eq!(granules(u64::MAX - 10, u64::MAX), (u64::MAX, u64::MAX));
+        let top = u64::MAX / G * G;
+        assert_eq!(granules(top - G, u64::MAX), (top - G, top));
+    }
+
+    #[test]
+    fn write_same_goes_to_librbd_in_pieces_it_takes() {
+        let max = ironlun_rbd::MAX_WRITE_SAME_BYTES;
+        assert_eq!(write_same_piece(64 * 512, 512), Some(max / 512 * 512));
+        assert_eq!(write_same_piece(8 * 4096, 4096), Some(max / 4096 * 4096));
+        // Left to the caller: librbd would refuse these.
+        assert_eq!(write_same_piece(4096, 0), None);
+        assert_eq!(write_same_piece(4097, 512), None);
+        assert_eq!(write_same_piece(2 * (max + 1), (max + 1) as usize), None);
     }
 
     #[test]

@@ -459,3 +459,192 @@ fn out_of_space_is_data_protect_not_a_medium_error() {
     );
     assert_eq!(run(&m, &read10(30, 1)).status, Status::GOOD);
 }
+
+/// A store shared with other clients, as an RBD image is: a write-same
+/// and a compare-and-write of its own (recorded), the latter atomic only
+/// up to `cmp_limit` bytes.
+struct SharedStore {
+    inner: RamBackend,
+    offload_write_same: bool,
+    cmp_limit: Option<u64>,
+    /// (offset, len, pattern length, durable) of each write-same taken.
+    write_sames: std::sync::Mutex<Vec<(u64, u64, usize, bool)>>,
+    /// Lengths of the compare-and-writes the store was asked to do.
+    compares: std::sync::Mutex<Vec<usize>>,
+}
+
+impl SharedStore {
+    fn new(bytes: u64, offload_write_same: bool, cmp_limit: Option<u64>) -> Arc<SharedStore> {
+        Arc::new(SharedStore {
+            inner: RamBackend::new(bytes),
+            offload_write_same,
+            cmp_limit,
+            write_sames: Default::default(),
+            compares: Default::default(),
+        })
+    }
+}
+
+impl Backend for SharedStore {
+    fn kind(&self) -> &'static str {
+        "shared"
+    }
+    fn size_bytes(&self) -> u64 {
+        self.inner.size_bytes()
+    }
+    fn read(&self, offset: u64, len: usize) -> std::io::Result<Bytes> {
+        self.inner.read(offset, len)
+    }
+    fn write(&self, offset: u64, data: &[u8], durable: bool) -> std::io::Result<()> {
+        self.inner.write(offset, data, durable)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+    fn may_block(&self) -> bool {
+        false
+    }
+    fn compare_and_write_limit(&self) -> Option<u64> {
+        self.cmp_limit
+    }
+    fn compare_and_write(
+        &self,
+        offset: u64,
+        compare: &[u8],
+        data: &[u8],
+    ) -> std::io::Result<ironlun_backend::CompareWrite> {
+        self.compares.lock().unwrap().push(data.len());
+        let now = self.inner.read(offset, compare.len())?;
+        if let Some(i) = now.iter().zip(compare).position(|(a, b)| a != b) {
+            return Ok(ironlun_backend::CompareWrite::Mismatch(i as u64));
+        }
+        self.inner.write(offset, data, false)?;
+        Ok(ironlun_backend::CompareWrite::Written)
+    }
+    fn write_same(
+        &self,
+        offset: u64,
+        len: u64,
+        pattern: &[u8],
+        durable: bool,
+    ) -> std::io::Result<bool> {
+        if !self.offload_write_same {
+            return Ok(false);
+        }
+        let p = pattern.len();
+        self.write_sames
+            .lock()
+            .unwrap()
+            .push((offset, len, p, durable));
+        let all: Vec<u8> = pattern.iter().copied().cycle().take(len as usize).collect();
+        self.inner.write(offset, &all, durable)?;
+        Ok(true)
+    }
+}
+
+fn ws16(lba: u64, n: u32) -> [u8; 16] {
+    cdb16(opcode::WRITE_SAME_16, 0, lba, n)
+}
+
+#[test]
+fn write_same_without_unmap_goes_to_the_stores_own_call() {
+    let store = SharedStore::new(512 * 100, true, None);
+    let m = lu_with(store.clone(), cfg(512));
+    assert_eq!(run_out(&m, &ws16(10, 5), &[9; 512]).status, Status::GOOD);
+    // One call for the whole range, the block as the pattern; the write
+    // cache is on by default, so not durable.
+    assert_eq!(
+        *store.write_sames.lock().unwrap(),
+        vec![(10 * 512, 5 * 512, 512, false)]
+    );
+    let back = run(&m, &read10(9, 7)).bytes();
+    assert!(back[..512].iter().all(|&c| c == 0));
+    assert!(back[512..512 * 6].iter().all(|&c| c == 9));
+    assert!(back[512 * 6..].iter().all(|&c| c == 0));
+    // Zero blocks: to the end of the medium, still one call.
+    assert_eq!(run_out(&m, &ws16(90, 0), &[3; 512]).status, Status::GOOD);
+    assert_eq!(
+        store.write_sames.lock().unwrap().last(),
+        Some(&(90 * 512, 10 * 512, 512, false))
+    );
+    // Refused before the store is asked: past the end.
+    let calls = store.write_sames.lock().unwrap().len();
+    assert_eq!(
+        sense_of(&run_out(&m, &ws16(95, 6), &[0; 512])),
+        (SenseKey::ILLEGAL_REQUEST, 0x21, 0)
+    );
+    assert_eq!(store.write_sames.lock().unwrap().len(), calls);
+}
+
+#[test]
+fn write_same_falls_back_to_writing_the_copies() {
+    let store = SharedStore::new(512 * 100, false, None);
+    let m = lu_with(store.clone(), cfg(512));
+    assert_eq!(run_out(&m, &ws16(3, 4), &[7; 512]).status, Status::GOOD);
+    assert!(store.write_sames.lock().unwrap().is_empty());
+    let back = run(&m, &read10(3, 4)).bytes();
+    assert!(back.iter().all(|&c| c == 7));
+}
+
+fn caw(lba: u64, n: u8) -> [u8; 16] {
+    let mut c = [0u8; 16];
+    c[0] = 0x89;
+    c[2..10].copy_from_slice(&lba.to_be_bytes());
+    c[13] = n;
+    c
+}
+
+/// MAXIMUM COMPARE AND WRITE LENGTH (Block Limits VPD byte 5).
+fn max_caw(m: &crate::LunMap) -> u8 {
+    run(m, &[opcode::INQUIRY, 1, 0xb0, 0, 255, 0]).bytes()[5]
+}
+
+#[test]
+fn a_shared_store_offers_only_its_atomic_compare_and_write() {
+    // 512 bytes atomic in the store: one 512-byte block.
+    let store = SharedStore::new(512 * 100, false, Some(512));
+    let m = lu_with(store.clone(), cfg(512));
+    assert_eq!(max_caw(&m), 1);
+    let mut data = vec![0u8; 512];
+    data.extend_from_slice(&[b'B'; 512]);
+    assert_eq!(run_out(&m, &caw(4, 1), &data).status, Status::GOOD);
+    assert!(run(&m, &read10(4, 1)).bytes().iter().all(|&c| c == b'B'));
+    assert_eq!(*store.compares.lock().unwrap(), vec![512]);
+    // Two blocks: INVALID FIELD IN CDB (SBC-4 §5.3), the store not asked
+    // and nothing compared or written here either.
+    let mut two = vec![0u8; 1024];
+    two.extend_from_slice(&[b'C'; 1024]);
+    assert_eq!(
+        sense_of(&run_out(&m, &caw(10, 2), &two)),
+        (SenseKey::ILLEGAL_REQUEST, 0x24, 0)
+    );
+    assert_eq!(store.compares.lock().unwrap().len(), 1);
+    assert!(run(&m, &read10(10, 2)).bytes().iter().all(|&c| c == 0));
+    // Zero blocks are still no-ops.
+    assert_eq!(run(&m, &caw(0, 0)).status, Status::GOOD);
+}
+
+#[test]
+fn a_shared_store_without_a_whole_block_refuses_compare_and_write() {
+    // 4096-byte blocks over a store atomic for 512 bytes: none at all.
+    let store = SharedStore::new(4096 * 16, false, Some(512));
+    let m = lu_with(store.clone(), cfg(4096));
+    assert_eq!(max_caw(&m), 0);
+    let mut data = vec![0u8; 4096];
+    data.extend_from_slice(&[1; 4096]);
+    assert_eq!(
+        sense_of(&run_out(&m, &caw(0, 1), &data)),
+        (SenseKey::ILLEGAL_REQUEST, 0x24, 0)
+    );
+    assert!(store.compares.lock().unwrap().is_empty());
+}
+
+#[test]
+fn an_lus_own_store_keeps_the_full_compare_and_write_length() {
+    assert_eq!(max_caw(&ram_map(1000, 512)), 255);
+    let store = SharedStore::new(512 * 1000, false, None);
+    assert_eq!(max_caw(&lu_with(store, cfg(512))), 255);
+    // A limit above 255 blocks is capped at the field's and ironlun's 255.
+    let big = SharedStore::new(512 * 1000, false, Some(1 << 20));
+    assert_eq!(max_caw(&lu_with(big, cfg(512))), 255);
+}

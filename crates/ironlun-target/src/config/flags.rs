@@ -10,9 +10,9 @@ use ironlun_proto::params::Offers;
 use super::chap::flags_policy;
 use super::limits::buffer_size;
 use super::{
-    check_queue_depth, default_listen, default_target_name, lun_spec, names, parse_listen,
-    AdminHttp, Config, ConfigError, DefaultMap, IoEngine, Limits, LunConfig, TargetConfig,
-    TcpTuning, DEFAULT_QUEUE_DEPTH,
+    check_queue_depth, check_stores_unshared, default_listen, default_target_name, lun_spec, names,
+    parse_listen, AdminHttp, Config, ConfigError, DefaultMap, IoEngine, Limits, LunConfig,
+    TargetConfig, TcpTuning, DEFAULT_QUEUE_DEPTH,
 };
 use crate::access::Acl;
 
@@ -89,7 +89,7 @@ impl Config {
         if luns.is_empty() {
             return Err(ConfigError::NoLuns);
         }
-        Ok(Config {
+        let cfg = Config {
             listen: vec![default_listen()],
             targets: vec![Arc::new(TargetConfig {
                 name,
@@ -113,7 +113,9 @@ impl Config {
             io_engine: IoEngine::default(),
             admin_socket: None,
             admin_http: None,
-        })
+        };
+        check_stores_unshared(&cfg.targets)?;
+        Ok(cfg)
     }
 }
 

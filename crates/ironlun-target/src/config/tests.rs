@@ -731,6 +731,62 @@ fn rbd_lun_spec_mistakes_say_what_is_wrong() {
 }
 
 #[test]
+fn an_rbd_image_serves_one_lun_only() {
+    // The same pool/image twice, whatever reaches it: another conf=,
+    // id= or keyring= is still the same image on the same cluster.
+    let lun = |n: u16, spec: &str| format!("[[target.lun]]\nnumber = {n}\nspec = \"{spec}\"\n");
+    let other = TARGET.replace("test:t", "test:u");
+    let text = format!(
+        "{TARGET}{}{other}{}",
+        lun(2, "rbd:rbd/disk,conf=/etc/ceph/a.conf"),
+        lun(0, "rbd:rbd/disk,conf=/etc/ceph/b.conf,id=iscsi")
+    );
+    let (m, _) = text_error(&text);
+    mentions(
+        &m,
+        "target iqn.2026-11.test:u LUN 0: RBD image rbd/disk is already the store of target iqn.2026-11.test:t LUN 2",
+    );
+    let same = format!(
+        "{TARGET}{}{}",
+        lun(0, "rbd:rbd/disk"),
+        lun(1, "rbd:rbd/disk,ro")
+    );
+    let (m, _) = text_error(&same);
+    mentions(
+        &m,
+        "LUN 1: RBD image rbd/disk is already the store of target iqn.2026-11.test:t LUN 0",
+    );
+    // Another image, another pool, or another case (Ceph's names are
+    // case-sensitive) are other stores.
+    let fine = format!(
+        "{TARGET}{}{}{}{}",
+        lun(0, "rbd:rbd/disk"),
+        lun(1, "rbd:rbd/disk2"),
+        lun(2, "rbd:other/disk"),
+        lun(3, "rbd:rbd/Disk")
+    );
+    Config::from_toml(&fine, None).unwrap();
+}
+
+#[test]
+fn flags_refuse_two_luns_on_one_store() {
+    let (m, _) = flags_error(Overrides {
+        luns: vec!["rbd:rbd/disk".into(), "rbd:rbd/disk,id=other".into()],
+        ..Overrides::default()
+    });
+    mentions(
+        &m,
+        "LUN 1: RBD image rbd/disk is already the store of target",
+    );
+    mentions(&m, "LUN 0");
+    let (m, _) = flags_error(Overrides {
+        luns: vec!["file:/srv/a.img".into(), "file:/srv/a.img,ro".into()],
+        ..Overrides::default()
+    });
+    mentions(&m, "LUN 1: /srv/a.img is already the store of target");
+}
+
+#[test]
 fn rbd_luns_in_the_file_form() {
     let text = r#"
 [[target]]

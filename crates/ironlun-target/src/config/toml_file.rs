@@ -261,26 +261,63 @@ impl FileTarget {
     }
 }
 
-/// Two LUNs on one file or device would write over each other.
+/// Two LUNs on one file, device or RBD image would write over each other:
+/// each keeps state of its own about the store (the LU's exclusion for
+/// COMPARE AND WRITE and WRITE ATOMIC, reservations, the size it last
+/// saw), so a second LUN would break what the first promises. An RBD
+/// image is one store whatever `conf=`, `id=` or `keyring=` reach it
+/// with (docs/rbd.md, "One gateway per image", is the cluster-wide half).
 pub(crate) fn check_stores_unshared(targets: &[Arc<TargetConfig>]) -> Result<(), ConfigError> {
-    let mut seen: HashMap<&Path, (&str, u16)> = HashMap::new();
+    let mut seen: HashMap<StoreKey<'_>, (&str, u16)> = HashMap::new();
     for t in targets {
         for l in &t.luns {
-            let path = match &l.spec.backend {
-                BackendSpec::File { path, .. } | BackendSpec::Block { path, .. } => path.as_path(),
-                _ => continue,
+            let Some(key) = StoreKey::of(&l.spec.backend) else {
+                continue;
             };
-            if let Some((target, lun)) = seen.get(path) {
+            if let Some((target, lun)) = seen.get(&key) {
                 return Err(ConfigError::invalid(
                     format!("target {} LUN {}", t.name, l.number),
-                    format!(
-                        "{} is already the store of target {target} LUN {lun}",
-                        path.display()
-                    ),
+                    format!("{key} is already the store of target {target} LUN {lun}"),
                 ));
             }
-            seen.insert(path, (&t.name, l.number));
+            seen.insert(key, (&t.name, l.number));
         }
     }
     Ok(())
+}
+
+/// What makes two LUNs' stores the same one.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum StoreKey<'a> {
+    Path(&'a Path),
+    /// Pool and image: Ceph's names are case-sensitive.
+    Rbd {
+        pool: &'a str,
+        image: &'a str,
+    },
+}
+
+impl<'a> StoreKey<'a> {
+    /// `None` for stores of the LUN's own (RAM, null).
+    fn of(spec: &'a BackendSpec) -> Option<StoreKey<'a>> {
+        match spec {
+            BackendSpec::File { path, .. } | BackendSpec::Block { path, .. } => {
+                Some(StoreKey::Path(path))
+            }
+            BackendSpec::Rbd(r) => Some(StoreKey::Rbd {
+                pool: &r.pool,
+                image: &r.image,
+            }),
+            BackendSpec::Null { .. } | BackendSpec::Ram { .. } => None,
+        }
+    }
+}
+
+impl std::fmt::Display for StoreKey<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreKey::Path(p) => write!(f, "{}", p.display()),
+            StoreKey::Rbd { pool, image } => write!(f, "RBD image {pool}/{image}"),
+        }
+    }
 }

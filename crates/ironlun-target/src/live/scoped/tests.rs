@@ -203,6 +203,30 @@ fn mistakes_are_left_to_the_whole_check() {
         shared.contains("already the store of target iqn.2026-11.test:b LUN 0"),
         "{shared}"
     );
+    let rbd = format!(
+        "{DOC}[[target]]\nname = \"iqn.2026-11.test:r\"\n[[target.lun]]\nspec = \"rbd:rbd/disk\"\n"
+    );
+    for (target, spec) in [
+        (
+            "iqn.2026-11.test:c",
+            "rbd:rbd/disk,conf=/etc/ceph/other.conf",
+        ),
+        ("iqn.2026-11.test:r", "rbd:rbd/disk,id=iscsi"),
+    ] {
+        let again = left_to_whole(
+            &rbd,
+            target,
+            Box::new(move |d| edit::add_lun(d, target, None, spec).map(drop)),
+        );
+        // Both LUNs named, whichever the check meets first.
+        for part in [
+            "RBD image rbd/disk is already the store of target",
+            "iqn.2026-11.test:r LUN 0",
+            &format!("{target} LUN "),
+        ] {
+            assert!(again.contains(part), "{again}");
+        }
+    }
     let one = "[[target]]\nname = \"iqn.2026-11.test:a\"\n[[target.lun]]\nspec = \"ram:1MiB\"\n";
     let none = left_to_whole(
         one,
