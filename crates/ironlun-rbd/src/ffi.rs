@@ -77,7 +77,12 @@ impl Rados {
         // SAFETY: live handle; `option` NUL-terminated; `buf` is writable
         // for the length passed, and librados NUL-terminates within it.
         let r = unsafe {
-            (self.api.rados_conf_get)(self.raw, option.as_ptr(), buf.as_mut_ptr().cast(), buf.len())
+            (self.api.rados_conf_get)(
+                self.raw,
+                option.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
         };
         Error::check("rados_conf_get", r.into())?;
         let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
