@@ -58,6 +58,11 @@ pub struct ClusterConfig {
     /// More configuration options, set after the file is read (for
     /// example `rados_osd_op_timeout`, `client_mount_timeout`).
     pub options: Vec<(String, String)>,
+    /// The caller's own defaults: each is set after the file is read
+    /// only where the file left librados' compiled-in value, so that a
+    /// ceph.conf that chose a value keeps it. `options` apply after
+    /// these and win over both.
+    pub defaults: Vec<(String, String)>,
 }
 
 /// A connected cluster. Cheap to clone; disconnects when the last clone,
@@ -85,9 +90,23 @@ impl Cluster {
             .as_deref()
             .map(|p| path_c_string("conf", p))
             .transpose()?;
+        let defaults = config
+            .defaults
+            .iter()
+            .map(|(k, v)| {
+                let key = args::c_string("option", k)?;
+                let before = rados.get(&key)?;
+                Ok((key, before, args::c_string("option value", v)?))
+            })
+            .collect::<Result<Vec<_>>>()?;
         rados
             .read_conf(conf.as_deref())
             .map_err(|e| conf_error(config.conf.as_deref(), e))?;
+        for (key, before, value) in &defaults {
+            if rados.get(key)? == *before {
+                rados.set(key, value)?;
+            }
+        }
         if let Some(keyring) = &config.keyring {
             rados.set(c"keyring", &path_c_string("keyring", keyring)?)?;
         }
@@ -101,6 +120,12 @@ impl Cluster {
         Ok(Cluster {
             rados: Arc::new(rados),
         })
+    }
+
+    /// A configuration option's value as this client holds it (after
+    /// ceph.conf, [`ClusterConfig::defaults`] and `options`).
+    pub fn option(&self, key: &str) -> Result<String> {
+        self.rados.get(&args::c_string("option", key)?)
     }
 
     /// The pool's I/O context (blocks briefly for the OSD map).

@@ -69,6 +69,27 @@ impl Rados {
         Error::check("rados_conf_set", r.into()).map(drop)
     }
 
+    /// `rados_conf_get`: an option's value as librados holds it now.
+    pub(crate) fn get(&self, option: &CStr) -> Result<String> {
+        // Option values are short (numbers, names, paths); one longer
+        // than this is refused with ENAMETOOLONG, not cut.
+        let mut buf = vec![0u8; 4096];
+        // SAFETY: live handle; `option` NUL-terminated; `buf` is writable
+        // for the length passed, and librados NUL-terminates within it.
+        let r = unsafe {
+            (self.api.rados_conf_get)(
+                self.raw,
+                option.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        };
+        Error::check("rados_conf_get", r.into())?;
+        let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+        buf.truncate(end);
+        Ok(String::from_utf8_lossy(&buf).into_owned())
+    }
+
     /// `rados_connect` (blocks until the monitors answer or the mount
     /// timeout passes).
     pub(crate) fn connect(&self) -> Result<()> {

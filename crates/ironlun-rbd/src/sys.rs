@@ -74,6 +74,7 @@ pub struct Api {
         unsafe extern "C" fn(*mut RadosT, *const c_char, *const c_char, u64) -> c_int,
     pub rados_conf_read_file: unsafe extern "C" fn(RadosT, *const c_char) -> c_int,
     pub rados_conf_set: unsafe extern "C" fn(RadosT, *const c_char, *const c_char) -> c_int,
+    pub rados_conf_get: unsafe extern "C" fn(RadosT, *const c_char, *mut c_char, usize) -> c_int,
     pub rados_connect: unsafe extern "C" fn(RadosT) -> c_int,
     pub rados_shutdown: unsafe extern "C" fn(RadosT),
     pub rados_ioctx_create: unsafe extern "C" fn(RadosT, *const c_char, *mut RadosIoctxT) -> c_int,
@@ -228,12 +229,13 @@ fn resolve(rados: Opened, rbd: Opened) -> std::result::Result<Api, Error> {
         rados_create2,
         rados_conf_read_file,
         rados_conf_set,
+        rados_conf_get,
         rados_connect,
         rados_shutdown,
         rados_ioctx_create,
         rados_ioctx_destroy,
     ) = resolve_fields!(rados; rados_create2, rados_conf_read_file, rados_conf_set,
-        rados_connect, rados_shutdown, rados_ioctx_create, rados_ioctx_destroy);
+        rados_conf_get, rados_connect, rados_shutdown, rados_ioctx_create, rados_ioctx_destroy);
     let (rbd_create, rbd_remove, rbd_open, rbd_close, rbd_get_size, rbd_stat, rbd_resize) = resolve_fields!(rbd; rbd_create, rbd_remove, rbd_open, rbd_close, rbd_get_size,
             rbd_stat, rbd_resize);
     let (
@@ -255,6 +257,7 @@ fn resolve(rados: Opened, rbd: Opened) -> std::result::Result<Api, Error> {
         rados_create2,
         rados_conf_read_file,
         rados_conf_set,
+        rados_conf_get,
         rados_connect,
         rados_shutdown,
         rados_ioctx_create,

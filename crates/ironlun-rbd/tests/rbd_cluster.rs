@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use ironlun_rbd::{CompareOutcome, Image, Pool};
+use ironlun_rbd::{ClusterConfig, CompareOutcome, Image, Pool};
 use tokio::task::JoinSet;
 
 /// Objects of 64 KiB (order 16), so a few objects make a small image.
@@ -122,6 +122,30 @@ fn rbd_against_a_real_cluster() {
     ));
     drop((io, extents, resized));
     drop(fx);
+    eprintln!("case: defaults yield to ceph.conf, options win over both");
+    defaults_yield_to_the_file(&cluster);
+    eprintln!("case: defaults yield to ceph.conf, options win over both: ok");
+}
+
+/// `ClusterConfig::defaults` applies where ceph.conf left librados'
+/// value, never over the file's own; `options` win over both.
+fn defaults_yield_to_the_file(cluster: &support::TestCluster) {
+    const KEY: &str = "librados_thread_count";
+    let connect = |config: &ClusterConfig| ironlun_rbd::Cluster::connect(config).unwrap();
+    let mut plain = cluster.config();
+    plain.defaults = vec![(KEY.into(), "1".into())];
+    assert_eq!(connect(&plain).option(KEY).unwrap(), "1");
+    let conf = std::env::temp_dir().join(format!("ironlun-rbd-it-{}.conf", std::process::id()));
+    let mut text = std::fs::read_to_string(&cluster.conf).unwrap();
+    text.push_str("\n[client]\nlibrados_thread_count = 3\n");
+    std::fs::write(&conf, text).unwrap();
+    let mut filed = plain.clone();
+    filed.conf = Some(conf.clone());
+    let from_file = connect(&filed).option(KEY).unwrap();
+    filed.options.push((KEY.into(), "4".into()));
+    let from_options = connect(&filed).option(KEY).unwrap();
+    let _ = std::fs::remove_file(&conf);
+    assert_eq!((from_file.as_str(), from_options.as_str()), ("3", "4"));
 }
 
 async fn case(name: &str, f: impl std::future::Future<Output = ()>) {

@@ -83,6 +83,7 @@ use crate::config::IoEngine;
 use crate::metrics::LoginOutcome;
 use crate::registry::{LoginCtx, PortalDirectory, Registry, SessionHandle, SessionSignal};
 use crate::ring::RingSlot;
+use crate::store_io::StoreIos;
 
 /// Stop reading new PDUs while this many bytes wait to be sent.
 const OUT_HIGH_WATER: usize = 4 << 20;
@@ -306,6 +307,8 @@ struct Driver {
     ring_commands: u64,
     /// Commands whose medium access ran on a store's asynchronous path.
     async_commands: u64,
+    /// Those still waiting for their store, polled by this task.
+    store_ios: StoreIos,
     peer: SocketAddr,
     /// Time initiators get to log out when the target shuts down.
     grace: Duration,
@@ -394,6 +397,7 @@ impl Driver {
             queue_depth,
             ring_commands: 0,
             async_commands: 0,
+            store_ios: StoreIos::default(),
             peer,
             grace: limits.shutdown_grace,
             quickack: registry.tcp.quickack,
@@ -521,6 +525,12 @@ impl Driver {
                     // Collect every completion that is already waiting.
                     while let Ok(done) = done_rx.try_recv() {
                         self.in_flight_blocking -= 1;
+                        self.core.completed(done);
+                    }
+                }
+                done = self.store_ios.next(), if !self.store_ios.is_empty() => {
+                    self.core.completed(done);
+                    while let Some(done) = self.store_ios.ready() {
                         self.core.completed(done);
                     }
                 }
@@ -687,18 +697,13 @@ impl Driver {
         }
     }
 
-    /// Awaits a store's own asynchronous request (RBD) on a task of its
-    /// own: no thread waits, the store's completion wakes the task, and
-    /// the result comes back on the completion channel like the blocking
-    /// pool's. Counted with those, so a closing connection waits for it.
+    /// Awaits a store's own asynchronous request (RBD) on this task: no
+    /// thread waits, and the store's completion wakes the connection
+    /// itself (crate::store_io). A closing connection waits for it like
+    /// for the blocking pool's commands.
     fn run_async(&mut self, staged: Staged, io: ironlun_backend::aio::MediumFuture) {
-        self.in_flight_blocking += 1;
         self.async_commands += 1;
-        let tx = self.done_tx.clone();
-        tokio::spawn(async move {
-            let outcome = io.await;
-            let _ = tx.send(staged.finish(outcome));
-        });
+        self.store_ios.push(staged, io);
     }
 
     /// Runs work that may block on the blocking pool; its result comes
@@ -805,18 +810,22 @@ impl Driver {
         let _ = self.take_signals();
         self.drive_ring();
         self.signals_at_close();
-        while self.in_flight_blocking > 0 || self.ring.in_flight() > 0 {
+        while self.in_flight() > 0 {
             let ring_busy = self.ring.in_flight() > 0;
+            let store_busy = !self.store_ios.is_empty();
             let next = tokio::time::timeout_at(deadline, async {
                 tokio::select! {
-                    c = done_rx.recv() => c,
+                    c = done_rx.recv() => c.map(|d| (d, true)),
+                    d = self.store_ios.next(), if store_busy => Some((d, false)),
                     _ = self.ring.completions(), if ring_busy => None,
                 }
             })
             .await;
             match next {
-                Ok(Some(done)) => {
-                    self.in_flight_blocking -= 1;
+                Ok(Some((done, pooled))) => {
+                    if pooled {
+                        self.in_flight_blocking -= 1;
+                    }
                     self.core.completed(done);
                 }
                 Ok(None) => {
@@ -826,9 +835,10 @@ impl Driver {
                     warn!(
                         peer = %self.peer,
                         "{} commands still running at close",
-                        self.in_flight_blocking + self.ring.in_flight()
+                        self.in_flight()
                     );
                     self.ring.abandon();
+                    self.store_ios.abandon();
                     return;
                 }
             }
@@ -837,6 +847,11 @@ impl Driver {
             }
             self.signals_at_close();
         }
+    }
+
+    /// Commands whose medium access has not come back yet.
+    fn in_flight(&self) -> usize {
+        self.in_flight_blocking + self.ring.in_flight() + self.store_ios.len()
     }
 
     /// Flushes queued PDUs (the logout response, a Reject) and lets

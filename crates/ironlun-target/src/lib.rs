@@ -38,6 +38,7 @@ mod sanitize_store;
 pub mod server;
 mod state_file;
 pub mod stats;
+mod store_io;
 
 pub use config::{AdminHttp, Config, ConfigError, Overrides};
 pub use server::{BindError, Server};

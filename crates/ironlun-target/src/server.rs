@@ -139,6 +139,7 @@ fn rbd_options(spec: &RbdSpec, read_only: bool) -> RbdOptions {
                         .to_vec()
                 })
                 .unwrap_or_default(),
+            ..ClusterConfig::default()
         },
         read_only,
     }
