@@ -1,25 +1,19 @@
 //! The shared token of agents and their controller, and the proof of
 //! knowing it.
 //!
-//! The file's rules are those of the target's admin token
-//! (`ironlun-target`'s `admin::token`): 16 to 4096 printable ASCII bytes
-//! without spaces, in a file others cannot read. The token itself never
+//! The file's rules are those of every token file (`ironlun-token`, which
+//! the target's admin token follows too): 16 to 4096 printable ASCII
+//! bytes without spaces, in a file others cannot read. The token itself never
 //! crosses the network: the agent sends a fresh random challenge and the
 //! controller answers with HMAC-SHA256(token, challenge) (RFC 2104),
 //! which the agent compares in constant time.
 
 use std::io;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-/// Shortest token accepted: a guessable one would let anyone on the
-/// network drive the agent.
-const MIN_LEN: usize = 16;
-/// Longest token read.
-const MAX_LEN: usize = 4096;
 /// SHA-256's block size (RFC 2104's B).
 const BLOCK: usize = 64;
 
@@ -27,37 +21,15 @@ const BLOCK: usize = 64;
 pub struct Token(Vec<u8>);
 
 impl Token {
-    /// Reads the token from `path`: its text without surrounding white
-    /// space, 16 to 4096 bytes, in a file that others cannot read.
+    /// Reads the token from `path` by the rule of all token files
+    /// (`ironlun_token::load`).
     pub fn load(path: &Path) -> io::Result<Token> {
-        let bad = |m: String| io::Error::new(io::ErrorKind::InvalidData, m);
-        let meta = std::fs::metadata(path)?;
-        let mode = meta.permissions().mode();
-        if mode & 0o004 != 0 {
-            return Err(bad(format!(
-                "world-readable (mode {:o}): run chmod o-r on it",
-                mode & 0o7777
-            )));
-        }
-        if meta.len() > MAX_LEN as u64 * 2 {
-            return Err(bad(format!("longer than {MAX_LEN} bytes")));
-        }
-        let text = std::fs::read(path)?;
-        Token::parse(&text).map_err(|m| bad(m.to_owned()))
+        ironlun_token::load(path).map(Token)
     }
 
+    /// The token in `text` (`ironlun_token::parse`).
     pub fn parse(text: &[u8]) -> Result<Token, &'static str> {
-        let token = text.trim_ascii();
-        if token.len() < MIN_LEN {
-            return Err("the token is shorter than 16 characters");
-        }
-        if token.len() > MAX_LEN {
-            return Err("the token is longer than 4096 bytes");
-        }
-        if !token.iter().all(|b| b.is_ascii_graphic()) {
-            return Err("the token must be printable ASCII without spaces");
-        }
-        Ok(Token(token.to_vec()))
+        ironlun_token::parse(text).map(Token)
     }
 
     /// The answer to `challenge`, in hex.
@@ -134,22 +106,5 @@ mod tests {
         assert!(!t.admits("c1", ""));
         assert!(!t.admits("c1", &proof[..63]));
         assert!(!t.admits("c1", "0123456789abcdef-secret"));
-    }
-
-    #[test]
-    fn short_long_spaced_or_world_readable_tokens_are_refused() {
-        assert!(Token::parse(b"short").is_err());
-        assert!(Token::parse(b"   \n").is_err());
-        assert!(Token::parse(&[b'a'; MAX_LEN + 1]).is_err());
-        assert!(Token::parse(b"0123456789 abcdef").is_err());
-        assert!(Token::parse(&[b'a'; MAX_LEN]).is_ok());
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("token");
-        std::fs::write(&p, "0123456789abcdef-secret").unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let e = Token::load(&p).err().unwrap();
-        assert!(e.to_string().contains("world-readable"), "{e}");
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).unwrap();
-        assert!(Token::load(&p).is_ok());
     }
 }
