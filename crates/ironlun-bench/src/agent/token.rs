@@ -11,30 +11,39 @@
 use std::io;
 use std::path::Path;
 
-use sha2::{Digest, Sha256};
+use hmac::digest::InvalidLength;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
-/// SHA-256's block size (RFC 2104's B).
-const BLOCK: usize = 64;
+/// HMAC-SHA256 (RFC 2104 with SHA-256), keyed with the token.
+type HmacSha256 = Hmac<Sha256>;
 
-/// The shared token.
-pub struct Token(Vec<u8>);
+/// The shared token, held as the HMAC keyed with it.
+pub struct Token(HmacSha256);
 
 impl Token {
     /// Reads the token from `path` by the rule of all token files
     /// (`ironlun_token::load`).
     pub fn load(path: &Path) -> io::Result<Token> {
-        ironlun_token::load(path).map(Token)
+        let key = ironlun_token::load(path)?;
+        keyed(&key)
+            .map(Token)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
     }
 
     /// The token in `text` (`ironlun_token::parse`).
     pub fn parse(text: &[u8]) -> Result<Token, &'static str> {
-        ironlun_token::parse(text).map(Token)
+        let key = ironlun_token::parse(text)?;
+        keyed(&key)
+            .map(Token)
+            .map_err(|_| "the token is no HMAC key")
     }
 
     /// The answer to `challenge`, in hex.
     pub fn prove(&self, challenge: &str) -> String {
-        hex(&hmac_sha256(&self.0, challenge.as_bytes()))
+        let mac = self.0.clone().chain_update(challenge.as_bytes());
+        hex(&mac.finalize().into_bytes())
     }
 
     /// Whether `proof` answers `challenge` with this token (compared in
@@ -44,29 +53,11 @@ impl Token {
     }
 }
 
-/// HMAC-SHA256 (RFC 2104 with SHA-256).
-fn hmac_sha256(key: &[u8], msg: &[u8]) -> [u8; 32] {
-    let mut k = [0u8; BLOCK];
-    let hashed;
-    let key = if key.len() > BLOCK {
-        hashed = Sha256::digest(key);
-        hashed.as_slice()
-    } else {
-        key
-    };
-    for (d, s) in k.iter_mut().zip(key) {
-        *d = *s;
-    }
-    let pad = |b: u8| k.map(|x| x ^ b);
-    let inner = Sha256::new()
-        .chain_update(pad(0x36))
-        .chain_update(msg)
-        .finalize();
-    Sha256::new()
-        .chain_update(pad(0x5c))
-        .chain_update(inner)
-        .finalize()
-        .into()
+/// HMAC-SHA256 keyed with `key`: it takes keys of any length (a longer
+/// one than a block is hashed first, RFC 2104 §2), so this never fails
+/// in practice, but the crate's signature says it may.
+fn keyed(key: &[u8]) -> Result<HmacSha256, InvalidLength> {
+    HmacSha256::new_from_slice(key)
 }
 
 pub(crate) fn hex(b: &[u8]) -> String {
@@ -79,6 +70,13 @@ mod tests {
 
     #[test]
     fn hmac_sha256_matches_rfc_4231() {
+        let hmac_sha256 = |key: &[u8], msg: &[u8]| {
+            keyed(key)
+                .unwrap()
+                .chain_update(msg)
+                .finalize()
+                .into_bytes()
+        };
         // RFC 4231 §4.3 (test case 2) and §4.7 (a key longer than a block).
         let mac = hmac_sha256(b"Jefe", b"what do ya want for nothing?");
         assert_eq!(
