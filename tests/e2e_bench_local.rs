@@ -9,7 +9,7 @@ mod support;
 
 use std::path::Path;
 
-use support::{ironlun_ok as ok, run, tool};
+use support::{bench_first_workload, ironlun_ok as ok, run, tool, verify_pass_args};
 
 const ENGINES: [&str; 2] = ["io_uring", "psync"];
 
@@ -29,14 +29,7 @@ fn image(dir: &Path, len: u64) -> String {
 /// A run with `args` plus `--json`; the first workload.
 fn bench(args: &[&str]) -> serde_json::Value {
     let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("r.json");
-    let mut all = vec!["bench"];
-    all.extend_from_slice(args);
-    all.extend_from_slice(&["--json", json.to_str().unwrap()]);
-    ok(&all);
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    v["workloads"][0].clone()
+    bench_first_workload(dir.path(), args)
 }
 
 #[test]
@@ -115,29 +108,7 @@ fn verify_catches_a_corrupted_block_in_a_file() {
         let dir = disk_dir();
         let img = image(dir.path(), 8 << 20);
         let pass = |read: &'static str| -> Vec<&str> {
-            vec![
-                "bench",
-                &img,
-                "--engine",
-                engine,
-                "--verify",
-                "--bs",
-                "64k",
-                "--read",
-                read,
-                "--random",
-                "0",
-                "--qd",
-                "4",
-                "--seek-range",
-                "1MiB",
-                "--ios",
-                "64",
-                "--time",
-                "10s",
-                "--ramp",
-                "0",
-            ]
+            [verify_pass_args(&img, read), vec!["--engine", engine]].concat()
         };
         ok(&pass("0"));
         ok(&pass("100"));

@@ -15,25 +15,13 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
-use support::{ironlun_ok as ok, run, tool, Target};
+use support::{bench_first_workload, first_workload, ironlun_ok as ok, run, tool, Target};
 
 const NAME: &str = "iqn.2026-11.test:shapes";
 
 /// `ironlun bench URL ARGS --json`, the first workload's result.
 fn bench(dir: &Path, url: &str, args: &[&str]) -> Value {
-    let json = dir.join("r.json");
-    let mut all = vec![
-        "bench",
-        url,
-        "--ramp",
-        "0",
-        "--json",
-        json.to_str().unwrap(),
-    ];
-    all.extend_from_slice(args);
-    ok(&all);
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    v["workloads"][0].clone()
+    bench_first_workload(dir, &[&[url, "--ramp", "0"][..], args].concat())
 }
 
 fn ios(w: &Value, op: &str) -> u64 {
@@ -264,8 +252,7 @@ fn two_agents_run_one_mix_and_the_merge_adds_their_ops() {
         "--json",
         out,
     ]);
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let w = &v["workloads"][0];
+    let w = &first_workload(&json);
     assert_eq!(w["errors"], 0, "{w}");
     assert_eq!(w["workload"]["shape"]["mix"], mix);
     let ops: u64 = w["ops"]

@@ -12,7 +12,10 @@ use std::time::{Duration, Instant};
 
 use ironlun_compare::daemons::Daemon;
 use ironlun_compare::workloads::LunKind;
-use support::{free_port, ironlun_ok as ok, random_file, run, tool, Target};
+use support::{
+    first_workload, free_port, ironlun_ok as ok, random_file, read_json, run, tool,
+    verify_mix_flags, verify_pass_args, Target,
+};
 
 fn ironlun() -> &'static str {
     env!("CARGO_BIN_EXE_ironlun")
@@ -66,31 +69,12 @@ fn tools_round_trip(portal: &str, url: &str, expect_target: &str) {
 fn bench_verify(url: &str, extra: &[&str]) -> serde_json::Value {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
-    let mut args = vec![
-        "bench",
-        url,
-        "--verify",
-        "--bs",
-        "8k",
-        "--read",
-        "50",
-        "--random",
-        "60",
-        "--qd",
-        "16",
-        "--time",
-        "2s",
-        "--ramp",
-        "0",
-        "--seek-range",
-        "16MiB",
-        "--json",
-        json.to_str().unwrap(),
-    ];
+    let mut args = vec!["bench", url];
+    args.extend(verify_mix_flags("2s", "16MiB"));
+    args.extend_from_slice(&["--json", json.to_str().unwrap()]);
     args.extend_from_slice(extra);
     ok(&args);
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let v = read_json(&json);
     let w = &v["workloads"][0];
     for key in [
         "name",
@@ -204,49 +188,9 @@ fn verify_catches_a_corrupted_block() {
     let t = Target::start(&["--name", "iqn.2026-11.test:disk", "--lun", &spec]);
     let url = t.url("iqn.2026-11.test:disk", 0);
     // Fill the first MiB with verifiable blocks.
-    ok(&[
-        "bench",
-        &url,
-        "--verify",
-        "--bs",
-        "64k",
-        "--read",
-        "0",
-        "--random",
-        "0",
-        "--qd",
-        "4",
-        "--seek-range",
-        "1MiB",
-        "--ios",
-        "64",
-        "--time",
-        "10s",
-        "--ramp",
-        "0",
-    ]);
+    ok(&verify_pass_args(&url, "0"));
     // A clean read pass first: nothing to report.
-    let read = [
-        "bench",
-        &url,
-        "--verify",
-        "--bs",
-        "64k",
-        "--read",
-        "100",
-        "--random",
-        "0",
-        "--qd",
-        "4",
-        "--seek-range",
-        "1MiB",
-        "--ios",
-        "64",
-        "--time",
-        "10s",
-        "--ramp",
-        "0",
-    ];
+    let read = verify_pass_args(&url, "100");
     ok(&read);
     // Flip one byte inside block 100 behind the target's back.
     let mut bytes = std::fs::read(&img).unwrap();
@@ -278,9 +222,7 @@ fn report_and_lab_write_html_with_charts() {
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(html.matches("<svg").count() >= 4, "charts missing");
     assert!(html.contains("web-file-server-4k") && html.contains("dd-write-512k"));
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("lab.json")).unwrap()).unwrap();
-    let w = &json["workloads"][0];
+    let w = &first_workload(&out.join("lab.json"));
     assert!(w["iops"].as_f64().unwrap() > 0.0);
     // The in-process target's threads are measured apart from the client.
     assert!(w["cpu"]["target_pct"].as_f64().is_some(), "{}", w["cpu"]);
@@ -360,25 +302,10 @@ fn tools_and_bench_against_tgt() {
 /// info so reconnects and failovers show on stderr.
 fn spawn_verifying_bench(urls: &[&str], json: &std::path::Path, extra: &[&str]) -> Child {
     let mut cmd = Command::new(ironlun());
-    cmd.args(["--log", "info", "bench"]).args(urls).args([
-        "--verify",
-        "--bs",
-        "8k",
-        "--read",
-        "50",
-        "--random",
-        "60",
-        "--qd",
-        "16",
-        "--time",
-        "6s",
-        "--ramp",
-        "0",
-        "--seek-range",
-        "16MiB",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
+    cmd.args(["--log", "info", "bench"])
+        .args(urls)
+        .args(verify_mix_flags("6s", "16MiB"))
+        .args(["--json", json.to_str().unwrap()]);
     cmd.args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -413,9 +340,7 @@ fn finish_bench(child: Child) -> (bool, String) {
 /// The run's JSON: no errors, verification checked blocks and found no
 /// mismatch, and I/O went on to the last second.
 fn assert_clean_run(json: &std::path::Path, log: &str) {
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
-    let w = &v["workloads"][0];
+    let w = &first_workload(json);
     assert_eq!(w["errors"], 0, "{log}");
     assert!(w["verify"]["checked_blocks"].as_u64().unwrap() > 0);
     assert_eq!(w["verify"]["mismatch_count"], 0, "{}", w["verify"]);

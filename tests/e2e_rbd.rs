@@ -30,7 +30,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ceph::Ceph;
-use support::{ironlun_ok, qemu_round_trip, random_file, run, tool, Raw, Target};
+use support::{
+    first_workload, ironlun_ok, qemu_round_trip, random_file, run, tool, verify_mix_flags, Raw,
+    Target,
+};
 
 const NAME: &str = "iqn.2026-11.io.ironlun:rbd";
 const TUR: [u8; 6] = [0; 6];
@@ -299,30 +302,11 @@ fn bench(ceph: &Ceph) {
     let json = tempfile::NamedTempFile::new().unwrap();
     let time = if long() { "60s" } else { "3s" };
     let url = t.url(NAME, 0);
-    let out = ironlun_ok(&[
-        "bench",
-        &url,
-        "--verify",
-        "--bs",
-        "8k",
-        "--read",
-        "50",
-        "--random",
-        "60",
-        "--qd",
-        "16",
-        "--time",
-        time,
-        "--ramp",
-        "0",
-        "--seek-range",
-        "32MiB",
-        "--json",
-        json.path().to_str().unwrap(),
-    ]);
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(json.path()).unwrap()).unwrap();
-    let w = &v["workloads"][0];
+    let mut args = vec!["bench", url.as_str()];
+    args.extend(verify_mix_flags(time, "32MiB"));
+    args.extend_from_slice(&["--json", json.path().to_str().unwrap()]);
+    let out = ironlun_ok(&args);
+    let w = &first_workload(json.path());
     assert_eq!(w["errors"], 0, "{out}");
     assert!(w["write_iops"].as_f64().unwrap() > 0.0, "{w}");
     let checked = w["verify"]["checked_blocks"].as_u64().unwrap();

@@ -4,19 +4,15 @@
 //! and runs this).
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use ironlun_compare::local;
 
 use super::compare_peers::write_out;
+use super::compare_runs::RunArgs;
 
 #[derive(clap::Args)]
 pub struct LocalArgs {
-    /// Alternating repetitions of every run (medians are reported).
-    #[arg(long, default_value_t = 3)]
-    pub reps: usize,
-    /// Measured time per run (one second of ramp comes before it).
-    #[arg(long, default_value = "3s", value_name = "DURATION")]
-    pub time: String,
     /// The file on the disk to measure (made with random data when
     /// missing or of another size). It must be on a disk, not tmpfs.
     #[arg(
@@ -34,51 +30,29 @@ pub struct LocalArgs {
     /// Leave out the block-device rows (a loop device over the file).
     #[arg(long)]
     pub no_block: bool,
-    /// Only workloads whose name contains this (repeatable), e.g. qd64.
-    #[arg(long, value_name = "TEXT")]
-    pub only: Vec<String>,
-    /// A run with at least this much hypervisor steal (percent) is run
-    /// again, up to twice, keeping the least stolen; "off" never.
-    /// Default: 5.
-    #[arg(long, value_name = "PCT")]
-    pub steal_redo: Option<String>,
+    #[command(flatten)]
+    pub runs: RunArgs,
     /// Where the table (Markdown) and the samples (JSON) go.
     #[arg(long, default_value = "compare-local", value_name = "DIR")]
     pub out: PathBuf,
 }
 
 pub fn run(a: LocalArgs) -> Result<(), String> {
-    let measure = ironlun_units::parse_duration(&a.time)?;
-    if measure.as_millis() < 500 {
-        return Err("--time must be at least 500ms".into());
-    }
-    if a.reps == 0 {
-        return Err("--reps must be at least 1".into());
-    }
+    let runs = a.runs.check(Duration::from_millis(500), "500ms")?;
     let size = ironlun_units::parse_size(&a.size)?;
     if size < 64 << 20 {
         return Err("--size must be at least 64MiB".into());
     }
-    let steal_redo_pct = match a.steal_redo.as_deref() {
-        None => local::STEAL_REDO_PCT,
-        Some("off") => f64::INFINITY,
-        Some(p) => p
-            .trim_end_matches('%')
-            .parse::<f64>()
-            .ok()
-            .filter(|p| (0.0..=100.0).contains(p))
-            .ok_or_else(|| format!("--steal-redo {p}: a percentage or \"off\""))?,
-    };
     let opts = local::Options {
         exe: std::env::current_exe().map_err(|e| format!("cannot find our own binary: {e}"))?,
-        reps: a.reps,
-        measure,
+        reps: runs.reps,
+        measure: runs.measure,
         file: a.file,
         size,
         remove: !a.keep,
         block: !a.no_block,
-        only: a.only,
-        steal_redo_pct,
+        only: runs.only,
+        steal_redo_pct: runs.steal_redo_pct,
         started: crate::runtime::now_rfc3339(),
     };
     let report = local::run(&opts)?;

@@ -4,10 +4,12 @@
 //! this).
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use ironlun_compare::rbd;
 
 use super::compare_peers::write_out;
+use super::compare_runs::RunArgs;
 
 #[derive(clap::Args)]
 pub struct RbdArgs {
@@ -31,58 +33,33 @@ pub struct RbdArgs {
     /// Keep the image afterwards, and reuse one of that name and size.
     #[arg(long)]
     pub keep_image: bool,
-    /// Alternating repetitions of every run (medians are reported).
-    #[arg(long, default_value_t = 3)]
-    pub reps: usize,
-    /// Measured time per run (about one second of warm-up comes before).
-    #[arg(long, default_value = "3s", value_name = "DURATION")]
-    pub time: String,
-    /// Only workloads whose name contains this (repeatable), e.g. 4k.
-    #[arg(long, value_name = "TEXT")]
-    pub only: Vec<String>,
-    /// A run with at least this much hypervisor steal (percent) is run
-    /// again, up to twice, keeping the least stolen; "off" never.
-    /// Default: 5.
-    #[arg(long, value_name = "PCT")]
-    pub steal_redo: Option<String>,
     /// The ironlun binary that serves the image (default: this one), e.g.
     /// a build of another branch; the client stays this binary's
     /// `ironlun bench`.
     #[arg(long, value_name = "PATH")]
     pub target_exe: Option<PathBuf>,
+    #[command(flatten)]
+    pub runs: RunArgs,
     /// Where the table (Markdown) and the samples (JSON) go.
     #[arg(long, default_value = "compare-rbd", value_name = "DIR")]
     pub out: PathBuf,
 }
 
 pub fn run(a: RbdArgs) -> Result<(), String> {
-    let measure = ironlun_units::parse_duration(&a.time)?;
-    if measure.as_secs() < 1 {
-        return Err("--time must be at least 1s (rbd bench reports whole seconds)".into());
-    }
-    if a.reps == 0 {
-        return Err("--reps must be at least 1".into());
-    }
+    let runs = a.runs.check(
+        Duration::from_secs(1),
+        "1s (rbd bench reports whole seconds)",
+    )?;
     let size = ironlun_units::parse_size(&a.size)?;
     if size < 64 << 20 || size % (1 << 20) != 0 {
         return Err("--size must be whole MiB, at least 64MiB".into());
     }
-    let steal_redo_pct = match a.steal_redo.as_deref() {
-        None => ironlun_compare::local::STEAL_REDO_PCT,
-        Some("off") => f64::INFINITY,
-        Some(p) => p
-            .trim_end_matches('%')
-            .parse::<f64>()
-            .ok()
-            .filter(|p| (0.0..=100.0).contains(p))
-            .ok_or_else(|| format!("--steal-redo {p}: a percentage or \"off\""))?,
-    };
     let exe = std::env::current_exe().map_err(|e| format!("cannot find our own binary: {e}"))?;
     let opts = rbd::Options {
         target_exe: a.target_exe.unwrap_or_else(|| exe.clone()),
         exe,
-        reps: a.reps,
-        measure,
+        reps: runs.reps,
+        measure: runs.measure,
         cluster: rbd::Cluster {
             conf: a.ceph_conf,
             id: a.id,
@@ -91,8 +68,8 @@ pub fn run(a: RbdArgs) -> Result<(), String> {
         image: a.image,
         size,
         keep_image: a.keep_image,
-        only: a.only,
-        steal_redo_pct,
+        only: runs.only,
+        steal_redo_pct: runs.steal_redo_pct,
         started: crate::runtime::now_rfc3339(),
     };
     let report = rbd::run(&opts)?;

@@ -1,7 +1,8 @@
 //! One module per subcommand: its flags (a clap `Args` struct) and a
 //! `run` that turns them into the crates' types, calls the crates and
 //! prints what they return. The work itself (protocol, measurement,
-//! models, file formats, reports) belongs to the crates.
+//! models, file formats, reports) belongs to the crates. `compare_runs`
+//! holds the flags compare-local and compare-rbd share.
 
 pub mod admin;
 pub mod bench;
@@ -10,6 +11,7 @@ pub mod bench_luns;
 pub mod compare_local;
 pub mod compare_peers;
 pub mod compare_rbd;
+pub mod compare_runs;
 pub mod dd;
 pub mod discover;
 pub mod inquiry;

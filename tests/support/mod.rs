@@ -206,6 +206,77 @@ pub fn ironlun_ok(args: &[&str]) -> String {
     out
 }
 
+/// The JSON report at `path` (`ironlun bench --json`, `ironlun lab`).
+pub fn read_json(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The first workload's result in the JSON report at `path`.
+pub fn first_workload(path: &std::path::Path) -> serde_json::Value {
+    read_json(path)["workloads"][0].clone()
+}
+
+/// `ironlun bench ARGS --json DIR/r.json`, which must succeed; the first
+/// workload's result.
+pub fn bench_first_workload(dir: &std::path::Path, args: &[&str]) -> serde_json::Value {
+    let json = dir.join("r.json");
+    let mut all = vec!["bench"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--json", json.to_str().unwrap()]);
+    ironlun_ok(&all);
+    first_workload(&json)
+}
+
+/// `ironlun bench` arguments for a verifying pass over the first MiB of
+/// `lun` (a URL or a local file): 64 KiB sequential transfers at QD 4,
+/// 64 of them, `read` percent reads (0 fills, 100 checks).
+pub fn verify_pass_args<'a>(lun: &'a str, read: &'a str) -> Vec<&'a str> {
+    vec![
+        "bench",
+        lun,
+        "--verify",
+        "--bs",
+        "64k",
+        "--read",
+        read,
+        "--random",
+        "0",
+        "--qd",
+        "4",
+        "--seek-range",
+        "1MiB",
+        "--ios",
+        "64",
+        "--time",
+        "10s",
+        "--ramp",
+        "0",
+    ]
+}
+
+/// `ironlun bench` flags for a verifying mixed run (after the LUNs) for
+/// `time`: 8 KiB transfers, half reads, 60 % random, QD 16, within the
+/// first `seek_range` bytes.
+pub fn verify_mix_flags<'a>(time: &'a str, seek_range: &'a str) -> Vec<&'a str> {
+    vec![
+        "--verify",
+        "--bs",
+        "8k",
+        "--read",
+        "50",
+        "--random",
+        "60",
+        "--qd",
+        "16",
+        "--time",
+        time,
+        "--ramp",
+        "0",
+        "--seek-range",
+        seek_range,
+    ]
+}
+
 /// A loopback port free at the time of asking.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

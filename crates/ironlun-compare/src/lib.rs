@@ -29,6 +29,7 @@
 pub mod clients;
 pub mod daemons;
 pub mod local;
+pub mod per_server;
 pub mod procfs;
 pub mod rbd;
 pub mod summary;

@@ -4,8 +4,9 @@ use std::fmt::Write;
 
 use super::{Device, Goal, Report, Row, Server};
 use crate::clients::Sample;
+use crate::per_server::{self, client_cell, measured_text, Runs};
 use crate::summary::{
-    med, median, num, opt, outcome_text, write_failures, write_versions, CLIENT_BOUND_CORES,
+    med, num, opt, outcome_text, write_failures, write_versions, CLIENT_BOUND_CORES,
 };
 
 /// The figure a row is judged by: mean latency at QD 1, MB/s for large
@@ -55,11 +56,7 @@ pub struct Verdict {
 
 impl Verdict {
     pub fn of(&self, s: Server) -> Served {
-        self.served
-            .iter()
-            .find(|(k, _)| *k == s)
-            .map(|(_, v)| *v)
-            .unwrap_or_default()
+        per_server::of(&self.served, s)
     }
 }
 
@@ -75,26 +72,17 @@ fn against(row: &Row, s: &Sample, local: &Sample) -> Option<f64> {
 }
 
 /// The median over repetitions of each run against local fio's run of the
-/// same repetition. The device's own speed drifts by half or double over
-/// minutes on the development VM; one repetition runs every server on a
-/// row within seconds, so pairing within it keeps that drift out.
+/// same repetition (the device's own speed drifts by half or double over
+/// minutes on the development VM).
 fn paired(row: &Row, runs: &[Sample]) -> Option<f64> {
-    let local = row.of(Server::Fio);
-    median(
-        runs.iter()
-            .filter_map(|s| {
-                let l = local.iter().find(|l| l.rep == s.rep)?;
-                against(row, s, l)
-            })
-            .collect(),
-    )
+    per_server::paired(runs, row.samples.of(Server::Fio), |s, l| against(row, s, l))
 }
 
 pub fn verdict(row: &Row) -> Verdict {
     let served: Vec<(Server, Served)> = Server::ALL
         .iter()
         .map(|&k| {
-            let v = row.of(k);
+            let v = row.samples.of(k);
             let figure = med(v, |s| Some(figure(row, s)));
             let vs_local = paired(row, v);
             let served = Served {
@@ -107,12 +95,7 @@ pub fn verdict(row: &Row) -> Verdict {
             (k, served)
         })
         .collect();
-    let steal = median(
-        row.samples
-            .iter()
-            .flat_map(|(_, v)| v.iter().map(|s| s.steal_pct))
-            .collect(),
-    );
+    let steal = row.samples.steal();
     let mut v = Verdict {
         served,
         met: None,
@@ -198,15 +181,9 @@ pub fn markdown(r: &Report) -> String {
 fn write_preamble(s: &mut String, r: &Report) {
     let _ = writeln!(
         s,
-        "Measured {} on {} ({} CPUs, kernel {}); {} alternating repetitions of {:.1} s \
-         (one second of ramp excluded); a {} MiB file of random data at {}; {} runs \
+        "{} (one second of ramp excluded); a {} MiB file of random data at {}; {} runs \
          repeated for steal ≥ {:.0} %; {:.0} s in all.\n",
-        r.date,
-        r.host.cpu_model,
-        r.host.cpus,
-        r.host.kernel,
-        r.reps,
-        r.measure_s,
+        measured_text(&r.date, &r.host, r.reps, r.measure_s),
         r.size >> 20,
         r.file.display(),
         r.redone,
@@ -241,16 +218,7 @@ fn write_row(s: &mut String, row: &Row) {
         v.of(Server::TgtAio),
         v.of(Server::Fio),
     );
-    let client = |x: Served| {
-        let cores = opt(x.client_cores, |c| {
-            if c >= CLIENT_BOUND_CORES {
-                format!("**{c:.2}**")
-            } else {
-                format!("{c:.2}")
-            }
-        });
-        format!("{} ({cores})", opt(x.client_cpu, |c| format!("{c:.1}")))
-    };
+    let client = |x: Served| client_cell(x.client_cpu, x.client_cores);
     let verdict = outcome_text(v.met, &v.reason);
     let cpu = |x: Served| opt(x.target_cpu, |c| format!("{c:.1}"));
     let _ = writeln!(

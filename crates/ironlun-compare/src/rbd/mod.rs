@@ -31,6 +31,7 @@ use serde::Serialize;
 use crate::clients::{self, RunCtx, Sample, Shape};
 use crate::daemons::{Daemon, TgtLun};
 use crate::local::least_steal;
+use crate::per_server::{self, run_text, Runs};
 
 pub use gateways::{lacks_rbd_kind, NO_RBD_KIND};
 pub use image::Image;
@@ -55,7 +56,7 @@ pub struct Workload {
 impl Workload {
     /// Large transfers are judged by MB/s, small ones by IOPS.
     pub fn by_bandwidth(&self) -> bool {
-        self.shape.block_size >= 64 * KIB
+        per_server::by_bandwidth(&self.shape)
     }
 }
 
@@ -184,15 +185,6 @@ pub struct Options {
 pub struct Row {
     pub workload: Workload,
     pub samples: Vec<(Server, Vec<Sample>)>,
-}
-
-impl Row {
-    pub fn of(&self, s: Server) -> &[Sample] {
-        self.samples
-            .iter()
-            .find(|(k, _)| *k == s)
-            .map_or(&[], |(_, v)| v.as_slice())
-    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -344,20 +336,8 @@ impl Runner<'_> {
                 Ok((mut s, tries)) => {
                     self.redone += tries - 1;
                     s.rep = rep;
-                    line.push_str(&format!(
-                        " {} {} (steal {:.0} %{})",
-                        server.name(),
-                        rate_text(&row.workload, &s),
-                        s.steal_pct,
-                        if tries > 1 {
-                            format!(", {tries} tries")
-                        } else {
-                            String::new()
-                        }
-                    ));
-                    if let Some((_, v)) = row.samples.iter_mut().find(|(k, _)| *k == server) {
-                        v.push(s);
-                    }
+                    run_text(&mut line, server.name(), &row.workload.shape, &s, tries);
+                    row.samples.add(server, s);
                 }
                 Err(err) => {
                     line.push_str(&format!(" {} FAILED", server.name()));
@@ -404,15 +384,6 @@ impl Runner<'_> {
         let mut s = clients::bench(&self.ctx, shape, &[url], d.pid())?;
         s.backend_cores = osd.cores();
         Ok(s)
-    }
-}
-
-/// IOPS, or MB/s for large transfers, with the mean latency.
-pub fn rate_text(w: &Workload, s: &Sample) -> String {
-    if w.by_bandwidth() {
-        format!("{:.0} MB/s", s.mb_per_s)
-    } else {
-        format!("{:.0} IOPS, {:.0} µs", s.iops, s.mean_latency_us)
     }
 }
 

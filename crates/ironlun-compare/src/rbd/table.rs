@@ -4,8 +4,9 @@ use std::fmt::Write;
 
 use super::{Report, Row, Server, CPU_GOAL_VS_TGT, GOAL_VS_RBD_BENCH, GOAL_VS_TGT};
 use crate::clients::Sample;
+use crate::per_server::{self, client_cell, measured_text, Runs};
 use crate::summary::{
-    med, median, num, opt, outcome_text, write_failures, write_versions, CLIENT_BOUND_CORES,
+    med, num, opt, outcome_text, write_failures, write_versions, CLIENT_BOUND_CORES,
 };
 
 /// The figure a row is judged by: MB/s for large transfers, else IOPS.
@@ -62,34 +63,25 @@ pub struct Verdict {
 
 impl Verdict {
     pub fn of(&self, s: Server) -> Served {
-        self.served
-            .iter()
-            .find(|(k, _)| *k == s)
-            .map(|(_, v)| *v)
-            .unwrap_or_default()
+        per_server::of(&self.served, s)
     }
 }
 
 /// The median over repetitions of each of `runs` against the run of
-/// `base` in the same repetition: the cluster's speed drifts over
-/// minutes, one repetition runs a row within seconds.
+/// `base` in the same repetition (the cluster's speed drifts over
+/// minutes).
 fn paired(row: &Row, runs: &[Sample], base: Server) -> Option<f64> {
-    let base = row.of(base);
-    median(
-        runs.iter()
-            .filter_map(|s| {
-                let b = figure(row, base.iter().find(|b| b.rep == s.rep)?);
-                (b > 0.0).then(|| figure(row, s) / b)
-            })
-            .collect(),
-    )
+    per_server::paired(runs, row.samples.of(base), |s, b| {
+        let b = figure(row, b);
+        (b > 0.0).then(|| figure(row, s) / b)
+    })
 }
 
 pub fn verdict(row: &Row, absent: &[(Server, String)]) -> Verdict {
     let served = Server::ALL
         .iter()
         .map(|&k| {
-            let v = row.of(k);
+            let v = row.samples.of(k);
             let s = Served {
                 figure: med(v, |s| Some(figure(row, s))),
                 vs_rbd_bench: paired(row, v, Server::RbdBench),
@@ -101,7 +93,10 @@ pub fn verdict(row: &Row, absent: &[(Server, String)]) -> Verdict {
             (k, s)
         })
         .collect();
-    let (il, tgt) = (row.of(Server::Ironlun), row.of(Server::TgtRbd));
+    let (il, tgt) = (
+        row.samples.of(Server::Ironlun),
+        row.samples.of(Server::TgtRbd),
+    );
     let cpu = |v: &[Sample]| med(v, |s| s.target_cpu_us_per_io);
     let cpu_vs_tgt = match (cpu(il), cpu(tgt)) {
         (Some(i), Some(t)) if t > 0.0 => Some(i / t),
@@ -114,12 +109,7 @@ pub fn verdict(row: &Row, absent: &[(Server, String)]) -> Verdict {
         client_bound: false,
         met: None,
         reason: String::new(),
-        steal: median(
-            row.samples
-                .iter()
-                .flat_map(|(_, v)| v.iter().map(|s| s.steal_pct))
-                .collect(),
-        ),
+        steal: row.samples.steal(),
     };
     judge(&mut v, absent);
     v
@@ -206,15 +196,9 @@ pub fn markdown(r: &Report) -> String {
 fn write_preamble(s: &mut String, r: &Report) {
     let _ = writeln!(
         s,
-        "Measured {} on {} ({} CPUs, kernel {}); {} alternating repetitions of {:.1} s \
-         (about one second of warm-up excluded); image {} of {} MiB, written in full \
+        "{} (about one second of warm-up excluded); image {} of {} MiB, written in full \
          first, on the cluster of {}; {}; {:.0} s in all.\n",
-        r.date,
-        r.host.cpu_model,
-        r.host.cpus,
-        r.host.kernel,
-        r.reps,
-        r.measure_s,
+        measured_text(&r.date, &r.host, r.reps, r.measure_s),
         r.image,
         r.size >> 20,
         r.cluster.conf.display(),
@@ -261,16 +245,7 @@ fn write_row(s: &mut String, row: &Row, v: &Verdict, absent: &[(Server, String)]
     );
     let f1 = |x: Option<f64>| opt(x, |c| format!("{c:.1}"));
     let f2 = |x: Option<f64>| opt(x, |c| format!("{c:.2}"));
-    let client = |x: Served| {
-        let cores = opt(x.client_cores, |c| {
-            if c >= CLIENT_BOUND_CORES {
-                format!("**{c:.2}**")
-            } else {
-                format!("{c:.2}")
-            }
-        });
-        format!("{} ({cores})", f1(x.client_cpu))
-    };
+    let client = |x: Served| client_cell(x.client_cpu, x.client_cores);
     let _ = writeln!(
         s,
         "| {} | {} | {} | {} | {} / {} | {} / {} / {} | {} / {} / {} | {} | {} |",
