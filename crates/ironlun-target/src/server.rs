@@ -268,6 +268,21 @@ fn log_threshold(target: String, lun: u16) -> ThresholdNotify {
     })
 }
 
+/// Tests' registry of `cfg`'s targets: no portals, no discovery CHAP,
+/// `cfg`'s I/O engine as written (not probed).
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) fn test_registry(cfg: &Config) -> Arc<Registry> {
+    Registry::new(
+        build_targets(cfg).unwrap(),
+        cfg.limits.clone(),
+        cfg.tcp.clone(),
+        Vec::new(),
+        None,
+        cfg.io_engine,
+    )
+}
+
 /// Opens every backend and builds the targets.
 pub fn build_targets(cfg: &Config) -> Result<Vec<Arc<Target>>, BindError> {
     let mut out = Vec::new();

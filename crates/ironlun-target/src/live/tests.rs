@@ -4,21 +4,10 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
-use crate::server::build_targets;
+use crate::server::test_registry as registry;
 
 const ONE: &str =
     "[[target]]\nname = \"iqn.2026-11.test:a\"\n[[target.lun]]\nspec = \"ram:1MiB\"\n";
-
-fn registry(c: &Config) -> Arc<Registry> {
-    Registry::new(
-        build_targets(c).unwrap(),
-        c.limits.clone(),
-        c.tcp.clone(),
-        Vec::new(),
-        None,
-        c.io_engine,
-    )
-}
 
 #[test]
 fn a_configuration_built_in_code_refuses_every_change() {

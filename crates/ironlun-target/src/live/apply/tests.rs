@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::live::diff;
-use crate::server::build_targets;
+use crate::server::test_registry as registry;
 
 fn cfg(text: &str) -> Config {
     Config::from_toml(text, None).unwrap()
@@ -15,17 +15,6 @@ fn target(name: &str, luns: &[&str]) -> String {
         s.push_str(&format!("[[target.lun]]\nspec = \"{l}\"\n"));
     }
     s
-}
-
-fn registry(c: &Config) -> Arc<Registry> {
-    Registry::new(
-        build_targets(c).unwrap(),
-        c.limits.clone(),
-        c.tcp.clone(),
-        Vec::new(),
-        None,
-        c.io_engine,
-    )
 }
 
 /// The targets `new` gives on a daemon running `old`.
