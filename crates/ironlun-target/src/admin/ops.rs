@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use toml_edit::value;
 
+use crate::config::normalize_iscsi_name;
 use crate::live::edit::{self, EditError, Mapping};
 use crate::live::{ApplyError, Live, Outcome};
 use crate::registry::SessionSignal;
@@ -163,58 +164,83 @@ pub fn run(live: &Live, req: Request) -> Result<Answer, OpError> {
             .map_err(OpError::from)
     };
     match req.op {
-        Op::AddTarget { name, luns } => target_op(&name, &|d| edit::add_target(d, &name, &luns)),
-        Op::RemoveTarget { name } => target_op(&name, &|d| edit::remove_target(d, &name)),
+        Op::AddTarget { name, luns } => {
+            let name = iscsi_name(&name)?;
+            target_op(&name, &|d| edit::add_target(d, &name, &luns))
+        }
+        Op::RemoveTarget { name } => {
+            let name = iscsi_name(&name)?;
+            target_op(&name, &|d| edit::remove_target(d, &name))
+        }
         Op::SetTarget {
             name,
             alias,
             allow,
             chap,
             default_map,
-        } => target_op(&name, &|d| {
-            let text = |v: &Option<String>| {
-                v.as_ref()
-                    .map(|s| (!s.is_empty()).then(|| value(s.as_str())))
-            };
-            if let Some(v) = text(&alias) {
-                edit::set_target_key(d, &name, "alias", v)?;
-            }
-            if let Some(v) = text(&chap) {
-                edit::set_target_key(d, &name, "chap", v)?;
-            }
-            if let Some(v) = text(&default_map) {
-                edit::set_target_key(d, &name, "default_map", v)?;
-            }
-            if let Some(a) = &allow {
-                edit::set_target_key(d, &name, "allow", Some(edit::strings(a)))?;
-            }
-            Ok(())
-        }),
-        Op::AddLun { target, spec, lun } => target_op(&target, &|d| {
-            edit::add_lun(d, &target, lun, &spec).map(drop)
-        }),
-        Op::RemoveLun { target, lun } => target_op(&target, &|d| edit::remove_lun(d, &target, lun)),
-        Op::ResizeLun { target, lun, size } => target_op(&target, &|d| {
-            edit::edit_lun_spec(d, &target, lun, |s| edit::spec_with_size(s, &size))
-        }),
+        } => {
+            let name = iscsi_name(&name)?;
+            target_op(&name, &|d| {
+                let text = |v: &Option<String>| {
+                    v.as_ref()
+                        .map(|s| (!s.is_empty()).then(|| value(s.as_str())))
+                };
+                if let Some(v) = text(&alias) {
+                    edit::set_target_key(d, &name, "alias", v)?;
+                }
+                if let Some(v) = text(&chap) {
+                    edit::set_target_key(d, &name, "chap", v)?;
+                }
+                if let Some(v) = text(&default_map) {
+                    edit::set_target_key(d, &name, "default_map", v)?;
+                }
+                if let Some(a) = &allow {
+                    edit::set_target_key(d, &name, "allow", Some(edit::strings(a)))?;
+                }
+                Ok(())
+            })
+        }
+        Op::AddLun { target, spec, lun } => {
+            let target = iscsi_name(&target)?;
+            target_op(&target, &|d| {
+                edit::add_lun(d, &target, lun, &spec).map(drop)
+            })
+        }
+        Op::RemoveLun { target, lun } => {
+            let target = iscsi_name(&target)?;
+            target_op(&target, &|d| edit::remove_lun(d, &target, lun))
+        }
+        Op::ResizeLun { target, lun, size } => {
+            let target = iscsi_name(&target)?;
+            target_op(&target, &|d| {
+                edit::edit_lun_spec(d, &target, lun, |s| edit::spec_with_size(s, &size))
+            })
+        }
         Op::SetReadOnly {
             target,
             lun,
             read_only,
-        } => target_op(&target, &|d| {
-            edit::edit_lun_spec(d, &target, lun, |s| {
-                Ok(edit::spec_with_read_only(s, read_only))
+        } => {
+            let target = iscsi_name(&target)?;
+            target_op(&target, &|d| {
+                edit::edit_lun_spec(d, &target, lun, |s| {
+                    Ok(edit::spec_with_read_only(s, read_only))
+                })
             })
-        }),
+        }
         Op::SetInitiator {
             target,
             name,
             luns,
             chap,
-        } => target_op(&target, &|d| {
-            edit::set_initiator(d, &target, &name, luns.as_deref(), chap.as_deref())
-        }),
+        } => {
+            let (target, name) = (iscsi_name(&target)?, iscsi_name(&name)?);
+            target_op(&target, &|d| {
+                edit::set_initiator(d, &target, &name, luns.as_deref(), chap.as_deref())
+            })
+        }
         Op::RemoveInitiator { target, name } => {
+            let (target, name) = (iscsi_name(&target)?, iscsi_name(&name)?);
             target_op(&target, &|d| edit::remove_initiator(d, &target, &name))
         }
         Op::AddPortal { addr } => edit_op(&|d| edit::add_portal(d, addr)),
@@ -226,6 +252,13 @@ pub fn run(live: &Live, req: Request) -> Result<Answer, OpError> {
         Op::LogoutSession { tsih } => logout(live, tsih, dry),
         Op::SaveConfig { path } => save(live, path),
     }
+}
+
+/// A target or initiator name of a request in its normal form (the
+/// configuration's and the login's rule, RFC 7143 §4.2.7); one that is
+/// not an iSCSI name is refused before anything is looked up.
+fn iscsi_name(raw: &str) -> Result<String, OpError> {
+    normalize_iscsi_name(raw).map_err(|e| OpError::new(422, e.to_string()))
 }
 
 fn logout(live: &Live, tsih: u16, dry_run: bool) -> Result<Answer, OpError> {

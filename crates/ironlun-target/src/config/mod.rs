@@ -39,7 +39,7 @@ pub use initiators::{DefaultMap, InitiatorEntry, MappedLun};
 pub use io_engine::{IoEngine, UnknownIoEngine};
 pub use limits::{Limits, TcpTuning};
 pub use lun_spec::{BackendSpec, LunSpec, LunSpecError, LunSpecProblem, RbdSpec};
-pub use names::{default_target_name, validate_iscsi_name, NameError, NameKey};
+pub use names::{default_target_name, normalize_iscsi_name, NameError, NameKey};
 pub(crate) use toml_file::{check_stores_unshared, error_line};
 
 /// Default portal (RFC 7143 §13.8: 3260 is the well-known port).

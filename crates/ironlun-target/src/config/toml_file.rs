@@ -184,8 +184,8 @@ impl FileConfig {
         let mut seen = HashSet::with_capacity(self.targets.len());
         for (ti, t) in self.targets.iter().enumerate() {
             let name = t.name.clone().unwrap_or_else(default_target_name);
-            names::check_name(&format!("target[{ti}].name"), &name)?;
-            if !seen.insert(name.to_ascii_lowercase()) {
+            let name = names::check_name(&format!("target[{ti}].name"), &name)?;
+            if !seen.insert(name.clone()) {
                 return Err(ConfigError::DuplicateTarget { name });
             }
             let target = t.check(name, &self.defaults)?;
