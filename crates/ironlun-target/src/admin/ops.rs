@@ -9,7 +9,7 @@ use toml_edit::value;
 
 use crate::config::normalize_iscsi_name;
 use crate::live::edit::{self, EditError, Mapping};
-use crate::live::{ApplyError, Live, Outcome};
+use crate::live::{ApplyError, Live, Outcome, SaveError};
 use crate::registry::SessionSignal;
 
 /// A request: one operation, with `dry_run` (plan only) and `force`
@@ -94,6 +94,9 @@ pub enum Op {
     SaveConfig {
         path: Option<PathBuf>,
     },
+    /// Reads the configuration file again and applies it, as SIGHUP does
+    /// (`dry_run`: what SIGHUP would change, undoing unsaved live changes).
+    ReloadConfig {},
 }
 
 /// What went wrong, and the HTTP status it maps to.
@@ -251,6 +254,10 @@ pub fn run(live: &Live, req: Request) -> Result<Answer, OpError> {
             .map_err(OpError::from),
         Op::LogoutSession { tsih } => logout(live, tsih, dry),
         Op::SaveConfig { path } => save(live, path),
+        Op::ReloadConfig {} => live
+            .reload_file(dry, force)
+            .map(Answer::from)
+            .map_err(OpError::from),
     }
 }
 
@@ -278,14 +285,10 @@ fn logout(live: &Live, tsih: u16, dry_run: bool) -> Result<Answer, OpError> {
 }
 
 fn save(live: &Live, path: Option<PathBuf>) -> Result<Answer, OpError> {
-    let path = path.or_else(|| live.path()).ok_or_else(|| {
-        OpError::new(
-            422,
-            "the daemon was started without a file: give a path to save to",
-        )
+    let path = live.save(path).map_err(|e| match e {
+        SaveError::NoPath => OpError::new(422, e.to_string()),
+        SaveError::Io { .. } => OpError::new(500, e.to_string()),
     })?;
-    crate::live::save(&path, &live.document())
-        .map_err(|e| OpError::new(500, format!("{}: {e}", path.display())))?;
     Ok(Answer {
         changes: Vec::new(),
         dry_run: false,

@@ -113,6 +113,7 @@ impl Config {
             io_engine: IoEngine::default(),
             admin_socket: None,
             admin_http: None,
+            save_on_change: false,
         };
         check_stores_unshared(&cfg.targets)?;
         Ok(cfg)

@@ -89,6 +89,10 @@ pub struct Config {
     /// The management API also over HTTP on a loopback address:
     /// `admin_http` and `admin_token_file`, or the flags of those names.
     pub admin_http: Option<AdminHttp>,
+    /// Every change made through the management API is written to the
+    /// configuration file at once (`save_on_change = true`), so that a
+    /// SIGHUP or a restart keeps it; like targetcli's save on exit.
+    pub save_on_change: bool,
 }
 
 /// The management API over HTTP on a loopback address, for a client that

@@ -40,6 +40,8 @@ struct FileConfig {
     admin_socket: Option<PathBuf>,
     admin_http: Option<String>,
     admin_token_file: Option<PathBuf>,
+    #[serde(default)]
+    save_on_change: bool,
 }
 
 #[derive(Deserialize)]
@@ -122,6 +124,7 @@ fn check_file(text: &str, path: Option<&Path>) -> Result<Config, ConfigError> {
         io_engine,
         admin_http: AdminHttp::check(f.admin_http.as_deref(), f.admin_token_file.as_deref())?,
         admin_socket: f.admin_socket,
+        save_on_change: f.save_on_change,
     })
 }
 
