@@ -33,6 +33,7 @@ mod names;
 mod params;
 mod toml_file;
 
+pub(crate) use chap::{HIDDEN_SECRET, SECRET_KEYS};
 pub use error::ConfigError;
 pub use flags::Overrides;
 pub use initiators::{DefaultMap, InitiatorEntry, MappedLun};
