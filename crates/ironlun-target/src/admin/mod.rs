@@ -24,7 +24,6 @@
 //! speed", has both measured).
 
 use std::convert::Infallible;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,9 +37,11 @@ use tokio::net::{TcpListener, UnixListener};
 use tracing::{debug, info, warn};
 
 use crate::live::Live;
+pub use socket::{bind, Socket};
 pub use token::Token;
 
 pub mod ops;
+mod socket;
 mod token;
 mod views;
 
@@ -51,27 +52,10 @@ const MAX_CONNECTIONS: usize = 32;
 /// Time a client gets to send its request head.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Binds the API socket at `path` (a stale socket file is replaced),
-/// owner-only.
-pub fn bind(path: &Path) -> std::io::Result<std::os::unix::net::UnixListener> {
-    use std::os::unix::fs::PermissionsExt;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-        _ => {}
-    }
-    let l = std::os::unix::net::UnixListener::bind(path)?;
-    l.set_nonblocking(true)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-    Ok(l)
-}
-
-/// Where the API listens: its Unix socket (and the path removed when it
-/// stops), HTTP on loopback with the token requests must carry, or both.
+/// Where the API listens: its Unix socket (removed when it stops), HTTP
+/// on loopback with the token requests must carry, or both.
 pub struct Endpoints {
-    pub unix: Option<(std::os::unix::net::UnixListener, PathBuf)>,
+    pub unix: Option<Socket>,
     pub http: Option<(TcpListener, Token)>,
 }
 
@@ -87,8 +71,8 @@ impl Endpoints {
             Some((l, token)) => Some((l.into_std()?, token)),
             None => None,
         };
-        if let Some((_, path)) = &unix {
-            info!("management API on {}", path.display());
+        if let Some(s) = &unix {
+            info!("management API on {}", s.path().display());
         }
         if let Some(a) = http.as_ref().and_then(|(l, _)| l.local_addr().ok()) {
             info!("management API on http://{a} (bearer token)");
@@ -105,7 +89,7 @@ pub struct AdminThread {
 
 impl AdminThread {
     fn start(
-        unix: Option<(std::os::unix::net::UnixListener, PathBuf)>,
+        unix: Option<Socket>,
         http: Option<(std::net::TcpListener, Token)>,
         live: Arc<Live>,
     ) -> std::io::Result<AdminThread> {
@@ -180,13 +164,14 @@ fn lower_priority() {
 /// Serves the endpoints there are, on the API's runtime, until the
 /// thread is stopped.
 async fn serve_all(
-    unix: Option<(std::os::unix::net::UnixListener, PathBuf)>,
+    unix: Option<Socket>,
     http: Option<(std::net::TcpListener, Token)>,
     live: Arc<Live>,
 ) {
     let unix = async {
-        match unix.map(|(l, p)| UnixListener::from_std(l).map(|l| (l, p))) {
-            Some(Ok((l, path))) => serve(l, path, live.clone()).await,
+        let unix = unix.map(Socket::into_parts);
+        match unix.map(|(l, u)| UnixListener::from_std(l).map(|l| (l, u))) {
+            Some(Ok((l, unlink))) => serve(l, unlink, live.clone()).await,
             Some(Err(e)) => warn!("management API socket: {e}"),
             None => {}
         }
@@ -202,15 +187,9 @@ async fn serve_all(
 }
 
 /// Serves the API on `listener` until the task is dropped; removes the
-/// socket file then.
-async fn serve(listener: UnixListener, path: PathBuf, live: Arc<Live>) {
-    struct Unlink(PathBuf);
-    impl Drop for Unlink {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
-    let _unlink = Unlink(path);
+/// socket file then (`unlink`).
+async fn serve(listener: UnixListener, unlink: socket::Unlink, live: Arc<Live>) {
+    let _unlink = unlink;
     let accept = || async { listener.accept().await.map(|(s, _)| s) };
     accept_loop(accept, live, None).await;
 }
