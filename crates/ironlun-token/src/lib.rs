@@ -260,10 +260,7 @@ mod tests {
         let meta = std::fs::metadata(&p).unwrap();
         let other = meta.uid().wrapping_add(1);
         let e = unfit(&meta, other, &p).unwrap();
-        assert!(
-            e.contains(&format!("chown {other} {}", p.display())),
-            "{e}"
-        );
+        assert!(e.contains(&format!("chown {other} {}", p.display())), "{e}");
         assert_eq!(unfit(&meta, meta.uid(), &p), None);
     }
 }
