@@ -39,6 +39,7 @@ pub use token::Token;
 
 mod conn;
 pub mod ops;
+mod save;
 mod socket;
 mod token;
 mod views;

@@ -90,6 +90,10 @@ pub struct Config {
     /// The management API also over HTTP on a loopback address:
     /// `admin_http` and `admin_token_file`, or the flags of those names.
     pub admin_http: Option<AdminHttp>,
+    /// Where `config save PATH` may write besides the daemon's own file:
+    /// `admin_save_dir` or `--admin-save-dir` (files `NAME.toml` directly
+    /// in it).
+    pub admin_save_dir: Option<PathBuf>,
 }
 
 /// The management API over HTTP on a loopback address, for a client that

@@ -40,6 +40,7 @@ struct FileConfig {
     admin_socket: Option<PathBuf>,
     admin_http: Option<String>,
     admin_token_file: Option<PathBuf>,
+    admin_save_dir: Option<PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -122,6 +123,7 @@ fn check_file(text: &str, path: Option<&Path>) -> Result<Config, ConfigError> {
         io_engine,
         admin_http: AdminHttp::check(f.admin_http.as_deref(), f.admin_token_file.as_deref())?,
         admin_socket: f.admin_socket,
+        admin_save_dir: f.admin_save_dir,
     })
 }
 
