@@ -615,12 +615,10 @@ fn a_401_closes_and_idle_connections_do_not_lock_the_api() {
     let mut idle: Vec<_> = (0..32)
         .map(|_| std::net::TcpStream::connect(addr).unwrap())
         .collect();
-    let authorized = format!(
-        "GET /v1/state HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer s3cret-token-0123456789\r\n\r\n"
-    );
+    let authorized = "GET /v1/state HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer s3cret-token-0123456789\r\n\r\n";
     let started = std::time::Instant::now();
     let served = loop {
-        let (status, _) = support::http_request(addr, &authorized);
+        let (status, _) = support::http_request(addr, authorized);
         if status == 200 {
             break true;
         }

@@ -171,7 +171,7 @@ mod tests {
     }
 
     fn refusal(p: &Path) -> String {
-        let e = load(p).err().expect("refused");
+        let e = load(p).expect_err("refused");
         assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
         e.to_string()
     }
