@@ -8,13 +8,15 @@
 //! - `GET /v1/sessions`: every session with its counters
 //! - `GET /v1/config`: the running configuration as TOML, secrets hidden
 //! - `POST /v1/ops`: one [`ops::Request`]; answers [`ops::Answer`] or
-//!   `{"error": …}` with 404, 409 or 422
+//!   `{"error": …}` with 400, 403, 404, 408, 409, 413 or 422
 //!
 //! Operations run one at a time (the running configuration's lock) and off
 //! the async threads (opening a backend can block). At most
 //! [`MAX_CONNECTIONS`] clients are served at once; [`conn`] bounds how
 //! long each may hold its place (the head, the body, the connection's
-//! lifetime; a 401 closes it). [`socket`] makes the Unix socket.
+//! lifetime; a 401 closes it). [`socket`] makes the Unix socket,
+//! [`views`] hides the configuration's secrets, and [`save`] decides where
+//! `config save` may write.
 //!
 //! The API has a thread of its own ([`AdminThread`]): its runtime, and
 //! that runtime's blocking pool where operations run, are not the ones
