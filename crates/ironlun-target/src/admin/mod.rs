@@ -12,10 +12,10 @@
 //!
 //! Operations run one at a time (the running configuration's lock) and off
 //! the async threads (opening a backend can block). At most
-//! [`MAX_CONNECTIONS`] clients are served at once; [`conn`] bounds how
+//! `MAX_CONNECTIONS` (32) clients are served at once; `conn` bounds how
 //! long each may hold its place (the head, the body, the connection's
-//! lifetime; a 401 closes it). [`socket`] makes the Unix socket,
-//! [`views`] hides the configuration's secrets, and [`save`] decides where
+//! lifetime; a 401 closes it). `socket` makes the Unix socket,
+//! `views` hides the configuration's secrets, and `save` decides where
 //! `config save` may write.
 //!
 //! The API has a thread of its own ([`AdminThread`]): its runtime, and
