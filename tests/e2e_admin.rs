@@ -327,6 +327,38 @@ fn http_on_loopback_needs_the_bearer_token() {
     );
     assert_ne!(rc, 0, "{out}");
     assert!(out.contains("world-readable"), "{out}");
+    // Group access is refused too, and a link to a good file.
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let start = |tf: &str| {
+        run(
+            "timeout",
+            &[
+                "30",
+                exe,
+                "target",
+                "--listen",
+                "127.0.0.1:0",
+                "--lun",
+                "ram:1MiB",
+                "--admin-http",
+                &http,
+                "--admin-token-file",
+                tf,
+            ],
+        )
+    };
+    let (rc, out) = start(tf);
+    assert_ne!(rc, 0, "{out}");
+    assert!(
+        out.contains("group-readable") && out.contains("chmod 600"),
+        "{out}"
+    );
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&token, &link).unwrap();
+    let (rc, out) = start(link.to_str().unwrap());
+    assert_ne!(rc, 0, "{out}");
+    assert!(out.contains("symbolic link"), "{out}");
 }
 
 /// The scheduling policy (field 41 of /proc/PID/task/TID/stat, sched(7))
@@ -397,4 +429,234 @@ fn the_api_runs_apart_at_idle_priority_and_its_portals_serve() {
     admin(&sock, &["portal", "remove", &portal]);
     let (rc, out) = run(env!("CARGO_BIN_EXE_ironlun"), &["readcap", &url]);
     assert_ne!(rc, 0, "the removed portal refuses: {out}");
+}
+
+/// A token file of mode 0600 in `dir`.
+fn token_file(dir: &Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let token = dir.join("token");
+    std::fs::write(&token, "s3cret-token-0123456789\n").unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    token
+}
+
+/// `ironlun admin ARGS` over HTTP with the token: exit status and output.
+fn admin_http(url: &str, token: &Path, args: &[&str]) -> (i32, String) {
+    let mut all = vec![
+        "admin",
+        "--url",
+        url,
+        "--token-file",
+        token.to_str().unwrap(),
+    ];
+    all.extend_from_slice(args);
+    run(env!("CARGO_BIN_EXE_ironlun"), &all)
+}
+
+/// `config show` hides every literal secret (discovery, target, an
+/// initiator entry written inline, one-way and mutual) and shows `_env`
+/// references; `config save` writes the daemon's own file or NAME.toml in
+/// `admin_save_dir` and nothing else, over the socket and over HTTP; a
+/// dry run of it writes nothing.
+#[test]
+fn config_show_hides_secrets_and_save_writes_only_where_allowed() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("ironlun.toml");
+    let sock = dir.path().join("admin.sock");
+    let saved = dir.path().join("saved");
+    std::fs::create_dir(&saved).unwrap();
+    let token = token_file(dir.path());
+    let port = support::free_port();
+    let text = format!(
+        r#"listen = ["127.0.0.1:0"]
+admin_socket = "{sock}"
+admin_http = "127.0.0.1:{port}"
+admin_token_file = "{token}"
+admin_save_dir = "{saved}"
+discovery = {{ chap = "disc:disc-S3CRET-0001", mutual_chap = "dt:disc-S3CRET-0002" }}
+
+[[target]]
+name = "{NAME}"
+chap = "alice:tgt-S3CRET-0003"
+mutual_chap_env = "TGT_MUTUAL"
+allow = ["iqn.2026-11.test:init"]
+initiator = [{{ name = "iqn.2026-11.test:init", chap = "bob:ini-S3CRET-0004", mutual_chap = "t2:ini-S3CRET-0005" }}]
+[[target.lun]]
+spec = "ram:8MiB"
+"#,
+        sock = sock.display(),
+        token = token.display(),
+        saved = saved.display(),
+    );
+    std::fs::write(&cfg, &text).unwrap();
+    std::fs::set_permissions(&cfg, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let _t = Target::start_env(
+        &["--config", cfg.to_str().unwrap()],
+        0,
+        &[("TGT_MUTUAL", "tgt:tgt-mutual-0123456")],
+    );
+    let url = format!("http://127.0.0.1:{port}");
+
+    let shown = admin(&sock, &["config", "show"]);
+    let (rc, shown_http) = admin_http(&url, &token, &["config", "show"]);
+    assert_eq!(rc, 0, "{shown_http}");
+    for s in [&shown, &shown_http] {
+        assert!(!s.contains("S3CRET"), "{s}");
+        assert_eq!(s.matches("<hidden>").count(), 5, "{s}");
+        assert!(s.contains("mutual_chap_env = \"TGT_MUTUAL\""), "{s}");
+    }
+
+    // Elsewhere: refused, nothing written.
+    let elsewhere = dir.path().join("elsewhere.toml");
+    let (rc, out) = run(
+        env!("CARGO_BIN_EXE_ironlun"),
+        &[
+            "admin",
+            "--socket",
+            sock.to_str().unwrap(),
+            "config",
+            "save",
+            elsewhere.to_str().unwrap(),
+        ],
+    );
+    assert_ne!(rc, 0, "{out}");
+    assert!(out.contains("config save writes only"), "{out}");
+    let (rc, out) = admin_http(
+        &url,
+        &token,
+        &["config", "save", elsewhere.to_str().unwrap()],
+    );
+    assert_ne!(rc, 0, "{out}");
+    assert!(out.contains("config save writes only"), "{out}");
+    let sub = saved.join("../escape.toml");
+    let (rc, out) = admin_http(&url, &token, &["config", "save", sub.to_str().unwrap()]);
+    assert_ne!(rc, 0, "{out}");
+    assert!(!elsewhere.exists() && !dir.path().join("escape.toml").exists());
+
+    // A change, then a dry run of the save: the file stays as it was.
+    admin(&sock, &["lun", "add", NAME, "ram:4MiB"]);
+    let out = admin(&sock, &["--diff", "config", "save"]);
+    assert!(out.contains("would save to"), "{out}");
+    assert_eq!(std::fs::read_to_string(&cfg).unwrap(), text);
+    let (rc, out) = admin_http(&url, &token, &["--diff", "config", "save"]);
+    assert_eq!(rc, 0, "{out}");
+    assert_eq!(std::fs::read_to_string(&cfg).unwrap(), text);
+
+    // The daemon's own file, and NAME.toml in admin_save_dir.
+    let out = admin(&sock, &["config", "save"]);
+    assert!(
+        out.contains(&format!("saved to {}", cfg.display())),
+        "{out}"
+    );
+    let now = std::fs::read_to_string(&cfg).unwrap();
+    assert!(
+        now.contains("ram:4MiB") && now.contains("tgt-S3CRET-0003"),
+        "{now}"
+    );
+    let backup = saved.join("backup.toml");
+    let (rc, out) = admin_http(&url, &token, &["config", "save", backup.to_str().unwrap()]);
+    assert_eq!(rc, 0, "{out}");
+    assert_eq!(std::fs::read_to_string(&backup).unwrap(), now);
+}
+
+/// Everything one connection sends back until it closes, and whether it
+/// closed (EOF or reset) rather than fell silent for `wait`.
+fn read_until_closed(s: &mut std::net::TcpStream, wait: Duration) -> (String, bool) {
+    s.set_read_timeout(Some(wait)).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match support::read_some(s, &mut buf) {
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(end) => {
+                let closed = matches!(end, support::End::Closed);
+                return (String::from_utf8_lossy(&got).into_owned(), closed);
+            }
+        }
+    }
+}
+
+/// Over HTTP: a request without the token gets 401 and the connection
+/// closes although the client asked to keep it; 32 idle connections,
+/// every place the API has, do not keep an authenticated client out
+/// beyond the head deadline (10 s): they are closed and it is served.
+#[test]
+fn a_401_closes_and_idle_connections_do_not_lock_the_api() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let token = token_file(dir.path());
+    let port = support::free_port();
+    let http = format!("127.0.0.1:{port}");
+    let _t = Target::start(&[
+        "--name",
+        NAME,
+        "--lun",
+        "ram:4MiB",
+        "--admin-http",
+        &http,
+        "--admin-token-file",
+        token.to_str().unwrap(),
+    ]);
+    let addr: std::net::SocketAddr = http.parse().unwrap();
+
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(b"GET /v1/state HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n")
+        .unwrap();
+    // Well below the head deadline: a close after it would not count.
+    let (answer, closed) = read_until_closed(&mut s, Duration::from_secs(5));
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("connection: close"),
+        "{answer}"
+    );
+    assert!(closed, "the 401 closed the connection: {answer}");
+
+    let mut idle: Vec<_> = (0..32)
+        .map(|_| std::net::TcpStream::connect(addr).unwrap())
+        .collect();
+    let authorized = "GET /v1/state HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer s3cret-token-0123456789\r\n\r\n";
+    let started = std::time::Instant::now();
+    let served = loop {
+        let (status, _) = support::http_request(addr, authorized);
+        if status == 200 {
+            break true;
+        }
+        if started.elapsed() > Duration::from_secs(120) {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(served, "still locked out after 120 s");
+    for s in &mut idle {
+        let (_, closed) = read_until_closed(s, Duration::from_secs(60));
+        assert!(closed, "an idle connection was closed by the API");
+    }
+}
+
+/// The socket's path holding a regular file: the daemon does not start,
+/// names the path, and leaves the file as it was.
+#[test]
+fn a_file_where_the_socket_goes_is_refused_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("admin.sock");
+    std::fs::write(&sock, "not a socket").unwrap();
+    let (rc, out) = run(
+        "timeout",
+        &[
+            "30",
+            env!("CARGO_BIN_EXE_ironlun"),
+            "target",
+            "--listen",
+            "127.0.0.1:0",
+            "--lun",
+            "ram:1MiB",
+            "--admin-socket",
+            sock.to_str().unwrap(),
+        ],
+    );
+    assert_ne!(rc, 0, "{out}");
+    assert!(out.contains(&sock.display().to_string()), "{out}");
+    assert!(out.contains("is a regular file"), "{out}");
+    assert_eq!(std::fs::read_to_string(&sock).unwrap(), "not a socket");
 }

@@ -32,7 +32,8 @@ pub struct AdminArgs {
     /// http://ADDR:PORT, instead of the socket.
     #[arg(long, value_name = "URL", global = true, conflicts_with = "socket")]
     url: Option<String>,
-    /// The bearer token for --url (`admin_token_file`).
+    /// The bearer token for --url (`admin_token_file`; the rules of
+    /// every token file: yours, mode 0600 or stricter, not a link).
     #[arg(long, value_name = "FILE", global = true, requires = "url")]
     token_file: Option<PathBuf>,
     /// Find the socket from this configuration file.
@@ -78,7 +79,8 @@ enum What {
 enum ConfigCmd {
     /// The running configuration as TOML (secrets hidden).
     Show,
-    /// Write the running configuration (default: the daemon's file).
+    /// Write the running configuration: the daemon's file (the
+    /// default), or PATH = NAME.toml in the daemon's admin_save_dir.
     Save { path: Option<PathBuf> },
     /// Read the daemon's file again and apply it, as SIGHUP does
     /// (`--diff`: what SIGHUP would change, unsaved live changes undone).
@@ -181,7 +183,12 @@ pub fn run(a: AdminArgs) -> Result<(), String> {
             print!("{body}");
             return Ok(());
         }
-        What::Config(ConfigCmd::Save { path }) => Op::SaveConfig { path },
+        What::Config(ConfigCmd::Save { path }) => Op::SaveConfig {
+            // The daemon's working directory is not the caller's.
+            path: path
+                .map(|p| std::path::absolute(&p).map_err(|e| format!("{}: {e}", p.display())))
+                .transpose()?,
+        },
         What::Config(ConfigCmd::Reload) => Op::ReloadConfig {},
         What::Logout { tsih } => Op::LogoutSession { tsih },
         What::Apply { file } => Op::Apply {
@@ -290,11 +297,11 @@ fn endpoint(a: &AdminArgs) -> Result<Endpoint, String> {
         .and_then(|r| r.parse().ok())
         .ok_or_else(|| format!("--url {url}: give http://ADDR:PORT"))?;
     let file = a.token_file.as_ref().ok_or("--url needs --token-file")?;
-    let token = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
-    Ok(Endpoint::Http {
-        addr,
-        token: token.trim().to_owned(),
-    })
+    let fail = |e: &dyn std::fmt::Display| format!("--token-file {}: {e}", file.display());
+    let token = ironlun_token::load(file).map_err(|e| fail(&e))?;
+    // Printable ASCII: ironlun_token::load checked it.
+    let token = String::from_utf8(token).map_err(|e| fail(&e))?;
+    Ok(Endpoint::Http { addr, token })
 }
 
 /// The management API's address.

@@ -52,6 +52,11 @@ pub struct TargetArgs {
     /// cannot read, 16 characters at least).
     #[arg(long, value_name = "FILE")]
     pub admin_token_file: Option<PathBuf>,
+    /// A directory `ironlun admin config save PATH` may write NAME.toml
+    /// files in, besides the daemon's own configuration file (the only
+    /// place otherwise).
+    #[arg(long, value_name = "DIR")]
+    pub admin_save_dir: Option<PathBuf>,
     /// Serve statistics (process CPU, sessions, per-LUN I/O counters) as
     /// JSON over HTTP at ADDR:PORT/stats (see docs/stats.md); `ironlun
     /// bench --target-stats` reads it.
@@ -178,6 +183,7 @@ fn overrides(args: TargetArgs) -> Overrides {
         admin_socket: args.admin_socket,
         admin_http: args.admin_http,
         admin_token_file: args.admin_token_file,
+        admin_save_dir: args.admin_save_dir,
     }
 }
 
@@ -248,6 +254,9 @@ fn print_check(cfg: &Config) {
             h.addr,
             h.token_file.display()
         );
+    }
+    if let Some(d) = &cfg.admin_save_dir {
+        println!("config save may also write NAME.toml in {}", d.display());
     }
 }
 

@@ -378,7 +378,7 @@ pub struct Server {
     registry: Arc<Registry>,
     live: Arc<Live>,
     /// The management API's socket, if configured.
-    admin: Option<(std::os::unix::net::UnixListener, std::path::PathBuf)>,
+    admin: Option<crate::admin::Socket>,
     /// The management API over HTTP on loopback, and its token.
     admin_http: Option<(TcpListener, crate::admin::Token)>,
     /// The statistics endpoint, if configured.
@@ -427,13 +427,9 @@ impl Server {
             crate::ring::probe(cfg.io_engine),
         );
         let admin = match cfg.admin_socket() {
-            Some(path) => Some((
-                crate::admin::bind(&path).map_err(|source| BindError::Admin {
-                    path: path.clone(),
-                    source,
-                })?,
-                path,
-            )),
+            Some(path) => Some(
+                crate::admin::bind(&path).map_err(|source| BindError::Admin { path, source })?,
+            ),
             None => None,
         };
         let admin_http = match &cfg.admin_http {

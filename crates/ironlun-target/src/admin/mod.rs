@@ -8,10 +8,15 @@
 //! - `GET /v1/sessions`: every session with its counters
 //! - `GET /v1/config`: the running configuration as TOML, secrets hidden
 //! - `POST /v1/ops`: one [`ops::Request`]; answers [`ops::Answer`] or
-//!   `{"error": …}` with 404, 409 or 422
+//!   `{"error": …}` with 400, 403, 404, 408, 409, 413 or 422
 //!
 //! Operations run one at a time (the running configuration's lock) and off
-//! the async threads (opening a backend can block).
+//! the async threads (opening a backend can block). At most
+//! `MAX_CONNECTIONS` (32) clients are served at once; `conn` bounds how
+//! long each may hold its place (the head, the body, the connection's
+//! lifetime; a 401 closes it). `socket` makes the Unix socket,
+//! `views` hides the configuration's secrets, and `save` decides where
+//! `config save` may write.
 //!
 //! The API has a thread of its own ([`AdminThread`]): its runtime, and
 //! that runtime's blocking pool where operations run, are not the ones
@@ -23,55 +28,33 @@
 //! every CPU is busy it is slow instead (docs/admin.md, "Control-plane
 //! speed", has both measured).
 
-use std::convert::Infallible;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
-use hyper::{header, Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener};
 use tracing::{debug, info, warn};
 
 use crate::live::Live;
+pub use socket::{bind, Socket};
 pub use token::Token;
 
+mod conn;
 pub mod ops;
+mod save;
+mod socket;
 mod token;
 mod views;
 
-/// Largest request body (a whole configuration for `apply`).
-const MAX_BODY: usize = 4 << 20;
-/// Connections served at once.
+/// Connections served at once. A connection that does not send its
+/// request in time, or that failed authentication, gives its place back
+/// (the deadlines in [`conn`]).
 const MAX_CONNECTIONS: usize = 32;
-/// Time a client gets to send its request head.
-const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Binds the API socket at `path` (a stale socket file is replaced),
-/// owner-only.
-pub fn bind(path: &Path) -> std::io::Result<std::os::unix::net::UnixListener> {
-    use std::os::unix::fs::PermissionsExt;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-        _ => {}
-    }
-    let l = std::os::unix::net::UnixListener::bind(path)?;
-    l.set_nonblocking(true)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-    Ok(l)
-}
-
-/// Where the API listens: its Unix socket (and the path removed when it
-/// stops), HTTP on loopback with the token requests must carry, or both.
+/// Where the API listens: its Unix socket (removed when it stops), HTTP
+/// on loopback with the token requests must carry, or both.
 pub struct Endpoints {
-    pub unix: Option<(std::os::unix::net::UnixListener, PathBuf)>,
+    pub unix: Option<Socket>,
     pub http: Option<(TcpListener, Token)>,
 }
 
@@ -87,8 +70,8 @@ impl Endpoints {
             Some((l, token)) => Some((l.into_std()?, token)),
             None => None,
         };
-        if let Some((_, path)) = &unix {
-            info!("management API on {}", path.display());
+        if let Some(s) = &unix {
+            info!("management API on {}", s.path().display());
         }
         if let Some(a) = http.as_ref().and_then(|(l, _)| l.local_addr().ok()) {
             info!("management API on http://{a} (bearer token)");
@@ -105,7 +88,7 @@ pub struct AdminThread {
 
 impl AdminThread {
     fn start(
-        unix: Option<(std::os::unix::net::UnixListener, PathBuf)>,
+        unix: Option<Socket>,
         http: Option<(std::net::TcpListener, Token)>,
         live: Arc<Live>,
     ) -> std::io::Result<AdminThread> {
@@ -180,13 +163,14 @@ fn lower_priority() {
 /// Serves the endpoints there are, on the API's runtime, until the
 /// thread is stopped.
 async fn serve_all(
-    unix: Option<(std::os::unix::net::UnixListener, PathBuf)>,
+    unix: Option<Socket>,
     http: Option<(std::net::TcpListener, Token)>,
     live: Arc<Live>,
 ) {
     let unix = async {
-        match unix.map(|(l, p)| UnixListener::from_std(l).map(|l| (l, p))) {
-            Some(Ok((l, path))) => serve(l, path, live.clone()).await,
+        let unix = unix.map(Socket::into_parts);
+        match unix.map(|(l, u)| UnixListener::from_std(l).map(|l| (l, u))) {
+            Some(Ok((l, unlink))) => serve(l, unlink, live.clone()).await,
             Some(Err(e)) => warn!("management API socket: {e}"),
             None => {}
         }
@@ -202,15 +186,9 @@ async fn serve_all(
 }
 
 /// Serves the API on `listener` until the task is dropped; removes the
-/// socket file then.
-async fn serve(listener: UnixListener, path: PathBuf, live: Arc<Live>) {
-    struct Unlink(PathBuf);
-    impl Drop for Unlink {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
-    let _unlink = Unlink(path);
+/// socket file then (`unlink`).
+async fn serve(listener: UnixListener, unlink: socket::Unlink, live: Arc<Live>) {
+    let _unlink = unlink;
     let accept = || async { listener.accept().await.map(|(s, _)| s) };
     accept_loop(accept, live, None).await;
 }
@@ -244,123 +222,14 @@ where
             debug!("management API: connection refused, {MAX_CONNECTIONS} open");
             continue;
         };
-        tokio::spawn(connection(stream, live.clone(), token.clone(), permit));
+        tokio::spawn(conn::connection(
+            stream,
+            live.clone(),
+            token.clone(),
+            permit,
+        ));
     }
 }
 
-/// One client connection: requests answered in turn.
-async fn connection<S>(
-    stream: S,
-    live: Arc<Live>,
-    token: Option<Arc<Token>>,
-    permit: tokio::sync::OwnedSemaphorePermit,
-) where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let service = hyper::service::service_fn(move |req| {
-        let live = live.clone();
-        let token = token.clone();
-        async move {
-            if let Some(t) = token {
-                let given = req.headers().get(header::AUTHORIZATION);
-                if !t.admits(given.map(|v| v.as_bytes())) {
-                    return Ok::<_, Infallible>(unauthorized());
-                }
-            }
-            Ok(answer(req, live).await)
-        }
-    });
-    let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new())
-        .header_read_timeout(HEAD_TIMEOUT);
-    if let Err(e) = http.serve_connection(TokioIo::new(stream), service).await {
-        debug!("management API connection: {e}");
-    }
-    drop(permit);
-}
-
-/// 401 with the scheme to use (RFC 6750 §3).
-fn unauthorized() -> Response<Full<Bytes>> {
-    let mut r = error(
-        StatusCode::UNAUTHORIZED,
-        "missing or wrong bearer token (admin_token_file)",
-    );
-    r.headers_mut().insert(
-        header::WWW_AUTHENTICATE,
-        header::HeaderValue::from_static("Bearer realm=\"ironlun\""),
-    );
-    r
-}
-
-fn reply(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(body.into()));
-    *r.status_mut() = status;
-    if let Ok(v) = header::HeaderValue::from_str(content_type) {
-        r.headers_mut().insert(header::CONTENT_TYPE, v);
-    }
-    r
-}
-
-fn json(status: StatusCode, v: &impl serde::Serialize) -> Response<Full<Bytes>> {
-    match serde_json::to_vec_pretty(v) {
-        Ok(mut body) => {
-            body.push(b'\n');
-            reply(status, "application/json", body)
-        }
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
-    }
-}
-
-fn error(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
-    json(status, &serde_json::json!({ "error": message }))
-}
-
-async fn answer(req: Request<Incoming>, live: Arc<Live>) -> Response<Full<Bytes>> {
-    let path = req.uri().path().to_owned();
-    match (req.method().clone(), path.as_str()) {
-        (Method::GET, "/v1/state") => json(StatusCode::OK, &views::state(&live)),
-        (Method::GET, "/v1/sessions") => json(StatusCode::OK, &views::sessions(&live.registry)),
-        (Method::GET, "/v1/config") => reply(
-            StatusCode::OK,
-            "application/toml",
-            views::redacted(&live.document()),
-        ),
-        (Method::POST, "/v1/ops") => op(req, live).await,
-        (_, "/v1/state" | "/v1/sessions" | "/v1/config" | "/v1/ops") => error(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "wrong method; see docs/admin.md",
-        ),
-        _ => error(StatusCode::NOT_FOUND, "no such resource; see docs/admin.md"),
-    }
-}
-
-async fn op(req: Request<Incoming>, live: Arc<Live>) -> Response<Full<Bytes>> {
-    let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) => return error(StatusCode::PAYLOAD_TOO_LARGE, &format!("request body: {e}")),
-    };
-    let request: ops::Request = match serde_json::from_slice(&body) {
-        Ok(r) => r,
-        Err(e) => return error(StatusCode::BAD_REQUEST, &format!("request: {e}")),
-    };
-    let what = format!("{:?}", request.op);
-    let done = tokio::task::spawn_blocking(move || ops::run(&live, request)).await;
-    match done {
-        Ok(Ok(a)) => {
-            if !a.dry_run && !a.changes.is_empty() {
-                info!("management API: {}", a.changes.join("; "));
-            }
-            json(StatusCode::OK, &a)
-        }
-        Ok(Err(e)) => {
-            info!("management API: refused {what}: {}", e.message);
-            let status =
-                StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            error(status, &e.message)
-        }
-        Err(e) => error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            &format!("operation failed: {e}"),
-        ),
-    }
-}
+#[cfg(test)]
+mod tests;

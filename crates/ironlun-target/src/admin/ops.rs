@@ -9,7 +9,7 @@ use toml_edit::value;
 
 use crate::config::normalize_iscsi_name;
 use crate::live::edit::{self, EditError, Mapping};
-use crate::live::{ApplyError, Live, Outcome, SaveError};
+use crate::live::{ApplyError, Live, Outcome};
 use crate::registry::SessionSignal;
 
 /// A request: one operation, with `dry_run` (plan only) and `force`
@@ -89,8 +89,9 @@ pub enum Op {
     LogoutSession {
         tsih: u16,
     },
-    /// Writes the running configuration to `path` (default: the file the
-    /// daemon was started with).
+    /// Writes the running configuration to `path`: the file the daemon
+    /// was started with (the default), or `NAME.toml` directly in
+    /// `admin_save_dir`; nowhere else (`save`).
     SaveConfig {
         path: Option<PathBuf>,
     },
@@ -107,7 +108,7 @@ pub struct OpError {
 }
 
 impl OpError {
-    fn new(status: u16, message: impl Into<String>) -> OpError {
+    pub(super) fn new(status: u16, message: impl Into<String>) -> OpError {
         OpError {
             status,
             message: message.into(),
@@ -253,7 +254,7 @@ pub fn run(live: &Live, req: Request) -> Result<Answer, OpError> {
             .map(Answer::from)
             .map_err(OpError::from),
         Op::LogoutSession { tsih } => logout(live, tsih, dry),
-        Op::SaveConfig { path } => save(live, path),
+        Op::SaveConfig { path } => super::save::save(live, path, dry),
         Op::ReloadConfig {} => live
             .reload_file(dry, force)
             .map(Answer::from)
@@ -284,14 +285,167 @@ fn logout(live: &Live, tsih: u16, dry_run: bool) -> Result<Answer, OpError> {
     })
 }
 
-fn save(live: &Live, path: Option<PathBuf>) -> Result<Answer, OpError> {
-    let path = live.save(path).map_err(|e| match e {
-        SaveError::NoPath => OpError::new(422, e.to_string()),
-        SaveError::Io { .. } => OpError::new(500, e.to_string()),
-    })?;
-    Ok(Answer {
-        changes: Vec::new(),
-        dry_run: false,
-        note: Some(format!("saved to {}", path.display())),
-    })
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    use super::*;
+    use crate::config::{Config, Overrides};
+    use crate::server::test_registry;
+
+    const T: &str = "iqn.2026-11.test:t";
+
+    /// Every operation, each one that would change something if it ran.
+    /// The match makes a new operation a compile error here until it is
+    /// added.
+    fn every_op(dir: &Path, running: &str) -> Vec<Op> {
+        let file = |name: &str| format!("file:{},size=1MiB", dir.join(name).display());
+        let ops = vec![
+            Op::AddTarget {
+                name: "iqn.2026-11.test:new".into(),
+                luns: vec![file("new-target.img")],
+            },
+            Op::RemoveTarget { name: T.into() },
+            Op::SetTarget {
+                name: T.into(),
+                alias: Some("renamed".into()),
+                allow: Some(vec!["iqn.2026-11.test:init".into()]),
+                chap: Some("user:a-secret-0123456".into()),
+                default_map: Some("none".into()),
+            },
+            Op::AddLun {
+                target: T.into(),
+                spec: file("new-lun.img"),
+                lun: None,
+            },
+            Op::RemoveLun { target: T.into(), lun: 1 },
+            Op::ResizeLun {
+                target: T.into(),
+                lun: 0,
+                size: "2MiB".into(),
+            },
+            Op::SetReadOnly {
+                target: T.into(),
+                lun: 0,
+                read_only: true,
+            },
+            Op::SetInitiator {
+                target: T.into(),
+                name: "iqn.2026-11.test:other".into(),
+                luns: Some(vec![Mapping {
+                    lun: 0,
+                    target_lun: 0,
+                    read_only: true,
+                }]),
+                chap: None,
+            },
+            Op::RemoveInitiator {
+                target: T.into(),
+                name: "iqn.2026-11.test:init".into(),
+            },
+            Op::AddPortal {
+                addr: "127.0.0.1:3261".parse().unwrap(),
+            },
+            Op::RemovePortal {
+                addr: "127.0.0.1:3262".parse().unwrap(),
+            },
+            Op::Apply {
+                toml: format!(
+                    "{running}[[target]]\nname = \"iqn.2026-11.test:applied\"\n[[target.lun]]\nspec = \"{}\"\n",
+                    file("applied.img")
+                ),
+            },
+            Op::LogoutSession { tsih: 1 },
+            Op::SaveConfig { path: None },
+            Op::SaveConfig {
+                path: Some(dir.join("saved/copy.toml")),
+            },
+            Op::ReloadConfig {},
+        ];
+        for op in &ops {
+            match op {
+                Op::AddTarget { .. }
+                | Op::RemoveTarget { .. }
+                | Op::SetTarget { .. }
+                | Op::AddLun { .. }
+                | Op::RemoveLun { .. }
+                | Op::ResizeLun { .. }
+                | Op::SetReadOnly { .. }
+                | Op::SetInitiator { .. }
+                | Op::RemoveInitiator { .. }
+                | Op::AddPortal { .. }
+                | Op::RemovePortal { .. }
+                | Op::Apply { .. }
+                | Op::LogoutSession { .. }
+                | Op::SaveConfig { .. }
+                | Op::ReloadConfig { .. } => {}
+            }
+        }
+        ops
+    }
+
+    /// Every file under `dir` with its length and modification time.
+    fn snapshot(dir: &Path) -> BTreeMap<String, (u64, std::time::SystemTime)> {
+        let mut out = BTreeMap::new();
+        for e in std::fs::read_dir(dir).unwrap() {
+            let e = e.unwrap();
+            let m = e.metadata().unwrap();
+            if m.is_dir() {
+                for (k, v) in snapshot(&e.path()) {
+                    out.insert(format!("{}/{k}", e.file_name().to_string_lossy()), v);
+                }
+            } else {
+                let key = e.file_name().to_string_lossy().into_owned();
+                out.insert(key, (m.len(), m.modified().unwrap()));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_dry_run_of_any_operation_changes_and_writes_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().canonicalize().unwrap();
+        std::fs::create_dir(dir.join("saved")).unwrap();
+        let cfg_path = dir.join("ironlun.toml");
+        let text = format!(
+            "listen = [\"127.0.0.1:3260\", \"127.0.0.1:3262\"]\nadmin_save_dir = \"{}\"\n[[target]]\nname = \"{T}\"\nallow = [\"iqn.2026-11.test:init\", \"iqn.2026-11.test:other\"]\n[[target.lun]]\nspec = \"file:{},size=1MiB\"\n[[target.lun]]\nspec = \"ram:1MiB\"\n[[target.initiator]]\nname = \"iqn.2026-11.test:init\"\n[[target]]\nname = \"iqn.2026-11.test:u\"\n[[target.lun]]\nspec = \"ram:1MiB\"\n",
+            dir.join("saved").display(),
+            dir.join("lun0.img").display()
+        );
+        std::fs::write(&cfg_path, &text).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&cfg_path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let o = Overrides {
+            config: Some(cfg_path.clone()),
+            ..Overrides::default()
+        };
+        let cfg = Config::load(&o).unwrap();
+        let live = Live::new(test_registry(&cfg), cfg, &o, Vec::new()).unwrap();
+        let files = snapshot(&dir);
+        let state = serde_json::to_string(&super::super::views::state(&live)).unwrap();
+        for op in every_op(&dir, &text) {
+            let what = format!("{op:?}");
+            let r = run(
+                &live,
+                Request {
+                    op,
+                    dry_run: true,
+                    force: true,
+                },
+            );
+            match r {
+                Ok(a) => assert!(a.dry_run, "{what}: {a:?}"),
+                // Only the logout of a session there is not.
+                Err(e) => assert!(what.starts_with("LogoutSession"), "{what}: {e:?}"),
+            }
+            assert_eq!(live.document(), text, "{what}");
+            assert_eq!(snapshot(&dir), files, "{what} wrote");
+            let now = serde_json::to_string(&super::super::views::state(&live)).unwrap();
+            assert_eq!(now, state, "{what} changed the state");
+        }
+    }
 }

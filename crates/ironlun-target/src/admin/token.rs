@@ -16,6 +16,12 @@ impl Token {
         ironlun_token::load(path).map(Token)
     }
 
+    /// The token in `text` (`ironlun_token::parse`), for tests.
+    #[cfg(test)]
+    pub(crate) fn parse(text: &[u8]) -> Token {
+        Token(ironlun_token::parse(text).unwrap())
+    }
+
     /// Whether an `Authorization` header value carries this token (the
     /// scheme compares without regard to case, RFC 9110 §11.1).
     pub fn admits(&self, authorization: Option<&[u8]>) -> bool {

@@ -2,9 +2,9 @@
 //! the configuration with its secrets hidden.
 
 use serde::Serialize;
-use toml_edit::{DocumentMut, Item, Table};
+use toml_edit::{DocumentMut, Item, TableLike, Value};
 
-use crate::config::DefaultMap;
+use crate::config::{DefaultMap, HIDDEN_SECRET, SECRET_KEYS};
 use crate::live::Live;
 use crate::registry::Registry;
 
@@ -136,33 +136,177 @@ pub fn sessions(registry: &Registry) -> Vec<SessionView> {
     out
 }
 
-/// Keys whose values are secrets.
-const SECRET_KEYS: [&str; 2] = ["chap", "mutual_chap"];
-
-/// The document with every literal CHAP secret replaced.
+/// The document with every secret replaced by `USER:<hidden>` (the
+/// user kept, [`HIDDEN_SECRET`] for the rest), wherever it is: a key of
+/// [`SECRET_KEYS`] at any depth, in tables, arrays of tables, inline
+/// tables and arrays of inline tables. `_env` keys name a variable and
+/// are shown as they are. Comments are shown as written.
 pub fn redacted(text: &str) -> String {
     let Ok(mut doc) = text.parse::<DocumentMut>() else {
         return String::new();
     };
-    hide(doc.as_table_mut());
+    hide_in_table(doc.as_table_mut());
     doc.to_string()
 }
 
-fn hide(t: &mut Table) {
+fn hide_in_table(t: &mut dyn TableLike) {
     for (k, item) in t.iter_mut() {
-        if SECRET_KEYS.contains(&k.get()) && item.is_str() {
-            let user = item
-                .as_str()
-                .and_then(|s| s.split_once(':'))
-                .map_or("", |(u, _)| u)
-                .to_owned();
-            *item = toml_edit::value(format!("{user}:<hidden>"));
-            continue;
+        if SECRET_KEYS.contains(&k.get()) {
+            conceal(item);
+        } else {
+            hide_in_item(item);
         }
-        match item {
-            Item::Table(sub) => hide(sub),
-            Item::ArrayOfTables(a) => a.iter_mut().for_each(hide),
-            _ => {}
+    }
+}
+
+fn hide_in_item(item: &mut Item) {
+    match item {
+        Item::Table(t) => hide_in_table(t),
+        Item::ArrayOfTables(a) => a.iter_mut().for_each(|t| hide_in_table(t)),
+        Item::Value(v) => hide_in_value(v),
+        Item::None => {}
+    }
+}
+
+fn hide_in_value(v: &mut Value) {
+    match v {
+        Value::InlineTable(t) => hide_in_table(t),
+        Value::Array(a) => a.iter_mut().for_each(hide_in_value),
+        _ => {}
+    }
+}
+
+/// Replaces a secret's value, whatever its form, keeping the user name
+/// of a `USER:SECRET` string and the comments around the value.
+fn conceal(item: &mut Item) {
+    let user = item
+        .as_str()
+        .and_then(|s| s.split_once(':'))
+        .map_or("", |(u, _)| u);
+    let mut hidden = Value::from(format!("{user}:{HIDDEN_SECRET}"));
+    if let Some(old) = item.as_value() {
+        *hidden.decor_mut() = old.decor().clone();
+    }
+    *item = Item::Value(hidden);
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::config::Config;
+
+    /// Every secret below has this in it, and nothing else has.
+    const MARK: &str = "S3CRET";
+
+    /// Documents the configuration grammar takes, with secrets in every
+    /// place it allows them: `[discovery]` (a table, an inline table,
+    /// dotted keys), `[[target]]` and `[[target.initiator]]` (tables,
+    /// an array of inline tables, a target itself inline), one-way and
+    /// mutual. Each with the number of secrets in it.
+    fn documents() -> Vec<(&'static str, usize)> {
+        vec![
+            (
+                r#"
+[discovery]
+chap = "disc:disc-S3CRET-0001"   # kept comment
+mutual_chap = "dtgt:disc-S3CRET-0002"
+
+[[target]]
+name = "iqn.2026-11.test:t"
+chap = "alice:tgt-S3CRET-0003"
+mutual_chap = "tgt:tgt-S3CRET-0004"
+allow = ["iqn.2026-11.test:init", "iqn.2026-11.test:other"]
+[[target.lun]]
+spec = "ram:1MiB"
+[[target.initiator]]
+name = "iqn.2026-11.test:init"
+chap = "bob:ini-S3CRET-0005"
+mutual_chap = "tgt2:ini-S3CRET-0006"
+[[target.initiator]]
+name = "iqn.2026-11.test:other"
+luns = [{ lun = 0, target_lun = 0, read_only = true }]
+"#,
+                6,
+            ),
+            (
+                r#"
+discovery = { chap = "disc:disc-S3CRET-0007", mutual_chap = "d:disc-S3CRET-0008" }
+
+[[target]]
+name = "iqn.2026-11.test:t"
+lun = [{ spec = "ram:1MiB" }]
+allow = ["iqn.2026-11.test:init", "iqn.2026-11.test:b"]
+initiator = [
+  { name = "iqn.2026-11.test:init", chap = "carol:ini-S3CRET-0009" },
+  { name = "iqn.2026-11.test:b", chap = "dave:ini-S3CRET-0010", mutual_chap = "t:ini-S3CRET-0011" },
+]
+"#,
+                5,
+            ),
+            (
+                r#"
+discovery.chap = "disc:disc-S3CRET-0012"
+target = [
+  { name = "iqn.2026-11.test:t", chap = "erin:tgt-S3CRET-0013", lun = [{ spec = "ram:1MiB" }], allow = ["iqn.2026-11.test:init"], initiator = [{ name = "iqn.2026-11.test:init", mutual_chap = "t:ini-S3CRET-0014", chap = "frank:ini-S3CRET-0015" }] },
+]
+"#,
+                4,
+            ),
+        ]
+    }
+
+    #[test]
+    fn every_secret_is_hidden_wherever_the_grammar_puts_it() {
+        for (doc, secrets) in documents() {
+            Config::from_toml(doc, None).unwrap_or_else(|e| panic!("{e}:\n{doc}"));
+            assert_eq!(doc.matches(MARK).count(), secrets);
+            let shown = redacted(doc);
+            assert!(!shown.contains(MARK), "{shown}");
+            assert_eq!(
+                shown.matches(HIDDEN_SECRET).count(),
+                secrets,
+                "every secret, and nothing else, hidden:\n{shown}"
+            );
+            // Users and names stay; the rest of the document is as it was.
+            assert!(shown.contains("disc:<hidden>"), "{shown}");
+            assert!(shown.contains("iqn.2026-11.test:init"), "{shown}");
         }
+    }
+
+    #[test]
+    fn the_layout_and_comments_around_a_secret_stay() {
+        let (doc, _) = &documents()[0];
+        let shown = redacted(doc);
+        assert!(
+            shown.contains("chap = \"disc:<hidden>\"   # kept comment\n"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn a_shown_configuration_cannot_be_applied_with_its_placeholders() {
+        for (doc, _) in documents() {
+            let e = Config::from_toml(&redacted(doc), None)
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(e.contains("config show"), "{e}");
+        }
+    }
+
+    #[test]
+    fn env_references_are_shown_as_they_are() {
+        let doc = r#"
+discovery = { chap_env = "DISC_CHAP" }
+[[target]]
+name = "iqn.2026-11.test:t"
+chap_env = "TGT_CHAP"
+mutual_chap_env = "TGT_MUTUAL"
+lun = [{ spec = "ram:1MiB" }]
+initiator = [{ name = "iqn.2026-11.test:init", chap_env = "INI_CHAP" }]
+"#;
+        assert_eq!(redacted(doc), doc);
     }
 }

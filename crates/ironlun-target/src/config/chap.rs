@@ -10,6 +10,17 @@ use serde::Deserialize;
 use super::ConfigError;
 use crate::access::{chap_policy, credentials_from_env};
 
+/// The keys whose values are secrets, wherever they appear (`[discovery]`,
+/// `[[target]]`, `[[target.initiator]]`, as tables, inline tables or
+/// arrays of them): what `GET /v1/config` hides. Their `_env` twins name
+/// a variable, not a secret, and are shown as they are.
+pub(crate) const SECRET_KEYS: [&str; 2] = ["chap", "mutual_chap"];
+
+/// What a hidden secret is shown as (`USER:<hidden>`): too short for a
+/// CHAP secret, and refused by name where credentials are read, so a
+/// configuration copied from `config show` cannot be applied with it.
+pub(crate) const HIDDEN_SECRET: &str = "<hidden>";
+
 /// CHAP credentials in the file: `USER:SECRET` literally (the file must
 /// then not be world-readable) or the name of an environment variable
 /// that holds it.
@@ -24,6 +35,12 @@ pub(super) struct FileAuth {
 
 /// `USER:SECRET` given at `key`.
 fn credentials(key: String, s: &str) -> Result<Credentials, ConfigError> {
+    if s.split_once(':').map(|(_, secret)| secret) == Some(HIDDEN_SECRET) {
+        return Err(ConfigError::invalid(
+            key,
+            format!("{HIDDEN_SECRET} is what `config show` prints for a secret: put the secret itself here, or use the _env key"),
+        ));
+    }
     Credentials::parse(s).map_err(|source| ConfigError::Chap { key, source })
 }
 

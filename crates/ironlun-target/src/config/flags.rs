@@ -47,6 +47,8 @@ pub struct Overrides {
     pub admin_http: Option<String>,
     /// The bearer token the HTTP management API requires.
     pub admin_token_file: Option<PathBuf>,
+    /// Where `config save PATH` may write besides the daemon's file.
+    pub admin_save_dir: Option<PathBuf>,
 }
 
 impl Config {
@@ -114,6 +116,7 @@ impl Config {
             admin_socket: None,
             admin_http: None,
             save_on_change: false,
+            admin_save_dir: None,
         };
         check_stores_unshared(&cfg.targets)?;
         Ok(cfg)
@@ -172,6 +175,9 @@ impl Overrides {
         }
         if let Some(p) = &self.admin_token_file {
             doc.insert("admin_token_file", path(p));
+        }
+        if let Some(p) = &self.admin_save_dir {
+            doc.insert("admin_save_dir", path(p));
         }
         let mut tcp = Table::new();
         if let Some(w) = &self.tcp_window {
@@ -256,6 +262,9 @@ impl Overrides {
         }
         if let Some(p) = &self.admin_socket {
             cfg.admin_socket = Some(p.clone());
+        }
+        if let Some(p) = &self.admin_save_dir {
+            cfg.admin_save_dir = Some(p.clone());
         }
         if self.admin_http.is_some() || self.admin_token_file.is_some() {
             let file = cfg.admin_http.take();

@@ -33,6 +33,7 @@ mod names;
 mod params;
 mod toml_file;
 
+pub(crate) use chap::{HIDDEN_SECRET, SECRET_KEYS};
 pub use error::ConfigError;
 pub use flags::Overrides;
 pub use initiators::{DefaultMap, InitiatorEntry, MappedLun};
@@ -93,6 +94,10 @@ pub struct Config {
     /// configuration file at once (`save_on_change = true`), so that a
     /// SIGHUP or a restart keeps it; like targetcli's save on exit.
     pub save_on_change: bool,
+    /// Where `config save PATH` may write besides the daemon's own file:
+    /// `admin_save_dir` or `--admin-save-dir` (files `NAME.toml` directly
+    /// in it).
+    pub admin_save_dir: Option<PathBuf>,
 }
 
 /// The management API over HTTP on a loopback address, for a client that

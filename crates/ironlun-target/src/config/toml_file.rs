@@ -42,6 +42,7 @@ struct FileConfig {
     admin_token_file: Option<PathBuf>,
     #[serde(default)]
     save_on_change: bool,
+    admin_save_dir: Option<PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -125,6 +126,7 @@ fn check_file(text: &str, path: Option<&Path>) -> Result<Config, ConfigError> {
         admin_http: AdminHttp::check(f.admin_http.as_deref(), f.admin_token_file.as_deref())?,
         admin_socket: f.admin_socket,
         save_on_change: f.save_on_change,
+        admin_save_dir: f.admin_save_dir,
     })
 }
 

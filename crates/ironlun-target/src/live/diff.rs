@@ -140,6 +140,7 @@ fn settings(old: &Config, new: &Config, refused: &mut Vec<String>) {
     differs("discovery CHAP", old.discovery_chap == new.discovery_chap);
     differs("admin_socket", old.admin_socket() == new.admin_socket());
     differs("admin_http", old.admin_http == new.admin_http);
+    differs("admin_save_dir", old.admin_save_dir == new.admin_save_dir);
 }
 
 /// A target in both: its settings and its LUNs.
