@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use ironlun_wire::{encode_frame, Digests, NopIn, Pdu};
-use support::{closed_within, End, Raw};
+use support::{closed_within, End, Raw, Target};
 
 /// A raw client connected to a stub that has accepted it: the stub's end
 /// of the connection is the test's to hold, write to or drop.
@@ -132,6 +132,48 @@ fn closed_within_counts_only_eof_or_reset() {
     assert!(closed_within(&mut c, Duration::from_secs(5)));
     reset(s2);
     assert!(closed_within(&mut c2, Duration::from_secs(5)));
+}
+
+// --- a target's log when it stops ----------------------------------------
+
+/// A stand-in target: says where it listens, then writes `lines` to its
+/// log, then waits to be killed.
+fn fake_target(lines: &[&str]) -> Target {
+    let script = "echo 'listening on 127.0.0.1:9' >&2; \
+                  for l in \"$@\"; do echo \"$l\" >&2; done; exec sleep 60";
+    let mut cmd = Command::new("/bin/sh");
+    cmd.args(["-c", script, "fake-target"]).args(lines);
+    let t = Target::spawn(cmd, 1);
+    let last = lines.last().unwrap();
+    assert!(t.wait_log(last, Duration::from_secs(10)), "{}", t.log());
+    t
+}
+
+#[test]
+fn a_target_that_panicked_fails_the_test_when_it_stops_showing_the_panic() {
+    let t = fake_target(&[
+        "INFO a session",
+        "thread 'tokio-runtime-worker' panicked at src/x.rs:1:2:",
+        "index out of bounds",
+        "INFO the end",
+    ]);
+    let stopped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(t)));
+    let payload = stopped.expect_err("a panicked target passed");
+    let msg = payload
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    for want in [
+        "the target panicked (1 time(s))",
+        "panicked at src/x.rs:1:2:",
+        "index out of bounds",
+        "INFO the end",
+    ] {
+        assert!(msg.contains(want), "{want:?} not in:\n{msg}");
+    }
+    // A clean log stops quietly.
+    drop(fake_target(&["INFO a session", "INFO the end"]));
+    assert_eq!(support::panics_in("a\nb\n"), None);
 }
 
 // --- scripts/verdicts.sh ------------------------------------------------
