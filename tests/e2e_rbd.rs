@@ -11,7 +11,8 @@
 //! answered with NOT READY while the session lives on; and `ironlun lab
 //! --rbd` on the same cluster.
 //!
-//! Where Ceph cannot be installed the test skips loudly; under CI=true it
+//! Where Ceph cannot be installed the test skips loudly (listed in
+//! scripts/test's summary); under CI=true or `--require-all` it
 //! fails (tests/support/ceph.rs). IRONLUN_RBD_LONG=1 runs the whole
 //! families of the commands an RBD LUN adds (one test of each by
 //! default), the verifying bench for 60 s instead of 3 s and the crash

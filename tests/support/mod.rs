@@ -12,6 +12,8 @@
     clippy::indexing_slicing
 )]
 
+pub mod skip;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};

@@ -38,6 +38,11 @@ pub mod ring;
 pub mod testing;
 mod zeros;
 
+/// The skip rule of the workspace's tests (`tests/support/skip.rs`).
+#[cfg(test)]
+#[path = "../../../tests/support/skip.rs"]
+mod skip;
+
 use std::fs::File;
 use std::io;
 use std::sync::Arc;
