@@ -31,7 +31,7 @@ const LBA_STATUS_WINDOW_BLOCKS: u64 = 1 << 20;
 /// and the application client asks again from there (SBC-4 §5.8).
 const LBA_STATUS_SCAN_BYTES: u64 = 64 << 30;
 
-/// With the write cache off (WCE = 0, SBC-4 §6.5.5), makes the
+/// With the write cache off (WCE = 0, SBC-3 §6.4.5), makes the
 /// deallocations just done durable before the command's GOOD, as a
 /// write's data would be: the blocks must read back as zeros (LBPRZ)
 /// after a crash too, and an initiator sends no SYNCHRONIZE CACHE to a

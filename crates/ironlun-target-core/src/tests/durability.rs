@@ -14,13 +14,13 @@
 //! is looked at after every step, so a status sent before a write would
 //! be seen as such.
 //!
-//! The rules (SBC-4): FUA makes a write durable before its status
-//! (§5.40 and the other WRITE commands), so does the write cache turned
-//! off (WCE = 0, caching mode page §6.5.5), WRITE AND VERIFY always
-//! (§5.42: the data is verified on the medium), SYNCHRONIZE CACHE makes
-//! every earlier write durable (§5.24). A deallocation (UNMAP, WRITE SAME
-//! with UNMAP) with the write cache off is held to the rule of a write:
-//! the blocks read back as zeros (LBPRZ) after a crash too.
+//! The rules: FUA, or the write cache turned off (WCE = 0 in the caching
+//! mode page, SBC-3 §6.4.5), puts a write's data on the medium before
+//! its status (SBC-3 §4.11); WRITE AND VERIFY always (SBC-4 §5.42: the
+//! data is verified on the medium); SYNCHRONIZE CACHE makes every earlier
+//! write durable (SBC-3 §5.22). A deallocation (UNMAP, WRITE SAME with
+//! UNMAP) with the write cache off is held to the rule of a write: the
+//! blocks read back as zeros (LBPRZ) after a crash too.
 
 use std::sync::Arc;
 
@@ -217,6 +217,7 @@ fn rows() -> Vec<Row> {
         ),
         row(
             "WRITE ATOMIC(16)",
+            // ATOMIC BOUNDARY 0, then TRANSFER LENGTH (SBC-4 §5.48).
             |fua| {
                 cdb(0x9c, fua, (LBA, 8), (0, 2), 0)
                     .into_iter()
@@ -229,6 +230,8 @@ fn rows() -> Vec<Row> {
         ),
         row(
             "COMPARE AND WRITE",
+            // Three reserved bytes, then NUMBER OF LOGICAL BLOCKS 1
+            // (SBC-4 §5.2).
             |fua| {
                 cdb(0x89, fua, (LBA, 8), (0, 3), 0)
                     .into_iter()
@@ -485,7 +488,7 @@ impl Case {
     }
 
     /// Turns the write cache off: MODE SELECT(6) of the caching page with
-    /// WCE = 0 (SBC-4 §6.5.5).
+    /// WCE = 0 (SBC-3 §6.4.5).
     fn cache_off(&mut self) {
         let mut page = vec![0u8; 4];
         page.extend([0x08, 0x12]);
