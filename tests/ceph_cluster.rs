@@ -5,7 +5,8 @@
 //!
 //! Needs Debian's Ceph 16 packages; the script installs them when missing
 //! (scripts/deps.sh install_ceph). Where they cannot be installed the
-//! tests skip, loudly; under CI=true they fail.
+//! tests skip, loudly, and scripts/test's summary lists them; under
+//! CI=true or `--require-all` they fail (tests/support/skip.rs).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 

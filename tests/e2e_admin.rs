@@ -137,7 +137,13 @@ fn luns_change_under_a_verifying_bench() {
             READER,
         ],
     );
+    // DATA PROTECT / WRITE PROTECTED (sense key 7h, ASC/ASCQ 27h/00h,
+    // SPC-5 Annex D), not any failure.
     assert_ne!(rc, 0, "a read-only mapping refuses writes: {out}");
+    assert!(
+        out.contains("CHECK CONDITION: DATA PROTECT (key 0x7), ASC/ASCQ 0x27/0x00"),
+        "a read-only mapping refuses writes as write-protected: {out}"
+    );
 
     let out = admin(&sock, &["lun", "remove", NAME, "1"]);
     assert!(out.contains(&format!("- target {NAME} LUN 1")), "{out}");

@@ -3,14 +3,16 @@
 //! stopped at the end: libiscsi's required families (and the thin
 //! provisioning and atomic ones an RBD LUN offers) with no failures,
 //! WRITE SAME through librbd's writesame read back, COMPARE AND WRITE
-//! offered only as far as librbd's is atomic, a
+//! offered only as far as librbd's is atomic, every command that must
+//! be durable before GOOD flushing librbd (its own counter), a
 //! qemu-img round trip, a verifying `ironlun bench`, SIGKILL of the target
 //! mid-write with every acknowledged and flushed write surviving, a resize
 //! made in Ceph reported as CAPACITY DATA HAS CHANGED, and a lost cluster
 //! answered with NOT READY while the session lives on; and `ironlun lab
 //! --rbd` on the same cluster.
 //!
-//! Where Ceph cannot be installed the test skips loudly; under CI=true it
+//! Where Ceph cannot be installed the test skips loudly (listed in
+//! scripts/test's summary); under CI=true or `--require-all` it
 //! fails (tests/support/ceph.rs). IRONLUN_RBD_LONG=1 runs the whole
 //! families of the commands an RBD LUN adds (one test of each by
 //! default), the verifying bench for 60 s instead of 3 s and the crash
@@ -79,6 +81,7 @@ fn rbd_luns_against_a_real_cluster() {
         ("same", "64M"),
         ("caw", "16M"),
         ("caw4k", "16M"),
+        ("durable", "16M"),
     ];
     for (image, size) in images {
         ceph.rbd(&["create", "--size", size, &format!("rbd/{image}")]);
@@ -91,6 +94,10 @@ fn rbd_luns_against_a_real_cluster() {
     case(
         "COMPARE AND WRITE offered only as far as librbd's is atomic",
         || compare_and_write(&ceph),
+    );
+    case(
+        "every command that must be durable flushes librbd before GOOD",
+        || durability(&ceph, dir.path()),
     );
     case("qemu-img round trip", || qemu(&ceph, dir.path()));
     case("verifying bench", || bench(&ceph));
@@ -283,6 +290,144 @@ fn compare_and_write(ceph: &Ceph) {
     let (st, sense, _) = c.scsi(&caw(0, 1), 0, &one);
     assert_eq!(st, 2);
     assert_eq!((sense[2] & 0x0f, sense[12], sense[13]), (0x05, 0x24, 0x00));
+}
+
+/// librbd's own count of flushes of every image the gateway has open,
+/// read from its admin socket (`ceph --admin-daemon SOCK perf dump`,
+/// the `flush` counter of each `librbd-…` section).
+fn librbd_flushes(ceph: &Ceph, sock: &Path) -> u64 {
+    let dump = ceph.ceph(&["--admin-daemon", sock.to_str().unwrap(), "perf", "dump"]);
+    let v: serde_json::Value = serde_json::from_str(&dump).unwrap();
+    let images: Vec<u64> = v
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| k.starts_with("librbd-"))
+        .map(|(k, c)| {
+            c["flush"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{k}: no flush counter"))
+        })
+        .collect();
+    assert_eq!(images.len(), 1, "one image open: {dump}");
+    images[0]
+}
+
+/// Durability on the real RBD path (issue 36 item 5): during every
+/// command that must be on stable storage before its GOOD (FUA, the
+/// write cache off, WRITE AND VERIFY, COMPARE AND WRITE with FUA,
+/// SYNCHRONIZE CACHE), librbd was asked to flush, as its own counter
+/// says; during a plain write with the write cache on it was not. The
+/// commands take each path an RBD LUN has: staged (READ, WRITE,
+/// SYNCHRONIZE CACHE through the connection's task) and the blocking
+/// pool (a partial last block, WRITE SAME, COMPARE AND WRITE, UNMAP).
+fn durability(ceph: &Ceph, dir: &Path) {
+    let sock = dir.join("gateway.asok");
+    let conf = dir.join("gateway.conf");
+    let mut text = std::fs::read_to_string(&ceph.conf).unwrap();
+    text.push_str(&format!("\n[client]\nadmin socket = {}\n", sock.display()));
+    std::fs::write(&conf, text).unwrap();
+    let lun = format!("rbd:rbd/durable,conf={}", conf.display());
+    let t = Target::start(&["--name", NAME, "--lun", &lun]);
+    let mut c = login(t.addr, 9);
+    let lba = |op: u8, flags: u8, blocks: u8| [op, flags, 0, 0, 0, 64, 0, 0, blocks, 0];
+    let ws16 = |flags: u8| {
+        let mut c = ws16(64, 8);
+        c[1] = flags;
+        c
+    };
+    let caw = |flags: u8| {
+        let mut cdb = [0u8; 16];
+        cdb[0] = 0x89;
+        cdb[1] = flags;
+        cdb[2..10].copy_from_slice(&200u64.to_be_bytes());
+        cdb[13] = 1;
+        cdb
+    };
+    let mut unmap = vec![0, 22, 0, 16, 0, 0, 0, 0];
+    unmap.extend_from_slice(&512u64.to_be_bytes());
+    unmap.extend_from_slice(&[0, 0, 0, 128, 0, 0, 0, 0]);
+    let block = |b: u8| vec![b; 512];
+    let blocks = |b: u8| vec![b; 8 * 512];
+    // The first write takes the image's exclusive lock: out of the count.
+    assert_eq!(c.scsi(&lba(0x2a, 0, 8), 0, &blocks(1)).0, 0, "{}", t.log());
+    let check = |c: &mut Raw, wce: bool, name: &str, cdb: &[u8], data: &[u8], durable: bool| {
+        let before = librbd_flushes(ceph, &sock);
+        let (st, sense, _) = c.scsi(cdb, 0, data);
+        assert_eq!(st, 0, "{name}: {sense:02x?}\n{}", t.log());
+        let flushed = librbd_flushes(ceph, &sock) - before;
+        assert_eq!(
+            flushed > 0,
+            durable,
+            "{name} with WCE={}: {flushed} librbd flushes",
+            u8::from(wce)
+        );
+    };
+    for wce in [true, false] {
+        if !wce {
+            // MODE SELECT(10), PF: the caching page with WCE = 0.
+            let mut param = vec![0u8; 8];
+            param.extend_from_slice(&[0x08, 0x12]);
+            param.resize(8 + 20, 0);
+            let select = [0x55, 0x10, 0, 0, 0, 0, 0, 0, param.len() as u8, 0];
+            assert_eq!(c.scsi(&select, 0, &param).0, 0);
+        }
+        let off = !wce;
+        // Each COMPARE AND WRITE compares with what the last one wrote.
+        let old = if wce { 0 } else { 2 };
+        let two = |a: u8, b: u8| [block(a), block(b)].concat();
+        check(&mut c, wce, "WRITE(10)", &lba(0x2a, 0, 8), &blocks(2), off);
+        check(
+            &mut c,
+            wce,
+            "WRITE(10) FUA",
+            &lba(0x2a, 0x08, 8),
+            &blocks(3),
+            true,
+        );
+        check(
+            &mut c,
+            wce,
+            "WRITE(10) ending inside a block",
+            &lba(0x2a, 0x08, 8),
+            &blocks(4)[..700],
+            true,
+        );
+        check(
+            &mut c,
+            wce,
+            "WRITE AND VERIFY(10)",
+            &lba(0x2e, 0, 8),
+            &blocks(5),
+            true,
+        );
+        check(&mut c, wce, "WRITE SAME(16)", &ws16(0), &block(6), off);
+        check(
+            &mut c,
+            wce,
+            "COMPARE AND WRITE",
+            &caw(0),
+            &two(old, old + 1),
+            off,
+        );
+        check(
+            &mut c,
+            wce,
+            "COMPARE AND WRITE FUA",
+            &caw(0x08),
+            &two(old + 1, old + 2),
+            true,
+        );
+        check(
+            &mut c,
+            wce,
+            "UNMAP",
+            &[0x42, 0, 0, 0, 0, 0, 0, 0, 24, 0],
+            &unmap,
+            off,
+        );
+        check(&mut c, wce, "SYNCHRONIZE CACHE(10)", &SYNC10, &[], true);
+    }
 }
 
 fn qemu(ceph: &Ceph, dir: &Path) {

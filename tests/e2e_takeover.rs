@@ -11,6 +11,10 @@
 //!   nexus loss, SPC-2 §5.5.1); the new node, retrying its login as
 //!   initiators do, gets in and can write.
 //!
+//! Each test first sees a login with another ISID refused (OUT OF
+//! RESOURCES) while the table is full, so that getting in afterwards is
+//! the takeover's doing, not a free place.
+//!
 //! The dead host is a raw connection that stops reading: it neither
 //! answers pings nor closes its socket, as a host that lost power behind
 //! a switch looks to the target.
@@ -96,6 +100,18 @@ fn new_node_works(c: &mut Raw, len: usize, pattern: u8) {
     assert_eq!(command(c, &TUR, 0, &[]).0, GOOD);
 }
 
+/// A login with `isid` is refused because the table is full (the dead
+/// host's session holds its one place).
+fn refused_while_full(t: &Target, isid: [u8; 6], why: &str) {
+    let (status, _) = login(t, isid);
+    assert_eq!(
+        status,
+        OUT_OF_RESOURCES,
+        "{why}: a login with ISID {isid:02x?} was not refused as the table is full\n{}",
+        t.log()
+    );
+}
+
 #[test]
 fn a_node_taking_over_the_name_and_isid_reinstates_the_dead_session_at_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -103,6 +119,9 @@ fn a_node_taking_over_the_name_and_isid_reinstates_the_dead_session_at_once() {
     let t = daemon(dir.path(), 0);
     let isid = [0x80, 0, 0, 0, 0, 1];
     let (mut dead, len) = dead_host(&t, isid, 0xa5);
+    // The table is full: another nexus is kept out, so what lets the
+    // node in below is the reinstatement.
+    refused_while_full(&t, [0x80, 0, 0, 0, 0, 9], "another ISID");
 
     let (status, mut node) = login(&t, isid);
     assert_eq!(
@@ -123,7 +142,14 @@ fn a_node_taking_over_the_name_and_isid_reinstates_the_dead_session_at_once() {
 fn a_host_back_with_a_new_isid_gets_in_once_pings_clear_the_dead_session() {
     let dir = tempfile::tempdir().unwrap();
     let t = daemon(dir.path(), 2);
-    let (_dead, len) = dead_host(&t, [0x80, 0, 0, 0, 0, 2], 0x3c);
+    let (mut dead, len) = dead_host(&t, [0x80, 0, 0, 0, 0, 2], 0x3c);
+    // While the host is alive (it has just spoken, and speaks again
+    // between the tries: pings start only after 2 s of silence) the new
+    // node's logins are refused: the table is full.
+    for _ in 0..3 {
+        refused_while_full(&t, [0x80, 0, 0, 0, 0, 3], "the host is alive");
+        assert_eq!(command(&mut dead, &TUR, 0, &[]).0, GOOD);
+    }
 
     // The new node retries its login as an initiator does (open-iscsi
     // every few seconds); only a full table may refuse it meanwhile.
@@ -143,7 +169,7 @@ fn a_host_back_with_a_new_isid_gets_in_once_pings_clear_the_dead_session() {
         );
         std::thread::sleep(Duration::from_millis(250));
     };
-    println!("the new node got in after {refused} refused login(s)");
+    println!("the new node got in after {refused} more refused login(s)");
     assert!(
         t.wait_log("NopTimeout", Duration::from_secs(10)),
         "the dead session was not cleared by its ping timeout:\n{}",

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use ironlun_wire::{encode_frame, Digests, NopIn, Pdu};
-use support::{closed_within, End, Raw};
+use support::{closed_within, End, Raw, Target};
 
 /// A raw client connected to a stub that has accepted it: the stub's end
 /// of the connection is the test's to hold, write to or drop.
@@ -134,6 +134,48 @@ fn closed_within_counts_only_eof_or_reset() {
     assert!(closed_within(&mut c2, Duration::from_secs(5)));
 }
 
+// --- a target's log when it stops ----------------------------------------
+
+/// A stand-in target: says where it listens, then writes `lines` to its
+/// log, then waits to be killed.
+fn fake_target(lines: &[&str]) -> Target {
+    let script = "echo 'listening on 127.0.0.1:9' >&2; \
+                  for l in \"$@\"; do echo \"$l\" >&2; done; exec sleep 60";
+    let mut cmd = Command::new("/bin/sh");
+    cmd.args(["-c", script, "fake-target"]).args(lines);
+    let t = Target::spawn(cmd, 1);
+    let last = lines.last().unwrap();
+    assert!(t.wait_log(last, Duration::from_secs(10)), "{}", t.log());
+    t
+}
+
+#[test]
+fn a_target_that_panicked_fails_the_test_when_it_stops_showing_the_panic() {
+    let t = fake_target(&[
+        "INFO a session",
+        "thread 'tokio-runtime-worker' panicked at src/x.rs:1:2:",
+        "index out of bounds",
+        "INFO the end",
+    ]);
+    let stopped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(t)));
+    let payload = stopped.expect_err("a panicked target passed");
+    let msg = payload
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    for want in [
+        "the target panicked (1 time(s))",
+        "panicked at src/x.rs:1:2:",
+        "index out of bounds",
+        "INFO the end",
+    ] {
+        assert!(msg.contains(want), "{want:?} not in:\n{msg}");
+    }
+    // A clean log stops quietly.
+    drop(fake_target(&["INFO a session", "INFO the end"]));
+    assert_eq!(support::panics_in("a\nb\n"), None);
+}
+
 // --- scripts/verdicts.sh ------------------------------------------------
 
 fn repo() -> &'static Path {
@@ -151,7 +193,9 @@ fn bash(script: &str, env: &[(&str, &str)]) -> Output {
             "set -euo pipefail\n. scripts/deps.sh\n. scripts/verdicts.sh\n{script}"
         ))
         .env_remove("CI")
-        .env_remove("REQUIRE_ALL");
+        .env_remove("REQUIRE_ALL")
+        .env_remove("IRONLUN_REQUIRE_ALL")
+        .env_remove("IRONLUN_SKIP_LOG");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -319,6 +363,114 @@ fn the_summary_says_all_passed_only_when_nothing_was_skipped() {
         out.ends_with("2 tier(s) did NOT run:\n  SKIPPED a: no x\n  SKIPPED b: --quick\n"),
         "{out}"
     );
+}
+
+#[test]
+fn every_tier_required_is_exported_to_cargo_tests_with_a_log_for_their_skips() {
+    let show = "echo \"req=${IRONLUN_REQUIRE_ALL:-unset} log=$IRONLUN_SKIP_LOG\"";
+    for (env, req) in [
+        (vec![("REQUIRE_ALL", "1")], "req=1"),
+        (vec![("CI", "true")], "req=1"),
+        (vec![], "req=unset"),
+    ] {
+        let out = text(&bash(show, &env));
+        assert!(out.contains(req), "{env:?}: {out}");
+        let log = out.trim().rsplit_once("log=").unwrap().1;
+        assert!(
+            log.starts_with(repo().join("target/test-skips.").to_str().unwrap()),
+            "{out}"
+        );
+    }
+    // A script the run starts keeps the run's log.
+    let out = text(&bash(show, &[("IRONLUN_SKIP_LOG", "/x/y")]));
+    assert!(out.contains("log=/x/y"), "{out}");
+}
+
+#[test]
+fn the_summary_lists_the_cargo_tests_that_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("skips");
+    let env = [("IRONLUN_SKIP_LOG", log.to_str().unwrap())];
+    // An empty or missing log: nothing skipped.
+    assert_eq!(text(&bash("summary", &env)), "all tests passed\n");
+    std::fs::write(&log, "").unwrap();
+    assert_eq!(text(&bash("summary", &env)), "all tests passed\n");
+    std::fs::write(&log, "e2e_x a_test: a test needing Ceph: not installable\n").unwrap();
+    let out = text(&bash("summary", &env));
+    assert!(!out.contains("all tests passed"), "{out}");
+    assert!(
+        out.ends_with(
+            "1 cargo test(s) skipped their work:\n  SKIPPED e2e_x a_test: a test needing Ceph: not installable\n"
+        ),
+        "{out}"
+    );
+    let out = text(&bash("skip_tier t 'no t'\nsummary", &env));
+    assert!(
+        out.ends_with(
+            "1 tier(s) did NOT run:\n  SKIPPED t: no t\n1 cargo test(s) skipped their work:\n  SKIPPED e2e_x a_test: a test needing Ceph: not installable\n"
+        ),
+        "{out}"
+    );
+}
+
+/// Run by [`a_skip_in_a_cargo_test_is_logged_or_fails_when_required`] as
+/// a child process (it does nothing otherwise): one skip.
+#[test]
+#[ignore = "a child of a_skip_in_a_cargo_test_is_logged_or_fails_when_required"]
+fn skipping_child() {
+    if std::env::var_os("IRONLUN_SKIPPING_CHILD").is_some() {
+        support::skip::skip("a stand-in test", "a reason\nin two lines");
+    }
+}
+
+#[test]
+fn a_skip_in_a_cargo_test_is_logged_or_fails_when_required() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("skips");
+    let child = |env: &[(&str, &str)]| {
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.args([
+            "--exact",
+            "skipping_child",
+            "--include-ignored",
+            "--nocapture",
+        ])
+        .env("IRONLUN_SKIPPING_CHILD", "1")
+        .env("IRONLUN_SKIP_LOG", &log)
+        .env_remove("IRONLUN_REQUIRE_ALL")
+        .env_remove("CI")
+        .envs(env.iter().copied());
+        cmd.output().unwrap()
+    };
+    let o = child(&[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("*** SKIPPED: a stand-in test: a reason"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap(),
+        "harness skipping_child: a stand-in test: a reason in two lines\n"
+    );
+    for env in [("IRONLUN_REQUIRE_ALL", "1"), ("CI", "true")] {
+        let o = child(&[env]);
+        assert!(
+            !o.status.success(),
+            "{env:?}: a required skip passed: {}",
+            text(&o)
+        );
+        assert!(
+            text(&o).contains("a stand-in test cannot run here: a reason"),
+            "{}",
+            text(&o)
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&log).unwrap().lines().count(), 1);
+    // A skip line stays one line of bounded length.
+    let long = "x ".repeat(1000);
+    let line = support::skip::verdict("t", "w", &long, false).unwrap();
+    assert!(line.len() <= 400 && !line.contains('\n'), "{line}");
 }
 
 #[test]

@@ -7,7 +7,8 @@
 //! qemu-system-x86). Pick cases with `IRONLUN_VM_CASES=basic,restart`.
 //! Prints PASS, FAIL or SKIP (with the reason) per case, keeps each
 //! guest console and evidence channel in target/vm-tests/, and exits
-//! non-zero on any FAIL (and, under CI=true, on any SKIP).
+//! non-zero on any FAIL (and, under CI=true or `--require-all`, on any
+//! SKIP: tests/support/skip.rs).
 //!
 //! Evidence comes only from the guest's evidence channel (its second
 //! serial port, which only the case scripts write); the console, where
@@ -143,9 +144,10 @@ fn main() {
         println!("{failed} kernel initiator case(s) failed; consoles in target/vm-tests/");
         std::process::exit(1);
     }
-    // Under CI a case that skipped did not run: not a pass (scripts/test).
-    if skipped > 0 && std::env::var("CI").as_deref() == Ok("true") {
-        println!("{skipped} kernel initiator case(s) skipped, and CI=true requires every case");
+    // Where every test is required a case that skipped did not run: not
+    // a pass (scripts/test --require-all, CI=true).
+    if skipped > 0 && support::skip::required() {
+        println!("{skipped} kernel initiator case(s) skipped, and every case is required (IRONLUN_REQUIRE_ALL=1 or CI=true)");
         std::process::exit(1);
     }
 }

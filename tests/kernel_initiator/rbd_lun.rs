@@ -8,7 +8,8 @@
 //! guest wrote must read back from it (debugfs) with the guest's SHA-256.
 //!
 //! Where Ceph cannot be installed the case skips, saying why; under
-//! CI=true a skip fails the VM tier (tests/kernel_initiator.rs).
+//! CI=true or `--require-all` a skip fails the VM tier
+//! (tests/kernel_initiator.rs, tests/support/skip.rs).
 
 use std::time::Duration;
 

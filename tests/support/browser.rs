@@ -1,16 +1,17 @@
 //! Headless Chromium for tests that look at a page as a reader would:
 //! the DOM after the page's scripts ran, what they wrote to the console,
 //! and a screenshot. Include it with `#[path = "support/browser.rs"] mod
-//! browser;`.
+//! browser;` beside `mod support;`.
 //!
 //! Debian's `chromium` is installed by scripts/test (scripts/deps.sh).
-//! When it is missing, a test skips and says so on the terminal (not in
-//! libtest's captured output); under CI=true it fails instead.
+//! When it is missing, a test skips by the rule of `skip.rs` (listed in
+//! scripts/test's summary; a failure where every test is required).
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
+
+use crate::support::skip;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -43,23 +44,17 @@ impl Rendered {
 }
 
 impl Browser {
-    /// Chromium, or None (after saying so) when it is not installed
-    /// outside CI. Under CI=true a missing browser panics.
+    /// Chromium, or None (after skipping: [`skip::skip`]) when it is not
+    /// installed; where every test is required, a missing browser fails.
     pub fn find() -> Option<Browser> {
         let found = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
             .into_iter()
             .map(PathBuf::from)
             .find(|p| p.exists());
         let Some(path) = found else {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "chromium is not installed: install the Debian package chromium \
-                 (scripts/test does; CI=true requires it)"
-            );
-            let _ = writeln!(
-                std::io::stderr(),
-                "\n*** SKIPPED: a test needing headless Chromium: it is not installed \
-                 (Debian package chromium; scripts/test installs it; under CI=true this fails)"
+            skip::skip(
+                "a test needing headless Chromium",
+                "it is not installed (Debian package chromium; scripts/test installs it)",
             );
             return None;
         };

@@ -1,15 +1,21 @@
 //! A single-node Ceph cluster for a test, started and stopped by
 //! scripts/ceph-cluster (which installs Debian's Ceph packages when they
-//! are missing). Include it with `#[path = "support/ceph.rs"] mod ceph;`.
+//! are missing). Include it with `#[path = "support/ceph.rs"] mod ceph;`
+//! beside `mod support;`.
 //!
-//! When Ceph is not installed and cannot be installed, a test skips, and
-//! says so on the terminal (not in libtest's captured output); under
-//! CI=true it fails instead. Any other start-up failure fails the test.
+//! When Ceph is not installed and cannot be installed (its packages are
+//! absent), a test skips by the rule of `skip.rs`: it says so and the
+//! summary of scripts/test lists it; where every test is required
+//! (CI=true, `--require-all`) it fails. Any other start-up failure, a
+//! cluster that does not come up, fails the test with the script's
+//! output, which ends with the failing daemon's log lines.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+
+use crate::support::skip;
 use std::process::{Command, Output};
 
 /// A running cluster; stopped (daemons and data) on drop.
@@ -32,19 +38,22 @@ fn text(o: &Output) -> String {
     )
 }
 
-/// Whether the script's output says Ceph could not be installed, outside
-/// CI: then the test skips, and this says so on the terminal (libtest
-/// does not capture writes to the stderr handle itself). Under CI=true
-/// it is false, and the test fails on the script's error.
+/// Whether the script's output says Ceph could not be installed (the
+/// one sentence scripts/ceph-cluster gives for absent packages it could
+/// not install): then the test skips ([`skip::skip`]; it fails instead
+/// where every test is required). Any other output is not a skip.
 pub fn skipped(out: &str) -> bool {
-    if !out.contains("Ceph could not be installed") || std::env::var("CI").as_deref() == Ok("true")
-    {
+    if !out.contains("Ceph could not be installed") {
         return false;
     }
-    let _ = writeln!(
-        std::io::stderr(),
-        "\n*** SKIPPED: a test needing Ceph: it is not installed and could not be installed \
-         (scripts/deps.sh install_ceph; under CI=true this fails):\n{out}"
+    let why = out
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or_default();
+    skip::skip(
+        "a test needing Ceph",
+        &format!("Ceph is not installed and could not be installed (scripts/deps.sh install_ceph): {why}"),
     );
     true
 }

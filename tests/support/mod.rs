@@ -12,6 +12,8 @@
     clippy::indexing_slicing
 )]
 
+pub mod skip;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
@@ -38,7 +40,9 @@ pub fn tool(name: &str, package: &str) -> String {
     );
 }
 
-/// A running target process. Killed on drop.
+/// A running target process. Killed on drop, and then its log must not
+/// say it panicked ([`panics_in`]): a panic in a connection's task does
+/// not stop the daemon, and the test that caused it would not know.
 pub struct Target {
     pub child: Child,
     /// The first portal.
@@ -46,6 +50,9 @@ pub struct Target {
     /// Every portal, in the order the target reported them.
     pub addrs: Vec<SocketAddr>,
     pub log: Arc<Mutex<String>>,
+    /// Closes when the whole log has been read (the target's stderr
+    /// ended).
+    log_done: Option<std::sync::mpsc::Receiver<()>>,
 }
 
 impl Target {
@@ -69,14 +76,22 @@ impl Target {
         for _ in 0..portals {
             cmd.args(["--listen", "127.0.0.1:0"]);
         }
-        let want = portals.max(1);
-        cmd.args(args).stdout(Stdio::null()).stderr(Stdio::piped());
+        cmd.args(args);
+        Self::spawn(cmd, portals.max(1))
+    }
+
+    /// Runs `cmd` as the target (its stderr is the log) and waits until
+    /// it has said `listening on ADDR` `want` times.
+    pub fn spawn(mut cmd: Command, want: usize) -> Target {
+        cmd.stdout(Stdio::null()).stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("spawn ironlun");
         let stderr = child.stderr.take().unwrap();
         let log = Arc::new(Mutex::new(String::new()));
         let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, log_done) = std::sync::mpsc::channel::<()>();
         let log2 = log.clone();
         std::thread::spawn(move || {
+            let _done = done_tx;
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 let plain = strip_ansi(&line);
                 if let Some(pos) = plain.find("listening on ") {
@@ -102,6 +117,7 @@ impl Target {
             addr: addrs[0],
             addrs,
             log,
+            log_done: Some(log_done),
         }
     }
 
@@ -167,10 +183,55 @@ impl Target {
 }
 
 impl Drop for Target {
+    /// Stops the target (SIGKILL, if it still runs), reads the rest of
+    /// its log and fails the test if the target panicked; during a test
+    /// that fails anyway, the panic is printed instead.
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(done) = self.log_done.take() {
+            // Disconnected once the reader has seen the end of stderr.
+            let _ = done.recv_timeout(Duration::from_secs(10));
+        }
+        let Some(report) = panics_in(&self.log()) else {
+            return;
+        };
+        if std::thread::panicking() {
+            let _ = writeln!(std::io::stderr(), "{report}");
+        } else {
+            panic!("{report}");
+        }
     }
+}
+
+/// Lines of log context shown after each panic line, and at the end.
+const PANIC_CONTEXT: usize = 6;
+const LOG_TAIL: usize = 40;
+
+/// What a target's log says of a panic: each line saying "panicked"
+/// with the lines after it (the message and location), then the log's
+/// last lines; `None` when no line says so.
+pub fn panics_in(log: &str) -> Option<String> {
+    let lines: Vec<&str> = log.lines().collect();
+    let at: Vec<usize> = (0..lines.len())
+        .filter(|&i| lines[i].contains("panicked"))
+        .collect();
+    if at.is_empty() {
+        return None;
+    }
+    let mut out = format!("the target panicked ({} time(s)):\n", at.len());
+    for &i in &at {
+        for l in &lines[i..(i + PANIC_CONTEXT).min(lines.len())] {
+            out.push_str(&format!("  | {l}\n"));
+        }
+        out.push_str("  ...\n");
+    }
+    let tail = lines.len().saturating_sub(LOG_TAIL);
+    out.push_str(&format!("last {} lines of its log:\n", lines.len() - tail));
+    for l in &lines[tail..] {
+        out.push_str(&format!("  | {l}\n"));
+    }
+    Some(out)
 }
 
 fn strip_ansi(s: &str) -> String {

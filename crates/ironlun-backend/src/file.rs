@@ -778,20 +778,10 @@ mod tests {
             .is_err_and(|e| e.raw_os_error() == Some(Errno::INVAL.raw_os_error()))
     }
 
-    /// A test that cannot run here: skipped with the reason printed, or,
-    /// under CI, a failure.
-    fn skip_unless_ci(why: String, ci: bool) -> Result<(), String> {
-        if ci {
-            return Err(format!("{why}; CI=true requires this test to run"));
-        }
-        eprintln!("SKIPPED: {why}");
-        Ok(())
-    }
-
     /// A 1 MiB file backend with O_DIRECT at `path`; `Ok(None)` only where
-    /// the file system does not support O_DIRECT (see [`skip_unless_ci`]).
-    /// Any other failure to open is an error.
-    fn try_open_direct(path: &Path, ci: bool) -> Result<Option<FileBackend>, String> {
+    /// the file system does not support O_DIRECT. Any other failure to
+    /// open is an error.
+    fn try_open_direct(path: &Path) -> Result<Option<FileBackend>, String> {
         let opts = FileOptions {
             size: Some(1 << 20),
             direct: true,
@@ -801,7 +791,6 @@ mod tests {
             Ok(b) => Ok(Some(b)),
             Err(e) if path.exists() && o_direct_unsupported(path) => {
                 assert!(e.to_string().contains(path.to_str().unwrap()), "{e}");
-                skip_unless_ci(format!("O_DIRECT is not supported here: {e}"), ci)?;
                 Ok(None)
             }
             Err(e) => Err(format!("opening with O_DIRECT: {e}")),
@@ -809,8 +798,18 @@ mod tests {
     }
 
     fn open_direct(path: &Path) -> Option<FileBackend> {
-        let ci = std::env::var("CI").as_deref() == Ok("true");
-        try_open_direct(path, ci).unwrap_or_else(|e| panic!("{e}"))
+        let opened = try_open_direct(path).unwrap_or_else(|e| panic!("{e}"));
+        if opened.is_none() {
+            // Fails instead where every test is required.
+            crate::skip::skip(
+                "an O_DIRECT test",
+                &format!(
+                    "the file system under {} does not take O_DIRECT",
+                    path.display()
+                ),
+            );
+        }
+        opened
     }
 
     #[test]
@@ -819,21 +818,15 @@ mod tests {
         // A failure that is not about O_DIRECT (no such directory) fails,
         // though its message names the file.
         let missing = dir.path().join("no-such-dir").join("d");
-        let err = try_open_direct(&missing, false).err().unwrap();
+        let err = try_open_direct(&missing).err().unwrap();
         assert!(err.contains(missing.to_str().unwrap()), "{err}");
         assert!(!o_direct_unsupported(&missing));
         // Where the file system takes O_DIRECT, the backend opens.
         let here = dir.path().join("d");
         std::fs::write(&here, [0u8; 512]).unwrap();
         if !o_direct_unsupported(&here) {
-            assert!(try_open_direct(&here, false).unwrap().is_some());
+            assert!(try_open_direct(&here).unwrap().is_some());
         }
-        // A skip is said, and is a failure under CI.
-        assert!(skip_unless_ci("why".into(), false).is_ok());
-        assert_eq!(
-            skip_unless_ci("why".into(), true),
-            Err("why; CI=true requires this test to run".into())
-        );
     }
 
     #[test]

@@ -8,8 +8,9 @@
 //! themselves ([`aio`]); the io_uring that runs file
 //! and block requests without a thread each ([`ring`]); reusable large
 //! buffers ([`pool`]) and `O_DIRECT`-aligned, huge-page-backed memory
-//! ([`aligned`]). Also a fault-injecting wrapper for tests of error paths
-//! ([`testing`]).
+//! ([`aligned`]). Also, for tests ([`testing`]), a fault-injecting
+//! wrapper for error paths and a recorder of every request made of a
+//! store, for what the layers above ask of the medium.
 //!
 //! **Must not know:** CDBs, LBAs or block sizes as SCSI sees them (offsets
 //! and lengths arrive in bytes, already checked against the size), sense
@@ -36,6 +37,11 @@ pub mod rbd;
 pub mod ring;
 pub mod testing;
 mod zeros;
+
+/// The skip rule of the workspace's tests (`tests/support/skip.rs`).
+#[cfg(test)]
+#[path = "../../../tests/support/skip.rs"]
+mod skip;
 
 use std::fs::File;
 use std::io;
@@ -151,14 +157,16 @@ pub trait Backend: Send + Sync {
     /// client of a shared store, not only this target's commands). The
     /// default, and a request the store cannot do atomically, answer
     /// [`CompareWrite::Unsupported`]: the caller then compares and writes
-    /// itself, under its own exclusion.
+    /// itself, under its own exclusion. With `durable`, data written is
+    /// on stable storage when this returns (FUA, or the write cache off).
     fn compare_and_write(
         &self,
         offset: u64,
         compare: &[u8],
         data: &[u8],
+        durable: bool,
     ) -> io::Result<CompareWrite> {
-        let _ = (offset, compare, data);
+        let _ = (offset, compare, data, durable);
         Ok(CompareWrite::Unsupported)
     }
 

@@ -86,6 +86,64 @@ impl Request {
     }
 }
 
+/// What one submission queue entry asked of the kernel, read back from
+/// the entry as the kernel reads it (for tests of what reached the
+/// kernel: [`Ring::watch_submissions`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Submitted {
+    /// `IORING_OP_READ` of `len` bytes at `offset`.
+    Read { offset: u64, len: u32 },
+    /// `IORING_OP_WRITEV` at `offset`; `dsync`: it carries `RWF_DSYNC`,
+    /// so the data is on stable storage when it completes.
+    Write { offset: u64, dsync: bool },
+    /// `IORING_OP_FSYNC`; `datasync`: `IORING_FSYNC_DATASYNC`
+    /// (`fdatasync`).
+    Fsync { datasync: bool },
+    /// Any other operation, by its code.
+    Other(u8),
+}
+
+impl Submitted {
+    /// Reads an entry's operation, offset, length and flags (struct
+    /// io_uring_sqe: `opcode` at byte 0, `off` at 8, `len` at 24, the
+    /// operation's flags at 28, in native byte order).
+    fn of(entry: &squeue::Entry) -> Submitted {
+        const _: () = assert!(std::mem::size_of::<squeue::Entry>() == 64);
+        // SAFETY: squeue::Entry is #[repr(C)] around the kernel's 64-byte
+        // struct io_uring_sqe, which has no padding, and io-uring builds
+        // every entry from zeroed memory: all 64 bytes are initialized,
+        // and u8 has no alignment to keep.
+        let raw: &[u8; 64] = unsafe { &*std::ptr::from_ref(entry).cast::<[u8; 64]>() };
+        let u32_at = |at: usize| {
+            raw.get(at..at + 4)
+                .and_then(|b| b.try_into().ok())
+                .map_or(0, u32::from_ne_bytes)
+        };
+        let offset = raw
+            .get(8..16)
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u64::from_ne_bytes);
+        let flags = u32_at(28);
+        match raw[0] {
+            opcode::Read::CODE => Submitted::Read {
+                offset,
+                len: u32_at(24),
+            },
+            opcode::Writev::CODE => Submitted::Write {
+                offset,
+                dsync: flags & libc::RWF_DSYNC as u32 != 0,
+            },
+            opcode::Fsync::CODE => Submitted::Fsync {
+                datasync: flags & types::FsyncFlags::DATASYNC.bits() != 0,
+            },
+            code => Submitted::Other(code),
+        }
+    }
+}
+
+/// Called with each entry as it goes on the submission queue.
+type Watcher = Box<dyn FnMut(Submitted) + Send + Sync>;
+
 /// Why a request was not taken: the caller runs it the synchronous way.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Refused {
@@ -195,6 +253,8 @@ pub struct Ring<J> {
     finished: VecDeque<Completion<J>>,
     /// Completion entries being settled (kept for its allocation).
     cqes: Vec<(u64, i32)>,
+    /// Told of every entry queued ([`Ring::watch_submissions`]).
+    watcher: Option<Watcher>,
 }
 
 impl<J> Ring<J> {
@@ -215,7 +275,16 @@ impl<J> Ring<J> {
             unsubmitted: 0,
             finished: VecDeque::new(),
             cqes: Vec::new(),
+            watcher: None,
         })
+    }
+
+    /// Has `f` told of each entry as it goes on the submission queue,
+    /// read back from the entry itself: for tests of what reaches the
+    /// kernel (that a durable write carries `RWF_DSYNC`, that a flush is
+    /// an `fdatasync`).
+    pub fn watch_submissions(&mut self, f: impl FnMut(Submitted) + Send + Sync + 'static) {
+        self.watcher = Some(Box::new(f));
     }
 
     /// The descriptor that polls readable while completions wait.
@@ -301,6 +370,9 @@ impl<J> Ring<J> {
             let pushed = unsafe { self.uring.submission().push(&entry) };
             if pushed.is_ok() {
                 self.unsubmitted += 1;
+                if let Some(watch) = &mut self.watcher {
+                    watch(Submitted::of(&entry));
+                }
                 return;
             }
             // Queue full (it holds as many entries as requests may be in

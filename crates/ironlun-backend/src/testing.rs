@@ -1,7 +1,8 @@
 //! A backend double with injected faults, so that error paths (MEDIUM
 //! ERROR sense, failed flushes) are exercised on purpose, and with the
 //! space its file system has left set by the test (thin provisioning
-//! thresholds).
+//! thresholds). [`record`]: a store that writes down every request made
+//! of it, for tests of durability.
 
 use std::io;
 use std::sync::Mutex;
@@ -9,6 +10,8 @@ use std::sync::Mutex;
 use bytes::Bytes;
 
 use crate::Backend;
+
+pub mod record;
 
 /// Which operations fail, over which byte range.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

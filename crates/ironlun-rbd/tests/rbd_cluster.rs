@@ -9,8 +9,10 @@
 //! It starts a single-node cluster with `scripts/ceph-cluster` (or the
 //! script `IRONLUN_CEPH_CLUSTER` names) in a temporary directory and stops
 //! it at the end; `IRONLUN_CEPH_CONF=PATH` uses a running cluster instead
-//! (pool `rbd`, or `IRONLUN_CEPH_POOL`). Without Ceph it says why: a loud
-//! SKIPPED line locally, a failure under CI=true.
+//! (pool `rbd`, or `IRONLUN_CEPH_POOL`). Only where Ceph is not installed
+//! and cannot be does it skip (tests/support/skip.rs: a loud SKIPPED line
+//! listed in scripts/test's summary, a failure under CI=true or
+//! `--require-all`); a cluster that does not start fails it.
 //!
 //! One test runs every case in turn on one cluster, so the cluster starts
 //! once; each case prints its name before it runs.

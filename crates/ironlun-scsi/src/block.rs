@@ -508,7 +508,8 @@ pub fn compare_and_write(
     let (verify, new) = data.split_at(half);
     let _exclusive = lu.exclusive_access();
     let offset = lba * bs as u64;
-    match lu.backend().compare_and_write(offset, verify, new) {
+    let durable = durable(lu, cdb);
+    match lu.backend().compare_and_write(offset, verify, new, durable) {
         Ok(CompareWrite::Written) => return Ok(Response::written(2 * half as u32)),
         Ok(CompareWrite::Mismatch(off)) => {
             return Ok(lu.check_condition(miscompare(off as usize), 2 * half as u32))
@@ -520,7 +521,7 @@ pub fn compare_and_write(
     if let Some(off) = first_difference(verify, &current) {
         return Ok(lu.check_condition(miscompare(off), 2 * half as u32));
     }
-    write_blocks(lu, lba, new, durable(lu, cdb))?;
+    write_blocks(lu, lba, new, durable)?;
     Ok(Response::written(2 * half as u32))
 }
 
@@ -635,6 +636,7 @@ pub fn write_same(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<
         // then read as zeros (LBPRZ = 1), as libiscsi's suite and Linux's
         // LIO expect.
         crate::provisioning::deallocate(lu, lba, blocks)?;
+        crate::provisioning::settle(lu)?;
         return Ok(Response::written(if ndob { 0 } else { bs as u32 }));
     }
     write_pattern(lu, lba, blocks, &pattern)?;

@@ -3,12 +3,15 @@
 //!
 //! Mapped state is the backend's own: RAM chunks that are allocated, file
 //! blocks that are not holes. Deallocated blocks read as zeros (LBPRZ = 1).
-//! Anchored state is not supported (ANC_SUP = 0). A soft threshold on
-//! the space left is in [`threshold`].
+//! Anchored state is not supported (ANC_SUP = 0). With the write cache
+//! off a deallocation is on stable storage before GOOD, as a write is
+//! ([`settle`]). A soft threshold on the space left is in [`threshold`].
 
 pub(crate) mod threshold;
 
 pub use threshold::{SoftThreshold, ThresholdEvent, ThresholdNotify};
+
+use std::sync::atomic::Ordering;
 
 use crate::block::{check_range, write_error};
 use crate::cdb::Cdb;
@@ -27,6 +30,18 @@ const LBA_STATUS_WINDOW_BLOCKS: u64 = 1 << 20;
 /// work a command may cost); the descriptors then end before the LU does
 /// and the application client asks again from there (SBC-4 §5.8).
 const LBA_STATUS_SCAN_BYTES: u64 = 64 << 30;
+
+/// With the write cache off (WCE = 0, SBC-3 §6.4.5), makes the
+/// deallocations just done durable before the command's GOOD, as a
+/// write's data would be: the blocks must read back as zeros (LBPRZ)
+/// after a crash too, and an initiator sends no SYNCHRONIZE CACHE to a
+/// write-through LU. With the cache on, SYNCHRONIZE CACHE does it.
+pub(crate) fn settle(lu: &LogicalUnit) -> Result<(), Sense> {
+    if lu.mode.wce.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    lu.flush().map_err(|e| crate::block::flush_error(&e))
+}
 
 /// Deallocates `blocks` blocks at `lba`.
 pub(crate) fn deallocate(lu: &LogicalUnit, lba: u64, blocks: u64) -> Result<(), Sense> {
@@ -85,6 +100,7 @@ pub fn unmap(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Respo
             deallocate(lu, lba, n)?;
         }
     }
+    settle(lu)?;
     Ok(Response::written(param_len as u32))
 }
 

@@ -262,7 +262,8 @@ impl Backend for RbdBackend {
 
     /// Other gateways and clients write the image too: only librbd's
     /// compare-and-write is atomic for them (one 512-byte sector with
-    /// Ceph 16).
+    /// Ceph 16). A durable one is flushed before it is answered, as a
+    /// durable write is: librbd acknowledges a write from its cache.
     fn compare_and_write_limit(&self) -> Option<u64> {
         Some(COMPARE_AND_WRITE_MAX as u64)
     }
@@ -272,6 +273,7 @@ impl Backend for RbdBackend {
         offset: u64,
         compare: &[u8],
         data: &[u8],
+        durable: bool,
     ) -> io::Result<CompareWrite> {
         self.writable()?;
         check_range(offset, data.len(), self.size_bytes())?;
@@ -282,8 +284,13 @@ impl Backend for RbdBackend {
             Bytes::copy_from_slice(compare),
             Bytes::copy_from_slice(data),
         );
-        let outcome =
-            self.wait(|image| async move { image.compare_and_write(offset, compare, data).await })?;
+        let outcome = self.wait(|image| async move {
+            let outcome = image.compare_and_write(offset, compare, data).await?;
+            if durable && outcome == CompareOutcome::Written {
+                image.flush().await?;
+            }
+            Ok(outcome)
+        })?;
         Ok(match outcome {
             CompareOutcome::Written => CompareWrite::Written,
             CompareOutcome::Mismatch { offset } => CompareWrite::Mismatch(offset),

@@ -328,3 +328,71 @@ fn dropping_a_ring_waits_for_the_kernel() {
     // that this returns (and, under a sanitizer, that no freed memory
     // was written).
 }
+
+/// What reaches the kernel, read back from the entries: a durable write
+/// carries RWF_DSYNC (every round of it, when a write in many pieces
+/// takes several), a plain one does not, and a flush is an fdatasync.
+#[test]
+fn durability_reaches_the_kernel_in_the_entries_themselves() {
+    let dir = disk_dir();
+    for direct in [false, true] {
+        let b = disk_backend(dir.path(), direct);
+        let mut ring = TestRing::new(4).unwrap();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = seen.clone();
+        ring.watch_submissions(move |s| log.lock().unwrap().push(s));
+        push(&mut ring, &b, write(4096, pattern(4096, 1).into(), true), 1).unwrap();
+        push(
+            &mut ring,
+            &b,
+            write(8192, pattern(4096, 2).into(), false),
+            2,
+        )
+        .unwrap();
+        run(&mut ring, 2);
+        // 100 pieces: more than one entry carries.
+        let many = DataOutBuffer::from_segments((0..100).map(|i| Bytes::from(pattern(512, i))));
+        push(&mut ring, &b, write(16384, many, true), 3).unwrap();
+        run(&mut ring, 1);
+        push(&mut ring, &b, Request::Flush, 4).unwrap();
+        push(
+            &mut ring,
+            &b,
+            Request::Read {
+                offset: 0,
+                len: 512,
+            },
+            5,
+        )
+        .unwrap();
+        run(&mut ring, 2);
+        let seen = seen.lock().unwrap().clone();
+        let mut expected = vec![
+            Submitted::Write {
+                offset: 4096,
+                dsync: true,
+            },
+            Submitted::Write {
+                offset: 8192,
+                dsync: false,
+            },
+        ];
+        // The rounds of the write in pieces: each from where the last
+        // ended, each durable.
+        let rounds = seen.len() - 4;
+        assert!(rounds >= 2, "{direct}: {seen:?}");
+        for (k, s) in seen[2..2 + rounds].iter().enumerate() {
+            assert!(
+                matches!(s, Submitted::Write { offset, dsync: true } if k > 0 || *offset == 16384),
+                "{direct}: round {k}: {s:?}"
+            );
+        }
+        expected.extend_from_slice(&seen[2..2 + rounds]);
+        expected.push(Submitted::Fsync { datasync: true });
+        expected.push(Submitted::Read {
+            offset: 0,
+            len: 512,
+        });
+        assert_eq!(seen, expected, "direct: {direct}");
+    }
+}

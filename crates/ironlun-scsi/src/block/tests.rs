@@ -512,6 +512,7 @@ impl Backend for SharedStore {
         offset: u64,
         compare: &[u8],
         data: &[u8],
+        _durable: bool,
     ) -> std::io::Result<ironlun_backend::CompareWrite> {
         self.compares.lock().unwrap().push(data.len());
         let now = self.inner.read(offset, compare.len())?;

@@ -21,6 +21,7 @@ use ironlun_wire::{
 
 use crate::{Action, ConnCore, Dispatch, Lus, Recipients, SessionSignal};
 
+mod durability;
 mod latency;
 mod others;
 
