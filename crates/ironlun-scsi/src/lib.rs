@@ -39,10 +39,12 @@ mod log_sense;
 pub mod lu;
 mod misc;
 mod mode;
+mod offline;
 pub mod ops;
 mod provisioning;
 pub mod reservations;
 mod sanitize;
+pub mod saved;
 pub mod sense;
 mod stage;
 pub mod stats;
@@ -58,8 +60,10 @@ use ironlun_scsi_codes::{opcode, Asc, Status};
 
 pub use lu::{LogicalUnit, LuConfig};
 pub use provisioning::{SoftThreshold, ThresholdEvent, ThresholdNotify};
-pub use reservations::ItNexus;
-pub use sanitize::{SanitizeRestore, SanitizeStore, MAX_RECORD_BYTES as MAX_SANITIZE_RECORD_BYTES};
+pub use reservations::{ItNexus, PrState};
+pub use sanitize::{
+    SanitizeRecord, SanitizeRestore, SanitizeStore, MAX_RECORD_BYTES as MAX_SANITIZE_RECORD_BYTES,
+};
 pub use sense::Sense;
 pub use stage::{MediumIo, Start};
 pub use stats::{IoKind, IoSnapshot, LatencySnapshot};

@@ -29,6 +29,7 @@ pub mod admin;
 pub mod config;
 mod conn;
 pub mod live;
+mod lu_state;
 pub mod metrics;
 mod prstore;
 pub mod registry;
@@ -37,6 +38,7 @@ mod ring;
 mod sanitize_store;
 pub mod server;
 mod state_file;
+mod state_name;
 pub mod stats;
 mod store_io;
 

@@ -27,12 +27,14 @@ use crate::registry::Registry;
 mod apply;
 pub mod diff;
 pub mod edit;
+mod online;
 mod portals;
 mod scoped;
 mod shared;
 
 pub use apply::ApplyError;
 pub use diff::{Change, Plan};
+pub use online::BroughtBack;
 pub use portals::Accepted;
 
 /// The running configuration, the document it came from, and what turns
@@ -294,7 +296,14 @@ impl Live {
     /// SIGHUP: the file again, applied whole; without a file, sizes are
     /// looked at again (a grown file or device). A file that does not
     /// check changes nothing and is logged with its line and reason.
+    /// Either way, every LU its state files took offline reads them
+    /// again ([`Live::bring_back_all`]).
     pub fn reload(&self) {
+        self.reload_config();
+        self.bring_back_all();
+    }
+
+    fn reload_config(&self) {
         let Some(path) = self.path() else {
             crate::server::rescan(&self.registry);
             return;
