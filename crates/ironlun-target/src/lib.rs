@@ -8,7 +8,9 @@
 //! protocol core and LUs joined, without IO) over a socket, with an
 //! io_uring for file and block LUNs and the blocking pool for commands
 //! that may block, delivering its signals to other sessions, timers, the
-//! statistics endpoint (JSON over HTTP, and metrics for Prometheus), and
+//! statistics endpoint (JSON over HTTP, and metrics for Prometheus), the
+//! state directory's files (saved reservations and sanitize records, named
+//! one-to-one; one that does not parse takes only its LU offline), and
 //! clean shutdown (stop
 //! accepting, ask initiators to log out, finish commands, flush).
 //!
