@@ -83,9 +83,10 @@ fn targets_that_shared_a_file_name_keep_their_own_state() {
     std::fs::write(file(a), st(1).encode()).unwrap();
     std::fs::write(file(b), st(2).encode()).unwrap();
     let head = format!("state_dir = \"{}\"\n", state.display());
+    let lun1 = "[[target.lun]]\nnumber = 1\nspec = \"null:1GiB\"\n";
     let live = live_from(
         dir.path(),
-        &format!("{head}{}{}", target_with_lun(a), target_with_lun(b)),
+        &format!("{head}{}{}{lun1}", target_with_lun(a), target_with_lun(b)),
     );
     let pr = |t: &str| {
         live.registry
@@ -97,10 +98,21 @@ fn targets_that_shared_a_file_name_keep_their_own_state() {
             .pr_state()
     };
     assert_eq!((pr(a), pr(b)), (st(1), st(2)));
+    // b keeps its LUN 1 only.
+    let b_lun1 = format!("[[target]]\nname = \"{b}\"\n{lun1}");
     let out = live
-        .apply_text(&format!("{head}{}", target_with_lun(a)), false, true)
+        .apply_text(
+            &format!("{head}{}{b_lun1}", target_with_lun(a)),
+            false,
+            true,
+        )
         .unwrap();
     assert_eq!(out.changes.len(), 1, "{:?}", out.changes);
+    assert!(
+        out.changes[0].to_string().contains("LUN 0"),
+        "{:?}",
+        out.changes
+    );
     assert!(file(a).exists(), "a's state stays");
     assert!(!file(b).exists(), "b's state goes with its LUN");
 }
