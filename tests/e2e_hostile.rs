@@ -141,7 +141,7 @@ fn malformed_headers_and_lying_lengths(s: &mut Suite) {
     req.version_min = 7;
     c.send(
         &Pdu::LoginRequest(req),
-        b"InitiatorName=iqn.x:y\0TargetName=iqn.2026-11.io.ironlun:hostile\0",
+        b"InitiatorName=iqn.2026-11.test:y\0TargetName=iqn.2026-11.io.ironlun:hostile\0",
     );
     let (pdu, _) = c.recv().expect("login response");
     let Pdu::LoginResponse(r) = pdu else {

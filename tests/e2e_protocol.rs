@@ -349,6 +349,108 @@ fn aptpl_reservations_survive_a_restart() {
     assert_eq!(support::state_files(&state), 0);
 }
 
+/// Issue 36's attack: an initiator names itself with a newline and a
+/// forged `reserve` record, hoping the name lands raw in the APTPL state
+/// file. Names are checked where they enter (RFC 7143 §4.2.7, RFC 3722):
+/// that name, and every other malformed one, is refused at login with
+/// INITIATOR ERROR (0x0200) and logged escaped; nothing reaches the state
+/// directory. A good name in upper case is the same initiator as in lower
+/// case: its APTPL registration is found again after a restart by a
+/// login in lower case.
+#[test]
+fn names_from_the_wire_are_checked_at_login() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let args = [
+        "--name",
+        NAME,
+        "--lun",
+        "ram:16MiB",
+        "--state-dir",
+        state.to_str().unwrap(),
+    ];
+    let mut t = Target::start(&args);
+    let forged =
+        "iqn.2026-11.io.ironlun:e2e\nreserve 1 1 iqn.2026-11.io.ironlun:victim,i,0x800000000009";
+    let bad_names = [
+        forged,
+        "iqn.2026-11.io.ironlun:with space",
+        "iqn.2026-11.io.ironlun:tab\there",
+        "iqn.2026-11.io.ironlun:bell\u{7}",
+        "iqn.2026-11.io.ironlun:esc\u{1b}[2J",
+        "eui.0123456789ABCDE",
+        "naa.0123456789abcdef01",
+        "iqn.x:y",
+        "initiator",
+    ];
+    let isid = [0x80, 0, 0, 0, 0, 9];
+    for bad in bad_names {
+        for (key, target) in [("InitiatorName", NAME), ("TargetName", bad)] {
+            let mut c = Raw::connect(t.addr);
+            let extra: &[(&str, &str)] = if key == "InitiatorName" {
+                &[("InitiatorName", bad)]
+            } else {
+                &[]
+            };
+            let (r, _) = c.login(target, isid, extra);
+            assert_eq!(
+                (r.status_class, r.status_detail),
+                (2, 0),
+                "{key}={bad:?}: INITIATOR ERROR"
+            );
+            assert!(c.closed(), "{key}={bad:?}: the connection is closed");
+        }
+    }
+    assert!(
+        t.wait_log("login rejected", Duration::from_secs(5)),
+        "{}",
+        t.log()
+    );
+    let log = t.log();
+    assert!(
+        log.contains("ironlun:e2e\\nreserve 1 1"),
+        "the forged name is logged escaped:\n{log}"
+    );
+    assert!(
+        !log.lines().any(|l| l.starts_with("reserve")) && !log.contains('\u{1b}'),
+        "no line was forged:\n{log}"
+    );
+    assert!(!state.exists() || support::state_files(&state) == 0);
+
+    // Upper case is the same name: registered with APTPL under it...
+    let upper = "IQN.2026-11.IO.IRONLUN:E2E";
+    let mut c = Raw::connect(t.addr);
+    let (r, _) = c.login(&NAME.to_uppercase(), isid, &[("InitiatorName", upper)]);
+    assert_eq!(
+        (r.status_class, r.status_detail),
+        (0, 0),
+        "upper case logs in"
+    );
+    let _ = c.scsi(&TUR, 0, &[]);
+    assert_eq!(
+        prout(&mut c, 0x00, 0, 0, 0xfeed, true),
+        0,
+        "REGISTER, APTPL"
+    );
+    drop(c);
+    assert_eq!(t.terminate(Duration::from_secs(20)), Some(0), "{}", t.log());
+    // ...and found again, after a restart, by the lower-case name: a
+    // REGISTER with the right key is accepted only from a registrant
+    // (SPC-5 §5.14.7), anyone else gets RESERVATION CONFLICT.
+    let t = Target::start(&args);
+    let mut c = Raw::connect(t.addr);
+    let lower = upper.to_ascii_lowercase();
+    let (r, _) = c.login(NAME, isid, &[("InitiatorName", lower.as_str())]);
+    assert_eq!((r.status_class, r.status_detail), (0, 0));
+    let _ = c.scsi(&TUR, 0, &[]);
+    assert_eq!(
+        prout(&mut c, 0x00, 0, 0xfeed, 0, false),
+        0,
+        "the restored registration is this initiator's: {}",
+        t.log()
+    );
+}
+
 /// A persistent reservation file of LUN 1 that does not parse (what the
 /// issue 36 attack left in a version 1 file: a name that ended its line
 /// and added a reservation), placed before the start: the daemon starts,

@@ -145,6 +145,70 @@ fn libiscsi_tools_log_in_with_chap_and_fail_with_wrong_credentials() {
     assert_ne!(rc, 0, "{out}");
 }
 
+/// An initiator that has credentials offers CHAP everywhere; a target or
+/// discovery that needs none must still let it in (issue 42: libiscsi and
+/// qemu declare InitiatorName again after the security stage, which LIO
+/// and tgt accept). One daemon, one target with CHAP and one without,
+/// discovery open: libiscsi's tools and qemu-img with credentials in the
+/// URL reach both, and the CHAP target still refuses a wrong secret.
+#[test]
+fn initiators_with_credentials_reach_targets_without_chap() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("t.toml");
+    let open = "iqn.2026-11.io.ironlun:open";
+    std::fs::write(
+        &cfg,
+        format!(
+            "[[target]]\nname = \"{NAME}\"\nchap = \"{USER}:{SECRET}\"\n\
+             [[target.lun]]\nspec = \"ram:8MiB\"\n\
+             [[target]]\nname = \"{open}\"\n\
+             [[target.lun]]\nspec = \"ram:8MiB\"\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&cfg, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let t = Target::start(&["--config", cfg.to_str().unwrap()]);
+    let creds = format!("{USER}%{SECRET}@{}", t.addr);
+    let ls = tool("iscsi-ls", "libiscsi-bin");
+    // Discovery needs no CHAP; the initiator offers it anyway.
+    let (rc, out) = run(&ls, &["-s", &format!("iscsi://{creds}")]);
+    assert_eq!(rc, 0, "{out}\n{}", t.log());
+    assert!(out.contains(NAME) && out.contains(open), "{out}");
+    let inq = tool("iscsi-inq", "libiscsi-bin");
+    for target in [open, NAME] {
+        let (rc, out) = run(&inq, &[&format!("iscsi://{creds}/{target}/0")]);
+        assert_eq!(rc, 0, "{target}: {out}\n{}", t.log());
+        assert!(out.contains("DIRECT_ACCESS"), "{out}");
+    }
+    let (rc, out) = run(
+        &inq,
+        &[&format!(
+            "iscsi://{USER}%wrong-secret-000@{}/{NAME}/0",
+            t.addr
+        )],
+    );
+    assert_ne!(
+        rc, 0,
+        "a wrong secret still fails on the CHAP target: {out}"
+    );
+    // qemu's iSCSI driver is libiscsi too: a write and a read back
+    // through the target without CHAP, credentials in the URL.
+    let data: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
+    let src = dir.path().join("src.img");
+    std::fs::write(&src, &data).unwrap();
+    support::qemu_round_trip(
+        dir.path(),
+        &src,
+        &data,
+        &format!("iscsi://{creds}/{open}/0"),
+    );
+    assert!(
+        !t.log().contains("negotiated more than once"),
+        "{}",
+        t.log()
+    );
+}
+
 #[test]
 fn access_lists_refuse_unknown_initiators_and_networks() {
     let allowed = "iqn.2026-11.org.example:allowed";

@@ -367,18 +367,21 @@ fn case_chap(ctx: &Ctx) -> Verdict {
     let lun = format!("file:{},size=64MiB", img.display());
     let (user, secret) = ("vm-initiator", "initiator-secret-16");
     let (tuser, tsecret) = ("ironlun-target", "target-secret-0016");
-    let chap = format!("{user}:{secret}");
-    let mutual = format!("{tuser}:{tsecret}");
-    let mut target = Target::start(&[
-        "--name",
-        IQN,
-        "--lun",
-        &lun,
-        "--chap",
-        &chap,
-        "--mutual-chap",
-        &mutual,
-    ]);
+    // CHAP with mutual CHAP for discovery and IQN; a second target
+    // without CHAP, which an initiator offering CHAP must reach too.
+    let open_iqn = format!("{IQN}-open");
+    let cfg = ctx.work.path().join("chap.toml");
+    let chap = format!("chap = \"{user}:{secret}\"\nmutual_chap = \"{tuser}:{tsecret}\"\n");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[discovery]\n{chap}[[target]]\nname = \"{IQN}\"\n{chap}[[target.lun]]\nspec = \"{lun}\"\n\
+             [[target]]\nname = \"{open_iqn}\"\n[[target.lun]]\nspec = \"ram:16MiB\"\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&cfg, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let mut target = Target::start(&["--config", cfg.to_str().unwrap()]);
     let port = target.addr.port();
     let r = (|| {
         let ok = boot_watching(
@@ -407,16 +410,18 @@ fn case_chap(ctx: &Ctx) -> Verdict {
                 ("CHAP_SECRET", "not-the-right-secret"),
                 ("DISCOVERY_SECRET", secret),
                 ("WRONG_SECRET", "1"),
+                ("OPEN_IQN", &open_iqn),
             ],
             None,
         );
         require_pass(&bad)?;
         require_kv(&bad, "login", "refused")?;
+        require_kv(&bad, "open_login", "ok")?;
         if !target.wait_log("login rejected: 0x0201", Duration::from_secs(5)) {
             return Err("the target did not log the refused login as 0x0201".to_owned());
         }
         Ok(format!(
-            "mutual CHAP login and {n} files verified by guest and host; a wrong secret was refused"
+            "mutual CHAP login and {n} files verified by guest and host; a wrong secret was refused; the same credentials logged in to a target without CHAP"
         ))
     })();
     let _ = target.terminate(Duration::from_secs(10));

@@ -154,7 +154,10 @@ impl InitiatorArgs {
     fn base_options(&self) -> Result<SessionOptions, String> {
         let mut o = SessionOptions::default();
         if let Some(n) = &self.initiator_name {
-            o.initiator_name = n.clone();
+            // The rule every target applies at login (RFC 7143 §4.2.7):
+            // a name it would refuse is refused here, before connecting.
+            o.initiator_name =
+                ironlun_proto::names::normalize(n).map_err(|e| format!("--initiator-name: {e}"))?;
         }
         let mut offers = Offers::default();
         if let Some(d) = &self.header_digest {

@@ -80,6 +80,9 @@ enum ConfigCmd {
     Show,
     /// Write the running configuration (default: the daemon's file).
     Save { path: Option<PathBuf> },
+    /// Read the daemon's file again and apply it, as SIGHUP does
+    /// (`--diff`: what SIGHUP would change, unsaved live changes undone).
+    Reload,
 }
 
 #[derive(Subcommand)]
@@ -185,6 +188,7 @@ pub fn run(a: AdminArgs) -> Result<(), String> {
             return Ok(());
         }
         What::Config(ConfigCmd::Save { path }) => Op::SaveConfig { path },
+        What::Config(ConfigCmd::Reload) => Op::ReloadConfig {},
         What::Logout { tsih } => Op::LogoutSession { tsih },
         What::Apply { file } => Op::Apply {
             toml: std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?,

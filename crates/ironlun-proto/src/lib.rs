@@ -49,6 +49,7 @@ pub mod dataout;
 pub mod initiator;
 pub mod keys;
 pub mod login;
+pub mod names;
 pub mod negotiate;
 pub mod params;
 pub mod sessions;

@@ -362,17 +362,23 @@ fn failures_carry_the_right_status() {
         ),
         (
             req(0, 1, true),
-            vec![("InitiatorName", "iqn.x:i")],
+            vec![("InitiatorName", "iqn.2026-11.test:init")],
             LoginStatus::MISSING_PARAMETER,
         ),
         (
             req(0, 1, true),
-            vec![("InitiatorName", "iqn.x:i"), ("TargetName", "iqn.nope:x")],
+            vec![
+                ("InitiatorName", "iqn.2026-11.test:init"),
+                ("TargetName", "iqn.2026-11.nope:x"),
+            ],
             LoginStatus::NOT_FOUND,
         ),
         (
             req(0, 1, true),
-            vec![("InitiatorName", "iqn.x:i"), ("SessionType", "Bogus")],
+            vec![
+                ("InitiatorName", "iqn.2026-11.test:init"),
+                ("SessionType", "Bogus"),
+            ],
             LoginStatus::SESSION_TYPE_NOT_SUPPORTED,
         ),
         (
@@ -433,6 +439,119 @@ fn failures_carry_the_right_status() {
     }
 }
 
+/// Names are checked where they enter (RFC 7143 §4.2.7, RFC 3722): the
+/// reservation-forging name of issue 36 and every malformed form are
+/// refused with INITIATOR ERROR and an escaped reason; a good name in
+/// upper case is accepted in its lower-case normal form, which is what
+/// the session table and everything after it see.
+#[test]
+fn initiator_and_target_names_are_checked_and_normalised() {
+    let forged = "iqn.2026-11.evil:i\nreserve 5 1 iqn.2026-11.victim:x,i,0x800102030405";
+    let long = format!("iqn.2026-11.test:{}", "a".repeat(207));
+    for bad in [
+        forged,
+        "iqn.2026-11.test:with space",
+        "iqn.2026-11.test:tab\there",
+        "iqn.2026-11.test:esc\u{1b}[31m",
+        "iqn.x:y",
+        "eui.0123456789abcde",
+        "eui.0123456789abcdef0",
+        "naa.0123456789abcdef01",
+        "host1",
+        long.as_str(),
+    ] {
+        for key in ["InitiatorName", "TargetName"] {
+            let mut p = first_pairs();
+            p.retain(|(k, _)| *k != key);
+            p.push((key, bad));
+            let mut ctx = Ctx::new();
+            let mut login = TargetLogin::new(1, 8, 65536);
+            let s = login.feed(&req(1, 3, true), &text(&p), &mut ctx);
+            let LoginStep::Failed { status, reason, .. } = &s else {
+                panic!("{key}={bad:?} accepted: {s:?}")
+            };
+            assert_eq!(*status, LoginStatus::INITIATOR_ERROR, "{key}={bad:?}");
+            assert!(reason.starts_with(key), "{reason}");
+            assert!(!reason.chars().any(char::is_control), "{reason:?}");
+            assert!(ctx.sessions.is_empty());
+        }
+    }
+    let mut p = first_pairs();
+    p[0].1 = "IQN.2026-11.Test:Init";
+    p[2].1 = "IQN.2026-11.TEST:TGT";
+    let mut ctx = Ctx::new();
+    let mut login = TargetLogin::new(1, 8, 65536);
+    let s = login.feed(&req(1, 3, true), &text(&p), &mut ctx);
+    assert_eq!(status(&s), LoginStatus::SUCCESS, "{s:?}");
+    assert_eq!(login.initiator_name(), Some("iqn.2026-11.test:init"));
+    for good in ["eui.02004567A425678D", "naa.52004567BA64678D"] {
+        let mut p = first_pairs();
+        p[0].1 = good;
+        let mut login = TargetLogin::new(1, 8, 65536);
+        let s = login.feed(&req(1, 3, true), &text(&p), &mut Ctx::new());
+        assert_eq!(status(&s), LoginStatus::SUCCESS, "{good}: {s:?}");
+        assert_eq!(
+            login.initiator_name(),
+            Some(good.to_ascii_lowercase().as_str())
+        );
+    }
+}
+
+/// libiscsi with credentials, against a target that needs none (issue
+/// 42, as captured from iscsi-ls 1.19): the security stage ends in one
+/// exchange (AuthMethod=None), and its first operational request declares
+/// InitiatorName and SessionType again, with the same values. That is
+/// accepted (LIO and tgt accept it too); the same keys with other values
+/// are still an initiator error (RFC 7143 §6.2).
+#[test]
+fn identity_declared_again_with_the_same_value_is_accepted() {
+    let operational = |name: &'static str, ty: &'static str| {
+        vec![
+            ("InitiatorName", name),
+            ("SessionType", ty),
+            ("HeaderDigest", "None"),
+            ("DataDigest", "None"),
+            ("MaxBurstLength", "262144"),
+        ]
+    };
+    let first = [
+        (
+            "InitiatorName",
+            "iqn.2007-10.com.github:sahlberg:libiscsi:iscsi-ls",
+        ),
+        ("SessionType", "Discovery"),
+        ("AuthMethod", "CHAP,None"),
+    ];
+    let libiscsi = "iqn.2007-10.com.github:sahlberg:libiscsi:iscsi-ls";
+    for (again, ty, want) in [
+        (libiscsi, "Discovery", LoginStatus::SUCCESS),
+        // The same name in another case is the same name.
+        (
+            "IQN.2007-10.com.github:sahlberg:libiscsi:iscsi-ls",
+            "Discovery",
+            LoginStatus::SUCCESS,
+        ),
+        (
+            "iqn.2026-11.test:someone-else",
+            "Discovery",
+            LoginStatus::INITIATOR_ERROR,
+        ),
+        (libiscsi, "Normal", LoginStatus::INITIATOR_ERROR),
+    ] {
+        let mut ctx = Ctx::new();
+        let mut login = TargetLogin::new(1, 8, 65536);
+        let s = login.feed(&req(0, 1, true), &text(&first), &mut ctx);
+        let (h, a) = resp(&s);
+        assert!(h.transit, "{s:?}");
+        assert_eq!(get(&a, "AuthMethod"), Some("None"));
+        let s = login.feed(&req(1, 3, true), &text(&operational(again, ty)), &mut ctx);
+        assert_eq!(status(&s), want, "{again} {ty}: {s:?}");
+        if want == LoginStatus::SUCCESS {
+            assert!(matches!(s, LoginStep::Complete { .. }), "{s:?}");
+        }
+    }
+}
+
 #[test]
 fn repeated_keys_and_changed_isid_fail() {
     let mut ctx = Ctx::new();
@@ -440,7 +559,7 @@ fn repeated_keys_and_changed_isid_fail() {
     login.feed(
         &req(1, 3, false),
         &text(&[
-            ("InitiatorName", "iqn.x:i"),
+            ("InitiatorName", "iqn.2026-11.test:init"),
             ("TargetName", TARGET),
             ("MaxBurstLength", "4096"),
         ]),
@@ -491,7 +610,7 @@ fn discovery_session() {
     let mut ctx = Ctx::new();
     let mut login = TargetLogin::new(1, 8, 65536);
     let p = [
-        ("InitiatorName", "iqn.x:i"),
+        ("InitiatorName", "iqn.2026-11.test:init"),
         ("SessionType", "Discovery"),
         ("MaxBurstLength", "65536"),
         ("HeaderDigest", "None"),

@@ -12,7 +12,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use ironlun_proto::chap::{ChapPolicy, Credentials};
 
-use crate::config::validate_iscsi_name;
+use crate::config::normalize_iscsi_name;
 
 /// Initiators allowed to log in to one target (and to see it in
 /// SendTargets).
@@ -42,11 +42,11 @@ impl Acl {
             self.networks.push(IpNet::from(ip));
             return Ok(());
         }
-        validate_iscsi_name(entry).map_err(|e| {
-            format!("allow entry '{entry}' is neither an address, a network (CIDR) nor an iSCSI name: {e}")
+        let name = normalize_iscsi_name(entry).map_err(|e| {
+            format!("allow entry is neither an address, a network (CIDR) nor an iSCSI name: {e}")
         })?;
-        // iSCSI names compare case-insensitively (RFC 7143 §4.2.7.1).
-        self.initiators.push(entry.to_ascii_lowercase());
+        // Kept in the names' normal form (RFC 7143 §4.2.7.1, RFC 3722).
+        self.initiators.push(name);
         Ok(())
     }
 

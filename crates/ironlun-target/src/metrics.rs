@@ -28,6 +28,7 @@ use prometheus_client::encoding::text::{encode_eof, encode_registry};
 use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry as Exposition;
 
@@ -90,6 +91,34 @@ impl LoginOutcome {
 }
 
 type Labels1 = [(&'static str, &'static str); 1];
+
+/// How a reload of the configuration file ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReloadResult {
+    /// Changes were applied.
+    Applied,
+    /// The file describes what runs.
+    Unchanged,
+    /// The file was not read, did not check, or a change was refused or
+    /// failed: nothing changed.
+    Failed,
+}
+
+impl ReloadResult {
+    const ALL: [ReloadResult; 3] = [
+        ReloadResult::Applied,
+        ReloadResult::Unchanged,
+        ReloadResult::Failed,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            ReloadResult::Applied => "applied",
+            ReloadResult::Unchanged => "unchanged",
+            ReloadResult::Failed => "failed",
+        }
+    }
+}
 type TmfLabels = [(&'static str, String); 2];
 
 /// The daemon's event counters, and their exposition.
@@ -100,6 +129,13 @@ pub struct Metrics {
     digest_errors: Family<Labels1, Counter>,
     nop_timeouts: Counter,
     reinstatements: Counter,
+    /// Live changes made through the management API and not in the
+    /// configuration file (SIGHUP or a restart would undo them).
+    unsaved_changes: Gauge,
+    /// Reloads of the configuration file (SIGHUP, `config reload`) by
+    /// result, and when the last one ended.
+    reloads: Family<Labels1, Counter>,
+    last_reload: Gauge,
     /// Connections time their commands (only when someone can scrape).
     latency: AtomicBool,
     /// The counters above, registered under their names.
@@ -121,6 +157,9 @@ impl Metrics {
             digest_errors: Family::default(),
             nop_timeouts: Counter::default(),
             reinstatements: Counter::default(),
+            unsaved_changes: Gauge::default(),
+            reloads: Family::default(),
+            last_reload: Gauge::default(),
             latency: AtomicBool::new(false),
             exposition: Exposition::with_prefix(PREFIX),
         };
@@ -131,6 +170,9 @@ impl Metrics {
         }
         for d in ["header", "data"] {
             drop(m.digest_errors.get_or_create(&[("digest", d)]));
+        }
+        for r in ReloadResult::ALL {
+            drop(m.reloads.get_or_create(&[("result", r.label())]));
         }
         m.register();
         m
@@ -168,6 +210,38 @@ impl Metrics {
             "Sessions that replaced an older session of the same initiator and ISID (RFC 7143 6.3.5)",
             self.reinstatements.clone(),
         );
+        e.register(
+            "config_unsaved_changes",
+            "Live changes made through the management API since the configuration file was last read or saved: a SIGHUP or a restart would undo them (0: the running configuration is the file's)",
+            self.unsaved_changes.clone(),
+        );
+        e.register(
+            "config_reloads",
+            "Reloads of the configuration file (SIGHUP, ironlun admin config reload) by result: applied, unchanged, failed (nothing changed)",
+            self.reloads.clone(),
+        );
+        e.register(
+            "config_last_reload_timestamp_seconds",
+            "When the last reload of the configuration file ended (Unix time); 0 before the first",
+            self.last_reload.clone(),
+        );
+    }
+
+    /// The number of live changes not in the configuration file now.
+    pub fn unsaved_changes(&self, n: usize) {
+        self.unsaved_changes
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// A reload of the configuration file ended with `result`.
+    pub fn reloaded(&self, result: ReloadResult) {
+        self.reloads
+            .get_or_create(&[("result", result.label())])
+            .inc();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        self.last_reload.set(i64::try_from(now).unwrap_or(i64::MAX));
     }
 
     pub fn login(&self, outcome: LoginOutcome) {

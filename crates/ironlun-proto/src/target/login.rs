@@ -15,6 +15,7 @@ use crate::keys::{KeyId, Value};
 use crate::login::{
     LoginStatus, CSG_FULL_FEATURE, CSG_OPERATIONAL, CSG_SECURITY, LOGIN_SEGMENT_MAX,
 };
+use crate::names::{loggable, normalize};
 use crate::negotiate::{NegotiationError, Negotiator, Role, Stage};
 use crate::params::{ConnParams, Offers, SessionParams};
 use crate::OutPdu;
@@ -131,6 +132,34 @@ fn initiator_error(msg: &str) -> Refusal {
     (LoginStatus::INITIATOR_ERROR, msg.to_owned())
 }
 
+/// Keys that say who logs in to what: declared in the first request
+/// (RFC 7143 §13.4–§13.6, §13.21).
+const IDENTITY_KEYS: [KeyId; 4] = [
+    KeyId::INITIATOR_NAME,
+    KeyId::TARGET_NAME,
+    KeyId::SESSION_TYPE,
+    KeyId::INITIATOR_ALIAS,
+];
+
+/// The identity keys of the first request, as sent.
+fn identity_of(pairs: &[(String, String)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .filter(|(k, _)| IDENTITY_KEYS.iter().any(|id| id.name() == k))
+        .cloned()
+        .collect()
+}
+
+/// Whether `again` declares identity key `key` as `first` did: names in
+/// their normal form (RFC 3722), other keys exactly.
+fn same_identity(key: &str, first: &str, again: &str) -> bool {
+    if first == again {
+        return true;
+    }
+    let is_name = key == KeyId::INITIATOR_NAME.name() || key == KeyId::TARGET_NAME.name();
+    is_name && matches!((normalize(first), normalize(again)), (Ok(a), Ok(b)) if a == b)
+}
+
 /// The target's login state machine for one connection.
 #[derive(Debug)]
 pub struct TargetLogin {
@@ -144,6 +173,8 @@ pub struct TargetLogin {
     tx: TextChunker,
     initiator_name: Option<String>,
     initiator_alias: Option<String>,
+    /// The identity keys of the first request ([`IDENTITY_KEYS`]).
+    identity: Vec<(String, String)>,
     target: Option<TargetInfo>,
     discovery: bool,
     declared_operational: bool,
@@ -169,6 +200,7 @@ impl TargetLogin {
             tx: TextChunker::default(),
             initiator_name: None,
             initiator_alias: None,
+            identity: Vec::new(),
             target: None,
             discovery: false,
             declared_operational: false,
@@ -315,10 +347,13 @@ impl TargetLogin {
         pairs: Vec<(String, String)>,
         ctx: &mut dyn LoginContext,
     ) -> Result<Vec<(String, String)>, Refusal> {
-        let (chap_keys, pairs) = split_keys(pairs);
+        let (chap_keys, mut pairs) = split_keys(pairs);
         let mut answers: Vec<(String, String)> = Vec::new();
-        if !self.started {
+        if self.started {
+            pairs = self.drop_repeated_identity(pairs)?;
+        } else {
             self.started = true;
+            self.identity = identity_of(&pairs);
             self.begin(&pairs, ctx, &mut answers)?;
             if self.chap.is_some() && self.stage != CSG_SECURITY {
                 return Err((
@@ -346,6 +381,33 @@ impl TargetLogin {
             answers.extend(self.chap_step(&chap_keys, ctx)?);
         }
         Ok(answers)
+    }
+
+    /// The request's keys without the login's identity declared again
+    /// with the value it was first declared with. libiscsi (and so qemu)
+    /// declares InitiatorName and SessionType again at the start of the
+    /// operational stage when it offered CHAP and the target chose None;
+    /// LIO and tgt accept that. A declaration is made once per login (RFC
+    /// 7143 §6.2), so an identity key with another value is an initiator
+    /// error, as is one that was not declared in the first request.
+    fn drop_repeated_identity(
+        &self,
+        pairs: Vec<(String, String)>,
+    ) -> Result<Vec<(String, String)>, Refusal> {
+        let mut kept = Vec::with_capacity(pairs.len());
+        for (k, v) in pairs {
+            if !IDENTITY_KEYS.iter().any(|id| id.name() == k) {
+                kept.push((k, v));
+                continue;
+            }
+            match self.identity.iter().find(|(ik, _)| *ik == k) {
+                Some((_, first)) if same_identity(&k, first, &v) => {}
+                Some(_) => return Err(initiator_error(&format!("{k} changed during login"))),
+                // Not declared first: negotiation reports what is wrong.
+                None => kept.push((k, v)),
+            }
+        }
+        Ok(kept)
     }
 
     /// Whether a request asking to leave the current stage may: leaving
@@ -476,14 +538,16 @@ impl TargetLogin {
             LoginStatus::MISSING_PARAMETER,
             "InitiatorName missing from the first Login Request (RFC 7143 §13.5)".to_owned(),
         ))?;
-        if initiator.is_empty() || initiator.len() > 223 {
-            return Err((
-                LoginStatus::INITIATOR_ERROR,
-                "invalid InitiatorName".to_owned(),
-            ));
-        }
-        self.initiator_name = Some(initiator.to_owned());
-        self.initiator_alias = get("InitiatorAlias").map(str::to_owned);
+        // Names are checked and put in their normal form where they enter
+        // (RFC 7143 §4.2.7, RFC 3722): only that form is compared, stored
+        // (session table, reservations) or logged.
+        let initiator = normalize(initiator)
+            .map_err(|e| (LoginStatus::INITIATOR_ERROR, format!("InitiatorName: {e}")))?;
+        self.initiator_name = Some(initiator.clone());
+        let initiator = initiator.as_str();
+        // Free text (RFC 7143 §13.6), shown in logs and the session list:
+        // kept with its control characters escaped.
+        self.initiator_alias = get("InitiatorAlias").map(|a| loggable(a).into_owned());
         let session_type = get("SessionType").unwrap_or("Normal");
         let offers = match session_type {
             "Normal" => {
@@ -491,6 +555,8 @@ impl TargetLogin {
                     LoginStatus::MISSING_PARAMETER,
                     "TargetName missing from a normal session login (RFC 7143 §13.4)".to_owned(),
                 ))?;
+                let name = &normalize(name)
+                    .map_err(|e| (LoginStatus::INITIATOR_ERROR, format!("TargetName: {e}")))?;
                 let t = ctx
                     .find_target(name, initiator)
                     .map_err(|s| (s, format!("target {name}: {}", s.describe())))?;
@@ -634,7 +700,9 @@ impl TargetLogin {
                 data: Bytes::new().into(),
             },
             status,
-            reason,
+            // Reasons quote what the initiator sent (keys, values, names):
+            // escaped, they cannot end or forge a log line.
+            reason: loggable(&reason).into_owned(),
         }
     }
 

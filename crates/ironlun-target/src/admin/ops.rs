@@ -7,8 +7,9 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use toml_edit::value;
 
+use crate::config::normalize_iscsi_name;
 use crate::live::edit::{self, EditError, Mapping};
-use crate::live::{ApplyError, Live, Outcome};
+use crate::live::{ApplyError, Live, Outcome, SaveError};
 use crate::registry::SessionSignal;
 
 /// A request: one operation, with `dry_run` (plan only) and `force`
@@ -99,6 +100,9 @@ pub enum Op {
     SaveConfig {
         path: Option<PathBuf>,
     },
+    /// Reads the configuration file again and applies it, as SIGHUP does
+    /// (`dry_run`: what SIGHUP would change, undoing unsaved live changes).
+    ReloadConfig {},
 }
 
 /// What went wrong, and the HTTP status it maps to.
@@ -169,58 +173,83 @@ pub fn run(live: &Live, req: Request) -> Result<Answer, OpError> {
             .map_err(OpError::from)
     };
     match req.op {
-        Op::AddTarget { name, luns } => target_op(&name, &|d| edit::add_target(d, &name, &luns)),
-        Op::RemoveTarget { name } => target_op(&name, &|d| edit::remove_target(d, &name)),
+        Op::AddTarget { name, luns } => {
+            let name = iscsi_name(&name)?;
+            target_op(&name, &|d| edit::add_target(d, &name, &luns))
+        }
+        Op::RemoveTarget { name } => {
+            let name = iscsi_name(&name)?;
+            target_op(&name, &|d| edit::remove_target(d, &name))
+        }
         Op::SetTarget {
             name,
             alias,
             allow,
             chap,
             default_map,
-        } => target_op(&name, &|d| {
-            let text = |v: &Option<String>| {
-                v.as_ref()
-                    .map(|s| (!s.is_empty()).then(|| value(s.as_str())))
-            };
-            if let Some(v) = text(&alias) {
-                edit::set_target_key(d, &name, "alias", v)?;
-            }
-            if let Some(v) = text(&chap) {
-                edit::set_target_key(d, &name, "chap", v)?;
-            }
-            if let Some(v) = text(&default_map) {
-                edit::set_target_key(d, &name, "default_map", v)?;
-            }
-            if let Some(a) = &allow {
-                edit::set_target_key(d, &name, "allow", Some(edit::strings(a)))?;
-            }
-            Ok(())
-        }),
-        Op::AddLun { target, spec, lun } => target_op(&target, &|d| {
-            edit::add_lun(d, &target, lun, &spec).map(drop)
-        }),
-        Op::RemoveLun { target, lun } => target_op(&target, &|d| edit::remove_lun(d, &target, lun)),
-        Op::ResizeLun { target, lun, size } => target_op(&target, &|d| {
-            edit::edit_lun_spec(d, &target, lun, |s| edit::spec_with_size(s, &size))
-        }),
+        } => {
+            let name = iscsi_name(&name)?;
+            target_op(&name, &|d| {
+                let text = |v: &Option<String>| {
+                    v.as_ref()
+                        .map(|s| (!s.is_empty()).then(|| value(s.as_str())))
+                };
+                if let Some(v) = text(&alias) {
+                    edit::set_target_key(d, &name, "alias", v)?;
+                }
+                if let Some(v) = text(&chap) {
+                    edit::set_target_key(d, &name, "chap", v)?;
+                }
+                if let Some(v) = text(&default_map) {
+                    edit::set_target_key(d, &name, "default_map", v)?;
+                }
+                if let Some(a) = &allow {
+                    edit::set_target_key(d, &name, "allow", Some(edit::strings(a)))?;
+                }
+                Ok(())
+            })
+        }
+        Op::AddLun { target, spec, lun } => {
+            let target = iscsi_name(&target)?;
+            target_op(&target, &|d| {
+                edit::add_lun(d, &target, lun, &spec).map(drop)
+            })
+        }
+        Op::RemoveLun { target, lun } => {
+            let target = iscsi_name(&target)?;
+            target_op(&target, &|d| edit::remove_lun(d, &target, lun))
+        }
+        Op::ResizeLun { target, lun, size } => {
+            let target = iscsi_name(&target)?;
+            target_op(&target, &|d| {
+                edit::edit_lun_spec(d, &target, lun, |s| edit::spec_with_size(s, &size))
+            })
+        }
         Op::SetReadOnly {
             target,
             lun,
             read_only,
-        } => target_op(&target, &|d| {
-            edit::edit_lun_spec(d, &target, lun, |s| {
-                Ok(edit::spec_with_read_only(s, read_only))
+        } => {
+            let target = iscsi_name(&target)?;
+            target_op(&target, &|d| {
+                edit::edit_lun_spec(d, &target, lun, |s| {
+                    Ok(edit::spec_with_read_only(s, read_only))
+                })
             })
-        }),
+        }
         Op::SetInitiator {
             target,
             name,
             luns,
             chap,
-        } => target_op(&target, &|d| {
-            edit::set_initiator(d, &target, &name, luns.as_deref(), chap.as_deref())
-        }),
+        } => {
+            let (target, name) = (iscsi_name(&target)?, iscsi_name(&name)?);
+            target_op(&target, &|d| {
+                edit::set_initiator(d, &target, &name, luns.as_deref(), chap.as_deref())
+            })
+        }
         Op::RemoveInitiator { target, name } => {
+            let (target, name) = (iscsi_name(&target)?, iscsi_name(&name)?);
             target_op(&target, &|d| edit::remove_initiator(d, &target, &name))
         }
         Op::AddPortal { addr } => edit_op(&|d| edit::add_portal(d, addr)),
@@ -229,9 +258,13 @@ pub fn run(live: &Live, req: Request) -> Result<Answer, OpError> {
             .apply_text(&toml, dry, force)
             .map(Answer::from)
             .map_err(OpError::from),
-        Op::OnlineLun { target, lun } => online(live, &target, lun, dry),
+        Op::OnlineLun { target, lun } => online(live, &iscsi_name(&target)?, lun, dry),
         Op::LogoutSession { tsih } => logout(live, tsih, dry),
         Op::SaveConfig { path } => save(live, path),
+        Op::ReloadConfig {} => live
+            .reload_file(dry, force)
+            .map(Answer::from)
+            .map_err(OpError::from),
     }
 }
 
@@ -259,6 +292,13 @@ fn online(live: &Live, target: &str, lun: u16, dry_run: bool) -> Result<Answer, 
     }
 }
 
+/// A target or initiator name of a request in its normal form (the
+/// configuration's and the login's rule, RFC 7143 §4.2.7); one that is
+/// not an iSCSI name is refused before anything is looked up.
+fn iscsi_name(raw: &str) -> Result<String, OpError> {
+    normalize_iscsi_name(raw).map_err(|e| OpError::new(422, e.to_string()))
+}
+
 fn logout(live: &Live, tsih: u16, dry_run: bool) -> Result<Answer, OpError> {
     let exists = live.registry.sessions().iter().any(|(t, _)| *t == tsih);
     if !exists {
@@ -276,14 +316,10 @@ fn logout(live: &Live, tsih: u16, dry_run: bool) -> Result<Answer, OpError> {
 }
 
 fn save(live: &Live, path: Option<PathBuf>) -> Result<Answer, OpError> {
-    let path = path.or_else(|| live.path()).ok_or_else(|| {
-        OpError::new(
-            422,
-            "the daemon was started without a file: give a path to save to",
-        )
+    let path = live.save(path).map_err(|e| match e {
+        SaveError::NoPath => OpError::new(422, e.to_string()),
+        SaveError::Io { .. } => OpError::new(500, e.to_string()),
     })?;
-    crate::live::save(&path, &live.document())
-        .map_err(|e| OpError::new(500, format!("{}: {e}", path.display())))?;
     Ok(Answer {
         changes: Vec::new(),
         dry_run: false,

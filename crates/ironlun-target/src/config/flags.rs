@@ -78,7 +78,7 @@ impl Config {
     /// One target from `--name` and `--lun`, everything else default.
     fn from_flags(o: &Overrides) -> Result<Config, ConfigError> {
         let name = o.name.clone().unwrap_or_else(default_target_name);
-        names::check_name("--name", &name)?;
+        let name = names::check_name("--name", &name)?;
         let mut luns = Vec::new();
         for (i, s) in o.luns.iter().enumerate() {
             luns.push(LunConfig {
@@ -113,6 +113,7 @@ impl Config {
             io_engine: IoEngine::default(),
             admin_socket: None,
             admin_http: None,
+            save_on_change: false,
         };
         check_stores_unshared(&cfg.targets)?;
         Ok(cfg)

@@ -116,8 +116,7 @@ pub(super) fn check(
     let mut out: Vec<InitiatorEntry> = Vec::new();
     for (i, e) in entries.iter().enumerate() {
         let key = format!("target {target} initiator[{i}]");
-        names::check_name(&format!("{key}.name"), &e.name)?;
-        let name = e.name.to_ascii_lowercase();
+        let name = names::check_name(&format!("{key}.name"), &e.name)?;
         if out.iter().any(|o| o.name == name) {
             return Err(ConfigError::invalid(key, format!("{name} has two entries")));
         }

@@ -39,7 +39,7 @@ pub use initiators::{DefaultMap, InitiatorEntry, MappedLun};
 pub use io_engine::{IoEngine, UnknownIoEngine};
 pub use limits::{Limits, TcpTuning};
 pub use lun_spec::{BackendSpec, LunSpec, LunSpecError, LunSpecProblem, RbdSpec};
-pub use names::{default_target_name, validate_iscsi_name, NameError, NameKey};
+pub use names::{default_target_name, normalize_iscsi_name, NameError, NameKey};
 pub(crate) use toml_file::{check_stores_unshared, error_line};
 
 /// Default portal (RFC 7143 §13.8: 3260 is the well-known port).
@@ -89,6 +89,10 @@ pub struct Config {
     /// The management API also over HTTP on a loopback address:
     /// `admin_http` and `admin_token_file`, or the flags of those names.
     pub admin_http: Option<AdminHttp>,
+    /// Every change made through the management API is written to the
+    /// configuration file at once (`save_on_change = true`), so that a
+    /// SIGHUP or a restart keeps it; like targetcli's save on exit.
+    pub save_on_change: bool,
 }
 
 /// The management API over HTTP on a loopback address, for a client that

@@ -1,35 +1,9 @@
-//! iSCSI names: the check every target and initiator name passes
-//! (RFC 7143 §4.2.7) and the default target name.
+//! iSCSI names in the configuration: the check every target and
+//! initiator name passes (ironlun-proto's, RFC 7143 §4.2.7 and RFC 3722,
+//! the same as at login), names as map keys, and the default target
+//! name.
 
-/// Why a string is not an iSCSI name; each says which name.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum NameError {
-    #[error("iSCSI name '{0}' must be 1 to 223 bytes")]
-    Length(String),
-    #[error("iSCSI name '{0}' must start with iqn., eui. or naa.")]
-    Prefix(String),
-    #[error("iSCSI name '{0}' contains a space, comma or control character")]
-    Character(String),
-}
-
-/// An iSCSI name check (RFC 7143 §4.2.7): `iqn.`, `eui.` or `naa.` form,
-/// at most 223 bytes, no spaces.
-pub fn validate_iscsi_name(name: &str) -> Result<(), NameError> {
-    if name.is_empty() || name.len() > 223 {
-        return Err(NameError::Length(name.to_owned()));
-    }
-    let lower = name.to_ascii_lowercase();
-    if !(lower.starts_with("iqn.") || lower.starts_with("eui.") || lower.starts_with("naa.")) {
-        return Err(NameError::Prefix(name.to_owned()));
-    }
-    if name
-        .chars()
-        .any(|c| c.is_whitespace() || c.is_control() || c == ',')
-    {
-        return Err(NameError::Character(name.to_owned()));
-    }
-    Ok(())
-}
+pub use ironlun_proto::names::{normalize as normalize_iscsi_name, NameError};
 
 /// An iSCSI name as a map key: equal and hashed without regard to ASCII
 /// case (names are compared case-insensitively, RFC 7143 §4.2.7.1),
@@ -59,9 +33,10 @@ impl std::hash::Hash for NameKey<'_> {
     }
 }
 
-/// Checks the name given at `key` (`--name`, `target[0].name`).
-pub(crate) fn check_name(key: &str, name: &str) -> Result<(), super::ConfigError> {
-    validate_iscsi_name(name).map_err(|source| super::ConfigError::Name {
+/// The normal form of the name given at `key` (`--name`,
+/// `target[0].name`), or why it is not an iSCSI name.
+pub(crate) fn check_name(key: &str, name: &str) -> Result<String, super::ConfigError> {
+    normalize_iscsi_name(name).map_err(|source| super::ConfigError::Name {
         key: key.to_owned(),
         source,
     })

@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use ironlun_proto::names::NameProblem;
 use ironlun_proto::params::DigestKind;
 
 use super::*;
@@ -83,7 +84,10 @@ fn flags_give_one_target_with_numbered_luns() {
 
 #[test]
 fn default_name_is_a_valid_iqn() {
-    validate_iscsi_name(&default_target_name()).unwrap();
+    assert_eq!(
+        normalize_iscsi_name(&default_target_name()).unwrap(),
+        default_target_name()
+    );
 }
 
 #[test]
@@ -200,7 +204,7 @@ fn the_documented_example_parses() {
 #[test]
 fn toml_errors_name_the_problem() {
     let e = Config::from_toml(
-        "[[target]]\nname = \"iqn.x:y\"\nbogus = 1\n",
+        "[[target]]\nname = \"iqn.2026-11.test:y\"\nbogus = 1\n",
         Some(Path::new("t.toml")),
     )
     .unwrap_err()
@@ -208,19 +212,19 @@ fn toml_errors_name_the_problem() {
     assert!(e.starts_with("t.toml: line "), "{e}");
     assert!(e.contains("bogus"), "{e}");
     let e = Config::from_toml(
-        "[[target]]\nname = \"iqn.x:y\"\n[[target.lun]]\nspec = \"ram:1Q\"\n",
+        "[[target]]\nname = \"iqn.2026-11.test:y\"\n[[target.lun]]\nspec = \"ram:1Q\"\n",
         None,
     )
     .unwrap_err()
     .to_string();
     assert!(e.contains("lun[0]"), "{e}");
     let e = Config::from_toml(
-        "[[target]]\nname = \"iqn.x:y\"\n[target.params]\nfirst_burst_length = 1048576\nmax_burst_length = 65536\n[[target.lun]]\nspec = \"ram:1M\"\n",
+        "[[target]]\nname = \"iqn.2026-11.test:y\"\n[target.params]\nfirst_burst_length = 1048576\nmax_burst_length = 65536\n[[target.lun]]\nspec = \"ram:1M\"\n",
         None,
     )
     .unwrap_err().to_string();
     assert!(e.contains("FirstBurstLength"), "{e}");
-    let e = Config::from_toml("[[target]]\nname = \"iqn.x:y\"\n[target.params]\nmax_burst_length = 100\n[[target.lun]]\nspec = \"ram:1M\"\n", None).unwrap_err().to_string();
+    let e = Config::from_toml("[[target]]\nname = \"iqn.2026-11.test:y\"\n[target.params]\nmax_burst_length = 100\n[[target.lun]]\nspec = \"ram:1M\"\n", None).unwrap_err().to_string();
     assert!(e.contains("MaxBurstLength"), "{e}");
     assert!(Config::from_toml("", None)
         .unwrap_err()
@@ -383,19 +387,23 @@ fn bad_names_say_where_and_which() {
         matches!(
             e,
             ConfigError::Name {
-                source: NameError::Prefix(_),
+                source: NameError {
+                    problem: NameProblem::Character(' '),
+                    ..
+                },
                 ..
             }
         ),
         "{e:?}"
     );
-    mentions(&m, "target[1].name: iSCSI name 'disk 2'");
+    mentions(&m, "target[1].name: iSCSI name \"disk 2\" contains a space");
     let (m, e) = file_error(&format!(
         "{TARGET}{LUN}{}{LUN}",
         TARGET.replace("iqn.2026-11.test:t", "IQN.2026-11.TEST:T")
     ));
     assert!(matches!(e, ConfigError::DuplicateTarget { .. }), "{e:?}");
-    mentions(&m, "target name IQN.2026-11.TEST:T is defined twice");
+    // Compared, and named, in their normal form (RFC 3722).
+    mentions(&m, "target name iqn.2026-11.test:t is defined twice");
 }
 
 #[test]

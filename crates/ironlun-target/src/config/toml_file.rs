@@ -40,6 +40,8 @@ struct FileConfig {
     admin_socket: Option<PathBuf>,
     admin_http: Option<String>,
     admin_token_file: Option<PathBuf>,
+    #[serde(default)]
+    save_on_change: bool,
 }
 
 #[derive(Deserialize)]
@@ -122,6 +124,7 @@ fn check_file(text: &str, path: Option<&Path>) -> Result<Config, ConfigError> {
         io_engine,
         admin_http: AdminHttp::check(f.admin_http.as_deref(), f.admin_token_file.as_deref())?,
         admin_socket: f.admin_socket,
+        save_on_change: f.save_on_change,
     })
 }
 
@@ -184,8 +187,8 @@ impl FileConfig {
         let mut seen = HashSet::with_capacity(self.targets.len());
         for (ti, t) in self.targets.iter().enumerate() {
             let name = t.name.clone().unwrap_or_else(default_target_name);
-            names::check_name(&format!("target[{ti}].name"), &name)?;
-            if !seen.insert(name.to_ascii_lowercase()) {
+            let name = names::check_name(&format!("target[{ti}].name"), &name)?;
+            if !seen.insert(name.clone()) {
                 return Err(ConfigError::DuplicateTarget { name });
             }
             let target = t.check(name, &self.defaults)?;

@@ -43,10 +43,13 @@ fn targets_mut(doc: &mut DocumentMut) -> Result<&mut ArrayOfTables, EditError> {
         .ok_or_else(|| EditError::Shape("`target` is not an array of tables ([[target]])".into()))
 }
 
+/// Whether target table `t` is the one named `name`: names are equal in
+/// their normal form (RFC 3722), which the file need not be written in.
 pub(super) fn name_is(t: &Table, name: &str) -> bool {
-    t.get("name")
-        .and_then(Item::as_str)
-        .is_some_and(|n| n.eq_ignore_ascii_case(name))
+    t.get("name").and_then(Item::as_str).is_some_and(|n| {
+        n.eq_ignore_ascii_case(name)
+            || crate::config::normalize_iscsi_name(n).is_ok_and(|n| n == name)
+    })
 }
 
 fn target_mut<'a>(doc: &'a mut DocumentMut, name: &str) -> Result<&'a mut Table, EditError> {

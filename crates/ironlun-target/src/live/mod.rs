@@ -8,6 +8,13 @@
 //! and the apply pass over ([`shared`]): an operation costs about the
 //! same at ten targets or a thousand.
 //!
+//! The running configuration and the file can differ: a change made
+//! through the API is live at once but reaches the file only when it is
+//! saved (`config save`, or at once with `save_on_change`). The daemon
+//! counts such changes, warns of each, exposes the count in /metrics, and
+//! says on a reload which changes applying the file makes (undoing
+//! the unsaved ones).
+//!
 //! What must not happen: half a change. Everything that can fail (a
 //! backend that does not open, a portal that does not bind, a resize the
 //! store refuses) is done before the new state is put in place, and undone
@@ -22,6 +29,7 @@ use toml_edit::DocumentMut;
 use tracing::{info, warn};
 
 use crate::config::{Config, ConfigError, Overrides};
+use crate::metrics::ReloadResult;
 use crate::registry::Registry;
 
 mod apply;
@@ -59,6 +67,18 @@ struct State {
     /// Flags that stay on top of the file (`--allow`, `--chap`, …).
     overrides: Overrides,
     portals: portals::Portals,
+    /// Changes made through the API since the file was last read or
+    /// written: what a reload or a restart would undo.
+    unsaved: usize,
+}
+
+/// Where a change comes from: the operator's API (live, unsaved until
+/// saved) or the configuration file (a reload: afterwards the running
+/// configuration is the file's).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    Api,
+    File,
 }
 
 /// The document a checked change leaves: a whole new one, or the running
@@ -135,6 +155,7 @@ impl Live {
                 path,
                 overrides,
                 portals: portals::Portals::new(bound),
+                unsaved: 0,
             }),
         }
     }
@@ -187,6 +208,16 @@ impl Live {
         dry_run: bool,
         force: bool,
     ) -> Result<Outcome, ApplyError> {
+        self.apply_text_from(text, dry_run, force, Origin::Api)
+    }
+
+    fn apply_text_from(
+        &self,
+        text: &str,
+        dry_run: bool,
+        force: bool,
+        origin: Origin,
+    ) -> Result<Outcome, ApplyError> {
         self.editable()?;
         let doc = match edit::parse(text) {
             Ok(d) => d,
@@ -198,7 +229,7 @@ impl Live {
                 ));
             }
         };
-        self.apply_doc(doc, dry_run, force)
+        self.apply_doc(doc, dry_run, force, origin)
     }
 
     /// Edits the running document with `f` (an API operation) and
@@ -215,7 +246,8 @@ impl Live {
         let mut doc = guard.doc.clone();
         f(&mut doc).map_err(ApplyError::Edit)?;
         let new = guard.check(&doc)?;
-        self.apply_checked(&mut guard, new, NewDoc::Whole(doc), dry_run, force)
+        let doc = NewDoc::Whole(doc);
+        self.apply_checked(&mut guard, new, doc, dry_run, force, Origin::Api)
     }
 
     /// As [`Live::apply_edit`] for an operation `f` that edits target
@@ -233,7 +265,7 @@ impl Live {
         match scoped::stage(&guard, name, &f) {
             Some(s) => {
                 let doc = NewDoc::Target(s.splice);
-                self.apply_checked(&mut guard, s.config, doc, dry_run, force)
+                self.apply_checked(&mut guard, s.config, doc, dry_run, force, Origin::Api)
             }
             None => {
                 drop(guard);
@@ -247,10 +279,11 @@ impl Live {
         doc: DocumentMut,
         dry_run: bool,
         force: bool,
+        origin: Origin,
     ) -> Result<Outcome, ApplyError> {
         let mut guard = self.state();
         let new = guard.check(&doc)?;
-        self.apply_checked(&mut guard, new, NewDoc::Whole(doc), dry_run, force)
+        self.apply_checked(&mut guard, new, NewDoc::Whole(doc), dry_run, force, origin)
     }
 
     /// Plans the way from the running configuration to `new` (checked)
@@ -263,6 +296,7 @@ impl Live {
         doc: NewDoc,
         dry_run: bool,
         force: bool,
+        origin: Origin,
     ) -> Result<Outcome, ApplyError> {
         let plan = diff::plan(&st.config, &new);
         if !plan.refused.is_empty() {
@@ -286,6 +320,13 @@ impl Live {
                 NewDoc::Whole(d) => st.doc = d,
                 NewDoc::Target(s) => s.splice(&mut st.doc),
             }
+            match origin {
+                Origin::File => self.set_unsaved(st, 0),
+                Origin::Api if !plan.changes.is_empty() => {
+                    self.after_live_change(st, plan.changes.len());
+                }
+                Origin::Api => {}
+            }
         }
         Ok(Outcome {
             changes: plan.changes,
@@ -293,43 +334,187 @@ impl Live {
         })
     }
 
-    /// SIGHUP: the file again, applied whole; without a file, sizes are
-    /// looked at again (a grown file or device). A file that does not
-    /// check changes nothing and is logged with its line and reason.
-    /// Either way, every LU its state files took offline reads them
-    /// again ([`Live::bring_back_all`]).
+    /// SIGHUP: the file again, applied whole ([`Live::reload_file`]);
+    /// without a file, sizes are looked at again (a grown file or
+    /// device). The outcome is logged; nothing is returned. Either way,
+    /// every LU its state files took offline reads them again
+    /// ([`Live::bring_back_all`]).
     pub fn reload(&self) {
         self.reload_config();
         self.bring_back_all();
     }
 
     fn reload_config(&self) {
-        let Some(path) = self.path() else {
+        if self.path().is_none() {
             crate::server::rescan(&self.registry);
             return;
+        }
+        let _ = self.reload_file(false, false);
+    }
+
+    /// Reads the configuration file again and applies it whole (SIGHUP,
+    /// `ironlun admin config reload`), or with `dry_run` says what that
+    /// would change. When live changes were not saved to the file, the
+    /// log says so first, with every change applying the file makes
+    /// (those changes undo them); `force` lets a removal log sessions
+    /// out. A file that does not check changes nothing and is logged
+    /// with its line and reason.
+    pub fn reload_file(&self, dry_run: bool, force: bool) -> Result<Outcome, ApplyError> {
+        let what = if dry_run {
+            "reload (dry run)"
+        } else {
+            "reload"
         };
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) => {
-                warn!("SIGHUP: {}: {e}; nothing changed", path.display());
-                return;
-            }
+        let Some(path) = self.path() else {
+            return Err(ApplyError::Refused(vec![
+                "the daemon was started without a configuration file: there is nothing to reload"
+                    .to_owned(),
+            ]));
         };
-        match self.apply_text(&text, false, false) {
+        let text = std::fs::read_to_string(&path).map_err(|source| {
+            let e = ConfigError::Read {
+                path: path.clone(),
+                source,
+            };
+            warn!("{what}: {e}; nothing changed");
+            self.reloaded(dry_run, ReloadResult::Failed);
+            ApplyError::Config(e)
+        })?;
+        let unsaved = self.state().unsaved;
+        if unsaved > 0 && !dry_run {
+            self.warn_reverts(&text, &path, unsaved);
+        }
+        match self.apply_text_from(&text, dry_run, force, Origin::File) {
             Ok(o) if o.changes.is_empty() => {
-                info!("SIGHUP: {} unchanged", path.display());
-                crate::server::rescan(&self.registry);
+                info!("{what}: {} unchanged", path.display());
+                if !dry_run {
+                    crate::server::rescan(&self.registry);
+                }
+                self.reloaded(dry_run, ReloadResult::Unchanged);
+                Ok(o)
             }
-            Ok(o) => info!(
-                "SIGHUP: {}: {} change(s) applied",
-                path.display(),
-                o.changes.len()
-            ),
-            // A configuration error names the file itself.
-            Err(e @ ApplyError::Config(_)) => warn!("SIGHUP: {e}; nothing changed"),
-            Err(e) => warn!("SIGHUP: {}: {e}; nothing changed", path.display()),
+            Ok(o) => {
+                info!(
+                    "{what}: {}: {} change(s) {}",
+                    path.display(),
+                    o.changes.len(),
+                    if dry_run { "planned" } else { "applied" }
+                );
+                self.reloaded(dry_run, ReloadResult::Applied);
+                Ok(o)
+            }
+            Err(e) => {
+                let hint = unsaved_hint(unsaved, &path);
+                match &e {
+                    // A configuration error names the file itself.
+                    ApplyError::Config(_) => warn!("{what}: {e}; nothing changed{hint}"),
+                    _ => warn!("{what}: {}: {e}; nothing changed{hint}", path.display()),
+                }
+                self.reloaded(dry_run, ReloadResult::Failed);
+                Err(e)
+            }
         }
     }
+
+    /// Logs, before a reload, that `unsaved` live changes are not in the
+    /// file and every change applying `text` makes.
+    fn warn_reverts(&self, text: &str, path: &std::path::Path, unsaved: usize) {
+        warn!(
+            "reload: {unsaved} live change(s) made through the management API are not in {}: applying it undoes them",
+            path.display()
+        );
+        if let Ok(plan) = self.apply_text_from(text, true, true, Origin::File) {
+            for c in &plan.changes {
+                warn!("reload: applying {} makes: {c}", path.display());
+            }
+        }
+    }
+
+    fn reloaded(&self, dry_run: bool, result: ReloadResult) {
+        if !dry_run {
+            self.registry.metrics.reloaded(result);
+        }
+    }
+
+    /// Writes the running configuration to `path`, or to the file the
+    /// daemon was started with; saved there, nothing is unsaved any more.
+    pub fn save(&self, path: Option<PathBuf>) -> Result<PathBuf, SaveError> {
+        let mut st = self.state();
+        let own = st.path.clone();
+        let path = path.or_else(|| own.clone()).ok_or(SaveError::NoPath)?;
+        save(&path, &st.doc.to_string()).map_err(|source| SaveError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        if own.as_ref() == Some(&path) {
+            self.set_unsaved(&mut st, 0);
+        }
+        Ok(path)
+    }
+
+    /// Live changes made through the API and not in the file.
+    pub fn unsaved(&self) -> usize {
+        self.state().unsaved
+    }
+
+    /// After `n` changes made through the API: written to the file at
+    /// once with `save_on_change`, else counted and warned of.
+    fn after_live_change(&self, st: &mut State, n: usize) {
+        if let (true, Some(path)) = (st.config.save_on_change, st.path.clone()) {
+            match save(&path, &st.doc.to_string()) {
+                Ok(()) => {
+                    info!("saved to {} (save_on_change)", path.display());
+                    self.set_unsaved(st, 0);
+                    return;
+                }
+                Err(e) => warn!(
+                    "save_on_change: {}: {e}; the change is live but not saved",
+                    path.display()
+                ),
+            }
+        }
+        self.set_unsaved(st, st.unsaved.saturating_add(n));
+        match &st.path {
+            Some(p) => warn!(
+                "{} live change(s) not saved to {}: a SIGHUP or a restart undoes them; `ironlun admin config save` keeps them (or set save_on_change = true)",
+                st.unsaved,
+                p.display()
+            ),
+            None => warn!(
+                "{} live change(s): the daemon was started without a configuration file, so a restart loses them; `ironlun admin config save PATH` writes one",
+                st.unsaved
+            ),
+        }
+    }
+
+    fn set_unsaved(&self, st: &mut State, n: usize) {
+        st.unsaved = n;
+        self.registry.metrics.unsaved_changes(n);
+    }
+}
+
+/// Why `config save` wrote nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum SaveError {
+    #[error("the daemon was started without a file: give a path to save to")]
+    NoPath,
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// What a failed reload adds when live changes were not saved: how to
+/// keep them or let the file win.
+fn unsaved_hint(unsaved: usize, path: &std::path::Path) -> String {
+    if unsaved == 0 {
+        return String::new();
+    }
+    format!(
+        " ({unsaved} live change(s) are not in {}: `ironlun admin config save` writes them to it; `ironlun admin --force config reload` applies the file anyway, logging out the sessions a removal concerns)",
+        path.display()
+    )
 }
 
 /// Writes `text` to `path` atomically (new file, fsync, rename, fsync of

@@ -145,3 +145,87 @@ fn sighup_brings_back_a_lu_whose_file_was_fixed() {
     assert_eq!(live.bring_back(t, 0), Ok(BroughtBack::WasOnline));
     assert!(live.bring_back(t, 5).is_err());
 }
+
+/// A live daemon whose configuration file is `text`, in `dir`.
+fn from_file(dir: &std::path::Path, text: &str) -> (Live, std::path::PathBuf) {
+    let path = dir.join("ironlun.toml");
+    std::fs::write(&path, text).unwrap();
+    let o = Overrides {
+        config: Some(path.clone()),
+        ..Overrides::default()
+    };
+    let cfg = Config::load(&o).unwrap();
+    (
+        Live::new(registry(&cfg), cfg, &o, Vec::new()).unwrap(),
+        path,
+    )
+}
+
+/// Issue 42: changes made through the API and not saved are counted (in
+/// /metrics too), a reload says what applying the file changes and then
+/// counts nothing, and `config save` to the daemon's file ends the count.
+#[test]
+fn unsaved_live_changes_are_counted_until_saved_or_reloaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let (live, path) = from_file(dir.path(), ONE);
+    let add_b =
+        |d: &mut DocumentMut| edit::add_target(d, "iqn.2026-11.test:b", &["ram:1MiB".into()]);
+    live.apply_edit(add_b, true, false).unwrap();
+    assert_eq!(live.unsaved(), 0, "a dry run changes nothing");
+    live.apply_edit(add_b, false, false).unwrap();
+    assert_eq!(live.unsaved(), 1);
+    let metrics = crate::metrics::render(&live.registry).unwrap();
+    assert!(
+        metrics.contains("ironlun_config_unsaved_changes 1"),
+        "{metrics}"
+    );
+
+    // What SIGHUP would do: remove b again.
+    let plan = live.reload_file(true, false).unwrap();
+    assert_eq!(plan.changes.len(), 1, "{:?}", plan.changes);
+    assert!(plan.changes[0].to_string().contains("iqn.2026-11.test:b"));
+    assert_eq!(live.unsaved(), 1, "a dry run changes nothing");
+    assert_eq!(live.config().targets.len(), 2);
+    live.reload_file(false, false).unwrap();
+    assert_eq!(live.unsaved(), 0);
+    assert_eq!(live.config().targets.len(), 1);
+    let metrics = crate::metrics::render(&live.registry).unwrap();
+    assert!(
+        metrics.contains("ironlun_config_unsaved_changes 0"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("ironlun_config_reloads_total{result=\"applied\"} 1"),
+        "{metrics}"
+    );
+
+    live.apply_edit(add_b, false, false).unwrap();
+    assert_eq!(live.unsaved(), 1);
+    // Saved elsewhere, the daemon's file still lacks it.
+    live.save(Some(dir.path().join("copy.toml"))).unwrap();
+    assert_eq!(live.unsaved(), 1);
+    assert_eq!(live.save(None).unwrap(), path);
+    assert_eq!(live.unsaved(), 0);
+    live.reload_file(false, false).unwrap();
+    assert_eq!(live.config().targets.len(), 2, "the file has b now");
+}
+
+/// With `save_on_change`, every API change is in the file at once: a
+/// reload keeps it.
+#[test]
+fn save_on_change_writes_every_api_change_to_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (live, path) = from_file(dir.path(), &format!("save_on_change = true\n{ONE}"));
+    let add_b =
+        |d: &mut DocumentMut| edit::add_target(d, "iqn.2026-11.test:b", &["ram:1MiB".into()]);
+    live.apply_edit(add_b, false, false).unwrap();
+    assert_eq!(live.unsaved(), 0);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("iqn.2026-11.test:b"), "{text}");
+    assert!(
+        text.starts_with("save_on_change = true\n"),
+        "the file's own text is kept: {text}"
+    );
+    let plan = live.reload_file(true, false).unwrap();
+    assert!(plan.changes.is_empty(), "{:?}", plan.changes);
+}

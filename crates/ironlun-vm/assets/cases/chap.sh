@@ -2,7 +2,9 @@
 # file round trip. CHAP_USER/CHAP_SECRET are the initiator's credentials;
 # MUTUAL_USER/MUTUAL_SECRET, when set, the target's (mutual CHAP). With
 # WRONG_SECRET=1 the login must be refused; discovery then uses
-# DISCOVERY_SECRET (the right one) so that only the login is at stake.
+# DISCOVERY_SECRET (the right one) so that only the login is at stake;
+# with OPEN_IQN set too, the same credentials must then log in to that
+# target, which requires no CHAP.
 . /lib.sh
 set -- node.session.auth.authmethod=CHAP \
   "node.session.auth.username=$CHAP_USER" "node.session.auth.password=$CHAP_SECRET"
@@ -22,6 +24,15 @@ fi
 if [ "${WRONG_SECRET:-0}" = 1 ]; then
   if try_login "$@"; then die "login with a wrong secret succeeded"; fi
   kv login=refused
+  if [ -n "${OPEN_IQN:-}" ]; then
+    # A target that requires no CHAP admits an initiator that offers it,
+    # whatever its secret (the target answers AuthMethod=None).
+    TARGET_IQN=$OPEN_IQN
+    try_login "$@" || die "login offering CHAP to a target without CHAP failed"
+    raw_read "$(disk_of_lun 0)"
+    logout
+    kv open_login=ok
+  fi
   exit 0
 fi
 login "$@"

@@ -53,7 +53,8 @@ fn a_target_written_another_way_takes_the_new_settings() {
         .replace("[[target.lun]]", "alias = \"renamed\"\n[[target.lun]]"));
     let (before, after) = next(&old, &new);
     assert!(!Arc::ptr_eq(&before[0], &after[0]));
-    assert_eq!(after[0].cfg.name, "IQN.2026-11.TEST:A");
+    // Names are kept in their normal form (RFC 3722).
+    assert_eq!(after[0].cfg.name, "iqn.2026-11.test:a");
     assert_eq!(after[0].cfg.alias.as_deref(), Some("renamed"));
     let lus = (before[0].luns.get(0), after[0].luns.get(0));
     assert!(matches!(lus, (Some(x), Some(y)) if Arc::ptr_eq(x, y)));

@@ -50,6 +50,7 @@ fn state(text: &str) -> State {
         path: None,
         overrides: Overrides::default(),
         portals: Portals::new(Vec::new()),
+        unsaved: 0,
     }
 }
 
