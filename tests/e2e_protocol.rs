@@ -451,6 +451,125 @@ fn names_from_the_wire_are_checked_at_login() {
     );
 }
 
+/// A persistent reservation file of LUN 1 that does not parse (what the
+/// issue 36 attack left in a version 1 file: a name that ended its line
+/// and added a reservation), placed before the start: the daemon starts,
+/// LUN 0 serves I/O, LUN 1 answers NOT READY, MANUAL INTERVENTION
+/// REQUIRED (INQUIRY and REPORT LUNS still work), the log names the file,
+/// `ironlun admin state` shows the reason, and the file is kept aside.
+/// Then the operator's way back: the marker removed, `admin lun online`.
+#[test]
+fn a_state_file_that_does_not_parse_takes_only_its_lun_offline() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let sock = dir.path().join("admin.sock");
+    // The state file's name: the target name in lower case, ':' as %3a.
+    let name = format!("pr-{}-lun1.txt", NAME.replace(':', "%3a"));
+    let pr1 = state.join(&name);
+    let forged = "ironlun-pr 1\ngeneration 1\n\
+        register 00000000000000aa 0 1 iqn.2026-11.test:evil\n\
+        reserve 3 1 iqn.2026-11.test:victim,i,0x800000000001 ,i,0x800000000009\n";
+    std::fs::write(&pr1, forged).unwrap();
+    let t = Target::start(&[
+        "--name",
+        NAME,
+        "--lun",
+        "ram:16MiB",
+        "--lun",
+        "ram:16MiB",
+        "--state-dir",
+        state.to_str().unwrap(),
+        "--admin-socket",
+        sock.to_str().unwrap(),
+    ]);
+    let log = t.log();
+    assert!(
+        log.contains(&format!("target {NAME} LUN 1: offline"))
+            && log.contains(pr1.to_str().unwrap())
+            && log.contains("does not parse"),
+        "{log}"
+    );
+
+    let mut c = session(&t, [0x80, 0, 0, 0, 0, 0x21]);
+    let block: Vec<u8> = (0..512u32).map(|i| (i * 7) as u8).collect();
+    let write = [0x2a, 0, 0, 0, 0, 9, 0, 0, 1, 0];
+    let read = [0x28, 0, 0, 0, 0, 9, 0, 0, 1, 0];
+    assert_eq!(c.scsi(&write, 0, &block).0, 0, "LUN 0 takes a write");
+    assert_eq!(c.scsi(&read, 512, &[]).2, block, "and reads it back");
+
+    c.lun = 1;
+    let (st, sense, _) = c.scsi(&TUR, 0, &[]);
+    assert_eq!(
+        (st, sense3(&sense).0),
+        (2, 6),
+        "LUN 1's power-on unit attention first"
+    );
+    for (cdb, read_len, data) in [
+        (&TUR[..], 0, &[][..]),
+        (&read, 512, &[]),
+        (&write, 0, &block),
+    ] {
+        let (st, sense, _) = c.scsi(cdb, read_len, data);
+        assert_eq!(st, 2, "{cdb:02x?}");
+        assert_eq!(
+            sense3(&sense),
+            (2, 0x04, 0x03),
+            "NOT READY, MANUAL INTERVENTION REQUIRED"
+        );
+    }
+    let (st, _, inq) = c.scsi(&[0x12, 0, 0, 0, 96, 0], 96, &[]);
+    assert_eq!((st, inq.len() >= 36), (0, true), "INQUIRY answers");
+    let (st, _, luns) = c.scsi(&[0xa0, 0, 0, 0, 0, 0, 0, 0, 0, 64, 0, 0], 64, &[]);
+    assert_eq!(
+        (st, &luns[..4]),
+        (0, &16u32.to_be_bytes()[..]),
+        "REPORT LUNS: two LUNs"
+    );
+
+    let shown = support::ironlun_ok(&["admin", "--socket", sock.to_str().unwrap(), "state"]);
+    assert!(
+        shown.contains("LUN 1 OFFLINE:") && shown.contains("does not parse"),
+        "{shown}"
+    );
+
+    let aside: Vec<_> = std::fs::read_dir(&state)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with(&format!("{name}.corrupt-")))
+        .collect();
+    assert_eq!(aside.len(), 1, "kept aside once: {aside:?}");
+    assert_eq!(
+        std::fs::read_to_string(state.join(&aside[0])).unwrap(),
+        forged
+    );
+    assert!(shown.contains(&aside[0]), "{shown}");
+
+    // The marker holds it offline; removed, LUN 1 comes back empty.
+    let online = [
+        "admin",
+        "--socket",
+        sock.to_str().unwrap(),
+        "lun",
+        "online",
+        NAME,
+        "1",
+    ];
+    let (rc, out) = support::run(env!("CARGO_BIN_EXE_ironlun"), &online);
+    assert!(rc != 0 && out.contains("still offline"), "{rc}: {out}");
+    std::fs::remove_file(&pr1).unwrap();
+    support::ironlun_ok(&online);
+    let (st, sense, _) = c.scsi(&TUR, 0, &[]);
+    assert_eq!(
+        (st, sense3(&sense)),
+        (2, (6, 0x29, 0x00)),
+        "told as after a power on"
+    );
+    assert_eq!(c.scsi(&TUR, 0, &[]).0, 0, "LUN 1 is ready");
+    assert_eq!(c.scsi(&write, 0, &block).0, 0, "and takes writes");
+    assert!(!t.log().contains("panicked"), "{}", t.log());
+}
+
 /// Sense key, ASC and ASCQ of fixed-format sense data.
 /// Clears the control mode page's TAS bit (byte 5 bit 6, SPC-5 §7.5.8)
 /// with MODE SENSE(6) and MODE SELECT(6).

@@ -96,9 +96,11 @@ impl Setup {
         ])
     }
 
+    /// The record's file: the target name with ':' written %3a
+    /// (docs/admin.md, "A LU offline for its state").
     fn record_path(&self) -> PathBuf {
         self.state
-            .join(format!("sanitize-{}-lun0.txt", NAME.replace(':', "_")))
+            .join(format!("sanitize-{}-lun0.txt", NAME.replace(':', "%3a")))
     }
 
     fn record(&self) -> Option<String> {

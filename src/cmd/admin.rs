@@ -137,6 +137,12 @@ enum LunCmd {
         lun: u16,
         on: OnOff,
     },
+    /// Reads the state files of a LUN they took offline again, after a
+    /// person fixed or removed them (docs/admin.md).
+    Online {
+        target: String,
+        lun: u16,
+    },
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -246,6 +252,7 @@ fn lun_op(l: LunCmd) -> Op {
             lun,
             read_only: matches!(on, OnOff::On),
         },
+        LunCmd::Online { target, lun } => Op::OnlineLun { target, lun },
     }
 }
 
@@ -458,6 +465,9 @@ fn print_state(v: &Value) {
                 },
                 t["sessions"]
             );
+            if let Some(why) = l["offline"].as_str() {
+                println!("  LUN {} OFFLINE: {why}", l["lun"]);
+            }
         }
         for i in list(&t["initiators"]) {
             println!(

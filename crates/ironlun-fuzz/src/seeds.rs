@@ -32,6 +32,7 @@ use crate::login::{LoginDriver, Phase};
 use crate::session::{encode_into, SessionHarness};
 use crate::world::{initiator_auth, WorldSettings, INITIATOR, TARGET};
 
+mod files;
 pub(crate) mod initiator;
 
 /// One seed file.
@@ -51,6 +52,8 @@ pub fn all() -> Vec<Seed> {
     seeds.extend(login_seeds());
     seeds.extend(session_seeds());
     seeds.extend(initiator::seeds());
+    seeds.extend(files::state_seeds());
+    seeds.extend(files::config_seeds());
     seeds
 }
 

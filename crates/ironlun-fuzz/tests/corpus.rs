@@ -256,3 +256,41 @@ fn past_findings_replay_cleanly() {
     }
     println!("{n} past findings replayed");
 }
+
+#[test]
+fn state_files_seeds_read_and_round_trip() {
+    use ironlun_fuzz::state_files;
+    let r = state_files(&seed("state_files", "pr-v2"));
+    assert!(r.decoded && r.registrations == 2 && r.reserved, "{r:?}");
+    let r = state_files(&seed("state_files", "pr-v1"));
+    assert!(r.decoded && r.registrations == 2 && r.reserved, "{r:?}");
+    for name in [
+        "sanitize-overwrite",
+        "sanitize-block-erase",
+        "sanitize-failed-v1",
+    ] {
+        let r = state_files(&seed("state_files", name));
+        assert!(r.kind == "sanitize" && r.decoded, "{name}: {r:?}");
+    }
+    let r = state_files(&seed("state_files", "pr-built"));
+    assert!(r.decoded && r.registrations == 3 && r.reserved, "{r:?}");
+}
+
+#[test]
+fn config_files_seeds_check_and_answer() {
+    use ironlun_fuzz::config_files;
+    for name in ["config-every-section", "config-minimal"] {
+        let r = config_files(&seed("config_files", name));
+        assert!(r.kind == "config" && r.parsed, "{name}: {r:?}");
+    }
+    for s in all()
+        .iter()
+        .filter(|s| s.target == "config_files" && s.name.starts_with("op-"))
+    {
+        let r = config_files(&s.bytes);
+        // online-lun answers "not offline"; an apply that changes the
+        // portals and the state directory is refused (not live).
+        let refused = s.name == "op-apply-refused";
+        assert!(r.parsed && r.answered != refused, "{}: {r:?}", s.name);
+    }
+}

@@ -40,6 +40,10 @@ named_codes!(
         "LOGICAL UNIT IS IN PROCESS OF BECOMING READY";
     LU_NOT_READY_INITIALIZING_COMMAND_REQUIRED = Asc(0x04, 0x02),
         "LOGICAL UNIT NOT READY, INITIALIZING COMMAND REQUIRED";
+    /// ironlun's answer while a LU is offline because its saved state
+    /// could not be read: a person has to look at it.
+    LU_NOT_READY_MANUAL_INTERVENTION_REQUIRED = Asc(0x04, 0x03),
+        "LOGICAL UNIT NOT READY, MANUAL INTERVENTION REQUIRED";
     LU_NOT_READY_SANITIZE_IN_PROGRESS = Asc(0x04, 0x1b),
         "LOGICAL UNIT NOT READY, SANITIZE IN PROGRESS";
     UNREACHABLE_COPY_TARGET = Asc(0x08, 0x04), "UNREACHABLE COPY TARGET";
@@ -96,6 +100,9 @@ named_codes!(
         "INVALID TARGET PORT TRANSFER TAG RECEIVED";
     TOO_MUCH_WRITE_DATA = Asc(0x4b, 0x02), "TOO MUCH WRITE DATA";
     DATA_OFFSET_ERROR = Asc(0x4b, 0x05), "DATA OFFSET ERROR";
+    /// A REGISTER past the registrations a LU keeps (SPC-5 §5.14.7).
+    INSUFFICIENT_REGISTRATION_RESOURCES = Asc(0x55, 0x04),
+        "INSUFFICIENT REGISTRATION RESOURCES";
 );
 
 /// What a sense condition says: sense key, ASC and ASCQ (SPC-4 §4.5.6).

@@ -325,6 +325,8 @@ fn resolve<'a>(
             .iter()
             .map(|(_, lu)| lu.as_ref())
             .find(|lu| inquiry::naa_designator(lu) == *naa)
+            // An offline LU (crate::offline) is not reached either.
+            .filter(|lu| !lu.offline.is_on())
             .ok_or_else(|| copy_aborted(Asc::UNREACHABLE_COPY_TARGET)),
     }
 }

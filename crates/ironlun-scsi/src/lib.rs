@@ -5,9 +5,10 @@
 //! INQUIRY and VPD pages, mode pages, log pages, unit attentions per I_T
 //! nexus, READ CAPACITY, READ/WRITE and their error mapping, thin
 //! provisioning with its soft threshold, reservations (SPC-2 and
-//! persistent, with the saved-state format) and
+//! persistent, with the saved-state format and its strict reader) and
 //! the copy manager for EXTENDED COPY between a target's LUs (SPC-4,
-//! SBC-3); SANITIZE (SBC-4); commands stopped at their medium access for
+//! SBC-3); SANITIZE (SBC-4) with its saved record; a LU held offline
+//! (NOT READY) while its saved state cannot be read; commands stopped at their medium access for
 //! a transport that runs the access itself ([`LogicalUnit::start`]); and
 //! per-LU I/O counters and latency histograms ([`stats`]; the transport
 //! measures the latency, [`LogicalUnit::record_latency`]).
@@ -39,10 +40,12 @@ mod log_sense;
 pub mod lu;
 mod misc;
 mod mode;
+mod offline;
 pub mod ops;
 mod provisioning;
 pub mod reservations;
 mod sanitize;
+pub mod saved;
 pub mod sense;
 mod stage;
 pub mod stats;
@@ -58,8 +61,10 @@ use ironlun_scsi_codes::{opcode, Asc, Status};
 
 pub use lu::{LogicalUnit, LuConfig};
 pub use provisioning::{SoftThreshold, ThresholdEvent, ThresholdNotify};
-pub use reservations::ItNexus;
-pub use sanitize::{SanitizeRestore, SanitizeStore, MAX_RECORD_BYTES as MAX_SANITIZE_RECORD_BYTES};
+pub use reservations::{ItNexus, PrState};
+pub use sanitize::{
+    SanitizeRecord, SanitizeRestore, SanitizeStore, MAX_RECORD_BYTES as MAX_SANITIZE_RECORD_BYTES,
+};
 pub use sense::Sense;
 pub use stage::{MediumIo, Start};
 pub use stats::{IoKind, IoSnapshot, LatencySnapshot};

@@ -13,6 +13,7 @@ use ironlun_backend::{Backend, Rotation};
 use crate::cdb::Cdb;
 use crate::copy::HeldCopies;
 use crate::gate::{AccessGate, ExclusiveGuard, HasGate, SharedGuard};
+use crate::offline::Offline;
 use crate::ops::{self, OpInfo};
 use crate::provisioning::threshold::ThresholdState;
 use crate::reservations::{self, Access, ItNexus, PrState, PrStore, ReservationState};
@@ -136,6 +137,9 @@ pub struct LogicalUnit {
     /// Statuses of finished copies kept for RECEIVE COPY STATUS.
     held_copies: Mutex<HeldCopies>,
     pub(crate) sanitize: SanitizeState,
+    /// Held offline: its saved state could not be read
+    /// ([`crate::offline`]).
+    pub(crate) offline: Offline,
     io: IoStats,
     /// Writes are being refused for want of space (SPACE ALLOCATION
     /// FAILED WRITE PROTECT) and no write has succeeded since.
@@ -197,6 +201,7 @@ impl LogicalUnit {
             copies_running: AtomicUsize::new(0),
             held_copies: Mutex::new(HeldCopies::default()),
             sanitize: SanitizeState::default(),
+            offline: Offline::default(),
             io: IoStats::default(),
             no_space: AtomicBool::new(false),
             threshold: None,
@@ -368,8 +373,8 @@ impl LogicalUnit {
     }
 
     /// What comes before a command's own handler, in this order: the
-    /// opcode table, reserved bits, a pending unit attention, a sanitize
-    /// under way (or failed), reservations. Refused: the response (and
+    /// opcode table, reserved bits, a pending unit attention, the LU
+    /// being offline, a sanitize under way (or failed), reservations. Refused: the response (and
     /// how the command would have touched the medium, for the counters).
     /// Inlined: it runs for every command.
     #[inline(always)]
@@ -389,6 +394,11 @@ impl LogicalUnit {
             if let Some(s) = self.take_ua(req.nexus) {
                 return Err(refuse(s));
             }
+        }
+        // A LU whose saved state could not be read serves nothing but
+        // the exempt commands (crate::offline).
+        if let Some(s) = self.offline.gate(op.access, op.opcode) {
+            return Err(refuse(s));
         }
         // A sanitize under way (or failed) holds off media access
         // (SBC-4 §4.11).
@@ -603,12 +613,15 @@ impl LogicalUnit {
     pub fn set_pr_store(&mut self, store: Arc<dyn PrStore>, restored: Option<PrState>) {
         self.pr_store = Some(store);
         if let Some(st) = restored {
-            let mut r = self.reservations();
-            r.pr = st;
-            let any = r.spc2.is_some() || !r.pr.registrations.is_empty();
-            drop(r);
-            self.reserved.store(any, Ordering::Release);
+            self.restore_pr(st);
         }
+    }
+
+    /// Puts saved persistent reservation state in place.
+    pub fn restore_pr(&self, st: PrState) {
+        let mut r = self.reservations();
+        r.pr = st;
+        self.note_reservation_state(&r);
     }
 
     pub(crate) fn pr_store_available(&self) -> bool {

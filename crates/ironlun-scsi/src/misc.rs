@@ -16,8 +16,9 @@ pub fn test_unit_ready(
     Ok(Response::good())
 }
 
-/// REQUEST SENSE (SPC-4 §6.29): reports, and clears, a pending unit
-/// attention, or NO SENSE.
+/// REQUEST SENSE (SPC-4 §6.29): reports the LU being offline or a
+/// sanitize under way, or reports and clears a pending unit attention,
+/// or NO SENSE.
 pub fn request_sense(
     lu: &LogicalUnit,
     req: &Request<'_>,
@@ -26,8 +27,9 @@ pub fn request_sense(
     let desc = cdb.bit(1, 0);
     let alloc = u32::from(cdb.u8(4));
     let sense = lu
-        .sanitize
+        .offline
         .pending_sense()
+        .or_else(|| lu.sanitize.pending_sense())
         .or_else(|| lu.take_ua(req.nexus))
         .unwrap_or(Sense::new(SenseKey::NO_SENSE, Asc::NO_ADDITIONAL_SENSE));
     Ok(Response::data(sense.encode(desc).to_vec(), alloc))

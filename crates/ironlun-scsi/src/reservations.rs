@@ -17,6 +17,13 @@ use crate::sense::Sense;
 use crate::{NexusId, Request, Response};
 use ironlun_scsi_codes::{opcode, service_action, Asc, SenseKey, Status};
 
+mod persist;
+
+pub use persist::{
+    port_name, strict_port_name, MAX_ISCSI_NAME_BYTES, MAX_PORT_NAME_BYTES, MAX_REGISTRATIONS,
+    MAX_STATE_BYTES,
+};
+
 /// The identity of an I_T nexus, stable across sessions.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ItNexus {
@@ -157,29 +164,6 @@ impl PrState {
         !(pr_type::registrants(r.pr_type) && self.registration(n).is_some())
     }
 
-    /// Text form for APTPL persistence: one line per item.
-    pub fn encode(&self) -> String {
-        let mut s = format!("ironlun-pr 1\ngeneration {}\n", self.generation);
-        for r in &self.registrations {
-            let _ = writeln!(
-                s,
-                "register {:016x} {} {} {}",
-                r.key,
-                u8::from(r.all_tg_pt),
-                r.nexus.relative_port,
-                r.nexus.initiator_port
-            );
-        }
-        if let Some(r) = &self.reservation {
-            let _ = writeln!(
-                s,
-                "reserve {} {} {}",
-                r.pr_type, r.holder.relative_port, r.holder.initiator_port
-            );
-        }
-        s
-    }
-
     /// What a power on leaves of saved state: the registrations, the
     /// reservation and APTPL as saved, and PRgeneration zero ("Regardless
     /// of the APTPL bit value the PRgeneration value shall be set to zero
@@ -189,63 +173,6 @@ impl PrState {
             generation: 0,
             ..self
         }
-    }
-
-    /// Parses [`PrState::encode`]'s form (APTPL is set: it was saved).
-    pub fn decode(text: &str) -> Result<PrState, String> {
-        let mut lines = text.lines();
-        if lines.next() != Some("ironlun-pr 1") {
-            return Err("not an ironlun persistent reservation file".into());
-        }
-        let mut st = PrState {
-            aptpl: true,
-            ..PrState::default()
-        };
-        for (i, line) in lines.enumerate() {
-            let bad = || format!("line {}: cannot parse '{line}'", i + 2);
-            let mut w = line.splitn(5, ' ');
-            match w.next() {
-                Some("generation") => {
-                    st.generation = w.next().and_then(|v| v.parse().ok()).ok_or_else(bad)?
-                }
-                Some("register") => {
-                    let key = w
-                        .next()
-                        .and_then(|v| u64::from_str_radix(v, 16).ok())
-                        .ok_or_else(bad)?;
-                    let all = w.next().ok_or_else(bad)? == "1";
-                    let port = w.next().and_then(|v| v.parse().ok()).ok_or_else(bad)?;
-                    let name = w.next().ok_or_else(bad)?.to_owned();
-                    st.registrations.push(Registration {
-                        nexus: ItNexus {
-                            initiator_port: name,
-                            relative_port: port,
-                        },
-                        key,
-                        all_tg_pt: all,
-                    });
-                }
-                Some("reserve") => {
-                    let t = w
-                        .next()
-                        .and_then(|v| v.parse().ok())
-                        .filter(|t| pr_type::valid(*t))
-                        .ok_or_else(bad)?;
-                    let port = w.next().and_then(|v| v.parse().ok()).ok_or_else(bad)?;
-                    let name = w.next().ok_or_else(bad)?.to_owned();
-                    st.reservation = Some(Reservation {
-                        holder: ItNexus {
-                            initiator_port: name,
-                            relative_port: port,
-                        },
-                        pr_type: t,
-                    });
-                }
-                Some("") | None => {}
-                Some(_) => return Err(bad()),
-            }
-        }
-        Ok(st)
     }
 }
 
@@ -559,6 +486,7 @@ fn pr_out_action(
             } else if let Some(r) = st.pr.registrations.iter_mut().find(|r| r.covers(nexus)) {
                 r.key = sa_key;
             } else {
+                room_for_one_more(&st.pr)?;
                 st.pr.registrations.push(Registration {
                     nexus: nexus.clone(),
                     key: sa_key,
@@ -625,6 +553,19 @@ fn pr_out_action(
                 effects.abort = preempted;
             }
         }
+    }
+    Ok(())
+}
+
+/// A new registration fits: a LU keeps at most [`MAX_REGISTRATIONS`]
+/// (SPC-5 §5.14.7: INSUFFICIENT REGISTRATION RESOURCES past them).
+fn room_for_one_more(pr: &PrState) -> Result<(), Refusal> {
+    if pr.registrations.len() >= MAX_REGISTRATIONS {
+        return Err(Sense::new(
+            SenseKey::ILLEGAL_REQUEST,
+            Asc::INSUFFICIENT_REGISTRATION_RESOURCES,
+        )
+        .into());
     }
     Ok(())
 }
@@ -789,6 +730,7 @@ fn register_and_move(
     if let Some(g) = st.pr.registrations.iter_mut().find(|g| g.covers(&dest)) {
         g.key = sa_key;
     } else {
+        room_for_one_more(&st.pr)?;
         st.pr.registrations.push(Registration {
             nexus: dest.clone(),
             key: sa_key,
@@ -820,7 +762,12 @@ fn move_destination(
     let tid = usize::try_from(tid_len)
         .ok()
         .and_then(|n| data.get(24..24usize.checked_add(n)?));
-    let Some((name, true)) = tid.and_then(parse_transport_id) else {
+    // The destination is saved with APTPL like any registration: only a
+    // plain initiator port name (no white space or control character).
+    let Some((name, true)) = tid
+        .and_then(parse_transport_id)
+        .filter(|(name, _)| strict_port_name(name))
+    else {
         return Err(Sense::invalid_param(24, None).into());
     };
     let dest = ItNexus {

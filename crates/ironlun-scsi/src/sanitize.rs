@@ -35,7 +35,7 @@ mod restore;
 mod run;
 
 use job::{Job, Method};
-pub use record::{SanitizeRestore, SanitizeStore, MAX_RECORD_BYTES};
+pub use record::{SanitizeRecord, SanitizeRestore, SanitizeStore, MAX_RECORD_BYTES};
 use run::{begin, internal_failure, Ctl};
 
 /// Sanitize state of one LU.

@@ -8,7 +8,9 @@
 //! protocol core and LUs joined, without IO) over a socket, with an
 //! io_uring for file and block LUNs and the blocking pool for commands
 //! that may block, delivering its signals to other sessions, timers, the
-//! statistics endpoint (JSON over HTTP, and metrics for Prometheus), and
+//! statistics endpoint (JSON over HTTP, and metrics for Prometheus), the
+//! state directory's files (saved reservations and sanitize records, named
+//! one-to-one; one that does not parse takes only its LU offline), and
 //! clean shutdown (stop
 //! accepting, ask initiators to log out, finish commands, flush).
 //!
@@ -29,6 +31,7 @@ pub mod admin;
 pub mod config;
 mod conn;
 pub mod live;
+mod lu_state;
 pub mod metrics;
 mod prstore;
 pub mod registry;
@@ -37,6 +40,7 @@ mod ring;
 mod sanitize_store;
 pub mod server;
 mod state_file;
+mod state_name;
 pub mod stats;
 mod store_io;
 

@@ -381,6 +381,8 @@ struct LunNow {
     io: IoSnapshot,
     /// By [`IoKind::ALL`].
     latency: [LatencySnapshot; 3],
+    /// Held offline by its state files (`lu_state.rs`).
+    offline: bool,
 }
 
 impl LunNow {
@@ -390,6 +392,7 @@ impl LunNow {
             lun: lun.to_string(),
             io: lu.io_stats(),
             latency: IoKind::ALL.map(|k| lu.latency(k)),
+            offline: lu.offline_reason().is_some(),
         }
     }
 
@@ -476,6 +479,16 @@ fn encode_luns(enc: &mut DescriptorEncoder, luns: &[LunNow]) -> Result<(), fmt::
         luns,
         |io| vec![(None, io.failed_commands)],
     )?;
+    let mut m = enc.encode_descriptor(
+        "lun_offline",
+        "1 while the LUN is offline because its state files do not parse (ironlun admin state says why), else 0.",
+        None,
+        MetricType::Gauge,
+    )?;
+    for l in luns {
+        m.encode_family(&l.labels(None))?
+            .encode_gauge(&u64::from(l.offline))?;
+    }
     let mut m = enc.encode_descriptor(
         "lun_command_duration_seconds",
         "Time from a SCSI command's arrival to its status being sent, per LUN and op.",

@@ -19,7 +19,7 @@ use tracing::{info, warn};
 use crate::config::{BackendSpec, Config, LunConfig, Overrides, RbdSpec, TargetConfig, TcpTuning};
 use crate::conn;
 use crate::live::Live;
-use crate::prstore::FilePrStore;
+use crate::lu_state::{self, StateDir};
 use crate::registry::{Registry, Target};
 use crate::sanitize_store;
 use crate::stats;
@@ -35,12 +35,19 @@ pub enum BindError {
         lun: u16,
         source: std::io::Error,
     },
-    /// The logical unit refused its settings, or its persistent
-    /// reservation state could not be read.
+    /// The logical unit refused its settings. (A state file that cannot
+    /// be read takes its LU offline instead, `lu_state.rs`.)
     #[error("target {target} LUN {lun}: {problem}")]
     SetUpLun {
         target: String,
         lun: u16,
+        problem: String,
+    },
+    /// The state directory is there but is not a directory one can
+    /// look into.
+    #[error("state directory {}: {problem}", path.display())]
+    StateDir {
+        path: std::path::PathBuf,
         problem: String,
     },
     /// A portal's socket could not be created, bound or put to listen.
@@ -175,7 +182,7 @@ pub(crate) fn build_lu(
     t: &TargetConfig,
     l: &LunConfig,
     max_transfer_bytes: u32,
-    state_dir: Option<&std::path::Path>,
+    state: Option<StateDir<'_>>,
 ) -> Result<Arc<LogicalUnit>, BindError> {
     let set_up = |problem| BindError::SetUpLun {
         target: t.name.clone(),
@@ -214,15 +221,19 @@ pub(crate) fn build_lu(
     };
     let mut lu = LogicalUnit::new(cfg, backend).map_err(set_up)?;
     lu.set_sanitize_rate(l.spec.sanitize_rate);
-    let mut sanitize_saved = None;
     set_threshold(&mut lu, t, l).map_err(set_up)?;
-    if let Some(dir) = state_dir {
-        let (store, restored) = FilePrStore::open(dir, &t.name, l.number).map_err(set_up)?;
-        lu.set_pr_store(Arc::new(store), restored);
-        sanitize_saved = sanitize_store::attach(&mut lu, dir, &t.name, l.number);
-    }
+    // What the state files held, or why the LU must stay offline: never
+    // an error of the daemon (lu_state.rs).
+    let found = state.map(|d| {
+        let opened = lu_state::open(d, &t.name, l.number);
+        lu.set_pr_store(Arc::new(opened.pr), None);
+        lu.set_sanitize_store(Arc::new(opened.sanitize));
+        opened.found
+    });
     let lu = Arc::new(lu);
-    sanitize_store::restore(&lu, sanitize_saved, &t.name, l.number);
+    if let Some(found) = found {
+        lu_state::take_up(&lu, found, &t.name, l.number);
+    }
     follow_size(&lu, &t.name, l.number);
     Ok(lu)
 }
@@ -285,6 +296,9 @@ pub(crate) fn test_registry(cfg: &Config) -> Arc<Registry> {
 
 /// Opens every backend and builds the targets.
 pub fn build_targets(cfg: &Config) -> Result<Vec<Arc<Target>>, BindError> {
+    if let Some(d) = &cfg.state_dir {
+        check_state_dir(d)?;
+    }
     let mut out = Vec::new();
     for t in &cfg.targets {
         let mut luns = Vec::new();
@@ -293,7 +307,7 @@ pub fn build_targets(cfg: &Config) -> Result<Vec<Arc<Target>>, BindError> {
                 t,
                 l,
                 cfg.limits.max_transfer_bytes,
-                cfg.state_dir.as_deref(),
+                lu_state::state_dir(cfg),
             )?;
             luns.push((l.number, lu));
         }
@@ -303,6 +317,21 @@ pub fn build_targets(cfg: &Config) -> Result<Vec<Arc<Target>>, BindError> {
         )));
     }
     Ok(out)
+}
+
+/// A state directory that is there is a directory (one that is not is
+/// made on the first save): otherwise every LU would go offline for it.
+fn check_state_dir(d: &std::path::Path) -> Result<(), BindError> {
+    let problem = match std::fs::metadata(d) {
+        Ok(m) if m.is_dir() => return Ok(()),
+        Ok(_) => "not a directory".to_owned(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => e.to_string(),
+    };
+    Err(BindError::StateDir {
+        path: d.to_owned(),
+        problem,
+    })
 }
 
 /// SIGHUP: looks at every backend's size again. A LUN whose capacity
@@ -599,8 +628,8 @@ mod tests {
         let mut cfg = config("ram:1MiB");
         cfg.state_dir = Some(not_a_dir.path().to_owned());
         let (m, e) = bind_error(&cfg).await;
-        assert!(matches!(e, BindError::SetUpLun { lun: 0, .. }), "{e:?}");
-        assert!(m.starts_with("target iqn.2026-11.test:bind LUN 0: "), "{m}");
+        assert!(matches!(e, BindError::StateDir { .. }), "{e:?}");
+        assert!(m.ends_with("not a directory"), "{m}");
     }
 
     #[tokio::test]

@@ -107,26 +107,6 @@ fn conflict_rules_per_type() {
     }
 }
 
-#[test]
-fn state_round_trips_through_text() {
-    let st = PrState {
-        generation: 7,
-        registrations: vec![Registration {
-            nexus: ItNexus::new("iqn.x:a", [1, 2, 3, 4, 5, 6], 1),
-            key: 0xdead,
-            all_tg_pt: true,
-        }],
-        reservation: Some(Reservation {
-            holder: ItNexus::new("iqn.x:a", [1, 2, 3, 4, 5, 6], 1),
-            pr_type: 5,
-        }),
-        aptpl: true,
-    };
-    assert_eq!(PrState::decode(&st.encode()), Ok(st));
-    assert!(PrState::decode("garbage").is_err());
-    assert!(PrState::decode("ironlun-pr 1\nreserve 2 1 iqn.x:a,i,0x01").is_err());
-}
-
 /// PERSISTENT RESERVE OUT with the basic 24-byte parameter list.
 fn prout(m: &LunMap, n: NexusId, sa: u8, ty: u8, key: u64, sa_key: u64, flags: u8) -> Response {
     let mut p = [0u8; 24];
@@ -737,4 +717,57 @@ fn register_and_move_answers_as_table_70_says() {
     assert_eq!(prout(&m, b, 0x01, ar, 0x22, 0, 0).status, Status::GOOD);
     let r = register_and_move_to(&m, b, (0x22, 0x33), false, &id("c"));
     assert_eq!(r.status, CONFLICT);
+}
+
+#[test]
+fn registrations_are_bounded() {
+    let m = ram_map(100, 512);
+    let nexus = |i: u64| NexusId(100 + i);
+    for i in 0..=MAX_REGISTRATIONS as u64 {
+        let name = format!("iqn.2026-11.test:i{i}");
+        m.attach_nexus(
+            nexus(i),
+            &ItNexus::new(&name, [0x80, 0, 0, 0, 0, 1], 1),
+            false,
+        );
+        m.execute(Some(0), nexus(i), &[0; 6], &DataOutBuffer::new());
+    }
+    for i in 0..MAX_REGISTRATIONS as u64 {
+        assert_eq!(
+            prout(&m, nexus(i), 0x00, 0, 0, i + 1, 0).status,
+            Status::GOOD
+        );
+    }
+    let last = nexus(MAX_REGISTRATIONS as u64);
+    assert_eq!(
+        sense_of(&prout(&m, last, 0x00, 0, 0, 9, 0)),
+        (SenseKey::ILLEGAL_REQUEST, 0x55, 0x04),
+        "INSUFFICIENT REGISTRATION RESOURCES"
+    );
+    // One registration less, and there is room again.
+    assert_eq!(prout(&m, nexus(0), 0x00, 0, 1, 0, 0).status, Status::GOOD);
+    assert_eq!(prout(&m, last, 0x00, 0, 0, 9, 0).status, Status::GOOD);
+}
+
+/// REGISTER AND MOVE names a destination that is saved like any
+/// registration: one with white space or a control character in its name
+/// is INVALID FIELD IN PARAMETER LIST.
+#[test]
+fn register_and_move_wants_a_plain_destination() {
+    let (m, [a, ..]) = three_registered();
+    assert_eq!(
+        prout(&m, a, 0x01, pr_type::WRITE_EXCLUSIVE, 1, 0, 0).status,
+        Status::GOOD
+    );
+    for name in ["iqn.2026-11.test:x\nreserve 3 1 y", "iqn.2026-11.test:x y"] {
+        let dest = ItNexus::new(name, [0x80, 0, 0, 0, 0, 9], 1);
+        let r = register_and_move_to(&m, a, (1, 0x22), false, &dest);
+        assert_eq!(
+            sense_of(&r),
+            (SenseKey::ILLEGAL_REQUEST, 0x26, 0x00),
+            "{name:?}"
+        );
+    }
+    let r = register_and_move_to(&m, a, (1, 0x22), false, &id("d"));
+    assert_eq!(r.status, Status::GOOD);
 }

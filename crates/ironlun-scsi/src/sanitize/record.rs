@@ -7,6 +7,7 @@
 use std::fmt::Write as _;
 
 use super::job::{Job, Method};
+use crate::saved::{bad_line, decimal, escape, hex64, hex_bytes, lines};
 
 /// Where a LU keeps its sanitize record (the target's state directory).
 /// Writes must be atomic: after a crash the old record or the new one.
@@ -53,11 +54,50 @@ pub(crate) enum Record {
     Failed { lu: Geometry },
 }
 
-const MAGIC: &str = "ironlun-sanitize 1";
+/// The record as a caller outside the crate holds it: read from the
+/// store's text ([`SanitizeRecord::decode`]) before the LU takes it up
+/// ([`crate::LogicalUnit::restore_sanitize`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SanitizeRecord(pub(crate) Record);
+
+impl SanitizeRecord {
+    /// Reads a saved record; the error says which line and why.
+    pub fn decode(text: &str) -> Result<SanitizeRecord, String> {
+        Record::decode(text).map(SanitizeRecord)
+    }
+
+    /// The saved form (version 2).
+    pub fn encode(&self) -> String {
+        self.0.encode()
+    }
+}
+
+const MAGIC_V1: &str = "ironlun-sanitize 1";
+const MAGIC: &str = "ironlun-sanitize 2";
 
 /// Longest record accepted: a 4096-byte pattern in hex and the rest.
 pub const MAX_RECORD_BYTES: usize = 16 << 10;
 
+/// Longest OVERWRITE pattern: one logical block of the largest size.
+const MAX_PATTERN_BYTES: usize = 4096;
+
+/// Version 2, one field a line, in this order; the running state's lines
+/// only when running:
+///
+/// ```text
+/// ironlun-sanitize 2
+/// lu <NAA, 16 hex digits> <block size> <blocks>
+/// state running|failed
+/// method overwrite <passes 1..=31> <invert 0|1>   or   method block-erase
+/// pattern <hex>                                     (overwrite only)
+/// done <bytes>
+/// end
+/// ```
+///
+/// Every field is a number or hex, so none can end a record; the reader
+/// takes each line once, in its place and canonical spelling, and
+/// nothing after `end`. Version 1 is the same without `end`, and is
+/// read too: it has no free text.
 impl Record {
     pub(crate) fn encode(&self) -> String {
         let (lu, state) = match self {
@@ -86,6 +126,7 @@ impl Record {
             }
             let _ = writeln!(s, "done {}", job.done);
         }
+        s.push_str("end\n");
         s
     }
 
@@ -93,101 +134,103 @@ impl Record {
         if text.len() > MAX_RECORD_BYTES {
             return Err(format!("longer than {MAX_RECORD_BYTES} bytes"));
         }
-        let mut lines = text.lines();
-        if lines.next() != Some(MAGIC) {
-            return Err("not an ironlun sanitize record".into());
-        }
-        let mut f = Fields::default();
-        for (i, line) in lines.enumerate() {
-            f.take(line)
-                .ok_or_else(|| format!("line {}: cannot parse '{line}'", i + 2))?;
-        }
-        f.record()
-    }
-}
-
-/// The fields of a record as read, before they are checked together.
-#[derive(Default)]
-struct Fields {
-    lu: Option<Geometry>,
-    state: Option<String>,
-    method: Option<(String, u8, bool)>,
-    pattern: Option<Vec<u8>>,
-    done: Option<u64>,
-}
-
-impl Fields {
-    fn take(&mut self, line: &str) -> Option<()> {
-        let mut w = line.split(' ');
-        match w.next()? {
-            "lu" => {
-                self.lu = Some(Geometry {
-                    naa: u64::from_str_radix(w.next()?, 16).ok()?,
-                    block_size: w.next()?.parse().ok()?,
-                    blocks: w.next()?.parse().ok()?,
-                })
-            }
-            "state" => self.state = Some(w.next()?.to_owned()),
-            "method" => {
-                let name = w.next()?.to_owned();
-                let passes = w.next().map_or(Some(1), |p| p.parse().ok())?;
-                let invert = w.next() == Some("1");
-                self.method = Some((name, passes, invert));
-            }
-            "pattern" => self.pattern = Some(unhex(w.next()?)?),
-            "done" => self.done = Some(w.next()?.parse().ok()?),
-            _ => return None,
-        }
-        w.next().is_none().then_some(())
-    }
-
-    fn record(self) -> Result<Record, String> {
-        let lu = self.lu.ok_or("no lu line")?;
-        match self.state.as_deref() {
-            Some("failed") => return Ok(Record::Failed { lu }),
-            Some("running") => {}
-            _ => return Err("no state running or failed".into()),
-        }
-        let method = match self.method {
-            Some((name, passes, invert)) if name == "overwrite" => Method::Overwrite {
-                pattern: self.pattern.ok_or("overwrite without a pattern")?,
-                passes,
-                invert,
-            },
-            Some((name, ..)) if name == "block-erase" => Method::BlockErase,
-            _ => return Err("no known method".into()),
+        let mut r = Reader(lines(text)?);
+        let v2 = match r.0.next() {
+            Some((MAGIC, _)) => true,
+            Some((MAGIC_V1, _)) => false,
+            _ => return Err("not an ironlun sanitize record".into()),
         };
-        let job = Job {
-            method,
-            total: lu.blocks.saturating_mul(u64::from(lu.block_size)),
-            done: self.done.ok_or("no done line")?,
+        let lu = r.field("lu", geometry)?;
+        let record = match r.field("state", Some)? {
+            "failed" => Record::Failed { lu },
+            "running" => {
+                let method = match r.field("method", method)? {
+                    None => Method::BlockErase,
+                    Some((passes, invert)) => Method::Overwrite {
+                        pattern: r.field("pattern", pattern)?,
+                        passes,
+                        invert,
+                    },
+                };
+                let job = Job {
+                    method,
+                    total: lu.blocks.saturating_mul(u64::from(lu.block_size)),
+                    done: r.field("done", decimal)?,
+                };
+                Record::Running { lu, job }
+            }
+            other => return Err(format!("state '{}': not running or failed", escape(other))),
         };
-        Ok(Record::Running { lu, job })
+        if v2 {
+            r.field("end", |rest| rest.is_empty().then_some(()))
+                .map_err(|_| "no end line".to_owned())?;
+        }
+        match r.0.next() {
+            Some((line, n)) => Err(bad_line(n, line, "after the end")),
+            None => Ok(record),
+        }
     }
 }
 
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
+/// The lines of a record, read in order.
+struct Reader<'a, I: Iterator<Item = (&'a str, usize)>>(I);
+
+impl<'a, I: Iterator<Item = (&'a str, usize)>> Reader<'a, I> {
+    /// The next line, which must be `key` and what `parse` takes.
+    fn field<T>(&mut self, key: &str, parse: impl Fn(&'a str) -> Option<T>) -> Result<T, String> {
+        let (line, n) = self.0.next().ok_or_else(|| format!("no {key} line"))?;
+        let rest = match line.split_once(' ') {
+            Some((k, rest)) if k == key => rest,
+            None if line == key => "",
+            _ => return Err(bad_line(n, line, &format!("not the {key} line"))),
+        };
+        parse(rest).ok_or_else(|| bad_line(n, line, &format!("not a {key}")))
+    }
+}
+
+/// `NAA BLOCK_SIZE BLOCKS`.
+fn geometry(rest: &str) -> Option<Geometry> {
+    let mut w = rest.split(' ');
+    let g = Geometry {
+        naa: hex64(w.next()?)?,
+        block_size: decimal(w.next()?).filter(|bs| matches!(bs, 512 | 4096))?,
+        blocks: decimal(w.next()?).filter(|n| *n > 0)?,
+    };
+    w.next().is_none().then_some(g)
+}
+
+/// `block-erase` (`None`), or `overwrite PASSES INVERT` with 1 to 31
+/// passes (SBC-4 §5.30.2.2).
+fn method(rest: &str) -> Option<Option<(u8, bool)>> {
+    if rest == "block-erase" {
+        return Some(None);
+    }
+    let mut w = rest.split(' ');
+    if w.next()? != "overwrite" {
         return None;
     }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
+    let passes = decimal(w.next()?).filter(|p| (1..=31).contains(p))?;
+    let invert = match w.next()? {
+        "0" => false,
+        "1" => true,
+        _ => return None,
+    };
+    w.next().is_none().then_some(Some((passes, invert)))
+}
+
+/// An OVERWRITE pattern: 1 to 4096 bytes in hex.
+fn pattern(rest: &str) -> Option<Vec<u8>> {
+    hex_bytes(rest).filter(|p| (1..=MAX_PATTERN_BYTES).contains(&p.len()))
 }
 
 /// What a LU with geometry `here`, offering `offered`, does with the
-/// record `saved` (already decoded, or why it could not be): the job to
+/// record `saved` (decoded: a record that does not decode takes the LU
+/// offline before it gets here, see `crate::offline`): the job to
 /// resume, or why it enters failure mode instead.
-pub(crate) fn resume_plan(
-    saved: Result<Record, String>,
-    here: Geometry,
-    offered: Offered,
-) -> Result<Job, String> {
+pub(crate) fn resume_plan(saved: Record, here: Geometry, offered: Offered) -> Result<Job, String> {
     let (lu, job) = match saved {
-        Err(e) => return Err(format!("the saved sanitize state is unreadable ({e})")),
-        Ok(Record::Failed { .. }) => return Err("the last sanitize operation failed".into()),
-        Ok(Record::Running { lu, job }) => (lu, job),
+        Record::Failed { .. } => return Err("the last sanitize operation failed".into()),
+        Record::Running { lu, job } => (lu, job),
     };
     if lu != here {
         return Err(format!(

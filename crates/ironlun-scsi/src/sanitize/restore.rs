@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::pace;
-use super::record::{self, Offered, Record, SanitizeRestore, SanitizeStore};
+use super::record::{self, Offered, Record, SanitizeRecord, SanitizeRestore, SanitizeStore};
 use super::run::{begin, geometry};
 use crate::lu::LogicalUnit;
 
@@ -24,22 +24,22 @@ impl LogicalUnit {
         self.sanitize.store = Some(store);
     }
 
-    /// Takes up what the store held when the target started (`saved`,
-    /// or why it could not be read): resumes an interrupted operation
-    /// (SBC-4 §4.11.2), or enters failure mode if it cannot.
+    /// Takes up the record the store held when the target started:
+    /// resumes an interrupted operation (SBC-4 §4.11.2), or enters
+    /// failure mode if it cannot. (A record that does not decode is the
+    /// target's to handle: it takes the LU offline, `crate::offline`.)
     pub fn restore_sanitize(
         lu: &Arc<LogicalUnit>,
-        saved: Option<Result<String, String>>,
+        saved: Option<SanitizeRecord>,
     ) -> SanitizeRestore {
-        let Some(saved) = saved else {
+        let Some(SanitizeRecord(saved)) = saved else {
             return SanitizeRestore::Nothing;
         };
         let offered = Offered {
             overwrite: lu.sanitize_allowed() && !lu.write_protected(),
             block_erase: lu.sanitize_allowed() && lu.thin() && !lu.write_protected(),
         };
-        let decoded = saved.and_then(|text| Record::decode(&text));
-        let plan = record::resume_plan(decoded, geometry(lu), offered);
+        let plan = record::resume_plan(saved, geometry(lu), offered);
         let job = match plan {
             Ok(job) => job,
             Err(why) => return lu.enter_failure_mode(why),

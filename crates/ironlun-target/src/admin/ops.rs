@@ -64,6 +64,12 @@ pub enum Op {
         lun: u16,
         read_only: bool,
     },
+    /// Reads the state files of a LUN they took offline again
+    /// (`lu_state.rs`): it serves again if they parse now.
+    OnlineLun {
+        target: String,
+        lun: u16,
+    },
     SetInitiator {
         target: String,
         name: String,
@@ -253,12 +259,37 @@ pub fn run(live: &Live, req: Request) -> Result<Answer, OpError> {
             .apply_text(&toml, dry, force)
             .map(Answer::from)
             .map_err(OpError::from),
+        Op::OnlineLun { target, lun } => online(live, &iscsi_name(&target)?, lun, dry),
         Op::LogoutSession { tsih } => logout(live, tsih, dry),
         Op::SaveConfig { path } => super::save::save(live, path, dry),
         Op::ReloadConfig {} => live
             .reload_file(dry, force)
             .map(Answer::from)
             .map_err(OpError::from),
+    }
+}
+
+fn online(live: &Live, target: &str, lun: u16, dry_run: bool) -> Result<Answer, OpError> {
+    let offline = live
+        .registry
+        .find(target)
+        .and_then(|t| t.luns.get(lun).map(|lu| lu.offline_reason()))
+        .ok_or_else(|| OpError::new(404, format!("target {target} has no LUN {lun}")))?;
+    let answer = |changes: Vec<String>, note: &str| Answer {
+        changes,
+        dry_run,
+        note: Some(note.to_owned()),
+    };
+    if offline.is_none() {
+        return Ok(answer(Vec::new(), "not offline: nothing to do"));
+    }
+    let change = vec![format!("~ target {target} LUN {lun}: online")];
+    if dry_run {
+        return Ok(answer(change, "its state files would be read again"));
+    }
+    match live.bring_back(target, lun) {
+        Ok(_) => Ok(answer(change, "its state files were read again")),
+        Err(why) => Err(OpError::new(409, format!("still offline: {why}"))),
     }
 }
 

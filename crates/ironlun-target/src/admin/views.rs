@@ -31,6 +31,10 @@ pub struct LunView {
     pub bytes: u64,
     pub block_size: u32,
     pub read_only: bool,
+    /// Why the LU is offline (its state files, `lu_state.rs`); absent
+    /// while it serves.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offline: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -59,6 +63,7 @@ pub fn state(live: &Live) -> State {
                     bytes: lu.num_blocks() * u64::from(lu.block_size()),
                     block_size: lu.block_size(),
                     read_only: lu.write_protected(),
+                    offline: lu.offline_reason(),
                 })
                 .collect(),
             default_map: match t.cfg.default_map {

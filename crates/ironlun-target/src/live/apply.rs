@@ -111,7 +111,7 @@ fn check_in_use(registry: &Registry, plan: &Plan, force: bool) -> Result<(), App
 /// Opens the backends of added targets and LUNs.
 fn open_lus(new: &Config, plan: &Plan) -> Result<NewLus, ApplyError> {
     let mut out = NewLus::new();
-    let state_dir = new.state_dir.as_deref();
+    let state = crate::lu_state::state_dir(new);
     let max = new.limits.max_transfer_bytes;
     for c in &plan.changes {
         let (t, only) = match c {
@@ -125,7 +125,7 @@ fn open_lus(new: &Config, plan: &Plan) -> Result<NewLus, ApplyError> {
             .iter()
             .filter(|l| only.map_or(true, |n| n == l.number))
         {
-            let lu = build_lu(t, l, max, state_dir)?;
+            let lu = build_lu(t, l, max, state)?;
             out.insert((t.name.to_ascii_lowercase(), l.number), lu);
         }
     }
@@ -286,7 +286,9 @@ fn tell_sessions(registry: &Registry, old: &Config, new: &Config, plan: &Plan) {
 }
 
 /// Removed logical units: data flushed, state files removed (a LUN added
-/// later under the same number starts without their reservations).
+/// later under the same number starts without their reservations). Only
+/// their own files: the names are one-to-one (`state_name.rs`), and a
+/// file kept aside for a person (`lu_state.rs`) stays.
 fn forget(new: &Config, removed: Vec<(String, u16, Arc<LogicalUnit>)>) {
     for (target, lun, lu) in removed {
         if let Err(e) = lu.flush() {

@@ -35,12 +35,14 @@ use crate::registry::Registry;
 mod apply;
 pub mod diff;
 pub mod edit;
+mod online;
 mod portals;
 mod scoped;
 mod shared;
 
 pub use apply::ApplyError;
 pub use diff::{Change, Plan};
+pub use online::BroughtBack;
 pub use portals::Accepted;
 
 /// The running configuration, the document it came from, and what turns
@@ -334,8 +336,15 @@ impl Live {
 
     /// SIGHUP: the file again, applied whole ([`Live::reload_file`]);
     /// without a file, sizes are looked at again (a grown file or
-    /// device). The outcome is logged; nothing is returned.
+    /// device). The outcome is logged; nothing is returned. Either way,
+    /// every LU its state files took offline reads them again
+    /// ([`Live::bring_back_all`]).
     pub fn reload(&self) {
+        self.reload_config();
+        self.bring_back_all();
+    }
+
+    fn reload_config(&self) {
         if self.path().is_none() {
             crate::server::rescan(&self.registry);
             return;

@@ -41,6 +41,111 @@ fn a_configuration_from_a_document_takes_changes() {
     assert_eq!(out.changes.len(), 1);
 }
 
+/// A daemon started from `text` in a file of `dir`.
+fn live_from(dir: &std::path::Path, text: &str) -> Live {
+    let path = dir.join("ironlun.toml");
+    std::fs::write(&path, text).unwrap();
+    let o = Overrides {
+        config: Some(path),
+        ..Overrides::default()
+    };
+    let cfg = Config::load(&o).unwrap();
+    Live::new(registry(&cfg), cfg, &o, Vec::new()).unwrap()
+}
+
+fn target_with_lun(name: &str) -> String {
+    format!("[[target]]\nname = \"{name}\"\n[[target.lun]]\nspec = \"ram:1MiB\"\n")
+}
+
+/// Two targets whose state files had one name before (`state_name.rs`)
+/// keep their own; removing one's LUN leaves the other's file.
+#[test]
+fn targets_that_shared_a_file_name_keep_their_own_state() {
+    use ironlun_scsi::reservations::{ItNexus, PrState, Registration};
+    let (a, b) = (
+        "iqn.2026-11.test:disk-\u{e9}",
+        "iqn.2026-11.test:disk-\u{fc}",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let st = |key| PrState {
+        generation: 0,
+        registrations: vec![Registration {
+            nexus: ItNexus::new("iqn.2026-11.test:i", [0x80, 0, 0, 0, 0, 1], 1),
+            key,
+            all_tg_pt: false,
+        }],
+        reservation: None,
+        aptpl: true,
+    };
+    let file = |t| state.join(crate::state_name::file_name("pr", t, 0));
+    std::fs::write(file(a), st(1).encode()).unwrap();
+    std::fs::write(file(b), st(2).encode()).unwrap();
+    let head = format!("state_dir = \"{}\"\n", state.display());
+    let lun1 = "[[target.lun]]\nnumber = 1\nspec = \"null:1GiB\"\n";
+    let live = live_from(
+        dir.path(),
+        &format!("{head}{}{}{lun1}", target_with_lun(a), target_with_lun(b)),
+    );
+    let pr = |t: &str| {
+        live.registry
+            .find(t)
+            .unwrap()
+            .luns
+            .get(0)
+            .unwrap()
+            .pr_state()
+    };
+    assert_eq!((pr(a), pr(b)), (st(1), st(2)));
+    // b keeps its LUN 1 only.
+    let b_lun1 = format!("[[target]]\nname = \"{b}\"\n{lun1}");
+    let out = live
+        .apply_text(
+            &format!("{head}{}{b_lun1}", target_with_lun(a)),
+            false,
+            true,
+        )
+        .unwrap();
+    assert_eq!(out.changes.len(), 1, "{:?}", out.changes);
+    assert!(
+        out.changes[0].to_string().contains("LUN 0"),
+        "{:?}",
+        out.changes
+    );
+    assert!(file(a).exists(), "a's state stays");
+    assert!(!file(b).exists(), "b's state goes with its LUN");
+}
+
+/// SIGHUP reads the state files of an offline LU again.
+#[test]
+fn sighup_brings_back_a_lu_whose_file_was_fixed() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let t = "iqn.2026-11.test:a";
+    let pr = state.join(crate::state_name::file_name("pr", t, 0));
+    std::fs::write(&pr, "ironlun-pr 2\nnonsense\n").unwrap();
+    let live = live_from(
+        dir.path(),
+        &format!(
+            "state_dir = \"{}\"\n{}",
+            state.display(),
+            target_with_lun(t)
+        ),
+    );
+    let lu = live.registry.find(t).unwrap().luns.get(0).unwrap().clone();
+    assert!(lu.offline_reason().is_some());
+    live.reload();
+    assert!(lu.offline_reason().is_some(), "the marker holds it");
+    assert!(live.bring_back(t, 0).is_err());
+    std::fs::remove_file(&pr).unwrap();
+    live.reload();
+    assert_eq!(lu.offline_reason(), None);
+    assert_eq!(live.bring_back(t, 0), Ok(BroughtBack::WasOnline));
+    assert!(live.bring_back(t, 5).is_err());
+}
+
 /// A live daemon whose configuration file is `text`, in `dir`.
 fn from_file(dir: &std::path::Path, text: &str) -> (Live, std::path::PathBuf) {
     let path = dir.join("ironlun.toml");

@@ -110,6 +110,21 @@ fn per_lun_counters_come_from_the_lus_at_scrape_time() {
 }
 
 #[test]
+fn an_offline_lun_is_counted_as_such() {
+    let r = registry(2);
+    let lun = |n| [("target", TARGET), ("lun", n)];
+    assert_eq!(gauge(&scrape(&r), "ironlun_lun_offline", &lun("1")), 0.0);
+    r.targets()[0]
+        .luns
+        .get(1)
+        .unwrap()
+        .set_offline("why".into());
+    let s = scrape(&r);
+    assert_eq!(gauge(&s, "ironlun_lun_offline", &lun("1")), 1.0);
+    assert_eq!(gauge(&s, "ironlun_lun_offline", &lun("0")), 0.0);
+}
+
+#[test]
 fn a_lun_that_is_removed_has_no_series_in_the_next_scrape() {
     let r = registry(2);
     run(&r, 1, &READ_1);

@@ -1,0 +1,227 @@
+//! State files that do not parse take their LU offline and are kept
+//! aside; a person brings it back; files of the former names are renamed
+//! unless two targets could own them.
+
+use std::fs;
+use std::path::Path;
+
+use ironlun_scsi::reservations::{ItNexus, Registration};
+
+use super::*;
+use crate::registry::Target;
+use crate::server::build_targets;
+
+const T: &str = "iqn.2026-11.test:t";
+
+/// `targets` (each with two RAM LUNs) with their state in `dir`.
+fn config(dir: &Path, targets: &[&str]) -> Config {
+    let mut text = format!("state_dir = \"{}\"\n", dir.display());
+    for t in targets {
+        text.push_str(&format!(
+            "[[target]]\nname = \"{t}\"\n[[target.lun]]\nspec = \"ram:1MiB\"\n[[target.lun]]\nspec = \"ram:1MiB\"\n"
+        ));
+    }
+    Config::from_toml(&text, None).unwrap()
+}
+
+fn build(cfg: &Config) -> Vec<Arc<Target>> {
+    build_targets(cfg).unwrap()
+}
+
+fn lu(targets: &[Arc<Target>], t: usize, lun: u16) -> Arc<LogicalUnit> {
+    targets[t].luns.get(lun).unwrap().clone()
+}
+
+fn saved(name: &str, key: u64) -> PrState {
+    PrState {
+        generation: 0,
+        registrations: vec![Registration {
+            nexus: ItNexus::new(name, [0x80, 0, 0, 0, 0, 1], 1),
+            key,
+            all_tg_pt: false,
+        }],
+        reservation: None,
+        aptpl: true,
+    }
+}
+
+fn file(dir: &Path, kind: &str, target: &str, lun: u16) -> std::path::PathBuf {
+    dir.join(state_name::file_name(kind, target, lun))
+}
+
+/// The files of `dir` whose names start with `prefix`.
+fn named(dir: &Path, prefix: &str) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(prefix))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_file_that_does_not_parse_takes_its_lu_offline_and_is_kept_aside() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let pr1 = file(d, "pr", T, 1);
+    let junk = "ironlun-pr 2\ngeneration 1\nreserve 3 1 x\nend\n";
+    fs::write(&pr1, junk).unwrap();
+    fs::write(file(d, "pr", T, 0), saved("iqn.2026-11.test:i", 5).encode()).unwrap();
+    let cfg = config(d, &[T]);
+    let targets = build(&cfg);
+    assert_eq!(lu(&targets, 0, 0).offline_reason(), None);
+    assert_eq!(
+        lu(&targets, 0, 0).pr_state(),
+        saved("iqn.2026-11.test:i", 5)
+    );
+    let why = lu(&targets, 0, 1)
+        .offline_reason()
+        .expect("LUN 1 is offline");
+    assert!(
+        why.contains(&pr1.display().to_string()) && why.contains("does not parse"),
+        "{why}"
+    );
+    assert!(why.contains("line 3"), "{why}");
+    // Kept aside as it was; a marker where it was.
+    let name = pr1.file_name().unwrap().to_string_lossy().into_owned();
+    let aside = named(d, &format!("{name}.corrupt-"));
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    assert!(why.contains(&aside[0]), "{why}");
+    assert_eq!(fs::read_to_string(d.join(&aside[0])).unwrap(), junk);
+    assert_eq!(
+        held(&fs::read_to_string(&pr1).unwrap()),
+        Some(aside[0].clone())
+    );
+
+    // A restart: still offline, for the marker; nothing more kept aside.
+    let targets = build(&cfg);
+    let why = lu(&targets, 0, 1).offline_reason().expect("still offline");
+    assert!(why.contains("marker") && why.contains(&aside[0]), "{why}");
+    assert_eq!(named(d, &format!("{name}.corrupt-")), aside);
+
+    // Bringing it back changes nothing while the marker is there...
+    let l = lu(&targets, 0, 1);
+    let sd = state_dir(&cfg).unwrap();
+    assert!(bring_back(&l, sd, T, 1).is_err());
+    // ...and serves what a person put in its place.
+    fs::write(&pr1, saved("iqn.2026-11.test:j", 9).encode()).unwrap();
+    assert_eq!(bring_back(&l, sd, T, 1), Ok(()));
+    assert_eq!(l.offline_reason(), None);
+    assert_eq!(l.pr_state(), saved("iqn.2026-11.test:j", 9));
+    assert_eq!(
+        fs::read_to_string(d.join(&aside[0])).unwrap(),
+        junk,
+        "never touched"
+    );
+}
+
+#[test]
+fn without_the_marker_the_lu_comes_back_without_that_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let san0 = file(d, "sanitize", T, 0);
+    fs::write(&san0, "ironlun-sanitize 2\nlu zz\n").unwrap();
+    let cfg = config(d, &[T]);
+    let targets = build(&cfg);
+    let l = lu(&targets, 0, 0);
+    let why = l.offline_reason().expect("offline");
+    assert!(
+        why.contains("sanitize state file") && why.contains("kept aside"),
+        "{why}"
+    );
+    assert_eq!(lu(&targets, 0, 1).offline_reason(), None);
+    fs::remove_file(&san0).unwrap();
+    assert_eq!(bring_back(&l, state_dir(&cfg).unwrap(), T, 0), Ok(()));
+    assert_eq!(l.offline_reason(), None);
+    assert_eq!(l.pr_state(), PrState::default());
+}
+
+#[test]
+fn unreadable_and_oversized_files_take_the_lu_offline_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fs::write(file(d, "pr", T, 0), vec![b'x'; MAX_PR_BYTES + 1]).unwrap();
+    fs::write(file(d, "pr", T, 1), [0xff, 0xfe, b'\n']).unwrap();
+    let targets = build(&config(d, &[T]));
+    for lun in [0, 1] {
+        let why = lu(&targets, 0, lun).offline_reason().expect("offline");
+        assert!(why.contains("kept aside"), "{why}");
+    }
+    assert!(lu(&targets, 0, 0)
+        .offline_reason()
+        .unwrap()
+        .contains("longer than"));
+    assert!(lu(&targets, 0, 1)
+        .offline_reason()
+        .unwrap()
+        .contains("UTF-8"));
+}
+
+#[test]
+fn a_file_of_the_former_name_is_renamed_for_its_one_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let old = d.join(state_name::legacy_file_name("pr", T, 0));
+    let v1 = "ironlun-pr 1\ngeneration 2\nregister 0000000000000005 0 1 iqn.2026-11.test:i,i,0x800000000001\n";
+    fs::write(&old, v1).unwrap();
+    let targets = build(&config(d, &[T, "iqn.2026-11.test:other"]));
+    assert_eq!(lu(&targets, 0, 0).offline_reason(), None);
+    assert_eq!(
+        lu(&targets, 0, 0).pr_state(),
+        saved("iqn.2026-11.test:i", 5)
+    );
+    assert!(!old.exists());
+    assert_eq!(fs::read_to_string(file(d, "pr", T, 0)).unwrap(), v1);
+}
+
+/// Names that shared one file before: neither takes it; both LUs wait for
+/// a person, who renames it for the one it belongs to.
+#[test]
+fn a_file_two_targets_shared_is_theirs_to_sort_out() {
+    let (a, b) = (
+        "iqn.2026-11.test:disk-\u{e9}",
+        "iqn.2026-11.test:disk-\u{fc}",
+    );
+    assert_eq!(state_name::legacy_stem(a), state_name::legacy_stem(b));
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let old = d.join(state_name::legacy_file_name("pr", a, 0));
+    fs::write(&old, saved("iqn.2026-11.test:i", 5).encode()).unwrap();
+    let cfg = config(d, &[a, b]);
+    let targets = build(&cfg);
+    for t in [0, 1] {
+        let why = lu(&targets, t, 0).offline_reason().expect("offline");
+        assert!(why.contains("a person decides whose it is"), "{why}");
+        assert_eq!(lu(&targets, t, 1).offline_reason(), None);
+    }
+    assert!(old.exists(), "left as it is");
+    fs::rename(&old, file(d, "pr", b, 0)).unwrap();
+    let sd = state_dir(&cfg).unwrap();
+    assert_eq!(bring_back(&lu(&targets, 0, 0), sd, a, 0), Ok(()));
+    assert_eq!(bring_back(&lu(&targets, 1, 0), sd, b, 0), Ok(()));
+    assert_eq!(lu(&targets, 0, 0).pr_state(), PrState::default());
+    assert_eq!(
+        lu(&targets, 1, 0).pr_state(),
+        saved("iqn.2026-11.test:i", 5)
+    );
+}
+
+#[test]
+fn markers_name_a_file_of_the_directory_only() {
+    assert_eq!(
+        held(&marker("pr-x.txt.corrupt-1")),
+        Some("pr-x.txt.corrupt-1".into())
+    );
+    assert_eq!(held(&marker("a b%")), Some("a b%".into()));
+    for bad in [
+        "ironlun-held 1\naside ../etc/passwd\n".to_owned(),
+        "ironlun-held 1\naside \n".into(),
+        "ironlun-held 1\naside ..\n".into(),
+        "ironlun-held 1\naside x".into(),
+        "ironlun-held 1\naside x\n\n".into(),
+        "ironlun-held 1\n".into(),
+    ] {
+        assert_eq!(held(&bad), None, "{bad:?}");
+    }
+}
