@@ -262,10 +262,14 @@ pub fn run(live: &Live, req: Request) -> Result<Answer, OpError> {
         Op::OnlineLun { target, lun } => online(live, &iscsi_name(&target)?, lun, dry),
         Op::LogoutSession { tsih } => logout(live, tsih, dry),
         Op::SaveConfig { path } => super::save::save(live, path, dry),
-        Op::ReloadConfig {} => live
-            .reload_file(dry, force)
-            .map(Answer::from)
-            .map_err(OpError::from),
+        Op::ReloadConfig {} => {
+            let r = live.reload_file(dry, force);
+            if !dry {
+                // As SIGHUP: LUs their state files took offline try again.
+                live.bring_back_all();
+            }
+            r.map(Answer::from).map_err(OpError::from)
+        }
     }
 }
 
@@ -395,6 +399,7 @@ mod tests {
                 path: Some(dir.join("saved/copy.toml")),
             },
             Op::ReloadConfig {},
+            Op::OnlineLun { target: T.into(), lun: 0 },
         ];
         for op in &ops {
             match op {
@@ -412,7 +417,8 @@ mod tests {
                 | Op::Apply { .. }
                 | Op::LogoutSession { .. }
                 | Op::SaveConfig { .. }
-                | Op::ReloadConfig { .. } => {}
+                | Op::ReloadConfig { .. }
+                | Op::OnlineLun { .. } => {}
             }
         }
         ops
