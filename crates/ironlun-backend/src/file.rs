@@ -2,6 +2,10 @@
 //! positioned reads and writes (`pread`/`pwrite`), optionally with
 //! `O_DIRECT`.
 //!
+//! A store is locked while it is open (the `lock` module: one holder at
+//! a time), and opening never changes an existing file's size unasked
+//! (`file_size`: `size=` must match it, or be larger with `grow`).
+//!
 //! With `O_DIRECT` the kernel wants buffer, offset and length aligned to the
 //! device's logical block size. Buffers here are allocated 4096-aligned and
 //! requests whose offset and length are multiples of 4096 go through the
@@ -79,7 +83,7 @@ pub struct FileBackend {
 
 impl FileBackend {
     /// Opens (creating if missing) a regular file, under its lock
-    /// ([`crate::lock`]). `size=` creates a missing file or sizes an empty
+    /// (the `lock` module). `size=` creates a missing file or sizes an empty
     /// one; an existing file must be that size already, or smaller with
     /// `grow`: a larger file is refused rather than served in part, a
     /// smaller one rather than grown behind the operator's back.
@@ -145,7 +149,7 @@ impl FileBackend {
         })
     }
 
-    /// Opens a block device, under its lock ([`crate::lock`]); its size
+    /// Opens a block device, under its lock (the `lock` module); its size
     /// is the device's (a `size` other than that is refused).
     pub fn open_block(path: &Path, opts: &FileOptions) -> io::Result<FileBackend> {
         let mut buffered = open(path, opts.read_only, false, false)?;
