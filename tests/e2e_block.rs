@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{qemu_round_trip, random_file, run, tool, Target};
+use support::{qemu_round_trip, random_file, run, target_refused, tool, Target};
 
 const NAME: &str = "iqn.2026-11.io.ironlun:e2e-block";
 
@@ -59,4 +59,42 @@ fn block_backend_on_a_loop_device_with_direct_io() {
     drop(dev);
     let on_disk = std::fs::read(&img).unwrap();
     assert!(on_disk[..data.len()] == data[..], "data reached the device");
+}
+
+/// A served block device carries the lock block device tools take
+/// (flock(2), as systemd's "Locking Block Device Access" and util-linux
+/// have it): `flock -n` and a second daemon are refused while it is
+/// served, the second naming the device and the first daemon; after
+/// the daemon ends, both succeed.
+#[test]
+fn a_served_block_device_is_locked() {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    assert!(root, "this test attaches a loop device and needs root");
+    let losetup = tool("losetup", "mount");
+    let flock = tool("flock", "util-linux");
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("backing.img");
+    std::fs::File::create(&img)
+        .unwrap()
+        .set_len(8 << 20)
+        .unwrap();
+    let (rc, out) = run(&losetup, &["-f", "--show", img.to_str().unwrap()]);
+    assert_eq!(rc, 0, "losetup: {out}");
+    let dev = Loop(out.trim().to_owned());
+    let spec = format!("block:{}", dev.0);
+    let mut t = Target::start(&["--name", NAME, "--lun", &spec]);
+    let (rc, out) = run(&flock, &["-n", &dev.0, "true"]);
+    assert_ne!(rc, 0, "flock -n took a served device's lock: {out}");
+    let (rc, out) = target_refused(&["--name", "iqn.2026-11.test:t", "--lun", &spec]);
+    assert_ne!(rc, 0, "{out}");
+    let held = format!(
+        "{}: in use: process {} (ironlun) holds its lock",
+        dev.0,
+        t.child.id()
+    );
+    assert!(out.contains(&held), "{out}");
+    assert_eq!(t.terminate(Duration::from_secs(30)), Some(0), "{}", t.log());
+    let (rc, out) = run(&flock, &["-n", &dev.0, "true"]);
+    assert_eq!(rc, 0, "{out}");
 }

@@ -249,8 +249,15 @@ fn a_sanitize_that_cannot_resume_is_failure_mode_until_exit() {
     drop(c);
     drop(t);
 
-    // The LUN grew while the target was down: the record is of another
-    // medium, so the LU cannot resume and enters failure mode.
+    // The LUN grew while the target was down (its file grown: size= does
+    // not grow a file unasked): the record is of another medium, so the
+    // LU cannot resume and enters failure mode.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&s.image)
+        .unwrap()
+        .set_len(32 << 20)
+        .unwrap();
     let t = s.start("32MiB");
     assert!(
         t.wait_log("sanitize failure mode", Duration::from_secs(10)),

@@ -45,7 +45,8 @@ pub struct AdminArgs {
     /// Show what would change, change nothing.
     #[arg(long, visible_alias = "dry-run", global = true)]
     diff: bool,
-    /// Let a removal log out the sessions it concerns.
+    /// Let a removal log out the sessions it concerns, and a resize
+    /// shrink a LUN (its last blocks are discarded).
     #[arg(long, global = true)]
     force: bool,
     #[command(subcommand)]

@@ -251,6 +251,41 @@ fn strip_ansi(s: &str) -> String {
     out
 }
 
+/// Runs `ironlun target` with these arguments (and a loopback portal the
+/// kernel picks) where it must refuse to start: its exit code and what
+/// it wrote. One that starts instead is stopped and fails the test.
+pub fn target_refused(args: &[&str]) -> (i32, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ironlun"))
+        .args(["--log", "info", "target", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ironlun");
+    let mut stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        strip_ansi(&text)
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "ironlun target {args:?} did not refuse to start: {}",
+                reader.join().unwrap()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (status.code().unwrap_or(-1), reader.join().unwrap())
+}
+
 /// Runs a command, returning (exit code, stdout+stderr).
 pub fn run(cmd: &str, args: &[&str]) -> (i32, String) {
     let out = Command::new(cmd).args(args).output().expect("run tool");

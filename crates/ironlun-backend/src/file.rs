@@ -2,6 +2,10 @@
 //! positioned reads and writes (`pread`/`pwrite`), optionally with
 //! `O_DIRECT`.
 //!
+//! A store is locked while it is open (the `lock` module: one holder at
+//! a time), and opening never changes an existing file's size unasked
+//! (`file_size`: `size=` must match it, or be larger with `grow`).
+//!
 //! With `O_DIRECT` the kernel wants buffer, offset and length aligned to the
 //! device's logical block size. Buffers here are allocated 4096-aligned and
 //! requests whose offset and length are multiples of 4096 go through the
@@ -28,11 +32,13 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use ironlun_payload::{FileRange, Payload};
+use ironlun_units::format_size;
 use rustix::buffer::spare_capacity;
 use rustix::fs::{FallocateFlags, OFlags};
 use rustix::io::{Errno, ReadWriteFlags};
 
 use crate::aligned::{buffer_aligned, direct_aligned, AlignedBuf};
+use crate::lock::{lock_exclusive, LOCK_WAIT};
 use crate::{check_range, Backend, FileTarget, Rotation};
 
 /// Reads from this size up on a memory file system leave their bytes in
@@ -43,9 +49,13 @@ pub const ZERO_COPY_MIN: usize = 64 << 10;
 /// How to open a file or device.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FileOptions {
-    /// LUN size in bytes. Required to create a missing file; a larger
-    /// existing file is exposed only up to this size, a smaller one grows.
+    /// LUN size in bytes. Required to create a missing (or size an
+    /// empty) file; an existing file must be this size already, or
+    /// smaller with [`FileOptions::grow`] ([`FileBackend::open_file`]).
     pub size: Option<u64>,
+    /// An existing file smaller than `size` is grown to it; without
+    /// this it is refused (the spec's `,grow`).
+    pub grow: bool,
     /// Use `O_DIRECT` (bypass the page cache).
     pub direct: bool,
     /// Allocate all blocks up front (`fallocate`) instead of a sparse file.
@@ -72,7 +82,11 @@ pub struct FileBackend {
 }
 
 impl FileBackend {
-    /// Opens (creating if missing) a regular file.
+    /// Opens (creating if missing) a regular file, under its lock
+    /// (the `lock` module). `size=` creates a missing file or sizes an empty
+    /// one; an existing file must be that size already, or smaller with
+    /// `grow`: a larger file is refused rather than served in part, a
+    /// smaller one rather than grown behind the operator's back.
     pub fn open_file(path: &Path, opts: &FileOptions) -> io::Result<FileBackend> {
         let exists = path.exists();
         if !exists && opts.read_only {
@@ -94,8 +108,7 @@ impl FileBackend {
             ));
         }
         let buffered = open(path, opts.read_only, false, !exists)?;
-        let meta = buffered.metadata()?;
-        if !meta.file_type().is_file() {
+        if !buffered.metadata()?.file_type().is_file() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
@@ -104,27 +117,12 @@ impl FileBackend {
                 ),
             ));
         }
-        let current = meta.len();
-        let size = match opts.size {
-            Some(s) => {
-                if current < s {
-                    if opts.read_only {
-                        return Err(io::Error::new(
-                            io::ErrorKind::InvalidInput,
-                            format!("{}: read-only file is smaller than size=", path.display()),
-                        ));
-                    }
-                    buffered.set_len(s)?;
-                }
-                s
-            }
-            None => current,
-        };
-        if size == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{}: empty file; give size=", path.display()),
-            ));
+        // Before anything is changed: the size is the holder's to set.
+        lock_exclusive(&buffered, path, LOCK_WAIT)?;
+        let current = buffered.metadata()?.len();
+        let size = file_size(path, current, opts)?;
+        if size != current {
+            buffered.set_len(size)?;
         }
         if opts.preallocate && !opts.read_only {
             fallocate(&buffered, size)?;
@@ -151,7 +149,8 @@ impl FileBackend {
         })
     }
 
-    /// Opens a block device; its size is the device's.
+    /// Opens a block device, under its lock (the `lock` module); its size
+    /// is the device's (a `size` other than that is refused).
     pub fn open_block(path: &Path, opts: &FileOptions) -> io::Result<FileBackend> {
         let mut buffered = open(path, opts.read_only, false, false)?;
         let meta = buffered.metadata()?;
@@ -164,12 +163,21 @@ impl FileBackend {
                 ),
             ));
         }
-        let dev_size = buffered.seek(SeekFrom::End(0))?;
-        let size = opts.size.map_or(dev_size, |s| s.min(dev_size));
+        lock_exclusive(&buffered, path, LOCK_WAIT)?;
+        let size = buffered.seek(SeekFrom::End(0))?;
         if size == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("{}: device has size 0", path.display()),
+            ));
+        }
+        if opts.size.is_some_and(|s| s != size) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{}: a block device is served whole ({size} bytes)",
+                    path.display()
+                ),
             ));
         }
         let direct = if opts.direct {
@@ -205,6 +213,36 @@ impl FileBackend {
             _ => (&self.buffered, false),
         }
     }
+}
+
+/// The size a file LUN opens at, from the file's `current` length and
+/// `size=`: the one place the rules of [`FileBackend::open_file`] live.
+fn file_size(path: &Path, current: u64, opts: &FileOptions) -> io::Result<u64> {
+    let refuse = |why: String| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}: {why}", path.display()),
+        )
+    };
+    let Some(want) = opts.size else {
+        return match current {
+            0 => Err(refuse("empty file; give size=".into())),
+            _ => Ok(current),
+        };
+    };
+    let writable = !opts.read_only;
+    // A new or empty file holds nothing to keep.
+    if want == current || (writable && (current == 0 || (want > current && opts.grow))) {
+        return Ok(want);
+    }
+    let (have, asked) = (format_size(current), format_size(want));
+    Err(refuse(if !writable {
+        format!("the file is {have}, not size={asked}, and a read-only LUN does not change it; leave size= out to serve it as it is")
+    } else if want > current {
+        format!("the file is {have}, smaller than size={asked}: add ,grow to the spec to grow it to {asked}, or leave size= out to serve it as it is (ironlun admin lun resize grows a LUN being served)")
+    } else {
+        format!("the file is {have}, larger than size={asked}: a file is served whole, not its first part; leave size= out, or write size={have} (to shrink the file: ironlun admin lun resize --force while it is served, truncate(1) while it is not)")
+    }))
 }
 
 /// `O_DIRECT` as `OpenOptionsExt::custom_flags` takes it (its bits fit an
@@ -592,9 +630,7 @@ mod tests {
     fn rotation_follows_the_device_under_the_file() {
         let opts = FileOptions {
             size: Some(1 << 20),
-            direct: false,
-            preallocate: false,
-            read_only: false,
+            ..Default::default()
         };
         if Path::new("/dev/shm").is_dir() {
             let dir = tempfile::tempdir_in("/dev/shm").unwrap();
@@ -627,9 +663,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let opts = FileOptions {
             size: Some(4 << 20),
-            direct: false,
-            preallocate: false,
-            read_only: false,
+            ..Default::default()
         };
         let b = FileBackend::open_file(&dir.path().join("lu"), &opts).unwrap();
         assert!(b.free_bytes().is_some());
@@ -733,24 +767,118 @@ mod tests {
         assert!(err.to_string().contains("give size="));
     }
 
+    fn sized(size: u64, grow: bool) -> FileOptions {
+        FileOptions {
+            size: Some(size),
+            grow,
+            ..Default::default()
+        }
+    }
+
+    fn open_err(path: &Path, opts: &FileOptions) -> String {
+        FileBackend::open_file(path, opts)
+            .err()
+            .unwrap()
+            .to_string()
+    }
+
     #[test]
-    fn existing_file_keeps_its_size_and_grows_on_request() {
+    fn existing_file_keeps_its_size_and_grows_only_when_asked() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
         std::fs::write(&path, vec![1u8; 4096]).unwrap();
         let b = FileBackend::open_file(&path, &FileOptions::default()).unwrap();
         assert_eq!(b.size_bytes(), 4096);
         assert_eq!(b.read(0, 1).unwrap()[0], 1);
-        let b = FileBackend::open_file(
-            &path,
-            &FileOptions {
-                size: Some(8192),
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        drop(b);
+        // The size it has already, with or without grow.
+        for grow in [false, true] {
+            let b = FileBackend::open_file(&path, &sized(4096, grow)).unwrap();
+            assert_eq!(b.size_bytes(), 4096);
+        }
+        // Larger: refused, saying how to grow it, and the file unchanged.
+        let e = open_err(&path, &sized(8192, false));
+        assert_eq!(
+            e,
+            format!(
+                "{}: the file is 4KiB, smaller than size=8KiB: add ,grow to the spec to grow it to 8KiB, or leave size= out to serve it as it is (ironlun admin lun resize grows a LUN being served)",
+                path.display()
+            )
+        );
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 4096);
+        let b = FileBackend::open_file(&path, &sized(8192, true)).unwrap();
         assert_eq!(b.size_bytes(), 8192);
         assert_eq!(b.read(4096, 1).unwrap()[0], 0);
+        assert_eq!(b.read(0, 1).unwrap()[0], 1);
+    }
+
+    #[test]
+    fn a_size_below_the_files_is_refused_not_served_in_part() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, vec![1u8; 8192]).unwrap();
+        for grow in [false, true] {
+            let e = open_err(&path, &sized(4096, grow));
+            assert!(
+                e.starts_with(&format!(
+                    "{}: the file is 8KiB, larger than size=4KiB: a file is served whole",
+                    path.display()
+                )),
+                "{e}"
+            );
+            assert!(e.contains("leave size= out, or write size=8KiB"), "{e}");
+        }
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 8192);
+        // Read-only: any other size is refused, grow or not.
+        for (size, grow) in [(4096, false), (16384, false), (16384, true)] {
+            let opts = FileOptions {
+                read_only: true,
+                ..sized(size, grow)
+            };
+            let e = open_err(&path, &opts);
+            assert!(e.contains("a read-only LUN does not change it"), "{e}");
+        }
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 8192);
+    }
+
+    #[test]
+    fn an_empty_file_is_sized_like_a_new_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("empty");
+        std::fs::write(&path, []).unwrap();
+        let e = open_err(&path, &FileOptions::default());
+        assert!(e.ends_with("empty file; give size="), "{e}");
+        let b = FileBackend::open_file(&path, &sized(8192, false)).unwrap();
+        assert_eq!(b.size_bytes(), 8192);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 8192);
+    }
+
+    /// A second backend on a served file (the same process, as a second
+    /// LUN would; read-only and through a link, too) is refused and
+    /// changes nothing; once the first is gone, the lock is free.
+    #[test]
+    fn a_served_file_is_refused_to_a_second_backend() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("served");
+        let first = FileBackend::open_file(&path, &sized(4096, false)).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        let opts = [
+            sized(8192, true),
+            FileOptions::default(),
+            FileOptions {
+                read_only: true,
+                ..Default::default()
+            },
+        ];
+        for (p, o) in [&path, &link].into_iter().zip(&opts) {
+            let e = open_err(p, o);
+            assert!(e.starts_with(&format!("{}: in use: ", p.display())), "{e}");
+        }
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 4096);
+        drop(first);
+        let again = FileBackend::open_file(&link, &sized(8192, true)).unwrap();
+        assert_eq!(again.size_bytes(), 8192);
     }
 
     #[test]
@@ -784,6 +912,7 @@ mod tests {
     fn try_open_direct(path: &Path) -> Result<Option<FileBackend>, String> {
         let opts = FileOptions {
             size: Some(1 << 20),
+            grow: true,
             direct: true,
             ..Default::default()
         };

@@ -3,7 +3,8 @@
 //! **Owns:** reading, writing and flushing bytes at offsets of a store:
 //! `null` (reads are zeros, writes vanish), `ram` (sparse, allocated on first
 //! write), `file` (a regular file, sparse or preallocated, buffered or
-//! `O_DIRECT`), `block` (a block device) and `rbd` (a Ceph RBD image,
+//! `O_DIRECT`), `block` (a block device), each under an advisory lock
+//! while it is served ([`LOCK_WAIT`], one holder at a time), and `rbd` (a Ceph RBD image,
 //! [`rbd`]); the asynchronous path of stores whose requests complete by
 //! themselves ([`aio`]); the io_uring that runs file
 //! and block requests without a thread each ([`ring`]); reusable large
@@ -30,6 +31,7 @@
 pub mod aio;
 pub mod aligned;
 mod file;
+mod lock;
 mod null;
 pub mod pool;
 mod ram;
@@ -52,6 +54,7 @@ pub use ironlun_payload::Payload;
 
 pub use file::{FileBackend, FileOptions, ZERO_COPY_MIN};
 pub use ironlun_rbd::ClusterConfig;
+pub use lock::LOCK_WAIT;
 pub use null::NullBackend;
 pub use ram::RamBackend;
 pub use rbd::{RbdBackend, RbdOptions};

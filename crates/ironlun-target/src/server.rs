@@ -106,12 +106,14 @@ fn open_backend(spec: &BackendSpec, read_only: bool) -> std::io::Result<Arc<dyn 
         BackendSpec::File {
             path,
             size,
+            grow,
             direct,
             preallocate,
         } => Arc::new(FileBackend::open_file(
             path,
             &FileOptions {
                 size: *size,
+                grow: *grow,
                 direct: *direct,
                 preallocate: *preallocate,
                 read_only,
@@ -120,10 +122,9 @@ fn open_backend(spec: &BackendSpec, read_only: bool) -> std::io::Result<Arc<dyn 
         BackendSpec::Block { path, direct } => Arc::new(FileBackend::open_block(
             path,
             &FileOptions {
-                size: None,
                 direct: *direct,
-                preallocate: false,
                 read_only,
+                ..FileOptions::default()
             },
         )?),
         BackendSpec::Rbd(rbd) => Arc::new(RbdBackend::open(&rbd_options(rbd, read_only))?),

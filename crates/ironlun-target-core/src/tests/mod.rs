@@ -233,9 +233,7 @@ fn file_lu_medium_access_is_staged_and_finishes_like_execute() {
     let dir = tempfile::tempdir().unwrap();
     let opts = FileOptions {
         size: Some(1 << 20),
-        direct: false,
-        preallocate: false,
-        read_only: false,
+        ..Default::default()
     };
     let backend = FileBackend::open_file(&dir.path().join("lu"), &opts).unwrap();
     let lu = LogicalUnit::new(lu_config(), Arc::new(backend)).unwrap();

@@ -127,7 +127,9 @@ impl From<ApplyError> for OpError {
     fn from(e: ApplyError) -> OpError {
         let status = match &e {
             ApplyError::Edit(EditError::NotFound(_)) => 404,
-            ApplyError::Edit(EditError::Conflict(_)) | ApplyError::InUse { .. } => 409,
+            ApplyError::Edit(EditError::Conflict(_))
+            | ApplyError::InUse { .. }
+            | ApplyError::Shrink { .. } => 409,
             ApplyError::Refused(_) => 409,
             ApplyError::Config(_) | ApplyError::Edit(EditError::Shape(_)) => 422,
             ApplyError::Bind(_) | ApplyError::Resize { .. } => 500,

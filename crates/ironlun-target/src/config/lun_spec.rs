@@ -19,6 +19,9 @@ pub enum BackendSpec {
     File {
         path: PathBuf,
         size: Option<u64>,
+        /// `,grow`: an existing file smaller than `size` grows to it
+        /// (without it, the open refuses).
+        grow: bool,
         direct: bool,
         preallocate: bool,
     },
@@ -46,7 +49,7 @@ pub struct RbdSpec {
 }
 
 /// A parsed `--lun` spec: `ram:SIZE`, `null:SIZE`,
-/// `file:PATH[,size=SIZE][,direct][,prealloc]`, `block:PATH[,direct]` or
+/// `file:PATH[,size=SIZE[,grow]][,direct][,prealloc]`, `block:PATH[,direct]` or
 /// `rbd:POOL/IMAGE[,conf=PATH][,id=CLIENT][,keyring=PATH][,timeout=SECS]`
 /// (always thin),
 /// each optionally followed by `,bs=512|4096`, `,pbs=4096`, `,ro`,
@@ -107,6 +110,9 @@ pub enum LunSpecProblem {
     /// `size=` or `prealloc` on `block:`.
     #[error("block devices take their own size")]
     BlockDeviceSize,
+    /// `grow` on another kind than `file:`, without `size=`, or with `ro`.
+    #[error("grow {0}")]
+    Grow(&'static str),
     #[error("thin provisioning needs ram, null or file (a discard on a device need not read back as zeros)")]
     ThinBlockDevice,
     /// `conf=`, `id=` or `keyring=` on another kind than `rbd:`.
@@ -191,6 +197,7 @@ struct Options {
     read_only: bool,
     direct: bool,
     preallocate: bool,
+    grow: bool,
     thin: bool,
     sanitize: bool,
     sanitize_rate: Option<u64>,
@@ -296,6 +303,7 @@ impl Options {
             ("rotation", Some(v)) => self.rotation = Some(rotation(v)?),
             ("soft_threshold", Some(v)) => self.soft_threshold = Some(soft_threshold(v)?),
             ("direct", None) => self.direct = true,
+            ("grow", None) => self.grow = true,
             ("prealloc", None) | ("preallocate", None) => self.preallocate = true,
             ("sparse", None) => {
                 self.preallocate = false;
@@ -312,6 +320,11 @@ impl Options {
 
     /// The backend of `kind` at `first` (its size or path).
     fn backend(&self, kind: &str, first: &str) -> Result<BackendSpec, LunSpecProblem> {
+        if self.grow && matches!(kind, "ram" | "null" | "block" | "rbd") {
+            return Err(LunSpecProblem::Grow(
+                "is a file: option (the others are not grown from a spec)",
+            ));
+        }
         if kind == "rbd" {
             return self.rbd(first);
         }
@@ -338,12 +351,23 @@ impl Options {
                     BackendSpec::Null { size }
                 }
             }
-            "file" => BackendSpec::File {
-                path: PathBuf::from(first),
-                size: self.size,
-                direct: self.direct,
-                preallocate: self.preallocate,
-            },
+            "file" => {
+                if self.grow && self.size.is_none() {
+                    return Err(LunSpecProblem::Grow(
+                        "needs size= (the size to grow the file to)",
+                    ));
+                }
+                if self.grow && self.read_only {
+                    return Err(LunSpecProblem::Grow("writes the file: not with ro"));
+                }
+                BackendSpec::File {
+                    path: PathBuf::from(first),
+                    size: self.size,
+                    grow: self.grow,
+                    direct: self.direct,
+                    preallocate: self.preallocate,
+                }
+            }
             "block" => {
                 if self.size.is_some() || self.preallocate {
                     return Err(LunSpecProblem::BlockDeviceSize);

@@ -22,6 +22,7 @@ fn lun_specs() {
         BackendSpec::File {
             path: "/tmp/x.img".into(),
             size: Some(1 << 30),
+            grow: false,
             direct: true,
             preallocate: true
         }
@@ -48,6 +49,42 @@ fn lun_specs() {
         "file:/x,size=1G,thin,prealloc",
     ] {
         assert!(bad.parse::<LunSpec>().is_err(), "{bad} should fail");
+    }
+}
+
+/// `,grow` lets an existing file smaller than `size=` grow to it (the
+/// open refuses it otherwise); it means nothing without `size=`, on a
+/// read-only LUN, or on another kind than `file:`.
+#[test]
+fn grow_is_a_file_option_with_a_size() {
+    let s: LunSpec = "file:/x.img,size=1GiB,grow".parse().unwrap();
+    assert!(matches!(
+        s.backend,
+        BackendSpec::File {
+            size: Some(0x4000_0000),
+            grow: true,
+            ..
+        }
+    ));
+    let s: LunSpec = "file:/x.img,size=1GiB".parse().unwrap();
+    assert!(matches!(s.backend, BackendSpec::File { grow: false, .. }));
+    for (bad, why) in [
+        (
+            "file:/x.img,grow",
+            "grow needs size= (the size to grow the file to)",
+        ),
+        (
+            "file:/x.img,size=1G,grow,ro",
+            "grow writes the file: not with ro",
+        ),
+        ("ram:1G,grow", "grow is a file: option"),
+        ("null:1G,grow", "grow is a file: option"),
+        ("block:/dev/x,grow", "grow is a file: option"),
+        ("rbd:p/i,grow", "grow is a file: option"),
+        ("file:/x.img,size=1G,grow=yes", "unknown option 'grow=yes'"),
+    ] {
+        let e = bad.parse::<LunSpec>().unwrap_err().to_string();
+        assert!(e.starts_with(&format!("LUN '{bad}': {why}")), "{e}");
     }
 }
 

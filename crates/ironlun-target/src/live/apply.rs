@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use ironlun_scsi::{LogicalUnit, LunMap};
+use ironlun_units::format_size;
 use tracing::{info, warn};
 
 use super::diff::{Change, Plan};
@@ -31,6 +32,15 @@ pub enum ApplyError {
     /// A removal would end sessions, and `force` was not given.
     #[error("target {target} has {sessions} session(s): log them out first, or use --force")]
     InUse { target: String, sessions: usize },
+    /// A resize would shrink a LUN, and `force` was not given.
+    #[error("{}", shrink_refused(target, *lun, *from, *to, *sessions))]
+    Shrink {
+        target: String,
+        lun: u16,
+        from: u64,
+        to: u64,
+        sessions: usize,
+    },
     /// A backend did not open, a portal did not bind.
     #[error("{0}")]
     Bind(#[from] BindError),
@@ -41,6 +51,22 @@ pub enum ApplyError {
         lun: u16,
         source: std::io::Error,
     },
+}
+
+/// Why a shrink without `force` is refused, and how to do it.
+fn shrink_refused(target: &str, lun: u16, from: u64, to: u64, sessions: usize) -> String {
+    let cut = from.saturating_sub(to);
+    let logged_in = match sessions {
+        0 => String::new(),
+        1 => " (1 session of the target is logged in)".to_owned(),
+        n => format!(" ({n} sessions of the target are logged in)"),
+    };
+    format!(
+        "target {target} LUN {lun}: shrinking it from {} to {} discards its last {}{logged_in}: give --force to shrink it (ironlun admin --force, or \"force\": true)",
+        format_size(from),
+        format_size(to),
+        format_size(cut)
+    )
 }
 
 /// The logical units a change opens, by target (lower case) and LUN.
@@ -54,7 +80,7 @@ pub(super) fn apply(
     plan: &Plan,
     force: bool,
 ) -> Result<(), ApplyError> {
-    check_in_use(registry, plan, force)?;
+    check_forced(registry, plan, force)?;
     let lus = open_lus(new, plan)?;
     let bound = bind_portals(new, plan)?;
     resize(registry, plan)?;
@@ -81,31 +107,58 @@ pub(super) fn apply(
     Ok(())
 }
 
-/// Removing a target with sessions needs `force`.
-fn check_in_use(registry: &Registry, plan: &Plan, force: bool) -> Result<(), ApplyError> {
+/// What needs `force`: removing a target with sessions, and shrinking a
+/// LUN (with sessions or not: the blocks past the new end are gone, the
+/// file truncated, and an initiator that has not read the capacity again
+/// may still write there; the sessions are told CAPACITY DATA HAS
+/// CHANGED, SBC-4 §4.6.3.2, when it is done).
+fn check_forced(registry: &Registry, plan: &Plan, force: bool) -> Result<(), ApplyError> {
     if force {
         return Ok(());
     }
     for c in &plan.changes {
-        if let Change::RemoveTarget(name) = c {
-            let sessions = registry
-                .sessions()
-                .iter()
-                .filter(|(_, s)| {
-                    s.target
-                        .as_deref()
-                        .is_some_and(|t| t.eq_ignore_ascii_case(name))
-                })
-                .count();
-            if sessions > 0 {
-                return Err(ApplyError::InUse {
-                    target: name.clone(),
-                    sessions,
-                });
+        match c {
+            Change::RemoveTarget(name) => {
+                let sessions = sessions_of(registry, name);
+                if sessions > 0 {
+                    return Err(ApplyError::InUse {
+                        target: name.clone(),
+                        sessions,
+                    });
+                }
             }
+            Change::Resize { target, lun, bytes } => {
+                let Some(lu) = running_lu(registry, target, *lun) else {
+                    continue;
+                };
+                let from = lu.backend().size_bytes();
+                if *bytes < from {
+                    return Err(ApplyError::Shrink {
+                        target: target.clone(),
+                        lun: *lun,
+                        from,
+                        to: *bytes,
+                        sessions: sessions_of(registry, target),
+                    });
+                }
+            }
+            _ => {}
         }
     }
     Ok(())
+}
+
+/// The sessions logged in to target `name`.
+fn sessions_of(registry: &Registry, name: &str) -> usize {
+    registry
+        .sessions()
+        .iter()
+        .filter(|(_, s)| {
+            s.target
+                .as_deref()
+                .is_some_and(|t| t.eq_ignore_ascii_case(name))
+        })
+        .count()
 }
 
 /// Opens the backends of added targets and LUNs.

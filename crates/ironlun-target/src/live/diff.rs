@@ -227,13 +227,14 @@ fn lun(target: &str, old: &LunConfig, new: &LunConfig, p: &mut Plan) {
     }
 }
 
-/// The spec without what can change live (size, read-only).
+/// The spec without what can change live (size, read-only, grow).
 fn medium(s: &LunSpec) -> LunSpec {
     let mut m = s.clone();
     m.read_only = false;
     m.backend = match m.backend {
         BackendSpec::Null { .. } => BackendSpec::Null { size: 0 },
         BackendSpec::Ram { .. } => BackendSpec::Ram { size: 0 },
+        // `grow` matters only when the file is opened.
         BackendSpec::File {
             path,
             direct,
@@ -242,6 +243,7 @@ fn medium(s: &LunSpec) -> LunSpec {
         } => BackendSpec::File {
             path,
             size: None,
+            grow: false,
             direct,
             preallocate,
         },
