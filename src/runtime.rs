@@ -163,6 +163,7 @@ pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     /// A bare word that is not a level would be taken by EnvFilter as a
