@@ -13,7 +13,7 @@ pub struct DiscoverArgs {
     pub portal: String,
     /// Print one JSON object instead of the list:
     /// {"portal", "targets": [{"name", "portals": [{"address",
-    /// "portal_group_tag"}]}]} (docs/initiator.md).
+    /// "portal_group_tag"}]}]} (docs/cli.md).
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]

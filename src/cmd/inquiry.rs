@@ -10,7 +10,7 @@ pub struct InquiryArgs {
     /// Print one JSON object instead of the table:
     /// {"url", "lun", "peripheral_device_type", "version", "vendor",
     /// "product", "revision", "unit_serial_number" (null when the LUN has
-    /// none)} (docs/initiator.md).
+    /// none)} (docs/cli.md).
     #[arg(long)]
     pub json: bool,
 }

@@ -10,7 +10,7 @@ pub struct ReadcapArgs {
     /// Print one JSON object instead of the table:
     /// {"url", "lun", "logical_blocks", "block_size",
     /// "physical_block_size", "bytes", "thin_provisioned"}
-    /// (docs/initiator.md).
+    /// (docs/cli.md).
     #[arg(long)]
     pub json: bool,
 }
