@@ -307,6 +307,31 @@ fn errors_name_what_to_fix() {
         &["target", "--lun", "ram:1000"],
         "whole number of 512-byte blocks",
     );
+    // The initiator tools check their flags and URLs before connecting:
+    // a mistake there is 2, a target that does not answer is 1.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let nowhere = &format!("iscsi://{closed}/iqn.2026-11.test:t/0");
+    let closed = &closed.to_string();
+    assert_usage_error(&["bench", nowhere, "--bs", "4q"], "unknown unit 'q'");
+    assert_usage_error(&["inquiry", "iscsi://nowhere"], "bad iSCSI URL");
+    assert_usage_error(&["readcap", nowhere, "--max-burst", "8GiB"], "--max-burst");
+    assert_usage_error(
+        &["dd", "--if", "/dev/zero", "--of", nowhere, "--bs", "0"],
+        "--bs",
+    );
+    assert_usage_error(&["discover", "a b:c"], "bad portal");
+    for args in [
+        &["bench", nowhere, "--time", "1s"][..],
+        &["readcap", nowhere],
+        &["discover", closed],
+    ] {
+        let (code, _, err) = ironlun(args);
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(err.contains("Connection refused"), "{args:?}: {err}");
+    }
     let (code, out, err) = ironlun(&["target", "--lun", "ram:1.5MiB", "--check"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("1572864"), "{out}");
