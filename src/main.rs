@@ -108,6 +108,11 @@ fn main() -> ExitCode {
                 let _ = e.print();
                 return ExitCode::SUCCESS;
             }
+            // `ironlun admin` alone: the list of its commands, on stderr.
+            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                let _ = e.print();
+                return ExitCode::from(runtime::EXIT_USAGE);
+            }
             return usage_error(&one_line(&e));
         }
     };

@@ -291,6 +291,10 @@ fn a_log_level_typo_is_an_error() {
 /// what they are.
 #[test]
 fn errors_name_what_to_fix() {
+    // A command group alone lists its commands, on stderr, status 2.
+    let (code, out, err) = ironlun(&["admin", "lun"]);
+    assert_eq!((code, out.as_str()), (2, ""), "{err}");
+    assert!(err.contains("resize") && err.contains("read-only"), "{err}");
     assert_usage_error(&["inquiry"], "<URL>");
     assert_usage_error(&["admin", "lun", "add"], "<TARGET>");
     assert_usage_error(&["targt"], "'target'");
