@@ -108,3 +108,26 @@ fn errors_name_what_is_missing_and_suggest() {
     assert!(e.contains("'--listen'"), "{e}");
     assert!(!e.contains('\n'), "{e}");
 }
+
+/// `--diff` and `--force` after the command, and before it as the docs
+/// and the daemon's messages write them (`admin --force config reload`).
+#[test]
+fn change_flags_parse_before_and_after_the_command() {
+    for argv in [
+        &["ironlun", "admin", "--diff", "config", "reload"][..],
+        &["ironlun", "admin", "config", "reload", "--diff"],
+        &["ironlun", "admin", "--force", "config", "reload"],
+        &[
+            "ironlun",
+            "admin",
+            "target",
+            "remove",
+            "iqn.2026-11.test:t",
+            "--force",
+        ],
+        &["ironlun", "admin", "--dry-run", "apply", "f.toml"],
+        &["ironlun", "admin", "apply", "f.toml", "--dry-run"],
+    ] {
+        assert!(Cli::try_parse_from(argv).is_ok(), "{argv:?}");
+    }
+}

@@ -224,6 +224,7 @@ fn exit_statuses_tell_usage_from_failure() {
         ),
         (vec!["state", "--diff"], 2, "--diff"),
         (vec!["--diff", "state"], 2, "changes nothing"),
+        (vec!["--force", "config", "show"], 2, "changes nothing"),
         (vec!["lun", "resize", NAME, "0"], 2, "<SIZE>"),
     ] {
         let (c, out, err) = admin(&args);
