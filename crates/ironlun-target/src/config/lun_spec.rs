@@ -134,6 +134,10 @@ pub enum LunSpecProblem {
     UnknownBackend(String),
     #[error("size is smaller than one {block_size}-byte block")]
     BelowOneBlock { block_size: u32 },
+    /// A RAM or null LU whose size is not whole blocks: the LU would be
+    /// smaller than asked, without a word.
+    #[error("size {size} bytes is not a whole number of {block_size}-byte blocks")]
+    PartBlock { size: u64, block_size: u32 },
     #[error("pbs={physical} is smaller than bs={logical}")]
     PhysicalBelowLogical { physical: u32, logical: u32 },
     #[error("thin and prealloc contradict each other")]
@@ -417,6 +421,12 @@ impl Options {
         if let BackendSpec::Null { size } | BackendSpec::Ram { size } = &backend {
             if *size < u64::from(block_size) {
                 return Err(LunSpecProblem::BelowOneBlock { block_size });
+            }
+            if *size % u64::from(block_size) != 0 {
+                return Err(LunSpecProblem::PartBlock {
+                    size: *size,
+                    block_size,
+                });
             }
         }
         let physical_block_size = self.physical_block_size.unwrap_or(block_size);

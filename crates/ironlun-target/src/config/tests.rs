@@ -45,6 +45,9 @@ fn lun_specs() {
         "ram:1G,direct",
         "block:/dev/x,size=1G",
         "ram:100",
+        "ram:1000",
+        "null:1.5KB,bs=4096",
+        "ram:1.1KiB",
         "block:/dev/x,thin",
         "file:/x,size=1G,thin,prealloc",
     ] {
@@ -86,6 +89,23 @@ fn grow_is_a_file_option_with_a_size() {
         let e = bad.parse::<LunSpec>().unwrap_err().to_string();
         assert!(e.starts_with(&format!("LUN '{bad}': {why}")), "{e}");
     }
+}
+
+/// Sizes with a decimal fraction are exact; a RAM or null size must be
+/// whole blocks, and the error says so.
+#[test]
+fn fractional_sizes_are_exact_and_whole_blocks() {
+    let s: LunSpec = "ram:1.5MiB".parse().unwrap();
+    assert!(matches!(s.backend, BackendSpec::Ram { size } if size == 3 << 19));
+    let s: LunSpec = "null:1.5GiB,bs=4096".parse().unwrap();
+    assert!(matches!(s.backend, BackendSpec::Null { size } if size == 3 << 29));
+    let e = "ram:1000".parse::<LunSpec>().unwrap_err().to_string();
+    assert!(
+        e.contains("1000 bytes is not a whole number of 512-byte blocks"),
+        "{e}"
+    );
+    let e = "ram:1.1KiB".parse::<LunSpec>().unwrap_err().to_string();
+    assert!(e.contains("not a whole number of bytes"), "{e}");
 }
 
 #[test]
@@ -366,6 +386,40 @@ fn bad_addresses_name_key_and_value() {
         ..one_lun()
     });
     assert!(m.starts_with("--listen: ") && m.contains("'there'"), "{m}");
+}
+
+/// `HOST:PORT` is refused as a host name, saying only IP addresses are
+/// accepted; other shapes stay "not ADDR:PORT".
+#[test]
+fn host_names_are_refused_as_such() {
+    for (value, host) in [
+        ("localhost:3260", true),
+        ("san.example:3260", true),
+        ("here", false),
+        ("127.0.0.1", false),
+        ("[::1]", false),
+        ("::1:3260", false),
+    ] {
+        let (m, e) = flags_error(Overrides {
+            listen: vec![value.into()],
+            ..one_lun()
+        });
+        assert_eq!(
+            matches!(e, ConfigError::HostName { .. }),
+            host,
+            "{value}: {e:?}"
+        );
+        if host {
+            mentions(&m, "host names are not accepted, only IP addresses");
+        } else {
+            mentions(&m, "is not ADDR:PORT");
+        }
+    }
+    let (m, _) = file_error(&format!("stats = \"stats.example:9100\"\n{TARGET}{LUN}"));
+    mentions(
+        &m,
+        "stats: 'stats.example:9100': host names are not accepted",
+    );
 }
 
 #[test]
