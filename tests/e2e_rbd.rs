@@ -6,9 +6,11 @@
 //! offered only as far as librbd's is atomic, a
 //! qemu-img round trip, a verifying `ironlun bench`, SIGKILL of the target
 //! mid-write with every acknowledged and flushed write surviving, a resize
-//! made in Ceph reported as CAPACITY DATA HAS CHANGED, and a lost cluster
-//! answered with NOT READY while the session lives on; and `ironlun lab
-//! --rbd` on the same cluster.
+//! made in Ceph reported as CAPACITY DATA HAS CHANGED, a blocklisted
+//! client: fenced for good by default, and with `reconnect=on` a new
+//! client whose first SYNCHRONIZE CACHE reports the writes the old one
+//! lost, and a lost cluster answered with NOT READY while the session
+//! lives on; and `ironlun lab --rbd` on the same cluster.
 //!
 //! Where Ceph cannot be installed the test skips loudly; under CI=true it
 //! fails (tests/support/ceph.rs). IRONLUN_RBD_LONG=1 runs the whole
@@ -75,6 +77,7 @@ fn rbd_luns_against_a_real_cluster() {
         ("crash", "64M"),
         ("grow", "64M"),
         ("cutoff", "64M"),
+        ("fenced", "64M"),
         ("lost", "64M"),
         ("same", "64M"),
         ("caw", "16M"),
@@ -100,7 +103,14 @@ fn rbd_luns_against_a_real_cluster() {
     case("a resize in Ceph is CAPACITY DATA HAS CHANGED", || {
         resize(&ceph)
     });
-    case("a client the cluster cut off reconnects", || cut_off(&ceph));
+    case(
+        "a blocklisted client stays fenced: no reconnect by default",
+        || fenced(&ceph),
+    );
+    case(
+        "reconnect=on: the first SYNC after a blocklist reports the lost writes",
+        || cut_off(&ceph),
+    );
     case("ironlun lab --rbd on the cluster CEPH_CONF names", || {
         lab(&ceph, dir.path())
     });
@@ -461,45 +471,184 @@ fn resize(ceph: &Ceph) {
     assert_eq!(capacity(&mut c), (96 << 20) / 512);
 }
 
-/// `ceph osd blocklist add` of the target's client: commands fail with
-/// NOT READY (ESHUTDOWN), the target opens the image again with a new
-/// client, and commands succeed again on the same session.
-fn cut_off(ceph: &Ceph) {
-    let t = target(ceph, "cutoff", ",timeout=3");
-    let mut c = login(t.addr, 5);
+/// Sense key, ASC and ASCQ of fixed-format sense data; zeros without
+/// sense (GOOD).
+fn code(sense: &[u8]) -> (u8, u8, u8) {
+    if sense.len() < 14 {
+        return (0, 0, 0);
+    }
+    (sense[2] & 0x0f, sense[12], sense[13])
+}
+
+const NOT_READY_BECOMING_READY: (u8, u8, u8) = (0x02, 0x04, 0x01);
+const NOT_READY_MANUAL_INTERVENTION: (u8, u8, u8) = (0x02, 0x04, 0x03);
+const MEDIUM_ERROR_WRITE_ERROR: (u8, u8, u8) = (0x03, 0x0c, 0x00);
+
+/// WRITE(10) of block `n` with FUA.
+fn fua_write(n: u64) -> [u8; 10] {
+    let mut c = cdb10(0x2a, n);
+    c[1] = 0x08;
+    c
+}
+
+/// The target's librados client address, from the line it logs on
+/// opening the image (librados' own `rados_getaddrs`), checked against
+/// the image's watchers in `rbd status`: what `ceph osd blocklist add`
+/// takes.
+fn client_address(ceph: &Ceph, t: &Target, image: &str) -> String {
+    const OPENED: &str = "opened as client ";
+    assert!(
+        t.wait_log(OPENED, Duration::from_secs(30)),
+        "no client address logged: {}",
+        t.log()
+    );
+    let log = t.log();
+    let address = log
+        .split(OPENED)
+        .nth(1)
+        .and_then(|rest| rest.split([';', ' ', '\n']).next())
+        .unwrap()
+        .to_owned();
+    let status = ceph.rbd(&["status", &format!("rbd/{image}")]);
+    assert!(
+        status.contains(&format!("watcher={address} ")),
+        "{address} is not among the watchers: {status}"
+    );
+    address
+}
+
+/// Block 1 written and flushed, block 2 written (acknowledged, not
+/// flushed): what a blocklist then takes.
+fn write_flush_write(c: &mut Raw) {
     let (st, _, _) = c.scsi(&cdb10(0x2a, 1), 0, &content(1, 1));
     assert_eq!(st, 0);
-    let status = ceph.rbd(&["status", "rbd/cutoff"]);
-    let watcher = status
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("watcher="))
-        .unwrap_or_else(|| panic!("no watcher in: {status}"))
-        .to_owned();
-    ceph.ceph(&["osd", "blocklist", "add", &watcher]);
-    let _ = c.stream.set_read_timeout(Some(Duration::from_secs(60)));
-    let mut refused = 0;
+    let (st, _, _) = c.scsi(&SYNC10, 0, &[]);
+    assert_eq!(st, 0, "the first SYNCHRONIZE CACHE");
+    let (st, _, _) = c.scsi(&cdb10(0x2a, 2), 0, &content(2, 1));
+    assert_eq!(st, 0);
+}
+
+/// Reads block 1 until the target stops answering GOOD (it learns of the
+/// blocklist from the OSDs' answers); the sense it then answers.
+fn first_refusal(c: &mut Raw, t: &Target) -> (u8, u8, u8) {
     let deadline = Instant::now() + Duration::from_secs(90);
-    let mut n = 100;
+    loop {
+        assert!(Instant::now() < deadline, "never refused: {}", t.log());
+        let (st, sense, _) = c.scsi(&cdb10(0x28, 1), 4096, &[]);
+        if st != 0 {
+            return code(&sense);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `ceph osd blocklist add` of the target's client with `reconnect` off
+/// (the default): the LU is fenced for good. Commands and TEST UNIT
+/// READY answer NOT READY, MANUAL INTERVENTION REQUIRED, except the first
+/// SYNCHRONIZE CACHE, which reports the acknowledged write no flush
+/// covered (MEDIUM ERROR, WRITE ERROR); lifting the blocklist brings
+/// nothing back; a restarted target serves the image, the flushed block
+/// intact.
+fn fenced(ceph: &Ceph) {
+    let t = target(ceph, "fenced", ",timeout=3");
+    let mut c = login(t.addr, 6);
+    write_flush_write(&mut c);
+    let address = client_address(ceph, &t, "fenced");
+    ceph.ceph(&["osd", "blocklist", "add", &address]);
+    let _ = c.stream.set_read_timeout(Some(Duration::from_secs(60)));
+    assert_eq!(first_refusal(&mut c, &t), NOT_READY_MANUAL_INTERVENTION);
+    let (st, sense, _) = c.scsi(&SYNC10, 0, &[]);
+    assert_eq!(
+        (st, code(&sense)),
+        (2, MEDIUM_ERROR_WRITE_ERROR),
+        "the unflushed write must be reported lost: {}",
+        t.log()
+    );
+    for (what, cdb, data) in [
+        ("SYNC again", SYNC10.to_vec(), vec![]),
+        ("WRITE", cdb10(0x2a, 3).to_vec(), content(3, 1)),
+        ("TEST UNIT READY", TUR.to_vec(), vec![]),
+    ] {
+        let (st, sense, _) = c.scsi(&cdb, 0, &data);
+        assert_eq!(st, 2, "{what}: CHECK CONDITION expected");
+        assert_eq!(code(&sense), NOT_READY_MANUAL_INTERVENTION, "{what}");
+    }
+    let log = t.log();
+    assert!(
+        log.contains("fenced") && log.contains("reconnect is off") && log.contains(&address),
+        "the log must say the LU was fenced and how to bring it back: {log}"
+    );
+    // Lifting the blocklist does not bring the LU back by itself.
+    ceph.ceph(&["osd", "blocklist", "rm", &address]);
+    let (st, sense, _) = c.scsi(&cdb10(0x28, 1), 4096, &[]);
+    assert_eq!((st, code(&sense)), (2, NOT_READY_MANUAL_INTERVENTION));
+    assert!(!log.contains("reconnected as client"), "{log}");
+    drop(t);
+    // A restart (an operator's act) serves the image again.
+    let t = target(ceph, "fenced", ",timeout=3");
+    let mut c = login(t.addr, 7);
+    let (st, _, data) = c.scsi(&cdb10(0x28, 1), 4096, &[]);
+    assert_eq!((st, data == content(1, 1)), (0, true), "{}", t.log());
+}
+
+/// `ceph osd blocklist add` of the target's client with `reconnect=on`:
+/// commands answer NOT READY (retried) until the target has opened the
+/// image again with a new client, on the same session. The write the old
+/// client acknowledged after the last flush is lost with it, so the
+/// first SYNCHRONIZE CACHE through the new client answers MEDIUM ERROR,
+/// WRITE ERROR (and a FUA write before it too), never GOOD; once
+/// reported, SYNC answers GOOD again.
+fn cut_off(ceph: &Ceph) {
+    let t = target(ceph, "cutoff", ",timeout=3,reconnect=on");
+    let mut c = login(t.addr, 5);
+    write_flush_write(&mut c);
+    let address = client_address(ceph, &t, "cutoff");
+    ceph.ceph(&["osd", "blocklist", "add", &address]);
+    let _ = c.stream.set_read_timeout(Some(Duration::from_secs(60)));
+    assert_eq!(first_refusal(&mut c, &t), NOT_READY_BECOMING_READY);
+    let mut refused = 1;
+    let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         assert!(Instant::now() < deadline, "never reconnected: {}", t.log());
-        n += 1;
-        let (st, sense, _) = c.scsi(&cdb10(0x2a, n), 0, &content(n, 1));
-        if st == 0 && refused > 0 {
+        let (st, sense, data) = c.scsi(&cdb10(0x28, 1), 4096, &[]);
+        if st == 0 {
+            assert!(data == content(1, 1), "the flushed block must read back");
             break;
         }
-        if st != 0 {
-            assert_eq!(
-                (sense[2] & 0x0f, sense[12], sense[13]),
-                (0x02, 0x04, 0x01),
-                "NOT READY expected while cut off: {sense:02x?}"
-            );
-            refused += 1;
-        }
+        assert_eq!(code(&sense), NOT_READY_BECOMING_READY, "while cut off");
+        refused += 1;
         std::thread::sleep(Duration::from_millis(200));
     }
-    let (st, _, data) = c.scsi(&cdb10(0x28, 1), 4096, &[]);
-    assert_eq!((st, data == content(1, 1)), (0, true));
-    ceph.ceph(&["osd", "blocklist", "rm", &watcher]);
+    let (st, _, _) = c.scsi(&cdb10(0x2a, 4), 0, &content(4, 1));
+    assert_eq!(st, 0, "a write without FUA goes on");
+    let (st, sense, _) = c.scsi(&fua_write(5), 0, &content(5, 1));
+    assert_eq!(
+        (st, code(&sense)),
+        (2, MEDIUM_ERROR_WRITE_ERROR),
+        "a FUA write before the loss is reported"
+    );
+    let (st, sense, _) = c.scsi(&SYNC10, 0, &[]);
+    assert_eq!(
+        (st, code(&sense)),
+        (2, MEDIUM_ERROR_WRITE_ERROR),
+        "the second SYNCHRONIZE CACHE must report the write lost: {}",
+        t.log()
+    );
+    let (st, _, _) = c.scsi(&SYNC10, 0, &[]);
+    assert_eq!(st, 0, "reported once: the next SYNC is GOOD");
+    let (st, _, _) = c.scsi(&fua_write(5), 0, &content(5, 1));
+    assert_eq!(st, 0, "FUA writes go on");
+    for n in [1, 4, 5] {
+        let (st, _, data) = c.scsi(&cdb10(0x28, n), 4096, &[]);
+        assert_eq!((st, data == content(n, 1)), (0, true), "block {n}");
+    }
+    let log = t.log();
+    assert!(
+        log.contains("reconnected as client")
+            && log.contains("lost with it: 1 write it acknowledged"),
+        "{log}"
+    );
+    ceph.ceph(&["osd", "blocklist", "rm", &address]);
     eprintln!("  {refused} commands refused while cut off");
 }
 
