@@ -471,6 +471,15 @@ fn resize(ceph: &Ceph) {
     assert_eq!(capacity(&mut c), (96 << 20) / 512);
 }
 
+/// A session whose commands go to LUN 1, its power-on unit attention
+/// taken.
+fn login_lun1(addr: std::net::SocketAddr, tail: u8) -> Raw {
+    let mut c = login(addr, tail);
+    c.lun = 1;
+    let _ = c.scsi(&TUR, 0, &[]);
+    c
+}
+
 /// Sense key, ASC and ASCQ of fixed-format sense data; zeros without
 /// sense (GOOD).
 fn code(sense: &[u8]) -> (u8, u8, u8) {
@@ -547,11 +556,26 @@ fn first_refusal(c: &mut Raw, t: &Target) -> (u8, u8, u8) {
 /// READY answer NOT READY, MANUAL INTERVENTION REQUIRED, except the first
 /// SYNCHRONIZE CACHE, which reports the acknowledged write no flush
 /// covered (MEDIUM ERROR, WRITE ERROR); lifting the blocklist brings
-/// nothing back; a restarted target serves the image, the flushed block
-/// intact.
+/// nothing back; the LUN removed and added again through the admin
+/// socket (an operator's act) serves the image, the flushed block intact.
 fn fenced(ceph: &Ceph) {
-    let t = target(ceph, "fenced", ",timeout=3");
-    let mut c = login(t.addr, 6);
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("admin.sock");
+    let sock_arg = sock.to_str().unwrap();
+    let spec = spec(ceph, "fenced", ",timeout=3");
+    let cfg = dir.path().join("ironlun.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "listen = [\"127.0.0.1:0\"]\nadmin_socket = \"{sock_arg}\"\n[[target]]\n\
+             name = \"{NAME}\"\n[[target.lun]]\nnumber = 0\nspec = \"ram:1MiB\"\n\
+             [[target.lun]]\nnumber = 1\nspec = \"{spec}\"\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&cfg, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let t = Target::start_with(&["--config", cfg.to_str().unwrap()], false);
+    let mut c = login_lun1(t.addr, 6);
     write_flush_write(&mut c);
     let address = client_address(ceph, &t, "fenced");
     ceph.ceph(&["osd", "blocklist", "add", &address]);
@@ -583,12 +607,36 @@ fn fenced(ceph: &Ceph) {
     let (st, sense, _) = c.scsi(&cdb10(0x28, 1), 4096, &[]);
     assert_eq!((st, code(&sense)), (2, NOT_READY_MANUAL_INTERVENTION));
     assert!(!log.contains("reconnected as client"), "{log}");
-    drop(t);
-    // A restart (an operator's act) serves the image again.
-    let t = target(ceph, "fenced", ",timeout=3");
-    let mut c = login(t.addr, 7);
-    let (st, _, data) = c.scsi(&cdb10(0x28, 1), 4096, &[]);
-    assert_eq!((st, data == content(1, 1)), (0, true), "{}", t.log());
+    // The operator brings it back: the LUN removed and added again opens
+    // the image with a new client.
+    let admin = |args: &[&str]| {
+        let mut all = vec!["admin", "--socket", sock_arg, "lun"];
+        all.extend_from_slice(args);
+        ironlun_ok(&all)
+    };
+    admin(&["remove", NAME, "1"]);
+    admin(&["add", NAME, &spec]);
+    let mut c = login_lun1(t.addr, 7);
+    let _ = c.stream.set_read_timeout(Some(Duration::from_secs(120)));
+    // Past the new LU's unit attentions: the flushed block.
+    let mut answers = Vec::new();
+    let data = loop {
+        let (st, sense, data) = c.scsi(&cdb10(0x28, 1), 4096, &[]);
+        if st == 0 {
+            break data;
+        }
+        answers.push((st, code(&sense)));
+        assert!(
+            answers.len() < 4,
+            "the re-added LUN does not serve: {answers:02x?}: {}",
+            t.log()
+        );
+    };
+    assert!(data == content(1, 1), "the flushed block");
+    let (st, _, _) = c.scsi(&cdb10(0x2a, 3), 0, &content(3, 2));
+    assert_eq!(st, 0, "a write through the new client");
+    let (st, _, _) = c.scsi(&SYNC10, 0, &[]);
+    assert_eq!(st, 0, "a SYNC through the new client");
 }
 
 /// `ceph osd blocklist add` of the target's client with `reconnect=on`:

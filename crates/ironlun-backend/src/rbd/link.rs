@@ -363,9 +363,10 @@ impl Link {
                  another gateway taking the image over or by an operator. reconnect is off, so \
                  the LU stays failed: its commands answer NOT READY, MANUAL INTERVENTION \
                  REQUIRED{}. To serve the image from here again, make sure no other gateway \
-                 writes it, then remove the LUN and add it again (ironlun admin remove-lun and \
-                 add-lun, or the configuration file and SIGHUP) or restart the target \
-                 (docs/rbd.md, \"Blocklist and reconnect\")",
+                 writes it, then remove the LUN and add it again (ironlun admin lun remove and \
+                 lun add; a target's only LUN: target remove and target add; or through the \
+                 configuration file and SIGHUP), or restart the target (docs/rbd.md, \
+                 \"Blocklist and reconnect\")",
                 self.name(),
                 client.address,
                 lost_clause(lost)
