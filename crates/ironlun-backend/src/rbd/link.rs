@@ -16,14 +16,14 @@ use std::future::Future;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ironlun_rbd::{Cluster, Image, ResizeWatch};
 use tokio::runtime::Handle;
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
-use super::ledger::{Access, Ledger, Standing};
+use super::ledger::{Access, Admitted, Ledger, Standing, LOSS_REPORTED_FOR};
 use super::RbdOptions;
 use crate::events::{EventQueue, Severity, StoreEvents};
 use crate::Fault;
@@ -131,7 +131,7 @@ fn lost_clause(lost: u64) -> String {
     format!(
         "; lost with it: {} it acknowledged since the last flush. The next SYNCHRONIZE \
          CACHE answers MEDIUM ERROR, WRITE ERROR, and so does every FUA or write-through \
-         write until then",
+         write until then and for a minute after",
         writes(lost)
     )
 }
@@ -197,23 +197,27 @@ impl Link {
         Ok(())
     }
 
-    /// Whether a command may go to the image; a flush that reports lost
-    /// writes is logged (once: the report clears them).
+    /// Whether a command may go to the image; the flush that first
+    /// reports lost writes is logged.
     fn admit(&self, access: Access) -> Result<(), Fault> {
-        let admitted = self.standing.admit(access);
-        if let (Access::Flush, Err(Fault::LostWrites(n))) = (access, admitted) {
+        let (fault, first) = match self.standing.admit(access, Instant::now()) {
+            Admitted::Yes => return Ok(()),
+            Admitted::No { fault, first } => (fault, first),
+        };
+        if let (true, Fault::LostWrites(n)) = (first, fault) {
             self.events.send(
                 Severity::Error,
                 format!(
                     "{}: SYNCHRONIZE CACHE answered MEDIUM ERROR, WRITE ERROR for {} that a \
-                     client the cluster cut off had acknowledged and lost; reported once, later \
-                     flushes answer as usual",
+                     client the cluster cut off had acknowledged and lost; flushes and FUA \
+                     writes answer so for {} s (the initiator's own retries too), then as usual",
                     self.name(),
-                    writes(n)
+                    writes(n),
+                    LOSS_REPORTED_FOR.as_secs()
                 ),
             );
         }
-        admitted
+        Err(fault)
     }
 
     /// Runs `op` on the client now open: a read, an allocation query, or
