@@ -138,10 +138,12 @@ fn fenced() -> Sense {
 /// MEDIUM ERROR / WRITE ERROR (SPC-5 Annex D.2, 0Ch/00h): writes that
 /// were acknowledged are gone, so the cache cannot be made durable
 /// (SBC-4 §5.24: SYNCHRONIZE CACHE makes the blocks' most recent data
-/// durable, and here it cannot). A MEDIUM ERROR is not retried (Linux's
-/// sd and dm-multipath pass it up: not a path error), unlike NOT READY,
-/// and it is a current error (SPC-5 §4.4.2, response code 70h/72h), not
-/// a deferred one, which Linux would retry.
+/// durable, and here it cannot). dm-multipath passes it up rather than
+/// trying another path (not a path error), unlike NOT READY. Linux's
+/// SCSI layer retries it a few times (`scsi_check_sense`: only ASC 11h,
+/// 13h and 14h are final), which is why the store keeps reporting the
+/// loss for a while (ironlun-backend's `rbd` ledger). A current error
+/// (SPC-5 §4.4.2, response code 70h/72h), not a deferred one.
 fn lost_writes() -> Sense {
     Sense::new(SenseKey::MEDIUM_ERROR, Asc::WRITE_ERROR)
 }
