@@ -781,6 +781,7 @@ fn rbd_lun_specs() {
             client_id: None,
             keyring: None,
             timeout_secs: None,
+            reconnect: false,
         })
     );
     let s: LunSpec = "rbd:rbd/lun0,timeout=5".parse().unwrap();
@@ -796,6 +797,19 @@ fn rbd_lun_specs() {
     assert_eq!(r.client_id.as_deref(), Some("iscsi"));
     assert_eq!(r.keyring.as_deref(), Some(Path::new("/k")));
     assert_eq!((s.block_size, s.read_only), (4096, true));
+    // Reconnecting after a blocklist undoes a fence: only when asked.
+    assert!(!r.reconnect, "off unless given");
+    for (spec, on) in [
+        ("rbd:rbd/lun0,reconnect=on", true),
+        ("rbd:rbd/lun0,reconnect=off", false),
+        ("rbd:rbd/lun0,reconnect=yes", true),
+    ] {
+        let s: LunSpec = spec.parse().unwrap();
+        assert!(
+            matches!(s.backend, BackendSpec::Rbd(r) if r.reconnect == on),
+            "{spec}"
+        );
+    }
 }
 
 #[test]
@@ -821,6 +835,12 @@ fn rbd_lun_spec_mistakes_say_what_is_wrong() {
         ("ram:1G,conf=/c", "conf= is an rbd option"),
         ("file:/x,id=a", "id= is an rbd option"),
         ("block:/dev/x,keyring=/k", "keyring= is an rbd option"),
+        (
+            "rbd:rbd/lun0,reconnect=maybe",
+            "reconnect=maybe (on or off)",
+        ),
+        ("rbd:rbd/lun0,reconnect", "unknown option 'reconnect'"),
+        ("file:/x,reconnect=on", "reconnect= is an rbd option"),
     ] {
         let got = problem(bad);
         assert!(got.contains(says), "{bad}: {got}");
@@ -893,14 +913,15 @@ name = "iqn.2026-11.test:rbd"
 [[target.lun]]
 spec = "rbd:rbd/lun0,conf=/tmp/ceph.conf,id=admin"
 [[target.lun]]
-spec = "rbd:rbd/lun1,bs=4096"
+spec = "rbd:rbd/lun1,bs=4096,reconnect=on"
 "#;
     let c = Config::from_toml(text, None).unwrap();
     let luns = &c.targets[0].luns;
     assert!(
         matches!(&luns[0].spec.backend, BackendSpec::Rbd(r) if r.image == "lun0"
-        && r.conf.as_deref() == Some(Path::new("/tmp/ceph.conf")))
+        && r.conf.as_deref() == Some(Path::new("/tmp/ceph.conf")) && !r.reconnect)
     );
+    assert!(matches!(&luns[1].spec.backend, BackendSpec::Rbd(r) if r.reconnect));
     assert_eq!(luns[1].spec.block_size, 4096);
     let bad = text.replace("rbd:rbd/lun1", "rbd:lun1");
     let e = Config::from_toml(&bad, None).unwrap_err().to_string();
