@@ -27,6 +27,10 @@ pub enum ConfigError {
         path: PathBuf,
         source: Box<ConfigError>,
     },
+    /// A mistake in the configuration a management API change would
+    /// leave: the running document edited, not a file anyone wrote.
+    #[error("the configuration this change leaves: {source}")]
+    AfterChange { source: Box<ConfigError> },
     /// TOML syntax, a value of the wrong type or an unknown key, at a line
     /// when the parser knows one.
     #[error("{}{message}", line_prefix(*.line))]

@@ -246,7 +246,7 @@ impl Live {
         let mut guard = self.state();
         let mut doc = guard.doc.clone();
         f(&mut doc).map_err(ApplyError::Edit)?;
-        let new = guard.check(&doc)?;
+        let new = guard.check(&doc).map_err(after_change)?;
         let doc = NewDoc::Whole(doc);
         self.apply_checked(&mut guard, new, doc, dry_run, force, Origin::Api)
     }
@@ -289,7 +289,11 @@ impl Live {
             // the running ones.
             hidden::restore(&mut doc, &guard.doc);
         }
-        let new = guard.check(&doc)?;
+        let checked = guard.check(&doc);
+        let new = match origin {
+            Origin::Api => checked.map_err(after_change)?,
+            Origin::File => checked?,
+        };
         self.apply_checked(&mut guard, new, NewDoc::Whole(doc), dry_run, force, origin)
     }
 
@@ -510,6 +514,17 @@ pub enum SaveError {
         path: PathBuf,
         source: std::io::Error,
     },
+}
+
+/// A change through the API is checked as the document it leaves: its
+/// errors name that, not the daemon's file, which nobody edited.
+fn after_change(e: ApplyError) -> ApplyError {
+    match e {
+        ApplyError::Config(ConfigError::InFile { source, .. }) => {
+            ApplyError::Config(ConfigError::AfterChange { source })
+        }
+        e => e,
+    }
 }
 
 /// What a failed reload adds when live changes were not saved: how to

@@ -328,3 +328,28 @@ fn a_served_file_is_locked_from_add_to_remove() {
         .unwrap();
     assert_eq!(lun_bytes(&live, "iqn.2026-11.test:b", 0), 2 << 20);
 }
+
+/// An API change that would leave a bad configuration says so, without
+/// naming the daemon's file, which it did not touch (issue 42); a reload
+/// of a bad file names the file.
+#[test]
+fn an_api_change_error_names_the_change_not_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (live, path) = from_file(dir.path(), ONE);
+    let e = live
+        .apply_edit(
+            |d| edit::remove_target(d, "iqn.2026-11.test:a"),
+            true,
+            false,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("the configuration this change leaves: "),
+        "{e}"
+    );
+    assert!(!e.contains(&*path.to_string_lossy()), "{e}");
+    std::fs::write(&path, "[[target]]\n").unwrap();
+    let e = live.reload_file(true, false).unwrap_err().to_string();
+    assert!(e.contains(&*path.to_string_lossy()), "{e}");
+}
