@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use ironlun_proto::chap::RANDOM_BYTES;
 use ironlun_proto::initiator::{
-    Completed, InitiatorLogin, InitiatorSession, LoginProgress, Refused, Reply, ScsiRequest,
-    SessionEvent, SubmitError, TaskError,
+    Completed, InitiatorLogin, InitiatorSession, LoginProgress, Refused, ScsiRequest, SessionEvent,
+    SubmitError, TaskError,
 };
 use ironlun_proto::login::LOGIN_SEGMENT_MAX;
 use ironlun_proto::OutPdu;
@@ -202,7 +202,20 @@ impl<T> InitiatorCore<T> {
     /// A finished request, with its token.
     #[must_use]
     pub fn poll_completion(&mut self) -> Option<Completed<T>> {
-        self.done.pop_front()
+        if let Some(c) = self.done.pop_front() {
+            return Some(c);
+        }
+        // Straight from the session: what the core acts on has come as
+        // an event already (settle), so completions need no second queue.
+        let Link::Up(s) = &mut self.link else {
+            return None;
+        };
+        loop {
+            let Completed { token, result } = s.poll_completion()?;
+            if let Tok::User(token) = token {
+                return Some(Completed { token, result });
+            }
+        }
     }
 
     /// A SCSI command handed back unfinished, for another path: only
@@ -338,7 +351,7 @@ impl<T> InitiatorCore<T> {
             return self.refuse_offline(request, token);
         };
         if self.logout != Logout::None || self.closing.is_some() {
-            return self.refuse(SubmitError::LoggingOut, token);
+            return self.during_logout(request, token, now);
         }
         let token = Tok::User(token);
         let result = match request {
@@ -406,6 +419,27 @@ impl<T> InitiatorCore<T> {
         }
     }
 
+    /// A request while a logout is under way: nothing new is taken, but
+    /// a caller's Logout is the one sent if the target's is still
+    /// waiting, and otherwise ends the session after the one on its way
+    /// (the caller asked for the end, not for a new login).
+    fn during_logout(
+        &mut self,
+        request: Request,
+        token: T,
+        now: Instant,
+    ) -> Result<u32, SubmitError> {
+        let is_logout = matches!(request, Request::Logout);
+        if is_logout && self.closing.is_none() {
+            if matches!(self.logout, Logout::Requested { .. }) {
+                self.logout = Logout::None;
+                return self.handle_request(request, token, now);
+            }
+            self.closing = Some(End::LoggedOut);
+        }
+        self.refuse(SubmitError::LoggingOut, token)
+    }
+
     fn refuse(&mut self, error: SubmitError, token: T) -> Result<u32, SubmitError> {
         self.done.push_back(Completed {
             token,
@@ -431,25 +465,19 @@ impl<T> InitiatorCore<T> {
         }
     }
 
-    /// Moves what the protocol produced for an input to the caller's
-    /// queues, and acts on what is the session's to act on.
+    /// Acts on what the protocol reported for an input, and passes on
+    /// what is for the driver (completions it takes straight from the
+    /// session, `poll_completion`).
     pub(crate) fn settle(&mut self, now: Instant) {
         let Link::Up(s) = &mut self.link else {
             return;
         };
         let mut logged_out = None;
-        while let Some(Completed { token, result }) = s.poll_completion() {
-            if let Ok(Reply::Logout(code)) = &result {
-                logged_out = Some(*code);
-            }
-            if let Tok::User(token) = token {
-                self.done.push_back(Completed { token, result });
-            }
-        }
         let mut failed = None;
         let mut requested = None;
         while let Some(e) = s.poll_event() {
             match e {
+                SessionEvent::LoggedOut { response } => logged_out = Some(response),
                 SessionEvent::Failed(why) => failed = Some(why),
                 SessionEvent::UnitAttention { lun, sense } => {
                     self.events.push_back(Event::UnitAttention { lun, sense })

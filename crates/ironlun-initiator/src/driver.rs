@@ -185,14 +185,18 @@ impl Driver {
     /// more, to the core, so they leave in the same write.
     fn take_requests(&mut self, first: Queued) {
         let now = Instant::now();
-        let mut next = Some(first);
-        while let Some((request, token)) = next.take() {
-            if let Err(e) = self.core.handle_request(request, token, now) {
-                debug!(portal = %self.portal, "request refused: {e}");
+        self.hand_in(first, now);
+        while self.core.accepts_requests() {
+            match self.rx.try_recv() {
+                Ok(q) => self.hand_in(q, now),
+                Err(_) => break,
             }
-            if self.core.accepts_requests() {
-                next = self.rx.try_recv().ok();
-            }
+        }
+    }
+
+    fn hand_in(&mut self, (request, token): Queued, now: Instant) {
+        if let Err(e) = self.core.handle_request(request, token, now) {
+            debug!(portal = %self.portal, "request refused: {e}");
         }
     }
 

@@ -17,8 +17,8 @@ use ironlun_proto::window::{sn_le, sn_lt};
 use ironlun_proto::OutPdu;
 use ironlun_scsi_codes::Status;
 use ironlun_wire::{
-    AsyncEvent, DataIn, DataOut, Digests, Frame, FrameDecoder, Lun, Outbox, Pdu, R2t, ScsiCommand,
-    TmfFunction, RESERVED_TAG,
+    AsyncEvent, DataIn, DataOut, Digests, Frame, FrameDecoder, LogoutRequest, Lun, NopOut, Outbox,
+    Pdu, R2t, ScsiCommand, TmfFunction, RESERVED_TAG,
 };
 
 use super::login_check::LoginSide;
@@ -322,7 +322,11 @@ impl Ffp {
             return;
         };
         let full = self.live.len() >= self.max_tasks;
-        let accepts = core.accepts_requests();
+        // A logout of ours is taken while the one the target asked for
+        // still waits (and goes out in its place).
+        let replaces_asked =
+            job == Job::Logout && self.logout_asked.is_some() && !self.logout_sent && !full;
+        let accepts = core.accepts_requests() || replaces_asked;
         match core.handle_request(request, token, now) {
             Ok(itt) => {
                 assert!(accepts, "the core took a task while it said it takes none");
@@ -673,36 +677,7 @@ impl Ffp {
         match &p.pdu {
             Pdu::ScsiCommand(c) => self.command(c, &data, &p.pdu, run),
             Pdu::DataOut(d) => self.data_out(d, &data, &p.pdu, run),
-            Pdu::NopOut(n) => {
-                if n.itt == RESERVED_TAG {
-                    // An answer to the target's ping, or a bare ExpStatSN
-                    // update (RFC 7143 §11.18).
-                    assert!(n.immediate, "NOP-Out with ITT 0xffffffff and I=0");
-                    if n.ttt != RESERVED_TAG {
-                        assert_eq!(
-                            self.pings.pop_front(),
-                            Some(n.ttt),
-                            "a NOP-Out answering no ping: {n:?}"
-                        );
-                        run.ping_echoes += 1;
-                    }
-                } else if self.by_itt.contains_key(&n.itt) {
-                    let t = self.sending(n.itt, &p.pdu);
-                    assert!(matches!(t.what, What::Ping), "NOP-Out for a {:?}", t.what);
-                    assert!(!t.ever_sent, "a ping sent twice");
-                    assert_eq!(n.ttt, RESERVED_TAG, "a ping with a TTT");
-                    t.sent();
-                } else {
-                    assert!(
-                        self.in_timeout,
-                        "NOP-Out with ITT {:#x} of no task outside the keep-alive timeout",
-                        n.itt
-                    );
-                    assert_eq!(n.ttt, RESERVED_TAG, "a keep-alive ping with a TTT");
-                    run.keepalives += 1;
-                }
-                self.cmd_sn(n.cmd_sn, n.immediate, &p.pdu);
-            }
+            Pdu::NopOut(n) => self.nop_out(n, &p.pdu, run),
             Pdu::TextRequest(r) => {
                 let t = self.sending(r.itt, &p.pdu);
                 assert!(
@@ -736,25 +711,7 @@ impl Ffp {
                 t.sent();
                 self.cmd_sn(r.cmd_sn, r.immediate, &p.pdu);
             }
-            Pdu::LogoutRequest(r) => {
-                if self.by_itt.contains_key(&r.itt) {
-                    let t = self.sending(r.itt, &p.pdu);
-                    assert!(matches!(t.what, What::Logout), "Logout for {:?}", t.what);
-                    t.sent();
-                } else {
-                    // The core's own: only when the target asked for it
-                    // (RFC 7143 §11.9.1), closing a connection or the
-                    // session.
-                    assert!(
-                        self.logout_asked.is_some(),
-                        "a Logout neither the driver nor the target asked for: {r:?}"
-                    );
-                    assert!(r.reason <= 1, "a requested logout with reason {}", r.reason);
-                    self.own_logout = Some(r.itt);
-                }
-                self.logout_sent = true;
-                self.cmd_sn(r.cmd_sn, r.immediate, &p.pdu);
-            }
+            Pdu::LogoutRequest(r) => self.logout(r, &p.pdu),
             other => panic!(
                 "the initiator sent {:?} in full feature phase",
                 other.opcode()
@@ -771,6 +728,60 @@ impl Ffp {
             other => panic!("the target cannot frame {:?}: {other:?}", p.pdu),
         }
         out.extend_from_slice(&bytes);
+    }
+
+    /// A NOP-Out: an answer to the target's ping, a ping of ours, or a
+    /// keep-alive (RFC 7143 §11.18).
+    fn nop_out(&mut self, n: &NopOut, p: &Pdu, run: &mut InitiatorRun) {
+        if n.itt == RESERVED_TAG {
+            // An answer to the target's ping, or a bare ExpStatSN
+            // update (RFC 7143 §11.18).
+            assert!(n.immediate, "NOP-Out with ITT 0xffffffff and I=0");
+            if n.ttt != RESERVED_TAG {
+                assert_eq!(
+                    self.pings.pop_front(),
+                    Some(n.ttt),
+                    "a NOP-Out answering no ping: {n:?}"
+                );
+                run.ping_echoes += 1;
+            }
+        } else if self.by_itt.contains_key(&n.itt) {
+            let t = self.sending(n.itt, p);
+            assert!(matches!(t.what, What::Ping), "NOP-Out for a {:?}", t.what);
+            assert!(!t.ever_sent, "a ping sent twice");
+            assert_eq!(n.ttt, RESERVED_TAG, "a ping with a TTT");
+            t.sent();
+        } else {
+            assert!(
+                self.in_timeout,
+                "NOP-Out with ITT {:#x} of no task outside the keep-alive timeout",
+                n.itt
+            );
+            assert_eq!(n.ttt, RESERVED_TAG, "a keep-alive ping with a TTT");
+            run.keepalives += 1;
+        }
+        self.cmd_sn(n.cmd_sn, n.immediate, p);
+    }
+
+    /// A Logout Request: the harness's, or the core's own.
+    fn logout(&mut self, r: &LogoutRequest, p: &Pdu) {
+        if self.by_itt.contains_key(&r.itt) {
+            let t = self.sending(r.itt, p);
+            assert!(matches!(t.what, What::Logout), "Logout for {:?}", t.what);
+            t.sent();
+        } else {
+            // The core's own: only when the target asked for it
+            // (RFC 7143 §11.9.1), closing a connection or the
+            // session.
+            assert!(
+                self.logout_asked.is_some(),
+                "a Logout neither the driver nor the target asked for: {r:?}"
+            );
+            assert!(r.reason <= 1, "a requested logout with reason {}", r.reason);
+            self.own_logout = Some(r.itt);
+        }
+        self.logout_sent = true;
+        self.cmd_sn(r.cmd_sn, r.immediate, p);
     }
 
     fn command(&mut self, c: &ScsiCommand, data: &[u8], p: &Pdu, run: &mut InitiatorRun) {

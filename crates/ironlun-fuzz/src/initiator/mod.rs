@@ -91,8 +91,10 @@
 //!   command itself with failover when the connection ends), with the
 //!   kind of reply its request asks for, and only after it was sent when
 //!   it succeeds; the core takes a task exactly when it says it takes
-//!   requests, and refuses one only when the table is full, a logout is
-//!   under way or there is no full feature phase connection; when the
+//!   requests (or, for a Logout of ours, while the one the target asked
+//!   for still waits), and refuses one only when the table is full, a
+//!   logout is under way or there is no full feature phase connection;
+//!   when the
 //!   session ends no task and no tag is left, nothing more is sent, and
 //!   a new request is refused and still answered;
 //! - bounded memory: the session's tags in use are exactly the live

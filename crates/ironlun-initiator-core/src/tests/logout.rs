@@ -176,3 +176,27 @@ fn a_connection_drop_ends_the_connection_without_a_logout() {
     );
     assert_eq!(w.core.phase(), Phase::Waiting);
 }
+
+#[test]
+fn the_callers_logout_while_the_targets_waits_is_sent_and_ends_the_session() {
+    let mut w = World::new();
+    w.hold = true;
+    w.request(Request::Scsi(read(0, 512)), 1);
+    let now = w.now;
+    w.target().request_logout(now, Duration::from_secs(10));
+    w.run();
+    assert_eq!(w.logouts(), 0, "the read is still in flight");
+    w.request(Request::Logout, 2);
+    assert_eq!(w.logouts(), 1, "the caller's Logout goes out at once");
+    w.release();
+    assert!(
+        matches!(
+            w.done[..],
+            [(1, Ok(Reply::Scsi(_))), (2, Ok(Reply::Logout(0)))]
+        ),
+        "{:?}",
+        w.done
+    );
+    assert_eq!(w.last_event(), Some(&Event::Ended(crate::End::LoggedOut)));
+    assert_eq!(w.connections, 1, "no new login after the caller's logout");
+}

@@ -109,6 +109,9 @@ pub enum SessionEvent {
     /// The connection cannot go on (protocol violation or keep-alive
     /// timeout); every task has been completed with an error.
     Failed(String),
+    /// A Logout Response answered our logout (its task completes too):
+    /// the target closes the connection (RFC 7143 §11.15).
+    LoggedOut { response: u8 },
     /// A command ended with UNIT ATTENTION and is being sent again
     /// (see [`SessionLimits::unit_attention_retries`]); `sense` says what
     /// happened.
@@ -499,9 +502,17 @@ impl<T> InitiatorSession<T> {
             Pdu::LogoutResponse(l) => {
                 self.advance_stat_sn(l.stat_sn);
                 self.update_window(l.exp_cmd_sn, l.max_cmd_sn);
+                let ours = self
+                    .find(l.itt)
+                    .is_some_and(|t| t.sent && matches!(t.body, Body::Logout { .. }));
                 self.finish_matching(l.itt, Ok(Reply::Logout(l.response)), |b| {
                     matches!(b, Body::Logout { .. })
                 });
+                if ours {
+                    self.events.push_back(SessionEvent::LoggedOut {
+                        response: l.response,
+                    });
+                }
             }
             Pdu::Reject(r) => {
                 self.advance_stat_sn(r.stat_sn);
