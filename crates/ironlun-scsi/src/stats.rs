@@ -281,12 +281,15 @@ mod tests {
     #[test]
     fn commands_are_counted_by_access_and_the_kind_is_returned() {
         let s = IoStats::default();
-        let medium = Some(Failure::CheckCondition(Some(SenseKey::MEDIUM_ERROR)));
-        let illegal = Some(Failure::CheckCondition(Some(SenseKey::ILLEGAL_REQUEST)));
+        let medium = Failure::CheckCondition(Some(SenseKey::MEDIUM_ERROR));
+        let illegal = Failure::CheckCondition(Some(SenseKey::ILLEGAL_REQUEST));
         assert_eq!(s.record(Some(Access::Read), 0, 4096, None), IoKind::Read);
-        assert_eq!(s.record(Some(Access::Write), 512, 0, medium), IoKind::Write);
+        assert_eq!(
+            s.record(Some(Access::Write), 512, 0, Some(medium)),
+            IoKind::Write
+        );
         assert_eq!(s.record(Some(Access::Exempt), 0, 36, None), IoKind::Other);
-        assert_eq!(s.record(None, 0, 0, illegal), IoKind::Other);
+        assert_eq!(s.record(None, 0, 0, Some(illegal)), IoKind::Other);
         let snap = s.snapshot();
         assert_eq!(
             (snap.read_commands, snap.write_commands, snap.other_commands),
@@ -294,12 +297,12 @@ mod tests {
         );
         assert_eq!((snap.read_bytes, snap.write_bytes), (4096, 512));
         assert_eq!(snap.failed_commands, 2);
-        assert_eq!(snap.failed(medium.unwrap()), 1);
-        assert_eq!(snap.failed(illegal.unwrap()), 1);
+        assert_eq!(snap.failed(medium), 1);
+        assert_eq!(snap.failed(illegal), 1);
         assert_eq!(snap.failed(Failure::Busy), 0);
         let mut sum = snap;
         sum.add(&snap);
-        assert_eq!((sum.failed_commands, sum.failed(medium.unwrap())), (4, 2));
+        assert_eq!((sum.failed_commands, sum.failed(medium)), (4, 2));
     }
 
     #[test]

@@ -57,38 +57,42 @@ impl Collector for Process {
         )?
         .encode_counter::<NoLabelSet, _, u64>(&cpu, None)?;
         let mem = process::memory();
-        let gauges = [
+        let counts = [
             (
                 "process_resident_memory_bytes",
                 "Resident memory size in bytes.",
-                mem.resident.map(|b| b as f64),
+                mem.resident,
             ),
             (
                 "process_virtual_memory_bytes",
                 "Virtual memory size in bytes.",
-                mem.virtual_size.map(|b| b as f64),
+                mem.virtual_size,
             ),
             (
                 "process_open_fds",
                 "Number of open file descriptors.",
-                process::open_fds().map(|n| n as f64),
+                process::open_fds(),
             ),
             (
                 "process_max_fds",
                 "Maximum number of open file descriptors.",
-                process::max_fds().map(|n| n as f64),
-            ),
-            (
-                "process_start_time_seconds",
-                "Start time of the process since unix epoch in seconds.",
-                process::start_time(),
+                process::max_fds(),
             ),
         ];
-        for (name, help, value) in gauges {
+        for (name, help, value) in counts {
             if let Some(v) = value {
                 enc.encode_descriptor(name, help, None, MetricType::Gauge)?
                     .encode_gauge(&v)?;
             }
+        }
+        if let Some(start) = process::start_time() {
+            enc.encode_descriptor(
+                "process_start_time_seconds",
+                "Start time of the process since unix epoch in seconds.",
+                None,
+                MetricType::Gauge,
+            )?
+            .encode_gauge(&start)?;
         }
         Ok(())
     }
