@@ -1,5 +1,5 @@
 //! How a command that did not end GOOD is counted: by its status (SAM-5
-//! §5.3, table 26) and, for CHECK CONDITION, by the sense key of its
+//! §5.3.1) and, for CHECK CONDITION, by the sense key of its
 //! sense data (SPC-4 §4.5.6, table 27). A fixed set of classes, one
 //! counter each: whatever an initiator sends cannot make new ones.
 //!
