@@ -404,6 +404,7 @@ fn assert_contents(deb: &str) {
         "./etc/ironlun/ironlun.toml",
         "./usr/share/doc/ironlun/admin.md",
         "./usr/share/doc/ironlun/config.md",
+        "./usr/share/ironlun/grafana/grafana-ironlun.json",
     ] {
         let line = contents.lines().find(|l| l.ends_with(&format!(" {path}")));
         let line = line.unwrap_or_else(|| panic!("{path} not in the package:\n{contents}"));
@@ -461,6 +462,10 @@ fn assert_installed(root: &Path) {
             "dist/ironlun.service",
         ),
         ("etc/ironlun/ironlun.toml", "dist/ironlun.toml"),
+        (
+            "usr/share/ironlun/grafana/grafana-ironlun.json",
+            "dist/grafana-ironlun.json",
+        ),
     ] {
         let a = std::fs::read(root.join(installed)).unwrap();
         assert!(

@@ -68,7 +68,7 @@ pub use sanitize::{
 };
 pub use sense::Sense;
 pub use stage::{MediumIo, Start};
-pub use stats::{IoKind, IoSnapshot, LatencySnapshot};
+pub use stats::{Failure, IoKind, IoSnapshot, LatencySnapshot};
 
 /// Identifies an I_T nexus (an initiator port talking to a target port,
 /// SAM-5 §4.6): chosen by the transport, opaque here.

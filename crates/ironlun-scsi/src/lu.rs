@@ -19,7 +19,7 @@ use crate::provisioning::threshold::ThresholdState;
 use crate::reservations::{self, Access, ItNexus, PrState, PrStore, ReservationState};
 use crate::sanitize::SanitizeState;
 use crate::sense::Sense;
-use crate::stats::{IoKind, IoSnapshot, IoStats, LatencySnapshot};
+use crate::stats::{Failure, IoKind, IoSnapshot, IoStats, LatencySnapshot};
 use crate::{NexusId, Request, Response};
 use ironlun_scsi_codes::{Asc, SenseKey, Status};
 
@@ -326,8 +326,9 @@ impl LogicalUnit {
 
     /// Counts a finished command, and notes in the response how.
     pub(crate) fn record(&self, access: Option<Access>, data_out: usize, r: &mut Response) {
-        let good = r.status == Status::GOOD;
-        r.counted = Some(self.io.record(access, data_out, r.data.len(), good));
+        let failure = Failure::of(r.status, &r.sense);
+        let good = failure.is_none();
+        r.counted = Some(self.io.record(access, data_out, r.data.len(), failure));
         if good && access == Some(Access::Write) && self.no_space.load(Ordering::Relaxed) {
             self.no_space.store(false, Ordering::Relaxed);
         }

@@ -33,6 +33,7 @@ mod conn;
 pub mod live;
 mod lu_state;
 pub mod metrics;
+pub mod process;
 mod prstore;
 pub mod registry;
 mod replay;

@@ -9,7 +9,7 @@ use ironlun_backend::testing::{Faults, FaultyBackend};
 use ironlun_backend::{Backend, RamBackend};
 
 use crate::test_util::{cdb16, cfg, lu_with, ram_map, read10, run, run_out, sense_of, write10, N};
-use crate::DataOutBuffer;
+use crate::{DataOutBuffer, Failure};
 use ironlun_scsi_codes::{opcode, SenseKey, Status};
 
 #[test]
@@ -179,6 +179,14 @@ fn medium_errors_from_the_backend() {
         )),
         (SenseKey::MEDIUM_ERROR, 0x0c, 0x00)
     );
+    // Counted as medium errors, apart from what a healthy initiator
+    // meets (an opcode the LU does not know is ILLEGAL REQUEST).
+    run(&m, &[0xff, 0, 0, 0, 0, 0]);
+    let io = m.get(0).unwrap().io_stats();
+    let medium = Failure::CheckCondition(Some(SenseKey::MEDIUM_ERROR));
+    let illegal = Failure::CheckCondition(Some(SenseKey::ILLEGAL_REQUEST));
+    assert_eq!((io.failed(medium), io.failed(illegal)), (3, 1), "{io:?}");
+    assert_eq!(io.failed_commands, 4);
 }
 
 #[test]
