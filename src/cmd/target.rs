@@ -264,7 +264,7 @@ fn print_check(cfg: &Config) {
 fn log_startup(cfg: &Config) {
     for t in &cfg.targets {
         for l in &t.luns {
-            tracing::info!("target {} LUN {}: {:?}", t.name, l.number, l.spec);
+            tracing::info!("target {} LUN {}: {}", t.name, l.number, l.spec);
         }
         // User names only: secrets never reach the log.
         tracing::info!(
