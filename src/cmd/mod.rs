@@ -22,4 +22,5 @@ pub mod report;
 pub mod reproduce;
 pub mod sweep;
 pub mod target;
+pub mod target_check;
 pub mod tcpbench;
