@@ -28,7 +28,7 @@ pub(super) fn check(cfg: &Config, out: &mut Vec<Finding>) {
             if clash(*a, *b, dual) {
                 out.push(Finding::error(
                     format!("{key} {a}"),
-                    two_on_one(*a, other_key, *b),
+                    two_on_one(*a, other_key, *b, dual),
                 ));
             }
         }
@@ -59,17 +59,21 @@ fn listeners(cfg: &Config) -> Vec<(&'static str, SocketAddr)> {
     all
 }
 
-fn two_on_one(a: SocketAddr, other_key: &str, b: SocketAddr) -> String {
-    if a == b {
-        return format!("{other_key} is {b} too: two listeners on one address (the second would fail: address in use)");
+/// Why listening on `a` and on `b` (of `other_key`) clash.
+fn two_on_one(a: SocketAddr, other_key: &str, b: SocketAddr, dual: bool) -> String {
+    const FAILS: &str = "two listeners on one address (the second would fail: address in use)";
+    if a.ip().to_canonical() == b.ip().to_canonical() {
+        return format!("{other_key} is {b} too: {FAILS}");
     }
-    let wild = if a.ip().is_unspecified() { a } else { b };
-    let hint = if wild.is_ipv6() {
-        " ([::] takes IPv4 connections too while net.ipv6.bindv6only is 0: list it alone for every address)"
+    let (wild, other) = if covers(a.ip(), b.ip().to_canonical(), dual) {
+        (a, b)
     } else {
-        ""
+        (b, a)
     };
-    format!("{other_key} {b} is on the same port, and {wild} takes every address of its kind: two listeners on one address (the second would fail: address in use){hint}")
+    if wild.is_ipv6() && other.ip().to_canonical().is_ipv4() {
+        return format!("{other_key} {b} is on the same port, and {wild} takes IPv4 connections too (net.ipv6.bindv6only is 0): {FAILS}; list {wild} alone for every address");
+    }
+    format!("{other_key} {b} is on the same port, and {wild} takes every address: {FAILS}")
 }
 
 /// Whether listening on `a` and on `b` conflict: the same port (not 0,
