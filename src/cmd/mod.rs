@@ -5,6 +5,7 @@
 //! holds the flags compare-local and compare-rbd share.
 
 pub mod admin;
+pub mod admin_show;
 pub mod bench;
 pub mod bench_agent;
 pub mod bench_luns;
