@@ -704,8 +704,7 @@ chap = "carol:carol-secret-0123"
         ),
     )
     .unwrap();
-    std::fs::set_permissions(&config, std::os::unix::fs::PermissionsExt::from_mode(0o600))
-        .unwrap();
+    std::fs::set_permissions(&config, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let t = Target::start(&[
         "--config",
         config.to_str().unwrap(),
@@ -765,17 +764,29 @@ chap = "carol:carol-secret-0123"
         format!("file:{},size=8MiB,thin", img.display())
     );
     assert_eq!(target["luns"][0]["thin"], true);
-    assert_eq!(target["initiators"][0]["luns"], serde_json::json!([[0, 1, true]]));
+    assert_eq!(
+        target["initiators"][0]["luns"],
+        serde_json::json!([[0, 1, true]])
+    );
     assert_eq!(target["initiators"][1]["chap"], true);
     assert_eq!(target["sessions"], 1);
     assert_eq!(
         target["allow"],
         serde_json::json!([READER, OTHER, "127.0.0.0/8"])
     );
-    assert_eq!((target["chap"].clone(), json["discovery_chap"].clone()), (false.into(), false.into()));
+    assert_eq!(
+        (target["chap"].clone(), json["discovery_chap"].clone()),
+        (false.into(), false.into())
+    );
     let (rc, raw) = run(
         env!("CARGO_BIN_EXE_ironlun"),
-        &["admin", "--socket", sock.to_str().unwrap(), "--json", "sessions"],
+        &[
+            "admin",
+            "--socket",
+            sock.to_str().unwrap(),
+            "--json",
+            "sessions",
+        ],
     );
     assert_eq!(rc, 0, "{raw}");
     let v: serde_json::Value = serde_json::from_str(&raw).unwrap();

@@ -36,11 +36,7 @@ impl Checked {
 
     fn ok(&self) -> &Self {
         assert_eq!(self.rc, 0, "{}\n{}", self.toml, self.said);
-        assert!(
-            self.said.contains("configuration OK"),
-            "{}",
-            self.said
-        );
+        assert!(self.said.contains("configuration OK"), "{}", self.said);
         self
     }
 
@@ -109,7 +105,10 @@ fn body(toml: &str) -> String {
 fn the_effective_configuration_loads_back() {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("a.img");
-    std::fs::File::create(&img).unwrap().set_len(4 << 20).unwrap();
+    std::fs::File::create(&img)
+        .unwrap()
+        .set_len(4 << 20)
+        .unwrap();
     let text = format!(
         r#"
 listen = ["127.0.0.1:0"]
@@ -214,7 +213,10 @@ fn missing_directories() {
     assert!(c.line("state_dir").starts_with("warning: "), "{}", c.said);
     assert!(c.line("admin_socket").starts_with("error: "), "{}", c.said);
     assert!(c.said.contains("2 problems"), "{}", c.said);
-    assert!(!dir.path().join("typo").exists(), "--check made a directory");
+    assert!(
+        !dir.path().join("typo").exists(),
+        "--check made a directory"
+    );
 }
 
 /// `block:` on a regular file or a device that is not there.
@@ -234,7 +236,11 @@ fn block_on_a_file_or_a_missing_device() {
             f.display()
         )
     );
-    assert!(c.line("LUN 1").ends_with("sdz: no such device"), "{}", c.said);
+    assert!(
+        c.line("LUN 1").ends_with("sdz: no such device"),
+        "{}",
+        c.said
+    );
 }
 
 /// `file:` with a size the open would refuse; `,grow` is a note, and
@@ -248,14 +254,19 @@ fn file_size_rules() {
     let c = check(&["--name", NAME, "--lun", &smaller]);
     c.refused();
     assert!(
-        c.line("LUN 0").contains("the file is 8MiB, larger than size=4MiB"),
+        c.line("LUN 0")
+            .contains("the file is 8MiB, larger than size=4MiB"),
         "{}",
         c.said
     );
     let larger = format!("file:{},size=16MiB", f.display());
     let c = check(&["--name", NAME, "--lun", &larger]);
     c.refused();
-    assert!(c.line("LUN 0").contains("add ,grow to the spec"), "{}", c.said);
+    assert!(
+        c.line("LUN 0").contains("add ,grow to the spec"),
+        "{}",
+        c.said
+    );
     let grow = format!("{larger},grow");
     let c = check(&["--name", NAME, "--lun", &grow]);
     c.ok();
@@ -263,7 +274,11 @@ fn file_size_rules() {
         c.line("LUN 0"),
         format!("note: target {NAME} LUN 0: the file grows from 8MiB to 16MiB (,grow)")
     );
-    assert_eq!(std::fs::metadata(&f).unwrap().len(), 8 << 20, "grown by --check");
+    assert_eq!(
+        std::fs::metadata(&f).unwrap().len(),
+        8 << 20,
+        "grown by --check"
+    );
 }
 
 /// Two listeners on one address: the statistics endpoint on a portal's
@@ -296,11 +311,13 @@ fn two_listeners_on_one_address() {
         "127.0.0.2:39262",
     ]);
     c.refused();
-    assert!(c.line("127.0.0.2:39262").starts_with("error: listen 0.0.0.0:39262"));
+    assert!(c
+        .line("127.0.0.2:39262")
+        .starts_with("error: listen 0.0.0.0:39262"));
     // [::] takes IPv4 too where IPv6 sockets are dual-stack (Linux's
     // default, net.ipv6.bindv6only = 0): beside 0.0.0.0 it cannot listen.
-    let dual = std::fs::read_to_string("/proc/sys/net/ipv6/bindv6only")
-        .map_or(true, |v| v.trim() == "0");
+    let dual =
+        std::fs::read_to_string("/proc/sys/net/ipv6/bindv6only").map_or(true, |v| v.trim() == "0");
     let args = [
         "--name",
         NAME,
@@ -315,7 +332,8 @@ fn two_listeners_on_one_address() {
     if dual {
         c.refused();
         assert!(
-            c.line("[::]:39264").ends_with("list [::]:39264 alone for every address"),
+            c.line("[::]:39264")
+                .ends_with("list [::]:39264 alone for every address"),
             "{}",
             c.said
         );
@@ -346,7 +364,14 @@ fn an_unwritable_state_directory() {
         std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o555)).unwrap();
         None
     };
-    let c = check(&["--name", NAME, "--lun", "ram:1MiB", "--state-dir", s(&state)]);
+    let c = check(&[
+        "--name",
+        NAME,
+        "--lun",
+        "ram:1MiB",
+        "--state-dir",
+        s(&state),
+    ]);
     c.refused();
     assert!(
         c.line("state_dir").starts_with(&format!(
@@ -387,7 +412,11 @@ fn a_token_file_others_can_read() {
     ];
     let c = check(&args);
     c.refused();
-    assert!(c.line("admin_token_file").starts_with("error: "), "{}", c.said);
+    assert!(
+        c.line("admin_token_file").starts_with("error: "),
+        "{}",
+        c.said
+    );
     std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
     check(&args).ok();
 }
@@ -467,7 +496,9 @@ fn beside_the_running_daemon() {
             t.child.id()
         )
     );
-    assert!(c.line("something listens on").starts_with(&format!("warning: listen {portal}")));
+    assert!(c
+        .line("something listens on")
+        .starts_with(&format!("warning: listen {portal}")));
     assert!(c.line("a daemon answers").starts_with("note: admin_socket"));
     // The daemon goes on: its socket answers and its file stays locked.
     let (rc, out) = run(

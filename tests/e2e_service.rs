@@ -295,7 +295,9 @@ fn assert_default_config(out: &str) {
 fn assert_example_checks(out: &str) {
     let errors: Vec<&str> = out.lines().filter(|l| l.starts_with("error: ")).collect();
     assert!(
-        errors.iter().any(|l| l.contains("wwn-0x5000c500a1b2c3d4: no such device")),
+        errors
+            .iter()
+            .any(|l| l.contains("wwn-0x5000c500a1b2c3d4: no such device")),
         "{out}"
     );
     assert!(

@@ -87,7 +87,10 @@ pub fn state(state: &Value, sessions: &Value) -> String {
         .collect();
     let chap = on_off(state["discovery_chap"].as_bool() == Some(true), false);
     top.push(Node::with(
-        format!("discovery [{chap}, {}]", count(discovery.len(), "session", "sessions")),
+        format!(
+            "discovery [{chap}, {}]",
+            count(discovery.len(), "session", "sessions")
+        ),
         discovery,
     ));
     let root = Node::with(
@@ -139,10 +142,7 @@ fn target(t: &Value, portals: &[&str], sessions: &Value) -> Node {
 /// `lun0 file:/srv/a.img,size=10GiB,thin [10GiB, 512-byte blocks, thin]`.
 fn lun(l: &Value) -> Node {
     let bytes = l["bytes"].as_u64().unwrap_or(0);
-    let mut about = vec![
-        size(bytes),
-        format!("{}-byte blocks", l["block_size"]),
-    ];
+    let mut about = vec![size(bytes), format!("{}-byte blocks", l["block_size"])];
     if l["read_only"].as_bool() == Some(true) {
         about.push("ro".to_owned());
     }
@@ -180,10 +180,7 @@ fn acl(allow: &Value) -> Node {
     if entries.is_empty() {
         return Node::leaf("acl [everyone may log in]");
     }
-    Node::with(
-        format!("acl [{} allowed]", entries.len()),
-        entries,
-    )
+    Node::with(format!("acl [{} allowed]", entries.len()), entries)
 }
 
 /// Each entry with CHAP on or off and its map as the file writes it.
@@ -265,10 +262,7 @@ pub fn sessions(v: &Value) -> String {
             c.set_cell_alignment(CellAlignment::Right);
         }
     }
-    let mut out: String = t
-        .lines()
-        .map(|l| l.trim_end().to_owned() + "\n")
-        .collect();
+    let mut out: String = t.lines().map(|l| l.trim_end().to_owned() + "\n").collect();
     if list(v).is_empty() {
         out.push_str("(no sessions)\n");
     }

@@ -172,8 +172,13 @@ fn creatable(path: &Path) -> io::Result<()> {
         }
         Some(_) => {}
     }
-    rustix::fs::accessat(CWD, dir, Access::WRITE_OK | Access::EXEC_OK, AtFlags::EACCESS)
-        .map_err(|e| refuse(format!("{}: {e}", dir.display())))
+    rustix::fs::accessat(
+        CWD,
+        dir,
+        Access::WRITE_OK | Access::EXEC_OK,
+        AtFlags::EACCESS,
+    )
+    .map_err(|e| refuse(format!("{}: {e}", dir.display())))
 }
 
 /// `path` opened read-only (which takes no lock and, unlike a descriptor

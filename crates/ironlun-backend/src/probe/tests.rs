@@ -97,7 +97,10 @@ fn a_directory_or_a_file_is_not_what_the_other_kind_serves() {
     let e = probe_file(dir.path(), &opts(None, false, false))
         .unwrap_err()
         .to_string();
-    assert!(e.ends_with("not a regular file (use block: for devices)"), "{e}");
+    assert!(
+        e.ends_with("not a regular file (use block: for devices)"),
+        "{e}"
+    );
     let f = place(dir.path(), "f.img", Some(4096));
     let e = probe_block(&f, &FileOptions::default())
         .unwrap_err()
@@ -106,7 +109,9 @@ fn a_directory_or_a_file_is_not_what_the_other_kind_serves() {
         e,
         format!("{}: not a block device (use file: for files)", f.display())
     );
-    let open = FileBackend::open_block(&f, &FileOptions::default()).err().unwrap();
+    let open = FileBackend::open_block(&f, &FileOptions::default())
+        .err()
+        .unwrap();
     assert_eq!(e, open.to_string());
     let e = probe_block(&dir.path().join("sdz"), &FileOptions::default())
         .unwrap_err()

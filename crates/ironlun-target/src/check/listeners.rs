@@ -110,9 +110,7 @@ fn listening_now() -> Option<Vec<SocketAddr>> {
     for (file, v6) in [("/proc/net/tcp", false), ("/proc/net/tcp6", true)] {
         let mut text = String::new();
         let f = std::fs::File::open(file).ok()?;
-        f.take(PROC_NET_LIMIT + 1)
-            .read_to_string(&mut text)
-            .ok()?;
+        f.take(PROC_NET_LIMIT + 1).read_to_string(&mut text).ok()?;
         if text.len() as u64 > PROC_NET_LIMIT {
             return None;
         }
@@ -220,10 +218,7 @@ mod tests {
              \x20  0: 000000000000000000000000{one:08X}:0CBC 00000000000000000000000000000000:0000 0A 0\n\
              \x20  1: 00000000000000000000000000000000:0CBD 00000000000000000000000000000000:0000 0A 0\n"
         );
-        assert_eq!(
-            listening_in(&tcp6, true),
-            [a("[::1]:3260"), a("[::]:3261")]
-        );
+        assert_eq!(listening_in(&tcp6, true), [a("[::1]:3260"), a("[::]:3261")]);
     }
 
     /// What this process listens on shows up as the kernel has it.

@@ -129,7 +129,10 @@ fn makeable(subject: &str, d: &Path, out: &mut Vec<Finding>, ok: impl FnOnce(boo
         Ok(()) => out.push(ok(parent_missing)),
         Err(why) => out.push(Finding::error(
             subject,
-            format!("does not exist and cannot be made: {}: {why}", above.display()),
+            format!(
+                "does not exist and cannot be made: {}: {why}",
+                above.display()
+            ),
         )),
     }
 }
@@ -156,10 +159,9 @@ fn state_dir(d: &Path, out: &mut Vec<Finding>) {
             }
         }),
         Ok(Found::Socket) => out.push(Finding::error(subject, "not a directory")),
-        Ok(Found::Other(what)) => out.push(Finding::error(
-            subject,
-            format!("not a directory: {what}"),
-        )),
+        Ok(Found::Other(what)) => {
+            out.push(Finding::error(subject, format!("not a directory: {what}")))
+        }
         Err(e) => out.push(Finding::error(subject, e.to_string())),
     }
 }

@@ -86,11 +86,17 @@ fn found(subject: &str, p: &Probe, block_size: u32, out: &mut Vec<Finding>) {
             out.push(Finding::note(subject, format!("the file is made, {size}")));
         }
         Some(Change::Size) => {
-            out.push(Finding::note(subject, format!("the empty file is given its size, {size}")));
+            out.push(Finding::note(
+                subject,
+                format!("the empty file is given its size, {size}"),
+            ));
         }
         Some(Change::Grow { from }) => out.push(Finding::note(
             subject,
-            format!("the file grows from {} to {size} (,grow)", format_size(from)),
+            format!(
+                "the file grows from {} to {size} (,grow)",
+                format_size(from)
+            ),
         )),
         None => {}
     }
@@ -109,13 +115,19 @@ fn rbd(subject: &str, r: &RbdSpec, out: &mut Vec<Finding>) {
     for (key, file) in [("conf", &r.conf), ("keyring", &r.keyring)] {
         if let Some(f) = file {
             if let Err(why) = readable(f) {
-                out.push(Finding::error(subject, format!("{key}={}: {why}", f.display())));
+                out.push(Finding::error(
+                    subject,
+                    format!("{key}={}: {why}", f.display()),
+                ));
             }
         }
     }
     out.push(Finding::note(
         subject,
-        format!("the Ceph cluster is not contacted: whether {}/{} opens is known at start", r.pool, r.image),
+        format!(
+            "the Ceph cluster is not contacted: whether {}/{} opens is known at start",
+            r.pool, r.image
+        ),
     ));
 }
 

@@ -47,12 +47,18 @@ fn a_state_directory_is_a_directory_or_can_be_made() {
     let cfg = config(&format!("state_dir = {}", quoted(&file)), &ram());
     let l = said(&cfg);
     let e = one_with(&l, "state_dir");
-    assert!(e.starts_with("error: ") && e.ends_with("not a directory: a regular file"), "{e}");
+    assert!(
+        e.starts_with("error: ") && e.ends_with("not a directory: a regular file"),
+        "{e}"
+    );
 
     let fresh = dir.path().join("state");
     let l = said(&config(&format!("state_dir = {}", quoted(&fresh)), &ram()));
     let n = one_with(&l, "state_dir");
-    assert!(n.starts_with("note: ") && n.ends_with("made at the first save"), "{n}");
+    assert!(
+        n.starts_with("note: ") && n.ends_with("made at the first save"),
+        "{n}"
+    );
 
     let typo = dir.path().join("no/state");
     let l = said(&config(&format!("state_dir = {}", quoted(&typo)), &ram()));
@@ -60,9 +66,15 @@ fn a_state_directory_is_a_directory_or_can_be_made() {
     assert!(w.starts_with("warning: ") && w.contains("(a typo?)"), "{w}");
 
     let under_a_file = file.join("state");
-    let l = said(&config(&format!("state_dir = {}", quoted(&under_a_file)), &ram()));
+    let l = said(&config(
+        &format!("state_dir = {}", quoted(&under_a_file)),
+        &ram(),
+    ));
     let e = one_with(&l, "state_dir");
-    assert!(e.starts_with("error: ") && e.contains("is not a directory"), "{e}");
+    assert!(
+        e.starts_with("error: ") && e.contains("is not a directory"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -79,16 +91,27 @@ fn the_socket_path_and_the_save_directory() {
     let l = said(&config(&top, &ram()));
     let e = one_with(&l, "admin_socket");
     assert!(
-        e.starts_with("error: ") && e.contains("is a regular file: only an old socket there is replaced"),
+        e.starts_with("error: ")
+            && e.contains("is a regular file: only an old socket there is replaced"),
         "{e}"
     );
     let e = one_with(&l, "admin_save_dir");
-    assert!(e.starts_with("error: ") && e.ends_with("does not exist: config save could not write there"), "{e}");
+    assert!(
+        e.starts_with("error: ")
+            && e.ends_with("does not exist: config save could not write there"),
+        "{e}"
+    );
 
     let later = dir.path().join("run/ironlun/admin.sock");
-    let l = said(&config(&format!("admin_socket = {}", quoted(&later)), &ram()));
+    let l = said(&config(
+        &format!("admin_socket = {}", quoted(&later)),
+        &ram(),
+    ));
     let n = one_with(&l, "admin_socket");
-    assert!(n.starts_with("note: ") && n.ends_with("does not exist yet: made at start"), "{n}");
+    assert!(
+        n.starts_with("note: ") && n.ends_with("does not exist yet: made at start"),
+        "{n}"
+    );
 }
 
 #[test]
@@ -113,9 +136,15 @@ fn file_and_device_luns_as_their_open_finds_them() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().display();
     let small = dir.path().join("small.img");
-    std::fs::File::create(&small).unwrap().set_len(1 << 20).unwrap();
+    std::fs::File::create(&small)
+        .unwrap()
+        .set_len(1 << 20)
+        .unwrap();
     let odd = dir.path().join("odd.img");
-    std::fs::File::create(&odd).unwrap().set_len((1 << 20) + 100).unwrap();
+    std::fs::File::create(&odd)
+        .unwrap()
+        .set_len((1 << 20) + 100)
+        .unwrap();
     let not_a_device = dir.path().join("not-a-device");
     std::fs::write(&not_a_device, "x").unwrap();
     let tiny = dir.path().join("tiny.img");
@@ -135,12 +164,26 @@ fn file_and_device_luns_as_their_open_finds_them() {
     let l = said(&cfg);
     let at = |n: u16| format!("target iqn.2026-11.test:t LUN {n}: ");
     let expect = [
-        format!("error: {}{}: the file is 1MiB, smaller than size=2MiB", at(0), small.display()),
-        format!("error: {}{d}/no/dir/x.img: cannot create it: {d}/no/dir does not exist", at(2)),
-        format!("error: {}{}: not a block device (use file: for files)", at(3), not_a_device.display()),
+        format!(
+            "error: {}{}: the file is 1MiB, smaller than size=2MiB",
+            at(0),
+            small.display()
+        ),
+        format!(
+            "error: {}{d}/no/dir/x.img: cannot create it: {d}/no/dir does not exist",
+            at(2)
+        ),
+        format!(
+            "error: {}{}: not a block device (use file: for files)",
+            at(3),
+            not_a_device.display()
+        ),
         format!("error: {}{d}/sdz: no such device", at(4)),
         format!("error: {}100 bytes hold no 512-byte block", at(6)),
-        format!("warning: {}1048676 bytes are not whole 512-byte blocks: the last 100 are not served", at(5)),
+        format!(
+            "warning: {}1048676 bytes are not whole 512-byte blocks: the last 100 are not served",
+            at(5)
+        ),
         format!("note: {}the file is made, 4MiB", at(7)),
     ];
     assert_eq!(l.len(), expect.len(), "{l:#?}");
@@ -156,7 +199,10 @@ fn file_and_device_luns_as_their_open_finds_them() {
 fn a_file_served_by_a_daemon_is_information() {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("a.img");
-    std::fs::File::create(&img).unwrap().set_len(1 << 20).unwrap();
+    std::fs::File::create(&img)
+        .unwrap()
+        .set_len(1 << 20)
+        .unwrap();
     let served =
         ironlun_backend::FileBackend::open_file(&img, &ironlun_backend::FileOptions::default())
             .unwrap();
@@ -180,10 +226,20 @@ fn a_file_served_by_a_daemon_is_information() {
 fn rbd_files_must_be_readable() {
     let dir = tempfile::tempdir().unwrap();
     let conf = dir.path().join("ceph.conf");
-    let spec = format!("rbd:pool/img,conf={},keyring={}/k", conf.display(), dir.path().display());
+    let spec = format!(
+        "rbd:pool/img,conf={},keyring={}/k",
+        conf.display(),
+        dir.path().display()
+    );
     let l = said(&config("", &[spec]));
-    assert!(l[0].starts_with("error: target iqn.2026-11.test:t LUN 0: conf="), "{l:#?}");
-    assert!(l[1].starts_with("error: target iqn.2026-11.test:t LUN 0: keyring="), "{l:#?}");
+    assert!(
+        l[0].starts_with("error: target iqn.2026-11.test:t LUN 0: conf="),
+        "{l:#?}"
+    );
+    assert!(
+        l[1].starts_with("error: target iqn.2026-11.test:t LUN 0: keyring="),
+        "{l:#?}"
+    );
     assert!(l[2].contains("the Ceph cluster is not contacted"), "{l:#?}");
 }
 
@@ -197,7 +253,10 @@ fn every_problem_is_found_errors_first() {
         "listen = [\"127.0.0.1:39260\"]\nstats = \"127.0.0.1:39260\"\nstate_dir = {}",
         quoted(&file)
     );
-    let luns = vec![format!("file:{d}/new.img,size=1MiB"), format!("block:{d}/f")];
+    let luns = vec![
+        format!("file:{d}/new.img,size=1MiB"),
+        format!("block:{d}/f"),
+    ];
     let l = said(&config(&top, &luns));
     let severities: Vec<&str> = l.iter().map(|x| x.split(':').next().unwrap()).collect();
     assert_eq!(

@@ -105,7 +105,10 @@ fn top_level(doc: &mut DocumentMut, cfg: &Config, by: &Marks<'_>, log_flag: Opti
     let log = log_flag.or(cfg.log.as_deref()).unwrap_or(DEFAULT_LOG);
     doc.insert("log", marked(log, by.log, "--log"));
     if let Some(d) = &cfg.state_dir {
-        doc.insert("state_dir", marked(path(d), o.state_dir.is_some(), "--state-dir"));
+        doc.insert(
+            "state_dir",
+            marked(path(d), o.state_dir.is_some(), "--state-dir"),
+        );
     }
     if let Some(s) = cfg.stats {
         doc.insert("stats", marked(s.to_string(), o.stats.is_some(), "--stats"));
@@ -114,14 +117,20 @@ fn top_level(doc: &mut DocumentMut, cfg: &Config, by: &Marks<'_>, log_flag: Opti
         IoEngine::Uring => "uring",
         IoEngine::Pool => "pool",
     };
-    doc.insert("io_engine", marked(engine, o.io_engine.is_some(), "--io-engine"));
+    doc.insert(
+        "io_engine",
+        marked(engine, o.io_engine.is_some(), "--io-engine"),
+    );
     if let Some(p) = cfg.admin_socket() {
         let set = o.admin_socket.is_some();
         doc.insert("admin_socket", marked(path(&p), set, "--admin-socket"));
     }
     if let Some(h) = &cfg.admin_http {
         let set = o.admin_http.is_some();
-        doc.insert("admin_http", marked(h.addr.to_string(), set, "--admin-http"));
+        doc.insert(
+            "admin_http",
+            marked(h.addr.to_string(), set, "--admin-http"),
+        );
         let set = o.admin_token_file.is_some();
         let file = path(&h.token_file);
         doc.insert("admin_token_file", marked(file, set, "--admin-token-file"));
@@ -154,14 +163,20 @@ fn tcp(tcp: &TcpTuning, by: &Marks<'_>) -> Table {
     let o = by.flags;
     let mut t = Table::new();
     // Absent: the kernel's autotuning.
-    for (key, n) in [("send_buffer", tcp.send_buffer), ("recv_buffer", tcp.recv_buffer)] {
+    for (key, n) in [
+        ("send_buffer", tcp.send_buffer),
+        ("recv_buffer", tcp.recv_buffer),
+    ] {
         if let Some(n) = n {
             let v = format_size(u64::from(n));
             t.insert(key, marked(v, o.tcp_window.is_some(), "--tcp-window"));
         }
     }
     t.insert("nodelay", marked(tcp.nodelay, o.tcp_nagle, "--tcp-nagle"));
-    t.insert("quickack", marked(tcp.quickack, o.tcp_quickack, "--tcp-quickack"));
+    t.insert(
+        "quickack",
+        marked(tcp.quickack, o.tcp_quickack, "--tcp-quickack"),
+    );
     t
 }
 
@@ -204,7 +219,10 @@ fn target(t: &TargetConfig, by: &Marks<'_>) -> Table {
     for l in &t.luns {
         let mut lt = Table::new();
         lt.insert("number", Item::Value(int(l.number)));
-        lt.insert("spec", marked(l.spec.to_string(), !o.luns.is_empty(), "--lun"));
+        lt.insert(
+            "spec",
+            marked(l.spec.to_string(), !o.luns.is_empty(), "--lun"),
+        );
         luns.push(lt);
     }
     out.insert("lun", Item::ArrayOfTables(luns));
@@ -228,7 +246,10 @@ fn digests(l: &[DigestKind]) -> Value {
 fn params(o: &Offers, queue_depth: u32, by: &Marks<'_>) -> Table {
     let mut t = Table::new();
     let qd_set = by.flags.queue_depth.is_some();
-    t.insert("queue_depth", marked(int(queue_depth), qd_set, "--queue-depth"));
+    t.insert(
+        "queue_depth",
+        marked(int(queue_depth), qd_set, "--queue-depth"),
+    );
     t.insert("header_digest", Item::Value(digests(&o.header_digest)));
     t.insert("data_digest", Item::Value(digests(&o.data_digest)));
     t.insert("max_connections", Item::Value(int(o.max_connections)));
@@ -239,8 +260,14 @@ fn params(o: &Offers, queue_depth: u32, by: &Marks<'_>) -> Table {
     t.insert("max_burst_length", Item::Value(int(o.max_burst_length)));
     t.insert("first_burst_length", Item::Value(int(o.first_burst_length)));
     t.insert("default_time2wait", Item::Value(int(o.default_time2wait)));
-    t.insert("default_time2retain", Item::Value(int(o.default_time2retain)));
-    t.insert("max_outstanding_r2t", Item::Value(int(o.max_outstanding_r2t)));
+    t.insert(
+        "default_time2retain",
+        Item::Value(int(o.default_time2retain)),
+    );
+    t.insert(
+        "max_outstanding_r2t",
+        Item::Value(int(o.max_outstanding_r2t)),
+    );
     t
 }
 

@@ -142,7 +142,10 @@ fn no_secret_is_shown_and_every_user_is() {
     let shown = load(&o).effective_toml(&o, None);
     assert!(!shown.contains("S3CRET"), "{shown}");
     for user in ["disc", "dtgt", "alice", "tgt", "bob"] {
-        assert!(shown.contains(&format!("\"{user}:<hidden>\"")), "{user}: {shown}");
+        assert!(
+            shown.contains(&format!("\"{user}:<hidden>\"")),
+            "{user}: {shown}"
+        );
     }
     // As shown, it cannot be applied: the placeholder is refused.
     let e = Config::from_toml(&shown, None).err().unwrap().to_string();
@@ -210,7 +213,10 @@ fn what_flags_set_is_marked_and_loads_back() {
     for line in [
         "listen = [\"127.0.0.1:3999\"] # --listen",
         "log = \"warn\" # --log",
-        &format!("state_dir = \"{}\" # --state-dir", dir.path().join("st").display()),
+        &format!(
+            "state_dir = \"{}\" # --state-dir",
+            dir.path().join("st").display()
+        ),
         "send_buffer = \"1MiB\" # --tcp-window",
         "nodelay = false # --tcp-nagle",
         "chap = \"flag:<hidden>\" # --chap",
@@ -222,7 +228,10 @@ fn what_flags_set_is_marked_and_loads_back() {
         assert!(shown.lines().any(|l| l == line), "{line}:\n{shown}");
     }
     // What the file says and no flag changed is not marked.
-    assert!(shown.lines().any(|l| l == "io_engine = \"pool\""), "{shown}");
+    assert!(
+        shown.lines().any(|l| l == "io_engine = \"pool\""),
+        "{shown}"
+    );
     let mut back = normal(reloaded(&shown));
     back.log = normal(cfg.clone()).log;
     assert_eq!(back, normal(cfg), "{shown}");

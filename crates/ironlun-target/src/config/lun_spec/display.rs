@@ -188,7 +188,10 @@ mod tests {
         );
         assert_eq!(shown("ram:1G,bs=512,pbs=512"), "ram:1GiB");
         assert_eq!(shown("rbd:p/i,thin"), "rbd:p/i");
-        assert_eq!(shown("block:/dev/sdb,rotation=none"), "block:/dev/sdb,rotation=ssd");
+        assert_eq!(
+            shown("block:/dev/sdb,rotation=none"),
+            "block:/dev/sdb,rotation=ssd"
+        );
         assert_eq!(
             shown("ram:1M,sanitize,sanitize_rate=64MiB/s"),
             "ram:1MiB,sanitize,sanitize_rate=64MiB/s"
