@@ -511,3 +511,33 @@ fn beside_the_running_daemon() {
     assert_ne!(rc, 0, "the served file's lock was lost");
     assert_eq!(t.terminate(Duration::from_secs(30)), Some(0), "{}", t.log());
 }
+
+/// Standard output closed before the configuration is written (`--check
+/// | head -1` once head has gone): the problems and exit status 2 still
+/// come.
+#[test]
+fn a_closed_output_does_not_hide_the_verdict() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe(2) writes.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: pipe(2) just made both descriptors; each is owned once.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    drop(read);
+    let out = Command::new(env!("CARGO_BIN_EXE_ironlun"))
+        .args([
+            "target",
+            "--check",
+            "--name",
+            NAME,
+            "--lun",
+            "block:/nonexistent/sdz",
+        ])
+        .stdout(std::process::Stdio::from(write))
+        .output()
+        .unwrap();
+    let said = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.contains("sdz: no such device"), "{said}");
+    assert!(said.contains("1 problem"), "{said}");
+}

@@ -11,7 +11,7 @@ use ironlun_target::{Config, Overrides};
 /// Prints the effective configuration and the findings; `Err` is the
 /// verdict when something would fail.
 pub fn run(cfg: &Config, flags: &Overrides, log: Option<&str>) -> Result<(), String> {
-    out!("{}", cfg.effective_toml(flags, log));
+    print_toml(&cfg.effective_toml(flags, log))?;
     let found = check::check(cfg);
     for f in &found {
         eprintln!("{f}");
@@ -36,4 +36,18 @@ pub fn run(cfg: &Config, flags: &Overrides, log: Option<&str>) -> Result<(), Str
         cfg.targets.len()
     );
     Ok(())
+}
+
+/// The configuration on standard output. A reader that has gone (`|
+/// head`) does not end the check: its verdict and exit status still
+/// come.
+fn print_toml(text: &str) -> Result<(), String> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(format!("cannot write to standard output: {e}"))
+        }
+        _ => Ok(()),
+    }
 }
