@@ -6,10 +6,13 @@
 //! to systemd in [`service`].
 
 #![forbid(unsafe_code)]
+// Results go through `outln!`/`out!` (ui::stdout), which end quietly on a
+// closed pipe; `println!` would panic there.
+#![deny(clippy::print_stdout)]
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[macro_use]
 mod ui;
@@ -19,18 +22,21 @@ mod cmd;
 mod runtime;
 mod service;
 
-use runtime::{finish, init_logging, run_tool, usage_error};
+use runtime::{finish, init_logging, log_filter, run_tool, usage_error};
 
 #[derive(Parser)]
 #[command(
     name = "ironlun",
     version,
-    about = "Userspace iSCSI target, initiator and SAN benchmark lab"
+    propagate_version = true,
+    about = "Userspace iSCSI target, initiator and SAN benchmark lab",
+    after_help = "Exit status: 0 done; 1 the operation failed; 2 a usage or configuration error."
 )]
 struct Cli {
-    /// Log level or filter (error, warn, info, debug, trace, or a tracing
-    /// filter such as ironlun_target=debug). Also IRONLUN_LOG.
-    #[arg(long, global = true, env = "IRONLUN_LOG")]
+    /// Log level (off, error, warn, info, debug, trace) or a tracing
+    /// filter whose directives each end in a level, such as
+    /// ironlun_target=debug,info. Also IRONLUN_LOG.
+    #[arg(long, global = true, env = "IRONLUN_LOG", value_name = "FILTER")]
     log: Option<String>,
 
     #[command(subcommand)]
@@ -48,9 +54,9 @@ enum Command {
     /// List the targets a portal reports (SendTargets discovery).
     Discover(cmd::discover::DiscoverArgs),
     /// Show a LUN's standard INQUIRY data.
-    Inquiry(args::UrlArgs),
+    Inquiry(cmd::inquiry::InquiryArgs),
     /// Show a LUN's capacity and block size (READ CAPACITY).
-    Readcap(args::UrlArgs),
+    Readcap(cmd::readcap::ReadcapArgs),
     /// Copy between a local file and a LUN (or LUN to LUN), with progress.
     Dd(cmd::dd::DdArgs),
     /// Load generator: IOMeter-style access specifications over iSCSI.
@@ -85,6 +91,12 @@ enum Command {
     /// rbd backing store and ironlun's rbd: LUN on one image, the
     /// gateways driven by ironlun bench, in alternation.
     CompareRbd(cmd::compare_rbd::RbdArgs),
+    /// Print a shell's completion script for ironlun (bash, zsh, fish,
+    /// elvish, powershell) on standard output.
+    Completions(cmd::manual::CompletionsArgs),
+    /// Write ironlun's manual pages (one per command, section 1) into a
+    /// directory.
+    Man(cmd::manual::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -96,13 +108,19 @@ fn main() -> ExitCode {
                 let _ = e.print();
                 return ExitCode::SUCCESS;
             }
-            // One clear line instead of clap's usage block.
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or("invalid arguments");
-            let first = first.strip_prefix("error: ").unwrap_or(first);
-            return usage_error(&format!("{first} (see ironlun --help)"));
+            // `ironlun admin` alone: the list of its commands, on stderr.
+            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                let _ = e.print();
+                return ExitCode::from(runtime::EXIT_USAGE);
+            }
+            return usage_error(&one_line(&e));
         }
     };
+    // A filter that names no level would silence the log: refused before
+    // anything runs (IRONLUN_LOG too: clap read it into --log).
+    if let Some(Err(e)) = cli.log.as_deref().map(log_filter) {
+        return usage_error(&format!("--log (or IRONLUN_LOG): {e}"));
+    }
     let log = cli.log.as_deref();
     // The lab's commands log warnings unless told otherwise.
     let quiet = || init_logging(Some(log.unwrap_or("warn")), None);
@@ -141,5 +159,38 @@ fn main() -> ExitCode {
             quiet();
             finish(cmd::lab::run(a))
         }
+        Command::Completions(a) => finish(cmd::manual::completions(a, Cli::command())),
+        Command::Man(a) => finish(cmd::manual::man(a, Cli::command())),
     }
 }
+
+/// clap's error on one line: its message, the arguments it lists on lines
+/// of their own (those not provided), its "did you mean" tip, and where
+/// the help is (`ironlun admin lun add --help`).
+fn one_line(e: &clap::Error) -> String {
+    let text = e.to_string();
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or("invalid arguments");
+    let mut out = first.strip_prefix("error: ").unwrap_or(first).to_owned();
+    let mut command = "ironlun".to_owned();
+    for line in lines {
+        if let Some(usage) = line.strip_prefix("Usage: ") {
+            let words = usage.split_whitespace();
+            let words: Vec<&str> = words
+                .take_while(|w| !w.starts_with(['[', '<', '-']))
+                .collect();
+            if !words.is_empty() {
+                command = words.join(" ");
+            }
+            break;
+        }
+        match line.strip_prefix("tip: ") {
+            Some(tip) => out.push_str(&format!("; {tip}")),
+            None => out.push_str(&format!(" {line}")),
+        }
+    }
+    format!("{out} (see {command} --help)")
+}
+
+#[cfg(test)]
+mod cli_tests;

@@ -7,9 +7,11 @@
 //! be durable before GOOD flushing librbd (its own counter), a
 //! qemu-img round trip, a verifying `ironlun bench`, SIGKILL of the target
 //! mid-write with every acknowledged and flushed write surviving, a resize
-//! made in Ceph reported as CAPACITY DATA HAS CHANGED, and a lost cluster
-//! answered with NOT READY while the session lives on; and `ironlun lab
-//! --rbd` on the same cluster.
+//! made in Ceph reported as CAPACITY DATA HAS CHANGED, a blocklisted
+//! client: fenced for good by default, and with `reconnect=on` a new
+//! client whose first SYNCHRONIZE CACHE reports the writes the old one
+//! lost, and a lost cluster answered with NOT READY while the session
+//! lives on; and `ironlun lab --rbd` on the same cluster.
 //!
 //! Where Ceph cannot be installed the test skips loudly (listed in
 //! scripts/test's summary); under CI=true or `--require-all` it
@@ -77,6 +79,7 @@ fn rbd_luns_against_a_real_cluster() {
         ("crash", "64M"),
         ("grow", "64M"),
         ("cutoff", "64M"),
+        ("fenced", "64M"),
         ("lost", "64M"),
         ("same", "64M"),
         ("caw", "16M"),
@@ -107,7 +110,14 @@ fn rbd_luns_against_a_real_cluster() {
     case("a resize in Ceph is CAPACITY DATA HAS CHANGED", || {
         resize(&ceph)
     });
-    case("a client the cluster cut off reconnects", || cut_off(&ceph));
+    case(
+        "a blocklisted client stays fenced: no reconnect by default",
+        || fenced(&ceph),
+    );
+    case(
+        "reconnect=on: the first SYNC after a blocklist reports the lost writes",
+        || cut_off(&ceph),
+    );
     case("ironlun lab --rbd on the cluster CEPH_CONF names", || {
         lab(&ceph, dir.path())
     });
@@ -606,45 +616,259 @@ fn resize(ceph: &Ceph) {
     assert_eq!(capacity(&mut c), (96 << 20) / 512);
 }
 
-/// `ceph osd blocklist add` of the target's client: commands fail with
-/// NOT READY (ESHUTDOWN), the target opens the image again with a new
-/// client, and commands succeed again on the same session.
-fn cut_off(ceph: &Ceph) {
-    let t = target(ceph, "cutoff", ",timeout=3");
-    let mut c = login(t.addr, 5);
+/// A session whose commands go to LUN 1, its power-on unit attention
+/// taken.
+fn login_lun1(addr: std::net::SocketAddr, tail: u8) -> Raw {
+    let mut c = login(addr, tail);
+    c.lun = 1;
+    let _ = c.scsi(&TUR, 0, &[]);
+    c
+}
+
+/// Sense key, ASC and ASCQ of fixed-format sense data; zeros without
+/// sense (GOOD).
+fn code(sense: &[u8]) -> (u8, u8, u8) {
+    if sense.len() < 14 {
+        return (0, 0, 0);
+    }
+    (sense[2] & 0x0f, sense[12], sense[13])
+}
+
+const NOT_READY_BECOMING_READY: (u8, u8, u8) = (0x02, 0x04, 0x01);
+const NOT_READY_MANUAL_INTERVENTION: (u8, u8, u8) = (0x02, 0x04, 0x03);
+const MEDIUM_ERROR_WRITE_ERROR: (u8, u8, u8) = (0x03, 0x0c, 0x00);
+
+/// WRITE(10) of block `n` with FUA.
+fn fua_write(n: u64) -> [u8; 10] {
+    let mut c = cdb10(0x2a, n);
+    c[1] = 0x08;
+    c
+}
+
+/// The target's librados client address, from the line it logs on
+/// opening the image (librados' own `rados_getaddrs`), checked against
+/// the image's watchers in `rbd status`: what `ceph osd blocklist add`
+/// takes.
+fn client_address(ceph: &Ceph, t: &Target, image: &str) -> String {
+    const OPENED: &str = "opened as client ";
+    assert!(
+        t.wait_log(OPENED, Duration::from_secs(30)),
+        "no client address logged: {}",
+        t.log()
+    );
+    let log = t.log();
+    let address = log
+        .split(OPENED)
+        .nth(1)
+        .and_then(|rest| rest.split([';', ' ', '\n']).next())
+        .unwrap()
+        .to_owned();
+    let status = ceph.rbd(&["status", &format!("rbd/{image}")]);
+    assert!(
+        status.contains(&format!("watcher={address} ")),
+        "{address} is not among the watchers: {status}"
+    );
+    address
+}
+
+/// Block 1 written and flushed, block 2 written (acknowledged, not
+/// flushed): what a blocklist then takes.
+fn write_flush_write(c: &mut Raw) {
     let (st, _, _) = c.scsi(&cdb10(0x2a, 1), 0, &content(1, 1));
     assert_eq!(st, 0);
-    let status = ceph.rbd(&["status", "rbd/cutoff"]);
-    let watcher = status
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("watcher="))
-        .unwrap_or_else(|| panic!("no watcher in: {status}"))
-        .to_owned();
-    ceph.ceph(&["osd", "blocklist", "add", &watcher]);
-    let _ = c.stream.set_read_timeout(Some(Duration::from_secs(60)));
-    let mut refused = 0;
+    let (st, _, _) = c.scsi(&SYNC10, 0, &[]);
+    assert_eq!(st, 0, "the first SYNCHRONIZE CACHE");
+    let (st, _, _) = c.scsi(&cdb10(0x2a, 2), 0, &content(2, 1));
+    assert_eq!(st, 0);
+}
+
+/// Reads block 1 until the target stops answering GOOD (it learns of the
+/// blocklist from the OSDs' answers); the sense it then answers.
+fn first_refusal(c: &mut Raw, t: &Target) -> (u8, u8, u8) {
     let deadline = Instant::now() + Duration::from_secs(90);
-    let mut n = 100;
+    loop {
+        assert!(Instant::now() < deadline, "never refused: {}", t.log());
+        let (st, sense, _) = c.scsi(&cdb10(0x28, 1), 4096, &[]);
+        if st != 0 {
+            return code(&sense);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `ceph osd blocklist add` of the target's client with `reconnect` off
+/// (the default): the LU is fenced for good. Commands and TEST UNIT
+/// READY answer NOT READY, MANUAL INTERVENTION REQUIRED, except
+/// SYNCHRONIZE CACHE and FUA writes, which report the acknowledged write
+/// no flush covered (MEDIUM ERROR, WRITE ERROR); lifting the blocklist brings
+/// nothing back; the LUN removed and added again through the admin
+/// socket (an operator's act) serves the image, the flushed block intact.
+fn fenced(ceph: &Ceph) {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("admin.sock");
+    let sock_arg = sock.to_str().unwrap();
+    let spec = spec(ceph, "fenced", ",timeout=3");
+    let cfg = dir.path().join("ironlun.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "listen = [\"127.0.0.1:0\"]\nadmin_socket = \"{sock_arg}\"\n[[target]]\n\
+             name = \"{NAME}\"\n[[target.lun]]\nnumber = 0\nspec = \"ram:1MiB\"\n\
+             [[target.lun]]\nnumber = 1\nspec = \"{spec}\"\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&cfg, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let t = Target::start_with(&["--config", cfg.to_str().unwrap()], false);
+    let mut c = login_lun1(t.addr, 6);
+    write_flush_write(&mut c);
+    let address = client_address(ceph, &t, "fenced");
+    ceph.ceph(&["osd", "blocklist", "add", &address]);
+    let _ = c.stream.set_read_timeout(Some(Duration::from_secs(60)));
+    assert_eq!(first_refusal(&mut c, &t), NOT_READY_MANUAL_INTERVENTION);
+    let (st, sense, _) = c.scsi(&SYNC10, 0, &[]);
+    assert_eq!(
+        (st, code(&sense)),
+        (2, MEDIUM_ERROR_WRITE_ERROR),
+        "the unflushed write must be reported lost: {}",
+        t.log()
+    );
+    for (what, cdb, data, want) in [
+        // The initiator's retry sees the report too.
+        (
+            "SYNC again",
+            SYNC10.to_vec(),
+            vec![],
+            MEDIUM_ERROR_WRITE_ERROR,
+        ),
+        (
+            "FUA WRITE",
+            fua_write(3).to_vec(),
+            content(3, 1),
+            MEDIUM_ERROR_WRITE_ERROR,
+        ),
+        (
+            "WRITE",
+            cdb10(0x2a, 3).to_vec(),
+            content(3, 1),
+            NOT_READY_MANUAL_INTERVENTION,
+        ),
+        (
+            "TEST UNIT READY",
+            TUR.to_vec(),
+            vec![],
+            NOT_READY_MANUAL_INTERVENTION,
+        ),
+    ] {
+        let (st, sense, _) = c.scsi(&cdb, 0, &data);
+        assert_eq!(st, 2, "{what}: CHECK CONDITION expected");
+        assert_eq!(code(&sense), want, "{what}");
+    }
+    let log = t.log();
+    assert!(
+        log.contains("fenced") && log.contains("reconnect is off") && log.contains(&address),
+        "the log must say the LU was fenced and how to bring it back: {log}"
+    );
+    // Lifting the blocklist does not bring the LU back by itself.
+    ceph.ceph(&["osd", "blocklist", "rm", &address]);
+    let (st, sense, _) = c.scsi(&cdb10(0x28, 1), 4096, &[]);
+    assert_eq!((st, code(&sense)), (2, NOT_READY_MANUAL_INTERVENTION));
+    assert!(!log.contains("reconnected as client"), "{log}");
+    // The operator brings it back: the LUN removed and added again opens
+    // the image with a new client.
+    let admin = |args: &[&str]| {
+        let mut all = vec!["admin", "--socket", sock_arg, "lun"];
+        all.extend_from_slice(args);
+        ironlun_ok(&all)
+    };
+    admin(&["remove", NAME, "1"]);
+    admin(&["add", NAME, &spec]);
+    let mut c = login_lun1(t.addr, 7);
+    let _ = c.stream.set_read_timeout(Some(Duration::from_secs(120)));
+    // Past the new LU's unit attentions: the flushed block.
+    let mut answers = Vec::new();
+    let data = loop {
+        let (st, sense, data) = c.scsi(&cdb10(0x28, 1), 4096, &[]);
+        if st == 0 {
+            break data;
+        }
+        answers.push((st, code(&sense)));
+        assert!(
+            answers.len() < 4,
+            "the re-added LUN does not serve: {answers:02x?}: {}",
+            t.log()
+        );
+    };
+    assert!(data == content(1, 1), "the flushed block");
+    let (st, _, _) = c.scsi(&cdb10(0x2a, 3), 0, &content(3, 2));
+    assert_eq!(st, 0, "a write through the new client");
+    let (st, _, _) = c.scsi(&SYNC10, 0, &[]);
+    assert_eq!(st, 0, "a SYNC through the new client");
+}
+
+/// `ceph osd blocklist add` of the target's client with `reconnect=on`:
+/// commands answer NOT READY (retried) until the target has opened the
+/// image again with a new client, on the same session. The write the old
+/// client acknowledged after the last flush is lost with it, so the
+/// first SYNCHRONIZE CACHE through the new client answers MEDIUM ERROR,
+/// WRITE ERROR (and a FUA write before it too), never GOOD, and so does
+/// its retry (the report lasts a minute: ironlun-backend's ledger tests
+/// show it ending); the LU serves reads and writes meanwhile.
+fn cut_off(ceph: &Ceph) {
+    let t = target(ceph, "cutoff", ",timeout=3,reconnect=on");
+    let mut c = login(t.addr, 5);
+    write_flush_write(&mut c);
+    let address = client_address(ceph, &t, "cutoff");
+    ceph.ceph(&["osd", "blocklist", "add", &address]);
+    let _ = c.stream.set_read_timeout(Some(Duration::from_secs(60)));
+    assert_eq!(first_refusal(&mut c, &t), NOT_READY_BECOMING_READY);
+    let mut refused = 1;
+    let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         assert!(Instant::now() < deadline, "never reconnected: {}", t.log());
-        n += 1;
-        let (st, sense, _) = c.scsi(&cdb10(0x2a, n), 0, &content(n, 1));
-        if st == 0 && refused > 0 {
+        let (st, sense, data) = c.scsi(&cdb10(0x28, 1), 4096, &[]);
+        if st == 0 {
+            assert!(data == content(1, 1), "the flushed block must read back");
             break;
         }
-        if st != 0 {
-            assert_eq!(
-                (sense[2] & 0x0f, sense[12], sense[13]),
-                (0x02, 0x04, 0x01),
-                "NOT READY expected while cut off: {sense:02x?}"
-            );
-            refused += 1;
-        }
+        assert_eq!(code(&sense), NOT_READY_BECOMING_READY, "while cut off");
+        refused += 1;
         std::thread::sleep(Duration::from_millis(200));
     }
-    let (st, _, data) = c.scsi(&cdb10(0x28, 1), 4096, &[]);
-    assert_eq!((st, data == content(1, 1)), (0, true));
-    ceph.ceph(&["osd", "blocklist", "rm", &watcher]);
+    let (st, _, _) = c.scsi(&cdb10(0x2a, 4), 0, &content(4, 1));
+    assert_eq!(st, 0, "a write without FUA goes on");
+    let (st, sense, _) = c.scsi(&fua_write(5), 0, &content(5, 1));
+    assert_eq!(
+        (st, code(&sense)),
+        (2, MEDIUM_ERROR_WRITE_ERROR),
+        "a FUA write before the loss is reported"
+    );
+    let (st, sense, _) = c.scsi(&SYNC10, 0, &[]);
+    assert_eq!(
+        (st, code(&sense)),
+        (2, MEDIUM_ERROR_WRITE_ERROR),
+        "the second SYNCHRONIZE CACHE must report the write lost: {}",
+        t.log()
+    );
+    let (st, sense, _) = c.scsi(&SYNC10, 0, &[]);
+    assert_eq!(
+        (st, code(&sense)),
+        (2, MEDIUM_ERROR_WRITE_ERROR),
+        "a retry of that SYNCHRONIZE CACHE must not answer GOOD"
+    );
+    let (st, _, _) = c.scsi(&cdb10(0x2a, 5), 0, &content(5, 1));
+    assert_eq!(st, 0, "writes without FUA go on");
+    for n in [1, 4, 5] {
+        let (st, _, data) = c.scsi(&cdb10(0x28, n), 4096, &[]);
+        assert_eq!((st, data == content(n, 1)), (0, true), "block {n}");
+    }
+    let log = t.log();
+    assert!(
+        log.contains("reconnected as client")
+            && log.contains("lost with it: 1 write it acknowledged"),
+        "{log}"
+    );
+    ceph.ceph(&["osd", "blocklist", "rm", &address]);
     eprintln!("  {refused} commands refused while cut off");
 }
 

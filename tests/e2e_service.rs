@@ -359,9 +359,12 @@ fn the_default_configuration_and_its_example_load() {
 // --- the Debian package ---------------------------------------------------
 
 /// `cargo deb --no-build --fast` on the release binary already built,
-/// into `dir`: the package and its -dbgsym, and how long it took.
+/// into `dir`, after scripts/deb-assets wrote the manual pages and
+/// completions: the package and its -dbgsym, and how long it took.
 /// (`--fast` is a lighter xz level: the same files, sooner.)
 fn cargo_deb(dir: &Path) -> (String, Duration) {
+    let (rc, out) = run(repo().join("scripts/deb-assets").to_str().unwrap(), &[]);
+    assert_eq!(rc, 0, "scripts/deb-assets: {out}");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let started = Instant::now();
     let out = Command::new(cargo)
@@ -430,6 +433,42 @@ fn assert_contents(deb: &str) {
             "-rw-r--r--"
         };
         assert!(line.starts_with(mode), "{line}");
+    }
+}
+
+/// The manual pages (gzipped, one per command) and the completions for
+/// bash, zsh and fish, as scripts/deb-assets made them from the binary.
+fn assert_manual_and_completions(deb: &str, root: &Path) {
+    let contents = dpkg_deb(&["--contents", deb]);
+    let pages = contents
+        .lines()
+        .filter(|l| l.contains(" ./usr/share/man/man1/ironlun") && l.ends_with(".1.gz"))
+        .count();
+    assert!(pages > 30, "{pages} manual pages:\n{contents}");
+    for (path, needle) in [
+        ("usr/share/bash-completion/completions/ironlun", "_ironlun"),
+        (
+            "usr/share/zsh/vendor-completions/_ironlun",
+            "#compdef ironlun",
+        ),
+        (
+            "usr/share/fish/vendor_completions.d/ironlun.fish",
+            "complete -c ironlun",
+        ),
+    ] {
+        let text = std::fs::read_to_string(root.join(path))
+            .unwrap_or_else(|e| panic!("{path}: {e}:\n{contents}"));
+        assert!(text.contains(needle) && text.contains("readcap"), "{path}");
+    }
+    for page in [
+        "ironlun.1.gz",
+        "ironlun-target.1.gz",
+        "ironlun-admin-lun-add.1.gz",
+    ] {
+        let p = root.join("usr/share/man/man1").join(page);
+        let (rc, text) = run("/bin/zcat", &[p.to_str().unwrap()]);
+        assert_eq!(rc, 0, "{page}: {text}");
+        assert!(text.contains(".TH"), "{page}: {text}");
     }
 }
 
@@ -504,6 +543,7 @@ fn the_debian_package_installs_binary_unit_and_conffile() {
     let (rc, out) = run(&tool("dpkg", "dpkg"), &["-x", &deb, root.to_str().unwrap()]);
     assert_eq!(rc, 0, "dpkg -x: {out}");
     assert_installed(&root);
+    assert_manual_and_completions(&deb, &root);
     verify_installed(&root).unwrap_or_else(|e| panic!("the installed unit: {e}"));
     // The same check fails when the package's binary is not there.
     std::fs::remove_file(root.join("usr/bin/ironlun")).unwrap();

@@ -4,20 +4,23 @@ use ironlun_initiator::url::UrlError;
 use ironlun_initiator::{open_lun, IscsiUrl, Session};
 
 use super::InitiatorArgs;
+use crate::runtime::{usage, Failure};
 
 #[derive(clap::Args)]
 pub struct UrlArgs {
-    /// iscsi://[user[%password]@]host[:port]/target-iqn/lun
+    /// The LUN: iscsi://[user[%password]@]host[:port]/target-iqn/lun
     pub url: String,
     #[command(flatten)]
     pub initiator: InitiatorArgs,
 }
 
 impl UrlArgs {
-    /// The URL, and a session to its target with the LUN ready.
-    pub async fn open(&self) -> Result<(IscsiUrl, Session), String> {
-        let url = parse_url(&self.url)?;
-        let opts = self.initiator.options_for(&url)?;
+    /// The URL, and a session to its target with the LUN ready. A URL or
+    /// flag that does not parse is a usage error; a login or LUN that
+    /// fails is a failure.
+    pub async fn open(&self) -> Result<(IscsiUrl, Session), Failure> {
+        let url = parse_url(&self.url).map_err(usage)?;
+        let opts = self.initiator.options_for(&url).map_err(usage)?;
         let s = open_lun(&url.portal(), &url.target, url.lun, &opts)
             .await
             .map_err(|e| e.to_string())?;

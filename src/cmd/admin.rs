@@ -19,6 +19,8 @@ use ironlun_target::admin::ops::{Op, Request};
 use ironlun_target::live::edit::Mapping;
 use serde_json::Value;
 
+use crate::runtime::{usage, Failure};
+
 /// Where the packaged service keeps its configuration.
 const DEFAULT_CONFIG: &str = "/etc/ironlun/ironlun.toml";
 /// How long an operation may take (opening a backend, a resize).
@@ -43,15 +45,26 @@ pub struct AdminArgs {
     /// Print the API's JSON answer.
     #[arg(long, global = true)]
     json: bool,
-    /// Show what would change, change nothing.
-    #[arg(long, visible_alias = "dry-run", global = true)]
+    /// `--diff` before the command (`admin --diff apply FILE`): as after it.
+    #[arg(long, visible_alias = "dry-run", hide = true)]
     diff: bool,
-    /// Let a removal log out the sessions it concerns, and a resize
-    /// shrink a LUN (its last blocks are discarded).
-    #[arg(long, global = true)]
+    /// `--force` before the command: as after it.
+    #[arg(long, hide = true)]
     force: bool,
     #[command(subcommand)]
     what: What,
+}
+
+/// The flags of every command that changes the daemon.
+#[derive(clap::Args, Clone, Copy, Default)]
+struct Change {
+    /// Show what would change, change nothing.
+    #[arg(long, visible_alias = "dry-run")]
+    diff: bool,
+    /// Let a removal log out the sessions it concerns, and a resize
+    /// shrink a LUN (its last blocks are discarded).
+    #[arg(long)]
+    force: bool,
 }
 
 #[derive(Subcommand)]
@@ -61,18 +74,34 @@ enum What {
     /// Sessions with their negotiated keys and I/O counters.
     Sessions,
     /// Ask a session's initiator to log out (by TSIH).
-    Logout { tsih: u16 },
+    Logout {
+        /// The session's TSIH (`admin sessions` lists them).
+        tsih: u16,
+        #[command(flatten)]
+        change: Change,
+    },
     /// Apply a whole configuration file: print the difference and apply
     /// it (`--diff`: print only).
-    Apply { file: PathBuf },
+    Apply {
+        /// The TOML configuration to make the running one
+        /// (docs/config.md).
+        file: PathBuf,
+        #[command(flatten)]
+        change: Change,
+    },
+    /// The running configuration: show it, or save it to a file.
     #[command(subcommand)]
     Config(ConfigCmd),
+    /// Add, remove or set a target (name, alias, access list, CHAP).
     #[command(subcommand)]
     Target(TargetCmd),
+    /// Add, remove, resize a LUN, or make it read-only.
     #[command(subcommand)]
     Lun(LunCmd),
+    /// Set or remove an initiator's own LUN map and CHAP on a target.
     #[command(subcommand)]
     Initiator(InitiatorCmd),
+    /// Add or remove a portal (an address the daemon listens on).
     #[command(subcommand)]
     Portal(PortalCmd),
 }
@@ -83,67 +112,123 @@ enum ConfigCmd {
     Show,
     /// Write the running configuration: the daemon's file (the
     /// default), or PATH = NAME.toml in the daemon's admin_save_dir.
-    Save { path: Option<PathBuf> },
+    Save {
+        /// Where to write it (default: the file the daemon started with).
+        path: Option<PathBuf>,
+        #[command(flatten)]
+        change: Change,
+    },
     /// Read the daemon's file again and apply it, as SIGHUP does
     /// (`--diff`: what SIGHUP would change, unsaved live changes undone).
-    Reload,
+    Reload {
+        #[command(flatten)]
+        change: Change,
+    },
 }
+
+/// A LUN spec's help, for `target add --lun` and `lun add`.
+const SPEC_HELP: &str = "A LUN spec: ram:SIZE, null:SIZE, file:PATH[,size=SIZE], block:PATH or rbd:POOL/IMAGE, with options such as ,ro ,bs=4096 ,thin (docs/config.md)";
 
 #[derive(Subcommand)]
 enum TargetCmd {
+    /// Add a target with its LUNs.
     Add {
+        /// The target's iSCSI name (iqn.…, eui.… or naa.…).
         name: String,
-        /// LUN spec (repeatable), numbered from 0.
-        #[arg(long)]
+        /// LUN spec (repeatable), numbered from 0: ram:SIZE, null:SIZE,
+        /// file:PATH[,size=SIZE], block:PATH or rbd:POOL/IMAGE, with
+        /// options such as ,ro ,bs=4096 ,thin (docs/config.md).
+        #[arg(long, value_name = "SPEC")]
         lun: Vec<String>,
+        #[command(flatten)]
+        change: Change,
     },
+    /// Remove a target (with sessions: only with --force, which logs
+    /// them out).
     Remove {
+        /// The target's iSCSI name.
         name: String,
+        #[command(flatten)]
+        change: Change,
     },
+    /// Set a target's alias, access list, CHAP or default map; what is
+    /// not given stays.
     Set {
+        /// The target's iSCSI name.
         name: String,
+        /// The target's alias ("" removes it).
         #[arg(long)]
         alias: Option<String>,
-        /// Access list entries (replace the list; repeatable).
-        #[arg(long)]
+        /// Access list entries (replace the list; repeatable): initiator
+        /// names, networks (CIDR) or addresses.
+        #[arg(long, value_name = "IQN|CIDR")]
         allow: Option<Vec<String>>,
         /// USER:SECRET ("" removes).
-        #[arg(long)]
+        #[arg(long, value_name = "USER:SECRET")]
         chap: Option<String>,
         /// What initiators without an entry see: all or none.
-        #[arg(long)]
+        #[arg(long, value_name = "all|none")]
         default_map: Option<String>,
+        #[command(flatten)]
+        change: Change,
     },
 }
 
 #[derive(Subcommand)]
 enum LunCmd {
+    /// Add a LUN to a target.
     Add {
+        /// The target's iSCSI name.
         target: String,
+        #[arg(help = SPEC_HELP)]
         spec: String,
-        #[arg(long)]
+        /// The LUN number (default: the lowest free one).
+        #[arg(long, value_name = "N")]
         lun: Option<u16>,
+        #[command(flatten)]
+        change: Change,
     },
+    /// Remove a LUN (its initiator mappings go with it).
     Remove {
+        /// The target's iSCSI name.
         target: String,
+        /// The LUN number.
         lun: u16,
+        #[command(flatten)]
+        change: Change,
     },
+    /// Change a RAM, null or file LUN's size (initiators see CAPACITY
+    /// DATA HAS CHANGED).
     Resize {
+        /// The target's iSCSI name.
         target: String,
+        /// The LUN number.
         lun: u16,
+        /// The new size: 16GiB, 1.5GiB, 2G, 500GB.
         size: String,
+        #[command(flatten)]
+        change: Change,
     },
     /// Read-only on or off.
     ReadOnly {
+        /// The target's iSCSI name.
         target: String,
+        /// The LUN number.
         lun: u16,
+        /// on: writes get DATA PROTECT; off: writable again.
         on: OnOff,
+        #[command(flatten)]
+        change: Change,
     },
     /// Reads the state files of a LUN they took offline again, after a
     /// person fixed or removed them (docs/admin.md).
     Online {
+        /// The target's iSCSI name.
         target: String,
+        /// The LUN number.
         lun: u16,
+        #[command(flatten)]
+        change: Change,
     },
 }
 
@@ -157,66 +242,109 @@ enum OnOff {
 enum InitiatorCmd {
     /// Gives an initiator its own LUN map and/or CHAP.
     Set {
+        /// The target's iSCSI name.
         target: String,
+        /// The initiator's iSCSI name.
         name: String,
         /// MAPPED=TARGET_LUN[:ro] (repeatable); none: the target's LUNs.
-        #[arg(long = "map")]
+        #[arg(long = "map", value_name = "MAPPED=TARGET_LUN[:ro]")]
         maps: Vec<String>,
-        #[arg(long)]
+        /// The initiator's own CHAP credentials, USER:SECRET.
+        #[arg(long, value_name = "USER:SECRET")]
         chap: Option<String>,
+        #[command(flatten)]
+        change: Change,
     },
+    /// Remove an initiator's entry (it sees the target's default map).
     Remove {
+        /// The target's iSCSI name.
         target: String,
+        /// The initiator's iSCSI name.
         name: String,
+        #[command(flatten)]
+        change: Change,
     },
 }
 
 #[derive(Subcommand)]
 enum PortalCmd {
-    Add { addr: std::net::SocketAddr },
-    Remove { addr: std::net::SocketAddr },
+    /// Listen on one more address.
+    Add {
+        /// IP address and port, ADDR:PORT (IPv6 as [::1]:3260).
+        #[arg(value_name = "ADDR:PORT")]
+        addr: std::net::SocketAddr,
+        #[command(flatten)]
+        change: Change,
+    },
+    /// Stop listening on an address (connections already accepted go
+    /// on; the last portal stays).
+    Remove {
+        /// IP address and port, ADDR:PORT.
+        #[arg(value_name = "ADDR:PORT")]
+        addr: std::net::SocketAddr,
+        #[command(flatten)]
+        change: Change,
+    },
 }
 
-pub fn run(a: AdminArgs) -> Result<(), String> {
-    let socket = endpoint(&a)?;
-    let (dry_run, force, json) = (a.diff, a.force, a.json);
-    let op = match a.what {
-        What::State => return show_state(&socket, json),
-        What::Sessions => return show(&socket, "/v1/sessions", json, print_sessions),
-        What::Config(ConfigCmd::Show) => {
-            let (status, body) = call(&socket, "GET", "/v1/config", None)?;
-            if status != 200 {
-                return Err(format!("/v1/config: HTTP {status}: {body}"));
-            }
-            print!("{body}");
-            return Ok(());
+pub fn run(a: AdminArgs) -> Result<(), Failure> {
+    // No socket, a configuration that does not load, a bad --url or
+    // token file: the command as typed cannot work.
+    let socket = endpoint(&a).map_err(usage)?;
+    let json = a.json;
+    let before = Change {
+        diff: a.diff,
+        force: a.force,
+    };
+    let (op, change) = match a.what {
+        What::State => return read_only(before, "state", || show_state(&socket, json)),
+        What::Sessions => {
+            return read_only(before, "sessions", || {
+                show(&socket, "/v1/sessions", json, print_sessions)
+            })
         }
-        What::Config(ConfigCmd::Save { path }) => Op::SaveConfig {
-            // The daemon's working directory is not the caller's.
-            path: path
-                .map(|p| std::path::absolute(&p).map_err(|e| format!("{}: {e}", p.display())))
-                .transpose()?,
-        },
-        What::Config(ConfigCmd::Reload) => Op::ReloadConfig {},
-        What::Logout { tsih } => Op::LogoutSession { tsih },
-        What::Apply { file } => Op::Apply {
-            toml: std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?,
-        },
+        What::Config(ConfigCmd::Show) => {
+            return read_only(before, "config show", || config_show(&socket, json))
+        }
+        What::Config(ConfigCmd::Save { path, change }) => (
+            Op::SaveConfig {
+                // The daemon's working directory is not the caller's.
+                path: path
+                    .map(|p| {
+                        std::path::absolute(&p).map_err(|e| usage(format!("{}: {e}", p.display())))
+                    })
+                    .transpose()?,
+            },
+            change,
+        ),
+        What::Config(ConfigCmd::Reload { change }) => (Op::ReloadConfig {}, change),
+        What::Logout { tsih, change } => (Op::LogoutSession { tsih }, change),
+        What::Apply { file, change } => (
+            Op::Apply {
+                toml: std::fs::read_to_string(&file)
+                    .map_err(|e| usage(format!("{}: {e}", file.display())))?,
+            },
+            change,
+        ),
         What::Target(t) => target_op(t),
         What::Lun(l) => lun_op(l),
-        What::Initiator(i) => initiator_op(i)?,
-        What::Portal(PortalCmd::Add { addr }) => Op::AddPortal { addr },
-        What::Portal(PortalCmd::Remove { addr }) => Op::RemovePortal { addr },
+        What::Initiator(i) => initiator_op(i).map_err(usage)?,
+        What::Portal(PortalCmd::Add { addr, change }) => (Op::AddPortal { addr }, change),
+        What::Portal(PortalCmd::Remove { addr, change }) => (Op::RemovePortal { addr }, change),
     };
-    let req = Request { op, dry_run, force };
+    let req = Request {
+        op,
+        dry_run: change.diff || before.diff,
+        force: change.force || before.force,
+    };
     let body = serde_json::to_string(&req).map_err(|e| e.to_string())?;
     let (status, answer) = call(&socket, "POST", "/v1/ops", Some(&body))?;
     let v: Value = serde_json::from_str(&answer).map_err(|e| format!("answer: {e}: {answer}"))?;
     if json {
-        println!("{answer}");
+        outln!("{answer}");
     }
     if !(200..300).contains(&status) {
-        return Err(v["error"].as_str().unwrap_or(&answer).to_owned());
+        return Err(refused(status, v["error"].as_str().unwrap_or(&answer)));
     }
     if !json {
         print_changes(&v);
@@ -224,58 +352,139 @@ pub fn run(a: AdminArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn target_op(t: TargetCmd) -> Op {
+/// A command that changes nothing: `--diff` or `--force` given before it
+/// would be ignored, so they are refused.
+fn read_only(
+    before: Change,
+    what: &str,
+    f: impl FnOnce() -> Result<(), Failure>,
+) -> Result<(), Failure> {
+    if before.diff || before.force {
+        return Err(usage(format!(
+            "admin {what} changes nothing: --diff and --force are for the commands that do"
+        )));
+    }
+    f()
+}
+
+/// The API's refusal as a failure: 400, 401, 403, 413 and 422 say the
+/// request itself cannot be right (a name, spec, size, path or token to
+/// fix: status 2); 404 (not there), 409 (conflict, in use) and 5xx (the
+/// daemon failed) are failures of the operation (status 1).
+fn refused(status: u16, message: &str) -> Failure {
+    match status {
+        400 | 401 | 403 | 413 | 422 => Failure::Usage(message.to_owned()),
+        _ => Failure::Failed(message.to_owned()),
+    }
+}
+
+fn config_show(socket: &Endpoint, json: bool) -> Result<(), Failure> {
+    let (status, body) = call(socket, "GET", "/v1/config", None)?;
+    if status != 200 {
+        return Err(refused(
+            status,
+            &format!("/v1/config: HTTP {status}: {body}"),
+        ));
+    }
+    if json {
+        // The TOML text as one JSON string: {"config": "..."}.
+        outln!("{}", serde_json::json!({ "config": body }));
+    } else {
+        out!("{body}");
+    }
+    Ok(())
+}
+
+fn target_op(t: TargetCmd) -> (Op, Change) {
     match t {
-        TargetCmd::Add { name, lun } => Op::AddTarget { name, luns: lun },
-        TargetCmd::Remove { name } => Op::RemoveTarget { name },
+        TargetCmd::Add { name, lun, change } => (Op::AddTarget { name, luns: lun }, change),
+        TargetCmd::Remove { name, change } => (Op::RemoveTarget { name }, change),
         TargetCmd::Set {
             name,
             alias,
             allow,
             chap,
             default_map,
-        } => Op::SetTarget {
-            name,
-            alias,
-            allow,
-            chap,
-            default_map,
-        },
+            change,
+        } => (
+            Op::SetTarget {
+                name,
+                alias,
+                allow,
+                chap,
+                default_map,
+            },
+            change,
+        ),
     }
 }
 
-fn lun_op(l: LunCmd) -> Op {
+fn lun_op(l: LunCmd) -> (Op, Change) {
     match l {
-        LunCmd::Add { target, spec, lun } => Op::AddLun { target, spec, lun },
-        LunCmd::Remove { target, lun } => Op::RemoveLun { target, lun },
-        LunCmd::Resize { target, lun, size } => Op::ResizeLun { target, lun, size },
-        LunCmd::ReadOnly { target, lun, on } => Op::SetReadOnly {
+        LunCmd::Add {
+            target,
+            spec,
+            lun,
+            change,
+        } => (Op::AddLun { target, spec, lun }, change),
+        LunCmd::Remove {
             target,
             lun,
-            read_only: matches!(on, OnOff::On),
-        },
-        LunCmd::Online { target, lun } => Op::OnlineLun { target, lun },
+            change,
+        } => (Op::RemoveLun { target, lun }, change),
+        LunCmd::Resize {
+            target,
+            lun,
+            size,
+            change,
+        } => (Op::ResizeLun { target, lun, size }, change),
+        LunCmd::ReadOnly {
+            target,
+            lun,
+            on,
+            change,
+        } => (
+            Op::SetReadOnly {
+                target,
+                lun,
+                read_only: matches!(on, OnOff::On),
+            },
+            change,
+        ),
+        LunCmd::Online {
+            target,
+            lun,
+            change,
+        } => (Op::OnlineLun { target, lun }, change),
     }
 }
 
-fn initiator_op(i: InitiatorCmd) -> Result<Op, String> {
+fn initiator_op(i: InitiatorCmd) -> Result<(Op, Change), String> {
     Ok(match i {
         InitiatorCmd::Set {
             target,
             name,
             maps,
             chap,
-        } => Op::SetInitiator {
+            change,
+        } => (
+            Op::SetInitiator {
+                target,
+                name,
+                luns: if maps.is_empty() {
+                    None
+                } else {
+                    Some(maps.iter().map(|m| mapping(m)).collect::<Result<_, _>>()?)
+                },
+                chap,
+            },
+            change,
+        ),
+        InitiatorCmd::Remove {
             target,
             name,
-            luns: if maps.is_empty() {
-                None
-            } else {
-                Some(maps.iter().map(|m| mapping(m)).collect::<Result<_, _>>()?)
-            },
-            chap,
-        },
-        InitiatorCmd::Remove { target, name } => Op::RemoveInitiator { target, name },
+            change,
+        } => (Op::RemoveInitiator { target, name }, change),
     })
 }
 
@@ -410,19 +619,19 @@ fn call(
 }
 
 /// The body of `GET path`.
-fn get(socket: &Endpoint, path: &str) -> Result<String, String> {
+fn get(socket: &Endpoint, path: &str) -> Result<String, Failure> {
     let (status, body) = call(socket, "GET", path, None)?;
     if status != 200 {
-        return Err(format!("{path}: HTTP {status}: {body}"));
+        return Err(refused(status, &format!("{path}: HTTP {status}: {body}")));
     }
     Ok(body)
 }
 
-fn parse(body: &str) -> Result<Value, String> {
-    serde_json::from_str(body).map_err(|e| e.to_string())
+fn parse(body: &str) -> Result<Value, Failure> {
+    serde_json::from_str(body).map_err(|e| Failure::from(e.to_string()))
 }
 
-fn show(socket: &Endpoint, path: &str, json: bool, table: fn(&Value)) -> Result<(), String> {
+fn show(socket: &Endpoint, path: &str, json: bool, table: fn(&Value)) -> Result<(), Failure> {
     let body = get(socket, path)?;
     if json {
         out!("{body}");
@@ -434,7 +643,7 @@ fn show(socket: &Endpoint, path: &str, json: bool, table: fn(&Value)) -> Result<
 
 /// The state as a tree, its sessions under their targets; `--json`: the
 /// state as the API answered.
-fn show_state(socket: &Endpoint, json: bool) -> Result<(), String> {
+fn show_state(socket: &Endpoint, json: bool) -> Result<(), Failure> {
     let state = get(socket, "/v1/state")?;
     if json {
         out!("{state}");
@@ -451,16 +660,16 @@ fn show_state(socket: &Endpoint, json: bool) -> Result<(), String> {
 fn print_changes(v: &Value) {
     let changes = v["changes"].as_array().cloned().unwrap_or_default();
     if changes.is_empty() {
-        println!("no change");
+        outln!("no change");
     }
     for c in &changes {
-        println!("{}", c.as_str().unwrap_or_default());
+        outln!("{}", c.as_str().unwrap_or_default());
     }
     if v["dry_run"].as_bool() == Some(true) {
-        println!("(dry run: nothing applied)");
+        outln!("(dry run: nothing applied)");
     }
     if let Some(n) = v["note"].as_str() {
-        println!("{n}");
+        outln!("{n}");
     }
 }
 

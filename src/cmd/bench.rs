@@ -13,6 +13,7 @@ use ironlun_units::{parse_duration, parse_size};
 
 use super::bench_luns::LunPlan;
 use crate::args::{parse_url, relay_to, InitiatorArgs, LinkArgs};
+use crate::runtime::{usage, Failure};
 use crate::ui::progress_line;
 
 #[derive(clap::Args, Clone)]
@@ -481,46 +482,49 @@ pub fn write_outputs(
     Ok(())
 }
 
-pub async fn run(a: BenchArgs) -> Result<(), String> {
+/// Runs the bench. What the flags, workload files and URLs say is
+/// checked before any I/O, and a mistake there is a usage error (exit
+/// status 2); what fails while running is a failure (status 1).
+pub async fn run(a: BenchArgs) -> Result<(), Failure> {
     if a.list {
         list();
         return Ok(());
     }
     if let Some(BenchCommand::Agent(g)) = a.command {
-        return super::bench_agent::serve(g).await;
+        return Ok(super::bench_agent::serve(g).await?);
     }
     if !a.agents.is_empty() {
         if a.lat_log.is_some() {
-            return Err(
-                "--lat-log logs the I/O of this host; with --agents it runs on the agents".into(),
-            );
+            return Err(usage(
+                "--lat-log logs the I/O of this host; with --agents it runs on the agents",
+            ));
         }
-        return super::bench_agent::control(&a).await;
+        return Ok(super::bench_agent::control(&a).await?);
     }
-    let ws = workloads(&a)?;
+    if a.target_pid.is_some() && a.target_stats.is_some() {
+        return Err(usage("--target-pid and --target-stats: give one of them"));
+    }
+    let lat_log = LatLogArgs {
+        path: a.lat_log.clone(),
+        cap: parse_size(&a.lat_log_cap).map_err(|e| usage(format!("--lat-log-cap: {e}")))?,
+    };
+    let ws = workloads(&a).map_err(usage)?;
     let mut relays = Vec::new();
-    let mut plan = lun_plan(&a, &mut relays, a.verify)?;
-    plan.threads = threads(&a, &plan, &ws)?;
+    let mut plan = lun_plan(&a, &mut relays, a.verify).map_err(usage)?;
+    plan.threads = threads(&a, &plan, &ws).map_err(usage)?;
     let n = plan.threads;
     let stride = ws.iter().map(|w| w.workers).max().unwrap_or(1);
     let targets = plan.targets();
     let pool = Threads::start(n, targets, stride, plan.opener()).await?;
     outln!("{n} load thread{}", if n == 1 { "" } else { "s" });
     let probe = match (a.target_pid, a.target_stats) {
-        (Some(_), Some(_)) => {
-            return Err("--target-pid and --target-stats: give one of them".into())
-        }
-        (Some(pid), None) => Some(ironlun_bench::cpu::pid_probe(pid)),
+        (Some(pid), _) => Some(ironlun_bench::cpu::pid_probe(pid)),
         (None, Some(addr)) => {
             // Fail early on a wrong address rather than report no CPU.
             ironlun_bench::target_stats::fetch(addr).await?;
             Some(ironlun_bench::target_stats::probe(addr))
         }
         (None, None) => None,
-    };
-    let lat_log = LatLogArgs {
-        path: a.lat_log.clone(),
-        cap: parse_size(&a.lat_log_cap)?,
     };
     let results = run_all(
         &ws,

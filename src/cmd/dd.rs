@@ -8,6 +8,7 @@ use ironlun_initiator::copy::{copy, CopyPlan, End};
 use ironlun_units::parse_size;
 
 use crate::args::{parse_url, InitiatorArgs};
+use crate::runtime::{usage, Failure};
 use crate::ui::Progress;
 
 #[derive(clap::Args)]
@@ -41,19 +42,20 @@ pub struct DdArgs {
 }
 
 /// A copy's end: an iscsi:// URL or a local file.
-async fn end(spec: &str, write: bool, a: &InitiatorArgs) -> Result<End, String> {
+async fn end(spec: &str, write: bool, a: &InitiatorArgs) -> Result<End, Failure> {
     if spec.starts_with("iscsi://") {
-        let url = parse_url(spec)?;
-        End::lun(&url, &a.options_for(&url)?).await
+        let url = parse_url(spec).map_err(usage)?;
+        let options = a.options_for(&url).map_err(usage)?;
+        Ok(End::lun(&url, &options).await?)
     } else {
-        End::file(spec, write)
+        Ok(End::file(spec, write)?)
     }
 }
 
-pub async fn run(a: DdArgs) -> Result<(), String> {
-    let bs = parse_size(&a.bs)?;
+pub async fn run(a: DdArgs) -> Result<(), Failure> {
+    let bs = parse_size(&a.bs).map_err(|e| usage(format!("--bs: {e}")))?;
     if bs == 0 || bs > 16 << 20 {
-        return Err("--bs must be between 1 byte and 16 MiB".into());
+        return Err(usage("--bs must be between 1 byte and 16 MiB"));
     }
     let plan = CopyPlan {
         bs,

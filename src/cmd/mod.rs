@@ -17,6 +17,7 @@ pub mod dd;
 pub mod discover;
 pub mod inquiry;
 pub mod lab;
+pub mod manual;
 pub mod netem;
 pub mod readcap;
 pub mod report;

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use ironlun_proto::chap::ChapPolicy;
 use ironlun_target::{BindError, Config, ConfigError, Overrides, Server};
 
-use crate::runtime::{init_logging, shutdown_signal, usage_error};
+use crate::runtime::{init_logging, log_filter, shutdown_signal, usage_error};
 use crate::service;
 
 #[derive(clap::Args)]
@@ -25,10 +25,12 @@ pub struct TargetArgs {
     #[arg(long, value_name = "IQN")]
     pub name: Option<String>,
     /// A LUN, numbered from 0 in the order given: ram:SIZE, null:SIZE,
-    /// file:PATH[,size=SIZE][,direct][,prealloc] or block:PATH[,direct],
-    /// optionally followed by ,bs=4096, ,ro, ,thin (thin provisioning,
-    /// not for block) and ,sanitize[,sanitize_rate=RATE] (docs/config.md
-    /// has every option). Sizes: 512MiB, 1GiB, 1G.
+    /// file:PATH[,size=SIZE][,direct][,prealloc], block:PATH[,direct] or
+    /// rbd:POOL/IMAGE[,conf=FILE][,id=USER] (a Ceph RBD image,
+    /// docs/rbd.md), optionally followed by ,bs=4096, ,ro, ,thin (thin
+    /// provisioning, not for block) and ,sanitize[,sanitize_rate=RATE]
+    /// (docs/config.md has every option). Sizes: 512MiB, 1GiB, 1.5GiB,
+    /// 1G, 500GB.
     #[arg(long, value_name = "SPEC")]
     pub lun: Vec<String>,
     /// Commands each session may have outstanding (the CmdSN window).
@@ -117,6 +119,8 @@ enum Failure {
     Config(ConfigError),
     /// A LUN that did not open, a portal that did not listen.
     Bind(BindError),
+    /// The file's `log` names no level (`runtime::log_filter`).
+    Log(String),
     /// `IRONLUN_RUNTIME` names no runtime model.
     RuntimeModel(String),
     /// The tokio runtime did not start.
@@ -148,6 +152,7 @@ impl Failure {
         match self {
             Failure::Config(e) => usage_error(&e.to_string()),
             Failure::Bind(e) => usage_error(&e.to_string()),
+            Failure::Log(e) => usage_error(&e),
             Failure::RuntimeModel(other) => usage_error(&format!(
                 "IRONLUN_RUNTIME={other}: expected multi-thread or current-thread"
             )),
@@ -210,6 +215,13 @@ fn serve(log: Option<&str>, args: TargetArgs) -> Result<(), Failure> {
     let check = args.check;
     let overrides = overrides(args);
     let cfg = Config::load(&overrides)?;
+    if let Some(Err(e)) = cfg.log.as_deref().map(log_filter) {
+        let source = cfg.source.as_ref().map(|p| p.display().to_string());
+        return Err(Failure::Log(format!(
+            "{}: log: {e}",
+            source.unwrap_or_default()
+        )));
+    }
     if check {
         return crate::cmd::target_check::run(&cfg, &overrides, log).map_err(Failure::Check);
     }

@@ -10,9 +10,11 @@
 //! themselves ([`aio`]); the io_uring that runs file
 //! and block requests without a thread each ([`ring`]); reusable large
 //! buffers ([`pool`]) and `O_DIRECT`-aligned, huge-page-backed memory
-//! ([`aligned`]). Also, for tests ([`testing`]), a fault-injecting
-//! wrapper for error paths and a recorder of every request made of a
-//! store, for what the layers above ask of the medium.
+//! ([`aligned`]); the conditions a store reports that no errno names
+//! ([`Fault`]) and what it has to tell the operator's log ([`events`]).
+//! Also, for tests ([`testing`]), a fault-injecting wrapper for error
+//! paths and a recorder of every request made of a store, for what the
+//! layers above ask of the medium.
 //!
 //! **Must not know:** CDBs, LBAs or block sizes as SCSI sees them (offsets
 //! and lengths arrive in bytes, already checked against the size), sense
@@ -31,6 +33,8 @@
 
 pub mod aio;
 pub mod aligned;
+pub mod events;
+mod fault;
 mod file;
 mod lock;
 mod null;
@@ -54,6 +58,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 pub use ironlun_payload::Payload;
 
+pub use events::{Severity, StoreEvent, StoreEvents};
+pub use fault::Fault;
 pub use file::{FileBackend, FileOptions, ZERO_COPY_MIN};
 pub use ironlun_rbd::ClusterConfig;
 pub use lock::LOCK_WAIT;
@@ -155,6 +161,22 @@ pub trait Backend: Send + Sync {
     /// looked at again ([`Backend::refresh_size`]).
     fn size_watch(&self) -> Option<aio::SizeWatch> {
         None
+    }
+
+    /// What the store has to tell the operator as it runs (an RBD client
+    /// fenced or reconnected, writes lost), for the target to log with
+    /// the LU's name. Given once: later calls answer `None`, as do stores
+    /// that have nothing to say.
+    fn events(&self) -> Option<events::StoreEvents> {
+        None
+    }
+
+    /// Whether the store can take commands, without touching the medium
+    /// (TEST UNIT READY): an error (a [`Fault`]) when it cannot until an
+    /// operator acts. An unreachable cluster is not this: it may come
+    /// back by itself, and the commands that reach it say so.
+    fn ready(&self) -> io::Result<()> {
+        Ok(())
     }
 
     /// Writes `data` at `offset` only if the store holds `compare` there,

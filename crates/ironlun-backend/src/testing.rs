@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use bytes::Bytes;
 
-use crate::Backend;
+use crate::{Backend, Fault};
 
 pub mod record;
 
@@ -24,6 +24,10 @@ pub struct Faults {
     /// The file system is full: failing writes and flushes report ENOSPC
     /// (as Linux numbers it) instead of an I/O error.
     pub no_space: bool,
+    /// The failing operations report this store condition instead (an
+    /// RBD LU fenced, writes lost); with [`Fault::Fenced`] the store is
+    /// not [ready](Backend::ready) either.
+    pub raise: Option<Fault>,
 }
 
 /// What [`Backend::free_bytes`] and [`Backend::used_bytes`] report
@@ -85,8 +89,11 @@ impl<B: Backend> FaultyBackend<B> {
     }
 }
 
-fn injected(what: &str) -> io::Error {
-    io::Error::other(format!("injected {what} fault"))
+fn injected(what: &str, raise: Option<Fault>) -> io::Error {
+    match raise {
+        Some(f) => f.into(),
+        None => io::Error::other(format!("injected {what} fault")),
+    }
 }
 
 /// ENOSPC on Linux.
@@ -102,8 +109,9 @@ impl<B: Backend> Backend for FaultyBackend<B> {
     }
 
     fn read(&self, offset: u64, len: usize) -> io::Result<Bytes> {
-        if Self::hits(&self.faults().read, offset, len) {
-            return Err(injected("read"));
+        let f = self.faults();
+        if Self::hits(&f.read, offset, len) {
+            return Err(injected("read", f.raise));
         }
         self.inner.read(offset, len)
     }
@@ -114,7 +122,7 @@ impl<B: Backend> Backend for FaultyBackend<B> {
             return Err(if f.no_space {
                 io::Error::from_raw_os_error(ENOSPC)
             } else {
-                injected("write")
+                injected("write", f.raise)
             });
         }
         self.inner.write(offset, data, durable)
@@ -126,7 +134,7 @@ impl<B: Backend> Backend for FaultyBackend<B> {
             return Err(if f.no_space {
                 io::Error::from_raw_os_error(ENOSPC)
             } else {
-                injected("flush")
+                injected("flush", f.raise)
             });
         }
         self.inner.flush()
@@ -134,6 +142,13 @@ impl<B: Backend> Backend for FaultyBackend<B> {
 
     fn may_block(&self) -> bool {
         self.inner.may_block()
+    }
+
+    fn ready(&self) -> io::Result<()> {
+        match self.faults().raise {
+            Some(Fault::Fenced) => Err(Fault::Fenced.into()),
+            _ => self.inner.ready(),
+        }
     }
 
     fn copies_data(&self) -> bool {
@@ -176,6 +191,7 @@ mod tests {
             write: None,
             flush: true,
             no_space: false,
+            raise: None,
         });
         assert!(b.read(0, 4096).is_ok());
         assert!(b.read(4000, 200).is_err());

@@ -128,6 +128,16 @@ impl Cluster {
         self.rados.get(&args::c_string("option", key)?)
     }
 
+    /// This client's address as the OSDs see it, the form `ceph osd
+    /// blocklist add` takes and `rbd status` shows
+    /// (`127.0.0.1:0/3361727345`): what an operator or another gateway
+    /// blocklists to fence this client. Ceph 16's `rados_getaddrs`
+    /// prints it so; a typed address (`v2:…`) or a bracketed vector of
+    /// several is reduced to its first address without the type.
+    pub fn address(&self) -> Result<String> {
+        Ok(blocklist_form(&self.rados.addrs()?))
+    }
+
     /// The pool's I/O context (blocks briefly for the OSD map).
     pub fn pool(&self, name: &str) -> Result<Pool> {
         let c = args::c_string("pool", name)?;
@@ -136,6 +146,28 @@ impl Cluster {
             ioctx: Arc::new(ioctx),
         })
     }
+}
+
+/// The address types librados prints before an address (`entity_addr_t`).
+const ADDRESS_TYPES: [&str; 3] = ["v1:", "v2:", "any:"];
+
+/// The first address of what `rados_getaddrs` printed (`127.0.0.1:0/N`,
+/// `v1:127.0.0.1:0/N` or `[v2:…,v1:…]`), without its type: the form the
+/// OSD map's blocklist and `rbd status` show.
+fn blocklist_form(printed: &str) -> String {
+    let s = printed.trim();
+    let typed = |x: &&str| ADDRESS_TYPES.iter().any(|t| x.starts_with(t));
+    let inner = s
+        .strip_prefix('[')
+        .and_then(|x| x.strip_suffix(']'))
+        .filter(typed)
+        .unwrap_or(s);
+    let first = inner.split(',').next().unwrap_or(inner);
+    let bare = ADDRESS_TYPES
+        .iter()
+        .find_map(|t| first.strip_prefix(t))
+        .unwrap_or(first);
+    bare.to_owned()
 }
 
 /// ENOENT: what `rados_conf_read_file` answers when the file, or every
@@ -217,6 +249,19 @@ mod tests {
             call: "rados_conf_read_file",
             errno: ENOENT,
         }
+    }
+
+    #[test]
+    fn the_address_is_given_as_the_blocklist_shows_it() {
+        let a = "127.0.0.1:0/3361727345";
+        assert_eq!(blocklist_form(a), a);
+        assert_eq!(blocklist_form(&format!("v1:{a}")), a);
+        assert_eq!(blocklist_form(&format!("any:{a}\n")), a);
+        assert_eq!(blocklist_form(&format!("[v2:{a},v1:{a}]")), a);
+        // IPv6 keeps its own brackets.
+        let six = "[::1]:0/42";
+        assert_eq!(blocklist_form(six), six);
+        assert_eq!(blocklist_form(&format!("[any:{six}]")), six);
     }
 
     #[test]

@@ -97,6 +97,28 @@ impl Rados {
         let r = unsafe { (self.api.rados_connect)(self.raw) };
         Error::check("rados_connect", r.into()).map(drop)
     }
+
+    /// `rados_getaddrs`: this client's addresses as librados prints them.
+    pub(crate) fn addrs(&self) -> Result<String> {
+        let mut out: *mut c_char = ptr::null_mut();
+        // SAFETY: live, connected handle (only `Cluster` calls this, after
+        // `connect`); `out` is a valid out-pointer.
+        let r = unsafe { (self.api.rados_getaddrs)(self.raw, &mut out) };
+        Error::check("rados_getaddrs", r.into())?;
+        if out.is_null() {
+            return Err(Error::Abandoned("rados_getaddrs returned no string"));
+        }
+        // SAFETY: on success librados sets `out` to a NUL-terminated copy
+        // (`strdup`, librados_c.cc) that only this side holds.
+        let text = unsafe { CStr::from_ptr(out) }
+            .to_string_lossy()
+            .into_owned();
+        // SAFETY: `out` came from librados' `strdup` and is freed once;
+        // rados_buffer_free is librados' `free` for the buffers it hands
+        // out. Nothing reads it after this.
+        unsafe { (self.api.rados_buffer_free)(out) };
+        Ok(text)
+    }
 }
 
 impl Drop for Rados {

@@ -76,6 +76,8 @@ pub struct Api {
     pub rados_conf_set: unsafe extern "C" fn(RadosT, *const c_char, *const c_char) -> c_int,
     pub rados_conf_get: unsafe extern "C" fn(RadosT, *const c_char, *mut c_char, usize) -> c_int,
     pub rados_connect: unsafe extern "C" fn(RadosT) -> c_int,
+    pub rados_getaddrs: unsafe extern "C" fn(RadosT, *mut *mut c_char) -> c_int,
+    pub rados_buffer_free: unsafe extern "C" fn(*mut c_char),
     pub rados_shutdown: unsafe extern "C" fn(RadosT),
     pub rados_ioctx_create: unsafe extern "C" fn(RadosT, *const c_char, *mut RadosIoctxT) -> c_int,
     pub rados_ioctx_destroy: unsafe extern "C" fn(RadosIoctxT),
@@ -236,6 +238,8 @@ fn resolve(rados: Opened, rbd: Opened) -> std::result::Result<Api, Error> {
         rados_ioctx_destroy,
     ) = resolve_fields!(rados; rados_create2, rados_conf_read_file, rados_conf_set,
         rados_conf_get, rados_connect, rados_shutdown, rados_ioctx_create, rados_ioctx_destroy);
+    let (rados_getaddrs, rados_buffer_free) =
+        resolve_fields!(rados; rados_getaddrs, rados_buffer_free);
     let (rbd_create, rbd_remove, rbd_open, rbd_close, rbd_get_size, rbd_stat, rbd_resize) = resolve_fields!(rbd; rbd_create, rbd_remove, rbd_open, rbd_close, rbd_get_size,
             rbd_stat, rbd_resize);
     let (
@@ -259,6 +263,8 @@ fn resolve(rados: Opened, rbd: Opened) -> std::result::Result<Api, Error> {
         rados_conf_set,
         rados_conf_get,
         rados_connect,
+        rados_getaddrs,
+        rados_buffer_free,
         rados_shutdown,
         rados_ioctx_create,
         rados_ioctx_destroy,

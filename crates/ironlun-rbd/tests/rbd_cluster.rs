@@ -90,6 +90,8 @@ fn rbd_against_a_real_cluster() {
     let extents = fx.image("extents", 1 << 20);
     let resized = fx.image("resize", 4 << 20);
     let resized_name = fx.names.last().cloned().unwrap();
+    drop(fx.image("fenced", 1 << 20));
+    let fenced_name = fx.names.last().cloned().unwrap();
     rt.block_on(async {
         case("size and geometry", size_and_geometry(&io)).await;
         case(
@@ -122,6 +124,9 @@ fn rbd_against_a_real_cluster() {
         "a resize from another client is noticed",
         resize_noticed(&resized, other, &resized_name),
     ));
+    eprintln!("case: a blocklisted address fails every request with ESHUTDOWN");
+    blocklisted_address(&cluster, &rt, &fenced_name);
+    eprintln!("case: a blocklisted address fails every request with ESHUTDOWN: ok");
     drop((io, extents, resized));
     drop(fx);
     eprintln!("case: defaults yield to ceph.conf, options win over both");
@@ -148,6 +153,50 @@ fn defaults_yield_to_the_file(cluster: &support::TestCluster) {
     let from_options = connect(&filed).option(KEY).unwrap();
     let _ = std::fs::remove_file(&conf);
     assert_eq!((from_file.as_str(), from_options.as_str()), ("3", "4"));
+}
+
+/// ESHUTDOWN: librados' EBLOCKLISTED.
+const ESHUTDOWN: i32 = 108;
+
+/// `Cluster::address` is the address the cluster fences: `ceph osd
+/// blocklist add` of it turns the client's requests into ESHUTDOWN (a
+/// write may still be acknowledged by librbd's write-around cache; its
+/// flush then fails), which the gateway reads as "fenced"
+/// (docs/rbd.md, "Blocklist and reconnect").
+fn blocklisted_address(cluster: &support::TestCluster, rt: &tokio::runtime::Runtime, name: &str) {
+    let own = cluster.connect();
+    let address = own.address().unwrap();
+    let img = own.pool(&cluster.pool).unwrap().open(name).unwrap();
+    let write_and_flush = |n: u64| {
+        rt.block_on(async {
+            img.write(0, pattern(n, 4096)).await?;
+            img.flush().await
+        })
+    };
+    write_and_flush(1).unwrap();
+    let ceph = |args: &[&str]| {
+        let o = std::process::Command::new("ceph")
+            .env("CEPH_CONF", &cluster.conf)
+            .args(args)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "ceph {args:?}: {text}");
+    };
+    ceph(&["osd", "blocklist", "add", &address]);
+    // The client learns of it from the OSD's answers: a bound, not a timing.
+    let deadline = std::time::Instant::now() + HANG_GUARD;
+    let mut n = 2;
+    let err = loop {
+        match write_and_flush(n) {
+            Err(e) => break e,
+            Ok(()) => assert!(std::time::Instant::now() < deadline, "never refused"),
+        }
+        n += 1;
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    ceph(&["osd", "blocklist", "rm", &address]);
+    assert_eq!(err.errno(), Some(ESHUTDOWN), "{err}");
 }
 
 async fn case(name: &str, f: impl std::future::Future<Output = ()>) {

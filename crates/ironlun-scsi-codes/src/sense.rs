@@ -41,7 +41,8 @@ named_codes!(
     LU_NOT_READY_INITIALIZING_COMMAND_REQUIRED = Asc(0x04, 0x02),
         "LOGICAL UNIT NOT READY, INITIALIZING COMMAND REQUIRED";
     /// ironlun's answer while a LU is offline because its saved state
-    /// could not be read: a person has to look at it.
+    /// could not be read, or fenced from its RBD image: a person has to
+    /// look at it.
     LU_NOT_READY_MANUAL_INTERVENTION_REQUIRED = Asc(0x04, 0x03),
         "LOGICAL UNIT NOT READY, MANUAL INTERVENTION REQUIRED";
     LU_NOT_READY_SANITIZE_IN_PROGRESS = Asc(0x04, 0x1b),

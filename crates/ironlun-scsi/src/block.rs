@@ -7,7 +7,6 @@
 //! COMPARE AND WRITE (SBC-4 §5.2), ORWRITE (§5.9) and WRITE ATOMIC
 //! (§5.48).
 
-use std::io;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
@@ -15,6 +14,7 @@ use bytes::Bytes;
 use ironlun_backend::CompareWrite;
 
 use crate::cdb::Cdb;
+pub(crate) use crate::failure::{flush_error, read_error, write_error};
 use crate::lu::LogicalUnit;
 use crate::sense::Sense;
 use crate::{Request, Response};
@@ -149,65 +149,6 @@ fn checked(lu: &LogicalUnit, cdb: &Cdb<'_>) -> Result<(u64, u64, u32), Sense> {
     check_range(lu, lba, blocks)?;
     let bytes = check_transfer_length(lu, blocks, length_byte(cdb.opcode()))?;
     Ok((lba, blocks, bytes))
-}
-
-/// A read that failed at `lba`: MEDIUM ERROR / UNRECOVERED READ ERROR,
-/// or NOT READY when the store is unreachable ([`unavailable`]).
-pub(crate) fn read_error(lba: u64, e: &io::Error) -> Sense {
-    if unavailable(e) {
-        return not_ready();
-    }
-    Sense::new(SenseKey::MEDIUM_ERROR, Asc::UNRECOVERED_READ_ERROR).with_info(lba)
-}
-
-/// Whether the store could not be reached (a network store whose cluster
-/// is gone or did not answer in time), as opposed to a failed medium:
-/// nothing is known to be wrong with the data, and the command may
-/// succeed when it is sent again.
-pub(crate) fn unavailable(e: &io::Error) -> bool {
-    const ECONNRESET: i32 = 104;
-    const ENOTCONN: i32 = 107;
-    const ESHUTDOWN: i32 = 108;
-    const ETIMEDOUT: i32 = 110;
-    const ECONNREFUSED: i32 = 111;
-    const EHOSTUNREACH: i32 = 113;
-    matches!(
-        e.raw_os_error(),
-        Some(ECONNRESET | ENOTCONN | ESHUTDOWN | ETIMEDOUT | ECONNREFUSED | EHOSTUNREACH)
-    )
-}
-
-/// NOT READY / LOGICAL UNIT IS IN PROCESS OF BECOMING READY (SPC-5
-/// §4.4.8, Annex D.2): the answer while the store is unreachable. Not a
-/// MEDIUM ERROR, which would tell the initiator its data is damaged;
-/// initiators retry this one (Linux's sd after a delay).
-pub(crate) fn not_ready() -> Sense {
-    Sense::new(SenseKey::NOT_READY, Asc::LU_NOT_READY_BECOMING_READY)
-}
-
-/// A write that failed at `lba`: MEDIUM ERROR / WRITE ERROR, or, when the
-/// file system under the LU has no space left, DATA PROTECT / SPACE
-/// ALLOCATION FAILED WRITE PROTECT (SBC-4 §4.7.3.6: a thin LU that cannot
-/// allocate), which tells the initiator the medium is fine.
-pub(crate) fn write_error(lba: u64, e: &io::Error) -> Sense {
-    if unavailable(e) {
-        return not_ready();
-    }
-    if out_of_space(e) {
-        return Sense::new(
-            SenseKey::DATA_PROTECT,
-            Asc::SPACE_ALLOCATION_FAILED_WRITE_PROTECT,
-        )
-        .with_info(lba);
-    }
-    Sense::new(SenseKey::MEDIUM_ERROR, Asc::WRITE_ERROR).with_info(lba)
-}
-
-/// ENOSPC (or EDQUOT, a quota that ran out), as Linux numbers them.
-pub(crate) fn out_of_space(e: &io::Error) -> bool {
-    const ENOSPC: i32 = 28;
-    const EDQUOT: i32 = 122;
-    matches!(e.raw_os_error(), Some(ENOSPC | EDQUOT))
 }
 
 /// MISCOMPARE DURING VERIFY OPERATION with the offset of the first byte
@@ -704,21 +645,6 @@ fn plan_flush(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Pla
         return Err(Sense::lba_out_of_range());
     }
     Ok(Plan::Flush)
-}
-
-/// SYNCHRONIZE CACHE could not make the cache durable (out of space as
-/// for a write, [`write_error`]).
-pub(crate) fn flush_error(e: &io::Error) -> Sense {
-    if unavailable(e) {
-        return not_ready();
-    }
-    if out_of_space(e) {
-        return Sense::new(
-            SenseKey::DATA_PROTECT,
-            Asc::SPACE_ALLOCATION_FAILED_WRITE_PROTECT,
-        );
-    }
-    Sense::new(SenseKey::MEDIUM_ERROR, Asc::WRITE_ERROR)
 }
 
 pub fn read_capacity10(

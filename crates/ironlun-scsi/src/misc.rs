@@ -2,17 +2,25 @@
 //! REPORT SUPPORTED TASK MANAGEMENT FUNCTIONS.
 
 use crate::cdb::Cdb;
+use crate::failure::{store_error, Access};
 use crate::lu::LogicalUnit;
 use crate::sense::Sense;
 use crate::{Request, Response};
 use ironlun_scsi_codes::{Asc, SenseKey};
 
-/// TEST UNIT READY (SPC-4 §6.47): the medium is always present and ready.
+/// TEST UNIT READY (SPC-4 §6.47): the medium is always present; ready
+/// unless its store says it cannot take commands until an operator acts
+/// (an RBD LU fenced by the cluster: NOT READY, MANUAL INTERVENTION
+/// REQUIRED). A store that is only unreachable answers GOOD here: the
+/// commands that reach it say so, and it may come back by itself.
 pub fn test_unit_ready(
-    _lu: &LogicalUnit,
+    lu: &LogicalUnit,
     _req: &Request<'_>,
     _cdb: &Cdb<'_>,
 ) -> Result<Response, Sense> {
+    lu.backend()
+        .ready()
+        .map_err(|e| store_error(Access::Ready, None, &e))?;
     Ok(Response::good())
 }
 

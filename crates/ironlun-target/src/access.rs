@@ -29,24 +29,35 @@ pub const MAX_ACL_ENTRIES: usize = 4096;
 impl Acl {
     /// Adds one `--allow` entry: an iSCSI name (`iqn.`, `eui.`, `naa.`),
     /// a network in CIDR form (`10.0.0.0/8`, `fd00::/8`) or one address.
+    /// Which one is decided by the entry's shape, and a bad entry gets
+    /// the error of that kind: `10.0.0.0/33` is a bad network, not a bad
+    /// name.
     pub fn allow(&mut self, entry: &str) -> Result<(), String> {
         if self.initiators.len() + self.networks.len() >= MAX_ACL_ENTRIES {
             return Err(format!("more than {MAX_ACL_ENTRIES} access entries"));
         }
         let entry = entry.trim();
-        if let Ok(net) = entry.parse::<IpNet>() {
-            self.networks.push(net.trunc());
-            return Ok(());
+        match EntryShape::of(entry) {
+            EntryShape::Network => {
+                let net = entry.parse::<IpNet>().map_err(|e| {
+                    format!("allow entry '{entry}' is not a network: {e} (CIDR such as 10.0.0.0/8 or fd00::/8)")
+                })?;
+                self.networks.push(net.trunc());
+            }
+            EntryShape::Address => {
+                let ip = entry
+                    .parse::<IpAddr>()
+                    .map_err(|e| format!("allow entry '{entry}' is not an IP address: {e}"))?;
+                self.networks.push(IpNet::from(ip));
+            }
+            EntryShape::Name => {
+                let name = normalize_iscsi_name(entry).map_err(|e| {
+                    format!("allow entry is neither an address, a network (CIDR) nor an iSCSI name: {e}")
+                })?;
+                // Kept in the names' normal form (RFC 7143 §4.2.7.1, RFC 3722).
+                self.initiators.push(name);
+            }
         }
-        if let Ok(ip) = entry.parse::<IpAddr>() {
-            self.networks.push(IpNet::from(ip));
-            return Ok(());
-        }
-        let name = normalize_iscsi_name(entry).map_err(|e| {
-            format!("allow entry is neither an address, a network (CIDR) nor an iSCSI name: {e}")
-        })?;
-        // Kept in the names' normal form (RFC 7143 §4.2.7.1, RFC 3722).
-        self.initiators.push(name);
         Ok(())
     }
 
@@ -89,6 +100,43 @@ impl Acl {
             return "everyone".to_owned();
         }
         self.entries().join(", ")
+    }
+}
+
+/// What an access entry is meant to be, by its shape alone.
+enum EntryShape {
+    /// Has a `/`: a network in CIDR form.
+    Network,
+    /// Digits and dots, or hex digits and colons: one IPv4 or IPv6
+    /// address (an iSCSI name starts with a letter and has a `.` before
+    /// any `:`).
+    Address,
+    /// Anything else: an iSCSI name, checked as one.
+    Name,
+}
+
+impl EntryShape {
+    fn of(entry: &str) -> EntryShape {
+        let lower = entry.to_ascii_lowercase();
+        if ["iqn.", "eui.", "naa."]
+            .iter()
+            .any(|p| lower.starts_with(p))
+        {
+            return EntryShape::Name;
+        }
+        if entry.contains('/') {
+            return EntryShape::Network;
+        }
+        let v4 = !entry.is_empty() && entry.chars().all(|c| c.is_ascii_digit() || c == '.');
+        let v6 = entry.contains(':')
+            && entry
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.');
+        if v4 || v6 {
+            EntryShape::Address
+        } else {
+            EntryShape::Name
+        }
     }
 }
 
@@ -171,6 +219,35 @@ mod tests {
         assert!(a.check("iqn.anything:x", ip("192.0.2.1")).is_err());
         for bad in ["", "host1", "10.0.0.0/33", "iqn.has space"] {
             assert!(Acl::default().allow(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// A bad entry gets the error of what it looks like.
+    #[test]
+    fn a_bad_entry_is_named_by_its_shape() {
+        let err = |e: &str| Acl::default().allow(e).unwrap_err();
+        for net in ["10.0.0.0/33", "fd00::/129", "10.0.0/8", "host/8"] {
+            let e = err(net);
+            assert!(e.contains("is not a network"), "{net}: {e}");
+            assert!(!e.contains("iSCSI name"), "{net}: {e}");
+        }
+        for addr in ["10.0.0.256", "1.2.3", "fe80::1::2"] {
+            let e = err(addr);
+            assert!(e.contains("is not an IP address"), "{addr}: {e}");
+        }
+        for name in ["host1", "iqn.has space", "iqn.2026-11.test:a/b c"] {
+            let e = err(name);
+            assert!(e.contains("iSCSI name"), "{name}: {e}");
+        }
+        let mut a = Acl::default();
+        for ok in [
+            "10.0.0.0/8",
+            "::1",
+            "fd00::/8",
+            "192.0.2.7",
+            "iqn.2026-11.test:init",
+        ] {
+            a.allow(ok).unwrap();
         }
     }
 

@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use ironlun_backend::{
     Backend, ClusterConfig, FileBackend, FileOptions, NullBackend, RamBackend, RbdBackend,
-    RbdOptions,
+    RbdOptions, Severity,
 };
 use ironlun_scsi::{LogicalUnit, LuConfig, LunMap, ThresholdEvent, ThresholdNotify};
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::config::{BackendSpec, Config, LunConfig, Overrides, RbdSpec, TargetConfig, TcpTuning};
 use crate::conn;
@@ -150,6 +150,7 @@ fn rbd_options(spec: &RbdSpec, read_only: bool) -> RbdOptions {
             ..ClusterConfig::default()
         },
         read_only,
+        reconnect: spec.reconnect,
     }
 }
 
@@ -174,6 +175,29 @@ fn follow_size(lu: &Arc<LogicalUnit>, target: &str, number: u16) {
                 }
                 Ok(None) => {}
                 Err(e) => warn!(target = %target, lun = number, "size after a resize: {e}"),
+            }
+        }
+    });
+}
+
+/// What a store has to tell the operator as it runs (an RBD client
+/// fenced or reconnected, acknowledged writes lost), logged with the
+/// target and LUN it serves. The task ends with the store.
+fn follow_events(lu: &LogicalUnit, target: &str, number: u16) {
+    let Some(mut events) = lu.backend().events() else {
+        return;
+    };
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let target = target.to_owned();
+    rt.spawn(async move {
+        while let Some(e) = events.next().await {
+            let m = &e.message;
+            match e.severity {
+                Severity::Info => info!(target = %target, lun = number, "{m}"),
+                Severity::Warning => warn!(target = %target, lun = number, "{m}"),
+                Severity::Error => error!(target = %target, lun = number, "{m}"),
             }
         }
     });
@@ -236,6 +260,7 @@ pub(crate) fn build_lu(
         lu_state::take_up(&lu, found, &t.name, l.number);
     }
     follow_size(&lu, &t.name, l.number);
+    follow_events(&lu, &t.name, l.number);
     Ok(lu)
 }
 

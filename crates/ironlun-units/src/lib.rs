@@ -1,6 +1,6 @@
 //! # ironlun-units: quantities as people type them
 //!
-//! **Owns:** the one syntax for sizes (`4k`, `512KiB`, `1G`, `10MB`),
+//! **Owns:** the one syntax for sizes (`4k`, `512KiB`, `1G`, `1.5GiB`, `10MB`),
 //! durations (`30s`, `500ms`, `4m`) and link rates (`155Mbit`, `1Gbit`,
 //! `50MB/s`) that flags, configuration files, workload and sweep files
 //! all accept, and the short forms they are printed in.

@@ -1,19 +1,32 @@
-//! The connection to an image: opening it, following its size, and
-//! opening it again, with a growing pause, when the cluster has cut this
-//! client off (blocklisted: every request fails with ESHUTDOWN until a
-//! new client connects).
+//! The connection to an image: opening it, following its size, and what
+//! happens when the cluster cuts this client off (blocklists it: every
+//! request then fails with ESHUTDOWN, librados' EBLOCKLISTED).
+//!
+//! A blocklist is a fence: another gateway taking over the image, or an
+//! operator, wants this client's writes stopped. By default the LU stays
+//! fenced ([`Fault::Fenced`]) until an operator adds it again; with
+//! `reconnect=on` ([`RbdOptions::reconnect`]) the image is opened again
+//! with a new client, after a growing pause. Either way, the writes the
+//! old client acknowledged and no flush covered are lost, and the next
+//! flush says so ([`super::ledger`]). Timeouts and lost connections
+//! (ETIMEDOUT, ENOTCONN, ...) are not fences: the same client goes on,
+//! and librbd reports its own failed writes at its next flush.
 
+use std::future::Future;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ironlun_rbd::{Cluster, Image, ResizeWatch};
 use tokio::runtime::Handle;
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
+use super::ledger::{Access, Admitted, Ledger, Standing, LOSS_REPORTED_FOR};
 use super::RbdOptions;
+use crate::events::{EventQueue, Severity, StoreEvents};
+use crate::Fault;
 
 /// How long an OSD or monitor operation may take before librados fails
 /// it with ETIMEDOUT (`rados_osd_op_timeout`; librados' default, 0,
@@ -27,24 +40,36 @@ pub const OP_TIMEOUT: Duration = Duration::from_secs(30);
 /// CPU per 4 KiB read on the test cluster, docs/performance.md).
 pub const GATEWAY_DEFAULTS: &[(&str, &str)] = &[("librados_thread_count", "1")];
 
-/// Reopen attempts after the cluster cut this client off, and the pause
-/// before the first (doubled each time, at most [`RECONNECT_PAUSE_MAX`]).
+/// Reopen attempts after the cluster cut this client off (with
+/// `reconnect=on`), and the pause before the first (doubled each time,
+/// at most [`RECONNECT_PAUSE_MAX`]).
 pub const RECONNECT_TRIES: u32 = 10;
 const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
 const RECONNECT_PAUSE_MAX: Duration = Duration::from_secs(30);
 
-/// ESHUTDOWN: librados' answer once the cluster has blocklisted the client.
+/// ESHUTDOWN: librados' answer once the cluster has blocklisted the
+/// client (Ceph's `EBLOCKLISTED`).
 const ESHUTDOWN: i32 = 108;
 
-/// The open image, replaced when it is opened again.
+/// One librados client's open image and its ledger.
+pub(super) struct Client {
+    image: Image,
+    ledger: Ledger,
+    /// The client's address as the blocklist shows it.
+    address: String,
+}
+
+/// The open image, its client replaced when it is opened again.
 pub(super) struct Link {
     opts: RbdOptions,
-    image: RwLock<Image>,
+    client: RwLock<Arc<Client>>,
+    standing: Standing,
     pub(super) size: AtomicU64,
     sizes: watch::Sender<u64>,
     watcher: Mutex<Option<AbortHandle>>,
     reconnecting: AtomicBool,
     runtime: Option<Handle>,
+    events: EventQueue,
 }
 
 pub(super) fn io_error(e: ironlun_rbd::Error) -> io::Error {
@@ -55,7 +80,7 @@ pub(super) fn io_error(e: ironlun_rbd::Error) -> io::Error {
 }
 
 /// Connects and opens the image with its header watch (blocks).
-fn open_image(opts: &RbdOptions) -> io::Result<(Image, ResizeWatch)> {
+fn open_image(opts: &RbdOptions) -> io::Result<(Arc<Client>, ResizeWatch)> {
     let mut cluster = opts.cluster.clone();
     let timeout = OP_TIMEOUT.as_secs().to_string();
     for key in ["rados_osd_op_timeout", "rados_mon_op_timeout"] {
@@ -75,39 +100,205 @@ fn open_image(opts: &RbdOptions) -> io::Result<(Image, ResizeWatch)> {
         }
     }
     let cluster = Cluster::connect(&cluster).map_err(io_error)?;
+    let address = cluster
+        .address()
+        .unwrap_or_else(|e| format!("(address unknown: {e})"));
     let pool = cluster.pool(&opts.pool).map_err(io_error)?;
     let image = pool.open(&opts.image).map_err(io_error)?;
     let watch = image.on_resize().map_err(io_error)?;
-    Ok((image, watch))
+    let client = Client {
+        image,
+        ledger: Ledger::default(),
+        address,
+    };
+    Ok((Arc::new(client), watch))
+}
+
+/// "1 write", "3 writes".
+fn writes(n: u64) -> String {
+    if n == 1 {
+        "1 write".into()
+    } else {
+        format!("{n} writes")
+    }
+}
+
+/// What a log line adds about writes lost with a client.
+fn lost_clause(lost: u64) -> String {
+    if lost == 0 {
+        return "; every write it acknowledged had been flushed".into();
+    }
+    format!(
+        "; lost with it: {} it acknowledged since the last flush. The next SYNCHRONIZE \
+         CACHE answers MEDIUM ERROR, WRITE ERROR, and so does every FUA or write-through \
+         write until then and for a minute after",
+        writes(lost)
+    )
 }
 
 impl Link {
     /// Opens the image (blocks). Sizes are followed, and the image
     /// reopened, only when called inside a tokio runtime.
     pub(super) fn open(opts: &RbdOptions) -> io::Result<Arc<Link>> {
-        let (image, watch) = open_image(opts)?;
+        let (client, watch) = open_image(opts)?;
         let (sizes, _) = watch::channel(watch.size());
         let link = Arc::new(Link {
             opts: opts.clone(),
-            image: RwLock::new(image),
+            client: RwLock::new(client),
+            standing: Standing::default(),
             size: AtomicU64::new(watch.size()),
             sizes,
             watcher: Mutex::new(None),
             reconnecting: AtomicBool::new(false),
             runtime: Handle::try_current().ok(),
+            events: EventQueue::new(),
         });
         link.follow(watch);
+        let reconnect = if opts.reconnect { "on" } else { "off" };
+        link.events.send(
+            Severity::Info,
+            format!(
+                "{}: opened as client {}; reconnect after a blocklist: {reconnect}",
+                link.name(),
+                link.client().address
+            ),
+        );
         Ok(link)
     }
 
-    /// The image as now open.
-    pub(super) fn image(&self) -> Image {
-        self.image.read().unwrap_or_else(|p| p.into_inner()).clone()
+    /// `rbd:POOL/IMAGE`, for log lines.
+    fn name(&self) -> String {
+        format!("rbd:{}/{}", self.opts.pool, self.opts.image)
+    }
+
+    /// The client now serving the image.
+    fn client(&self) -> Arc<Client> {
+        Arc::clone(&self.client.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    fn is_current(&self, client: &Arc<Client>) -> bool {
+        Arc::ptr_eq(&self.client(), client)
     }
 
     pub(super) fn subscribe(&self) -> Option<watch::Receiver<u64>> {
         self.runtime.as_ref()?;
         Some(self.sizes.subscribe())
+    }
+
+    pub(super) fn events(&self) -> Option<StoreEvents> {
+        self.events.take()
+    }
+
+    /// Refused for good once fenced (TEST UNIT READY).
+    pub(super) fn ready(&self) -> io::Result<()> {
+        if self.standing.fenced() {
+            return Err(Fault::Fenced.into());
+        }
+        Ok(())
+    }
+
+    /// Whether a command may go to the image; the flush that first
+    /// reports lost writes is logged.
+    fn admit(&self, access: Access) -> Result<(), Fault> {
+        let (fault, first) = match self.standing.admit(access, Instant::now()) {
+            Admitted::Yes => return Ok(()),
+            Admitted::No { fault, first } => (fault, first),
+        };
+        if let (true, Fault::LostWrites(n)) = (first, fault) {
+            self.events.send(
+                Severity::Error,
+                format!(
+                    "{}: SYNCHRONIZE CACHE answered MEDIUM ERROR, WRITE ERROR for {} that a \
+                     client the cluster cut off had acknowledged and lost; flushes and FUA \
+                     writes answer so for {} s (the initiator's own retries too), then as usual",
+                    self.name(),
+                    writes(n),
+                    LOSS_REPORTED_FOR.as_secs()
+                ),
+            );
+        }
+        Err(fault)
+    }
+
+    /// Runs `op` on the client now open: a read, an allocation query, or
+    /// a compare-and-write (which librbd completes only once the OSDs
+    /// have it): nothing the ledger counts. Refused once fenced.
+    pub(super) fn direct<T, F>(
+        self: &Arc<Self>,
+        op: impl FnOnce(Image) -> F,
+    ) -> impl Future<Output = io::Result<T>> + Send + 'static
+    where
+        F: Future<Output = ironlun_rbd::Result<T>> + Send + 'static,
+        T: Send + 'static,
+    {
+        let link = Arc::clone(self);
+        let client = self.client();
+        let run = op(client.image.clone());
+        async move {
+            link.admit(Access::Plain)?;
+            run.await.map_err(|e| link.note(&client, io_error(e)))
+        }
+    }
+
+    /// Runs `op`, a write, discard or write-same, on the client now open
+    /// and counts it in that client's ledger; with `durable`, flushes
+    /// after it. Refused once fenced, and a durable one while lost writes
+    /// are unreported.
+    pub(super) fn change<T, F>(
+        self: &Arc<Self>,
+        durable: bool,
+        op: impl FnOnce(Image) -> F,
+    ) -> impl Future<Output = io::Result<T>> + Send + 'static
+    where
+        F: Future<Output = ironlun_rbd::Result<T>> + Send + 'static,
+        T: Send + 'static,
+    {
+        let link = Arc::clone(self);
+        let client = self.client();
+        let run = op(client.image.clone());
+        async move {
+            // Admitted after the client was taken: a client replaced in
+            // between has already counted its losses (see `replace`).
+            link.admit(if durable {
+                Access::Durable
+            } else {
+                Access::Plain
+            })?;
+            let out = run.await.map_err(|e| link.note(&client, io_error(e)))?;
+            if !client.ledger.acked() {
+                return Err(link.retired_error());
+            }
+            if durable {
+                link.flush_on(&client).await?;
+            }
+            Ok(out)
+        }
+    }
+
+    /// SYNCHRONIZE CACHE: the lost writes, if any, reported instead.
+    pub(super) fn flush(self: &Arc<Self>) -> impl Future<Output = io::Result<()>> + Send + 'static {
+        let link = Arc::clone(self);
+        let client = self.client();
+        async move {
+            link.admit(Access::Flush)?;
+            link.flush_on(&client).await
+        }
+    }
+
+    async fn flush_on(self: &Arc<Self>, client: &Arc<Client>) -> io::Result<()> {
+        let mark = client.ledger.mark();
+        let flushed = client.image.flush().await;
+        flushed.map_err(|e| self.note(client, io_error(e)))?;
+        client.ledger.flushed(mark);
+        Ok(())
+    }
+
+    /// A write that completed on a client already retired: not GOOD.
+    fn retired_error(&self) -> io::Error {
+        if self.standing.fenced() {
+            return Fault::Fenced.into();
+        }
+        io::Error::from_raw_os_error(ESHUTDOWN)
     }
 
     /// Follows `watch` on a task (replacing the one that followed the
@@ -145,22 +336,66 @@ impl Link {
         }
     }
 
-    /// Passes an error on, first starting a reconnection if it says the
-    /// cluster has cut this client off.
-    pub(super) fn note(self: &Arc<Self>, e: io::Error) -> io::Error {
-        if e.raw_os_error() == Some(ESHUTDOWN) {
-            self.reconnect();
+    /// Passes on an error of `client`'s. ESHUTDOWN says the cluster cut
+    /// the client off: the LU is fenced (the error becomes
+    /// [`Fault::Fenced`]), or with `reconnect=on` a new client is opened.
+    fn note(self: &Arc<Self>, client: &Arc<Client>, e: io::Error) -> io::Error {
+        if e.raw_os_error() != Some(ESHUTDOWN) {
+            return e;
         }
+        if !self.opts.reconnect {
+            self.fence();
+            return Fault::Fenced.into();
+        }
+        self.reconnect(client);
         e
     }
 
-    fn reconnect(self: &Arc<Self>) {
+    /// Stops serving the image for good: its client's unflushed writes
+    /// are lost, and an operator must act.
+    fn fence(&self) {
+        if !self.standing.fence() {
+            return;
+        }
+        let client = self.client();
+        let lost = client.ledger.retire();
+        self.standing.lose(lost);
+        self.events.send(
+            Severity::Error,
+            format!(
+                "{}: the cluster blocklisted this gateway's client {} (ESHUTDOWN): fenced, by \
+                 another gateway taking the image over or by an operator. reconnect is off, so \
+                 the LU stays failed: its commands answer NOT READY, MANUAL INTERVENTION \
+                 REQUIRED{}. To serve the image from here again, make sure no other gateway \
+                 writes it, then remove the LUN and add it again (ironlun admin lun remove and \
+                 lun add; a target's only LUN: target remove and target add; or through the \
+                 configuration file and SIGHUP), or restart the target (docs/rbd.md, \
+                 \"Blocklist and reconnect\")",
+                self.name(),
+                client.address,
+                lost_clause(lost)
+            ),
+        );
+    }
+
+    /// Opens the image again with a new client, unless `failed` was
+    /// replaced already or a reconnection is under way.
+    fn reconnect(self: &Arc<Self>, failed: &Arc<Client>) {
         let Some(rt) = self.runtime.clone() else {
             return;
         };
-        if self.reconnecting.swap(true, Ordering::AcqRel) {
+        if !self.is_current(failed) || self.reconnecting.swap(true, Ordering::AcqRel) {
             return;
         }
+        self.events.send(
+            Severity::Warning,
+            format!(
+                "{}: the cluster blocklisted this gateway's client {} (ESHUTDOWN); \
+                 reconnect=on: opening the image again with a new client, which undoes the fence",
+                self.name(),
+                failed.address
+            ),
+        );
         let link = Arc::clone(self);
         rt.spawn(async move {
             let mut pause = RECONNECT_PAUSE;
@@ -168,17 +403,51 @@ impl Link {
                 tokio::time::sleep(pause).await;
                 let opts = link.opts.clone();
                 let opened = tokio::task::spawn_blocking(move || open_image(&opts)).await;
-                if let Ok(Ok((image, watch))) = opened {
-                    link.size.store(watch.size(), Ordering::Release);
-                    link.sizes.send_replace(watch.size());
-                    *link.image.write().unwrap_or_else(|p| p.into_inner()) = image;
-                    link.follow(watch);
-                    break;
+                if let Ok(Ok((client, watch))) = opened {
+                    link.replace(client, watch);
+                    link.reconnecting.store(false, Ordering::Release);
+                    return;
                 }
                 pause = (pause * 2).min(RECONNECT_PAUSE_MAX);
             }
+            link.events.send(
+                Severity::Error,
+                format!(
+                    "{}: gave up reopening the image after {RECONNECT_TRIES} tries; the next \
+                     command that fails with ESHUTDOWN starts again",
+                    link.name()
+                ),
+            );
             link.reconnecting.store(false, Ordering::Release);
         });
+    }
+
+    /// Puts `client` in the old one's place. The old one is retired and
+    /// its losses counted *before* the new one serves: a command that
+    /// takes the new client is admitted after that, and sees them.
+    fn replace(self: &Arc<Self>, client: Arc<Client>, watch: ResizeWatch) {
+        let old = self.client();
+        let lost = old.ledger.retire();
+        self.standing.lose(lost);
+        let address = client.address.clone();
+        *self.client.write().unwrap_or_else(|p| p.into_inner()) = client;
+        self.size.store(watch.size(), Ordering::Release);
+        self.sizes.send_replace(watch.size());
+        self.follow(watch);
+        let severity = if lost > 0 {
+            Severity::Error
+        } else {
+            Severity::Warning
+        };
+        self.events.send(
+            severity,
+            format!(
+                "{}: reconnected as client {address}, replacing {}{}",
+                self.name(),
+                old.address,
+                lost_clause(lost)
+            ),
+        );
     }
 }
 

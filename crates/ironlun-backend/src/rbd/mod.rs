@@ -11,6 +11,11 @@
 //! The size is the image's, kept current by a header watch: a resize
 //! made in Ceph (`rbd resize`) updates it and reaches the LU through
 //! [`Backend::size_watch`].
+//!
+//! Every operation goes through the [`Link`], which counts the writes
+//! librbd acknowledged and the flushes that made them durable
+//! ([`ledger`]), and fences the LU, or opens the image again, when the
+//! cluster blocklists its client ([`link`]).
 
 use std::io;
 use std::sync::atomic::Ordering;
@@ -20,12 +25,14 @@ use bytes::Bytes;
 use ironlun_rbd::{ClusterConfig, CompareOutcome, Image};
 
 use crate::aio::{block_on, AsyncMedium, MediumFuture, SizeWatch};
+use crate::events::StoreEvents;
 use crate::ring::Request;
 use crate::{check_range, push_extent, zeros, Backend, CompareWrite, Extent};
 
+mod ledger;
 mod link;
 
-use link::{io_error, Link};
+use link::Link;
 pub use link::{OP_TIMEOUT, RECONNECT_TRIES};
 
 /// librbd's `rbd_discard_granularity_bytes` default: a discard smaller
@@ -52,6 +59,11 @@ pub struct RbdOptions {
     /// unless given).
     pub cluster: ClusterConfig,
     pub read_only: bool,
+    /// Open the image again with a new client after the cluster
+    /// blocklisted this one (`reconnect=on`). Off by default: a blocklist
+    /// is another gateway's or an operator's fence, and reconnecting
+    /// undoes it; the LU then stays failed until an operator acts.
+    pub reconnect: bool,
 }
 
 /// An open RBD image as a store.
@@ -63,8 +75,8 @@ pub struct RbdBackend {
 impl RbdBackend {
     /// Connects, opens the image and starts following its size. Blocks
     /// (monitor round trips): call it where blocking is fine. Resizes are
-    /// followed, and a client the cluster cut off is reconnected, only
-    /// when called inside a tokio runtime.
+    /// followed, and a client the cluster cut off is reconnected
+    /// (`reconnect`), only when called inside a tokio runtime.
     pub fn open(opts: &RbdOptions) -> io::Result<RbdBackend> {
         Ok(RbdBackend {
             link: Link::open(opts)?,
@@ -81,15 +93,6 @@ impl RbdBackend {
         }
         Ok(())
     }
-
-    /// Runs `f` on the image now open, here (blocks); an error that says
-    /// the cluster cut this client off starts a reconnection.
-    fn wait<T, F>(&self, f: impl FnOnce(Image) -> F) -> io::Result<T>
-    where
-        F: std::future::Future<Output = Result<T, ironlun_rbd::Error>>,
-    {
-        block_on(f(self.link.image())).map_err(|e| self.link.note(io_error(e)))
-    }
 }
 
 /// Zeros written over `[offset, offset + len)` (a range's ends that miss
@@ -101,16 +104,17 @@ async fn write_zeros(image: &Image, offset: u64, len: u64) -> Result<(), ironlun
 
 impl AsyncMedium for RbdBackend {
     fn start(&self, request: &Request) -> MediumFuture {
-        let link = Arc::clone(&self.link);
-        let image = link.image();
         let size = self.size_bytes();
         match request {
             Request::Read { offset, len } => {
                 let (offset, len) = (*offset, *len);
+                let checked = check_range(offset, len, size);
+                let read = self
+                    .link
+                    .direct(move |image| async move { image.read(offset, len).await });
                 Box::pin(async move {
-                    check_range(offset, len, size)?;
-                    let data = image.read(offset, len).await;
-                    data.map(Some).map_err(|e| link.note(io_error(e)))
+                    checked?;
+                    read.await.map(Some)
                 })
             }
             Request::Write {
@@ -121,24 +125,21 @@ impl AsyncMedium for RbdBackend {
             } => {
                 let (offset, durable) = (*offset, *durable);
                 let data = write_bytes(data, *len);
-                let ro = self.writable();
+                let checked = self
+                    .writable()
+                    .and_then(|()| check_range(offset, data.len(), size));
+                let write = self.link.change(durable, move |image| async move {
+                    image.write(offset, data).await
+                });
                 Box::pin(async move {
-                    ro?;
-                    check_range(offset, data.len(), size)?;
-                    let written = async {
-                        image.write(offset, data).await?;
-                        if durable {
-                            image.flush().await?;
-                        }
-                        Ok(None)
-                    };
-                    written.await.map_err(|e| link.note(io_error(e)))
+                    checked?;
+                    write.await.map(|()| None)
                 })
             }
-            Request::Flush => Box::pin(async move {
-                let flushed = image.flush().await;
-                flushed.map(|()| None).map_err(|e| link.note(io_error(e)))
-            }),
+            Request::Flush => {
+                let flush = self.link.flush();
+                Box::pin(async move { flush.await.map(|()| None) })
+            }
         }
     }
 }
@@ -169,17 +170,13 @@ impl Backend for RbdBackend {
         self.writable()?;
         check_range(offset, data.len(), self.size_bytes())?;
         let data = Bytes::copy_from_slice(data);
-        self.wait(|image| async move {
-            image.write(offset, data).await?;
-            if durable {
-                image.flush().await?;
-            }
-            Ok(())
-        })
+        block_on(self.link.change(durable, move |image| async move {
+            image.write(offset, data).await
+        }))
     }
 
     fn flush(&self) -> io::Result<()> {
-        self.wait(|image| async move { image.flush().await })
+        block_on(self.link.flush())
     }
 
     fn may_block(&self) -> bool {
@@ -192,6 +189,14 @@ impl Backend for RbdBackend {
 
     fn size_watch(&self) -> Option<SizeWatch> {
         self.link.subscribe().map(SizeWatch::new)
+    }
+
+    fn events(&self) -> Option<StoreEvents> {
+        self.link.events()
+    }
+
+    fn ready(&self) -> io::Result<()> {
+        self.link.ready()
     }
 
     fn refresh_size(&self) -> io::Result<u64> {
@@ -212,18 +217,15 @@ impl Backend for RbdBackend {
             .filter(|e| *e <= self.size_bytes())
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "range beyond the image"))?;
         let pattern = Bytes::copy_from_slice(pattern);
-        self.wait(|image| async move {
+        block_on(self.link.change(durable, move |image| async move {
             let mut at = offset;
             while at < end {
                 let n = piece.min(end - at);
                 image.write_same(at, n, pattern.clone()).await?;
                 at += n;
             }
-            if durable {
-                image.flush().await?;
-            }
             Ok(())
-        })?;
+        }))?;
         Ok(true)
     }
 
@@ -240,23 +242,21 @@ impl Backend for RbdBackend {
             .filter(|e| *e <= self.size_bytes())
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "range beyond the image"))?;
         let (head, tail) = granules(offset, end);
-        self.wait(|image| async move {
+        block_on(self.link.change(false, move |image| async move {
             write_zeros(&image, offset, head - offset).await?;
             if tail > head {
                 image.discard(head, tail - head).await?;
             }
             write_zeros(&image, tail.max(head), end - tail.max(head)).await
-        })
+        }))
     }
 
     fn allocation(&self, offset: u64, len: u64) -> io::Result<Vec<Extent>> {
         let end = offset.saturating_add(len);
         check_range(offset, 0, self.size_bytes())?;
-        let found = self
-            .link
-            .image()
-            .allocated_extents_blocking(offset..end, false, EXTENT_LIMIT)
-            .map_err(|e| self.link.note(io_error(e)))?;
+        let found = block_on(self.link.direct(move |image| async move {
+            image.allocated_extents_blocking(offset..end, false, EXTENT_LIMIT)
+        }))?;
         Ok(runs(offset..end, &found))
     }
 
@@ -284,13 +284,15 @@ impl Backend for RbdBackend {
             Bytes::copy_from_slice(compare),
             Bytes::copy_from_slice(data),
         );
-        let outcome = self.wait(|image| async move {
-            let outcome = image.compare_and_write(offset, compare, data).await?;
-            if durable && outcome == CompareOutcome::Written {
-                image.flush().await?;
-            }
-            Ok(outcome)
-        })?;
+        // Not counted as unflushed: librbd completes it once the OSDs
+        // have it (rbd/ledger.rs). Durable (FUA, WCE=0): then flushed
+        // through the link, which settles the writes before it too.
+        let outcome = block_on(self.link.direct(move |image| async move {
+            image.compare_and_write(offset, compare, data).await
+        }))?;
+        if durable && outcome == CompareOutcome::Written {
+            block_on(self.link.flush())?;
+        }
         Ok(match outcome {
             CompareOutcome::Written => CompareWrite::Written,
             CompareOutcome::Mismatch { offset } => CompareWrite::Mismatch(offset),
@@ -399,7 +401,7 @@ mod tests {
 
     #[test]
     fn errors_keep_their_errno() {
-        let e = io_error(ironlun_rbd::Error::Ceph {
+        let e = link::io_error(ironlun_rbd::Error::Ceph {
             call: "rbd_aio_read",
             errno: 110,
         });

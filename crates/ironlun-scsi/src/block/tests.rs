@@ -161,6 +161,7 @@ fn medium_errors_from_the_backend() {
         write: Some(0..512),
         flush: true,
         no_space: false,
+        raise: None,
     });
     let m = lu_with(b, cfg(512));
     let r = run(&m, &read10(10, 1));
@@ -432,6 +433,45 @@ fn writes_in_several_pieces_land_exactly() {
     }
 }
 
+/// A store that lost acknowledged writes (an RBD client cut off before
+/// its flush) fails SYNCHRONIZE CACHE with MEDIUM ERROR / WRITE ERROR and
+/// no LBA; a fenced one answers NOT READY, MANUAL INTERVENTION REQUIRED
+/// to every command that reaches it and to TEST UNIT READY.
+#[test]
+fn store_faults_have_their_own_sense() {
+    let b = Arc::new(FaultyBackend::new(RamBackend::new(512 * 100)));
+    let sync = [opcode::SYNCHRONIZE_CACHE_10, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    let tur = [opcode::TEST_UNIT_READY, 0, 0, 0, 0, 0];
+    b.set_faults(Faults {
+        write: Some(0..512),
+        flush: true,
+        raise: Some(ironlun_backend::Fault::LostWrites(3)),
+        ..Faults::default()
+    });
+    let m = lu_with(b.clone(), cfg(512));
+    let r = run(&m, &sync);
+    assert_eq!(sense_of(&r), (SenseKey::MEDIUM_ERROR, 0x0c, 0x00));
+    assert_eq!(r.sense[0] & 0x7f, 0x70, "a current error, not deferred");
+    assert_eq!(
+        r.sense[0] & 0x80,
+        0,
+        "no INFORMATION: not this command's blocks"
+    );
+    let r = run_out(&m, &write10(0, 1, 0x08), &[1; 512]);
+    assert_eq!(sense_of(&r), (SenseKey::MEDIUM_ERROR, 0x0c, 0x00));
+    assert_eq!(run(&m, &tur).status, Status::GOOD);
+    b.set_faults(Faults {
+        read: Some(0..512 * 100),
+        flush: true,
+        raise: Some(ironlun_backend::Fault::Fenced),
+        ..Faults::default()
+    });
+    let manual = (SenseKey::NOT_READY, 0x04, 0x03);
+    assert_eq!(sense_of(&run(&m, &read10(5, 1))), manual);
+    assert_eq!(sense_of(&run(&m, &sync)), manual);
+    assert_eq!(sense_of(&run(&m, &tur)), manual);
+}
+
 /// A full file system under the LU is not a bad medium: DATA PROTECT /
 /// SPACE ALLOCATION FAILED WRITE PROTECT (27h/07h, SBC-4 §4.7.3.6) for the
 /// write and the cache flush, and reads still work.
@@ -443,6 +483,7 @@ fn out_of_space_is_data_protect_not_a_medium_error() {
         write: Some(512 * 20..512 * 100),
         flush: true,
         no_space: true,
+        raise: None,
     });
     let m = lu_with(b, cfg(512));
     let r = run_out(&m, &write10(30, 1, 0), &[7; 512]);

@@ -45,7 +45,7 @@ pub mod ops;
 mod save;
 mod socket;
 mod token;
-mod views;
+pub(crate) mod views;
 
 /// Connections served at once. A connection that does not send its
 /// request in time, or that failed authentication, gives its place back

@@ -18,7 +18,9 @@ pub(crate) const SECRET_KEYS: [&str; 2] = ["chap", "mutual_chap"];
 
 /// What a hidden secret is shown as (`USER:<hidden>`): too short for a
 /// CHAP secret, and refused by name where credentials are read, so a
-/// configuration copied from `config show` cannot be applied with it.
+/// configuration copied from `config show` cannot set it as a secret;
+/// `ironlun admin apply` first puts the running secrets back in its place
+/// (live/hidden.rs).
 pub(crate) const HIDDEN_SECRET: &str = "<hidden>";
 
 /// CHAP credentials in the file: `USER:SECRET` literally (the file must
@@ -38,7 +40,7 @@ fn credentials(key: String, s: &str) -> Result<Credentials, ConfigError> {
     if s.split_once(':').map(|(_, secret)| secret) == Some(HIDDEN_SECRET) {
         return Err(ConfigError::invalid(
             key,
-            format!("{HIDDEN_SECRET} is what `config show` prints for a secret: put the secret itself here, or use the _env key"),
+            format!("{HIDDEN_SECRET} is what `config show` prints for a secret; applied with `ironlun admin apply` it stands for the running secret of the same user at the same place, and there is none here: put the secret itself here, or use the _env key"),
         ));
     }
     Credentials::parse(s).map_err(|source| ConfigError::Chap { key, source })

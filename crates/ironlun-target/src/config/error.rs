@@ -46,6 +46,10 @@ pub enum ConfigError {
     /// A portal or statistics address that is not `ADDR:PORT`.
     #[error("{key}: listen address '{value}' is not ADDR:PORT (IPv6 as [::1]:3260)")]
     Address { key: String, value: String },
+    /// `HOST:PORT` with a host name where an address is needed: a portal
+    /// is bound to one address, which a name need not stay.
+    #[error("{key}: '{value}': host names are not accepted, only IP addresses (ADDR:PORT, such as 192.0.2.10:3260 or [::1]:3260)")]
+    HostName { key: String, value: String },
     /// A number outside the range the key allows.
     #[error("{key} {value}: must be {allowed}")]
     OutOfRange {

@@ -32,7 +32,8 @@ pub enum BackendSpec {
         path: PathBuf,
         direct: bool,
     },
-    /// A Ceph RBD image: `rbd:POOL/IMAGE[,conf=PATH][,id=CLIENT][,keyring=PATH]`.
+    /// A Ceph RBD image: `rbd:POOL/IMAGE[,conf=PATH][,id=CLIENT][,keyring=PATH]`
+    /// `[,timeout=SECS][,reconnect=on|off]`.
     Rbd(RbdSpec),
 }
 
@@ -49,12 +50,16 @@ pub struct RbdSpec {
     /// Seconds an operation may wait for the cluster before it fails
     /// (`timeout=`: rados_osd_op_timeout and rados_mon_op_timeout).
     pub timeout_secs: Option<u32>,
+    /// Open the image again with a new client after the cluster
+    /// blocklisted this one (`reconnect=on`). Off by default: that
+    /// undoes a fence (docs/rbd.md, "Blocklist and reconnect").
+    pub reconnect: bool,
 }
 
 /// A parsed `--lun` spec: `ram:SIZE`, `null:SIZE`,
 /// `file:PATH[,size=SIZE[,grow]][,direct][,prealloc]`, `block:PATH[,direct]` or
 /// `rbd:POOL/IMAGE[,conf=PATH][,id=CLIENT][,keyring=PATH][,timeout=SECS]`
-/// (always thin),
+/// `[,reconnect=on|off]` (always thin),
 /// each optionally followed by `,bs=512|4096`, `,pbs=4096`, `,ro`,
 /// `,rotation=ssd|unknown|RPM`, (not for block devices) `,thin`,
 /// `,sanitize` and, with it, `,sanitize_rate=RATE`, and (thin files)
@@ -118,7 +123,8 @@ pub enum LunSpecProblem {
     Grow(&'static str),
     #[error("thin provisioning needs ram, null or file (a discard on a device need not read back as zeros)")]
     ThinBlockDevice,
-    /// `conf=`, `id=` or `keyring=` on another kind than `rbd:`.
+    /// `conf=`, `id=`, `keyring=`, `timeout=` or `reconnect=` on another
+    /// kind than `rbd:`.
     #[error("{0}= is an rbd option")]
     RbdOnly(&'static str),
     /// `size=`, `direct`, `prealloc` or `sparse` on `rbd:`.
@@ -130,6 +136,9 @@ pub enum LunSpecProblem {
     /// `timeout=` outside 1..=3600 seconds.
     #[error("timeout={0} (seconds, 1 to 3600)")]
     Timeout(String),
+    /// `reconnect=` other than on or off.
+    #[error("reconnect={0} (on or off)")]
+    Reconnect(String),
     /// `id=` or a path that is empty.
     #[error("{0}= is empty")]
     EmptyValue(&'static str),
@@ -137,6 +146,10 @@ pub enum LunSpecProblem {
     UnknownBackend(String),
     #[error("size is smaller than one {block_size}-byte block")]
     BelowOneBlock { block_size: u32 },
+    /// A RAM or null LU whose size is not whole blocks: the LU would be
+    /// smaller than asked, without a word.
+    #[error("size {size} bytes is not a whole number of {block_size}-byte blocks")]
+    PartBlock { size: u64, block_size: u32 },
     #[error("pbs={physical} is smaller than bs={logical}")]
     PhysicalBelowLogical { physical: u32, logical: u32 },
     #[error("thin and prealloc contradict each other")]
@@ -212,6 +225,7 @@ struct Options {
     client_id: Option<String>,
     keyring: Option<PathBuf>,
     timeout_secs: Option<u32>,
+    reconnect: Option<bool>,
 }
 
 fn size(s: &str) -> Result<u64, LunSpecProblem> {
@@ -271,6 +285,15 @@ fn timeout_secs(v: &str) -> Result<u32, LunSpecProblem> {
     }
 }
 
+/// `reconnect=`: `on` or `off` (also `yes`/`no`, `true`/`false`).
+fn on_off(v: &str) -> Result<bool, LunSpecProblem> {
+    match v {
+        "on" | "yes" | "true" => Ok(true),
+        "off" | "no" | "false" => Ok(false),
+        _ => Err(LunSpecProblem::Reconnect(v.to_owned())),
+    }
+}
+
 fn non_empty<'a>(key: &'static str, v: &'a str) -> Result<&'a str, LunSpecProblem> {
     if v.is_empty() {
         return Err(LunSpecProblem::EmptyValue(key));
@@ -315,6 +338,7 @@ impl Options {
             ("conf", Some(v)) => self.conf = Some(PathBuf::from(non_empty("conf", v)?)),
             ("id", Some(v)) => self.client_id = Some(non_empty("id", v)?.to_owned()),
             ("timeout", Some(v)) => self.timeout_secs = Some(timeout_secs(v)?),
+            ("reconnect", Some(v)) => self.reconnect = Some(on_off(v)?),
             ("keyring", Some(v)) => self.keyring = Some(PathBuf::from(non_empty("keyring", v)?)),
             _ => return Err(LunSpecProblem::UnknownOption(opt.to_owned())),
         }
@@ -336,6 +360,7 @@ impl Options {
             ("id", self.client_id.is_some()),
             ("keyring", self.keyring.is_some()),
             ("timeout", self.timeout_secs.is_some()),
+            ("reconnect", self.reconnect.is_some()),
         ];
         if let Some((key, _)) = rbd_only.iter().find(|(_, set)| *set) {
             return Err(LunSpecProblem::RbdOnly(key));
@@ -411,6 +436,7 @@ impl Options {
             client_id: self.client_id.clone(),
             keyring: self.keyring.clone(),
             timeout_secs: self.timeout_secs,
+            reconnect: self.reconnect.unwrap_or(false),
         }))
     }
 
@@ -420,6 +446,12 @@ impl Options {
         if let BackendSpec::Null { size } | BackendSpec::Ram { size } = &backend {
             if *size < u64::from(block_size) {
                 return Err(LunSpecProblem::BelowOneBlock { block_size });
+            }
+            if *size % u64::from(block_size) != 0 {
+                return Err(LunSpecProblem::PartBlock {
+                    size: *size,
+                    block_size,
+                });
             }
         }
         let physical_block_size = self.physical_block_size.unwrap_or(block_size);

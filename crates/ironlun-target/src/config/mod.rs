@@ -179,11 +179,22 @@ pub struct LunConfig {
     pub spec: LunSpec,
 }
 
-/// A portal or endpoint address given at `key` (`listen`, `--stats`).
+/// A portal or endpoint address given at `key` (`listen`, `--stats`):
+/// an IP address and a port; `HOST:PORT` with a host name is refused as
+/// such.
 fn parse_listen(key: &str, s: &str) -> Result<SocketAddr, ConfigError> {
-    s.parse::<SocketAddr>().map_err(|_| ConfigError::Address {
-        key: key.to_owned(),
-        value: s.to_owned(),
+    s.parse::<SocketAddr>().map_err(|_| {
+        let (key, value) = (key.to_owned(), s.to_owned());
+        let host_name = s.rsplit_once(':').is_some_and(|(host, port)| {
+            port.parse::<u16>().is_ok()
+                && host.starts_with(|c: char| c.is_ascii_alphabetic())
+                && !host.contains([':', '[', ']'])
+        });
+        if host_name {
+            ConfigError::HostName { key, value }
+        } else {
+            ConfigError::Address { key, value }
+        }
     })
 }
 

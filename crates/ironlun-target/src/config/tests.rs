@@ -45,6 +45,9 @@ fn lun_specs() {
         "ram:1G,direct",
         "block:/dev/x,size=1G",
         "ram:100",
+        "ram:1000",
+        "null:1.5KB,bs=4096",
+        "ram:1.1KiB",
         "block:/dev/x,thin",
         "file:/x,size=1G,thin,prealloc",
     ] {
@@ -86,6 +89,23 @@ fn grow_is_a_file_option_with_a_size() {
         let e = bad.parse::<LunSpec>().unwrap_err().to_string();
         assert!(e.starts_with(&format!("LUN '{bad}': {why}")), "{e}");
     }
+}
+
+/// Sizes with a decimal fraction are exact; a RAM or null size must be
+/// whole blocks, and the error says so.
+#[test]
+fn fractional_sizes_are_exact_and_whole_blocks() {
+    let s: LunSpec = "ram:1.5MiB".parse().unwrap();
+    assert!(matches!(s.backend, BackendSpec::Ram { size } if size == 3 << 19));
+    let s: LunSpec = "null:1.5GiB,bs=4096".parse().unwrap();
+    assert!(matches!(s.backend, BackendSpec::Null { size } if size == 3 << 29));
+    let e = "ram:1000".parse::<LunSpec>().unwrap_err().to_string();
+    assert!(
+        e.contains("1000 bytes is not a whole number of 512-byte blocks"),
+        "{e}"
+    );
+    let e = "ram:1.1KiB".parse::<LunSpec>().unwrap_err().to_string();
+    assert!(e.contains("not a whole number of bytes"), "{e}");
 }
 
 #[test]
@@ -366,6 +386,40 @@ fn bad_addresses_name_key_and_value() {
         ..one_lun()
     });
     assert!(m.starts_with("--listen: ") && m.contains("'there'"), "{m}");
+}
+
+/// `HOST:PORT` is refused as a host name, saying only IP addresses are
+/// accepted; other shapes stay "not ADDR:PORT".
+#[test]
+fn host_names_are_refused_as_such() {
+    for (value, host) in [
+        ("localhost:3260", true),
+        ("san.example:3260", true),
+        ("here", false),
+        ("127.0.0.1", false),
+        ("[::1]", false),
+        ("::1:3260", false),
+    ] {
+        let (m, e) = flags_error(Overrides {
+            listen: vec![value.into()],
+            ..one_lun()
+        });
+        assert_eq!(
+            matches!(e, ConfigError::HostName { .. }),
+            host,
+            "{value}: {e:?}"
+        );
+        if host {
+            mentions(&m, "host names are not accepted, only IP addresses");
+        } else {
+            mentions(&m, "is not ADDR:PORT");
+        }
+    }
+    let (m, _) = file_error(&format!("stats = \"stats.example:9100\"\n{TARGET}{LUN}"));
+    mentions(
+        &m,
+        "stats: 'stats.example:9100': host names are not accepted",
+    );
 }
 
 #[test]
@@ -727,6 +781,7 @@ fn rbd_lun_specs() {
             client_id: None,
             keyring: None,
             timeout_secs: None,
+            reconnect: false,
         })
     );
     let s: LunSpec = "rbd:rbd/lun0,timeout=5".parse().unwrap();
@@ -742,6 +797,19 @@ fn rbd_lun_specs() {
     assert_eq!(r.client_id.as_deref(), Some("iscsi"));
     assert_eq!(r.keyring.as_deref(), Some(Path::new("/k")));
     assert_eq!((s.block_size, s.read_only), (4096, true));
+    // Reconnecting after a blocklist undoes a fence: only when asked.
+    assert!(!r.reconnect, "off unless given");
+    for (spec, on) in [
+        ("rbd:rbd/lun0,reconnect=on", true),
+        ("rbd:rbd/lun0,reconnect=off", false),
+        ("rbd:rbd/lun0,reconnect=yes", true),
+    ] {
+        let s: LunSpec = spec.parse().unwrap();
+        assert!(
+            matches!(s.backend, BackendSpec::Rbd(r) if r.reconnect == on),
+            "{spec}"
+        );
+    }
 }
 
 #[test]
@@ -767,6 +835,12 @@ fn rbd_lun_spec_mistakes_say_what_is_wrong() {
         ("ram:1G,conf=/c", "conf= is an rbd option"),
         ("file:/x,id=a", "id= is an rbd option"),
         ("block:/dev/x,keyring=/k", "keyring= is an rbd option"),
+        (
+            "rbd:rbd/lun0,reconnect=maybe",
+            "reconnect=maybe (on or off)",
+        ),
+        ("rbd:rbd/lun0,reconnect", "unknown option 'reconnect'"),
+        ("file:/x,reconnect=on", "reconnect= is an rbd option"),
     ] {
         let got = problem(bad);
         assert!(got.contains(says), "{bad}: {got}");
@@ -839,14 +913,15 @@ name = "iqn.2026-11.test:rbd"
 [[target.lun]]
 spec = "rbd:rbd/lun0,conf=/tmp/ceph.conf,id=admin"
 [[target.lun]]
-spec = "rbd:rbd/lun1,bs=4096"
+spec = "rbd:rbd/lun1,bs=4096,reconnect=on"
 "#;
     let c = Config::from_toml(text, None).unwrap();
     let luns = &c.targets[0].luns;
     assert!(
         matches!(&luns[0].spec.backend, BackendSpec::Rbd(r) if r.image == "lun0"
-        && r.conf.as_deref() == Some(Path::new("/tmp/ceph.conf")))
+        && r.conf.as_deref() == Some(Path::new("/tmp/ceph.conf")) && !r.reconnect)
     );
+    assert!(matches!(&luns[1].spec.backend, BackendSpec::Rbd(r) if r.reconnect));
     assert_eq!(luns[1].spec.block_size, 4096);
     let bad = text.replace("rbd:rbd/lun1", "rbd:lun1");
     let e = Config::from_toml(&bad, None).unwrap_err().to_string();

@@ -1,8 +1,10 @@
 //! The operator's operations as edits of the configuration document
-//! (`toml_edit`, so the file's comments and layout survive a save). Each
-//! edit is idempotent: doing it again leaves the document as it is; an
-//! edit that contradicts what is there (a LUN number taken by another
-//! spec) is a [`EditError::Conflict`].
+//! (`toml_edit`, so the file's comments and layout survive a save). An
+//! addition or a setting is idempotent: doing it again leaves the
+//! document as it is; an edit that contradicts what is there (a LUN
+//! number taken by another spec) is a [`EditError::Conflict`]. A removal
+//! of what is not there is [`EditError::NotFound`] (HTTP 404): a name or
+//! number mistyped is said, not taken for done.
 
 use std::net::SocketAddr;
 
@@ -86,8 +88,9 @@ fn lun_table(number: u16, spec: &str) -> Table {
     l
 }
 
-/// Removes target `name` (nothing if there is none).
+/// Removes target `name`; NotFound if there is none.
 pub fn remove_target(doc: &mut DocumentMut, name: &str) -> Result<(), EditError> {
+    target_mut(doc, name)?;
     targets_mut(doc)?.retain(|t| !name_is(t, name));
     Ok(())
 }
@@ -195,13 +198,18 @@ pub fn add_lun(
     Ok(n)
 }
 
-/// Removes LUN `number` of `target` (nothing if there is none), and the
+/// Removes LUN `number` of `target` (NotFound if there is none), and the
 /// initiator mappings of it. Later LUNs keep their numbers: each is
 /// written out.
 pub fn remove_lun(doc: &mut DocumentMut, target: &str, number: u16) -> Result<(), EditError> {
+    let numbers = numbered(luns_mut(doc, target)?);
+    if !numbers.iter().any(|(n, _)| *n == number) {
+        return Err(EditError::NotFound(format!(
+            "target {target} has no LUN {number}"
+        )));
+    }
     unmap(target_mut(doc, target)?, number);
     let luns = luns_mut(doc, target)?;
-    let numbers = numbered(luns);
     for (n, i) in &numbers {
         if let Some(l) = luns.get_mut(*i) {
             l.insert("number", value(i64::from(*n)));
@@ -319,8 +327,12 @@ pub fn add_portal(doc: &mut DocumentMut, a: SocketAddr) -> Result<(), EditError>
     Ok(())
 }
 
+/// Removes portal `a`; NotFound if the daemon does not listen there.
 pub fn remove_portal(doc: &mut DocumentMut, a: SocketAddr) -> Result<(), EditError> {
     let l = listen_mut(doc)?;
+    if !l.iter().any(|v| addr_is(v, a)) {
+        return Err(EditError::NotFound(format!("no portal {a}")));
+    }
     l.retain(|v| !addr_is(v, a));
     if l.is_empty() {
         return Err(EditError::Conflict(
@@ -391,14 +403,17 @@ pub fn set_initiator(
     Ok(())
 }
 
+/// Removes initiator `name`'s entry on `target`; NotFound if it has none.
 pub fn remove_initiator(doc: &mut DocumentMut, target: &str, name: &str) -> Result<(), EditError> {
     let t = target_mut(doc, target)?;
-    if let Some(list) = t
+    let list = t
         .get_mut("initiator")
         .and_then(Item::as_array_of_tables_mut)
-    {
-        list.retain(|e| !name_is(e, name));
-    }
+        .filter(|list| list.iter().any(|e| name_is(e, name)))
+        .ok_or_else(|| {
+            EditError::NotFound(format!("target {target} has no initiator entry {name}"))
+        })?;
+    list.retain(|e| !name_is(e, name));
     Ok(())
 }
 

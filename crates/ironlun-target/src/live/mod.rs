@@ -35,6 +35,7 @@ use crate::registry::Registry;
 mod apply;
 pub mod diff;
 pub mod edit;
+mod hidden;
 mod online;
 mod portals;
 mod scoped;
@@ -282,6 +283,12 @@ impl Live {
         origin: Origin,
     ) -> Result<Outcome, ApplyError> {
         let mut guard = self.state();
+        let mut doc = doc;
+        if origin == Origin::Api {
+            // `config show` hid the secrets; applied back, they stand for
+            // the running ones.
+            hidden::restore(&mut doc, &guard.doc);
+        }
         let new = guard.check(&doc)?;
         self.apply_checked(&mut guard, new, NewDoc::Whole(doc), dry_run, force, origin)
     }

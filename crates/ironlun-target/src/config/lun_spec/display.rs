@@ -132,8 +132,8 @@ mod tests {
     /// together.
     const SPECS: &[&str] = &[
         "ram:1GiB",
-        "ram:1000",
-        "ram:10MB",
+        "ram:512000",
+        "ram:1GB",
         "null:64MiB,bs=4096,ro",
         "null:1GiB,thin",
         "ram:1GiB,pbs=4096",

@@ -26,8 +26,41 @@ fn edits_are_idempotent_and_keep_comments() {
     add_target(&mut d, "iqn.2026-11.test:b", &["null:1GiB".into()]).unwrap();
     assert_eq!(d.to_string(), twice);
     remove_target(&mut d, "iqn.2026-11.test:b").unwrap();
-    remove_target(&mut d, "iqn.2026-11.test:b").unwrap();
     assert!(!d.to_string().contains("test:b"));
+}
+
+/// Removing what is not there says so (HTTP 404), and changes nothing:
+/// a mistyped name or number is not taken for done.
+#[test]
+fn removing_what_is_not_there_is_not_found() {
+    let mut d = doc();
+    let (a, h) = ("iqn.2026-11.test:a", "iqn.2026-11.test:h");
+    set_initiator(&mut d, a, h, None, None).unwrap();
+    let before = d.to_string();
+    let missing = [
+        remove_target(&mut d, "iqn.2026-11.test:b"),
+        remove_lun(&mut d, a, 1),
+        remove_lun(&mut d, "iqn.2026-11.test:b", 0),
+        remove_initiator(&mut d, a, "iqn.2026-11.test:g"),
+        remove_portal(&mut d, "127.0.0.1:3261".parse().unwrap()),
+    ];
+    for r in missing {
+        assert!(matches!(r, Err(EditError::NotFound(_))), "{r:?}");
+    }
+    let mut again = parse(&before).unwrap();
+    remove_initiator(&mut again, a, h).unwrap();
+    assert_eq!(
+        remove_initiator(&mut again, a, h),
+        Err(EditError::NotFound(format!(
+            "target {a} has no initiator entry {h}"
+        )))
+    );
+    let mut d2 = parse(&before).unwrap();
+    remove_lun(&mut d2, a, 0).unwrap();
+    assert_eq!(
+        remove_lun(&mut d2, a, 0),
+        Err(EditError::NotFound(format!("target {a} has no LUN 0")))
+    );
 }
 
 #[test]

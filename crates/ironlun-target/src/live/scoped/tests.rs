@@ -109,11 +109,12 @@ fn targets_added_and_removed_alone_as_whole() {
         "iqn.2026-11.test:a",
         Box::new(|d| edit::remove_target(d, "iqn.2026-11.test:a")),
     );
-    same(
+    let missing = left_to_whole(
         DOC,
         "iqn.2026-11.test:z",
         Box::new(|d| edit::remove_target(d, "iqn.2026-11.test:z")),
     );
+    assert!(missing.contains("no target"), "{missing}");
     let no_targets = "listen = [\"127.0.0.1:3260\"]\n";
     let st = State {
         doc: parse(no_targets).unwrap(),
@@ -137,7 +138,8 @@ fn luns_and_settings_changed_alone_as_whole() {
         Box::new(|d| edit::add_lun(d, B, Some(9), "ram:1MiB").map(drop)),
     );
     same(DOC, B, Box::new(|d| edit::remove_lun(d, B, 0)));
-    same(DOC, B, Box::new(|d| edit::remove_lun(d, B, 7)));
+    let missing = left_to_whole(DOC, B, Box::new(|d| edit::remove_lun(d, B, 7)));
+    assert!(missing.contains("has no LUN 7"), "{missing}");
     same(
         DOC,
         B,
