@@ -5,7 +5,8 @@
 //! write), `file` (a regular file, sparse or preallocated, buffered or
 //! `O_DIRECT`), `block` (a block device), each under an advisory lock
 //! while it is served ([`LOCK_WAIT`], one holder at a time), and `rbd` (a Ceph RBD image,
-//! [`rbd`]); the asynchronous path of stores whose requests complete by
+//! [`rbd`]); what opening a file or device would do, found out without
+//! doing it ([`probe`]); the asynchronous path of stores whose requests complete by
 //! themselves ([`aio`]); the io_uring that runs file
 //! and block requests without a thread each ([`ring`]); reusable large
 //! buffers ([`pool`]) and `O_DIRECT`-aligned, huge-page-backed memory
@@ -38,6 +39,7 @@ mod file;
 mod lock;
 mod null;
 pub mod pool;
+pub mod probe;
 mod ram;
 pub mod rbd;
 pub mod ring;

@@ -1,6 +1,7 @@
 //! # ironlun-target: the target daemon
 //!
-//! **Owns:** configuration (TOML file and command-line shorthand), opening
+//! **Owns:** configuration (TOML file and command-line shorthand) and its
+//! check without serving (`--check`, [`check`]), opening
 //! backends, the listening portals, the session registry (the table of
 //! ironlun-proto behind a lock, I_T nexus numbers, each session's signal
 //! inbox), one async task per connection
@@ -28,6 +29,7 @@
 
 pub mod access;
 pub mod admin;
+pub mod check;
 pub mod config;
 mod conn;
 pub mod live;

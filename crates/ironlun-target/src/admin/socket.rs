@@ -91,14 +91,23 @@ pub fn bind(path: &Path) -> io::Result<Socket> {
 
 /// Removes a socket left at `path`; refuses anything else there.
 fn remove_old_socket(path: &Path) -> io::Result<()> {
+    if old_socket(path)? {
+        return fs::remove_file(path);
+    }
+    Ok(())
+}
+
+/// Whether a socket is at `path` (one a start replaces); nothing there
+/// is `false`, and anything else the refusal `bind` gives.
+pub(crate) fn old_socket(path: &Path) -> io::Result<bool> {
     let m = match fs::symlink_metadata(path) {
         Ok(m) => m,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(e),
     };
     let ft = m.file_type();
     if ft.is_socket() {
-        return fs::remove_file(path);
+        return Ok(true);
     }
     let kind = if ft.is_file() {
         "a regular file"

@@ -9,7 +9,10 @@
 //!   flags on top)
 //! - `toml_file`: the file form and [`Config::from_toml`]
 //! - `params`, `limits`, `chap`: the file's sections with their checks
-//! - `lun_spec`: [`LunSpec`], the `ram:1GiB` / `file:PATH,direct` shorthand
+//! - `lun_spec`: [`LunSpec`], the `ram:1GiB` / `file:PATH,direct` shorthand,
+//!   and its display in the same grammar
+//! - `effective`: [`Config::effective_toml`], the configuration written
+//!   back as TOML with every default filled in (`--check`)
 //! - `names`: iSCSI names; `io_engine`: [`IoEngine`]; `error`:
 //!   [`ConfigError`]
 
@@ -23,6 +26,7 @@ use ironlun_proto::params::Offers;
 use crate::access::Acl;
 
 mod chap;
+mod effective;
 mod error;
 mod flags;
 mod initiators;
