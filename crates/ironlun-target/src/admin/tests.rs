@@ -312,3 +312,58 @@ async fn no_connection_outlives_its_lifetime_and_the_last_answer() {
     })
     .await;
 }
+
+/// Everything this test process logs, from any thread: the management
+/// API's operations run on its blocking pool.
+fn log_capture() -> &'static std::sync::Mutex<Vec<u8>> {
+    static LOG: std::sync::OnceLock<std::sync::Mutex<Vec<u8>>> = std::sync::OnceLock::new();
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    struct Sink;
+    impl io::Write for Sink {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            log_capture().lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let log = LOG.get_or_init(Default::default);
+    INSTALLED.call_once(|| {
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_ansi(false)
+            .with_writer(|| Sink)
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).unwrap();
+    });
+    log
+}
+
+/// An operation the API refuses is logged by its name: a CHAP secret or
+/// a configuration in it never reaches the log.
+#[tokio::test]
+async fn a_refused_operation_logs_no_secret() {
+    let log = log_capture();
+    let secret = "chap-secret-in-the-log-0123456789";
+    let ops = [
+        format!(r#"{{"op":"set-target","name":"iqn.2026-11.test:absent","chap":"user:{secret}"}}"#),
+        format!(
+            r#"{{"op":"set-initiator","target":"iqn.2026-11.test:absent","name":"iqn.2026-11.test:init","chap":"user:{secret}"}}"#
+        ),
+        format!(
+            r#"{{"op":"apply","toml":"[[target]]\nname = \"iqn.2026-11.test:t\"\nchap = \"user:{secret}\"\n"}}"#
+        ),
+    ];
+    let api = Api::start();
+    for (body, kind) in ops.iter().zip(["set-target", "set-initiator", "apply"]) {
+        let mut c = api.connect().await;
+        c.write_all(post_head(body.len()).as_bytes()).await.unwrap();
+        c.write_all(body.as_bytes()).await.unwrap();
+        let (status, _) = read_answer(&mut c).await.unwrap();
+        assert!((400..500).contains(&status), "{kind}: {status}");
+        let text = String::from_utf8_lossy(&log.lock().unwrap()).into_owned();
+        assert!(!text.contains(secret), "{text}");
+        assert!(text.contains(&format!("refused {kind}")), "{text}");
+    }
+}
