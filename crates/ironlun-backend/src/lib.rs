@@ -57,7 +57,7 @@ use bytes::Bytes;
 pub use ironlun_payload::Payload;
 
 pub use events::{Severity, StoreEvent, StoreEvents};
-pub use fault::Fault;
+pub use fault::{Fault, LOSS_REPORTED_FOR};
 pub use file::{FileBackend, FileOptions, ZERO_COPY_MIN};
 pub use ironlun_rbd::ClusterConfig;
 pub use lock::LOCK_WAIT;

@@ -34,6 +34,7 @@
 mod block;
 pub mod cdb;
 mod copy;
+mod durability;
 mod failure;
 mod gate;
 mod inquiry;

@@ -12,6 +12,7 @@ use ironlun_backend::{Backend, Rotation};
 
 use crate::cdb::Cdb;
 use crate::copy::HeldCopies;
+use crate::durability::{Durability, Durable};
 use crate::gate::{AccessGate, ExclusiveGuard, HasGate, SharedGuard};
 use crate::offline::Offline;
 use crate::ops::{self, OpInfo};
@@ -140,6 +141,9 @@ pub struct LogicalUnit {
     /// Held offline: its saved state could not be read
     /// ([`crate::offline`]).
     pub(crate) offline: Offline,
+    /// Flushes and durable writes refused for a while after one failed
+    /// ([`crate::durability`]).
+    pub(crate) durability: Durability,
     io: IoStats,
     /// Writes are being refused for want of space (SPACE ALLOCATION
     /// FAILED WRITE PROTECT) and no write has succeeded since.
@@ -202,6 +206,7 @@ impl LogicalUnit {
             held_copies: Mutex::new(HeldCopies::default()),
             sanitize: SanitizeState::default(),
             offline: Offline::default(),
+            durability: Durability::default(),
             io: IoStats::default(),
             no_space: AtomicBool::new(false),
             threshold: None,
@@ -681,9 +686,27 @@ impl LogicalUnit {
         self.rescan()
     }
 
-    /// Flushes the backend (SYNCHRONIZE CACHE, shutdown).
+    /// Flushes the backend (SYNCHRONIZE CACHE, shutdown); refused while
+    /// an earlier flush's failure is reported ([`crate::durability`]).
     pub fn flush(&self) -> std::io::Result<()> {
-        self.backend.flush()
+        self.durability.run(Durable::Flush, || self.backend.flush())
+    }
+
+    /// Runs a write on the backend; a `durable` one (on stable storage
+    /// before GOOD) is refused while a failed flush or durable write is
+    /// reported, and its failure starts such a report
+    /// ([`crate::durability`]).
+    pub(crate) fn write_through<T>(
+        &self,
+        durable: bool,
+        write: impl FnOnce(&dyn Backend) -> std::io::Result<T>,
+    ) -> std::io::Result<T> {
+        if durable {
+            self.durability
+                .run(Durable::Write, || write(&*self.backend))
+        } else {
+            write(&*self.backend)
+        }
     }
 }
 
