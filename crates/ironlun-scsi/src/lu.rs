@@ -629,6 +629,15 @@ impl LogicalUnit {
         self.note_reservation_state(&r);
     }
 
+    /// Whether the LU is reached through the target port with this
+    /// RELATIVE TARGET PORT IDENTIFIER (SPC-5 §4.3.5): the one question
+    /// about ports the reservation rules ask (REGISTER AND MOVE names a
+    /// destination port). One port per LU today; port groups (ALUA)
+    /// answer it here.
+    pub fn has_target_port(&self, relative_port: u16) -> bool {
+        relative_port == self.cfg.relative_port
+    }
+
     pub(crate) fn pr_store_available(&self) -> bool {
         self.pr_store.is_some()
     }
