@@ -13,7 +13,9 @@
 //! Files under the names of before (`state_name.rs`) are renamed here,
 //! when exactly one configured target could own them; when several
 //! could, none takes the file and their LUs stay offline until a person
-//! renames it for the one it belongs to.
+//! renames it for the one it belongs to. The former names kept the case
+//! of the name as configured, so they are looked for ignoring ASCII case
+//! ([`legacy`]); two files that match are the same kind of puzzle.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -27,6 +29,9 @@ use crate::prstore::FilePrStore;
 use crate::sanitize_store::{self, FileSanitizeStore};
 use crate::state_file::StateFile;
 use crate::state_name;
+pub use legacy::LegacyNames;
+
+mod legacy;
 
 /// The state directory, and the targets of the configuration in force
 /// (to tell whether a file under its former name is one target's).
@@ -34,6 +39,9 @@ use crate::state_name;
 pub struct StateDir<'a> {
     pub dir: &'a Path,
     pub targets: &'a [Arc<TargetConfig>],
+    /// The directory's names, read once for many LUs; `None`: read when
+    /// a LU needs them.
+    pub names: Option<&'a LegacyNames>,
 }
 
 /// `cfg`'s state directory, if it has one.
@@ -41,7 +49,19 @@ pub fn state_dir(cfg: &Config) -> Option<StateDir<'_>> {
     Some(StateDir {
         dir: cfg.state_dir.as_deref()?,
         targets: &cfg.targets,
+        names: None,
     })
+}
+
+impl<'a> StateDir<'a> {
+    /// The same, with the directory's names read once in `names` for
+    /// every LU opened through it.
+    pub fn with_names(self, names: &'a LegacyNames) -> StateDir<'a> {
+        StateDir {
+            names: Some(names),
+            ..self
+        }
+    }
 }
 
 /// What a LU's files held: its saved persistent reservations and its
@@ -175,8 +195,32 @@ fn migrate<T>(
     lun: u16,
     file: &StateFile,
 ) -> Result<(), String> {
-    let old = StateFile::legacy_for_lu(d.dir, k.prefix, target, lun);
-    if old.path() == file.path() || file.exists() || !old.exists() {
+    if file.exists() {
+        return Ok(());
+    }
+    let want = state_name::legacy_file_name(k.prefix, target, lun);
+    let read;
+    let names = match d.names {
+        Some(n) => n,
+        None => {
+            read = LegacyNames::read(d.dir);
+            &read
+        }
+    };
+    let found = names.matching(d.dir, &want);
+    let old = match found.as_slice() {
+        [] => return Ok(()),
+        [one] => StateFile::at(&d.dir.join(one)),
+        several => {
+            return Err(format!(
+                "{} state files {} have the former name of this LU's (before names were one-to-one; it kept the case of the name as configured) but differ in case: a person decides which is target {target}'s and renames it to {}, or removes the others",
+                k.what,
+                several.join(", "),
+                file.path().display()
+            ))
+        }
+    };
+    if old.path() == file.path() {
         return Ok(());
     }
     let stem = state_name::legacy_stem(target);

@@ -326,15 +326,15 @@ pub fn build_targets(cfg: &Config) -> Result<Vec<Arc<Target>>, BindError> {
         check_state_dir(d)?;
     }
     let mut out = Vec::new();
+    let names = cfg.state_dir.as_deref().map(lu_state::LegacyNames::read);
+    let state = lu_state::state_dir(cfg).map(|d| match &names {
+        Some(n) => d.with_names(n),
+        None => d,
+    });
     for t in &cfg.targets {
         let mut luns = Vec::new();
         for l in &t.luns {
-            let lu = build_lu(
-                t,
-                l,
-                cfg.limits.max_transfer_bytes,
-                lu_state::state_dir(cfg),
-            )?;
+            let lu = build_lu(t, l, cfg.limits.max_transfer_bytes, state)?;
             luns.push((l.number, lu));
         }
         out.push(Arc::new(Target::new(

@@ -31,13 +31,6 @@ impl StateFile {
         }
     }
 
-    /// Where [`StateFile::for_lu`] was before its names were one-to-one.
-    pub fn legacy_for_lu(dir: &Path, kind: &str, target: &str, lun: u16) -> StateFile {
-        StateFile {
-            path: dir.join(state_name::legacy_file_name(kind, target, lun)),
-        }
-    }
-
     /// The file at `path` (the configuration file `config save` writes).
     pub fn at(path: &Path) -> StateFile {
         StateFile {

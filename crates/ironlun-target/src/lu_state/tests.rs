@@ -175,6 +175,48 @@ fn a_file_of_the_former_name_is_renamed_for_its_one_target() {
     assert_eq!(fs::read_to_string(file(d, "pr", T, 0)).unwrap(), v1);
 }
 
+/// The former names kept the case of the name as configured; names are
+/// lower-cased now, so the file is found ignoring case: APTPL
+/// reservations (and an interrupted sanitize) survive the upgrade.
+#[test]
+fn a_file_of_the_former_name_is_found_whatever_its_case() {
+    let configured = "iqn.2026-11.Example:Disk1";
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let old = d.join(state_name::legacy_file_name("pr", configured, 0));
+    assert!(old.to_string_lossy().contains("Example_Disk1"), "{old:?}");
+    let v1 = "ironlun-pr 1\ngeneration 2\nregister 0000000000000005 0 1 iqn.2026-11.test:i,i,0x800000000001\n";
+    fs::write(&old, v1).unwrap();
+    let cfg = config(d, &[configured]);
+    assert_eq!(cfg.targets[0].name, configured.to_ascii_lowercase());
+    let targets = build(&cfg);
+    assert_eq!(lu(&targets, 0, 0).offline_reason(), None);
+    assert_eq!(
+        lu(&targets, 0, 0).pr_state(),
+        saved("iqn.2026-11.test:i", 5)
+    );
+    assert!(!old.exists());
+    let new = file(d, "pr", &cfg.targets[0].name, 0);
+    assert_eq!(fs::read_to_string(new).unwrap(), v1);
+}
+
+/// Two files of the former name that differ only in case: which one is
+/// the LU's is for a person to say; the LU waits offline.
+#[test]
+fn former_names_differing_in_case_are_for_a_person() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let text = saved("iqn.2026-11.test:i", 5).encode();
+    for name in ["iqn.2026-11.Example:Disk1", "iqn.2026-11.example:DISK1"] {
+        fs::write(d.join(state_name::legacy_file_name("pr", name, 0)), &text).unwrap();
+    }
+    let targets = build(&config(d, &["iqn.2026-11.example:disk1"]));
+    let why = lu(&targets, 0, 0).offline_reason().expect("offline");
+    assert!(why.contains("differ in case"), "{why}");
+    assert_eq!(lu(&targets, 0, 1).offline_reason(), None);
+    assert_eq!(named(d, "pr-").len(), 2, "both left as they are");
+}
+
 /// Names that shared one file before: neither takes it; both LUs wait for
 /// a person, who renames it for the one it belongs to.
 #[test]
