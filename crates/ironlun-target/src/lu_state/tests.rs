@@ -3,6 +3,7 @@
 //! unless two targets could own them.
 
 use std::fs;
+use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
 use ironlun_scsi::reservations::{ItNexus, Registration};
@@ -135,6 +136,47 @@ fn without_the_marker_the_lu_comes_back_without_that_state() {
     assert_eq!(bring_back(&l, state_dir(&cfg).unwrap(), T, 0), Ok(()));
     assert_eq!(l.offline_reason(), None);
     assert_eq!(l.pr_state(), PrState::default());
+}
+
+/// A FIFO or a link where a state file belongs takes its LU offline and
+/// is left for a person; the start goes on (a FIFO opened the plain way
+/// waits for a writer for ever). The thread is only the guard that turns
+/// such a hang into a failure.
+#[test]
+fn a_fifo_or_a_link_in_place_of_a_state_file_does_not_hold_up_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_owned();
+    let fifo = file(&d, "sanitize", T, 0);
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    fs::write(d.join("elsewhere"), saved("iqn.2026-11.test:i", 5).encode()).unwrap();
+    std::os::unix::fs::symlink(d.join("elsewhere"), file(&d, "pr", T, 1)).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let dd = d.clone();
+    std::thread::spawn(move || {
+        let targets = build(&config(&dd, &[T]));
+        let why = |lun| lu(&targets, 0, lun).offline_reason();
+        let _ = tx.send((why(0), why(1)));
+    });
+    let (zero, one) = rx
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("the start waited on the FIFO");
+    let zero = zero.expect("LUN 0 offline");
+    assert!(zero.contains("a FIFO"), "{zero}");
+    let one = one.expect("LUN 1 offline");
+    assert!(one.contains("a symbolic link"), "{one}");
+    // Left as they were, for a person.
+    assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    assert!(fs::symlink_metadata(file(&d, "pr", T, 1))
+        .unwrap()
+        .file_type()
+        .is_symlink());
 }
 
 #[test]
