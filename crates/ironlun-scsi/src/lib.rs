@@ -62,6 +62,7 @@ pub use ironlun_payload::DataOutBuffer;
 use ironlun_scsi_codes::{opcode, Asc, Status};
 
 pub use lu::{LogicalUnit, LuConfig};
+pub use offline::OnlineClaim;
 pub use provisioning::{SoftThreshold, ThresholdEvent, ThresholdNotify};
 pub use reservations::{ItNexus, PrState};
 pub use sanitize::{

@@ -273,31 +273,42 @@ pub fn take_up(lu: &Arc<LogicalUnit>, found: Result<Found, String>, target: &str
 }
 
 /// Reads an offline LU's files again and, if they parse now, brings it
-/// back with what they hold; otherwise it stays offline with the new
-/// reason, which is returned. A LU that is not offline is left alone.
+/// back with what they hold (put in place before it serves); otherwise it
+/// stays offline with the new reason, which is returned. A LU that is
+/// not offline is left alone; one another caller is bringing back now
+/// (SIGHUP and `ironlun admin lun online` at once) is that caller's: the
+/// record of a sanitize resumed once is not taken up twice.
 pub fn bring_back(
     lu: &Arc<LogicalUnit>,
     d: StateDir<'_>,
     target: &str,
     lun: u16,
 ) -> Result<(), String> {
-    if lu.offline_reason().is_none() {
-        return Ok(());
-    }
+    let Some(claim) = lu.claim_offline() else {
+        return match lu.offline_reason() {
+            None => Ok(()),
+            Some(_) => Err(BEING_BROUGHT_BACK.into()),
+        };
+    };
     match read_all(d, target, lun) {
         Ok(f) => {
-            lu.set_online(f.pr.map(PrState::after_power_on));
+            claim.online(f.pr.map(PrState::after_power_on), || {
+                sanitize_store::restore(lu, f.sanitize, target, lun);
+            });
             info!("target {target} LUN {lun}: its state files read again: back online");
-            sanitize_store::restore(lu, f.sanitize, target, lun);
             Ok(())
         }
         Err(why) => {
             error!("target {target} LUN {lun}: still offline: {why}");
-            lu.set_offline(why.clone());
+            claim.stay_offline(why.clone());
             Err(why)
         }
     }
 }
+
+/// What a caller is told while another brings the LU back.
+pub const BEING_BROUGHT_BACK: &str =
+    "another request (SIGHUP, configuration reload or lun online) is bringing this LU back now; ask again once it is done";
 
 #[cfg(test)]
 mod tests;

@@ -309,3 +309,49 @@ fn markers_name_a_file_of_the_directory_only() {
         assert_eq!(held(&bad), None, "{bad:?}");
     }
 }
+
+/// Two callers bringing one LU back (SIGHUP's thread and `lun online`):
+/// while one holds it, the other changes nothing and is told so; the
+/// sanitize record it would have taken up a second time (entering
+/// failure mode over the resumed operation, and saving that) is left to
+/// the first, which resumes it before the LU serves.
+#[test]
+fn a_second_caller_does_not_take_the_state_up_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let text = format!(
+        "state_dir = \"{}\"\n[[target]]\nname = \"{T}\"\n[[target.lun]]\nspec = \"ram:1MiB,sanitize,sanitize_rate=64KiB\"\n",
+        d.display()
+    );
+    let cfg = Config::from_toml(&text, None).unwrap();
+    let pr0 = file(d, "pr", T, 0);
+    fs::write(&pr0, "ironlun-pr 2\ngeneration x\n").unwrap();
+    let targets = build(&cfg);
+    let l = lu(&targets, 0, 0);
+    assert!(l.offline_reason().is_some());
+    // A person repairs the state: no reservations, and an overwrite that
+    // was under way when the target stopped.
+    fs::remove_file(&pr0).unwrap();
+    let running = format!(
+        "ironlun-sanitize 2\nlu {:016x} 512 2048\nstate running\nmethod overwrite 1 0\npattern a5\ndone 0\nend\n",
+        l.config().naa_id
+    );
+    let san0 = file(d, "sanitize", T, 0);
+    fs::write(&san0, &running).unwrap();
+    let sd = state_dir(&cfg).unwrap();
+    let first = l.claim_offline().expect("the first caller");
+    assert_eq!(bring_back(&l, sd, T, 0), Err(BEING_BROUGHT_BACK.into()));
+    assert!(l.offline_reason().is_some());
+    assert_eq!(
+        fs::read_to_string(&san0).unwrap(),
+        running,
+        "taken up twice"
+    );
+    drop(first);
+    assert_eq!(bring_back(&l, sd, T, 0), Ok(()));
+    assert_eq!(l.offline_reason(), None);
+    assert_eq!(bring_back(&l, sd, T, 0), Ok(()), "online: nothing to do");
+    let now = fs::read_to_string(&san0).unwrap_or_default();
+    assert!(!now.contains("state failed"), "{now}");
+    l.stop_sanitize();
+}
