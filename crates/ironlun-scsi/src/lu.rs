@@ -247,14 +247,29 @@ impl LogicalUnit {
     /// tmpfs file: inline, one core did both copies and ironlun trailed
     /// tgt, whose worker threads overlap them; docs/performance.md). A
     /// read the backend hands out in place (a file range sent with
-    /// `sendfile`) copies nothing here and stays inline.
+    /// `sendfile`) copies nothing here and stays inline. A command that
+    /// may save the LU's state to a file goes off too, whatever the
+    /// backend: PERSISTENT RESERVE OUT with a store for APTPL writes and
+    /// fsyncs a file and its directory under the reservation lock.
     pub fn may_block(&self, cdb: &[u8], transfer: u32) -> bool {
         let copies = if ops::reads_medium(cdb) {
             !self.backend.reads_in_place(transfer as usize)
         } else {
             self.backend.copies_data()
         };
-        self.backend.may_block() || ops::runs_long(cdb) || (transfer >= OFFLOAD_TRANSFER && copies)
+        self.backend.may_block()
+            || ops::runs_long(cdb)
+            || self.saves_state(cdb)
+            || (transfer >= OFFLOAD_TRANSFER && copies)
+    }
+
+    /// Whether `cdb` may write the LU's saved state (a file, fsynced):
+    /// PERSISTENT RESERVE OUT when APTPL has a store (SPC-5 §5.14.5).
+    /// SANITIZE saves its record too, and always runs off
+    /// ([`ops::runs_long`]).
+    fn saves_state(&self, cdb: &[u8]) -> bool {
+        self.pr_store.is_some()
+            && cdb.first() == Some(&ironlun_scsi_codes::opcode::PERSISTENT_RESERVE_OUT)
     }
 
     pub fn block_size(&self) -> u32 {
