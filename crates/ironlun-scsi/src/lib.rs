@@ -64,7 +64,7 @@ use ironlun_scsi_codes::{opcode, Asc, Status};
 pub use lu::{LogicalUnit, LuConfig};
 pub use offline::OnlineClaim;
 pub use provisioning::{SoftThreshold, ThresholdEvent, ThresholdNotify};
-pub use reservations::{ItNexus, PrState};
+pub use reservations::{ItNexus, NameRule, PrState};
 pub use sanitize::{
     SanitizeRecord, SanitizeRestore, SanitizeStore, MAX_RECORD_BYTES as MAX_SANITIZE_RECORD_BYTES,
 };

@@ -17,7 +17,7 @@ use crate::gate::{AccessGate, ExclusiveGuard, HasGate, SharedGuard};
 use crate::offline::Offline;
 use crate::ops::{self, OpInfo};
 use crate::provisioning::threshold::ThresholdState;
-use crate::reservations::{self, Access, ItNexus, PrState, PrStore, ReservationState};
+use crate::reservations::{self, Access, ItNexus, NameRule, PrState, PrStore, ReservationState};
 use crate::sanitize::SanitizeState;
 use crate::sense::Sense;
 use crate::stats::{IoKind, IoSnapshot, IoStats, LatencySnapshot};
@@ -130,6 +130,9 @@ pub struct LogicalUnit {
     /// reservation check.
     reserved: AtomicBool,
     pr_store: Option<Arc<dyn PrStore>>,
+    /// The transport's rule for initiator names that arrive in a
+    /// command's data (REGISTER AND MOVE's TransportID).
+    name_rule: Option<NameRule>,
     /// Shared by ordinary reads and writes, exclusive for the commands
     /// that must appear atomic (COMPARE AND WRITE, ORWRITE, WRITE ATOMIC).
     access: AccessGate,
@@ -201,6 +204,7 @@ impl LogicalUnit {
             reservations: Mutex::new(ReservationState::default()),
             reserved: AtomicBool::new(false),
             pr_store: None,
+            name_rule: None,
             access: AccessGate::default(),
             copies_running: AtomicUsize::new(0),
             held_copies: Mutex::new(HeldCopies::default()),
@@ -651,6 +655,22 @@ impl LogicalUnit {
     /// answer it here.
     pub fn has_target_port(&self, relative_port: u16) -> bool {
         relative_port == self.cfg.relative_port
+    }
+
+    /// Initiator names in a command's data (REGISTER AND MOVE) go through
+    /// `rule`, the one the transport applies at login, so that they name
+    /// the nexus a login of that initiator makes.
+    pub fn set_name_rule(&mut self, rule: NameRule) {
+        self.name_rule = Some(rule);
+    }
+
+    /// An initiator name from a command's data in its normal form, by the
+    /// transport's rule (as it is without one); `None`: not a name.
+    pub(crate) fn normal_initiator_name(&self, name: &str) -> Option<String> {
+        match self.name_rule {
+            Some(rule) => rule(name),
+            None => Some(name.to_owned()),
+        }
     }
 
     pub(crate) fn pr_store_available(&self) -> bool {

@@ -176,6 +176,13 @@ impl PrState {
     }
 }
 
+/// The transport's rule for an initiator name (RFC 7143 §4.2.7 for
+/// iSCSI, which this crate does not know): its normal form, as logins
+/// are compared and stored, or `None` when it is not a name. The target
+/// gives it to each LU ([`LogicalUnit::set_name_rule`]); names that
+/// arrive in a command's data (REGISTER AND MOVE) go through it too.
+pub type NameRule = fn(&str) -> Option<String>;
+
 /// Where APTPL state is kept (SPC-4 §5.13.5): the daemon supplies it.
 pub trait PrStore: Send + Sync {
     fn save(&self, text: &str) -> std::io::Result<()>;
@@ -798,9 +805,11 @@ fn move_destination(
         .ok()
         .and_then(|n| data.get(24..24usize.checked_add(n)?));
     // The destination is saved with APTPL like any registration: only a
-    // plain initiator port name (no white space or control character).
+    // plain initiator port name (no white space or control character),
+    // its iSCSI name in the normal form a login of it would have.
     let Some((name, true)) = tid
         .and_then(parse_transport_id)
+        .and_then(|(port, isid)| Some((normal_port_name(lu, &port)?, isid)))
         .filter(|(name, _)| strict_port_name(name))
     else {
         return Err(Sense::invalid_param(24, None).into());
@@ -813,6 +822,13 @@ fn move_destination(
         return Err(Sense::invalid_param(24, None).into());
     }
     Ok(dest)
+}
+
+/// `NAME,i,0xISID` with NAME in the transport's normal form
+/// ([`NameRule`]); `None` when NAME is not an initiator name.
+fn normal_port_name(lu: &LogicalUnit, port: &str) -> Option<String> {
+    let (name, isid) = port.rsplit_once(",i,0x")?;
+    Some(format!("{},i,0x{isid}", lu.normal_initiator_name(name)?))
 }
 
 /// The reservation check made before a command runs.
