@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use ironlun_scsi::reservations::MAX_STATE_BYTES as MAX_PR_BYTES;
 use ironlun_scsi::{LogicalUnit, PrState, SanitizeRecord, MAX_SANITIZE_RECORD_BYTES};
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 use crate::config::{Config, NameKey, TargetConfig};
 use crate::prstore::FilePrStore;
@@ -80,12 +80,15 @@ pub struct Opened {
 }
 
 /// One kind of state: its file name prefix, what the log calls it, the
-/// longest file, and its reader.
+/// longest file, its reader, the first line of its files of version 1
+/// and the current form of what one held.
 struct Kind<T> {
     prefix: &'static str,
     what: &'static str,
     max: usize,
     decode: fn(&str) -> Result<T, String>,
+    v1: &'static str,
+    encode: fn(&T) -> String,
 }
 
 const PR: Kind<PrState> = Kind {
@@ -93,6 +96,8 @@ const PR: Kind<PrState> = Kind {
     what: "persistent reservation",
     max: MAX_PR_BYTES,
     decode: PrState::decode,
+    v1: "ironlun-pr 1\n",
+    encode: PrState::encode,
 };
 
 const SANITIZE: Kind<SanitizeRecord> = Kind {
@@ -100,6 +105,8 @@ const SANITIZE: Kind<SanitizeRecord> = Kind {
     what: "sanitize",
     max: MAX_SANITIZE_RECORD_BYTES,
     decode: SanitizeRecord::decode,
+    v1: "ironlun-sanitize 1\n",
+    encode: SanitizeRecord::encode,
 };
 
 /// The first line of the marker left where a file was kept aside.
@@ -148,9 +155,29 @@ fn read<T>(d: StateDir<'_>, k: &Kind<T>, target: &str, lun: u16) -> Result<Optio
         ));
     }
     match (k.decode)(&text) {
-        Ok(v) => Ok(Some(v)),
+        Ok(v) => {
+            if text.starts_with(k.v1) {
+                warn_v1(k, &v, &file, target, lun);
+            }
+            Ok(Some(v))
+        }
         Err(why) => Err(keep_aside(k, &file, &why)),
     }
+}
+
+/// A file of version 1, which wrote names raw (a name could add records
+/// before the names were checked at login): it reads, and what it holds
+/// goes to the log for a person to review, record by record in the
+/// current form (names escaped, so none can forge a log line).
+fn warn_v1<T>(k: &Kind<T>, v: &T, file: &StateFile, target: &str, lun: u16) {
+    let text = (k.encode)(v);
+    let shown: Vec<&str> = text.lines().skip(1).filter(|l| *l != "end").collect();
+    warn!(
+        "target {target} LUN {lun}: {} state file {} was written by an older version (version 1, names not checked then) and is taken up as: {}; review it (an initiator's name could have added records); it is written in the current form at the next change",
+        k.what,
+        file.path().display(),
+        shown.join("; ")
+    );
 }
 
 /// The reason a LU is offline for `file`, which does not parse because

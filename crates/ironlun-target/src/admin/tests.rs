@@ -313,38 +313,11 @@ async fn no_connection_outlives_its_lifetime_and_the_last_answer() {
     .await;
 }
 
-/// Everything this test process logs, from any thread: the management
-/// API's operations run on its blocking pool.
-fn log_capture() -> &'static std::sync::Mutex<Vec<u8>> {
-    static LOG: std::sync::OnceLock<std::sync::Mutex<Vec<u8>>> = std::sync::OnceLock::new();
-    static INSTALLED: std::sync::Once = std::sync::Once::new();
-    struct Sink;
-    impl io::Write for Sink {
-        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-            log_capture().lock().unwrap().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-    let log = LOG.get_or_init(Default::default);
-    INSTALLED.call_once(|| {
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::TRACE)
-            .with_ansi(false)
-            .with_writer(|| Sink)
-            .finish();
-        tracing::subscriber::set_global_default(subscriber).unwrap();
-    });
-    log
-}
-
 /// An operation the API refuses is logged by its name: a CHAP secret or
 /// a configuration in it never reaches the log.
 #[tokio::test]
 async fn a_refused_operation_logs_no_secret() {
-    let log = log_capture();
+    crate::test_log::capture();
     let secret = "chap-secret-in-the-log-0123456789";
     let ops = [
         format!(r#"{{"op":"set-target","name":"iqn.2026-11.test:absent","chap":"user:{secret}"}}"#),
@@ -362,7 +335,7 @@ async fn a_refused_operation_logs_no_secret() {
         c.write_all(body.as_bytes()).await.unwrap();
         let (status, _) = read_answer(&mut c).await.unwrap();
         assert!((400..500).contains(&status), "{kind}: {status}");
-        let text = String::from_utf8_lossy(&log.lock().unwrap()).into_owned();
+        let text = crate::test_log::text();
         assert!(!text.contains(secret), "{text}");
         assert!(text.contains(&format!("refused {kind}")), "{text}");
     }

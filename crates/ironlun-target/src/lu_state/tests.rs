@@ -355,3 +355,29 @@ fn a_second_caller_does_not_take_the_state_up_twice() {
     assert!(!now.contains("state failed"), "{now}");
     l.stop_sanitize();
 }
+
+/// A file of version 1 (names written raw) is taken up, and what it holds
+/// goes to the log at warn, record by record, for a person to review.
+#[test]
+fn a_file_of_version_1_is_logged_for_review() {
+    crate::test_log::capture();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let v1 = "ironlun-pr 1\ngeneration 2\nregister 0000000000000007 0 1 iqn.2026-11.test:v1-review,i,0x800000000001\n";
+    fs::write(file(d, "pr", T, 0), v1).unwrap();
+    let targets = build(&config(d, &[T]));
+    assert_eq!(lu(&targets, 0, 0).offline_reason(), None);
+    let log = crate::test_log::text();
+    let line = log
+        .lines()
+        .find(|l| l.contains("iqn.2026-11.test:v1-review"))
+        .unwrap_or_else(|| panic!("not logged:\n{log}"));
+    assert!(
+        line.contains("WARN") && line.contains("older version"),
+        "{line}"
+    );
+    assert!(
+        line.contains("register 0000000000000007 0 1 iqn.2026-11.test:v1-review,i,0x800000000001"),
+        "{line}"
+    );
+}
