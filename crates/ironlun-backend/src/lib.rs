@@ -218,6 +218,16 @@ pub trait Backend: Send + Sync {
         Ok(false)
     }
 
+    /// Whether the store keeps its own account of acknowledged writes a
+    /// failed flush or a lost client took with it, and reports them
+    /// ([`Fault::LostWrites`], for [`LOSS_REPORTED_FOR`]): RBD's ledger.
+    /// The others (the default) leave it to the LU, which after a failed
+    /// flush or durable write refuses flushes and durable writes for that
+    /// long (ironlun-scsi's `durability`).
+    fn reports_lost_writes(&self) -> bool {
+        false
+    }
+
     /// Whether reads and writes copy the data (every store but `null`,
     /// whose reads share one zeroed buffer and whose writes vanish).
     fn copies_data(&self) -> bool {

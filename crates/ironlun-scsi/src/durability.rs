@@ -21,11 +21,16 @@
 //! io_uring, a store's own asynchronous path): each asks [`Durability`]
 //! before the access and tells it the outcome after.
 //!
-//! Not counted: a failure the store reports as a [`Fault`] (an RBD image
-//! keeps its own report of lost writes, and a fenced one its own state),
-//! and a durable write refused for want of space (ENOSPC, EDQUOT: the
-//! write did not reach the page cache, and the LU's thin provisioning
-//! answers it; a flush that fails so is counted).
+//! Not counted: anything on a store that keeps its own account
+//! ([`Backend::reports_lost_writes`]: an RBD image's ledger counts the
+//! writes a failed flush took and reports them, and a durable write that
+//! failed before librbd acknowledged it lost nothing); a failure a store
+//! reports as a [`Fault`] (lost writes it reports itself, a fence); and
+//! a durable write refused for want of space (ENOSPC, EDQUOT: the write
+//! did not reach the page cache, and the LU's thin provisioning answers
+//! it; a flush that fails so is counted).
+//!
+//! [`Backend::reports_lost_writes`]: ironlun_backend::Backend::reports_lost_writes
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -47,12 +52,23 @@ pub(crate) enum Durable {
 /// refused.
 #[derive(Debug, Default)]
 pub(crate) struct Durability {
+    /// The store keeps its own account: nothing is done here.
+    store_reports: bool,
     /// A failure is being reported: lets the hot path skip the lock.
     failing: AtomicBool,
     until: Mutex<Option<Instant>>,
 }
 
 impl Durability {
+    /// For a LU whose store keeps its own account of lost writes
+    /// (`store_reports`), or not.
+    pub(crate) fn new(store_reports: bool) -> Durability {
+        Durability {
+            store_reports,
+            ..Durability::default()
+        }
+    }
+
     /// Whether a flush or durable write may go to the store at `now`;
     /// the error to answer instead while a failure is being reported.
     pub(crate) fn admit(&self, now: Instant) -> io::Result<()> {
@@ -74,7 +90,7 @@ impl Durability {
     /// failure that counts starts (or restarts) the report.
     pub(crate) fn settle<T>(&self, access: Durable, outcome: &io::Result<T>, now: Instant) {
         let Err(e) = outcome else { return };
-        if !counts(access, e) {
+        if self.store_reports || !counts(access, e) {
             return;
         }
         *self.lock() = Some(now + LOSS_REPORTED_FOR);
@@ -146,6 +162,16 @@ mod tests {
         d.settle(Durable::Flush, &eio, t1);
         assert!(lost(d.admit(t0 + LOSS_REPORTED_FOR)));
         assert!(d.admit(t1 + LOSS_REPORTED_FOR).is_ok());
+    }
+
+    #[test]
+    fn a_store_that_keeps_its_own_account_is_left_to_it() {
+        let d = Durability::new(true);
+        let t0 = Instant::now();
+        let etimedout: io::Result<()> = Err(io::Error::from_raw_os_error(110));
+        d.settle(Durable::Write, &etimedout, t0);
+        d.settle(Durable::Flush, &etimedout, t0);
+        assert!(d.admit(t0).is_ok());
     }
 
     #[test]

@@ -210,7 +210,7 @@ impl LogicalUnit {
             held_copies: Mutex::new(HeldCopies::default()),
             sanitize: SanitizeState::default(),
             offline: Offline::default(),
-            durability: Durability::default(),
+            durability: Durability::new(backend.reports_lost_writes()),
             io: IoStats::default(),
             no_space: AtomicBool::new(false),
             threshold: None,
