@@ -59,7 +59,7 @@ use bytes::Bytes;
 pub use ironlun_payload::Payload;
 
 pub use events::{Severity, StoreEvent, StoreEvents};
-pub use fault::Fault;
+pub use fault::{Fault, LOSS_REPORTED_FOR};
 pub use file::{FileBackend, FileOptions, ZERO_COPY_MIN};
 pub use ironlun_rbd::ClusterConfig;
 pub use lock::LOCK_WAIT;
@@ -218,6 +218,16 @@ pub trait Backend: Send + Sync {
     fn write_same(&self, offset: u64, len: u64, pattern: &[u8], durable: bool) -> io::Result<bool> {
         let _ = (offset, len, pattern, durable);
         Ok(false)
+    }
+
+    /// Whether the store keeps its own account of acknowledged writes a
+    /// failed flush or a lost client took with it, and reports them
+    /// ([`Fault::LostWrites`], for [`LOSS_REPORTED_FOR`]): RBD's ledger.
+    /// The others (the default) leave it to the LU, which after a failed
+    /// flush or durable write refuses flushes and durable writes for that
+    /// long (ironlun-scsi's `durability`).
+    fn reports_lost_writes(&self) -> bool {
+        false
     }
 
     /// Whether reads and writes copy the data (every store but `null`,

@@ -34,6 +34,7 @@
 mod block;
 pub mod cdb;
 mod copy;
+mod durability;
 mod failure;
 mod gate;
 mod inquiry;
@@ -61,8 +62,9 @@ pub use ironlun_payload::DataOutBuffer;
 use ironlun_scsi_codes::{opcode, Asc, Status};
 
 pub use lu::{LogicalUnit, LuConfig};
+pub use offline::OnlineClaim;
 pub use provisioning::{SoftThreshold, ThresholdEvent, ThresholdNotify};
-pub use reservations::{ItNexus, PrState};
+pub use reservations::{ItNexus, NameRule, PrState};
 pub use sanitize::{
     SanitizeRecord, SanitizeRestore, SanitizeStore, MAX_RECORD_BYTES as MAX_SANITIZE_RECORD_BYTES,
 };

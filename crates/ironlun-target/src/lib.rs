@@ -46,6 +46,8 @@ mod state_file;
 mod state_name;
 pub mod stats;
 mod store_io;
+#[cfg(test)]
+mod test_log;
 
 pub use config::{AdminHttp, Config, ConfigError, Overrides};
 pub use server::{BindError, Server};

@@ -245,6 +245,8 @@ pub(crate) fn build_lu(
         rotation: l.spec.rotation,
     };
     let mut lu = LogicalUnit::new(cfg, backend).map_err(set_up)?;
+    // REGISTER AND MOVE names an initiator: the login's rule for names.
+    lu.set_name_rule(|n| ironlun_proto::names::normalize(n).ok());
     lu.set_sanitize_rate(l.spec.sanitize_rate);
     set_threshold(&mut lu, t, l).map_err(set_up)?;
     // What the state files held, or why the LU must stay offline: never
@@ -326,15 +328,15 @@ pub fn build_targets(cfg: &Config) -> Result<Vec<Arc<Target>>, BindError> {
         check_state_dir(d)?;
     }
     let mut out = Vec::new();
+    let names = cfg.state_dir.as_deref().map(lu_state::LegacyNames::read);
+    let state = lu_state::state_dir(cfg).map(|d| match &names {
+        Some(n) => d.with_names(n),
+        None => d,
+    });
     for t in &cfg.targets {
         let mut luns = Vec::new();
         for l in &t.luns {
-            let lu = build_lu(
-                t,
-                l,
-                cfg.limits.max_transfer_bytes,
-                lu_state::state_dir(cfg),
-            )?;
+            let lu = build_lu(t, l, cfg.limits.max_transfer_bytes, state)?;
             luns.push((l.number, lu));
         }
         out.push(Arc::new(Target::new(
@@ -633,6 +635,58 @@ mod tests {
             ..Overrides::default()
         })
         .unwrap()
+    }
+
+    /// REGISTER AND MOVE names its destination as a login names itself:
+    /// a name the login would refuse (`_` is outside RFC 3722's set) is
+    /// INVALID FIELD IN PARAMETER LIST; one in upper case is the same
+    /// initiator as its lower-case login.
+    #[test]
+    fn a_lus_move_destination_is_a_name_a_login_could_have() {
+        use ironlun_scsi::{DataOutBuffer, ItNexus, NexusId};
+        let targets = build_targets(&config("ram:1MiB")).unwrap();
+        let map = targets[0].luns.clone();
+        const GOOD: u8 = 0;
+        let (a, b) = (NexusId(1), NexusId(2));
+        let isid = [0x80, 0, 0, 0, 0, 1];
+        map.attach_nexus(a, &ItNexus::new("iqn.2026-11.test:a", isid, 1), false);
+        let run = |n, cdb: &[u8], data: &[u8]| {
+            map.execute(Some(0), n, cdb, &DataOutBuffer::copy_from_slice(data))
+        };
+        let _ = run(a, &[0; 6], &[]);
+        let prout = |sa: u8, ty: u8, len: u8| [0x5f, sa, ty, 0, 0, 0, 0, 0, len, 0];
+        let mut p = [0u8; 24];
+        p[15] = 1;
+        assert_eq!(run(a, &prout(0, 0, 24), &p).status.0, GOOD);
+        let mut p = [0u8; 24];
+        p[7] = 1;
+        assert_eq!(run(a, &prout(1, 1, 24), &p).status.0, GOOD);
+        let mv = |name: &str| {
+            let mut tid = format!("{name},i,0x800000000009").into_bytes();
+            tid.resize(tid.len().div_ceil(4) * 4 + 4, 0);
+            let mut p = vec![0u8; 24];
+            p[7] = 1;
+            p[15] = 2;
+            p[17] = 0x02; // UNREG
+            p[19] = 1;
+            p[20..24].copy_from_slice(&(tid.len() as u32 + 4).to_be_bytes());
+            p.extend_from_slice(&[0x45, 0]);
+            p.extend_from_slice(&(tid.len() as u16).to_be_bytes());
+            p.extend_from_slice(&tid);
+            run(a, &prout(7, 0, p.len() as u8), &p)
+        };
+        let r = mv("iqn.2026-11.test:bad_name");
+        assert_eq!((r.sense[2], r.sense[12]), (0x05, 0x26), "{:02x?}", r.sense);
+        assert_eq!(mv("IQN.2026-11.TEST:B").status.0, GOOD);
+        let id = ItNexus::new("iqn.2026-11.test:b", [0x80, 0, 0, 0, 0, 9], 1);
+        map.attach_nexus(b, &id, false);
+        let _ = run(b, &[0; 6], &[]);
+        let write = [0x2a, 0, 0, 0, 0, 0, 0, 0, 1, 0];
+        assert_eq!(
+            run(b, &write, &[0; 512]).status.0,
+            GOOD,
+            "b holds the reservation"
+        );
     }
 
     async fn bind_error(cfg: &Config) -> (String, BindError) {

@@ -183,6 +183,13 @@ impl Backend for RbdBackend {
         true
     }
 
+    /// The ledger (`ledger.rs`): a failed flush counts the writes since
+    /// the last good one as lost, and reports them; a durable write that
+    /// failed before librbd acknowledged it lost nothing.
+    fn reports_lost_writes(&self) -> bool {
+        true
+    }
+
     fn async_medium(&self) -> Option<&dyn AsyncMedium> {
         Some(self)
     }

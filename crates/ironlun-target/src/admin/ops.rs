@@ -13,7 +13,8 @@ use crate::live::{ApplyError, Live, Outcome};
 use crate::registry::SessionSignal;
 
 /// A request: one operation, with `dry_run` (plan only) and `force`
-/// (a removal may log sessions out).
+/// (a removal may log sessions out). Its `Debug` hides secrets, as
+/// [`Op`]'s does.
 #[derive(Debug, Deserialize, Serialize)]
 pub struct Request {
     #[serde(flatten)]
@@ -24,8 +25,10 @@ pub struct Request {
     pub force: bool,
 }
 
-/// Every operation that changes the daemon.
-#[derive(Debug, Deserialize, Serialize)]
+/// Every operation that changes the daemon. Some carry secrets (`chap`
+/// of `set-target` and `set-initiator`, the whole file of `apply`): its
+/// `Debug` hides them, and logs name an operation by [`Op::kind`].
+#[derive(Deserialize, Serialize)]
 #[serde(tag = "op", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Op {
     AddTarget {
@@ -104,6 +107,51 @@ pub enum Op {
     /// Reads the configuration file again and applies it, as SIGHUP does
     /// (`dry_run`: what SIGHUP would change, undoing unsaved live changes).
     ReloadConfig {},
+}
+
+/// The fields of an operation whose values may hold a secret: a CHAP
+/// `USER:SECRET`, or a whole configuration with its secrets.
+const SECRET_FIELDS: [&str; 2] = ["chap", "toml"];
+
+impl Op {
+    /// The operation's name as the API spells it (`set-target`): what a
+    /// log line says of it, never its values.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Op::AddTarget { .. } => "add-target",
+            Op::RemoveTarget { .. } => "remove-target",
+            Op::SetTarget { .. } => "set-target",
+            Op::AddLun { .. } => "add-lun",
+            Op::RemoveLun { .. } => "remove-lun",
+            Op::ResizeLun { .. } => "resize-lun",
+            Op::SetReadOnly { .. } => "set-read-only",
+            Op::OnlineLun { .. } => "online-lun",
+            Op::SetInitiator { .. } => "set-initiator",
+            Op::RemoveInitiator { .. } => "remove-initiator",
+            Op::AddPortal { .. } => "add-portal",
+            Op::RemovePortal { .. } => "remove-portal",
+            Op::Apply { .. } => "apply",
+            Op::LogoutSession { .. } => "logout-session",
+            Op::SaveConfig { .. } => "save-config",
+            Op::ReloadConfig { .. } => "reload-config",
+        }
+    }
+}
+
+/// The operation as its JSON, with every value of [`SECRET_FIELDS`]
+/// shown as `<hidden>`.
+impl std::fmt::Debug for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut v = serde_json::to_value(self).map_err(|_| std::fmt::Error)?;
+        if let Some(fields) = v.as_object_mut() {
+            for key in SECRET_FIELDS {
+                if let Some(x) = fields.get_mut(key).filter(|x| !x.is_null()) {
+                    *x = serde_json::Value::from(crate::config::HIDDEN_SECRET);
+                }
+            }
+        }
+        write!(f, "{v}")
+    }
 }
 
 /// What went wrong, and the HTTP status it maps to.
@@ -426,6 +474,33 @@ mod tests {
         ops
     }
 
+    #[test]
+    fn an_operation_is_logged_by_its_name_and_shown_without_secrets() {
+        let tmp = tempfile::tempdir().unwrap();
+        let secret = "chap-secret-0123456789";
+        let mut ops = every_op(tmp.path(), &format!("# chap = \"u:{secret}\"\n"));
+        ops.push(Op::SetTarget {
+            name: T.into(),
+            alias: None,
+            allow: None,
+            chap: Some(format!("user:{secret}")),
+            default_map: None,
+        });
+        ops.push(Op::SetInitiator {
+            target: T.into(),
+            name: "iqn.2026-11.test:init".into(),
+            luns: None,
+            chap: Some(format!("user:{secret}")),
+        });
+        for op in &ops {
+            let json = serde_json::to_value(op).unwrap();
+            assert_eq!(json["op"], op.kind(), "{op:?}");
+            let shown = format!("{op:?}");
+            assert!(!shown.contains(secret), "{shown}");
+            assert!(shown.contains(op.kind()), "{shown}");
+        }
+    }
+
     /// Every file under `dir` with its length and modification time.
     fn snapshot(dir: &Path) -> BTreeMap<String, (u64, std::time::SystemTime)> {
         let mut out = BTreeMap::new();
@@ -467,7 +542,7 @@ mod tests {
         let files = snapshot(&dir);
         let state = serde_json::to_string(&super::super::views::state(&live)).unwrap();
         for op in every_op(&dir, &text) {
-            let what = format!("{op:?}");
+            let what = op.kind();
             let r = run(
                 &live,
                 Request {
@@ -479,7 +554,7 @@ mod tests {
             match r {
                 Ok(a) => assert!(a.dry_run, "{what}: {a:?}"),
                 // Only the logout of a session there is not.
-                Err(e) => assert!(what.starts_with("LogoutSession"), "{what}: {e:?}"),
+                Err(e) => assert_eq!(what, "logout-session", "{e:?}"),
             }
             assert_eq!(live.document(), text, "{what}");
             assert_eq!(snapshot(&dir), files, "{what} wrote");

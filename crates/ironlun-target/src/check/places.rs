@@ -8,7 +8,6 @@
 
 use std::io;
 use std::os::unix::fs::FileTypeExt;
-use std::os::unix::net::UnixStream;
 use std::path::Path;
 
 use rustix::fs::{Access, AtFlags, CWD};
@@ -199,11 +198,11 @@ fn admin_socket(p: &Path, out: &mut Vec<Finding>) {
     }
     // The directory is there: what is at the path itself.
     match crate::admin::old_socket(p) {
-        Ok(true) if UnixStream::connect(p).is_ok() => out.push(Finding::note(
-            subject,
-            "a daemon answers on it now (the daemon of this configuration, if it runs; one started beside it would take the socket over)",
-        )),
         Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => out.push(Finding::note(
+            subject,
+            "a daemon answers on it now (the daemon of this configuration, if it runs; a second one started with it is refused)",
+        )),
         Err(e) => out.push(Finding::error(subject, e.to_string())),
     }
 }

@@ -164,7 +164,14 @@ fn sessions_of(registry: &Registry, name: &str) -> usize {
 /// Opens the backends of added targets and LUNs.
 fn open_lus(new: &Config, plan: &Plan) -> Result<NewLus, ApplyError> {
     let mut out = NewLus::new();
-    let state = crate::lu_state::state_dir(new);
+    let names = new
+        .state_dir
+        .as_deref()
+        .map(crate::lu_state::LegacyNames::read);
+    let state = crate::lu_state::state_dir(new).map(|d| match &names {
+        Some(n) => d.with_names(n),
+        None => d,
+    });
     let max = new.limits.max_transfer_bytes;
     for c in &plan.changes {
         let (t, only) = match c {
