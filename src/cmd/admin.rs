@@ -103,6 +103,33 @@ enum What {
     /// Add or remove a portal (an address the daemon listens on).
     #[command(subcommand)]
     Portal(PortalCmd),
+    /// Set the ALUA state of a target port group (docs/ha.md).
+    #[command(subcommand)]
+    Alua(AluaCmd),
+}
+
+#[derive(Subcommand)]
+enum AluaCmd {
+    /// Set the asymmetric access state of one of a target's port groups
+    /// (`[target.alua]`) on every LU of the target; its initiators are
+    /// told ASYMMETRIC ACCESS STATE CHANGED.
+    Set {
+        /// The target's iSCSI name.
+        target: String,
+        /// The target port group's id (`groups` in `[target.alua]`).
+        group: u16,
+        /// The state to set.
+        #[arg(value_parser = [
+            "active/optimized",
+            "active/non-optimized",
+            "standby",
+            "unavailable",
+            "transitioning",
+        ])]
+        state: String,
+        #[command(flatten)]
+        change: Change,
+    },
 }
 
 #[derive(Subcommand)]
@@ -334,6 +361,19 @@ pub fn run(a: AdminArgs) -> Result<(), Failure> {
         What::Initiator(i) => initiator_op(i).map_err(usage)?,
         What::Portal(PortalCmd::Add { addr, change }) => (Op::AddPortal { addr }, change),
         What::Portal(PortalCmd::Remove { addr, change }) => (Op::RemovePortal { addr }, change),
+        What::Alua(AluaCmd::Set {
+            target,
+            group,
+            state,
+            change,
+        }) => (
+            Op::SetAlua {
+                target,
+                group,
+                state,
+            },
+            change,
+        ),
     };
     let req = Request {
         op,
@@ -688,6 +728,7 @@ fn print_state(v: &Value) {
             if let Some(why) = l["offline"].as_str() {
                 outln!("  LUN {} OFFLINE: {why}", l["lun"]);
             }
+            print_alua(&l);
         }
         for i in list(&t["initiators"]) {
             outln!(
@@ -697,6 +738,42 @@ fn print_state(v: &Value) {
             );
         }
     }
+}
+
+/// A LUN's ALUA line: its mode, this gateway's group and state, and
+/// every group (`*` marks the preferred ones).
+fn print_alua(l: &Value) {
+    let a = &l["alua"];
+    if a.is_null() {
+        return;
+    }
+    let groups: Vec<String> = a["groups"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|g| {
+            format!(
+                "{}{} {} ports {}",
+                g["id"],
+                if g["preferred"].as_bool() == Some(true) {
+                    "*"
+                } else {
+                    ""
+                },
+                g["state"].as_str().unwrap_or_default(),
+                g["ports"]
+            )
+        })
+        .collect();
+    outln!(
+        "  LUN {} ALUA {}: local group {} {}; groups: {}",
+        l["lun"],
+        a["mode"].as_str().unwrap_or_default(),
+        a["local_group"],
+        a["local_state"].as_str().unwrap_or_default(),
+        groups.join(", ")
+    );
 }
 
 fn print_sessions(v: &Value) {

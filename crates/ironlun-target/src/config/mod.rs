@@ -8,7 +8,8 @@
 //! - `flags`: [`Overrides`] and [`Config::load`] (flags, or a file and
 //!   flags on top)
 //! - `toml_file`: the file form and [`Config::from_toml`]
-//! - `params`, `limits`, `chap`: the file's sections with their checks
+//! - `params`, `limits`, `chap`, `alua`: the file's sections with their
+//!   checks
 //! - `lun_spec`: [`LunSpec`], the `ram:1GiB` / `file:PATH,direct` shorthand
 //! - `names`: iSCSI names; `io_engine`: [`IoEngine`]; `error`:
 //!   [`ConfigError`]
@@ -22,6 +23,7 @@ use ironlun_proto::params::Offers;
 
 use crate::access::Acl;
 
+mod alua;
 mod chap;
 mod error;
 mod flags;
@@ -156,6 +158,12 @@ pub struct TargetConfig {
     pub name: String,
     pub alias: Option<String>,
     pub portal_group_tag: u16,
+    /// RELATIVE TARGET PORT IDENTIFIER of this gateway's target port:
+    /// `alua.relative_port`, else the portal group tag.
+    pub relative_port: u16,
+    /// Target port groups and their states (`[target.alua]`; off
+    /// without it).
+    pub alua: ironlun_scsi::AluaConfig,
     pub queue_depth: u32,
     pub offers: Offers,
     pub luns: Vec<LunConfig>,
