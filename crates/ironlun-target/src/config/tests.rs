@@ -1020,3 +1020,32 @@ groups = [
     let (m, _) = text_error(&text("[target.alua]\nmode = \"implicit\"\nlocal = 1\n"));
     mentions(&m, "unknown field `local`");
 }
+
+/// docs/ha.md's gateway configuration checks, and says what the page says.
+#[test]
+fn the_ha_example_parses() {
+    use ironlun_scsi::{AccessState, AluaMode};
+    let doc = include_str!("../../../../docs/ha.md");
+    let start = doc.find("```toml\n").unwrap() + 8;
+    let end = start + doc[start..].find("```").unwrap();
+    let c = Config::from_toml(&doc[start..end], None).unwrap();
+    let t = &c.targets[0];
+    assert_eq!(
+        (t.alua.mode, t.alua.local_group, t.relative_port),
+        (AluaMode::Implicit, 1, 1)
+    );
+    assert_eq!(t.alua.groups[0].state, AccessState::ActiveOptimized);
+    assert_eq!(t.alua.groups[1].ports, vec![2]);
+    // The second gateway's, as the page says to write it.
+    let second = doc[start..end]
+        .replace("portal_group_tag = 1", "portal_group_tag = 2")
+        .replace("local_group = 1", "local_group = 2");
+    let c = Config::from_toml(&second, None).unwrap();
+    assert_eq!(
+        (
+            c.targets[0].relative_port,
+            c.targets[0].alua.groups[1].ports.clone()
+        ),
+        (2, vec![2])
+    );
+}
