@@ -104,6 +104,33 @@ enum What {
     /// Add or remove a portal (an address the daemon listens on).
     #[command(subcommand)]
     Portal(PortalCmd),
+    /// Set the ALUA state of a target port group (docs/ha.md).
+    #[command(subcommand)]
+    Alua(AluaCmd),
+}
+
+#[derive(Subcommand)]
+enum AluaCmd {
+    /// Set the asymmetric access state of one of a target's port groups
+    /// (`[target.alua]`) on every LU of the target; its initiators are
+    /// told ASYMMETRIC ACCESS STATE CHANGED.
+    Set {
+        /// The target's iSCSI name.
+        target: String,
+        /// The target port group's id (`groups` in `[target.alua]`).
+        group: u16,
+        /// The state to set.
+        #[arg(value_parser = [
+            "active/optimized",
+            "active/non-optimized",
+            "standby",
+            "unavailable",
+            "transitioning",
+        ])]
+        state: String,
+        #[command(flatten)]
+        change: Change,
+    },
 }
 
 #[derive(Subcommand)]
@@ -331,6 +358,19 @@ pub fn run(a: AdminArgs) -> Result<(), Failure> {
         What::Initiator(i) => initiator_op(i).map_err(usage)?,
         What::Portal(PortalCmd::Add { addr, change }) => (Op::AddPortal { addr }, change),
         What::Portal(PortalCmd::Remove { addr, change }) => (Op::RemovePortal { addr }, change),
+        What::Alua(AluaCmd::Set {
+            target,
+            group,
+            state,
+            change,
+        }) => (
+            Op::SetAlua {
+                target,
+                group,
+                state,
+            },
+            change,
+        ),
     };
     let req = Request {
         op,

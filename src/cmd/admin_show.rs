@@ -156,7 +156,34 @@ fn lun(l: &Value) -> Node {
         "" => text(&l["kind"]),
         s => s,
     };
-    Node::leaf(format!("lun{} {spec} [{}]", l["lun"], about.join(", ")))
+    let label = format!("lun{} {spec} [{}]", l["lun"], about.join(", "));
+    Node::with(label, alua(&l["alua"]).into_iter().collect())
+}
+
+/// A LUN's ALUA: its mode, this gateway's group and state, and every
+/// group (`*` marks the preferred ones); none without ALUA.
+fn alua(a: &Value) -> Option<Node> {
+    if a.is_null() {
+        return None;
+    }
+    let groups: Vec<String> = list(&a["groups"])
+        .iter()
+        .map(|g| {
+            let pref = if g["preferred"].as_bool() == Some(true) {
+                "*"
+            } else {
+                ""
+            };
+            format!("{}{pref} {} ports {}", g["id"], text(&g["state"]), g["ports"])
+        })
+        .collect();
+    Some(Node::leaf(format!(
+        "ALUA {}: local group {} {}; groups: {}",
+        text(&a["mode"]),
+        a["local_group"],
+        text(&a["local_state"]),
+        groups.join(", ")
+    )))
 }
 
 /// A size exactly where a unit holds it in a few digits (`16MiB`,

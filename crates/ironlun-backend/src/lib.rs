@@ -100,6 +100,15 @@ pub trait Backend: Send + Sync {
     /// Short name for logs: `null`, `ram`, `file`, `block`.
     fn kind(&self) -> &'static str;
 
+    /// A name of the store itself that every process opening it shares
+    /// (an RBD image's pool and id), from which the LU's identifiers are
+    /// made, so that gateways serving it agree on them. `None`, the
+    /// default: the store has no such name, and the LU's identifiers
+    /// come from the target's name and the LUN.
+    fn identity(&self) -> Option<String> {
+        None
+    }
+
     fn size_bytes(&self) -> u64;
 
     /// Reads `len` bytes at `offset`.

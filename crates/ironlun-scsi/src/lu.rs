@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 use ironlun_backend::Payload;
 use ironlun_backend::{Backend, Rotation};
 
+use crate::alua::state::AluaState;
+use crate::alua::AluaConfig;
 use crate::cdb::Cdb;
 use crate::copy::HeldCopies;
 use crate::durability::{Durability, Durable};
@@ -49,8 +51,14 @@ pub struct LuConfig {
     pub naa_id: u64,
     /// Name of the target this LU belongs to (target port designator).
     pub target_name: String,
+    /// The target portal group tag of the port it is reached through
+    /// (the target port's name, `<iqn>,t,0x<tag>`, RFC 7143 §4.4).
+    pub portal_group_tag: u16,
     /// RELATIVE TARGET PORT IDENTIFIER of the port it is reached through.
     pub relative_port: u16,
+    /// Target port groups and their states (SPC-5 §5.16); off by
+    /// default.
+    pub alua: AluaConfig,
     /// MAXIMUM TRANSFER LENGTH in bytes (VPD page 0xB0).
     pub max_transfer_bytes: u32,
     /// Thin provisioning: UNMAP, WRITE SAME with UNMAP and GET LBA STATUS,
@@ -81,7 +89,7 @@ impl LuConfig {
         if self.max_transfer_bytes < self.block_size {
             return Err("maximum transfer length is below one block".into());
         }
-        Ok(())
+        self.alua.validate(self.relative_port)
     }
 }
 
@@ -147,6 +155,8 @@ pub struct LogicalUnit {
     /// Flushes and durable writes refused for a while after one failed
     /// ([`crate::durability`]).
     pub(crate) durability: Durability,
+    /// Target port groups and their states ([`crate::alua`]).
+    pub(crate) alua: AluaState,
     io: IoStats,
     /// Writes are being refused for want of space (SPACE ALLOCATION
     /// FAILED WRITE PROTECT) and no write has succeeded since.
@@ -193,6 +203,7 @@ impl LogicalUnit {
         let mode = ModeState::default();
         mode.wce.store(true, Ordering::Relaxed);
         mode.tas.store(true, Ordering::Relaxed);
+        let alua = AluaState::new(&cfg.alua);
         Ok(LogicalUnit {
             cfg,
             num_blocks: AtomicU64::new(num_blocks),
@@ -211,6 +222,7 @@ impl LogicalUnit {
             sanitize: SanitizeState::default(),
             offline: Offline::default(),
             durability: Durability::new(backend.reports_lost_writes()),
+            alua,
             io: IoStats::default(),
             no_space: AtomicBool::new(false),
             threshold: None,
@@ -399,7 +411,8 @@ impl LogicalUnit {
 
     /// What comes before a command's own handler, in this order: the
     /// opcode table, reserved bits, a pending unit attention, the LU
-    /// being offline, a sanitize under way (or failed), reservations. Refused: the response (and
+    /// being offline, the local port's ALUA state, a sanitize under way
+    /// (or failed), reservations. Refused: the response (and
     /// how the command would have touched the medium, for the counters).
     /// Inlined: it runs for every command.
     #[inline(always)]
@@ -423,6 +436,11 @@ impl LogicalUnit {
         // A LU whose saved state could not be read serves nothing but
         // the exempt commands (crate::offline).
         if let Some(s) = self.offline.gate(op.access, op.opcode) {
+            return Err(refuse(s));
+        }
+        // A port whose group is in standby, unavailable or transitioning
+        // serves only some commands (SPC-5 §5.16.2.4).
+        if let Some(s) = self.alua.gate(op) {
             return Err(refuse(s));
         }
         // A sanitize under way (or failed) holds off media access

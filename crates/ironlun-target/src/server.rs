@@ -10,7 +10,9 @@ use ironlun_backend::{
     Backend, ClusterConfig, FileBackend, FileOptions, NullBackend, RamBackend, RbdBackend,
     RbdOptions, Severity,
 };
-use ironlun_scsi::{LogicalUnit, LuConfig, LunMap, ThresholdEvent, ThresholdNotify};
+use ironlun_scsi::{
+    AluaEvent, AluaNotify, LogicalUnit, LuConfig, LunMap, ThresholdEvent, ThresholdNotify,
+};
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -203,6 +205,22 @@ fn follow_events(lu: &LogicalUnit, target: &str, number: u16) {
     });
 }
 
+/// The LU's NAA identifier and serial number (as 16 hex digits): from
+/// the store's own name where it has one shared by every process that
+/// opens it (an RBD image's pool and id: every gateway of a group then
+/// reports the same identity, whatever its target name, portal group or
+/// LUN number), else from the target's name and the LUN number. Stable
+/// across restarts either way.
+fn lu_id(t: &TargetConfig, l: &LunConfig, backend: &dyn Backend) -> u64 {
+    match backend.identity() {
+        Some(store) => fnv1a(&[store.as_bytes()]),
+        None => fnv1a(&[
+            t.name.to_ascii_lowercase().as_bytes(),
+            &l.number.to_be_bytes(),
+        ]),
+    }
+}
+
 pub(crate) fn build_lu(
     t: &TargetConfig,
     l: &LunConfig,
@@ -221,10 +239,7 @@ pub(crate) fn build_lu(
             source,
         }
     })?;
-    let id = fnv1a(&[
-        t.name.to_ascii_lowercase().as_bytes(),
-        &l.number.to_be_bytes(),
-    ]);
+    let id = lu_id(t, l, backend.as_ref());
     let cfg = LuConfig {
         block_size: l.spec.block_size,
         physical_block_size: l.spec.physical_block_size,
@@ -238,7 +253,9 @@ pub(crate) fn build_lu(
         serial: format!("{id:016x}"),
         naa_id: id,
         target_name: t.name.clone(),
-        relative_port: t.portal_group_tag,
+        portal_group_tag: t.portal_group_tag,
+        relative_port: t.relative_port,
+        alua: t.alua.clone(),
         max_transfer_bytes,
         thin: l.spec.thin,
         sanitize: l.spec.sanitize,
@@ -249,6 +266,9 @@ pub(crate) fn build_lu(
     lu.set_name_rule(|n| ironlun_proto::names::normalize(n).ok());
     lu.set_sanitize_rate(l.spec.sanitize_rate);
     set_threshold(&mut lu, t, l).map_err(set_up)?;
+    if t.alua.mode.explicit() {
+        lu.set_alua_notify(log_alua(t.name.clone(), l.number));
+    }
     // What the state files held, or why the LU must stay offline: never
     // an error of the daemon (lu_state.rs).
     let found = state.map(|d| {
@@ -264,6 +284,23 @@ pub(crate) fn build_lu(
     follow_size(&lu, &t.name, l.number);
     follow_events(&lu, &t.name, l.number);
     Ok(lu)
+}
+
+/// Logs the states an initiator's SET TARGET PORT GROUPS set (SPC-5
+/// §6.44). They hold on this gateway alone, until the operator's `alua
+/// set` or a change of the configuration sets them again.
+fn log_alua(target: String, lun: u16) -> AluaNotify {
+    Box::new(move |event| match event {
+        AluaEvent::SetByInitiator { initiator, changes } => {
+            for (group, from, to) in changes {
+                info!(
+                    lun,
+                    initiator = %initiator,
+                    "target {target}: SET TARGET PORT GROUPS: ALUA group {group} {from} -> {to} (on this gateway)"
+                );
+            }
+        }
+    })
 }
 
 /// What the log says when a LUN's soft threshold is reached, and when it
@@ -732,6 +769,58 @@ mod tests {
         assert!(
             m.starts_with(&format!("statistics endpoint {addr}: ")),
             "{m}"
+        );
+    }
+
+    /// A store with a name of its own (an RBD image's pool and id) gives
+    /// the LU the same identity whatever the target's name, portal group
+    /// and LUN number; one without gives each target and LUN its own.
+    #[test]
+    fn an_lu_is_named_after_its_store_when_the_store_has_a_name() {
+        struct Named(RamBackend, &'static str);
+        impl Backend for Named {
+            fn kind(&self) -> &'static str {
+                "named"
+            }
+            fn identity(&self) -> Option<String> {
+                Some(self.1.into())
+            }
+            fn size_bytes(&self) -> u64 {
+                self.0.size_bytes()
+            }
+            fn read(&self, offset: u64, len: usize) -> std::io::Result<bytes::Bytes> {
+                self.0.read(offset, len)
+            }
+            fn write(&self, offset: u64, data: &[u8], durable: bool) -> std::io::Result<()> {
+                self.0.write(offset, data, durable)
+            }
+            fn flush(&self) -> std::io::Result<()> {
+                Ok(())
+            }
+            fn may_block(&self) -> bool {
+                false
+            }
+        }
+        let gateway = |name: &str, tag: u16, lun: u16| {
+            let mut c = config("ram:1MiB");
+            let t = Arc::make_mut(&mut c.targets[0]);
+            t.name = name.into();
+            t.portal_group_tag = tag;
+            t.luns[0].number = lun;
+            (t.clone(), t.luns[0].clone())
+        };
+        let (a, la) = gateway("iqn.2026-11.test:ha", 1, 0);
+        let (b, lb) = gateway("iqn.2026-11.test:other", 2, 3);
+        let image = |id| Named(RamBackend::new(1 << 20), id);
+        let same = lu_id(&a, &la, &image("rbd:rbd/id:1234abcd"));
+        assert_eq!(same, lu_id(&b, &lb, &image("rbd:rbd/id:1234abcd")));
+        assert_ne!(same, lu_id(&a, &la, &image("rbd:rbd/id:1234abce")));
+        let ram = RamBackend::new(1 << 20);
+        assert_ne!(lu_id(&a, &la, &ram), lu_id(&b, &lb, &ram));
+        // The default is as before: FNV-1a of the target's name and LUN.
+        assert_eq!(
+            lu_id(&a, &la, &ram),
+            fnv1a(&[b"iqn.2026-11.test:ha", &0u16.to_be_bytes()])
         );
     }
 

@@ -169,6 +169,11 @@ impl Link {
         Ok(link)
     }
 
+    /// The image's id; `None` for an old-format image.
+    pub(super) fn image_id(&self) -> Option<String> {
+        self.client().image.id().ok()
+    }
+
     /// `rbd:POOL/IMAGE`, for log lines.
     fn name(&self) -> String {
         format!("rbd:{}/{}", self.opts.pool, self.opts.image)

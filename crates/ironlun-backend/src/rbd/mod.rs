@@ -70,6 +70,10 @@ pub struct RbdOptions {
 pub struct RbdBackend {
     link: Arc<Link>,
     read_only: bool,
+    /// `rbd:POOL/id:ID` ([`Backend::identity`]): the image's id, the
+    /// same for every gateway that opens it, kept across a rename;
+    /// `rbd:POOL/IMAGE` for an old-format image, which has none.
+    identity: String,
 }
 
 impl RbdBackend {
@@ -78,9 +82,15 @@ impl RbdBackend {
     /// followed, and a client the cluster cut off is reconnected
     /// (`reconnect`), only when called inside a tokio runtime.
     pub fn open(opts: &RbdOptions) -> io::Result<RbdBackend> {
+        let link = Link::open(opts)?;
+        let identity = match link.image_id() {
+            Some(id) => format!("rbd:{}/id:{id}", opts.pool),
+            None => format!("rbd:{}/{}", opts.pool, opts.image),
+        };
         Ok(RbdBackend {
-            link: Link::open(opts)?,
+            link,
             read_only: opts.read_only,
+            identity,
         })
     }
 
@@ -156,6 +166,10 @@ fn write_bytes(data: &ironlun_payload::DataOutBuffer, len: usize) -> Bytes {
 impl Backend for RbdBackend {
     fn kind(&self) -> &'static str {
         "rbd"
+    }
+
+    fn identity(&self) -> Option<String> {
+        Some(self.identity.clone())
     }
 
     fn size_bytes(&self) -> u64 {

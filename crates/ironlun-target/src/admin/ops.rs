@@ -4,8 +4,10 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use ironlun_scsi::AccessState;
 use serde::{Deserialize, Serialize};
 use toml_edit::value;
+use tracing::info;
 
 use crate::config::normalize_iscsi_name;
 use crate::live::edit::{self, EditError, Mapping};
@@ -107,6 +109,13 @@ pub enum Op {
     /// Reads the configuration file again and applies it, as SIGHUP does
     /// (`dry_run`: what SIGHUP would change, undoing unsaved live changes).
     ReloadConfig {},
+    /// Sets the asymmetric access state of one of a target's ALUA groups
+    /// (`[target.alua]`), on every LU of the target (SPC-5 §5.16).
+    SetAlua {
+        target: String,
+        group: u16,
+        state: String,
+    },
 }
 
 /// The fields of an operation whose values may hold a secret: a CHAP
@@ -310,6 +319,11 @@ pub fn run(live: &Live, req: Request) -> Result<Answer, OpError> {
             .map(Answer::from)
             .map_err(OpError::from),
         Op::OnlineLun { target, lun } => online(live, &iscsi_name(&target)?, lun, dry),
+        Op::SetAlua {
+            target,
+            group,
+            state,
+        } => set_alua(live, &iscsi_name(&target)?, group, &state, dry, force),
         Op::LogoutSession { tsih } => logout(live, tsih, dry),
         Op::SaveConfig { path } => super::save::save(live, path, dry),
         Op::ReloadConfig {} => {
@@ -321,6 +335,50 @@ pub fn run(live: &Live, req: Request) -> Result<Answer, OpError> {
             r.map(Answer::from).map_err(OpError::from)
         }
     }
+}
+
+/// Sets ALUA group `group` of `target` to `state`: in the document (so
+/// that a save keeps it, and the change reaches every LU and raises
+/// ASYMMETRIC ACCESS STATE CHANGED), and then on each LU whose state
+/// differs still, which an initiator's SET TARGET PORT GROUPS moved while
+/// the document stayed as it was.
+fn set_alua(
+    live: &Live,
+    target: &str,
+    group: u16,
+    state: &str,
+    dry_run: bool,
+    force: bool,
+) -> Result<Answer, OpError> {
+    let state: AccessState = state.parse().map_err(|e: String| OpError::new(422, e))?;
+    let mut answer: Answer = live
+        .apply_target_edit(
+            target,
+            |d: &mut toml_edit::DocumentMut| edit::set_alua_state(d, target, group, state.name()),
+            dry_run,
+            force,
+        )
+        .map(Answer::from)
+        .map_err(OpError::from)?;
+    let Some(t) = live.registry.find(target) else {
+        return Ok(answer);
+    };
+    for (n, lu) in t.luns.iter() {
+        let now = lu.alua_config();
+        let differs = now.groups.iter().any(|g| g.id == group && g.state != state);
+        if !differs {
+            continue;
+        }
+        if !dry_run {
+            lu.set_alua_state(group, state)
+                .map_err(|e| OpError::new(409, format!("target {target} LUN {n}: {e}")))?;
+            info!("target {target} LUN {n}: ALUA group {group} set to {state}");
+        }
+        answer.changes.push(format!(
+            "~ target {target} LUN {n}: ALUA group {group} {state}"
+        ));
+    }
+    Ok(answer)
 }
 
 fn online(live: &Live, target: &str, lun: u16, dry_run: bool) -> Result<Answer, OpError> {
@@ -450,6 +508,11 @@ mod tests {
             },
             Op::ReloadConfig {},
             Op::OnlineLun { target: T.into(), lun: 0 },
+            Op::SetAlua {
+                target: T.into(),
+                group: 2,
+                state: "active/optimized".into(),
+            },
         ];
         for op in &ops {
             match op {
@@ -468,7 +531,8 @@ mod tests {
                 | Op::LogoutSession { .. }
                 | Op::SaveConfig { .. }
                 | Op::ReloadConfig { .. }
-                | Op::OnlineLun { .. } => {}
+                | Op::OnlineLun { .. }
+                | Op::SetAlua { .. } => {}
             }
         }
         ops
@@ -526,7 +590,7 @@ mod tests {
         std::fs::create_dir(dir.join("saved")).unwrap();
         let cfg_path = dir.join("ironlun.toml");
         let text = format!(
-            "listen = [\"127.0.0.1:3260\", \"127.0.0.1:3262\"]\nadmin_save_dir = \"{}\"\n[[target]]\nname = \"{T}\"\nallow = [\"iqn.2026-11.test:init\", \"iqn.2026-11.test:other\"]\n[[target.lun]]\nspec = \"file:{},size=1MiB\"\n[[target.lun]]\nspec = \"ram:1MiB\"\n[[target.initiator]]\nname = \"iqn.2026-11.test:init\"\n[[target]]\nname = \"iqn.2026-11.test:u\"\n[[target.lun]]\nspec = \"ram:1MiB\"\n",
+            "listen = [\"127.0.0.1:3260\", \"127.0.0.1:3262\"]\nadmin_save_dir = \"{}\"\n[[target]]\nname = \"{T}\"\nallow = [\"iqn.2026-11.test:init\", \"iqn.2026-11.test:other\"]\nalua = {{ mode = \"both\", local_group = 1, groups = [{{ id = 1, state = \"active/optimized\" }}, {{ id = 2, state = \"standby\" }}] }}\n[[target.lun]]\nspec = \"file:{},size=1MiB\"\n[[target.lun]]\nspec = \"ram:1MiB\"\n[[target.initiator]]\nname = \"iqn.2026-11.test:init\"\n[[target]]\nname = \"iqn.2026-11.test:u\"\n[[target.lun]]\nspec = \"ram:1MiB\"\n",
             dir.join("saved").display(),
             dir.join("lun0.img").display()
         );

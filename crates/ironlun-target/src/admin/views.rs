@@ -1,6 +1,7 @@
 //! What the API reads: the running state and the sessions as JSON, and
 //! the configuration with its secrets hidden.
 
+use ironlun_scsi::{AluaMode, LogicalUnit};
 use serde::Serialize;
 use toml_edit::{DocumentMut, Item, TableLike, Value};
 
@@ -53,6 +54,51 @@ pub struct LunView {
     /// while it serves.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offline: Option<String>,
+    /// Its target port groups and their states now (SPC-5 §5.16);
+    /// absent without ALUA.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alua: Option<AluaView>,
+}
+
+/// A LU's ALUA layout as it serves now (states an initiator's SET TARGET
+/// PORT GROUPS set included).
+#[derive(Serialize)]
+pub struct AluaView {
+    pub mode: String,
+    /// The group of this gateway's port, and its state.
+    pub local_group: u16,
+    pub local_state: String,
+    pub groups: Vec<GroupView>,
+}
+
+#[derive(Serialize)]
+pub struct GroupView {
+    pub id: u16,
+    pub state: String,
+    pub ports: Vec<u16>,
+    pub preferred: bool,
+}
+
+fn alua_view(lu: &LogicalUnit) -> Option<AluaView> {
+    let c = lu.alua_config();
+    if c.mode == AluaMode::Off {
+        return None;
+    }
+    Some(AluaView {
+        mode: c.mode.to_string(),
+        local_group: c.local_group,
+        local_state: lu.alua_local_state().to_string(),
+        groups: c
+            .groups
+            .into_iter()
+            .map(|g| GroupView {
+                id: g.id,
+                state: g.state.to_string(),
+                ports: g.ports,
+                preferred: g.preferred,
+            })
+            .collect(),
+    })
 }
 
 #[derive(Serialize)]
@@ -87,6 +133,7 @@ pub fn state(live: &Live) -> State {
                         spec: spec.map(|l| l.spec.to_string()).unwrap_or_default(),
                         thin: lu.config().thin,
                         offline: lu.offline_reason(),
+                        alua: alua_view(lu),
                     }
                 })
                 .collect(),

@@ -93,6 +93,7 @@ pub(super) fn apply(
     }
     let removed = removed_lus(registry, plan);
     registry.replace_targets(targets(registry, new, &lus));
+    alua(registry, new, plan);
     for (configured, l) in bound {
         portals.add(configured, l);
     }
@@ -285,6 +286,26 @@ fn rebuilt(t: &Arc<TargetConfig>, running: Option<&Arc<Target>>, opened: &NewLus
         })
         .collect();
     Target::new(t.clone(), Arc::new(LunMap::new(luns)))
+}
+
+/// Targets whose ALUA groups changed: every LU of theirs takes the
+/// configured groups (those an initiator's SET TARGET PORT GROUPS moved
+/// too), telling its initiators if anything they see changed.
+fn alua(registry: &Registry, new: &Config, plan: &Plan) {
+    for c in &plan.changes {
+        let Change::Alua { target, .. } = c else {
+            continue;
+        };
+        let (Some(t), Some(cfg)) = (registry.find(target), target_cfg(new, target)) else {
+            continue;
+        };
+        for (n, lu) in t.luns.iter() {
+            // The configuration was checked: only a bug refuses here.
+            if let Err(e) = lu.set_alua_groups(&cfg.alua.groups, cfg.alua.transition_time) {
+                warn!("target {target} LUN {n}: ALUA groups not changed: {e}");
+            }
+        }
+    }
 }
 
 /// The logical units a change removes, with their target and number.
