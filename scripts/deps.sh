@@ -15,7 +15,8 @@ apt_install() {
   fi
 }
 
-# libiscsi's tools and test suite, qemu-img with its iSCSI driver, tgt
+# libiscsi's tools and test suite, sg3-utils' sg_vpd (decodes a VPD page
+# read from a file, tests/e2e_alua.rs), qemu-img with its iSCSI driver, tgt
 # (the peer target), iperf3 (the loopback wire rate), fio (the disk's
 # own rate, benches/compare-local), systemd-analyze (the unit in dist/,
 # tests/e2e_service.rs), what cargo deb runs (objcopy and strip to
@@ -26,6 +27,7 @@ apt_install() {
 install_peer_tools() {
   local need=()
   command -v iscsi-test-cu >/dev/null || need+=(libiscsi-bin)
+  command -v sg_vpd >/dev/null || need+=(sg3-utils)
   command -v systemd-analyze >/dev/null || need+=(systemd)
   command -v objcopy >/dev/null || need+=(binutils)
   command -v dpkg-shlibdeps >/dev/null || need+=(dpkg-dev)
@@ -57,7 +59,7 @@ install_peer_tools() {
     apt_install --allow-downgrades "qemu-utils=$v" "qemu-block-extra=$v"
   fi
   local p
-  for p in tgt libiscsi-bin qemu-utils qemu-block-extra iperf3 fio systemd chromium; do
+  for p in tgt libiscsi-bin sg3-utils qemu-utils qemu-block-extra iperf3 fio systemd chromium; do
     printf '%s %s  ' "$p" "$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null || echo '?')"
   done
   echo

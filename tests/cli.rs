@@ -339,7 +339,8 @@ fn errors_name_what_to_fix() {
     }
     let (code, out, err) = ironlun(&["target", "--lun", "ram:1.5MiB", "--check"]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("1572864"), "{out}");
+    // 1572864 bytes, written back exactly.
+    assert!(out.contains("spec = \"ram:1536KiB\" # --lun"), "{out}");
     for cmd in [
         &["target"][..],
         &["admin", "lun", "add"],

@@ -107,6 +107,10 @@ const EXCLUDED: &[(&str, &str)] = &[
         "needs a Ceph cluster (tests/e2e_rbd.rs starts one)",
     ),
     (
+        "ironlun admin alua set iqn.2026-11.io.ironlun:ha 2 active/optimized",
+        "needs a target with [target.alua] groups (tests/e2e_alua.rs sets states with it)",
+    ),
+    (
         "ironlun lab --rbd",
         "starts a Ceph cluster and runs the lab on an image there: a minute, and Ceph installed",
     ),

@@ -728,3 +728,130 @@ fn an_operators_logout_is_answered_with_a_logout_and_the_bench_goes_on() {
     assert_eq!(w["errors"], 0, "{log}");
     assert_eq!(w["verify"]["mismatch_count"], 0, "{}", w["verify"]);
 }
+
+/// `admin state` is a tree of what the configuration says, as targetcli's
+/// `ls`: the target with its portals, LUNs (the spec in the file's own
+/// grammar, size and flags), access list, initiator entries (CHAP on or
+/// off, maps in the file's `{ lun, target_lun, read_only }` form) and a
+/// logged-in session under it; `admin sessions` is a table with the
+/// session's target; `--json` is the API's answer, the fields tools
+/// read still there beside the new ones.
+#[test]
+fn state_is_a_tree_and_sessions_a_table() {
+    const OTHER: &str = "iqn.2026-11.test:other";
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("a.img");
+    let sock = dir.path().join("admin.sock");
+    let config = dir.path().join("ironlun.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[[target]]
+name = "{NAME}"
+alias = "store"
+allow = ["{READER}", "{OTHER}", "127.0.0.0/8"]
+[[target.lun]]
+spec = "file:{},size=8MiB,thin"
+[[target.lun]]
+spec = "ram:16777216,bs=4096,ro"
+[[target.initiator]]
+name = "{READER}"
+luns = [{{ lun = 0, target_lun = 1, read_only = true }}]
+[[target.initiator]]
+name = "{OTHER}"
+chap = "carol:carol-secret-0123"
+"#,
+            img.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&config, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let t = Target::start(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--admin-socket",
+        sock.to_str().unwrap(),
+    ]);
+    let mut c = support::Raw::connect(t.addr);
+    let (r, _) = c.login(NAME, [0x40, 0, 1, 0x37, 0, 0], &[("InitiatorName", READER)]);
+    assert_eq!((r.status_class, r.status_detail), (0, 0), "login failed");
+
+    let tree = admin(&sock, &["state"]);
+    let lines: Vec<&str> = tree.lines().collect();
+    let portal = t.addr.to_string();
+    for want in [
+        "o- / [1 portal, 1 target]",
+        &format!("  o- {NAME} [alias \"store\", CHAP off, default_map all]"),
+        "  | o- portals [tpgt 1]",
+        &format!("  | | o- {portal}"),
+        &format!(
+            "  | | o- lun0 file:{},size=8MiB,thin [8MiB, 512-byte blocks, thin]",
+            img.display()
+        ),
+        "  | | o- lun1 ram:16MiB,bs=4096,ro [16MiB, 4096-byte blocks, ro]",
+        "  | o- acl [3 allowed]",
+        "  | | o- 127.0.0.0/8",
+        &format!(
+            "  | | o- {READER} [CHAP off] luns = [{{ lun = 0, target_lun = 1, read_only = true }}]"
+        ),
+        &format!("  | | o- {OTHER} [CHAP on] the target's LUNs"),
+        "  | o- sessions [1]",
+        "  o- discovery [CHAP off, 0 sessions]",
+    ] {
+        assert!(lines.contains(&want), "{want:?} in\n{tree}");
+    }
+    let session = lines
+        .iter()
+        .position(|l| l.starts_with(&format!("  |   o- tsih 1 {READER} from 127.0.0.1:")))
+        .unwrap_or_else(|| panic!("the session under its target:\n{tree}"));
+    assert_eq!(lines[session - 1], "  | o- sessions [1]", "{tree}");
+    assert!(!tree.contains("carol-secret"), "{tree}");
+
+    let table = admin(&sock, &["sessions"]);
+    let rows: Vec<&str> = table.lines().collect();
+    assert!(rows[0].starts_with("TSIH  TARGET"), "{table}");
+    let at = rows[0].find("TARGET").unwrap();
+    assert_eq!(rows.len(), 2, "{table}");
+    assert!(rows[1][at..].starts_with(NAME), "{table}");
+    assert!(rows[1].contains(READER), "{table}");
+
+    let json = state(&sock);
+    let target = &json["targets"][0];
+    assert_eq!(target["luns"][0]["kind"], "file");
+    assert_eq!(target["luns"][0]["bytes"], 8 << 20);
+    assert_eq!(target["luns"][1]["read_only"], true);
+    assert_eq!(
+        target["luns"][0]["spec"],
+        format!("file:{},size=8MiB,thin", img.display())
+    );
+    assert_eq!(target["luns"][0]["thin"], true);
+    assert_eq!(
+        target["initiators"][0]["luns"],
+        serde_json::json!([[0, 1, true]])
+    );
+    assert_eq!(target["initiators"][1]["chap"], true);
+    assert_eq!(target["sessions"], 1);
+    assert_eq!(
+        target["allow"],
+        serde_json::json!([READER, OTHER, "127.0.0.0/8"])
+    );
+    assert_eq!(
+        (target["chap"].clone(), json["discovery_chap"].clone()),
+        (false.into(), false.into())
+    );
+    let (rc, raw) = run(
+        env!("CARGO_BIN_EXE_ironlun"),
+        &[
+            "admin",
+            "--socket",
+            sock.to_str().unwrap(),
+            "--json",
+            "sessions",
+        ],
+    );
+    assert_eq!(rc, 0, "{raw}");
+    let v: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!(v[0]["target"], NAME);
+    drop(c);
+}

@@ -8,6 +8,7 @@
 
 mod support;
 
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -382,4 +383,114 @@ fn a_lun_removed_at_run_time_leaves_the_exposition() {
         .iter_samples()
         .all(|x| x.get_labelset().unwrap().get_label_value("lun") == Some("0")));
     assert_eq!(counter(&s, "ironlun_lun_commands", &lun("0", "read")), 0);
+}
+
+/// `ironlun_lun_failed_commands_total` of one LUN of [`NAME`], by
+/// (status, sense_key).
+fn failed_by_class(s: &Scrape, n: &str) -> BTreeMap<(String, String), u64> {
+    let mut out = BTreeMap::new();
+    for sample in s.families["ironlun_lun_failed_commands"].iter_samples() {
+        let set = sample.get_labelset().unwrap();
+        if set.get_label_value("target") != Some(NAME) || set.get_label_value("lun") != Some(n) {
+            continue;
+        }
+        let label = |k| set.get_label_value(k).unwrap().to_owned();
+        let OpenMetricsValue::Counter(c) = &sample.value else {
+            panic!("not a counter: {:?}", sample.value);
+        };
+        out.insert(
+            (label("status"), label("sense_key")),
+            c.value.as_f64() as u64,
+        );
+    }
+    out
+}
+
+/// What a healthy initiator meets is not what an operator alerts on:
+/// `qemu-img info` logs in, gets the unit attention every new I_T nexus
+/// gets (SPC-4 §5.14) and reads the capacity. Its failed commands are all
+/// unit attentions or illegal requests, none a medium or hardware error,
+/// and their sum is what /stats reports as failed, the series' meaning
+/// before the split.
+#[test]
+fn a_healthy_qemu_img_info_fails_no_command_an_operator_alerts_on() {
+    let t = Target::start(&[
+        "--name",
+        NAME,
+        "--lun",
+        "ram:8MiB",
+        "--stats",
+        "127.0.0.1:0",
+    ]);
+    let stats = t.stats_addr();
+    let qemu_img = tool("qemu-img", "qemu-utils");
+    let (rc, out) = run(&qemu_img, &["info", &t.url(NAME, 0)]);
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.contains("virtual size: 8 MiB"), "{out}");
+    let s = scrape(stats);
+    let failed = failed_by_class(&s, "0");
+    let cc = |key: &str| failed[&("check_condition".to_owned(), key.to_owned())];
+    assert!(
+        cc("unit_attention") >= 1,
+        "the new nexus's unit attention is counted: {failed:?}"
+    );
+    assert_eq!((cc("medium_error"), cc("hardware_error")), (0, 0));
+    for ((status, key), n) in &failed {
+        let ordinary = status == "check_condition"
+            && matches!(key.as_str(), "unit_attention" | "illegal_request");
+        assert!(*n == 0 || ordinary, "{status} {key}: {n} in {failed:?}");
+    }
+    let (code, body) = support::http_get(stats, "/stats");
+    assert_eq!(code, 200, "{body}");
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        json["luns"][0]["io"]["failed_commands"].as_u64(),
+        Some(failed.values().sum::<u64>())
+    );
+}
+
+/// `ironlun_initiator_sessions`: normal sessions per target and
+/// initiator, gone from the scrape once an initiator's last session is.
+#[test]
+fn sessions_are_counted_by_target_and_initiator() {
+    const ALICE: &str = "iqn.2026-11.test:alice";
+    const BOB: &str = "iqn.2026-11.test:bob";
+    let t = Target::start(&[
+        "--name",
+        NAME,
+        "--lun",
+        "ram:8MiB",
+        "--stats",
+        "127.0.0.1:0",
+    ]);
+    let stats = t.stats_addr();
+    let login = |initiator: &str, isid_low: u8| {
+        let mut c = Raw::connect(t.addr);
+        let isid = [0x80, 0, 0, 0, 0x4d, isid_low];
+        let (r, _) = c.login(NAME, isid, &[("InitiatorName", initiator)]);
+        assert_eq!(r.status_class, 0, "{initiator}");
+        c
+    };
+    let alice = [login(ALICE, 1), login(ALICE, 2)];
+    let bob = login(BOB, 1);
+    let of = |s: &Scrape, initiator: &str| {
+        gauge(
+            s,
+            "ironlun_initiator_sessions",
+            &[("target", NAME), ("initiator", initiator)],
+        )
+    };
+    let s = scrape(stats);
+    assert_eq!((of(&s, ALICE), of(&s, BOB)), (2, 1));
+    assert_eq!(gauge(&s, "ironlun_sessions", &[("type", "normal")]), 3);
+    drop(alice);
+    let alice_gone = |s: &Scrape| {
+        s.families["ironlun_initiator_sessions"]
+            .iter_samples()
+            .all(|x| x.get_labelset().unwrap().get_label_value("initiator") != Some(ALICE))
+    };
+    let s = scrape_until(stats, alice_gone);
+    assert!(alice_gone(&s), "ALICE's sessions ended");
+    assert_eq!(of(&s, BOB), 1);
+    drop(bob);
 }

@@ -85,6 +85,7 @@ fn rbd_luns_against_a_real_cluster() {
         ("caw", "16M"),
         ("caw4k", "16M"),
         ("durable", "16M"),
+        ("gateways", "16M"),
     ];
     for (image, size) in images {
         ceph.rbd(&["create", "--size", size, &format!("rbd/{image}")]);
@@ -101,6 +102,10 @@ fn rbd_luns_against_a_real_cluster() {
     case(
         "every command that must be durable flushes librbd before GOOD",
         || durability(&ceph, dir.path()),
+    );
+    case(
+        "gateways on one image report one identity, kept across a rename",
+        || identity(&ceph),
     );
     case("qemu-img round trip", || qemu(&ceph, dir.path()));
     case("verifying bench", || bench(&ceph));
@@ -178,6 +183,43 @@ fn families(ceph: &Ceph) {
         );
         eprintln!("  {fam}: {clean} passed without skips");
     }
+}
+
+/// Two gateways serving one image report the same NAA identifier,
+/// serial number and capacity (issue 37): all come from the image's pool
+/// and id (`rbd_get_id`), not from the target, so two targets of
+/// different names agree, a rename keeps them, and another image has its
+/// own.
+fn identity(ceph: &Ceph) {
+    let seen = |name: &str, image: &str| {
+        let t = Target::start(&["--name", name, "--lun", &spec(ceph, image, "")]);
+        let mut c = Raw::connect(t.addr);
+        let (r, _) = c.login(name, [0x80, 0, 0, 0, 0x0e, 0x30], &[]);
+        assert_eq!((r.status_class, r.status_detail), (0, 0));
+        let _ = c.scsi(&TUR, 0, &[]); // the power-on unit attention
+        let (st, _, ids) = c.scsi(&[0x12, 1, 0x83, 0, 255, 0], 255, &[]);
+        assert_eq!(st, 0);
+        // The first designator: NAA, binary, 8 bytes.
+        assert_eq!(&ids[4..8], &[0x01, 0x03, 0, 8]);
+        let (_, _, serial) = c.scsi(&[0x12, 1, 0x80, 0, 255, 0], 255, &[]);
+        let mut rc16 = [0u8; 16];
+        rc16[0] = 0x9e;
+        rc16[1] = 0x10;
+        rc16[13] = 32;
+        let (_, _, cap) = c.scsi(&rc16, 32, &[]);
+        (
+            ids[8..16].to_vec(),
+            serial[4..].to_vec(),
+            cap[..12].to_vec(),
+        )
+    };
+    let a = seen(NAME, "gateways");
+    let b = seen("iqn.2026-11.io.ironlun:rbd-b", "gateways");
+    assert_eq!(a, b, "two gateways, one image");
+    ceph.rbd(&["mv", "rbd/gateways", "rbd/gateways-renamed"]);
+    assert_eq!(seen(NAME, "gateways-renamed"), a, "kept across a rename");
+    let other = seen(NAME, "caw");
+    assert_ne!((&other.0, &other.1), (&a.0, &a.1), "another image");
 }
 
 fn ws16(lba: u64, blocks: u32) -> [u8; 16] {

@@ -36,6 +36,9 @@ mod live_lun;
 mod ceph;
 #[path = "kernel_initiator/rbd_lun.rs"]
 mod rbd_lun;
+// And the ALUA case (issue 37): two gateways as two paths.
+#[path = "kernel_initiator/alua.rs"]
+mod alua;
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -119,6 +122,7 @@ fn main() {
         ("live-lun", live_lun::case_live_lun),
         ("fs-bench", case_fs_bench),
         ("rbd", rbd_lun::case_rbd),
+        ("alua", alua::case_alua),
     ];
     let (mut failed, mut skipped) = (0, 0);
     for (name, f) in all {

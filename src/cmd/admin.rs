@@ -1,8 +1,9 @@
 //! `ironlun admin`: the management API's client. It finds the daemon's
 //! socket from `--socket`, else from the configuration (`--config`, else
 //! /etc/ironlun/ironlun.toml): `admin_socket`, or admin.sock in the state
-//! directory; or it speaks HTTP to `--url` with `--token-file`. Output is a table or the diff lines; `--json` prints what
-//! the API answered.
+//! directory; or it speaks HTTP to `--url` with `--token-file`. Output is
+//! the state as a tree, the sessions as a table (`admin_show`) or the
+//! diff lines; `--json` prints what the API answered.
 
 // Indexing a serde_json::Value by key yields Null for a missing key: it
 // cannot panic, which is what the lint guards against.
@@ -103,6 +104,33 @@ enum What {
     /// Add or remove a portal (an address the daemon listens on).
     #[command(subcommand)]
     Portal(PortalCmd),
+    /// Set the ALUA state of a target port group (docs/ha.md).
+    #[command(subcommand)]
+    Alua(AluaCmd),
+}
+
+#[derive(Subcommand)]
+enum AluaCmd {
+    /// Set the asymmetric access state of one of a target's port groups
+    /// (`[target.alua]`) on every LU of the target; its initiators are
+    /// told ASYMMETRIC ACCESS STATE CHANGED.
+    Set {
+        /// The target's iSCSI name.
+        target: String,
+        /// The target port group's id (`groups` in `[target.alua]`).
+        group: u16,
+        /// The state to set.
+        #[arg(value_parser = [
+            "active/optimized",
+            "active/non-optimized",
+            "standby",
+            "unavailable",
+            "transitioning",
+        ])]
+        state: String,
+        #[command(flatten)]
+        change: Change,
+    },
 }
 
 #[derive(Subcommand)]
@@ -296,11 +324,7 @@ pub fn run(a: AdminArgs) -> Result<(), Failure> {
         force: a.force,
     };
     let (op, change) = match a.what {
-        What::State => {
-            return read_only(before, "state", || {
-                show(&socket, "/v1/state", json, print_state)
-            })
-        }
+        What::State => return read_only(before, "state", || show_state(&socket, json)),
         What::Sessions => {
             return read_only(before, "sessions", || {
                 show(&socket, "/v1/sessions", json, print_sessions)
@@ -334,6 +358,19 @@ pub fn run(a: AdminArgs) -> Result<(), Failure> {
         What::Initiator(i) => initiator_op(i).map_err(usage)?,
         What::Portal(PortalCmd::Add { addr, change }) => (Op::AddPortal { addr }, change),
         What::Portal(PortalCmd::Remove { addr, change }) => (Op::RemovePortal { addr }, change),
+        What::Alua(AluaCmd::Set {
+            target,
+            group,
+            state,
+            change,
+        }) => (
+            Op::SetAlua {
+                target,
+                group,
+                state,
+            },
+            change,
+        ),
     };
     let req = Request {
         op,
@@ -621,17 +658,42 @@ fn call(
     Ok((status, body.to_owned()))
 }
 
-fn show(socket: &Endpoint, path: &str, json: bool, table: fn(&Value)) -> Result<(), Failure> {
+/// The body of `GET path`.
+fn get(socket: &Endpoint, path: &str) -> Result<String, Failure> {
     let (status, body) = call(socket, "GET", path, None)?;
     if status != 200 {
         return Err(refused(status, &format!("{path}: HTTP {status}: {body}")));
     }
+    Ok(body)
+}
+
+fn parse(body: &str) -> Result<Value, Failure> {
+    serde_json::from_str(body).map_err(|e| Failure::from(e.to_string()))
+}
+
+fn show(socket: &Endpoint, path: &str, json: bool, table: fn(&Value)) -> Result<(), Failure> {
+    let body = get(socket, path)?;
     if json {
         out!("{body}");
         return Ok(());
     }
-    let v: Value = serde_json::from_str(&body).map_err(|e| e.to_string())?;
-    table(&v);
+    table(&parse(&body)?);
+    Ok(())
+}
+
+/// The state as a tree, its sessions under their targets; `--json`: the
+/// state as the API answered.
+fn show_state(socket: &Endpoint, json: bool) -> Result<(), Failure> {
+    let state = get(socket, "/v1/state")?;
+    if json {
+        out!("{state}");
+        return Ok(());
+    }
+    let sessions = get(socket, "/v1/sessions")?;
+    out!(
+        "{}",
+        super::admin_show::state(&parse(&state)?, &parse(&sessions)?)
+    );
     Ok(())
 }
 
@@ -651,75 +713,6 @@ fn print_changes(v: &Value) {
     }
 }
 
-fn print_state(v: &Value) {
-    let list = |x: &Value| x.as_array().cloned().unwrap_or_default();
-    let portals: Vec<String> = list(&v["portals"])
-        .iter()
-        .filter_map(|p| p.as_str().map(str::to_owned))
-        .collect();
-    outln!("portals: {}", portals.join(", "));
-    outln!(
-        "{:<44} {:>4} {:<6} {:>14} {:>6} {:>3} {:>8}",
-        "TARGET",
-        "LUN",
-        "KIND",
-        "BYTES",
-        "BS",
-        "RO",
-        "SESSIONS"
-    );
-    for t in list(&v["targets"]) {
-        let name = t["name"].as_str().unwrap_or_default();
-        for l in list(&t["luns"]) {
-            outln!(
-                "{:<44} {:>4} {:<6} {:>14} {:>6} {:>3} {:>8}",
-                name,
-                l["lun"],
-                l["kind"].as_str().unwrap_or_default(),
-                l["bytes"],
-                l["block_size"],
-                if l["read_only"].as_bool() == Some(true) {
-                    "yes"
-                } else {
-                    "no"
-                },
-                t["sessions"]
-            );
-            if let Some(why) = l["offline"].as_str() {
-                outln!("  LUN {} OFFLINE: {why}", l["lun"]);
-            }
-        }
-        for i in list(&t["initiators"]) {
-            outln!(
-                "  initiator {} map {}",
-                i["name"].as_str().unwrap_or_default(),
-                i["luns"]
-            );
-        }
-    }
-}
-
 fn print_sessions(v: &Value) {
-    outln!(
-        "{:>5} {:<40} {:<12} {:<22} {:>10} {:>14} {:>14}",
-        "TSIH",
-        "INITIATOR",
-        "ISID",
-        "PEER",
-        "COMMANDS",
-        "READ",
-        "WRITTEN"
-    );
-    for s in v.as_array().cloned().unwrap_or_default() {
-        outln!(
-            "{:>5} {:<40} {:<12} {:<22} {:>10} {:>14} {:>14}",
-            s["tsih"],
-            s["initiator"].as_str().unwrap_or_default(),
-            s["isid"].as_str().unwrap_or_default(),
-            s["peer"].as_str().unwrap_or_default(),
-            s["commands"],
-            s["read_bytes"],
-            s["write_bytes"]
-        );
-    }
+    out!("{}", super::admin_show::sessions(v));
 }

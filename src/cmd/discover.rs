@@ -1,7 +1,8 @@
 //! `ironlun discover`: the targets a portal reports (SendTargets).
 
-use ironlun_initiator::discover;
 use ironlun_initiator::url::{format_portal, parse_portal};
+use ironlun_initiator::{discover, DiscoveredTarget};
+use ironlun_proto::names::loggable;
 use serde_json::{json, Value};
 
 use crate::args::InitiatorArgs;
@@ -40,13 +41,25 @@ pub async fn run(a: DiscoverArgs) -> Result<(), Failure> {
         outln!("{}", json!({ "portal": portal, "targets": targets }));
         return Ok(());
     }
-    for t in targets {
-        outln!("{}", t.name);
-        for addr in t.addresses {
-            outln!("  {addr}");
-        }
+    for line in listing(&targets) {
+        outln!("{line}");
     }
     Ok(())
+}
+
+/// The lines of the list: each target's name, then its addresses
+/// indented. What the target sent is printed with control characters
+/// escaped (`ironlun_proto::names::loggable`): a hostile target's name
+/// cannot move the cursor, clear the screen or forge a line.
+fn listing(targets: &[DiscoveredTarget]) -> Vec<String> {
+    let mut out = Vec::new();
+    for t in targets {
+        out.push(loggable(&t.name).into_owned());
+        for addr in &t.addresses {
+            out.push(format!("  {}", loggable(addr)));
+        }
+    }
+    out
 }
 
 /// A TargetAddress value, `ADDRESS[:PORT],TAG` (RFC 7143 §13.9), as
@@ -60,4 +73,25 @@ fn address(value: &str) -> Value {
         None => (value, None),
     };
     json!({ "address": address, "portal_group_tag": tag })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_a_target_sends_is_printed_escaped() {
+        let t = DiscoveredTarget {
+            name: "iqn.2026-11.test:t\u{1b}[2J\nforged".into(),
+            addresses: vec!["127.0.0.1:3260,1\r".into()],
+        };
+        let lines = listing(&[t]);
+        assert_eq!(lines.len(), 2);
+        assert!(!lines.concat().chars().any(char::is_control), "{lines:?}");
+        assert!(
+            lines[0].starts_with("iqn.2026-11.test:t\\u{1b}[2J"),
+            "{lines:?}"
+        );
+        assert_eq!(lines[1], "  127.0.0.1:3260,1\\r");
+    }
 }

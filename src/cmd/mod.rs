@@ -5,6 +5,7 @@
 //! holds the flags compare-local and compare-rbd share.
 
 pub mod admin;
+pub mod admin_show;
 pub mod bench;
 pub mod bench_agent;
 pub mod bench_luns;
@@ -23,4 +24,5 @@ pub mod report;
 pub mod reproduce;
 pub mod sweep;
 pub mod target;
+pub mod target_check;
 pub mod tcpbench;

@@ -103,8 +103,12 @@ pub struct TargetArgs {
     /// with names and networks both, both must match).
     #[arg(long, value_name = "IQN|CIDR")]
     pub allow: Vec<String>,
-    /// Check the configuration (flags and file) and exit: prints what
-    /// would be served; opens no LUN and listens on nothing.
+    /// Check the configuration (flags and file) as the daemon would open
+    /// it, without serving, and exit: prints it as TOML with every
+    /// default filled in, then every problem found (directories, files
+    /// and devices, addresses, token file, CHAP secrets) or
+    /// "configuration OK"; exit status 2 on a problem. Binds no port,
+    /// creates, grows and locks no file (docs/config.md).
     #[arg(long)]
     pub check: bool,
 }
@@ -123,6 +127,8 @@ enum Failure {
     Runtime(std::io::Error),
     /// Serving ended with an error (a LUN that did not flush).
     Serve(String),
+    /// `--check` found problems (each printed): the verdict.
+    Check(String),
 }
 
 impl From<ConfigError> for Failure {
@@ -158,6 +164,7 @@ impl Failure {
                 eprintln!("ironlun: {e}");
                 ExitCode::FAILURE
             }
+            Failure::Check(verdict) => usage_error(&verdict),
         }
     }
 }
@@ -216,8 +223,7 @@ fn serve(log: Option<&str>, args: TargetArgs) -> Result<(), Failure> {
         )));
     }
     if check {
-        print_check(&cfg);
-        return Ok(());
+        return crate::cmd::target_check::run(&cfg, &overrides, log).map_err(Failure::Check);
     }
     init_logging(log, cfg.log.as_deref());
     runtime()?.block_on(async move {
@@ -234,49 +240,11 @@ fn serve(log: Option<&str>, args: TargetArgs) -> Result<(), Failure> {
     })
 }
 
-/// `--check`: the configuration is valid; what it would serve.
-fn print_check(cfg: &Config) {
-    let luns: usize = cfg.targets.iter().map(|t| t.luns.len()).sum();
-    let source = cfg
-        .source
-        .as_ref()
-        .map_or("flags".to_owned(), |p| p.display().to_string());
-    outln!(
-        "{source}: configuration OK: {} target(s), {luns} LUN(s)",
-        cfg.targets.len()
-    );
-    for a in &cfg.listen {
-        outln!("portal {a}");
-    }
-    for t in &cfg.targets {
-        for l in &t.luns {
-            outln!("target {} LUN {}: {:?}", t.name, l.number, l.spec.backend);
-        }
-    }
-    match &cfg.state_dir {
-        Some(d) => outln!("state directory {}", d.display()),
-        None => outln!("no state directory"),
-    }
-    if let Some(p) = cfg.admin_socket() {
-        outln!("management socket {}", p.display());
-    }
-    if let Some(h) = &cfg.admin_http {
-        outln!(
-            "management API on http://{} (token in {})",
-            h.addr,
-            h.token_file.display()
-        );
-    }
-    if let Some(d) = &cfg.admin_save_dir {
-        outln!("config save may also write NAME.toml in {}", d.display());
-    }
-}
-
 /// What each target serves and who may log in.
 fn log_startup(cfg: &Config) {
     for t in &cfg.targets {
         for l in &t.luns {
-            tracing::info!("target {} LUN {}: {:?}", t.name, l.number, l.spec);
+            tracing::info!("target {} LUN {}: {}", t.name, l.number, l.spec);
         }
         // User names only: secrets never reach the log.
         tracing::info!(

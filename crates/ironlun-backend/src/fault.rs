@@ -6,6 +6,16 @@
 
 use std::fmt;
 use std::io;
+use std::time::Duration;
+
+/// How long SYNCHRONIZE CACHE and durable writes keep reporting lost
+/// writes ([`Fault::LostWrites`]) after the first report. Initiators
+/// retry a failed command by themselves: Linux's `scsi_check_sense`
+/// retries a MEDIUM ERROR unless its ASC is 11h, 13h or 14h (up to 5
+/// times for sd, at once), and a report given once would let the retry
+/// answer GOOD. A minute covers such retries; a flush after it is a new
+/// one.
+pub const LOSS_REPORTED_FOR: Duration = Duration::from_secs(60);
 
 /// A store condition carried in an [`io::Error`] (see [`Fault::of`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -14,9 +24,11 @@ pub enum Fault {
     /// LU does not reconnect by itself: nothing reaches the medium until
     /// an operator acts (adds the LUN again, restarts the target).
     Fenced,
-    /// Writes acknowledged since the last successful flush were lost with
-    /// a client that was replaced or fenced: this many. Reported by the
-    /// next flush (and refused durable writes until then), never GOOD.
+    /// Writes acknowledged since the last successful flush may be lost:
+    /// this many (those counted) were, with a client that was replaced or
+    /// fenced, or with a flush that failed (the store reports such a
+    /// failure to one flush only). Reported by a flush (and refused
+    /// durable writes) for a while, never GOOD.
     LostWrites(u64),
 }
 
@@ -36,8 +48,8 @@ impl fmt::Display for Fault {
             ),
             Fault::LostWrites(n) => write!(
                 f,
-                "{n} acknowledged writes were lost with a client that was cut off before \
-                 they were flushed"
+                "acknowledged writes were lost before a flush made them durable ({n} counted): \
+                 a flush failed, or the client that had them was cut off"
             ),
         }
     }
@@ -62,6 +74,6 @@ mod tests {
         assert_eq!(Fault::of(&Fault::Fenced.into()), Some(Fault::Fenced));
         assert_eq!(Fault::of(&io::Error::from_raw_os_error(108)), None);
         assert_eq!(Fault::of(&io::Error::other("something else")), None);
-        assert!(e.to_string().starts_with("3 acknowledged writes were lost"));
+        assert!(e.to_string().contains("(3 counted)"), "{e}");
     }
 }

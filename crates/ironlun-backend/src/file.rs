@@ -89,33 +89,12 @@ impl FileBackend {
     /// smaller one rather than grown behind the operator's back.
     pub fn open_file(path: &Path, opts: &FileOptions) -> io::Result<FileBackend> {
         let exists = path.exists();
-        if !exists && opts.read_only {
-            return Err(io::Error::new(
-                io::ErrorKind::NotFound,
-                format!(
-                    "{}: read-only LUN on a file that does not exist",
-                    path.display()
-                ),
-            ));
-        }
-        if !exists && opts.size.is_none() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "{}: file does not exist; give size= to create it",
-                    path.display()
-                ),
-            ));
+        if !exists {
+            refuse_missing(path, opts)?;
         }
         let buffered = open(path, opts.read_only, false, !exists)?;
         if !buffered.metadata()?.file_type().is_file() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "{}: not a regular file (use block: for devices)",
-                    path.display()
-                ),
-            ));
+            return Err(not_a_file(path));
         }
         // Before anything is changed: the size is the holder's to set.
         lock_exclusive(&buffered, path, LOCK_WAIT)?;
@@ -155,31 +134,11 @@ impl FileBackend {
         let mut buffered = open(path, opts.read_only, false, false)?;
         let meta = buffered.metadata()?;
         if !meta.file_type().is_block_device() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "{}: not a block device (use file: for files)",
-                    path.display()
-                ),
-            ));
+            return Err(not_a_device(path));
         }
         lock_exclusive(&buffered, path, LOCK_WAIT)?;
         let size = buffered.seek(SeekFrom::End(0))?;
-        if size == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{}: device has size 0", path.display()),
-            ));
-        }
-        if opts.size.is_some_and(|s| s != size) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "{}: a block device is served whole ({size} bytes)",
-                    path.display()
-                ),
-            ));
-        }
+        device_size(path, size, opts)?;
         let direct = if opts.direct {
             Some(Arc::new(open(path, opts.read_only, true, false)?))
         } else {
@@ -215,9 +174,76 @@ impl FileBackend {
     }
 }
 
+/// A file LUN on a file that is not there: refused read-only (there is
+/// nothing to serve) or without `size=` (nothing says how large to make
+/// it).
+pub(crate) fn refuse_missing(path: &Path, opts: &FileOptions) -> io::Result<()> {
+    if opts.read_only {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!(
+                "{}: read-only LUN on a file that does not exist",
+                path.display()
+            ),
+        ));
+    }
+    if opts.size.is_none() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{}: file does not exist; give size= to create it",
+                path.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `file:` on something other than a regular file.
+pub(crate) fn not_a_file(path: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "{}: not a regular file (use block: for devices)",
+            path.display()
+        ),
+    )
+}
+
+/// `block:` on something other than a block device.
+pub(crate) fn not_a_device(path: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "{}: not a block device (use file: for files)",
+            path.display()
+        ),
+    )
+}
+
+/// A device of `size` bytes is served whole, and an empty one not at all.
+pub(crate) fn device_size(path: &Path, size: u64, opts: &FileOptions) -> io::Result<()> {
+    if size == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}: device has size 0", path.display()),
+        ));
+    }
+    if opts.size.is_some_and(|s| s != size) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{}: a block device is served whole ({size} bytes)",
+                path.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The size a file LUN opens at, from the file's `current` length and
 /// `size=`: the one place the rules of [`FileBackend::open_file`] live.
-fn file_size(path: &Path, current: u64, opts: &FileOptions) -> io::Result<u64> {
+pub(crate) fn file_size(path: &Path, current: u64, opts: &FileOptions) -> io::Result<u64> {
     let refuse = |why: String| {
         io::Error::new(
             io::ErrorKind::InvalidInput,

@@ -5,7 +5,8 @@
 //! write), `file` (a regular file, sparse or preallocated, buffered or
 //! `O_DIRECT`), `block` (a block device), each under an advisory lock
 //! while it is served ([`LOCK_WAIT`], one holder at a time), and `rbd` (a Ceph RBD image,
-//! [`rbd`]); the asynchronous path of stores whose requests complete by
+//! [`rbd`]); what opening a file or device would do, found out without
+//! doing it ([`probe`]); the asynchronous path of stores whose requests complete by
 //! themselves ([`aio`]); the io_uring that runs file
 //! and block requests without a thread each ([`ring`]); reusable large
 //! buffers ([`pool`]) and `O_DIRECT`-aligned, huge-page-backed memory
@@ -38,6 +39,7 @@ mod file;
 mod lock;
 mod null;
 pub mod pool;
+pub mod probe;
 mod ram;
 pub mod rbd;
 pub mod ring;
@@ -57,7 +59,7 @@ use bytes::Bytes;
 pub use ironlun_payload::Payload;
 
 pub use events::{Severity, StoreEvent, StoreEvents};
-pub use fault::Fault;
+pub use fault::{Fault, LOSS_REPORTED_FOR};
 pub use file::{FileBackend, FileOptions, ZERO_COPY_MIN};
 pub use ironlun_rbd::ClusterConfig;
 pub use lock::LOCK_WAIT;
@@ -97,6 +99,15 @@ impl Rotation {
 pub trait Backend: Send + Sync {
     /// Short name for logs: `null`, `ram`, `file`, `block`.
     fn kind(&self) -> &'static str;
+
+    /// A name of the store itself that every process opening it shares
+    /// (an RBD image's pool and id), from which the LU's identifiers are
+    /// made, so that gateways serving it agree on them. `None`, the
+    /// default: the store has no such name, and the LU's identifiers
+    /// come from the target's name and the LUN.
+    fn identity(&self) -> Option<String> {
+        None
+    }
 
     fn size_bytes(&self) -> u64;
 
@@ -216,6 +227,16 @@ pub trait Backend: Send + Sync {
     fn write_same(&self, offset: u64, len: u64, pattern: &[u8], durable: bool) -> io::Result<bool> {
         let _ = (offset, len, pattern, durable);
         Ok(false)
+    }
+
+    /// Whether the store keeps its own account of acknowledged writes a
+    /// failed flush or a lost client took with it, and reports them
+    /// ([`Fault::LostWrites`], for [`LOSS_REPORTED_FOR`]): RBD's ledger.
+    /// The others (the default) leave it to the LU, which after a failed
+    /// flush or durable write refuses flushes and durable writes for that
+    /// long (ironlun-scsi's `durability`).
+    fn reports_lost_writes(&self) -> bool {
+        false
     }
 
     /// Whether reads and writes copy the data (every store but `null`,

@@ -91,7 +91,13 @@ fn held(file: &File, path: &Path) -> io::Error {
 
 /// The process holding the flock on `file`, from `/proc/locks`.
 fn holder(file: &File) -> Option<u32> {
-    let meta = file.metadata().ok()?;
+    holder_of(&file.metadata().ok()?)
+}
+
+/// The process holding the flock on the file `meta` describes, from
+/// `/proc/locks`: found without taking the lock (`ironlun target
+/// --check` asks beside the daemon that holds it).
+pub(crate) fn holder_of(meta: &std::fs::Metadata) -> Option<u32> {
     let mut text = String::new();
     File::open("/proc/locks")
         .ok()?
@@ -136,7 +142,7 @@ fn flock_holder(text: &str, inode: Inode) -> Option<u32> {
 }
 
 /// A process's command name (`/proc/PID/comm`), if it can be read.
-fn process_name(pid: u32) -> Option<String> {
+pub(crate) fn process_name(pid: u32) -> Option<String> {
     let mut name = String::new();
     File::open(format!("/proc/{pid}/comm"))
         .ok()?

@@ -2,6 +2,7 @@
 //! the first write to it; unwritten chunks read as zeros.
 
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
 
 use bytes::Bytes;
@@ -13,6 +14,9 @@ const CHUNK: usize = 64 << 10;
 pub struct RamBackend {
     size: u64,
     chunks: Vec<RwLock<Option<Box<[u8]>>>>,
+    /// Chunks allocated now, changed under the chunk's lock as it is
+    /// allocated or released: a monitor reads it without a walk.
+    allocated: AtomicU64,
 }
 
 impl RamBackend {
@@ -21,16 +25,13 @@ impl RamBackend {
         RamBackend {
             size,
             chunks: (0..n).map(|_| RwLock::new(None)).collect(),
+            allocated: AtomicU64::new(0),
         }
     }
 
     /// Bytes of memory allocated for data so far.
     pub fn allocated_bytes(&self) -> u64 {
-        self.chunks
-            .iter()
-            .filter(|c| c.read().map(|g| g.is_some()).unwrap_or(true))
-            .count() as u64
-            * CHUNK as u64
+        self.allocated.load(Ordering::Relaxed) * CHUNK as u64
     }
 
     /// Calls `f(chunk_index, offset_in_chunk, range_in_request)` for each
@@ -105,7 +106,10 @@ impl Backend for RamBackend {
         Self::for_each_chunk(offset, data.len(), |idx, within, range| {
             let c = self.chunks.get(idx).ok_or_else(lost_chunk)?;
             let mut guard = c.write().unwrap_or_else(|e| e.into_inner());
-            let chunk = guard.get_or_insert_with(|| vec![0u8; CHUNK].into_boxed_slice());
+            let chunk = guard.get_or_insert_with(|| {
+                self.allocated.fetch_add(1, Ordering::Relaxed);
+                vec![0u8; CHUNK].into_boxed_slice()
+            });
             let src = data.get(range.clone()).ok_or_else(lost_chunk)?;
             chunk
                 .get_mut(within..within + range.len())
@@ -140,7 +144,9 @@ impl Backend for RamBackend {
             // The last chunk may be shorter than CHUNK.
             let chunk_len = (self.size - idx as u64 * CHUNK as u64).min(CHUNK as u64) as usize;
             if within == 0 && range.len() == chunk_len {
-                *guard = None;
+                if guard.take().is_some() {
+                    self.allocated.fetch_sub(1, Ordering::Relaxed);
+                }
             } else if let Some(data) = guard.as_mut() {
                 if let Some(dst) = data.get_mut(within..within + range.len()) {
                     dst.fill(0);
@@ -236,6 +242,13 @@ mod tests {
             ]
         );
         assert!(b.deallocate(4 * CHUNK as u64, 1).is_err());
+        // The count follows the chunks: releasing a free chunk again or
+        // writing an allocated one changes nothing, a new one counts.
+        b.deallocate(CHUNK as u64, CHUNK as u64).unwrap();
+        b.write(0, &[1; 512], false).unwrap();
+        assert_eq!(b.allocated_bytes(), 2 * CHUNK as u64);
+        b.write(CHUNK as u64, &[1; 512], false).unwrap();
+        assert_eq!(b.allocated_bytes(), 3 * CHUNK as u64);
     }
 
     #[test]

@@ -155,6 +155,10 @@ impl<B: Backend> Backend for FaultyBackend<B> {
         self.inner.copies_data()
     }
 
+    fn reports_lost_writes(&self) -> bool {
+        self.inner.reports_lost_writes()
+    }
+
     fn free_bytes(&self) -> Option<u64> {
         let set = self.space_mut().free;
         set.or_else(|| self.inner.free_bytes())

@@ -2,7 +2,7 @@
 //! logical units (`ironlun-scsi`).
 //!
 //! Input: one byte of settings (thin provisioning, write protection,
-//! SANITIZE), then records (see [`crate::input`]). A record's tag picks the
+//! SANITIZE, ALUA), then records (see [`crate::input`]). A record's tag picks the
 //! LUN (0, 1, or one without a logical unit) and the I_T nexus (two
 //! initiators share the LUs, so reservations and unit attentions between
 //! them are reachable); its payload is a CDB length byte, the CDB, and the
@@ -19,7 +19,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use ironlun_backend::RamBackend;
-use ironlun_scsi::{DataOutBuffer, ItNexus, LogicalUnit, LuConfig, LunMap, NexusId, Response};
+use ironlun_scsi::{
+    AccessState, AluaConfig, AluaMode, DataOutBuffer, ItNexus, LogicalUnit, LuConfig, LunMap,
+    NexusId, PortGroup, Response,
+};
 use ironlun_scsi_codes::{SenseCode, SenseData, SenseKey, Status};
 
 use crate::input::Records;
@@ -40,7 +43,28 @@ pub(crate) const LU_BYTES: u64 = 1 << 20;
 /// The LUN numbers the harnesses address; the third has no LU.
 pub(crate) const LUNS: [u16; 3] = [0, 1, 5];
 
-fn lu_config(block_size: u32, thin: bool, read_only: bool, sanitize: bool) -> LuConfig {
+/// Two target port groups, the local one (port 1) active/optimized and
+/// another on standby, with explicit and implicit ALUA: SET TARGET PORT
+/// GROUPS in the input moves them, and the states' refusals follow.
+fn alua() -> AluaConfig {
+    let group = |id: u16, state| PortGroup {
+        id,
+        ports: vec![id],
+        state,
+        preferred: false,
+    };
+    AluaConfig {
+        mode: AluaMode::Both,
+        local_group: 1,
+        transition_time: 0,
+        groups: vec![
+            group(1, AccessState::ActiveOptimized),
+            group(2, AccessState::Standby),
+        ],
+    }
+}
+
+fn lu_config(block_size: u32, thin: bool, read_only: bool, settings: u8) -> LuConfig {
     LuConfig {
         block_size,
         physical_block_size: block_size,
@@ -50,19 +74,26 @@ fn lu_config(block_size: u32, thin: bool, read_only: bool, sanitize: bool) -> Lu
         serial: format!("fuzz{block_size}"),
         naa_id: 0x0f0f_0000 + u64::from(block_size),
         target_name: "iqn.2026-11.test:fuzz".into(),
+        portal_group_tag: 1,
         relative_port: 1,
+        alua: if settings & 8 != 0 {
+            alua()
+        } else {
+            AluaConfig::default()
+        },
         max_transfer_bytes: 1 << 20,
         thin,
-        sanitize,
+        sanitize: settings & 4 != 0,
         rotation: None,
     }
 }
 
 /// LUN 0: 512-byte blocks; LUN 1: 4096-byte blocks. `settings` bits:
-/// 1 = LUN 0 thin, 2 = LUN 1 write-protected, 4 = SANITIZE offered.
+/// 1 = LUN 0 thin, 2 = LUN 1 write-protected, 4 = SANITIZE offered,
+/// 8 = ALUA ([`alua`]).
 pub(crate) fn lun_map(settings: u8) -> LunMap {
     let make = |bs: u32, thin: bool, ro: bool| -> Option<Arc<LogicalUnit>> {
-        let cfg = lu_config(bs, thin, ro, settings & 4 != 0);
+        let cfg = lu_config(bs, thin, ro, settings);
         LogicalUnit::new(cfg, Arc::new(RamBackend::new(LU_BYTES)))
             .ok()
             .map(Arc::new)

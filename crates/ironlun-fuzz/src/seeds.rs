@@ -627,6 +627,32 @@ fn cdbs() -> Vec<(u8, Vec<u8>, Vec<u8>)> {
         &[],
     ); // RECEIVE COPY OPERATING PARAMETERS
     add(0, &[0x7f, 0, 0, 0, 0, 0, 0, 0x18, 0, 0x0b], &[]); // variable length
+                                                           // REPORT TARGET PORT GROUPS, both formats; SET TARGET PORT GROUPS
+                                                           // (group 1 standby, group 2 active/optimized), then a read through
+                                                           // the standby port (ALUA settings only; invalid opcode otherwise).
+    for format in [0x00, 0x20] {
+        let rtpg = [
+            opcode::MAINTENANCE_IN,
+            format | 0x0a,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            1,
+            0,
+            0,
+            0,
+        ];
+        add(1, &rtpg, &[]);
+    }
+    add(
+        1,
+        &[opcode::MAINTENANCE_OUT, 0x0a, 0, 0, 0, 0, 0, 0, 0, 12, 0, 0],
+        &[0, 0, 0, 0, 0x2, 0, 0, 1, 0x0, 0, 0, 2],
+    );
+    add(1, &rw10(opcode::READ_10, 0, 1), &[]);
     add(0, &[0xff; 16], &[]);
     v
 }
@@ -651,6 +677,7 @@ fn cdb_seeds() -> Vec<Seed> {
         seed("cdb", "command-tour", build(0)),
         seed("cdb", "command-tour-thin-sanitize", build(1 | 4)),
         seed("cdb", "command-tour-write-protected", build(2)),
+        seed("cdb", "command-tour-alua", build(8)),
     ]
 }
 

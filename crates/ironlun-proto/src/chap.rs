@@ -104,8 +104,9 @@ pub const CHALLENGE_MAX: usize = 1024;
 /// challenge as long as the longest digest (32 bytes).
 pub const RANDOM_BYTES: usize = 1 + 32;
 
-/// A CHAP secret. Its `Debug` output never shows the bytes.
-#[derive(Clone, PartialEq, Eq)]
+/// A CHAP secret. Its `Debug` output never shows the bytes; it hashes,
+/// so that a configuration's secrets can be compared in linear time.
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Secret(Vec<u8>);
 
 impl Secret {

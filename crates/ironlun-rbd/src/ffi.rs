@@ -365,6 +365,23 @@ impl ImageHandle {
         Ok((info.size, info.obj_size, order))
     }
 
+    /// `rbd_get_id`: the image's id (EINVAL for an old-format image,
+    /// which has none).
+    pub(crate) fn id(&self) -> Result<String> {
+        // Ids are a few hex digits (librbd makes them from the client's
+        // instance id and a random number): 64 bytes is room to spare,
+        // and a longer one is ERANGE, not cut.
+        let mut buf = [0 as c_char; 64];
+        // SAFETY: open image; `buf` is writable for the length passed,
+        // and librbd NUL-terminates what it writes there.
+        let r = unsafe { (self.api.rbd_get_id)(self.raw, buf.as_mut_ptr(), buf.len()) };
+        Error::check("rbd_get_id", r.into())?;
+        let bytes: Vec<u8> = buf.iter().map(|&c| c as u8).collect();
+        let id = CStr::from_bytes_until_nul(&bytes)
+            .map_err(|_| Error::InvalidArgument("rbd_get_id: no NUL in the id".into()))?;
+        Ok(id.to_string_lossy().into_owned())
+    }
+
     /// `rbd_get_stripe_count`: objects a stripe spans (1: not striped).
     pub(crate) fn stripe_count(&self) -> Result<u64> {
         let mut count = 0u64;

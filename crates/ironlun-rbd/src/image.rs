@@ -72,6 +72,15 @@ impl Image {
         })
     }
 
+    /// The image's id (`rbd info`'s `id`): the same for every client,
+    /// unique in its pool, kept across a rename and new for an image
+    /// made again under an old name. An error for an old-format image,
+    /// which has none. Does not block: librbd read it when it opened the
+    /// image.
+    pub fn id(&self) -> Result<String> {
+        self.handle.id()
+    }
+
     /// The size as this handle last saw it. May block: librbd refreshes
     /// the header first when it was told it changed. Not for a runtime
     /// thread; [`ResizeWatch::size`] is the size without a call.

@@ -90,6 +90,7 @@ pub struct Api {
     pub rbd_stat: unsafe extern "C" fn(RbdImageT, *mut RbdImageInfo, usize) -> c_int,
     pub rbd_resize: unsafe extern "C" fn(RbdImageT, u64) -> c_int,
     pub rbd_get_stripe_count: unsafe extern "C" fn(RbdImageT, *mut u64) -> c_int,
+    pub rbd_get_id: unsafe extern "C" fn(RbdImageT, *mut c_char, usize) -> c_int,
     pub rbd_aio_create_completion:
         unsafe extern "C" fn(*mut c_void, RbdCallbackT, *mut RbdCompletionT) -> c_int,
     pub rbd_aio_release: unsafe extern "C" fn(RbdCompletionT),
@@ -257,6 +258,7 @@ fn resolve(rados: Opened, rbd: Opened) -> std::result::Result<Api, Error> {
         rbd_aio_discard, rbd_aio_writesame, rbd_aio_compare_and_write);
     let (rbd_diff_iterate2, rbd_update_watch, rbd_update_unwatch, rbd_get_stripe_count) = resolve_fields!(rbd; rbd_diff_iterate2, rbd_update_watch, rbd_update_unwatch,
             rbd_get_stripe_count);
+    let (rbd_get_id,) = resolve_fields!(rbd; rbd_get_id);
     Ok(Api {
         rados_create2,
         rados_conf_read_file,
@@ -276,6 +278,7 @@ fn resolve(rados: Opened, rbd: Opened) -> std::result::Result<Api, Error> {
         rbd_stat,
         rbd_resize,
         rbd_get_stripe_count,
+        rbd_get_id,
         rbd_aio_create_completion,
         rbd_aio_release,
         rbd_aio_get_return_value,

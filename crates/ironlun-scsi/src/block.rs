@@ -175,8 +175,8 @@ fn read_blocks(lu: &LogicalUnit, lba: u64, bytes: usize) -> Result<Bytes, Sense>
 }
 
 fn write_blocks(lu: &LogicalUnit, lba: u64, data: &[u8], durable: bool) -> Result<(), Sense> {
-    lu.backend
-        .write(lba * u64::from(lu.block_size()), data, durable)
+    let offset = lba * u64::from(lu.block_size());
+    lu.write_through(durable, |b| b.write(offset, data, durable))
         .map_err(|e| write_error(lba, &e))
 }
 
@@ -196,8 +196,8 @@ fn write_pieces<'a>(
     };
     let mut all = vec![first, second];
     all.extend(pieces);
-    lu.backend
-        .write_vectored(lba * u64::from(lu.block_size()), &all, durable)
+    let offset = lba * u64::from(lu.block_size());
+    lu.write_through(durable, |b| b.write_vectored(offset, &all, durable))
         .map_err(|e| write_error(lba, &e))
 }
 
@@ -450,7 +450,9 @@ pub fn compare_and_write(
     let _exclusive = lu.exclusive_access();
     let offset = lba * bs as u64;
     let durable = durable(lu, cdb);
-    match lu.backend().compare_and_write(offset, verify, new, durable) {
+    match lu.write_through(durable, |b| {
+        b.compare_and_write(offset, verify, new, durable)
+    }) {
         Ok(CompareWrite::Written) => return Ok(Response::written(2 * half as u32)),
         Ok(CompareWrite::Mismatch(off)) => {
             return Ok(lu.check_condition(miscompare(off as usize), 2 * half as u32))
@@ -591,10 +593,9 @@ fn write_pattern(lu: &LogicalUnit, lba: u64, blocks: u64, pattern: &[u8]) -> Res
     let durable = !lu.mode.wce.load(Ordering::Relaxed);
     let _shared = lu.shared_access();
     let bs = u64::from(lu.block_size());
-    match lu
-        .backend()
-        .write_same(lba * bs, blocks * bs, pattern, durable)
-    {
+    match lu.write_through(durable, |b| {
+        b.write_same(lba * bs, blocks * bs, pattern, durable)
+    }) {
         Ok(true) => Ok(()),
         Ok(false) => fill(lu, lba, blocks, pattern, durable),
         Err(e) => Err(write_error(lba, &e)),

@@ -372,7 +372,8 @@ fn copy_segment(req: &Request<'_>, targets: &[Cscd], s: &Segment) -> Result<u64,
         };
         {
             let _shared = dst.shared_access();
-            dst.backend.write(to + done, &chunk, durable).map_err(|_| {
+            let written = dst.write_through(durable, |b| b.write(to + done, &chunk, durable));
+            written.map_err(|_| {
                 copy_aborted(Asc::NO_ADDITIONAL_SENSE).with_info(s.dst_lba + done / dbs)
             })?;
         }

@@ -4,7 +4,7 @@
 //!
 //! | the store says | sense |
 //! |---|---|
-//! | unreachable (ECONNRESET, ENOTCONN, ESHUTDOWN, ETIMEDOUT, ECONNREFUSED, EHOSTUNREACH) | NOT READY, LOGICAL UNIT IS IN PROCESS OF BECOMING READY (04h/01h): retried |
+//! | unreachable (ECONNRESET, ENOTCONN, ESHUTDOWN, ETIMEDOUT, ECONNREFUSED, EHOSTUNREACH) | NOT READY, LOGICAL UNIT IS IN PROCESS OF BECOMING READY (04h/01h): retried; on a flush, MEDIUM ERROR, WRITE ERROR as below |
 //! | [`Fault::Fenced`] | NOT READY, LOGICAL UNIT NOT READY, MANUAL INTERVENTION REQUIRED (04h/03h): not retried |
 //! | [`Fault::LostWrites`] | MEDIUM ERROR, WRITE ERROR (0Ch/00h), without an LBA |
 //! | ENOSPC, EDQUOT on a write or flush | DATA PROTECT, SPACE ALLOCATION FAILED WRITE PROTECT (27h/07h) |
@@ -57,6 +57,11 @@ pub(crate) fn store_error(access: Access, lba: Option<u64>, e: &io::Error) -> Se
         None => s,
     };
     match (cause(e), access) {
+        // A failed flush is never retryable: the store reports the
+        // failure of a write to one flush only (Linux's fdatasync once per
+        // open file, librbd once per client), so the retry would answer
+        // GOOD over writes that never reached the medium.
+        (Cause::Unreachable, Access::Flush) => lost_writes(),
         (Cause::Unreachable, _) => not_ready(),
         (Cause::Fenced, _) => fenced(),
         // The lost writes are not this command's blocks: no INFORMATION.
@@ -176,7 +181,9 @@ mod tests {
         );
         let cases = [
             (Access::Read, errno(108), nr),
-            (Access::Flush, errno(110), nr),
+            (Access::Write, errno(110), nr),
+            (Access::Flush, errno(110), we),
+            (Access::Flush, errno(108), we),
             (Access::Write, fenced, manual),
             (Access::Flush, lost, we),
             (Access::Write, errno(28), dp),

@@ -72,7 +72,9 @@ pub fn standard(lu: &LogicalUnit) -> Vec<u8> {
         0x06, // VERSION: SPC-4
         0x12, // HISUP = 1, RESPONSE DATA FORMAT = 2
         0x00, // ADDITIONAL LENGTH, set below
-        0x08, // SCCS, ACC, TPGS, 3PC = 1 (EXTENDED COPY), PROTECT
+        // SCCS, ACC, TPGS (bits 5..4: the ALUA mode), 3PC = 1
+        // (EXTENDED COPY), PROTECT
+        0x08 | lu.alua.mode().tpgs() << 4,
         0x00, // ENCSERV, MULTIP
         0x02, // CMDQUE
     ];
@@ -107,8 +109,9 @@ pub fn naa_designator(lu: &LogicalUnit) -> [u8; 8] {
 }
 
 /// Device Identification (SPC-4 §7.8.6): the LU's NAA and T10 vendor ID
-/// designators, and for the target port its relative port number and SCSI
-/// name string.
+/// designators, and for the target port its relative port number, its
+/// target port group with ALUA (SPC-5 §7.7.6.6), and its SCSI name
+/// string.
 fn device_identification(lu: &LogicalUnit) -> Vec<u8> {
     let mut body = Vec::new();
     let mut desc = |proto_codeset: u8, piv_assoc_type: u8, id: &[u8]| {
@@ -129,10 +132,16 @@ fn device_identification(lu: &LogicalUnit) -> Vec<u8> {
     let mut rtp = vec![0, 0];
     rtp.extend_from_slice(&lu.cfg.relative_port.to_be_bytes());
     desc(0x51, 0x94, &rtp);
+    // Target port group: iSCSI with PIV, target port association, type 5h.
+    if let Some(group) = crate::alua::commands::designated_group(lu) {
+        let [hi, lo] = group.to_be_bytes();
+        desc(0x51, 0x95, &[0, 0, hi, lo]);
+    }
     // SCSI name string of the target port: UTF-8, NUL-terminated, padded
     // to a multiple of 4 (SPC-4 §7.8.6.11; RFC 7143 §4.4 target port
     // name form "<iqn>,t,0x<tpgt>").
-    let mut name = format!("{},t,0x{:04x}", lu.cfg.target_name, lu.cfg.relative_port).into_bytes();
+    let mut name =
+        format!("{},t,0x{:04x}", lu.cfg.target_name, lu.cfg.portal_group_tag).into_bytes();
     name.push(0);
     while name.len() % 4 != 0 {
         name.push(0);

@@ -7,7 +7,8 @@
 //! provisioning with its soft threshold, reservations (SPC-2 and
 //! persistent, with the saved-state format and its strict reader) and
 //! the copy manager for EXTENDED COPY between a target's LUs (SPC-4,
-//! SBC-3); SANITIZE (SBC-4) with its saved record; a LU held offline
+//! SBC-3); asymmetric logical unit access (ALUA, SPC-5 §5.16: target
+//! port groups, their states and what each serves); SANITIZE (SBC-4) with its saved record; a LU held offline
 //! (NOT READY) while its saved state cannot be read; commands stopped at their medium access for
 //! a transport that runs the access itself ([`LogicalUnit::start`]); and
 //! per-LU I/O counters and latency histograms ([`stats`]; the transport
@@ -31,9 +32,11 @@
     allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod alua;
 mod block;
 pub mod cdb;
 mod copy;
+mod durability;
 mod failure;
 mod gate;
 mod inquiry;
@@ -60,15 +63,17 @@ pub use ironlun_backend::Payload;
 pub use ironlun_payload::DataOutBuffer;
 use ironlun_scsi_codes::{opcode, Asc, Status};
 
+pub use alua::{AccessState, AluaConfig, AluaEvent, AluaMode, AluaNotify, PortGroup};
 pub use lu::{LogicalUnit, LuConfig};
+pub use offline::OnlineClaim;
 pub use provisioning::{SoftThreshold, ThresholdEvent, ThresholdNotify};
-pub use reservations::{ItNexus, PrState};
+pub use reservations::{ItNexus, NameRule, PrState};
 pub use sanitize::{
     SanitizeRecord, SanitizeRestore, SanitizeStore, MAX_RECORD_BYTES as MAX_SANITIZE_RECORD_BYTES,
 };
 pub use sense::Sense;
 pub use stage::{MediumIo, Start};
-pub use stats::{IoKind, IoSnapshot, LatencySnapshot};
+pub use stats::{Failure, IoKind, IoSnapshot, LatencySnapshot};
 
 /// Identifies an I_T nexus (an initiator port talking to a target port,
 /// SAM-5 §4.6): chosen by the transport, opaque here.

@@ -10,16 +10,19 @@ use std::time::{Duration, Instant};
 use ironlun_backend::Payload;
 use ironlun_backend::{Backend, Rotation};
 
+use crate::alua::state::AluaState;
+use crate::alua::AluaConfig;
 use crate::cdb::Cdb;
 use crate::copy::HeldCopies;
+use crate::durability::{Durability, Durable};
 use crate::gate::{AccessGate, ExclusiveGuard, HasGate, SharedGuard};
 use crate::offline::Offline;
 use crate::ops::{self, OpInfo};
 use crate::provisioning::threshold::ThresholdState;
-use crate::reservations::{self, Access, ItNexus, PrState, PrStore, ReservationState};
+use crate::reservations::{self, Access, ItNexus, NameRule, PrState, PrStore, ReservationState};
 use crate::sanitize::SanitizeState;
 use crate::sense::Sense;
-use crate::stats::{IoKind, IoSnapshot, IoStats, LatencySnapshot};
+use crate::stats::{Failure, IoKind, IoSnapshot, IoStats, LatencySnapshot};
 use crate::{NexusId, Request, Response};
 use ironlun_scsi_codes::{Asc, SenseKey, Status};
 
@@ -48,8 +51,14 @@ pub struct LuConfig {
     pub naa_id: u64,
     /// Name of the target this LU belongs to (target port designator).
     pub target_name: String,
+    /// The target portal group tag of the port it is reached through
+    /// (the target port's name, `<iqn>,t,0x<tag>`, RFC 7143 §4.4).
+    pub portal_group_tag: u16,
     /// RELATIVE TARGET PORT IDENTIFIER of the port it is reached through.
     pub relative_port: u16,
+    /// Target port groups and their states (SPC-5 §5.16); off by
+    /// default.
+    pub alua: AluaConfig,
     /// MAXIMUM TRANSFER LENGTH in bytes (VPD page 0xB0).
     pub max_transfer_bytes: u32,
     /// Thin provisioning: UNMAP, WRITE SAME with UNMAP and GET LBA STATUS,
@@ -80,7 +89,7 @@ impl LuConfig {
         if self.max_transfer_bytes < self.block_size {
             return Err("maximum transfer length is below one block".into());
         }
-        Ok(())
+        self.alua.validate(self.relative_port)
     }
 }
 
@@ -129,6 +138,9 @@ pub struct LogicalUnit {
     /// reservation check.
     reserved: AtomicBool,
     pr_store: Option<Arc<dyn PrStore>>,
+    /// The transport's rule for initiator names that arrive in a
+    /// command's data (REGISTER AND MOVE's TransportID).
+    name_rule: Option<NameRule>,
     /// Shared by ordinary reads and writes, exclusive for the commands
     /// that must appear atomic (COMPARE AND WRITE, ORWRITE, WRITE ATOMIC).
     access: AccessGate,
@@ -140,6 +152,11 @@ pub struct LogicalUnit {
     /// Held offline: its saved state could not be read
     /// ([`crate::offline`]).
     pub(crate) offline: Offline,
+    /// Flushes and durable writes refused for a while after one failed
+    /// ([`crate::durability`]).
+    pub(crate) durability: Durability,
+    /// Target port groups and their states ([`crate::alua`]).
+    pub(crate) alua: AluaState,
     io: IoStats,
     /// Writes are being refused for want of space (SPACE ALLOCATION
     /// FAILED WRITE PROTECT) and no write has succeeded since.
@@ -186,6 +203,7 @@ impl LogicalUnit {
         let mode = ModeState::default();
         mode.wce.store(true, Ordering::Relaxed);
         mode.tas.store(true, Ordering::Relaxed);
+        let alua = AluaState::new(&cfg.alua);
         Ok(LogicalUnit {
             cfg,
             num_blocks: AtomicU64::new(num_blocks),
@@ -197,11 +215,14 @@ impl LogicalUnit {
             reservations: Mutex::new(ReservationState::default()),
             reserved: AtomicBool::new(false),
             pr_store: None,
+            name_rule: None,
             access: AccessGate::default(),
             copies_running: AtomicUsize::new(0),
             held_copies: Mutex::new(HeldCopies::default()),
             sanitize: SanitizeState::default(),
             offline: Offline::default(),
+            durability: Durability::new(backend.reports_lost_writes()),
+            alua,
             io: IoStats::default(),
             no_space: AtomicBool::new(false),
             threshold: None,
@@ -242,14 +263,29 @@ impl LogicalUnit {
     /// tmpfs file: inline, one core did both copies and ironlun trailed
     /// tgt, whose worker threads overlap them; docs/performance.md). A
     /// read the backend hands out in place (a file range sent with
-    /// `sendfile`) copies nothing here and stays inline.
+    /// `sendfile`) copies nothing here and stays inline. A command that
+    /// may save the LU's state to a file goes off too, whatever the
+    /// backend: PERSISTENT RESERVE OUT with a store for APTPL writes and
+    /// fsyncs a file and its directory under the reservation lock.
     pub fn may_block(&self, cdb: &[u8], transfer: u32) -> bool {
         let copies = if ops::reads_medium(cdb) {
             !self.backend.reads_in_place(transfer as usize)
         } else {
             self.backend.copies_data()
         };
-        self.backend.may_block() || ops::runs_long(cdb) || (transfer >= OFFLOAD_TRANSFER && copies)
+        self.backend.may_block()
+            || ops::runs_long(cdb)
+            || self.saves_state(cdb)
+            || (transfer >= OFFLOAD_TRANSFER && copies)
+    }
+
+    /// Whether `cdb` may write the LU's saved state (a file, fsynced):
+    /// PERSISTENT RESERVE OUT when APTPL has a store (SPC-5 §5.14.5).
+    /// SANITIZE saves its record too, and always runs off
+    /// ([`ops::runs_long`]).
+    fn saves_state(&self, cdb: &[u8]) -> bool {
+        self.pr_store.is_some()
+            && cdb.first() == Some(&ironlun_scsi_codes::opcode::PERSISTENT_RESERVE_OUT)
     }
 
     pub fn block_size(&self) -> u32 {
@@ -326,8 +362,9 @@ impl LogicalUnit {
 
     /// Counts a finished command, and notes in the response how.
     pub(crate) fn record(&self, access: Option<Access>, data_out: usize, r: &mut Response) {
-        let good = r.status == Status::GOOD;
-        r.counted = Some(self.io.record(access, data_out, r.data.len(), good));
+        let failure = Failure::of(r.status, &r.sense);
+        let good = failure.is_none();
+        r.counted = Some(self.io.record(access, data_out, r.data.len(), failure));
         if good && access == Some(Access::Write) && self.no_space.load(Ordering::Relaxed) {
             self.no_space.store(false, Ordering::Relaxed);
         }
@@ -374,7 +411,8 @@ impl LogicalUnit {
 
     /// What comes before a command's own handler, in this order: the
     /// opcode table, reserved bits, a pending unit attention, the LU
-    /// being offline, a sanitize under way (or failed), reservations. Refused: the response (and
+    /// being offline, the local port's ALUA state, a sanitize under way
+    /// (or failed), reservations. Refused: the response (and
     /// how the command would have touched the medium, for the counters).
     /// Inlined: it runs for every command.
     #[inline(always)]
@@ -398,6 +436,11 @@ impl LogicalUnit {
         // A LU whose saved state could not be read serves nothing but
         // the exempt commands (crate::offline).
         if let Some(s) = self.offline.gate(op.access, op.opcode) {
+            return Err(refuse(s));
+        }
+        // A port whose group is in standby, unavailable or transitioning
+        // serves only some commands (SPC-5 §5.16.2.4).
+        if let Some(s) = self.alua.gate(op) {
             return Err(refuse(s));
         }
         // A sanitize under way (or failed) holds off media access
@@ -624,6 +667,31 @@ impl LogicalUnit {
         self.note_reservation_state(&r);
     }
 
+    /// Whether the LU is reached through the target port with this
+    /// RELATIVE TARGET PORT IDENTIFIER (SPC-5 §4.3.5): the one question
+    /// about ports the reservation rules ask (REGISTER AND MOVE names a
+    /// destination port). One port per LU today; port groups (ALUA)
+    /// answer it here.
+    pub fn has_target_port(&self, relative_port: u16) -> bool {
+        relative_port == self.cfg.relative_port
+    }
+
+    /// Initiator names in a command's data (REGISTER AND MOVE) go through
+    /// `rule`, the one the transport applies at login, so that they name
+    /// the nexus a login of that initiator makes.
+    pub fn set_name_rule(&mut self, rule: NameRule) {
+        self.name_rule = Some(rule);
+    }
+
+    /// An initiator name from a command's data in its normal form, by the
+    /// transport's rule (as it is without one); `None`: not a name.
+    pub(crate) fn normal_initiator_name(&self, name: &str) -> Option<String> {
+        match self.name_rule {
+            Some(rule) => rule(name),
+            None => Some(name.to_owned()),
+        }
+    }
+
     pub(crate) fn pr_store_available(&self) -> bool {
         self.pr_store.is_some()
     }
@@ -681,9 +749,27 @@ impl LogicalUnit {
         self.rescan()
     }
 
-    /// Flushes the backend (SYNCHRONIZE CACHE, shutdown).
+    /// Flushes the backend (SYNCHRONIZE CACHE, shutdown); refused while
+    /// an earlier flush's failure is reported ([`crate::durability`]).
     pub fn flush(&self) -> std::io::Result<()> {
-        self.backend.flush()
+        self.durability.run(Durable::Flush, || self.backend.flush())
+    }
+
+    /// Runs a write on the backend; a `durable` one (on stable storage
+    /// before GOOD) is refused while a failed flush or durable write is
+    /// reported, and its failure starts such a report
+    /// ([`crate::durability`]).
+    pub(crate) fn write_through<T>(
+        &self,
+        durable: bool,
+        write: impl FnOnce(&dyn Backend) -> std::io::Result<T>,
+    ) -> std::io::Result<T> {
+        if durable {
+            self.durability
+                .run(Durable::Write, || write(&*self.backend))
+        } else {
+            write(&*self.backend)
+        }
     }
 }
 

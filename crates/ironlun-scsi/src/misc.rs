@@ -25,8 +25,10 @@ pub fn test_unit_ready(
 }
 
 /// REQUEST SENSE (SPC-4 §6.29): reports the LU being offline or a
-/// sanitize under way, or reports and clears a pending unit attention,
-/// or NO SENSE.
+/// sanitize under way, or reports and clears a pending unit attention
+/// (one that an ALUA state change raised comes before the state, as it
+/// does for other commands), or the local port's group not serving the
+/// LU (standby, unavailable, transitioning: SPC-5 §5.16.2), or NO SENSE.
 pub fn request_sense(
     lu: &LogicalUnit,
     req: &Request<'_>,
@@ -39,6 +41,7 @@ pub fn request_sense(
         .pending_sense()
         .or_else(|| lu.sanitize.pending_sense())
         .or_else(|| lu.take_ua(req.nexus))
+        .or_else(|| lu.alua.pending_sense())
         .unwrap_or(Sense::new(SenseKey::NO_SENSE, Asc::NO_ADDITIONAL_SENSE));
     Ok(Response::data(sense.encode(desc).to_vec(), alloc))
 }

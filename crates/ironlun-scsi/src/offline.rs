@@ -8,6 +8,12 @@
 //! LOGICAL UNIT NOT READY, MANUAL INTERVENTION REQUIRED (SPC-5 §4.4.2,
 //! Annex D: ASC/ASCQ 04h/03h), and REQUEST SENSE reports the same
 //! (SPC-5 §6.39). Why it is offline is kept for the operator.
+//!
+//! Bringing it back is one caller's at a time ([`LogicalUnit::claim_offline`]:
+//! SIGHUP and `ironlun admin lun online` may try at once), and atomic
+//! for the initiators: what was saved is put in place (the reservations,
+//! a sanitize resumed or failed) while the LU still refuses commands, and
+//! only then does it serve ([`OnlineClaim::online`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -22,6 +28,8 @@ use ironlun_scsi_codes::{opcode, Asc, SenseKey};
 pub(crate) struct Offline {
     /// Lets the hot path skip the lock.
     on: AtomicBool,
+    /// A caller is bringing it back ([`OnlineClaim`]).
+    claimed: AtomicBool,
     why: Mutex<Option<String>>,
 }
 
@@ -74,15 +82,60 @@ impl LogicalUnit {
         self.offline.why().clone()
     }
 
+    /// The right to bring the offline LU back, for one caller: `None`
+    /// when it is not offline, or another caller holds the right now.
+    pub fn claim_offline(&self) -> Option<OnlineClaim<'_>> {
+        if !self.offline.is_on() {
+            return None;
+        }
+        let free =
+            self.offline
+                .claimed
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire);
+        if free.is_err() {
+            return None;
+        }
+        // Online meanwhile (the last holder finished): nothing to do.
+        if !self.offline.is_on() {
+            self.offline.claimed.store(false, Ordering::Release);
+            return None;
+        }
+        Some(OnlineClaim { lu: self })
+    }
+}
+
+/// One caller's right to bring an offline LU back; given up when
+/// dropped (the LU stays offline, for another try).
+#[must_use]
+pub struct OnlineClaim<'a> {
+    lu: &'a LogicalUnit,
+}
+
+impl OnlineClaim<'_> {
     /// Brings the LU back with the persistent reservation state read
-    /// again (`restored`: what was saved, or nothing). Every nexus that
-    /// knows the LU is told, as after a power on (SAM-5 §6.3.1): its
-    /// reservations may differ from what it saw before.
-    pub fn set_online(&self, restored: Option<PrState>) {
-        self.restore_pr(restored.unwrap_or_default());
-        *self.offline.why() = None;
-        self.offline.on.store(false, Ordering::Release);
-        self.establish_ua(Asc::POWER_ON_RESET_OR_BUS_DEVICE_RESET, None);
+    /// again (`restored`: what was saved, or nothing), and `then` done
+    /// while it still refuses every command (the sanitize record taken
+    /// up: resumed, or failure mode). Every nexus that knows the LU is
+    /// told, as after a power on (SAM-5 §6.3.1): its reservations may
+    /// differ from what it saw before.
+    pub fn online(self, restored: Option<PrState>, then: impl FnOnce()) {
+        let lu = self.lu;
+        lu.restore_pr(restored.unwrap_or_default());
+        then();
+        *lu.offline.why() = None;
+        lu.offline.on.store(false, Ordering::Release);
+        lu.establish_ua(Asc::POWER_ON_RESET_OR_BUS_DEVICE_RESET, None);
+    }
+
+    /// The LU stays offline, now for `why`.
+    pub fn stay_offline(self, why: String) {
+        self.lu.set_offline(why);
+    }
+}
+
+impl Drop for OnlineClaim<'_> {
+    fn drop(&mut self) {
+        self.lu.offline.claimed.store(false, Ordering::Release);
     }
 }
 

@@ -3,6 +3,7 @@
 //! REPORT SUPPORTED OPERATION CODES all read this table. Its keys are the
 //! opcodes and service actions named in ironlun-scsi-codes.
 
+use crate::alua::commands as alua;
 use crate::block;
 use crate::cdb::Cdb;
 use crate::copy;
@@ -120,6 +121,16 @@ fn sanitize(lu: &LogicalUnit) -> bool {
 
 fn sanitize_thin(lu: &LogicalUnit) -> bool {
     lu.sanitize_allowed() && lu.thin()
+}
+
+/// REPORT TARGET PORT GROUPS: with ALUA (SPC-5 §5.16).
+fn alua_on(lu: &LogicalUnit) -> bool {
+    lu.alua.mode() != crate::alua::AluaMode::Off
+}
+
+/// SET TARGET PORT GROUPS: with explicit ALUA.
+fn alua_explicit(lu: &LogicalUnit) -> bool {
+    lu.alua.mode().explicit()
 }
 
 // CDB usage bytes shared by many rows.
@@ -564,6 +575,16 @@ pub static OPS: &[OpInfo] = &[
     ),
     op!(
         opcode::MAINTENANCE_IN,
+        Some(service_action::REPORT_TARGET_PORT_GROUPS),
+        "REPORT TARGET PORT GROUPS",
+        [0xff, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
+        alua::report_target_port_groups,
+        false,
+        Exempt,
+        alua_on
+    ),
+    op!(
+        opcode::MAINTENANCE_IN,
         Some(service_action::REPORT_SUPPORTED_OPERATION_CODES),
         "REPORT SUPPORTED OPERATION CODES",
         [0x1f, 0x87, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
@@ -579,6 +600,16 @@ pub static OPS: &[OpInfo] = &[
         misc::report_supported_tmfs,
         false,
         Exempt
+    ),
+    op!(
+        opcode::MAINTENANCE_OUT,
+        Some(service_action::SET_TARGET_PORT_GROUPS),
+        "SET TARGET PORT GROUPS",
+        [0x1f, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00],
+        alua::set_target_port_groups,
+        false,
+        Write,
+        alua_explicit
     ),
     op!(
         opcode::READ_12,

@@ -176,6 +176,13 @@ impl PrState {
     }
 }
 
+/// The transport's rule for an initiator name (RFC 7143 §4.2.7 for
+/// iSCSI, which this crate does not know): its normal form, as logins
+/// are compared and stored, or `None` when it is not a name. The target
+/// gives it to each LU ([`LogicalUnit::set_name_rule`]); names that
+/// arrive in a command's data (REGISTER AND MOVE) go through it too.
+pub type NameRule = fn(&str) -> Option<String>;
+
 /// Where APTPL state is kept (SPC-4 §5.13.5): the daemon supplies it.
 pub trait PrStore: Send + Sync {
     fn save(&self, text: &str) -> std::io::Result<()>;
@@ -486,12 +493,7 @@ fn pr_out_action(
             } else if let Some(r) = st.pr.registrations.iter_mut().find(|r| r.covers(nexus)) {
                 r.key = sa_key;
             } else {
-                room_for_one_more(&st.pr)?;
-                st.pr.registrations.push(Registration {
-                    nexus: nexus.clone(),
-                    key: sa_key,
-                    all_tg_pt,
-                });
+                register_new(&mut st.pr, nexus, sa_key, all_tg_pt)?;
             }
             st.pr.aptpl = aptpl;
             st.pr.generation = st.pr.generation.wrapping_add(1);
@@ -557,6 +559,33 @@ fn pr_out_action(
     Ok(())
 }
 
+/// Registers `nexus`, not registered yet, with `key`. With ALL_TG_PT the
+/// registration is the initiator port's on every target port (SPC-5
+/// §5.14.7): it takes the place of the registrations that port already
+/// has through other target ports, so that no I_T nexus is registered
+/// twice (each would answer for it with its own key, and the saved state
+/// is refused with two, `persist`). A reservation one of them held stays
+/// with its holder, now registered through the new one.
+/// (A refusal leaves the state as it was: the caller puts it back.)
+fn register_new(
+    pr: &mut PrState,
+    nexus: &ItNexus,
+    key: u64,
+    all_tg_pt: bool,
+) -> Result<(), Refusal> {
+    if all_tg_pt {
+        pr.registrations
+            .retain(|g| g.nexus.initiator_port != nexus.initiator_port);
+    }
+    room_for_one_more(pr)?;
+    pr.registrations.push(Registration {
+        nexus: nexus.clone(),
+        key,
+        all_tg_pt,
+    });
+    Ok(())
+}
+
 /// A new registration fits: a LU keeps at most [`MAX_REGISTRATIONS`]
 /// (SPC-5 §5.14.7: INSUFFICIENT REGISTRATION RESOURCES past them).
 fn room_for_one_more(pr: &PrState) -> Result<(), Refusal> {
@@ -586,8 +615,10 @@ fn other_registrants(lu: &LogicalUnit, st: &ReservationState, me: &ItNexus) -> V
 }
 
 /// Removes the registration of `nexus`. The reservation ends with its
-/// holder, or for all-registrants types with the last registrant
-/// (SPC-4 §5.13.11.2.3, §5.13.10).
+/// holder's registration, or for all-registrants types with the last
+/// registrant (SPC-4 §5.13.11.2.3, §5.13.10). The holder may be another
+/// I_T nexus of the same initiator port, registered through the same
+/// ALL_TG_PT registration, which goes with it.
 fn unregister(lu: &LogicalUnit, st: &mut ReservationState, nexus: &ItNexus, effects: &mut Effects) {
     st.pr.registrations.retain(|r| !r.covers(nexus));
     let Some(r) = st.pr.reservation.clone() else {
@@ -596,7 +627,7 @@ fn unregister(lu: &LogicalUnit, st: &mut ReservationState, nexus: &ItNexus, effe
     let ends = if pr_type::all_registrants(r.pr_type) {
         st.pr.registrations.is_empty()
     } else {
-        r.holder == *nexus
+        st.pr.registration(&r.holder).is_none()
     };
     if ends {
         st.pr.reservation = None;
@@ -726,7 +757,12 @@ fn register_and_move(
     if aptpl && !lu.pr_store_available() {
         return Err(Sense::invalid_param(17, Some(0)).into());
     }
-    let dest = move_destination(data, p.be16(18), p.be32(20), me)?;
+    let dest = move_destination(lu, data, p.be16(18), p.be32(20), me)?;
+    if st.pr.registration(&dest).is_some_and(|g| g.covers(me)) {
+        // Registered through the sender's own registration (ALL_TG_PT):
+        // a move to itself, which UNREG would leave unregistered.
+        return Err(Sense::invalid_param(24, None).into());
+    }
     if let Some(g) = st.pr.registrations.iter_mut().find(|g| g.covers(&dest)) {
         g.key = sa_key;
     } else {
@@ -751,21 +787,29 @@ fn register_and_move(
 
 /// The I_T nexus a REGISTER AND MOVE names: one initiator port (an iSCSI
 /// TransportID of format 01b) at RELATIVE TARGET PORT IDENTIFIER `port`,
-/// not the nexus that sent it (INVALID FIELD IN PARAMETER LIST,
-/// SPC-5 §5.14.8).
+/// a target port the LU has ([`LogicalUnit::has_target_port`]), not the
+/// nexus that sent it (INVALID FIELD IN PARAMETER LIST, SPC-5 §5.14.8).
 fn move_destination(
+    lu: &LogicalUnit,
     data: &[u8],
     port: u16,
     tid_len: u32,
     me: &ItNexus,
 ) -> Result<ItNexus, Refusal> {
+    if !lu.has_target_port(port) {
+        // No I_T nexus through a port the LU lacks could use the
+        // registration, and it would be saved (APTPL) as if one could.
+        return Err(Sense::invalid_param(18, None).into());
+    }
     let tid = usize::try_from(tid_len)
         .ok()
         .and_then(|n| data.get(24..24usize.checked_add(n)?));
     // The destination is saved with APTPL like any registration: only a
-    // plain initiator port name (no white space or control character).
+    // plain initiator port name (no white space or control character),
+    // its iSCSI name in the normal form a login of it would have.
     let Some((name, true)) = tid
         .and_then(parse_transport_id)
+        .and_then(|(port, isid)| Some((normal_port_name(lu, &port)?, isid)))
         .filter(|(name, _)| strict_port_name(name))
     else {
         return Err(Sense::invalid_param(24, None).into());
@@ -778,6 +822,13 @@ fn move_destination(
         return Err(Sense::invalid_param(24, None).into());
     }
     Ok(dest)
+}
+
+/// `NAME,i,0xISID` with NAME in the transport's normal form
+/// ([`NameRule`]); `None` when NAME is not an initiator name.
+fn normal_port_name(lu: &LogicalUnit, port: &str) -> Option<String> {
+    let (name, isid) = port.rsplit_once(",i,0x")?;
+    Some(format!("{},i,0x{isid}", lu.normal_initiator_name(name)?))
 }
 
 /// The reservation check made before a command runs.
@@ -798,5 +849,7 @@ pub fn check(lu: &LogicalUnit, nexus: NexusId, access: Access) -> Option<Respons
     st.pr.conflicts(&id, access).then(conflict)
 }
 
+#[cfg(test)]
+mod reachable;
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,6 @@
 //! What a logical unit has served, for monitoring: commands by kind,
-//! bytes moved, commands that failed, and how long commands took
+//! bytes moved, commands that failed (by status and sense key,
+//! [`Failure`]), and how long commands took
 //! (measured by the transport, which alone sees a command arrive and its
 //! status leave). Counters only grow; a reader takes two snapshots and
 //! subtracts.
@@ -8,6 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::reservations::Access;
+
+mod failure;
+pub use failure::Failure;
 
 /// How the counters count a command: by the opcode table's reservation
 /// access column (SPC-4 §5.13.1).
@@ -124,7 +128,8 @@ pub struct IoStats {
     other: AtomicU64,
     read_bytes: AtomicU64,
     write_bytes: AtomicU64,
-    failed: AtomicU64,
+    /// By [`Failure::index`].
+    failed: [AtomicU64; Failure::COUNT],
     /// By [`IoKind::index`].
     latency: [Latency; 3],
 }
@@ -143,8 +148,11 @@ pub struct IoSnapshot {
     pub read_bytes: u64,
     /// Data received with write commands.
     pub write_bytes: u64,
-    /// Commands that ended with a status other than GOOD.
+    /// Commands that ended with a status other than GOOD: the sum of
+    /// [`IoSnapshot::failures`].
     pub failed_commands: u64,
+    /// Those commands by [`Failure`], in the order of [`Failure::all`].
+    pub failures: [u64; Failure::COUNT],
 }
 
 impl IoSnapshot {
@@ -160,18 +168,27 @@ impl IoSnapshot {
         self.read_bytes += o.read_bytes;
         self.write_bytes += o.write_bytes;
         self.failed_commands += o.failed_commands;
+        for (a, b) in self.failures.iter_mut().zip(o.failures) {
+            *a += b;
+        }
+    }
+
+    /// Commands that failed as `f` says.
+    pub fn failed(&self, f: Failure) -> u64 {
+        self.failures.get(f.index()).copied().unwrap_or(0)
     }
 }
 
 impl IoStats {
     /// Counts one finished command, and says how it was counted.
-    /// `access` is `None` for a command the LU does not know.
+    /// `access` is `None` for a command the LU does not know; `failure`
+    /// is `None` for one that ended GOOD.
     pub(crate) fn record(
         &self,
         access: Option<Access>,
         data_out: usize,
         data_in: usize,
-        good: bool,
+        failure: Option<Failure>,
     ) -> IoKind {
         let add = |c: &AtomicU64, n: usize| {
             c.fetch_add(n as u64, Ordering::Relaxed);
@@ -188,8 +205,8 @@ impl IoStats {
             }
             IoKind::Other => add(&self.other, 1),
         }
-        if !good {
-            add(&self.failed, 1);
+        if let Some(c) = failure.and_then(|f| self.failed.get(f.index())) {
+            add(c, 1);
         }
         kind
     }
@@ -209,13 +226,16 @@ impl IoStats {
 
     pub fn snapshot(&self) -> IoSnapshot {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let failures: [u64; Failure::COUNT] =
+            std::array::from_fn(|i| self.failed.get(i).map_or(0, get));
         IoSnapshot {
             read_commands: get(&self.reads),
             write_commands: get(&self.writes),
             other_commands: get(&self.other),
             read_bytes: get(&self.read_bytes),
             write_bytes: get(&self.write_bytes),
-            failed_commands: get(&self.failed),
+            failed_commands: failures.iter().sum(),
+            failures,
         }
     }
 }
@@ -223,6 +243,7 @@ impl IoStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ironlun_scsi_codes::SenseKey;
 
     fn us(n: u64) -> Duration {
         Duration::from_micros(n)
@@ -260,10 +281,15 @@ mod tests {
     #[test]
     fn commands_are_counted_by_access_and_the_kind_is_returned() {
         let s = IoStats::default();
-        assert_eq!(s.record(Some(Access::Read), 0, 4096, true), IoKind::Read);
-        assert_eq!(s.record(Some(Access::Write), 512, 0, false), IoKind::Write);
-        assert_eq!(s.record(Some(Access::Exempt), 0, 36, true), IoKind::Other);
-        assert_eq!(s.record(None, 0, 0, false), IoKind::Other);
+        let medium = Failure::CheckCondition(Some(SenseKey::MEDIUM_ERROR));
+        let illegal = Failure::CheckCondition(Some(SenseKey::ILLEGAL_REQUEST));
+        assert_eq!(s.record(Some(Access::Read), 0, 4096, None), IoKind::Read);
+        assert_eq!(
+            s.record(Some(Access::Write), 512, 0, Some(medium)),
+            IoKind::Write
+        );
+        assert_eq!(s.record(Some(Access::Exempt), 0, 36, None), IoKind::Other);
+        assert_eq!(s.record(None, 0, 0, Some(illegal)), IoKind::Other);
         let snap = s.snapshot();
         assert_eq!(
             (snap.read_commands, snap.write_commands, snap.other_commands),
@@ -271,6 +297,12 @@ mod tests {
         );
         assert_eq!((snap.read_bytes, snap.write_bytes), (4096, 512));
         assert_eq!(snap.failed_commands, 2);
+        assert_eq!(snap.failed(medium), 1);
+        assert_eq!(snap.failed(illegal), 1);
+        assert_eq!(snap.failed(Failure::Busy), 0);
+        let mut sum = snap;
+        sum.add(&snap);
+        assert_eq!((sum.failed_commands, sum.failed(medium)), (4, 2));
     }
 
     #[test]

@@ -86,14 +86,20 @@ impl Acl {
         Ok(())
     }
 
+    /// The entries in a form [`Acl::allow`] takes back: names (in their
+    /// normal form), then networks (an address as a /32 or /128).
+    pub fn entries(&self) -> Vec<String> {
+        let mut parts: Vec<String> = self.initiators.clone();
+        parts.extend(self.networks.iter().map(ToString::to_string));
+        parts
+    }
+
     /// Entries as written, for the startup log.
     pub fn describe(&self) -> String {
         if self.is_open() {
             return "everyone".to_owned();
         }
-        let mut parts: Vec<String> = self.initiators.clone();
-        parts.extend(self.networks.iter().map(ToString::to_string));
-        parts.join(", ")
+        self.entries().join(", ")
     }
 }
 

@@ -345,11 +345,13 @@ impl Driver {
         );
         let _ = session.info.negotiated.set(result.summary.clone());
         session.view = session.current_view();
-        let pgt = target.as_ref().map_or(1, |t| t.cfg.portal_group_tag);
+        // The nexus's target port, as the LUs name it (VPD 83h, READ
+        // FULL STATUS): its relative port identifier.
+        let port = target.as_ref().map_or(1, |t| t.cfg.relative_port);
         let lus = session.view.clone().map(|map| Lus {
             map,
             nexus: session.nexus,
-            identity: ItNexus::new(&result.initiator_name, result.isid, pgt),
+            identity: ItNexus::new(&result.initiator_name, result.isid, port),
             replaced: session.reinstated,
         });
         let ffp = FfpConfig {

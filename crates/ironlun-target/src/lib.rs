@@ -1,6 +1,7 @@
 //! # ironlun-target: the target daemon
 //!
-//! **Owns:** configuration (TOML file and command-line shorthand), opening
+//! **Owns:** configuration (TOML file and command-line shorthand) and its
+//! check without serving (`--check`, [`check`]), opening
 //! backends, the listening portals, the session registry (the table of
 //! ironlun-proto behind a lock, I_T nexus numbers, each session's signal
 //! inbox), one async task per connection
@@ -28,11 +29,13 @@
 
 pub mod access;
 pub mod admin;
+pub mod check;
 pub mod config;
 mod conn;
 pub mod live;
 mod lu_state;
 pub mod metrics;
+pub mod process;
 mod prstore;
 pub mod registry;
 mod replay;
@@ -43,6 +46,8 @@ mod state_file;
 mod state_name;
 pub mod stats;
 mod store_io;
+#[cfg(test)]
+mod test_log;
 
 pub use config::{AdminHttp, Config, ConfigError, Overrides};
 pub use server::{BindError, Server};

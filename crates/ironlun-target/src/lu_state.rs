@@ -13,20 +13,25 @@
 //! Files under the names of before (`state_name.rs`) are renamed here,
 //! when exactly one configured target could own them; when several
 //! could, none takes the file and their LUs stay offline until a person
-//! renames it for the one it belongs to.
+//! renames it for the one it belongs to. The former names kept the case
+//! of the name as configured, so they are looked for ignoring ASCII case
+//! ([`legacy`]); two files that match are the same kind of puzzle.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use ironlun_scsi::reservations::MAX_STATE_BYTES as MAX_PR_BYTES;
 use ironlun_scsi::{LogicalUnit, PrState, SanitizeRecord, MAX_SANITIZE_RECORD_BYTES};
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 use crate::config::{Config, NameKey, TargetConfig};
 use crate::prstore::FilePrStore;
 use crate::sanitize_store::{self, FileSanitizeStore};
 use crate::state_file::StateFile;
 use crate::state_name;
+pub use legacy::LegacyNames;
+
+mod legacy;
 
 /// The state directory, and the targets of the configuration in force
 /// (to tell whether a file under its former name is one target's).
@@ -34,6 +39,9 @@ use crate::state_name;
 pub struct StateDir<'a> {
     pub dir: &'a Path,
     pub targets: &'a [Arc<TargetConfig>],
+    /// The directory's names, read once for many LUs; `None`: read when
+    /// a LU needs them.
+    pub names: Option<&'a LegacyNames>,
 }
 
 /// `cfg`'s state directory, if it has one.
@@ -41,7 +49,19 @@ pub fn state_dir(cfg: &Config) -> Option<StateDir<'_>> {
     Some(StateDir {
         dir: cfg.state_dir.as_deref()?,
         targets: &cfg.targets,
+        names: None,
     })
+}
+
+impl<'a> StateDir<'a> {
+    /// The same, with the directory's names read once in `names` for
+    /// every LU opened through it.
+    pub fn with_names(self, names: &'a LegacyNames) -> StateDir<'a> {
+        StateDir {
+            names: Some(names),
+            ..self
+        }
+    }
 }
 
 /// What a LU's files held: its saved persistent reservations and its
@@ -60,12 +80,15 @@ pub struct Opened {
 }
 
 /// One kind of state: its file name prefix, what the log calls it, the
-/// longest file, and its reader.
+/// longest file, its reader, the first line of its files of version 1
+/// and the current form of what one held.
 struct Kind<T> {
     prefix: &'static str,
     what: &'static str,
     max: usize,
     decode: fn(&str) -> Result<T, String>,
+    v1: &'static str,
+    encode: fn(&T) -> String,
 }
 
 const PR: Kind<PrState> = Kind {
@@ -73,6 +96,8 @@ const PR: Kind<PrState> = Kind {
     what: "persistent reservation",
     max: MAX_PR_BYTES,
     decode: PrState::decode,
+    v1: "ironlun-pr 1\n",
+    encode: PrState::encode,
 };
 
 const SANITIZE: Kind<SanitizeRecord> = Kind {
@@ -80,6 +105,8 @@ const SANITIZE: Kind<SanitizeRecord> = Kind {
     what: "sanitize",
     max: MAX_SANITIZE_RECORD_BYTES,
     decode: SanitizeRecord::decode,
+    v1: "ironlun-sanitize 1\n",
+    encode: SanitizeRecord::encode,
 };
 
 /// The first line of the marker left where a file was kept aside.
@@ -128,9 +155,29 @@ fn read<T>(d: StateDir<'_>, k: &Kind<T>, target: &str, lun: u16) -> Result<Optio
         ));
     }
     match (k.decode)(&text) {
-        Ok(v) => Ok(Some(v)),
+        Ok(v) => {
+            if text.starts_with(k.v1) {
+                warn_v1(k, &v, &file, target, lun);
+            }
+            Ok(Some(v))
+        }
         Err(why) => Err(keep_aside(k, &file, &why)),
     }
+}
+
+/// A file of version 1, which wrote names raw (a name could add records
+/// before the names were checked at login): it reads, and what it holds
+/// goes to the log for a person to review, record by record in the
+/// current form (names escaped, so none can forge a log line).
+fn warn_v1<T>(k: &Kind<T>, v: &T, file: &StateFile, target: &str, lun: u16) {
+    let text = (k.encode)(v);
+    let shown: Vec<&str> = text.lines().skip(1).filter(|l| *l != "end").collect();
+    warn!(
+        "target {target} LUN {lun}: {} state file {} was written by an older version (version 1, names not checked then) and is taken up as: {}; review it (an initiator's name could have added records); it is written in the current form at the next change",
+        k.what,
+        file.path().display(),
+        shown.join("; ")
+    );
 }
 
 /// The reason a LU is offline for `file`, which does not parse because
@@ -175,8 +222,32 @@ fn migrate<T>(
     lun: u16,
     file: &StateFile,
 ) -> Result<(), String> {
-    let old = StateFile::legacy_for_lu(d.dir, k.prefix, target, lun);
-    if old.path() == file.path() || file.exists() || !old.exists() {
+    if file.exists() {
+        return Ok(());
+    }
+    let want = state_name::legacy_file_name(k.prefix, target, lun);
+    let read;
+    let names = match d.names {
+        Some(n) => n,
+        None => {
+            read = LegacyNames::read(d.dir);
+            &read
+        }
+    };
+    let found = names.matching(d.dir, &want);
+    let old = match found.as_slice() {
+        [] => return Ok(()),
+        [one] => StateFile::at(&d.dir.join(one)),
+        several => {
+            return Err(format!(
+                "{} state files {} have the former name of this LU's (before names were one-to-one; it kept the case of the name as configured) but differ in case: a person decides which is target {target}'s and renames it to {}, or removes the others",
+                k.what,
+                several.join(", "),
+                file.path().display()
+            ))
+        }
+    };
+    if old.path() == file.path() {
         return Ok(());
     }
     let stem = state_name::legacy_stem(target);
@@ -229,31 +300,42 @@ pub fn take_up(lu: &Arc<LogicalUnit>, found: Result<Found, String>, target: &str
 }
 
 /// Reads an offline LU's files again and, if they parse now, brings it
-/// back with what they hold; otherwise it stays offline with the new
-/// reason, which is returned. A LU that is not offline is left alone.
+/// back with what they hold (put in place before it serves); otherwise it
+/// stays offline with the new reason, which is returned. A LU that is
+/// not offline is left alone; one another caller is bringing back now
+/// (SIGHUP and `ironlun admin lun online` at once) is that caller's: the
+/// record of a sanitize resumed once is not taken up twice.
 pub fn bring_back(
     lu: &Arc<LogicalUnit>,
     d: StateDir<'_>,
     target: &str,
     lun: u16,
 ) -> Result<(), String> {
-    if lu.offline_reason().is_none() {
-        return Ok(());
-    }
+    let Some(claim) = lu.claim_offline() else {
+        return match lu.offline_reason() {
+            None => Ok(()),
+            Some(_) => Err(BEING_BROUGHT_BACK.into()),
+        };
+    };
     match read_all(d, target, lun) {
         Ok(f) => {
-            lu.set_online(f.pr.map(PrState::after_power_on));
+            claim.online(f.pr.map(PrState::after_power_on), || {
+                sanitize_store::restore(lu, f.sanitize, target, lun);
+            });
             info!("target {target} LUN {lun}: its state files read again: back online");
-            sanitize_store::restore(lu, f.sanitize, target, lun);
             Ok(())
         }
         Err(why) => {
             error!("target {target} LUN {lun}: still offline: {why}");
-            lu.set_offline(why.clone());
+            claim.stay_offline(why.clone());
             Err(why)
         }
     }
 }
+
+/// What a caller is told while another brings the LU back.
+pub const BEING_BROUGHT_BACK: &str =
+    "another request (SIGHUP, configuration reload or lun online) is bringing this LU back now; ask again once it is done";
 
 #[cfg(test)]
 mod tests;

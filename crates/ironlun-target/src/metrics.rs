@@ -12,20 +12,27 @@
 //!   every connection reports to ([`Observer`]);
 //! - everything per target and LUN, and the sessions and connections open
 //!   now, is read at scrape time from whatever targets exist then (the
-//!   LUs' own counters and latency histograms, ironlun-scsi's `stats`):
-//!   a LUN that is gone is simply not in the next scrape.
+//!   LUs' own counters and latency histograms, ironlun-scsi's `stats`;
+//!   [`luns`]): a LUN that is gone is simply not in the next scrape;
+//! - the process itself (CPU, memory, file descriptors, start time) under
+//!   the standard `process_*` names, and `ironlun_build_info`, are read at
+//!   scrape time too ([`process`]).
+//!
+//! Per SCSI command the LUs only count (a few relaxed atomic adds, and a
+//! latency histogram's when there is a statistics address); everything
+//! else is read when a scrape comes.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use ironlun_proto::login::LoginStatus;
 use ironlun_proto::target::{CloseReason, DigestKind, Observer};
-use ironlun_scsi::{IoKind, IoSnapshot, LatencySnapshot, LogicalUnit};
 use ironlun_wire::{TmfFunction, TmfResponse};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::text::{encode_eof, encode_registry};
-use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder, NoLabelSet};
+use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -33,6 +40,9 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry as Exposition;
 
 use crate::registry::Registry;
+
+mod luns;
+mod process;
 
 /// Every metric's name starts with this.
 const PREFIX: &str = "ironlun";
@@ -329,13 +339,17 @@ fn label_of(name: Option<&str>) -> String {
 }
 
 /// The whole exposition now: the event counters, then what is read from
-/// the targets, LUNs, sessions and connections that exist at this moment.
+/// the targets, LUNs, sessions and connections that exist at this moment,
+/// and the process's own `process_*` families (without the prefix).
 pub fn render(registry: &Arc<Registry>) -> Result<String, fmt::Error> {
     let mut out = String::with_capacity(16 << 10);
     encode_registry(&mut out, &registry.metrics.exposition)?;
     let mut now = Exposition::with_prefix(PREFIX);
     now.register_collector(Box::new(Now(registry.clone())));
     encode_registry(&mut out, &now)?;
+    let mut own = Exposition::default();
+    own.register_collector(Box::new(process::Process));
+    encode_registry(&mut out, &own)?;
     encode_eof(&mut out)?;
     Ok(out)
 }
@@ -352,6 +366,7 @@ impl fmt::Debug for Now {
 impl Collector for Now {
     fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), fmt::Error> {
         let r = &self.0;
+        process::encode_build_info(&mut enc)?;
         let (normal, discovery) = r.session_counts();
         let mut m = enc.encode_descriptor(
             "sessions",
@@ -363,6 +378,7 @@ impl Collector for Now {
             m.encode_family(&[("type", kind)])?
                 .encode_gauge(&(n as u64))?;
         }
+        encode_initiator_sessions(&mut enc, r)?;
         enc.encode_descriptor(
             "connections",
             "TCP connections open now, logged in or not.",
@@ -370,148 +386,41 @@ impl Collector for Now {
             MetricType::Gauge,
         )?
         .encode_gauge(&(r.open_connections() as u64))?;
-        encode_luns(&mut enc, &luns_now(r))
+        luns::encode_luns(&mut enc, &luns::luns_now(r))
     }
 }
 
-/// One LUN as a scrape sees it.
-struct LunNow {
-    target: String,
-    lun: String,
-    io: IoSnapshot,
-    /// By [`IoKind::ALL`].
-    latency: [LatencySnapshot; 3],
-    /// Held offline by its state files (`lu_state.rs`).
-    offline: bool,
-}
-
-impl LunNow {
-    fn of(target: &str, lun: u16, lu: &LogicalUnit) -> LunNow {
-        LunNow {
-            target: target.to_owned(),
-            lun: lun.to_string(),
-            io: lu.io_stats(),
-            latency: IoKind::ALL.map(|k| lu.latency(k)),
-            offline: lu.offline_reason().is_some(),
+/// Normal sessions open now per (target, initiator name). As many series
+/// as there are such pairs with a session, so the session limit
+/// (`limits.max_sessions`) bounds them; a pair whose sessions have all
+/// ended is not in the next scrape, and without sessions the family is
+/// left out (a family without samples trips strict parsers).
+fn encode_initiator_sessions(enc: &mut DescriptorEncoder, r: &Registry) -> Result<(), fmt::Error> {
+    let mut pairs: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for (_, s) in r.sessions() {
+        if let Some(target) = &s.target {
+            *pairs
+                .entry((target.clone(), s.initiator.clone()))
+                .or_default() += 1;
         }
     }
-
-    fn labels<'a>(&'a self, op: Option<&'static str>) -> Vec<(&'static str, &'a str)> {
-        let mut l = vec![("target", self.target.as_str()), ("lun", self.lun.as_str())];
-        l.extend(op.map(|op| ("op", op)));
-        l
+    if pairs.is_empty() {
+        return Ok(());
     }
-}
-
-/// Every LUN of every target that exists now.
-fn luns_now(r: &Registry) -> Vec<LunNow> {
-    let mut out = Vec::new();
-    for t in r.targets().iter() {
-        for (n, lu) in t.luns.iter() {
-            out.push(LunNow::of(&t.cfg.name, *n, lu));
-        }
-    }
-    out
-}
-
-fn op_label(k: IoKind) -> &'static str {
-    match k {
-        IoKind::Read => "read",
-        IoKind::Write => "write",
-        IoKind::Other => "other",
-    }
-}
-
-/// One family of per-LUN counters: its descriptor, then a sample per LUN
-/// (and per op, where `values` gives several).
-fn lun_counters(
-    enc: &mut DescriptorEncoder,
-    (name, help): (&str, &str),
-    luns: &[LunNow],
-    values: impl Fn(&IoSnapshot) -> Vec<(Option<&'static str>, u64)>,
-) -> Result<(), fmt::Error> {
-    let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
-    for l in luns {
-        for (op, v) in values(&l.io) {
-            m.encode_family(&l.labels(op))?
-                .encode_counter::<NoLabelSet, _, u64>(&v, None)?;
-        }
-    }
-    Ok(())
-}
-
-fn encode_luns(enc: &mut DescriptorEncoder, luns: &[LunNow]) -> Result<(), fmt::Error> {
-    lun_counters(
-        enc,
-        (
-            "lun_commands",
-            "SCSI commands per LUN by op: read, write (including WRITE SAME, UNMAP, ...) or other.",
-        ),
-        luns,
-        |io| {
-            vec![
-                (Some("read"), io.read_commands),
-                (Some("write"), io.write_commands),
-                (Some("other"), io.other_commands),
-            ]
-        },
-    )?;
-    lun_counters(
-        enc,
-        (
-            "lun_bytes",
-            "Data moved per LUN: returned by reads, received with writes.",
-        ),
-        luns,
-        |io| {
-            vec![
-                (Some("read"), io.read_bytes),
-                (Some("write"), io.write_bytes),
-            ]
-        },
-    )?;
-    lun_counters(
-        enc,
-        (
-            "lun_failed_commands",
-            "SCSI commands per LUN that ended with a status other than GOOD.",
-        ),
-        luns,
-        |io| vec![(None, io.failed_commands)],
-    )?;
     let mut m = enc.encode_descriptor(
-        "lun_offline",
-        "1 while the LUN is offline because its state files do not parse (ironlun admin state says why), else 0.",
+        "initiator_sessions",
+        "Normal sessions open now, by target and initiator name.",
         None,
         MetricType::Gauge,
     )?;
-    for l in luns {
-        m.encode_family(&l.labels(None))?
-            .encode_gauge(&u64::from(l.offline))?;
-    }
-    let mut m = enc.encode_descriptor(
-        "lun_command_duration_seconds",
-        "Time from a SCSI command's arrival to its status being sent, per LUN and op.",
-        None,
-        MetricType::Histogram,
-    )?;
-    for l in luns {
-        for (k, h) in IoKind::ALL.iter().zip(&l.latency) {
-            let labels = l.labels(Some(op_label(*k)));
-            encode_latency(&mut m.encode_family(&labels)?, h)?;
-        }
+    for ((target, initiator), n) in &pairs {
+        let labels = [
+            ("target", target.as_str()),
+            ("initiator", initiator.as_str()),
+        ];
+        m.encode_family(&labels)?.encode_gauge(n)?;
     }
     Ok(())
-}
-
-/// One latency histogram in seconds.
-fn encode_latency(m: &mut MetricEncoder, h: &LatencySnapshot) -> Result<(), fmt::Error> {
-    let bounds = ironlun_scsi::stats::LATENCY_BOUNDS_NS
-        .iter()
-        .map(|ns| *ns as f64 / 1e9)
-        .chain([f64::INFINITY]);
-    let buckets: Vec<(f64, u64)> = bounds.zip(h.buckets).collect();
-    m.encode_histogram::<NoLabelSet>(h.sum_ns as f64 / 1e9, h.count(), &buckets, None)
 }
 
 #[cfg(test)]

@@ -10,7 +10,9 @@ use ironlun_backend::{
     Backend, ClusterConfig, FileBackend, FileOptions, NullBackend, RamBackend, RbdBackend,
     RbdOptions, Severity,
 };
-use ironlun_scsi::{LogicalUnit, LuConfig, LunMap, ThresholdEvent, ThresholdNotify};
+use ironlun_scsi::{
+    AluaEvent, AluaNotify, LogicalUnit, LuConfig, LunMap, ThresholdEvent, ThresholdNotify,
+};
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -203,6 +205,22 @@ fn follow_events(lu: &LogicalUnit, target: &str, number: u16) {
     });
 }
 
+/// The LU's NAA identifier and serial number (as 16 hex digits): from
+/// the store's own name where it has one shared by every process that
+/// opens it (an RBD image's pool and id: every gateway of a group then
+/// reports the same identity, whatever its target name, portal group or
+/// LUN number), else from the target's name and the LUN number. Stable
+/// across restarts either way.
+fn lu_id(t: &TargetConfig, l: &LunConfig, backend: &dyn Backend) -> u64 {
+    match backend.identity() {
+        Some(store) => fnv1a(&[store.as_bytes()]),
+        None => fnv1a(&[
+            t.name.to_ascii_lowercase().as_bytes(),
+            &l.number.to_be_bytes(),
+        ]),
+    }
+}
+
 pub(crate) fn build_lu(
     t: &TargetConfig,
     l: &LunConfig,
@@ -221,10 +239,7 @@ pub(crate) fn build_lu(
             source,
         }
     })?;
-    let id = fnv1a(&[
-        t.name.to_ascii_lowercase().as_bytes(),
-        &l.number.to_be_bytes(),
-    ]);
+    let id = lu_id(t, l, backend.as_ref());
     let cfg = LuConfig {
         block_size: l.spec.block_size,
         physical_block_size: l.spec.physical_block_size,
@@ -238,15 +253,22 @@ pub(crate) fn build_lu(
         serial: format!("{id:016x}"),
         naa_id: id,
         target_name: t.name.clone(),
-        relative_port: t.portal_group_tag,
+        portal_group_tag: t.portal_group_tag,
+        relative_port: t.relative_port,
+        alua: t.alua.clone(),
         max_transfer_bytes,
         thin: l.spec.thin,
         sanitize: l.spec.sanitize,
         rotation: l.spec.rotation,
     };
     let mut lu = LogicalUnit::new(cfg, backend).map_err(set_up)?;
+    // REGISTER AND MOVE names an initiator: the login's rule for names.
+    lu.set_name_rule(|n| ironlun_proto::names::normalize(n).ok());
     lu.set_sanitize_rate(l.spec.sanitize_rate);
     set_threshold(&mut lu, t, l).map_err(set_up)?;
+    if t.alua.mode.explicit() {
+        lu.set_alua_notify(log_alua(t.name.clone(), l.number));
+    }
     // What the state files held, or why the LU must stay offline: never
     // an error of the daemon (lu_state.rs).
     let found = state.map(|d| {
@@ -262,6 +284,23 @@ pub(crate) fn build_lu(
     follow_size(&lu, &t.name, l.number);
     follow_events(&lu, &t.name, l.number);
     Ok(lu)
+}
+
+/// Logs the states an initiator's SET TARGET PORT GROUPS set (SPC-5
+/// §6.44). They hold on this gateway alone, until the operator's `alua
+/// set` or a change of the configuration sets them again.
+fn log_alua(target: String, lun: u16) -> AluaNotify {
+    Box::new(move |event| match event {
+        AluaEvent::SetByInitiator { initiator, changes } => {
+            for (group, from, to) in changes {
+                info!(
+                    lun,
+                    initiator = %initiator,
+                    "target {target}: SET TARGET PORT GROUPS: ALUA group {group} {from} -> {to} (on this gateway)"
+                );
+            }
+        }
+    })
 }
 
 /// What the log says when a LUN's soft threshold is reached, and when it
@@ -326,15 +365,15 @@ pub fn build_targets(cfg: &Config) -> Result<Vec<Arc<Target>>, BindError> {
         check_state_dir(d)?;
     }
     let mut out = Vec::new();
+    let names = cfg.state_dir.as_deref().map(lu_state::LegacyNames::read);
+    let state = lu_state::state_dir(cfg).map(|d| match &names {
+        Some(n) => d.with_names(n),
+        None => d,
+    });
     for t in &cfg.targets {
         let mut luns = Vec::new();
         for l in &t.luns {
-            let lu = build_lu(
-                t,
-                l,
-                cfg.limits.max_transfer_bytes,
-                lu_state::state_dir(cfg),
-            )?;
+            let lu = build_lu(t, l, cfg.limits.max_transfer_bytes, state)?;
             luns.push((l.number, lu));
         }
         out.push(Arc::new(Target::new(
@@ -635,6 +674,58 @@ mod tests {
         .unwrap()
     }
 
+    /// REGISTER AND MOVE names its destination as a login names itself:
+    /// a name the login would refuse (`_` is outside RFC 3722's set) is
+    /// INVALID FIELD IN PARAMETER LIST; one in upper case is the same
+    /// initiator as its lower-case login.
+    #[test]
+    fn a_lus_move_destination_is_a_name_a_login_could_have() {
+        use ironlun_scsi::{DataOutBuffer, ItNexus, NexusId};
+        let targets = build_targets(&config("ram:1MiB")).unwrap();
+        let map = targets[0].luns.clone();
+        const GOOD: u8 = 0;
+        let (a, b) = (NexusId(1), NexusId(2));
+        let isid = [0x80, 0, 0, 0, 0, 1];
+        map.attach_nexus(a, &ItNexus::new("iqn.2026-11.test:a", isid, 1), false);
+        let run = |n, cdb: &[u8], data: &[u8]| {
+            map.execute(Some(0), n, cdb, &DataOutBuffer::copy_from_slice(data))
+        };
+        let _ = run(a, &[0; 6], &[]);
+        let prout = |sa: u8, ty: u8, len: u8| [0x5f, sa, ty, 0, 0, 0, 0, 0, len, 0];
+        let mut p = [0u8; 24];
+        p[15] = 1;
+        assert_eq!(run(a, &prout(0, 0, 24), &p).status.0, GOOD);
+        let mut p = [0u8; 24];
+        p[7] = 1;
+        assert_eq!(run(a, &prout(1, 1, 24), &p).status.0, GOOD);
+        let mv = |name: &str| {
+            let mut tid = format!("{name},i,0x800000000009").into_bytes();
+            tid.resize(tid.len().div_ceil(4) * 4 + 4, 0);
+            let mut p = vec![0u8; 24];
+            p[7] = 1;
+            p[15] = 2;
+            p[17] = 0x02; // UNREG
+            p[19] = 1;
+            p[20..24].copy_from_slice(&(tid.len() as u32 + 4).to_be_bytes());
+            p.extend_from_slice(&[0x45, 0]);
+            p.extend_from_slice(&(tid.len() as u16).to_be_bytes());
+            p.extend_from_slice(&tid);
+            run(a, &prout(7, 0, p.len() as u8), &p)
+        };
+        let r = mv("iqn.2026-11.test:bad_name");
+        assert_eq!((r.sense[2], r.sense[12]), (0x05, 0x26), "{:02x?}", r.sense);
+        assert_eq!(mv("IQN.2026-11.TEST:B").status.0, GOOD);
+        let id = ItNexus::new("iqn.2026-11.test:b", [0x80, 0, 0, 0, 0, 9], 1);
+        map.attach_nexus(b, &id, false);
+        let _ = run(b, &[0; 6], &[]);
+        let write = [0x2a, 0, 0, 0, 0, 0, 0, 0, 1, 0];
+        assert_eq!(
+            run(b, &write, &[0; 512]).status.0,
+            GOOD,
+            "b holds the reservation"
+        );
+    }
+
     async fn bind_error(cfg: &Config) -> (String, BindError) {
         match Server::bind(cfg).await {
             Ok(_) => panic!("bind should fail"),
@@ -678,6 +769,58 @@ mod tests {
         assert!(
             m.starts_with(&format!("statistics endpoint {addr}: ")),
             "{m}"
+        );
+    }
+
+    /// A store with a name of its own (an RBD image's pool and id) gives
+    /// the LU the same identity whatever the target's name, portal group
+    /// and LUN number; one without gives each target and LUN its own.
+    #[test]
+    fn an_lu_is_named_after_its_store_when_the_store_has_a_name() {
+        struct Named(RamBackend, &'static str);
+        impl Backend for Named {
+            fn kind(&self) -> &'static str {
+                "named"
+            }
+            fn identity(&self) -> Option<String> {
+                Some(self.1.into())
+            }
+            fn size_bytes(&self) -> u64 {
+                self.0.size_bytes()
+            }
+            fn read(&self, offset: u64, len: usize) -> std::io::Result<bytes::Bytes> {
+                self.0.read(offset, len)
+            }
+            fn write(&self, offset: u64, data: &[u8], durable: bool) -> std::io::Result<()> {
+                self.0.write(offset, data, durable)
+            }
+            fn flush(&self) -> std::io::Result<()> {
+                Ok(())
+            }
+            fn may_block(&self) -> bool {
+                false
+            }
+        }
+        let gateway = |name: &str, tag: u16, lun: u16| {
+            let mut c = config("ram:1MiB");
+            let t = Arc::make_mut(&mut c.targets[0]);
+            t.name = name.into();
+            t.portal_group_tag = tag;
+            t.luns[0].number = lun;
+            (t.clone(), t.luns[0].clone())
+        };
+        let (a, la) = gateway("iqn.2026-11.test:ha", 1, 0);
+        let (b, lb) = gateway("iqn.2026-11.test:other", 2, 3);
+        let image = |id| Named(RamBackend::new(1 << 20), id);
+        let same = lu_id(&a, &la, &image("rbd:rbd/id:1234abcd"));
+        assert_eq!(same, lu_id(&b, &lb, &image("rbd:rbd/id:1234abcd")));
+        assert_ne!(same, lu_id(&a, &la, &image("rbd:rbd/id:1234abce")));
+        let ram = RamBackend::new(1 << 20);
+        assert_ne!(lu_id(&a, &la, &ram), lu_id(&b, &lb, &ram));
+        // The default is as before: FNV-1a of the target's name and LUN.
+        assert_eq!(
+            lu_id(&a, &la, &ram),
+            fnv1a(&[b"iqn.2026-11.test:ha", &0u16.to_be_bytes()])
         );
     }
 

@@ -16,7 +16,8 @@
 //! Before, every character but ASCII letters, digits, `.` and `-` became
 //! `_`, case kept ([`legacy_file_name`]): `iqn.x:t` and `iqn.x_t` shared
 //! `pr-iqn.x_t-lun0.txt`. Such files are renamed when their LU opens
-//! (`lu_state.rs`).
+//! (`lu_state.rs`), found ignoring ASCII case: the name they were made
+//! from kept the case it was configured with.
 
 use std::fmt::Write as _;
 

@@ -24,6 +24,7 @@ use serde::Serialize;
 use tokio::net::TcpListener;
 use tracing::{debug, warn};
 
+use crate::process::{self, CpuTime};
 use crate::registry::Registry;
 
 /// Statistics connections served at once; more are closed on accept.
@@ -49,14 +50,6 @@ pub struct Stats {
     /// Sum over every LUN.
     pub io: Io,
     pub luns: Vec<LunStats>,
-}
-
-/// CPU time the process has used since it started (all threads).
-#[derive(Serialize, Debug, Default)]
-pub struct CpuTime {
-    pub user_s: f64,
-    pub system_s: f64,
-    pub total_s: f64,
 }
 
 #[derive(Serialize, Debug)]
@@ -100,38 +93,6 @@ impl From<IoSnapshot> for Io {
     }
 }
 
-/// This process's user and system CPU time (getrusage, microsecond
-/// resolution, all threads).
-fn cpu_time() -> CpuTime {
-    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: getrusage writes one `rusage` through a valid, writable
-    // pointer to memory of that type and touches nothing else;
-    // RUSAGE_SELF is always a valid `who`.
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()) };
-    if rc != 0 {
-        return CpuTime::default();
-    }
-    // SAFETY: the call succeeded, so the struct is initialised (and it was
-    // zeroed before, which is a valid `rusage` anyway).
-    let ru = unsafe { ru.assume_init() };
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    let user_s = secs(ru.ru_utime);
-    let system_s = secs(ru.ru_stime);
-    CpuTime {
-        user_s,
-        system_s,
-        total_s: user_s + system_s,
-    }
-}
-
-/// VmRSS from /proc/self/status, in bytes.
-fn rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
 /// Samples everything now.
 pub fn collect(registry: &Registry, started: Instant) -> Stats {
     let mut total = IoSnapshot::default();
@@ -154,8 +115,8 @@ pub fn collect(registry: &Registry, started: Instant) -> Stats {
         ironlun: env!("CARGO_PKG_VERSION"),
         pid: std::process::id(),
         uptime_s: started.elapsed().as_secs_f64(),
-        cpu: cpu_time(),
-        rss_bytes: rss_bytes(),
+        cpu: process::cpu_time(),
+        rss_bytes: process::memory().resident,
         sessions: Sessions { normal, discovery },
         connections: registry.open_connections(),
         io: total.into(),

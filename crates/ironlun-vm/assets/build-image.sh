@@ -92,8 +92,9 @@ done
 
 # --- kernel modules -------------------------------------------------------
 # The closure of what the iSCSI path needs under modules.dep. crc32c is a
-# soft dependency of ext4 and iscsi_tcp's digests, so it is named here.
-MODS=(virtio_pci virtio_net scsi_mod sd_mod scsi_transport_iscsi libiscsi libiscsi_tcp iscsi_tcp crc32c_generic ext4)
+# soft dependency of ext4 and iscsi_tcp's digests, so it is named here;
+# scsi_dh_alua is the ALUA device handler (the alua case).
+MODS=(virtio_pci virtio_net scsi_mod sd_mod scsi_transport_iscsi libiscsi libiscsi_tcp iscsi_tcp crc32c_generic ext4 scsi_dh_alua)
 "$BB" depmod -b "$P" "$KVER"
 MD="$P/lib/modules/$KVER"
 declare -A want=()

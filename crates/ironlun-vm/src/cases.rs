@@ -68,8 +68,21 @@ pub const FS_BENCH: Case = Case {
     script: include_str!("../assets/cases/fs-bench.sh"),
 };
 
+/// ALUA through two gateways (`PORT2` the second's port): scsi_dh_alua
+/// attaches to both paths with their states, one WWID; after the host
+/// swaps the states (on `phase=alua-seen`), reads through path 1 meet
+/// ASYMMETRIC ACCESS STATE CHANGED and the kernel takes the new states
+/// (within `WAIT_S` seconds).
+pub const ALUA: Case = Case {
+    name: "alua",
+    about: "two gateways as two paths: scsi_dh_alua's states, one WWID, a swap of states seen through a unit attention",
+    script: include_str!("../assets/cases/alua.sh"),
+};
+
 /// Every case.
-pub const ALL: &[Case] = &[BASIC, CHAP, TWO_LUNS, RESTART, FSTRIM, LIVE_LUN, FS_BENCH];
+pub const ALL: &[Case] = &[
+    BASIC, CHAP, TWO_LUNS, RESTART, FSTRIM, LIVE_LUN, FS_BENCH, ALUA,
+];
 
 /// The case called `name`.
 pub fn find(name: &str) -> Option<&'static Case> {

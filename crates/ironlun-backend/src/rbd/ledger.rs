@@ -6,15 +6,21 @@
 //! it (Ceph 16's default `rbd_cache_policy = writearound`:
 //! `WriteAroundObjectDispatch` acknowledges them when dispatched, once the
 //! image has seen its first flush) and reports a failure of one at a
-//! later flush *of the same client*. A client the cluster blocklisted
-//! fails them all, and a new client's flush knows nothing of them: a
-//! SYNCHRONIZE CACHE through it would answer GOOD over lost data. So each
-//! client keeps a [`Ledger`] of the writes it acknowledged and the part a
-//! successful flush covered; when the client is retired (replaced after a
-//! blocklist, or fenced), the rest is lost, and the image's [`Standing`]
-//! holds the count until a flush has reported it, and goes on reporting
-//! it for [`LOSS_REPORTED_FOR`] (the initiator's own retries of that
-//! flush must not see GOOD).
+//! later flush *of the same client*, and only to that flush: it hands the
+//! error over and forgets it (`std::swap(pending_flush_error,
+//! m_pending_flush_error)`), so the flush after it succeeds. A client the
+//! cluster blocklisted fails them all, and a new client's flush knows
+//! nothing of them: a SYNCHRONIZE CACHE through it would answer GOOD over
+//! lost data. So each client keeps a [`Ledger`] of the writes it
+//! acknowledged and the part a successful flush covered. When the client
+//! is retired (replaced after a blocklist, or fenced), the rest is lost;
+//! when a flush fails (an OSD that did not answer within
+//! `rados_osd_op_timeout`: ETIMEDOUT), so is the rest up to then, since
+//! the next flush would not say so ([`Standing::flush_done`]). The
+//! image's [`Standing`] holds the count until a flush has reported it
+//! (a failed flush reports it at once), and goes on reporting it for
+//! [`LOSS_REPORTED_FOR`] (the initiator's own retries of that flush must
+//! not see GOOD).
 //!
 //! COMPARE AND WRITE is not counted: librbd sends it to the OSDs without
 //! the write-around acknowledgement (`dispatch_unoptimized_io`), so its
@@ -22,7 +28,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::Fault;
 
@@ -31,7 +37,8 @@ use crate::Fault;
 pub(super) struct Ledger {
     /// Writes this client completed successfully.
     acked: AtomicU64,
-    /// How many of `acked` the newest successful flush covers.
+    /// How many of `acked` are accounted for: covered by the newest
+    /// successful flush, or counted lost by a failed one.
     flushed: AtomicU64,
     /// The client has been taken out of service.
     retired: AtomicBool,
@@ -56,6 +63,16 @@ impl Ledger {
         self.flushed.fetch_max(mark, SeqCst);
     }
 
+    /// A flush failed: librbd has reported, to it alone, the failure of
+    /// some write it acknowledged since the last successful flush, and
+    /// will not report it again. Every write acknowledged so far and not
+    /// accounted for is therefore lost: their count, now accounted for
+    /// (a later retirement does not count them again).
+    pub(super) fn flush_failed(&self) -> u64 {
+        let acked = self.acked.load(SeqCst);
+        acked.saturating_sub(self.flushed.fetch_max(acked, SeqCst))
+    }
+
     /// Takes the client out of service: the writes it acknowledged since
     /// its last successful flush, lost with it. A write completing after
     /// this is refused ([`Ledger::acked`]); one completing during it may
@@ -67,13 +84,8 @@ impl Ledger {
     }
 }
 
-/// How long SYNCHRONIZE CACHE and durable writes keep reporting lost
-/// writes after the first report. Initiators retry a failed command by
-/// themselves: Linux's `scsi_check_sense` retries a MEDIUM ERROR unless
-/// its ASC is 11h, 13h or 14h (up to 5 times for sd, at once), and a
-/// report given once would let the retry answer GOOD. A minute covers
-/// such retries; a flush after it is a new one.
-pub(super) const LOSS_REPORTED_FOR: Duration = Duration::from_secs(60);
+/// How long lost writes are reported ([`crate::LOSS_REPORTED_FOR`]).
+pub(super) use crate::LOSS_REPORTED_FOR;
 
 /// What a command is about to do, for [`Standing::admit`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,7 +126,9 @@ pub(super) struct Standing {
 struct Trouble {
     /// Lost writes no flush has reported yet.
     unreported: u64,
-    /// Lost writes being reported, until this instant.
+    /// Lost writes being reported, until this instant (possibly none: a
+    /// flush that failed with no write counted since the last good one
+    /// is reported all the same).
     reporting: Option<(Instant, u64)>,
     fenced: bool,
 }
@@ -122,6 +136,15 @@ struct Trouble {
 impl Trouble {
     fn clear(&self) -> bool {
         self.unreported == 0 && self.reporting.is_none() && !self.fenced
+    }
+
+    /// Reports the unreported lost writes, with those being reported:
+    /// the report (re)starts at `now`. Their total.
+    fn report(&mut self, now: Instant) -> u64 {
+        let total = self.unreported + self.reporting.map_or(0, |(_, n)| n);
+        self.unreported = 0;
+        self.reporting = Some((now + LOSS_REPORTED_FOR, total));
+        total
     }
 }
 
@@ -140,30 +163,55 @@ impl Standing {
         if t.reporting.is_some_and(|(until, _)| now >= until) {
             t.reporting = None;
         }
-        let reporting = t.reporting.map_or(0, |(_, n)| n);
-        let (lost, first) = match access {
-            Access::Plain => (0, false),
-            Access::Durable => (t.unreported + reporting, false),
-            Access::Flush if t.unreported > 0 => {
-                let total = t.unreported + reporting;
-                t.unreported = 0;
-                t.reporting = Some((now + LOSS_REPORTED_FOR, total));
-                (total, true)
+        let reporting = t.reporting.map(|(_, n)| n);
+        let lost = match access {
+            Access::Plain => None,
+            Access::Durable if t.unreported > 0 => {
+                Some((t.unreported + reporting.unwrap_or(0), false))
             }
-            Access::Flush => (reporting, false),
+            Access::Flush if t.unreported > 0 => Some((t.report(now), true)),
+            Access::Durable | Access::Flush => reporting.map(|n| (n, false)),
         };
         let fenced = t.fenced;
         self.troubled.store(!t.clear(), SeqCst);
         match (lost, fenced) {
-            (0, false) => Admitted::Yes,
-            (0, true) => Admitted::No {
+            (None, false) => Admitted::Yes,
+            (None, true) => Admitted::No {
                 fault: Fault::Fenced,
                 first: false,
             },
-            (n, _) => Admitted::No {
+            (Some((n, first)), _) => Admitted::No {
                 fault: Fault::LostWrites(n),
                 first,
             },
+        }
+    }
+
+    /// A flush on the client whose ledger is `ledger`, started at `mark`,
+    /// ended: `ok`, or failed. A failed one is reported at once as lost
+    /// writes (those [`Ledger::flush_failed`] counts, with any not yet
+    /// reported), and starts a report of [`LOSS_REPORTED_FOR`]: librbd
+    /// will not report that failure again, and the initiator's retry of
+    /// this flush must not answer GOOD. Never a retryable error.
+    pub(super) fn flush_done(
+        &self,
+        ledger: &Ledger,
+        mark: u64,
+        ok: bool,
+        now: Instant,
+    ) -> Admitted {
+        if ok {
+            ledger.flushed(mark);
+            return Admitted::Yes;
+        }
+        let lost = ledger.flush_failed();
+        let mut t = self.lock();
+        t.unreported += lost;
+        let total = t.report(now);
+        self.troubled.store(true, SeqCst);
+        Admitted::No {
+            fault: Fault::LostWrites(total),
+            first: true,
         }
     }
 
@@ -193,6 +241,8 @@ impl Standing {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     /// `n` writes acknowledged on `l`.
@@ -317,6 +367,60 @@ mod tests {
         for access in [Access::Plain, Access::Durable, Access::Flush] {
             assert_eq!(s.admit(access, over), FENCED, "{access:?}");
         }
+    }
+
+    /// librbd reports a write that failed (an OSD timed out) to the first
+    /// flush after it and then forgets it: that flush and the
+    /// initiator's retries of it answer lost writes, never a retryable
+    /// error and never GOOD, for the report's minute.
+    #[test]
+    fn a_failed_flush_reports_the_writes_since_the_last_good_one() {
+        let (l, s) = (Ledger::default(), Standing::default());
+        let t0 = Instant::now();
+        ack(&l, 3);
+        assert_eq!(s.admit(Access::Flush, t0), Admitted::Yes);
+        assert_eq!(s.flush_done(&l, l.mark(), true, t0), Admitted::Yes);
+        ack(&l, 2);
+        assert_eq!(s.admit(Access::Flush, t0), Admitted::Yes);
+        let mark = l.mark();
+        // librbd's flush fails (ETIMEDOUT): the two writes since the last
+        // good flush are lost, reported by this flush itself.
+        assert_eq!(s.flush_done(&l, mark, false, t0), lost(2, true));
+        // The retry of that flush, which librbd would now answer with
+        // success, and durable writes, for the report's minute.
+        let later = t0 + LOSS_REPORTED_FOR - Duration::from_millis(1);
+        assert_eq!(s.admit(Access::Flush, later), lost(2, false));
+        assert_eq!(s.admit(Access::Durable, later), lost(2, false));
+        assert_eq!(s.admit(Access::Plain, later), Admitted::Yes);
+        let over = t0 + LOSS_REPORTED_FOR;
+        assert_eq!(s.admit(Access::Flush, over), Admitted::Yes);
+        // Counted once: retiring the client later loses nothing more.
+        assert_eq!(l.retire(), 0);
+    }
+
+    #[test]
+    fn a_failed_flush_with_no_write_since_the_last_good_one_is_reported_too() {
+        let (l, s) = (Ledger::default(), Standing::default());
+        let t0 = Instant::now();
+        ack(&l, 1);
+        assert_eq!(s.flush_done(&l, l.mark(), true, t0), Admitted::Yes);
+        assert_eq!(s.flush_done(&l, l.mark(), false, t0), lost(0, true));
+        assert_eq!(s.admit(Access::Flush, t0), lost(0, false));
+        assert_eq!(s.admit(Access::Durable, t0), lost(0, false));
+        assert_eq!(
+            s.admit(Access::Flush, t0 + LOSS_REPORTED_FOR),
+            Admitted::Yes
+        );
+    }
+
+    #[test]
+    fn a_failed_flush_adds_to_writes_lost_with_a_client() {
+        let (l, s) = (Ledger::default(), Standing::default());
+        let t0 = Instant::now();
+        s.lose(4); // an earlier client's, not reported yet
+        ack(&l, 1);
+        assert_eq!(s.flush_done(&l, l.mark(), false, t0), lost(5, true));
+        assert_eq!(s.admit(Access::Flush, t0), lost(5, false));
     }
 
     #[test]

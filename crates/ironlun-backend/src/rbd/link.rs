@@ -10,7 +10,10 @@
 //! old client acknowledged and no flush covered are lost, and the next
 //! flush says so ([`super::ledger`]). Timeouts and lost connections
 //! (ETIMEDOUT, ENOTCONN, ...) are not fences: the same client goes on,
-//! and librbd reports its own failed writes at its next flush.
+//! and librbd reports its own failed writes at its next flush, once: a
+//! flush that fails therefore counts the writes since the last good one
+//! as lost, and is answered as a lost-writes report, never as a
+//! retryable error.
 
 use std::future::Future;
 use std::io;
@@ -166,6 +169,11 @@ impl Link {
         Ok(link)
     }
 
+    /// The image's id; `None` for an old-format image.
+    pub(super) fn image_id(&self) -> Option<String> {
+        self.client().image.id().ok()
+    }
+
     /// `rbd:POOL/IMAGE`, for log lines.
     fn name(&self) -> String {
         format!("rbd:{}/{}", self.opts.pool, self.opts.image)
@@ -285,12 +293,42 @@ impl Link {
         }
     }
 
+    /// Flushes `client`. A failure is reported as lost writes, never as
+    /// the error librbd gave (ETIMEDOUT would be NOT READY, which the
+    /// initiator retries, and librbd answers the retry with success):
+    /// see [`Standing::flush_done`].
     async fn flush_on(self: &Arc<Self>, client: &Arc<Client>) -> io::Result<()> {
         let mark = client.ledger.mark();
         let flushed = client.image.flush().await;
-        flushed.map_err(|e| self.note(client, io_error(e)))?;
-        client.ledger.flushed(mark);
-        Ok(())
+        let ok = flushed.is_ok();
+        let fault = match self
+            .standing
+            .flush_done(&client.ledger, mark, ok, Instant::now())
+        {
+            Admitted::Yes => return Ok(()),
+            Admitted::No { fault, .. } => fault,
+        };
+        if let Err(e) = flushed {
+            let e = io_error(e);
+            self.log_failed_flush(&e, fault);
+            // A blocklist fences the LU or reopens the image; the lost
+            // writes are answered first.
+            let _ = self.note(client, e);
+        }
+        Err(fault.into())
+    }
+
+    fn log_failed_flush(&self, e: &io::Error, fault: Fault) {
+        let Fault::LostWrites(n) = fault else { return };
+        self.events.send(
+            Severity::Error,
+            format!(
+                "{}: a flush failed ({e}): librbd reports a failed write to one flush only, so                  the {} acknowledged since the last successful flush may be lost. The flush                  answered MEDIUM ERROR, WRITE ERROR; flushes and FUA writes answer so for {} s                  (the initiator's own retries too), then as usual",
+                self.name(),
+                writes(n),
+                LOSS_REPORTED_FOR.as_secs()
+            ),
+        );
     }
 
     /// A write that completed on a client already retired: not GOOD.

@@ -70,6 +70,10 @@ pub struct RbdOptions {
 pub struct RbdBackend {
     link: Arc<Link>,
     read_only: bool,
+    /// `rbd:POOL/id:ID` ([`Backend::identity`]): the image's id, the
+    /// same for every gateway that opens it, kept across a rename;
+    /// `rbd:POOL/IMAGE` for an old-format image, which has none.
+    identity: String,
 }
 
 impl RbdBackend {
@@ -78,9 +82,15 @@ impl RbdBackend {
     /// followed, and a client the cluster cut off is reconnected
     /// (`reconnect`), only when called inside a tokio runtime.
     pub fn open(opts: &RbdOptions) -> io::Result<RbdBackend> {
+        let link = Link::open(opts)?;
+        let identity = match link.image_id() {
+            Some(id) => format!("rbd:{}/id:{id}", opts.pool),
+            None => format!("rbd:{}/{}", opts.pool, opts.image),
+        };
         Ok(RbdBackend {
-            link: Link::open(opts)?,
+            link,
             read_only: opts.read_only,
+            identity,
         })
     }
 
@@ -158,6 +168,10 @@ impl Backend for RbdBackend {
         "rbd"
     }
 
+    fn identity(&self) -> Option<String> {
+        Some(self.identity.clone())
+    }
+
     fn size_bytes(&self) -> u64 {
         self.link.size.load(Ordering::Acquire)
     }
@@ -180,6 +194,13 @@ impl Backend for RbdBackend {
     }
 
     fn may_block(&self) -> bool {
+        true
+    }
+
+    /// The ledger (`ledger.rs`): a failed flush counts the writes since
+    /// the last good one as lost, and reports them; a durable write that
+    /// failed before librbd acknowledged it lost nothing.
+    fn reports_lost_writes(&self) -> bool {
         true
     }
 

@@ -285,6 +285,10 @@ impl<B: Backend> Backend for Recorder<B> {
         self.inner.compare_and_write_limit()
     }
 
+    fn reports_lost_writes(&self) -> bool {
+        self.inner.reports_lost_writes()
+    }
+
     fn write_same(&self, offset: u64, len: u64, pattern: &[u8], durable: bool) -> io::Result<bool> {
         if !self.store_ops || pattern.is_empty() || len % pattern.len() as u64 != 0 {
             return self.inner.write_same(offset, len, pattern, durable);

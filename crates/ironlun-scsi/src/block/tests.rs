@@ -9,7 +9,7 @@ use ironlun_backend::testing::{Faults, FaultyBackend};
 use ironlun_backend::{Backend, RamBackend};
 
 use crate::test_util::{cdb16, cfg, lu_with, ram_map, read10, run, run_out, sense_of, write10, N};
-use crate::DataOutBuffer;
+use crate::{DataOutBuffer, Failure};
 use ironlun_scsi_codes::{opcode, SenseKey, Status};
 
 #[test]
@@ -179,6 +179,14 @@ fn medium_errors_from_the_backend() {
         )),
         (SenseKey::MEDIUM_ERROR, 0x0c, 0x00)
     );
+    // Counted as medium errors, apart from what a healthy initiator
+    // meets (an opcode the LU does not know is ILLEGAL REQUEST).
+    run(&m, &[0xff, 0, 0, 0, 0, 0]);
+    let io = m.get(0).unwrap().io_stats();
+    let medium = Failure::CheckCondition(Some(SenseKey::MEDIUM_ERROR));
+    let illegal = Failure::CheckCondition(Some(SenseKey::ILLEGAL_REQUEST));
+    assert_eq!((io.failed(medium), io.failed(illegal)), (3, 1), "{io:?}");
+    assert_eq!(io.failed_commands, 4);
 }
 
 #[test]
@@ -470,6 +478,68 @@ fn store_faults_have_their_own_sense() {
     assert_eq!(sense_of(&run(&m, &read10(5, 1))), manual);
     assert_eq!(sense_of(&run(&m, &sync)), manual);
     assert_eq!(sense_of(&run(&m, &tur)), manual);
+}
+
+/// fsyncgate (crate::durability): the store reports a failed writeback to
+/// one flush only (Linux's fdatasync, once per open file), so once a
+/// flush failed, the initiator's retry of it, later flushes and durable
+/// writes answer MEDIUM ERROR / WRITE ERROR although the store would now
+/// answer success; writes the cache may hold, and reads, go on.
+#[test]
+fn a_failed_flush_is_not_followed_by_good() {
+    let b = Arc::new(FaultyBackend::new(RamBackend::new(512 * 100)));
+    let m = lu_with(b.clone(), cfg(512));
+    let sync = [opcode::SYNCHRONIZE_CACHE_10, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    let we = (SenseKey::MEDIUM_ERROR, 0x0c, 0x00);
+    assert_eq!(run(&m, &sync).status, Status::GOOD);
+    b.set_faults(Faults {
+        flush: true,
+        ..Faults::default()
+    });
+    assert_eq!(sense_of(&run(&m, &sync)), we);
+    // The store's next flush would succeed: the error was reported once.
+    b.set_faults(Faults::default());
+    let r = run(&m, &sync);
+    assert_eq!(sense_of(&r), we, "the retry");
+    assert_eq!(r.sense[0] & 0x80, 0, "no LBA: not the command's blocks");
+    let fua = run_out(&m, &write10(0, 1, 0x08), &[1; 512]);
+    assert_eq!(sense_of(&fua), we, "a FUA write");
+    assert_eq!(
+        run_out(&m, &write10(0, 1, 0), &[1; 512]).status,
+        Status::GOOD
+    );
+    assert_eq!(run(&m, &read10(0, 1)).status, Status::GOOD);
+}
+
+/// A durable write that failed may have taken a writeback error with it
+/// (RWF_DSYNC consumes it as fdatasync does): the next flush is not GOOD.
+#[test]
+fn a_failed_durable_write_is_not_followed_by_a_good_flush() {
+    let b = Arc::new(FaultyBackend::new(RamBackend::new(512 * 100)));
+    let m = lu_with(b.clone(), cfg(512));
+    let sync = [opcode::SYNCHRONIZE_CACHE_10, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    b.set_faults(Faults {
+        write: Some(0..512),
+        ..Faults::default()
+    });
+    let r = run_out(&m, &write10(0, 1, 0x08), &[1; 512]);
+    assert_eq!(sense_of(&r), (SenseKey::MEDIUM_ERROR, 0x0c, 0x00));
+    b.set_faults(Faults::default());
+    assert_eq!(
+        sense_of(&run(&m, &sync)),
+        (SenseKey::MEDIUM_ERROR, 0x0c, 0x00)
+    );
+    // A plain write that failed says nothing of what earlier ones left.
+    let c = Arc::new(FaultyBackend::new(RamBackend::new(512 * 100)));
+    let m = lu_with(c.clone(), cfg(512));
+    c.set_faults(Faults {
+        write: Some(0..512),
+        ..Faults::default()
+    });
+    let r = run_out(&m, &write10(0, 1, 0), &[1; 512]);
+    assert_eq!(sense_of(&r), (SenseKey::MEDIUM_ERROR, 0x0c, 0x00));
+    c.set_faults(Faults::default());
+    assert_eq!(run(&m, &sync).status, Status::GOOD);
 }
 
 /// A full file system under the LU is not a bad medium: DATA PROTECT /

@@ -101,3 +101,30 @@ fn large_copies_and_blocking_backends_run_off_the_network_thread() {
     // Work not bounded by the transfer (UNMAP) always goes off.
     assert!(null.may_block(&[opcode::UNMAP, 0, 0, 0, 0, 0, 0, 0, 24, 0], 24));
 }
+
+/// PERSISTENT RESERVE OUT on a RAM LU stays inline without a store for
+/// APTPL, and goes off the network thread with one: it may write and
+/// fsync a state file (and its directory) under the reservation lock.
+#[test]
+fn a_reservation_change_that_may_be_saved_runs_off_the_network_thread() {
+    struct Slow;
+    impl crate::reservations::PrStore for Slow {
+        fn save(&self, _: &str) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn clear(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let prout = [opcode::PERSISTENT_RESERVE_OUT, 0, 0, 0, 0, 0, 0, 0, 24, 0];
+    let prin = [opcode::PERSISTENT_RESERVE_IN, 0, 0, 0, 0, 0, 0, 0x10, 0, 0];
+    let mut ram = LogicalUnit::new(cfg(512), Arc::new(RamBackend::new(1 << 20))).unwrap();
+    assert!(!ram.may_block(&prout, 24), "nothing to save: inline");
+    ram.set_pr_store(Arc::new(Slow), None);
+    assert!(ram.may_block(&prout, 24));
+    assert!(
+        !ram.may_block(&prin, 0),
+        "PERSISTENT RESERVE IN saves nothing"
+    );
+    assert!(!ram.may_block(&read10(0, 8), 4096));
+}

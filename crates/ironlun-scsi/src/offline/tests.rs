@@ -60,7 +60,7 @@ fn back_online_with_the_state_read_again() {
         }),
         aptpl: true,
     };
-    lu.set_online(Some(st.clone()));
+    lu.claim_offline().unwrap().online(Some(st.clone()), || {});
     assert_eq!(lu.offline_reason(), None);
     assert_eq!(lu.pr_state(), st);
     // Told as after a power on, then the medium answers, under the
@@ -68,4 +68,31 @@ fn back_online_with_the_state_read_again() {
     assert_eq!(sense_of(&run(&m, &[0; 6])).0, SenseKey::UNIT_ATTENTION);
     assert_eq!(run(&m, &[0; 6]).status, Status::GOOD);
     assert_eq!(run(&m, &read10(0, 1)).status, Status::RESERVATION_CONFLICT);
+}
+
+/// One caller brings a LU back at a time, and what it puts in place is
+/// there before the LU serves: a second caller meanwhile gets nothing to
+/// do, and commands are still refused while the first takes its state up.
+#[test]
+fn one_caller_brings_a_lu_back_and_it_serves_only_after() {
+    let m = ram_map(100, 512);
+    m.attach_nexus(N, &id("a"), false);
+    let lu = m.get(0).unwrap().clone();
+    assert!(lu.claim_offline().is_none(), "not offline");
+    lu.set_offline("why".into());
+    let first = lu.claim_offline().expect("the first caller");
+    assert!(lu.claim_offline().is_none(), "a second caller meanwhile");
+    let _ = run(&m, &[0; 6]); // the power-on unit attention
+    first.online(None, || {
+        assert!(lu.offline_reason().is_some());
+        assert_eq!(sense_of(&run(&m, &read10(0, 1))), MANUAL, "served early");
+    });
+    assert_eq!(lu.offline_reason(), None);
+    assert!(lu.claim_offline().is_none(), "online: nothing to claim");
+    // A claim given up leaves the LU offline, for the next caller.
+    lu.set_offline("again".into());
+    drop(lu.claim_offline().unwrap());
+    let again = lu.claim_offline().expect("free again");
+    again.stay_offline("still".into());
+    assert_eq!(lu.offline_reason().as_deref(), Some("still"));
 }

@@ -771,3 +771,35 @@ fn register_and_move_wants_a_plain_destination() {
     let r = register_and_move_to(&m, a, (1, 0x22), false, &id("d"));
     assert_eq!(r.status, Status::GOOD);
 }
+
+/// REGISTER AND MOVE's destination name goes through the transport's rule
+/// for names, as a login's does: a name it refuses is INVALID FIELD IN
+/// PARAMETER LIST, and one it rewrites is registered in the form a login
+/// of that initiator has, so the initiator holds the reservation.
+#[test]
+fn register_and_move_names_go_through_the_transports_rule() {
+    fn rule(n: &str) -> Option<String> {
+        (!n.contains('_')).then(|| n.replace("test2", "test"))
+    }
+    let mut lu = LogicalUnit::new(cfg(512), Arc::new(RamBackend::new(512 * 100))).unwrap();
+    lu.set_name_rule(rule);
+    let m = LunMap::new(vec![(0, Arc::new(lu))]);
+    let (a, b) = (NexusId(1), NexusId(2));
+    m.attach_nexus(a, &id("a"), false);
+    m.execute(Some(0), a, &[0; 6], &DataOutBuffer::new());
+    assert_eq!(prout(&m, a, 0x00, 0, 0, 1, 0).status, Status::GOOD);
+    assert_eq!(
+        prout(&m, a, 0x01, pr_type::WRITE_EXCLUSIVE, 1, 0, 0).status,
+        Status::GOOD
+    );
+    let isid = [0x80, 0, 0, 0, 0, 9];
+    let refused = ItNexus::new("iqn.2026-11.test:bad_name", isid, 1);
+    let r = register_and_move_to(&m, a, (1, 0x22), false, &refused);
+    assert_eq!(sense_of(&r), (SenseKey::ILLEGAL_REQUEST, 0x26, 0x00));
+    let written = ItNexus::new("iqn.2026-11.test2:b", isid, 1);
+    let r = register_and_move_to(&m, a, (1, 0x22), true, &written);
+    assert_eq!(r.status, Status::GOOD);
+    m.attach_nexus(b, &ItNexus::new("iqn.2026-11.test:b", isid, 1), false);
+    m.execute(Some(0), b, &[0; 6], &DataOutBuffer::new());
+    assert_eq!(write_status(&m, b), Status::GOOD, "b holds it");
+}

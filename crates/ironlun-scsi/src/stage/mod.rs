@@ -11,6 +11,7 @@
 
 use std::io;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
 use ironlun_backend::aio::MediumFuture;
@@ -19,6 +20,7 @@ use ironlun_backend::{Backend, Payload};
 
 use crate::block::{self, Plan};
 use crate::cdb::Cdb;
+use crate::durability::Durable;
 use crate::gate::SharedTicket;
 use crate::lu::LogicalUnit;
 use crate::reservations::Access;
@@ -114,6 +116,17 @@ impl LogicalUnit {
             }
             Ok(Plan::Flush) => (MediumRequest::Flush, 0, 0),
         };
+        if let Some(durable) = durable_access(&request) {
+            // Refused before the store while a failed flush is reported
+            // (crate::durability), as the synchronous handlers are.
+            if let Err(e) = self.durability.admit(Instant::now()) {
+                let sense = match durable {
+                    Durable::Flush => block::flush_error(&e),
+                    Durable::Write => block::write_error(lba, &e),
+                };
+                return Some(self.done(access, req, self.check_condition(sense, 0)));
+            }
+        }
         Some(Start::Io(MediumIo {
             lu: self.clone(),
             request,
@@ -132,6 +145,16 @@ impl LogicalUnit {
     fn done(&self, access: Option<Access>, req: &Request<'_>, mut r: Response) -> Start {
         self.record(access, req.data_out.len(), &mut r);
         Start::Done(r)
+    }
+}
+
+/// What a request asks of the store's durability: a flush, a durable
+/// write, or nothing (a read, a write the cache may hold).
+fn durable_access(request: &MediumRequest) -> Option<Durable> {
+    match request {
+        MediumRequest::Flush => Some(Durable::Flush),
+        MediumRequest::Write { durable: true, .. } => Some(Durable::Write),
+        MediumRequest::Write { durable: false, .. } | MediumRequest::Read { .. } => None,
     }
 }
 
@@ -187,6 +210,9 @@ impl MediumIo {
 
     fn finish_payload(self, outcome: io::Result<Option<Payload>>) -> Response {
         let lu = &self.lu;
+        if let Some(durable) = durable_access(&self.request) {
+            lu.durability.settle(durable, &outcome, Instant::now());
+        }
         let mut r = match (&self.request, outcome) {
             (MediumRequest::Read { .. }, Ok(Some(data))) => Response::read_data(data),
             (MediumRequest::Read { .. }, Err(e)) => {

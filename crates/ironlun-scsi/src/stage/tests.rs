@@ -234,6 +234,118 @@ fn a_staged_access_and_an_atomic_command_exclude_each_other() {
     t.join().unwrap();
 }
 
+/// A file LU whose flushes fail for real while `failing` is set: they go
+/// to /dev/null, which has no fsync (EINVAL), through the io_uring
+/// (`file_for`) and the blocking pool (`flush`) alike. Cleared, flushes
+/// reach the file again and succeed, as Linux's next `fdatasync` does
+/// after it reported a writeback error once.
+struct FsyncFails {
+    file: FileBackend,
+    null: Arc<std::fs::File>,
+    failing: std::sync::atomic::AtomicBool,
+}
+
+impl FsyncFails {
+    fn new(dir: &Path) -> Arc<FsyncFails> {
+        let opts = FileOptions {
+            size: Some(1 << 20),
+            ..Default::default()
+        };
+        let file = FileBackend::open_file(&dir.join("fsync-fails"), &opts).unwrap();
+        assert!(!file.in_memory());
+        let null = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/null")
+            .unwrap();
+        Arc::new(FsyncFails {
+            file,
+            null: Arc::new(null),
+            failing: false.into(),
+        })
+    }
+
+    fn failing(&self) -> bool {
+        self.failing.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl Backend for FsyncFails {
+    fn kind(&self) -> &'static str {
+        "file"
+    }
+    fn size_bytes(&self) -> u64 {
+        self.file.size_bytes()
+    }
+    fn read(&self, offset: u64, len: usize) -> io::Result<Bytes> {
+        self.file.read(offset, len)
+    }
+    fn write(&self, offset: u64, data: &[u8], durable: bool) -> io::Result<()> {
+        self.file.write(offset, data, durable)
+    }
+    fn flush(&self) -> io::Result<()> {
+        if self.failing() {
+            return self.null.sync_data();
+        }
+        self.file.flush()
+    }
+    fn may_block(&self) -> bool {
+        true
+    }
+    /// A flush is the request of no length.
+    fn file_for(&self, offset: u64, len: usize) -> Option<ironlun_backend::FileTarget> {
+        if len == 0 && self.failing() {
+            return Some(ironlun_backend::FileTarget {
+                file: self.null.clone(),
+                direct: false,
+            });
+        }
+        self.file.file_for(offset, len)
+    }
+}
+
+/// fsyncgate on the staged paths (crate::durability): a flush that failed
+/// in the kernel, through the io_uring or the blocking pool, is not
+/// followed by GOOD to its retry nor to a FUA write, although the kernel
+/// would now answer success.
+#[test]
+fn a_flush_that_failed_in_the_kernel_is_not_followed_by_good() {
+    let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let none = DataOutBuffer::new();
+    let sync = cdb10(0x35, 0, 0, 0);
+    let sense = |r: &Response| {
+        let at = |i: usize| r.sense.get(i).copied().unwrap_or(0);
+        (r.status, at(2) & 0x0f, at(12), at(13))
+    };
+    let we = (Status::CHECK_CONDITION, 0x03, 0x0c, 0x00);
+    for use_ring in [false, true] {
+        let store = FsyncFails::new(dir.path());
+        let lu = Arc::new(LogicalUnit::new(cfg(false), store.clone()).unwrap());
+        lu.attach_nexus(N, test_util::id("i"), false);
+        let mut ring = use_ring.then(|| Ring::new(8).unwrap());
+        let _ = staged(&lu, ring.as_mut(), &cdb10(0x28, 0, 0, 1), &none); // the UA
+        let data = DataOutBuffer::from(pattern(512, 1));
+        let r = staged(&lu, ring.as_mut(), &cdb10(0x2a, 0, 0, 1), &data);
+        assert_eq!(r.status, Status::GOOD, "ring={use_ring}");
+        store
+            .failing
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let r = staged(&lu, ring.as_mut(), &sync, &none);
+        assert_eq!(sense(&r), we, "ring={use_ring}: the failed flush");
+        store
+            .failing
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(store.flush().ok(), Some(()), "the file flushes again");
+        let r = staged(&lu, ring.as_mut(), &sync, &none);
+        assert_eq!(sense(&r), we, "ring={use_ring}: the retry");
+        let r = staged(&lu, ring.as_mut(), &cdb10(0x2a, 0x08, 0, 1), &data);
+        assert_eq!(sense(&r), we, "ring={use_ring}: a FUA write");
+        let r = staged(&lu, ring.as_mut(), &cdb10(0x2a, 0, 0, 1), &data);
+        assert_eq!(r.status, Status::GOOD, "ring={use_ring}: a cached write");
+        let r = executed(&lu, &sync, &none);
+        assert_eq!(sense(&r), we, "ring={use_ring}: executed");
+    }
+}
+
 /// A RAM store with an asynchronous path, as an RBD image has: requests
 /// complete from a future; `unreachable` makes every one fail the way a
 /// lost cluster does (ETIMEDOUT).
@@ -326,26 +438,36 @@ fn a_store_with_an_asynchronous_path_is_staged_and_answers_as_executed() {
         same(&a, &b, &format!("{cdb:02x?}"));
     }
     // A lost cluster: NOT READY / BECOMING READY (04h/01h), not the
-    // MEDIUM ERROR that says the data is damaged.
+    // MEDIUM ERROR that says the data is damaged...
     store
         .unreachable
         .store(true, std::sync::atomic::Ordering::Relaxed);
     let none = DataOutBuffer::new();
+    let sense = |r: &Response| (r.sense[2] & 0x0f, r.sense[12], r.sense[13]);
     for (cdb, data) in [
         (cdb10(0x28, 0, 8, 2), none.clone()),
         (
             cdb10(0x2a, 0, 8, 1),
             DataOutBuffer::copy_from_slice(&[7; 512]),
         ),
-        (cdb10(0x35, 0, 0, 0), none.clone()),
     ] {
         let r = staged_async(&lu, &cdb, &data);
         assert_eq!(r.status, Status::CHECK_CONDITION, "{cdb:02x?}");
         assert_eq!(
-            (r.sense[2] & 0x0f, r.sense[12], r.sense[13]),
+            sense(&r),
             (0x02, 0x04, 0x01),
             "{cdb:02x?}: {:02x?}",
             r.sense
         );
     }
+    // ...except for a flush: the store reports a failed write to one
+    // flush only, so its retry must not answer GOOD (crate::durability).
+    let sync = cdb10(0x35, 0, 0, 0);
+    let r = staged_async(&lu, &sync, &none);
+    assert_eq!(sense(&r), (0x03, 0x0c, 0x00), "{:02x?}", r.sense);
+    store
+        .unreachable
+        .store(false, std::sync::atomic::Ordering::Relaxed);
+    let r = staged_async(&lu, &sync, &none);
+    assert_eq!(sense(&r), (0x03, 0x0c, 0x00), "the retry: {:02x?}", r.sense);
 }

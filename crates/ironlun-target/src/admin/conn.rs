@@ -193,7 +193,8 @@ async fn op(req: Request<Incoming>, live: Arc<Live>) -> Response<Full<Bytes>> {
         Ok(r) => r,
         Err(e) => return error(StatusCode::BAD_REQUEST, &format!("request: {e}")),
     };
-    let what = format!("{:?}", request.op);
+    // Its name only: its values may be secrets (ops::Op::kind).
+    let what = request.op.kind();
     let done = tokio::task::spawn_blocking(move || ops::run(&live, request)).await;
     match done {
         Ok(Ok(a)) => {

@@ -36,6 +36,7 @@ use tokio::net::{TcpListener, UnixListener};
 use tracing::{debug, info, warn};
 
 use crate::live::Live;
+pub(crate) use socket::old_socket;
 pub use socket::{bind, Socket};
 pub use token::Token;
 

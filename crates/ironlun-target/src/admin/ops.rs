@@ -4,8 +4,10 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use ironlun_scsi::AccessState;
 use serde::{Deserialize, Serialize};
 use toml_edit::value;
+use tracing::info;
 
 use crate::config::normalize_iscsi_name;
 use crate::live::edit::{self, EditError, Mapping};
@@ -13,7 +15,8 @@ use crate::live::{ApplyError, Live, Outcome};
 use crate::registry::SessionSignal;
 
 /// A request: one operation, with `dry_run` (plan only) and `force`
-/// (a removal may log sessions out).
+/// (a removal may log sessions out). Its `Debug` hides secrets, as
+/// [`Op`]'s does.
 #[derive(Debug, Deserialize, Serialize)]
 pub struct Request {
     #[serde(flatten)]
@@ -24,8 +27,10 @@ pub struct Request {
     pub force: bool,
 }
 
-/// Every operation that changes the daemon.
-#[derive(Debug, Deserialize, Serialize)]
+/// Every operation that changes the daemon. Some carry secrets (`chap`
+/// of `set-target` and `set-initiator`, the whole file of `apply`): its
+/// `Debug` hides them, and logs name an operation by [`Op::kind`].
+#[derive(Deserialize, Serialize)]
 #[serde(tag = "op", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Op {
     AddTarget {
@@ -104,6 +109,59 @@ pub enum Op {
     /// Reads the configuration file again and applies it, as SIGHUP does
     /// (`dry_run`: what SIGHUP would change, undoing unsaved live changes).
     ReloadConfig {},
+    /// Sets the asymmetric access state of one of a target's ALUA groups
+    /// (`[target.alua]`), on every LU of the target (SPC-5 §5.16).
+    SetAlua {
+        target: String,
+        group: u16,
+        state: String,
+    },
+}
+
+/// The fields of an operation whose values may hold a secret: a CHAP
+/// `USER:SECRET`, or a whole configuration with its secrets.
+const SECRET_FIELDS: [&str; 2] = ["chap", "toml"];
+
+impl Op {
+    /// The operation's name as the API spells it (`set-target`): what a
+    /// log line says of it, never its values.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Op::AddTarget { .. } => "add-target",
+            Op::RemoveTarget { .. } => "remove-target",
+            Op::SetTarget { .. } => "set-target",
+            Op::AddLun { .. } => "add-lun",
+            Op::RemoveLun { .. } => "remove-lun",
+            Op::ResizeLun { .. } => "resize-lun",
+            Op::SetReadOnly { .. } => "set-read-only",
+            Op::OnlineLun { .. } => "online-lun",
+            Op::SetInitiator { .. } => "set-initiator",
+            Op::RemoveInitiator { .. } => "remove-initiator",
+            Op::AddPortal { .. } => "add-portal",
+            Op::RemovePortal { .. } => "remove-portal",
+            Op::Apply { .. } => "apply",
+            Op::LogoutSession { .. } => "logout-session",
+            Op::SaveConfig { .. } => "save-config",
+            Op::ReloadConfig { .. } => "reload-config",
+            Op::SetAlua { .. } => "set-alua",
+        }
+    }
+}
+
+/// The operation as its JSON, with every value of [`SECRET_FIELDS`]
+/// shown as `<hidden>`.
+impl std::fmt::Debug for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut v = serde_json::to_value(self).map_err(|_| std::fmt::Error)?;
+        if let Some(fields) = v.as_object_mut() {
+            for key in SECRET_FIELDS {
+                if let Some(x) = fields.get_mut(key).filter(|x| !x.is_null()) {
+                    *x = serde_json::Value::from(crate::config::HIDDEN_SECRET);
+                }
+            }
+        }
+        write!(f, "{v}")
+    }
 }
 
 /// What went wrong, and the HTTP status it maps to.
@@ -262,6 +320,11 @@ pub fn run(live: &Live, req: Request) -> Result<Answer, OpError> {
             .map(Answer::from)
             .map_err(OpError::from),
         Op::OnlineLun { target, lun } => online(live, &iscsi_name(&target)?, lun, dry),
+        Op::SetAlua {
+            target,
+            group,
+            state,
+        } => set_alua(live, &iscsi_name(&target)?, group, &state, dry, force),
         Op::LogoutSession { tsih } => logout(live, tsih, dry),
         Op::SaveConfig { path } => super::save::save(live, path, dry),
         Op::ReloadConfig {} => {
@@ -273,6 +336,50 @@ pub fn run(live: &Live, req: Request) -> Result<Answer, OpError> {
             r.map(Answer::from).map_err(OpError::from)
         }
     }
+}
+
+/// Sets ALUA group `group` of `target` to `state`: in the document (so
+/// that a save keeps it, and the change reaches every LU and raises
+/// ASYMMETRIC ACCESS STATE CHANGED), and then on each LU whose state
+/// differs still, which an initiator's SET TARGET PORT GROUPS moved while
+/// the document stayed as it was.
+fn set_alua(
+    live: &Live,
+    target: &str,
+    group: u16,
+    state: &str,
+    dry_run: bool,
+    force: bool,
+) -> Result<Answer, OpError> {
+    let state: AccessState = state.parse().map_err(|e: String| OpError::new(422, e))?;
+    let mut answer: Answer = live
+        .apply_target_edit(
+            target,
+            |d: &mut toml_edit::DocumentMut| edit::set_alua_state(d, target, group, state.name()),
+            dry_run,
+            force,
+        )
+        .map(Answer::from)
+        .map_err(OpError::from)?;
+    let Some(t) = live.registry.find(target) else {
+        return Ok(answer);
+    };
+    for (n, lu) in t.luns.iter() {
+        let now = lu.alua_config();
+        let differs = now.groups.iter().any(|g| g.id == group && g.state != state);
+        if !differs {
+            continue;
+        }
+        if !dry_run {
+            lu.set_alua_state(group, state)
+                .map_err(|e| OpError::new(409, format!("target {target} LUN {n}: {e}")))?;
+            info!("target {target} LUN {n}: ALUA group {group} set to {state}");
+        }
+        answer.changes.push(format!(
+            "~ target {target} LUN {n}: ALUA group {group} {state}"
+        ));
+    }
+    Ok(answer)
 }
 
 fn online(live: &Live, target: &str, lun: u16, dry_run: bool) -> Result<Answer, OpError> {
@@ -402,6 +509,11 @@ mod tests {
             },
             Op::ReloadConfig {},
             Op::OnlineLun { target: T.into(), lun: 0 },
+            Op::SetAlua {
+                target: T.into(),
+                group: 2,
+                state: "active/optimized".into(),
+            },
         ];
         for op in &ops {
             match op {
@@ -420,10 +532,38 @@ mod tests {
                 | Op::LogoutSession { .. }
                 | Op::SaveConfig { .. }
                 | Op::ReloadConfig { .. }
-                | Op::OnlineLun { .. } => {}
+                | Op::OnlineLun { .. }
+                | Op::SetAlua { .. } => {}
             }
         }
         ops
+    }
+
+    #[test]
+    fn an_operation_is_logged_by_its_name_and_shown_without_secrets() {
+        let tmp = tempfile::tempdir().unwrap();
+        let secret = "chap-secret-0123456789";
+        let mut ops = every_op(tmp.path(), &format!("# chap = \"u:{secret}\"\n"));
+        ops.push(Op::SetTarget {
+            name: T.into(),
+            alias: None,
+            allow: None,
+            chap: Some(format!("user:{secret}")),
+            default_map: None,
+        });
+        ops.push(Op::SetInitiator {
+            target: T.into(),
+            name: "iqn.2026-11.test:init".into(),
+            luns: None,
+            chap: Some(format!("user:{secret}")),
+        });
+        for op in &ops {
+            let json = serde_json::to_value(op).unwrap();
+            assert_eq!(json["op"], op.kind(), "{op:?}");
+            let shown = format!("{op:?}");
+            assert!(!shown.contains(secret), "{shown}");
+            assert!(shown.contains(op.kind()), "{shown}");
+        }
     }
 
     /// Every file under `dir` with its length and modification time.
@@ -451,7 +591,7 @@ mod tests {
         std::fs::create_dir(dir.join("saved")).unwrap();
         let cfg_path = dir.join("ironlun.toml");
         let text = format!(
-            "listen = [\"127.0.0.1:3260\", \"127.0.0.1:3262\"]\nadmin_save_dir = \"{}\"\n[[target]]\nname = \"{T}\"\nallow = [\"iqn.2026-11.test:init\", \"iqn.2026-11.test:other\"]\n[[target.lun]]\nspec = \"file:{},size=1MiB\"\n[[target.lun]]\nspec = \"ram:1MiB\"\n[[target.initiator]]\nname = \"iqn.2026-11.test:init\"\n[[target]]\nname = \"iqn.2026-11.test:u\"\n[[target.lun]]\nspec = \"ram:1MiB\"\n",
+            "listen = [\"127.0.0.1:3260\", \"127.0.0.1:3262\"]\nadmin_save_dir = \"{}\"\n[[target]]\nname = \"{T}\"\nallow = [\"iqn.2026-11.test:init\", \"iqn.2026-11.test:other\"]\nalua = {{ mode = \"both\", local_group = 1, groups = [{{ id = 1, state = \"active/optimized\" }}, {{ id = 2, state = \"standby\" }}] }}\n[[target.lun]]\nspec = \"file:{},size=1MiB\"\n[[target.lun]]\nspec = \"ram:1MiB\"\n[[target.initiator]]\nname = \"iqn.2026-11.test:init\"\n[[target]]\nname = \"iqn.2026-11.test:u\"\n[[target.lun]]\nspec = \"ram:1MiB\"\n",
             dir.join("saved").display(),
             dir.join("lun0.img").display()
         );
@@ -467,7 +607,7 @@ mod tests {
         let files = snapshot(&dir);
         let state = serde_json::to_string(&super::super::views::state(&live)).unwrap();
         for op in every_op(&dir, &text) {
-            let what = format!("{op:?}");
+            let what = op.kind();
             let r = run(
                 &live,
                 Request {
@@ -479,7 +619,7 @@ mod tests {
             match r {
                 Ok(a) => assert!(a.dry_run, "{what}: {a:?}"),
                 // Only the logout of a session there is not.
-                Err(e) => assert!(what.starts_with("LogoutSession"), "{what}: {e:?}"),
+                Err(e) => assert_eq!(what, "logout-session", "{e:?}"),
             }
             assert_eq!(live.document(), text, "{what}");
             assert_eq!(snapshot(&dir), files, "{what} wrote");

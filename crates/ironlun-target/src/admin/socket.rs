@@ -7,9 +7,11 @@
 //! (renameat2(2)): no other user can reach it before its mode is set, as
 //! they could between bind(2) and chmod(2) at the path itself, and
 //! without touching the process's umask, which every thread shares. What
-//! is at the path before is removed only if it is a socket (a daemon's
-//! that stopped without removing it); a regular file, a directory or a
-//! link there is refused, naming the path. When the API stops, the path
+//! is at the path before is removed only if it is a socket nothing
+//! listens on (a daemon's that stopped without removing it); a socket a
+//! process answers on (a second daemon started with the same
+//! `admin_socket` would take the first one's API away), a regular file,
+//! a directory or a link there is refused, naming the path. When the API stops, the path
 //! is removed only if it is still this socket.
 
 use std::fs;
@@ -91,14 +93,32 @@ pub fn bind(path: &Path) -> io::Result<Socket> {
 
 /// Removes a socket left at `path`; refuses anything else there.
 fn remove_old_socket(path: &Path) -> io::Result<()> {
+    if old_socket(path)? {
+        return fs::remove_file(path);
+    }
+    Ok(())
+}
+
+/// Whether a socket is at `path` (one a start replaces); nothing there
+/// is `false`, and anything else the refusal `bind` gives.
+pub(crate) fn old_socket(path: &Path) -> io::Result<bool> {
     let m = match fs::symlink_metadata(path) {
         Ok(m) => m,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(e),
     };
     let ft = m.file_type();
     if ft.is_socket() {
-        return fs::remove_file(path);
+        if listened_on(path)? {
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!(
+                    "{} is the socket of a running process (another ironlun daemon?): left alone; stop it, or set admin_socket to another path",
+                    path.display()
+                ),
+            ));
+        }
+        return Ok(true);
     }
     let kind = if ft.is_file() {
         "a regular file"
@@ -116,6 +136,28 @@ fn remove_old_socket(path: &Path) -> io::Result<()> {
             path.display()
         ),
     ))
+}
+
+/// Whether a process listens on the socket at `path`: a connection to it
+/// is taken, or would be once its backlog has room (EAGAIN). Without
+/// waiting: the connection is made without blocking and dropped at once.
+/// ECONNREFUSED: nothing listens (the socket of a process that ended).
+fn listened_on(path: &Path) -> io::Result<bool> {
+    use socket2::{Domain, SockAddr, Socket, Type};
+    let s = Socket::new(Domain::UNIX, Type::STREAM, None)?;
+    s.set_nonblocking(true)?;
+    match s.connect(&SockAddr::unix(path)?) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => Ok(false),
+        Err(e) => Err(io::Error::new(
+            e.kind(),
+            format!(
+                "{}: a socket; whether a process listens on it is unknown ({e}): left alone",
+                path.display()
+            ),
+        )),
+    }
 }
 
 /// Renames `from` to `to` unless something is at `to` by then.
@@ -249,6 +291,23 @@ mod tests {
         let _c = std::os::unix::net::UnixStream::connect(&p).unwrap();
         s.listener.set_nonblocking(false).unwrap();
         assert!(s.listener.accept().is_ok());
+    }
+
+    /// A second daemon with the same socket path leaves the first one's
+    /// socket alone: something answers on it.
+    #[test]
+    fn a_socket_a_process_listens_on_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("admin.sock");
+        let first = bind(&p).unwrap();
+        let e = bind(&p).err().expect("refused");
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse, "{e}");
+        assert!(e.to_string().contains("running process"), "{e}");
+        // The first daemon's socket still leads to it.
+        let _c = std::os::unix::net::UnixStream::connect(&p).unwrap();
+        first.listener.set_nonblocking(false).unwrap();
+        assert!(first.listener.accept().is_ok());
+        assert_eq!(others(dir.path(), "admin.sock"), Vec::<String>::new());
     }
 
     #[test]

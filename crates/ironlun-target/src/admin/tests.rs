@@ -312,3 +312,31 @@ async fn no_connection_outlives_its_lifetime_and_the_last_answer() {
     })
     .await;
 }
+
+/// An operation the API refuses is logged by its name: a CHAP secret or
+/// a configuration in it never reaches the log.
+#[tokio::test]
+async fn a_refused_operation_logs_no_secret() {
+    crate::test_log::capture();
+    let secret = "chap-secret-in-the-log-0123456789";
+    let ops = [
+        format!(r#"{{"op":"set-target","name":"iqn.2026-11.test:absent","chap":"user:{secret}"}}"#),
+        format!(
+            r#"{{"op":"set-initiator","target":"iqn.2026-11.test:absent","name":"iqn.2026-11.test:init","chap":"user:{secret}"}}"#
+        ),
+        format!(
+            r#"{{"op":"apply","toml":"[[target]]\nname = \"iqn.2026-11.test:t\"\nchap = \"user:{secret}\"\n"}}"#
+        ),
+    ];
+    let api = Api::start();
+    for (body, kind) in ops.iter().zip(["set-target", "set-initiator", "apply"]) {
+        let mut c = api.connect().await;
+        c.write_all(post_head(body.len()).as_bytes()).await.unwrap();
+        c.write_all(body.as_bytes()).await.unwrap();
+        let (status, _) = read_answer(&mut c).await.unwrap();
+        assert!((400..500).contains(&status), "{kind}: {status}");
+        let text = crate::test_log::text();
+        assert!(!text.contains(secret), "{text}");
+        assert!(text.contains(&format!("refused {kind}")), "{text}");
+    }
+}

@@ -1,6 +1,7 @@
 //! What the API reads: the running state and the sessions as JSON, and
 //! the configuration with its secrets hidden.
 
+use ironlun_scsi::{AluaMode, LogicalUnit};
 use serde::Serialize;
 use toml_edit::{DocumentMut, Item, TableLike, Value};
 
@@ -8,10 +9,15 @@ use crate::config::{DefaultMap, HIDDEN_SECRET, SECRET_KEYS};
 use crate::live::Live;
 use crate::registry::Registry;
 
+// Fields are only ever added to these views, never renamed or removed:
+// tools read `ironlun admin --json` (docs/admin.md).
+
 #[derive(Serialize)]
 pub struct State {
     pub portals: Vec<String>,
     pub targets: Vec<TargetView>,
+    /// CHAP is required of discovery sessions (never the secret).
+    pub discovery_chap: bool,
 }
 
 #[derive(Serialize)]
@@ -22,6 +28,14 @@ pub struct TargetView {
     pub default_map: &'static str,
     pub initiators: Vec<InitiatorView>,
     pub sessions: usize,
+    /// The portal group every portal serves the target in.
+    pub portal_group_tag: u16,
+    /// The access list's entries (empty: everyone may log in).
+    pub allow: Vec<String>,
+    /// CHAP required to log in; `mutual_chap`: the target has its own
+    /// credentials for initiators that ask. Never the secrets.
+    pub chap: bool,
+    pub mutual_chap: bool,
 }
 
 #[derive(Serialize)]
@@ -31,10 +45,60 @@ pub struct LunView {
     pub bytes: u64,
     pub block_size: u32,
     pub read_only: bool,
+    /// The LUN's spec in the configuration's grammar
+    /// (`file:/srv/a.img,size=10GiB,thin`).
+    pub spec: String,
+    /// Thin provisioned (UNMAP frees blocks).
+    pub thin: bool,
     /// Why the LU is offline (its state files, `lu_state.rs`); absent
     /// while it serves.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offline: Option<String>,
+    /// Its target port groups and their states now (SPC-5 §5.16);
+    /// absent without ALUA.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alua: Option<AluaView>,
+}
+
+/// A LU's ALUA layout as it serves now (states an initiator's SET TARGET
+/// PORT GROUPS set included).
+#[derive(Serialize)]
+pub struct AluaView {
+    pub mode: String,
+    /// The group of this gateway's port, and its state.
+    pub local_group: u16,
+    pub local_state: String,
+    pub groups: Vec<GroupView>,
+}
+
+#[derive(Serialize)]
+pub struct GroupView {
+    pub id: u16,
+    pub state: String,
+    pub ports: Vec<u16>,
+    pub preferred: bool,
+}
+
+fn alua_view(lu: &LogicalUnit) -> Option<AluaView> {
+    let c = lu.alua_config();
+    if c.mode == AluaMode::Off {
+        return None;
+    }
+    Some(AluaView {
+        mode: c.mode.to_string(),
+        local_group: c.local_group,
+        local_state: lu.alua_local_state().to_string(),
+        groups: c
+            .groups
+            .into_iter()
+            .map(|g| GroupView {
+                id: g.id,
+                state: g.state.to_string(),
+                ports: g.ports,
+                preferred: g.preferred,
+            })
+            .collect(),
+    })
 }
 
 #[derive(Serialize)]
@@ -43,6 +107,7 @@ pub struct InitiatorView {
     /// `[mapped, target LUN, read-only]`; absent: the target's LUNs.
     pub luns: Option<Vec<(u16, u16, bool)>>,
     pub chap: bool,
+    pub mutual_chap: bool,
 }
 
 pub fn state(live: &Live) -> State {
@@ -57,13 +122,19 @@ pub fn state(live: &Live) -> State {
             luns: t
                 .luns
                 .iter()
-                .map(|(n, lu)| LunView {
-                    lun: *n,
-                    kind: lu.backend().kind(),
-                    bytes: lu.num_blocks() * u64::from(lu.block_size()),
-                    block_size: lu.block_size(),
-                    read_only: lu.write_protected(),
-                    offline: lu.offline_reason(),
+                .map(|(n, lu)| {
+                    let spec = t.cfg.luns.iter().find(|l| l.number == *n);
+                    LunView {
+                        lun: *n,
+                        kind: lu.backend().kind(),
+                        bytes: lu.num_blocks() * u64::from(lu.block_size()),
+                        block_size: lu.block_size(),
+                        read_only: lu.write_protected(),
+                        spec: spec.map(|l| l.spec.to_string()).unwrap_or_default(),
+                        thin: lu.config().thin,
+                        offline: lu.offline_reason(),
+                        alua: alua_view(lu),
+                    }
                 })
                 .collect(),
             default_map: match t.cfg.default_map {
@@ -82,15 +153,21 @@ pub fn state(live: &Live) -> State {
                             .collect()
                     }),
                     chap: e.chap.is_some(),
+                    mutual_chap: e.chap.as_ref().is_some_and(|p| p.target.is_some()),
                 })
                 .collect(),
             sessions: sessions
                 .iter()
                 .filter(|(_, s)| s.target.as_deref() == Some(t.cfg.name.as_str()))
                 .count(),
+            portal_group_tag: t.cfg.portal_group_tag,
+            allow: t.cfg.acl.entries(),
+            chap: t.cfg.chap.is_some(),
+            mutual_chap: t.cfg.chap.as_ref().is_some_and(|p| p.target.is_some()),
         })
         .collect();
     State {
+        discovery_chap: live.registry.discovery_chap.is_some(),
         portals: live
             .registry
             .portals()

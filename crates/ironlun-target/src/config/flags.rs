@@ -97,6 +97,8 @@ impl Config {
                 name,
                 alias: None,
                 portal_group_tag: 1,
+                relative_port: 1,
+                alua: Default::default(),
                 queue_depth: DEFAULT_QUEUE_DEPTH,
                 offers: Offers::default(),
                 luns,

@@ -1,12 +1,15 @@
 //! The LUN spec shorthand (`ram:1GiB`, `file:PATH,size=1G,direct`,
 //! `block:/dev/sdb,ro`) of `--lun` and of `spec = …` in the file:
-//! [`LunSpec`], [`BackendSpec`] and what can be wrong with one.
+//! [`LunSpec`], [`BackendSpec`] and what can be wrong with one; `display`
+//! writes a spec back in the same grammar.
 
 use std::path::PathBuf;
 
 use ironlun_backend::Rotation;
 use ironlun_scsi::SoftThreshold;
 use ironlun_units::{parse_rate, parse_size};
+
+mod display;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BackendSpec {

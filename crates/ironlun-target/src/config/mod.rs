@@ -8,8 +8,12 @@
 //! - `flags`: [`Overrides`] and [`Config::load`] (flags, or a file and
 //!   flags on top)
 //! - `toml_file`: the file form and [`Config::from_toml`]
-//! - `params`, `limits`, `chap`: the file's sections with their checks
-//! - `lun_spec`: [`LunSpec`], the `ram:1GiB` / `file:PATH,direct` shorthand
+//! - `params`, `limits`, `chap`, `alua`: the file's sections with their
+//!   checks
+//! - `lun_spec`: [`LunSpec`], the `ram:1GiB` / `file:PATH,direct` shorthand,
+//!   and its display in the same grammar
+//! - `effective`: [`Config::effective_toml`], the configuration written
+//!   back as TOML with every default filled in (`--check`)
 //! - `names`: iSCSI names; `io_engine`: [`IoEngine`]; `error`:
 //!   [`ConfigError`]
 
@@ -22,7 +26,9 @@ use ironlun_proto::params::Offers;
 
 use crate::access::Acl;
 
+mod alua;
 mod chap;
+mod effective;
 mod error;
 mod flags;
 mod initiators;
@@ -156,6 +162,12 @@ pub struct TargetConfig {
     pub name: String,
     pub alias: Option<String>,
     pub portal_group_tag: u16,
+    /// RELATIVE TARGET PORT IDENTIFIER of this gateway's target port:
+    /// `alua.relative_port`, else the portal group tag.
+    pub relative_port: u16,
+    /// Target port groups and their states (`[target.alua]`; off
+    /// without it).
+    pub alua: ironlun_scsi::AluaConfig,
     pub queue_depth: u32,
     pub offers: Offers,
     pub luns: Vec<LunConfig>,

@@ -930,3 +930,122 @@ spec = "rbd:rbd/lun1,bs=4096,reconnect=on"
         "{e}"
     );
 }
+
+/// `[target.alua]`: the layout, the defaults of ports and relative port,
+/// and each mistake named with its key.
+#[test]
+fn alua_in_the_file_form() {
+    use ironlun_scsi::{AccessState, AluaMode};
+    let text = |alua: &str| format!("{TARGET}portal_group_tag = 2\n{alua}{LUN}");
+    let c = Config::from_toml(
+        &text(
+            r#"[target.alua]
+mode = "both"
+local_group = 20
+transition_time = 15
+groups = [
+  { id = 10, state = "active/optimized", preferred = true },
+  { id = 20, state = "standby" },
+  { id = 30, state = "unavailable", ports = [7, 8] },
+]
+"#,
+        ),
+        None,
+    )
+    .unwrap();
+    let t = &c.targets[0];
+    assert_eq!(t.relative_port, 2, "the portal group tag by default");
+    let a = &t.alua;
+    assert_eq!(
+        (a.mode, a.local_group, a.transition_time),
+        (AluaMode::Both, 20, 15)
+    );
+    let g: Vec<_> = a
+        .groups
+        .iter()
+        .map(|g| (g.id, g.ports.clone(), g.state, g.preferred))
+        .collect();
+    assert_eq!(
+        g,
+        vec![
+            // Without `ports`: the group's id, and this gateway's port for
+            // the local group.
+            (10, vec![10], AccessState::ActiveOptimized, true),
+            (20, vec![2], AccessState::Standby, false),
+            (30, vec![7, 8], AccessState::Unavailable, false),
+        ]
+    );
+    // Tables of tables, and a relative port of its own.
+    let c = Config::from_toml(
+        &text(
+            "[target.alua]\nmode = \"implicit\"\nlocal_group = 1\nrelative_port = 9\n[[target.alua.groups]]\nid = 1\nstate = \"active/non-optimized\"\n",
+        ),
+        None,
+    )
+    .unwrap();
+    assert_eq!(c.targets[0].relative_port, 9);
+    assert_eq!(c.targets[0].alua.groups[0].ports, vec![9]);
+    // Off (or no table): no ALUA, the port as before.
+    for off in ["", "[target.alua]\nmode = \"off\"\n"] {
+        let c = Config::from_toml(&text(off), None).unwrap();
+        assert_eq!(c.targets[0].alua, ironlun_scsi::AluaConfig::default());
+        assert_eq!(c.targets[0].relative_port, 2);
+    }
+    let key = "target iqn.2026-11.test:t alua";
+    for (alua, says) in [
+        ("[target.alua]\nlocal_group = 1\n", "alua.mode: missing"),
+        ("[target.alua]\nmode = \"on\"\n", "alua.mode: ALUA mode \"on\""),
+        ("[target.alua]\nmode = \"implicit\"\n", "alua.local_group: missing"),
+        (
+            "[target.alua]\nmode = \"implicit\"\nlocal_group = 1\ngroups = [{ id = 1, state = \"optimized\" }]\n",
+            "alua.groups[0].state: ALUA state \"optimized\"",
+        ),
+        (
+            "[target.alua]\nmode = \"implicit\"\nlocal_group = 1\ngroups = [{ id = 2, state = \"standby\" }]\n",
+            "alua: the local group 1 is not listed",
+        ),
+        (
+            "[target.alua]\nmode = \"implicit\"\nlocal_group = 1\ngroups = [{ id = 1, state = \"standby\" }, { id = 3, state = \"standby\", ports = [2] }]\n",
+            "alua: relative port 2 is in two target port groups",
+        ),
+        (
+            "[target.alua]\nmode = \"implicit\"\nlocal_group = 1\nrelative_port = 0\n",
+            "alua.relative_port: 0 is reserved",
+        ),
+    ] {
+        let (m, e) = text_error(&text(alua));
+        assert!(matches!(e, ConfigError::Invalid { .. }), "{m}");
+        mentions(&m, &format!("{key}{}", says.strip_prefix("alua").unwrap()));
+    }
+    let (m, _) = text_error(&text("[target.alua]\nmode = \"implicit\"\nlocal = 1\n"));
+    mentions(&m, "unknown field `local`");
+}
+
+/// docs/ha.md's gateway configuration checks, and says what the page says.
+#[test]
+fn the_ha_example_parses() {
+    use ironlun_scsi::{AccessState, AluaMode};
+    let doc = include_str!("../../../../docs/ha.md");
+    let start = doc.find("```toml\n").unwrap() + 8;
+    let end = start + doc[start..].find("```").unwrap();
+    let c = Config::from_toml(&doc[start..end], None).unwrap();
+    let t = &c.targets[0];
+    assert_eq!(
+        (t.alua.mode, t.alua.local_group, t.relative_port),
+        (AluaMode::Implicit, 1, 1)
+    );
+    assert_eq!(t.alua.groups[0].state, AccessState::ActiveOptimized);
+    assert_eq!(t.alua.groups[1].ports, vec![2]);
+    // The second gateway's, as the page says to write it.
+    let second = doc[start..end]
+        .replace("portal_group_tag = 1", "portal_group_tag = 2")
+        .replace("local_group = 1", "local_group = 2");
+    let c = Config::from_toml(&second, None).unwrap();
+    assert_eq!(
+        (
+            c.targets[0].relative_port,
+            c.targets[0].alua.groups[1].ports.clone()
+        ),
+        (2, vec![2])
+    );
+}

@@ -65,6 +65,8 @@ struct FileTarget {
     /// Initiators with a LUN map or CHAP of their own.
     #[serde(default, rename = "initiator")]
     initiators: Vec<FileInitiator>,
+    /// Target port groups (ALUA): `[target.alua]`.
+    alua: Option<super::alua::FileAlua>,
 }
 
 #[derive(Deserialize)]
@@ -221,10 +223,15 @@ impl FileTarget {
         let chap = self.auth.policy(&format!("target {name}"))?;
         let initiators = initiators::check(&name, &self.initiators, &luns, &acl)?;
         let default_map = initiators::default_map(&name, self.default_map.as_deref())?;
+        let portal_group_tag = self.portal_group_tag.unwrap_or(1);
+        let (alua, relative_port) =
+            super::alua::check(&name, portal_group_tag, self.alua.as_ref())?;
         Ok(TargetConfig {
             name,
             alias: self.alias.clone(),
-            portal_group_tag: self.portal_group_tag.unwrap_or(1),
+            portal_group_tag,
+            relative_port,
+            alua,
             queue_depth,
             offers,
             luns,

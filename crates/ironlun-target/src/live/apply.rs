@@ -93,6 +93,7 @@ pub(super) fn apply(
     }
     let removed = removed_lus(registry, plan);
     registry.replace_targets(targets(registry, new, &lus));
+    alua(registry, new, plan);
     for (configured, l) in bound {
         portals.add(configured, l);
     }
@@ -164,7 +165,14 @@ fn sessions_of(registry: &Registry, name: &str) -> usize {
 /// Opens the backends of added targets and LUNs.
 fn open_lus(new: &Config, plan: &Plan) -> Result<NewLus, ApplyError> {
     let mut out = NewLus::new();
-    let state = crate::lu_state::state_dir(new);
+    let names = new
+        .state_dir
+        .as_deref()
+        .map(crate::lu_state::LegacyNames::read);
+    let state = crate::lu_state::state_dir(new).map(|d| match &names {
+        Some(n) => d.with_names(n),
+        None => d,
+    });
     let max = new.limits.max_transfer_bytes;
     for c in &plan.changes {
         let (t, only) = match c {
@@ -278,6 +286,26 @@ fn rebuilt(t: &Arc<TargetConfig>, running: Option<&Arc<Target>>, opened: &NewLus
         })
         .collect();
     Target::new(t.clone(), Arc::new(LunMap::new(luns)))
+}
+
+/// Targets whose ALUA groups changed: every LU of theirs takes the
+/// configured groups (those an initiator's SET TARGET PORT GROUPS moved
+/// too), telling its initiators if anything they see changed.
+fn alua(registry: &Registry, new: &Config, plan: &Plan) {
+    for c in &plan.changes {
+        let Change::Alua { target, .. } = c else {
+            continue;
+        };
+        let (Some(t), Some(cfg)) = (registry.find(target), target_cfg(new, target)) else {
+            continue;
+        };
+        for (n, lu) in t.luns.iter() {
+            // The configuration was checked: only a bug refuses here.
+            if let Err(e) = lu.set_alua_groups(&cfg.alua.groups, cfg.alua.transition_time) {
+                warn!("target {target} LUN {n}: ALUA groups not changed: {e}");
+            }
+        }
+    }
 }
 
 /// The logical units a change removes, with their target and number.

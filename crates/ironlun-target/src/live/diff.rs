@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use super::shared::{middle, shared_ends};
 use crate::config::{BackendSpec, Config, LunConfig, LunSpec, NameKey, TargetConfig};
+use ironlun_scsi::AluaMode;
 
 /// One change to the running state.
 #[derive(Clone, Debug, PartialEq)]
@@ -44,6 +45,14 @@ pub enum Change {
         lun: u16,
         on: bool,
     },
+    /// The target's ALUA groups (states, ports, preference, a gateway
+    /// added or gone) or implicit transition time: every LU of the target
+    /// takes the configured ones, and its initiators are told
+    /// ASYMMETRIC ACCESS STATE CHANGED (SPC-5 §5.16.2.7).
+    Alua {
+        target: String,
+        what: Vec<String>,
+    },
 }
 
 impl fmt::Display for Change {
@@ -64,6 +73,9 @@ impl fmt::Display for Change {
                 "~ target {target} LUN {lun}: {}",
                 if *on { "read-only" } else { "read-write" }
             ),
+            Change::Alua { target, what } => {
+                write!(f, "~ target {target}: ALUA {}", what.join(", "))
+            }
         }
     }
 }
@@ -151,6 +163,7 @@ fn target(old: &TargetConfig, new: &TargetConfig, p: &mut Plan) {
             "target {name}: portal_group_tag: the LUs' relative port identifiers depend on it; remove the target and add it again"
         ));
     }
+    alua(old, new, p);
     let what = changed_settings(old, new);
     if !what.is_empty() {
         p.changes.push(Change::Target {
@@ -174,6 +187,52 @@ fn target(old: &TargetConfig, new: &TargetConfig, p: &mut Plan) {
                 lun: o.number,
             });
         }
+    }
+}
+
+/// A target's ALUA: its groups and transition time change live; what
+/// INQUIRY and VPD 83h show (the mode, this gateway's group and relative
+/// port), which initiators read once when they find the LU, does not.
+fn alua(old: &TargetConfig, new: &TargetConfig, p: &mut Plan) {
+    let name = &new.name;
+    let (o, n) = (&old.alua, &new.alua);
+    if old.relative_port != new.relative_port
+        || o.mode != n.mode
+        || (o.mode != AluaMode::Off && o.local_group != n.local_group)
+    {
+        p.refused.push(format!(
+            "target {name}: alua mode, local_group and relative_port: initiators read them once (INQUIRY, VPD 83h); remove the target and add it again"
+        ));
+        return;
+    }
+    let mut what = Vec::new();
+    for g in &n.groups {
+        match o.groups.iter().find(|x| x.id == g.id) {
+            None => what.push(format!("+ group {} {}", g.id, g.state)),
+            Some(x) if x.state != g.state => {
+                what.push(format!("group {} {} -> {}", g.id, x.state, g.state));
+            }
+            Some(x) if x != g => what.push(format!("group {} ports or preferred", g.id)),
+            Some(_) => {}
+        }
+    }
+    for x in &o.groups {
+        if !n.groups.iter().any(|g| g.id == x.id) {
+            what.push(format!("- group {}", x.id));
+        }
+    }
+    if o.transition_time != n.transition_time {
+        what.push(format!("transition_time {} s", n.transition_time));
+    }
+    // The same groups in another order report differently.
+    if what.is_empty() && o.groups != n.groups {
+        what.push("group order".into());
+    }
+    if !what.is_empty() {
+        p.changes.push(Change::Alua {
+            target: name.clone(),
+            what,
+        });
     }
 }
 

@@ -417,5 +417,57 @@ pub fn remove_initiator(doc: &mut DocumentMut, target: &str, name: &str) -> Resu
     Ok(())
 }
 
+/// Sets the state of group `group` in target `target`'s `[target.alua]`
+/// groups, written as an array of inline tables (`groups = [{ id = 1,
+/// … }]`) or of tables (`[[target.alua.groups]]`). NotFound if the
+/// target has no such group.
+pub fn set_alua_state(
+    doc: &mut DocumentMut,
+    target: &str,
+    group: u16,
+    state: &str,
+) -> Result<(), EditError> {
+    let not_found = || EditError::NotFound(format!("target {target} has no ALUA group {group}"));
+    let is = |id: Option<i64>| id == Some(i64::from(group));
+    let groups = target_mut(doc, target)?
+        .get_mut("alua")
+        .and_then(Item::as_table_like_mut)
+        .and_then(|a| a.get_mut("groups"))
+        .ok_or_else(not_found)?;
+    match groups {
+        Item::ArrayOfTables(a) => {
+            let g = a
+                .iter_mut()
+                .find(|g| is(g.get("id").and_then(Item::as_integer)))
+                .ok_or_else(not_found)?;
+            g.insert("state", value(state));
+        }
+        Item::Value(Value::Array(a)) => {
+            let g = a
+                .iter_mut()
+                .filter_map(Value::as_inline_table_mut)
+                .find(|g| is(g.get("id").and_then(Value::as_integer)))
+                .ok_or_else(not_found)?;
+            match g.get_mut("state") {
+                // The new value in the old one's place and spacing.
+                Some(v) => {
+                    let decor = v.decor().clone();
+                    *v = Value::from(state);
+                    *v.decor_mut() = decor;
+                }
+                None => {
+                    g.insert("state", Value::from(state));
+                }
+            }
+        }
+        _ => {
+            return Err(EditError::Shape(format!(
+                "target {target}: `alua.groups` is not an array of tables"
+            )))
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests;

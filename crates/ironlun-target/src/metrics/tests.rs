@@ -1,7 +1,8 @@
 use std::time::Duration;
 
 use ironlun_payload::DataOutBuffer;
-use ironlun_scsi::{LunMap, NexusId};
+use ironlun_scsi::{Failure, IoKind, LunMap, NexusId};
+use ironlun_scsi_codes::{SenseKey, Status};
 use openmetrics_parser::{
     openmetrics::parse_openmetrics, MetricNumber, MetricsExposition, OpenMetricsType,
     OpenMetricsValue,
@@ -16,9 +17,14 @@ const TARGET: &str = "iqn.2026-11.test:metrics";
 
 /// A registry with one target of `luns` RAM LUNs (numbered from 0).
 fn registry(luns: usize) -> Arc<Registry> {
+    registry_of(vec!["ram:1MiB".into(); luns])
+}
+
+/// A registry with one target of these LUNs (`--lun` specs).
+fn registry_of(luns: Vec<String>) -> Arc<Registry> {
     let cfg = Config::load(&Overrides {
         name: Some(TARGET.into()),
-        luns: vec!["ram:1MiB".into(); luns],
+        luns,
         listen: vec!["127.0.0.1:0".into()],
         ..Overrides::default()
     })
@@ -99,14 +105,138 @@ fn per_lun_counters_come_from_the_lus_at_scrape_time() {
     assert_eq!(counter(&s, "ironlun_lun_bytes", &lun1("read")), 512.0);
     let lun0 = [("target", TARGET), ("lun", "0"), ("op", "other")];
     assert_eq!(counter(&s, "ironlun_lun_commands", &lun0), 0.0);
+    assert_eq!(failed_sum(&s, "1"), 0.0);
+}
+
+/// `ironlun_lun_failed_commands` of one LUN under these status and
+/// sense_key labels.
+fn failed(s: &Scrape, lun: &str, status: &str, key: &str) -> Option<f64> {
+    let labels = [
+        ("target", TARGET),
+        ("lun", lun),
+        ("status", status),
+        ("sense_key", key),
+    ];
+    match value(s, "ironlun_lun_failed_commands", &labels)? {
+        OpenMetricsValue::Counter(c) => Some(number(&c.value)),
+        other => panic!("not a counter: {other:?}"),
+    }
+}
+
+/// The sum of `ironlun_lun_failed_commands` over every series of one LUN:
+/// what the family counted before it had status and sense_key.
+fn failed_sum(s: &Scrape, lun: &str) -> f64 {
+    let f = &s.families["ironlun_lun_failed_commands"];
+    f.iter_samples()
+        .filter(|x| {
+            let set = x.get_labelset().unwrap();
+            set.get_label_value("target") == Some(TARGET) && set.get_label_value("lun") == Some(lun)
+        })
+        .map(|x| match &x.value {
+            OpenMetricsValue::Counter(c) => number(&c.value),
+            other => panic!("not a counter: {other:?}"),
+        })
+        .sum()
+}
+
+/// TEST UNIT READY.
+const TUR: [u8; 6] = [0; 6];
+
+#[test]
+fn failed_commands_are_split_by_status_and_sense_key() {
+    let r = registry(2);
+    // An opcode the LU does not know, a read past the end, and a write
+    // to the LUN once it is read-only.
+    assert_eq!(run(&r, 1, &TUR).status, Status::GOOD);
+    run(&r, 1, &[0xff, 0, 0, 0, 0, 0]);
+    run(&r, 1, &[0x28, 0, 0xff, 0, 0, 0, 0, 0, 1, 0]);
+    r.targets()[0].luns.get(1).unwrap().set_read_only(true);
+    let write = [0x2a, 0, 0, 0, 0, 0, 0, 0, 1, 0];
+    let data = DataOutBuffer::copy_from_slice(&[7; 512]);
+    let w = r.targets()[0]
+        .luns
+        .execute(Some(1), NexusId(7), &write, &data);
+    assert_eq!(w.status, Status::CHECK_CONDITION, "{w:?}");
+    let s = scrape(&r);
+    let cc = "check_condition";
+    assert_eq!(failed(&s, "1", cc, "illegal_request"), Some(2.0));
+    assert_eq!(failed(&s, "1", cc, "data_protect"), Some(1.0));
+    assert_eq!(failed(&s, "1", cc, "unit_attention"), Some(0.0));
+    // What an operator alerts on is there at 0, on every LUN.
+    for lun in ["0", "1"] {
+        assert_eq!(failed(&s, lun, cc, "medium_error"), Some(0.0), "{lun}");
+        assert_eq!(failed(&s, lun, cc, "hardware_error"), Some(0.0), "{lun}");
+        assert_eq!(failed(&s, lun, "busy", "none"), Some(0.0), "{lun}");
+        assert_eq!(failed(&s, lun, "task_set_full", "none"), Some(0.0));
+        assert_eq!(failed(&s, lun, "reservation_conflict", "none"), Some(0.0));
+    }
+    // Rare classes only once they count.
+    assert_eq!(failed(&s, "1", cc, "no_sense"), None);
+    assert_eq!(failed(&s, "1", "other", "none"), None);
+    // The sum is the old meaning, and what /stats says.
+    assert_eq!(failed_sum(&s, "1"), 3.0);
+    assert_eq!(failed_sum(&s, "0"), 0.0);
+    let stats = crate::stats::collect(&r, std::time::Instant::now());
+    let lun1 = stats.luns.iter().find(|l| l.lun == 1).unwrap();
+    assert_eq!(lun1.io.failed_commands, 3);
+}
+
+#[test]
+fn every_failure_class_has_its_own_labels() {
+    let labels: Vec<(String, String)> = Failure::all().map(luns::failure_labels).collect();
+    let distinct: std::collections::HashSet<_> = labels.iter().collect();
+    assert_eq!(distinct.len(), labels.len(), "{labels:?}");
+    let ua = luns::failure_labels(Failure::CheckCondition(Some(SenseKey::UNIT_ATTENTION)));
+    assert_eq!(ua, ("check_condition".into(), "unit_attention".into()));
+    let none = luns::failure_labels(Failure::CheckCondition(None));
+    assert_eq!(none, ("check_condition".into(), "none".into()));
+    let other = luns::failure_labels(Failure::OtherStatus);
+    assert_eq!(other, ("other".into(), "none".into()));
+}
+
+#[test]
+fn size_for_every_lun_and_allocation_for_thin_ones() {
+    let r = registry_of(vec!["ram:1MiB".into(), "ram:2MiB,thin".into()]);
+    let lun = |n| [("target", TARGET), ("lun", n)];
+    let s = scrape(&r);
+    assert_eq!(gauge(&s, "ironlun_lun_size_bytes", &lun("0")), 1048576.0);
+    assert_eq!(gauge(&s, "ironlun_lun_size_bytes", &lun("1")), 2097152.0);
+    assert!(value(&s, "ironlun_lun_allocated_bytes", &lun("0")).is_none());
+    assert_eq!(gauge(&s, "ironlun_lun_allocated_bytes", &lun("1")), 0.0);
+    // WRITE(10) of one block: one 64 KiB chunk of RAM.
+    let write = [0x2a, 0, 0, 0, 0, 0x10, 0, 0, 1, 0];
+    let data = DataOutBuffer::copy_from_slice(&[7; 512]);
+    run(&r, 1, &TUR); // the new nexus's unit attention
+    let w = r.targets()[0]
+        .luns
+        .execute(Some(1), NexusId(7), &write, &data);
+    assert_eq!(w.status, Status::GOOD, "{w:?}");
+    let s = scrape(&r);
+    assert_eq!(gauge(&s, "ironlun_lun_allocated_bytes", &lun("1")), 65536.0);
+}
+
+#[test]
+fn build_info_and_the_process_are_exposed() {
+    let s = scrape(&registry(1));
+    let build = s.families.get("ironlun_build_info").expect("build info");
+    let sample = build.iter_samples().next().unwrap();
+    let labels = sample.get_labelset().unwrap();
     assert_eq!(
-        counter(
-            &s,
-            "ironlun_lun_failed_commands",
-            &[("target", TARGET), ("lun", "1")]
-        ),
-        0.0
+        labels.get_label_value("version"),
+        Some(env!("CARGO_PKG_VERSION"))
     );
+    assert!(matches!(&sample.value, OpenMetricsValue::Gauge(g) if number(g) == 1.0));
+    assert!(counter(&s, "process_cpu_seconds", &[]) > 0.0);
+    assert!(gauge(&s, "process_resident_memory_bytes", &[]) > 0.0);
+    let vsz = gauge(&s, "process_virtual_memory_bytes", &[]);
+    assert!(vsz >= gauge(&s, "process_resident_memory_bytes", &[]));
+    assert!(gauge(&s, "process_open_fds", &[]) >= 3.0);
+    let start = gauge(&s, "process_start_time_seconds", &[]);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(start > 1.5e9 && start <= now + 1.0, "{start}");
 }
 
 #[test]

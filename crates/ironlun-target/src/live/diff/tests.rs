@@ -98,3 +98,59 @@ fn target_settings_are_named() {
         }]
     );
 }
+
+/// ALUA groups and the transition time change live; what initiators read
+/// once (mode, local group, relative port) is refused.
+#[test]
+fn alua_groups_go_live_the_layout_seen_at_discovery_does_not() {
+    let alua = |mode: &str, local: u16, g1: &str, extra: &str| {
+        format!(
+            "[[target]]\nname = \"iqn.2026-11.test:a\"\n[target.alua]\nmode = \"{mode}\"\nlocal_group = {local}\ngroups = [{{ id = 1, state = \"{g1}\" }}, {{ id = 2, state = \"standby\" }}{extra}]\n[[target.lun]]\nspec = \"ram:8MiB\"\n"
+        )
+    };
+    let base = alua("implicit", 1, "active/optimized", "");
+    let lines = |p: &Plan| {
+        p.changes
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+    };
+    let p = plan(&cfg(&base), &cfg(&alua("implicit", 1, "standby", "")));
+    assert!(p.refused.is_empty(), "{p:?}");
+    assert_eq!(
+        lines(&p),
+        ["~ target iqn.2026-11.test:a: ALUA group 1 active/optimized -> standby"]
+    );
+    let third = ", { id = 3, state = \"unavailable\" }";
+    let p = plan(
+        &cfg(&base),
+        &cfg(&alua("implicit", 1, "active/optimized", third)),
+    );
+    assert_eq!(
+        lines(&p),
+        ["~ target iqn.2026-11.test:a: ALUA + group 3 unavailable"]
+    );
+    let p = plan(
+        &cfg(&alua("implicit", 1, "active/optimized", third)),
+        &cfg(&base),
+    );
+    assert_eq!(lines(&p), ["~ target iqn.2026-11.test:a: ALUA - group 3"]);
+    for (what, new) in [
+        ("mode", alua("both", 1, "active/optimized", "")),
+        (
+            "local group",
+            alua("implicit", 2, "active/optimized", "").replace("id = 1,", "id = 1, ports = [5],"),
+        ),
+        ("off", BASE.to_owned()),
+        (
+            "relative port",
+            base.replace("local_group = 1", "local_group = 1\nrelative_port = 5")
+                .replace("id = 1,", "id = 1, ports = [5],"),
+        ),
+    ] {
+        let p = plan(&cfg(&base), &cfg(&new));
+        assert!(p.changes.is_empty(), "{what}: {p:?}");
+        assert_eq!(p.refused.len(), 1, "{what}: {p:?}");
+        assert!(p.refused[0].contains("remove the target and add it again"));
+    }
+}

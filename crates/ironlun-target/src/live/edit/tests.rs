@@ -159,3 +159,36 @@ fn an_initiator_set_again_stays_where_it_stands_with_its_comment() {
     );
     assert_eq!(out.matches("test:h").count(), 1, "{out}");
 }
+
+/// A group's state is set where it is written, inline or as a table,
+/// and the rest of the line stays as it was.
+#[test]
+fn an_alua_state_is_set_in_either_shape() {
+    let t = "iqn.2026-11.test:a";
+    let inline = "[[target]]\nname = \"iqn.2026-11.test:a\"\n[target.alua]\nmode = \"both\"\nlocal_group = 1\ngroups = [\n  { id = 1, state = \"active/optimized\" }, # here\n  { id = 2, state = \"standby\", ports = [2] },\n]\n";
+    let mut d = parse(inline).unwrap();
+    set_alua_state(&mut d, t, 2, "active/non-optimized").unwrap();
+    assert_eq!(
+        d.to_string(),
+        inline.replace(
+            "id = 2, state = \"standby\"",
+            "id = 2, state = \"active/non-optimized\""
+        )
+    );
+    let tables = "[[target]]\nname = \"iqn.2026-11.test:a\"\n[target.alua]\nmode = \"both\"\nlocal_group = 1\n[[target.alua.groups]]\nid = 1\nstate = \"active/optimized\"\n[[target.alua.groups]]\nid = 2\nstate = \"standby\"\n";
+    let mut d = parse(tables).unwrap();
+    set_alua_state(&mut d, t, 1, "transitioning").unwrap();
+    assert_eq!(
+        d.to_string(),
+        tables.replace("state = \"active/optimized\"", "state = \"transitioning\"")
+    );
+    for (doc, group) in [(inline, 3), (DOC, 1)] {
+        let mut d = parse(doc).unwrap();
+        assert_eq!(
+            set_alua_state(&mut d, t, group, "standby"),
+            Err(EditError::NotFound(format!(
+                "target {t} has no ALUA group {group}"
+            )))
+        );
+    }
+}
