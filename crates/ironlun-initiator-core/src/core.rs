@@ -218,8 +218,9 @@ impl<T> InitiatorCore<T> {
         }
     }
 
-    /// A SCSI command handed back unfinished, for another path: only
-    /// with [`CoreConfig::failover`], once reconnection gave up.
+    /// A SCSI command handed back unfinished, for another path: with
+    /// [`CoreConfig::failover`] once reconnection gave up, and those
+    /// [`hand_back_held`](Self::hand_back_held) gives back.
     #[must_use]
     pub fn poll_orphan(&mut self) -> Option<(ScsiRequest, T)> {
         self.orphans.pop_front()

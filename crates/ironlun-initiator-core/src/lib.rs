@@ -12,7 +12,12 @@
 //! back and sending them again after reconnecting with back-off (the
 //! same ISID reinstates the session, RFC 7143 §6.3.5), and, when the
 //! attempts run out, failing those commands or handing them back for
-//! another path (failover).
+//! another path (failover). A target reached by several paths is
+//! several cores, one session each with its own ISID; [`ChoosePath`]
+//! (`path.rs`) is the hook that picks the path for a command, and a
+//! command moves between paths as an orphan
+//! ([`poll_orphan`](InitiatorCore::poll_orphan),
+//! [`hand_back_held`](InitiatorCore::hand_back_held)).
 //!
 //! [`InitiatorCore`] is synchronous. The tokio driver
 //! (`ironlun-initiator`'s `session.rs`) drives it over a socket, and the
@@ -37,6 +42,8 @@
 //! [`poll_event`](InitiatorCore::poll_event) ([`Event`]: connect,
 //! disconnect, logged in, failures, the end; every error is an event),
 //! [`poll_timeout`](InitiatorCore::poll_timeout).
+//! For a multipath caller: [`path_view`](InitiatorCore::path_view) and
+//! [`hand_back_held`](InitiatorCore::hand_back_held).
 //!
 //! **Must not know:** sockets, name resolution, timers, tasks, channels or
 //! async runtimes, where randomness comes from (the driver passes the
@@ -55,11 +62,13 @@ mod core;
 mod event;
 mod link;
 mod logout;
+mod path;
 mod request;
 
 pub use config::{CoreConfig, ReconnectPolicy, LOGOUT_WAIT};
 pub use core::InitiatorCore;
 pub use event::{End, Event, LoginFailure, Phase};
+pub use path::{best_state, ChoosePath, LeastQueueDepth, PathState, PathView, RoundRobin};
 pub use request::Request;
 
 #[cfg(test)]

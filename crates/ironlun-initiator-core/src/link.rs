@@ -146,6 +146,18 @@ impl<T> InitiatorCore<T> {
         self.events.push_back(Event::Ended(end));
     }
 
+    /// Hands the SCSI commands taken back from a lost connection (those
+    /// waiting for the next login, [`held`](Self::held)) to the caller
+    /// now, through [`poll_orphan`](Self::poll_orphan), to be sent on
+    /// another path: a caller with a live path need not wait for this
+    /// one's reconnection. The session still reconnects. Returns how
+    /// many.
+    pub fn hand_back_held(&mut self) -> usize {
+        let n = self.held.len();
+        self.orphans.extend(self.held.drain(..));
+        n
+    }
+
     /// A SCSI command the ended session cannot run.
     pub(crate) fn dispose(&mut self, req: ScsiRequest, token: T) {
         if self.orphaning {

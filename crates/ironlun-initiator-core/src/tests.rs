@@ -3,12 +3,14 @@
 //! and time moves only when a test moves it.
 
 mod logout;
+mod paths;
 mod reconnect;
 mod world;
 
 use std::time::Duration;
 
 use ironlun_proto::initiator::{Reply, TaskError};
+use ironlun_scsi_codes::Status;
 use ironlun_wire::Pdu;
 
 use crate::{End, Event, LoginFailure, Phase, Request, LOGOUT_WAIT};
@@ -147,4 +149,38 @@ fn a_pdu_that_breaks_the_protocol_fails_the_connection_and_it_reconnects() {
             ..
         })
     ));
+}
+
+#[test]
+fn a_unit_attention_is_reported_and_the_command_sent_again() {
+    let mut cfg = world::config();
+    cfg.limits.unit_attention_retries = 1;
+    let mut w = World::with(cfg);
+    w.unit_attentions = 1;
+    w.request(Request::Scsi(read(0, 512)), 1);
+    assert!(
+        matches!(&w.done[..], [(1, Ok(Reply::Scsi(r)))] if r.status == Status::GOOD),
+        "{:?}",
+        w.done
+    );
+    let reported = w
+        .events
+        .iter()
+        .filter(|e| matches!(e, Event::UnitAttention { sense, .. } if sense.get(12) == Some(&0x29)))
+        .count();
+    assert_eq!(reported, 1, "{:?}", w.events);
+
+    // Without retries left, the caller sees the CHECK CONDITION.
+    let mut w = World::new();
+    w.unit_attentions = 1;
+    w.request(Request::Scsi(read(0, 512)), 1);
+    assert!(
+        matches!(&w.done[..], [(1, Ok(Reply::Scsi(r)))] if r.status == Status::CHECK_CONDITION),
+        "{:?}",
+        w.done
+    );
+    assert!(!w
+        .events
+        .iter()
+        .any(|e| matches!(e, Event::UnitAttention { .. })));
 }

@@ -107,6 +107,9 @@ pub struct World {
     /// The device answers nothing while true.
     pub hold: bool,
     pub held: Vec<ScsiTask>,
+    /// Commands the device ends with a unit attention before it answers
+    /// GOOD again.
+    pub unit_attentions: usize,
     /// The target sends nothing at all, and never closes, while true.
     pub silent: bool,
     pub refuse_connections: bool,
@@ -164,6 +167,7 @@ impl World {
             rx: BytesMut::new(),
             hold: false,
             held: Vec::new(),
+            unit_attentions: 0,
             silent: false,
             refuse_connections: false,
             connections: 0,
@@ -339,6 +343,10 @@ impl World {
                 moved = true;
                 match e {
                     TargetEvent::Execute(t) if self.hold => self.held.push(t),
+                    TargetEvent::Execute(t) if self.unit_attentions > 0 => {
+                        self.unit_attentions -= 1;
+                        c.complete(t.itt, unit_attention());
+                    }
                     TargetEvent::Execute(t) => {
                         let r = answer(&t);
                         c.complete(t.itt, r);
@@ -395,6 +403,21 @@ fn answer(t: &ScsiTask) -> ScsiResult {
             Bytes::new().into()
         },
         transfer_length: len,
+        ..ScsiResult::default()
+    }
+}
+
+/// POWER ON, RESET, OR BUS DEVICE RESET OCCURRED (29h/00h), fixed
+/// format sense (SPC-5 §4.4.3).
+fn unit_attention() -> ScsiResult {
+    let mut sense = vec![0u8; 18];
+    sense[0] = 0x70;
+    sense[2] = 0x06;
+    sense[7] = 10;
+    sense[12] = 0x29;
+    ScsiResult {
+        status: Status::CHECK_CONDITION,
+        sense: Bytes::from(sense),
         ..ScsiResult::default()
     }
 }
