@@ -6,7 +6,7 @@
 
 mod support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -38,6 +38,21 @@ fn luns_seen(t: &Target, initiator: &str) -> Vec<u16> {
         .collect()
 }
 
+/// A target with a 64 MiB RAM LUN and its admin socket in `dir`; the
+/// socket's path, and where a bench's result goes.
+fn ram_target_with_admin(dir: &Path) -> (Target, PathBuf, PathBuf) {
+    let sock = dir.join("admin.sock");
+    let t = Target::start(&[
+        "--name",
+        NAME,
+        "--lun",
+        "ram:64MiB",
+        "--admin-socket",
+        sock.to_str().unwrap(),
+    ]);
+    (t, sock, dir.join("bench.json"))
+}
+
 /// A verifying bench of six seconds on `t`'s LUN 0 (8 KiB random, half
 /// reads, QD 8), logging at info on stderr, its result in `json`.
 fn verifying_bench(t: &Target, json: &Path) -> std::process::Child {
@@ -64,16 +79,7 @@ fn verifying_bench(t: &Target, json: &Path) -> std::process::Child {
 #[test]
 fn luns_change_under_a_verifying_bench() {
     let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("admin.sock");
-    let t = Target::start(&[
-        "--name",
-        NAME,
-        "--lun",
-        "ram:64MiB",
-        "--admin-socket",
-        sock.to_str().unwrap(),
-    ]);
-    let json = dir.path().join("bench.json");
+    let (t, sock, json) = ram_target_with_admin(dir.path());
     let mut bench = verifying_bench(&t, &json);
 
     let img = dir.path().join("lun1.img");
@@ -679,16 +685,7 @@ fn a_file_where_the_socket_goes_is_refused_and_kept() {
 #[test]
 fn an_operators_logout_is_answered_with_a_logout_and_the_bench_goes_on() {
     let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("admin.sock");
-    let t = Target::start(&[
-        "--name",
-        NAME,
-        "--lun",
-        "ram:64MiB",
-        "--admin-socket",
-        sock.to_str().unwrap(),
-    ]);
-    let json = dir.path().join("bench.json");
+    let (t, sock, json) = ram_target_with_admin(dir.path());
     let bench = verifying_bench(&t, &json);
     let mut sessions = Vec::new();
     for _ in 0..200 {

@@ -15,6 +15,18 @@ fn since(w: &World, n: usize) -> Vec<&Pdu> {
     w.received.iter().skip(n).collect()
 }
 
+/// A session with a read (token 1) held by the device, whose target
+/// then asks for a logout within `secs` seconds.
+fn asked_to_log_out_with_a_read_held(secs: u64) -> World {
+    let mut w = World::new();
+    w.hold = true;
+    w.request(Request::Scsi(read(0, 512)), 1);
+    let now = w.now;
+    w.target().request_logout(now, Duration::from_secs(secs));
+    w.run();
+    w
+}
+
 #[test]
 fn a_logout_the_target_asks_for_is_sent_and_the_session_logs_in_again() {
     let mut w = World::new();
@@ -73,13 +85,8 @@ fn a_logout_the_target_asks_for_is_sent_and_the_session_logs_in_again() {
 
 #[test]
 fn a_requested_logout_waits_for_the_commands_in_flight() {
-    let mut w = World::new();
-    w.hold = true;
-    w.request(Request::Scsi(read(0, 512)), 1);
+    let mut w = asked_to_log_out_with_a_read_held(10);
     let before = w.received.len();
-    let now = w.now;
-    w.target().request_logout(now, Duration::from_secs(10));
-    w.run();
     // No Logout yet, and no new request taken meanwhile.
     assert_eq!(w.logouts(), 0);
     assert!(!w.core.accepts_requests());
@@ -98,12 +105,7 @@ fn a_requested_logout_waits_for_the_commands_in_flight() {
 
 #[test]
 fn a_requested_logout_goes_out_within_parameter3_even_with_commands_held() {
-    let mut w = World::new();
-    w.hold = true;
-    w.request(Request::Scsi(read(0, 512)), 1);
-    let now = w.now;
-    w.target().request_logout(now, Duration::from_secs(10));
-    w.run();
+    let mut w = asked_to_log_out_with_a_read_held(10);
     w.advance(Duration::from_millis(4999));
     assert_eq!(w.logouts(), 0);
     w.advance(Duration::from_millis(1));
@@ -121,12 +123,7 @@ fn a_requested_logout_goes_out_within_parameter3_even_with_commands_held() {
 
 #[test]
 fn an_unanswered_logout_ends_the_connection_and_its_commands_run_again() {
-    let mut w = World::new();
-    w.hold = true;
-    w.request(Request::Scsi(read(0, 512)), 1);
-    let now = w.now;
-    w.target().request_logout(now, Duration::from_secs(0));
-    w.run();
+    let mut w = asked_to_log_out_with_a_read_held(0);
     assert_eq!(
         w.logouts(),
         1,
@@ -179,12 +176,7 @@ fn a_connection_drop_ends_the_connection_without_a_logout() {
 
 #[test]
 fn the_callers_logout_while_the_targets_waits_is_sent_and_ends_the_session() {
-    let mut w = World::new();
-    w.hold = true;
-    w.request(Request::Scsi(read(0, 512)), 1);
-    let now = w.now;
-    w.target().request_logout(now, Duration::from_secs(10));
-    w.run();
+    let mut w = asked_to_log_out_with_a_read_held(10);
     assert_eq!(w.logouts(), 0, "the read is still in flight");
     w.request(Request::Logout, 2);
     assert_eq!(w.logouts(), 1, "the caller's Logout goes out at once");
