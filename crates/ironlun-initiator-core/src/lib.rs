@@ -19,6 +19,10 @@
 //! ([`poll_orphan`](InitiatorCore::poll_orphan),
 //! [`hand_back_held`](InitiatorCore::hand_back_held)).
 //!
+//! A path's asymmetric access (ALUA, SPC-5 §5.16) is [`alua`]'s: what
+//! the target reports, the rules, and the choice of path per command
+//! from them.
+//!
 //! [`InitiatorCore`] is synchronous. The tokio driver
 //! (`ironlun-initiator`'s `session.rs`) drives it over a socket, and the
 //! `initiator` fuzz target (`ironlun-fuzz`) drives the same code with
@@ -57,6 +61,7 @@
     allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod alua;
 mod config;
 mod core;
 mod event;
