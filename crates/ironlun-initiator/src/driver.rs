@@ -15,12 +15,15 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::BytesMut;
-use ironlun_initiator_core::{CoreConfig, End, Event, InitiatorCore, LoginFailure};
+use ironlun_initiator_core::alua::AluaSignal;
+use ironlun_initiator_core::{CoreConfig, End, Event, InitiatorCore, LoginFailure, Request};
 use ironlun_net::{read_marking_drained, Read};
 use ironlun_proto::chap::RANDOM_BYTES;
-use ironlun_proto::initiator::{Completed, LoginConfig, LoginOutcome};
+use ironlun_proto::initiator::{
+    Completed, LoginConfig, LoginOutcome, Reply, ScsiReply, ScsiRequest, TaskError,
+};
 use ironlun_proto::timer::TimerSlot;
-use ironlun_scsi_codes::SenseCode;
+use ironlun_scsi_codes::{SenseCode, Status};
 use ironlun_wire::{AsyncEvent, Digests, Outbox};
 use tokio::io::Interest;
 use tokio::net::{TcpSocket, TcpStream};
@@ -29,7 +32,10 @@ use tokio::time::Sleep;
 use tracing::{debug, info, warn};
 
 use crate::error::{Error, Result};
-use crate::session::{Orphan, Queued, SessionInfo, SessionOptions, Shared, TcpOptions, Token};
+use crate::session::{
+    Orphan, PathHook, PathNote, Queued, Responder, SessionInfo, SessionOptions, Shared, TcpOptions,
+    Token,
+};
 
 /// Socket reads per readiness wakeup before queued requests get a turn.
 const READS_PER_WAKEUP: usize = 8;
@@ -54,7 +60,8 @@ pub(crate) struct Driver {
     rx: mpsc::Receiver<Queued>,
     /// False once every handle is gone.
     rx_open: bool,
-    failover: Option<mpsc::UnboundedSender<Orphan>>,
+    /// The multipath this session is a path of.
+    failover: Option<PathHook>,
     /// Set at the first login.
     shared: Option<Arc<Shared>>,
     /// Told the outcome of the first login.
@@ -88,7 +95,7 @@ impl Driver {
         target: Option<&str>,
         opts: &SessionOptions,
         rx: mpsc::Receiver<Queued>,
-        failover: Option<mpsc::UnboundedSender<Orphan>>,
+        failover: Option<PathHook>,
         ready: oneshot::Sender<Result<Arc<Shared>>>,
     ) -> Self {
         let cfg = core_config(target, opts, failover.is_some());
@@ -265,24 +272,68 @@ impl Driver {
     /// Hands finished requests, and commands for other paths, to callers.
     fn deliver(&mut self) {
         while let Some(Completed { token, result }) = self.core.poll_completion() {
-            token.answer(result, self.shared.as_deref());
+            match token {
+                Token::Routed(request, responder) => self.routed(*request, responder, result),
+                token => token.answer(result, self.shared.as_deref()),
+            }
         }
         while let Some((request, token)) = self.core.poll_orphan() {
-            let Token::Scsi(responder) = token else {
+            let (Token::Scsi(responder) | Token::Routed(_, responder)) = token else {
                 continue;
             };
-            if let Some(s) = &self.shared {
-                s.in_flight.fetch_sub(1, Ordering::Relaxed);
-            }
-            let orphan = Orphan { request, responder };
-            let back = match &self.failover {
-                Some(f) => f.send(orphan).err().map(|e| e.0),
-                None => Some(orphan),
-            };
-            if let Some(o) = back {
-                o.responder
-                    .send_error(Error::NoPath("no other path takes the command".into()));
-            }
+            self.uncount();
+            self.to_multipath(PathNote::Orphan(Orphan { request, responder }));
+        }
+    }
+
+    /// A multipath command's outcome: refused for this path's ALUA state
+    /// (NOT READY with an ALUA qualifier, SPC-5 §5.16.2.4), it goes back
+    /// to the multipath for another path; anything else to its caller.
+    fn routed(
+        &mut self,
+        request: ScsiRequest,
+        responder: Responder,
+        result: std::result::Result<Reply, TaskError>,
+    ) {
+        let bounce = match &result {
+            Ok(Reply::Scsi(r)) => alua_refusal(r).zip(self.failover.as_ref().map(|h| h.index)),
+            _ => None,
+        };
+        let (Some((signal, path)), Ok(Reply::Scsi(reply))) = (bounce, result.as_ref()) else {
+            return Token::Scsi(responder).answer(result, self.shared.as_deref());
+        };
+        self.uncount();
+        debug!(portal = %self.portal, ?signal, "command refused for the path's ALUA state; to another path");
+        let note = PathNote::Bounced {
+            path,
+            orphan: Orphan { request, responder },
+            signal,
+            reply: reply.clone(),
+        };
+        self.to_multipath(note);
+    }
+
+    /// One command less on this path.
+    fn uncount(&self) {
+        if let Some(s) = &self.shared {
+            s.in_flight.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Tells the multipath; a command it cannot take fails.
+    fn to_multipath(&self, note: PathNote) {
+        let back = match &self.failover {
+            Some(f) => f.tx.send(note).err().map(|e| e.0),
+            None => Some(note),
+        };
+        let fail = |o: Orphan| {
+            o.responder
+                .send_error(Error::NoPath("no other path takes the command".into()))
+        };
+        match back {
+            Some(PathNote::Orphan(o)) => fail(o),
+            Some(PathNote::Bounced { orphan, reply, .. }) => orphan.responder.send(Ok(reply)),
+            _ => {}
         }
     }
 
@@ -301,6 +352,9 @@ impl Driver {
             Event::LoginFailed(f) => debug!(portal = %self.portal, "reconnect failed: {f}"),
             Event::ConnectionFailed { why, .. } => {
                 warn!(portal = %self.portal, "connection failed: {why}");
+                if self.failover.is_some() {
+                    self.hand_over();
+                }
             }
             Event::LoggedOut { response } => {
                 debug!(portal = %self.portal, response, "logged out");
@@ -318,9 +372,37 @@ impl Driver {
             Event::UnitAttention { lun, sense } => {
                 let asc = SenseCode::parse(&sense).unwrap_or_default().asc_ascq();
                 info!(portal = %self.portal, lun = lun.index(), "unit attention ({asc}); command sent again");
+                if let (Some(signal), Some(hook)) = (AluaSignal::of(&sense), &self.failover) {
+                    let index = hook.index;
+                    self.to_multipath(PathNote::Signal {
+                        path: index,
+                        signal,
+                    });
+                }
             }
             Event::Ended(end) => self.ended(end),
         }
+    }
+
+    /// The connection is lost and this session is a multipath's path:
+    /// the commands it held, and those queued for it, go to the other
+    /// paths now rather than after reconnection (the session still
+    /// reconnects; a request of another kind gets the core's answer).
+    fn hand_over(&mut self) {
+        let held = self.core.hand_back_held();
+        let now = Instant::now();
+        let mut queued = 0;
+        while let Ok((request, token)) = self.rx.try_recv() {
+            match (request, token) {
+                (Request::Scsi(request), Token::Scsi(responder) | Token::Routed(_, responder)) => {
+                    queued += 1;
+                    self.uncount();
+                    self.to_multipath(PathNote::Orphan(Orphan { request, responder }));
+                }
+                q => self.hand_in(q, now),
+            }
+        }
+        info!(portal = %self.portal, "{held} commands sent and {queued} queued handed to the other paths");
     }
 
     /// Opens the connection the core asked for, within the login's
@@ -439,6 +521,15 @@ impl Driver {
         self.deliver();
         debug!(portal = %self.portal, "session ended");
     }
+}
+
+/// The ALUA signal of a reply that refused its command for the path's
+/// state (so it was not run and may go elsewhere).
+fn alua_refusal(r: &ScsiReply) -> Option<AluaSignal> {
+    if r.response != 0 || r.status != Status::CHECK_CONDITION {
+        return None;
+    }
+    AluaSignal::of(&r.sense).filter(|s| s.reissue())
 }
 
 /// Hands every whole PDU in the receive buffer to the core.

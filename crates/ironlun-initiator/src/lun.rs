@@ -22,9 +22,9 @@ pub async fn open_lun(
     Ok(s)
 }
 
-/// Logs in to `target` through each of `portals` ([`Multipath::connect`]:
-/// path `i` with its own ISID) and clears `lun`'s unit attention on every
-/// path.
+/// Logs in to `target` through each of `portals` ([`Multipath::connect_lun`]:
+/// path `i` with its own ISID), clears `lun`'s unit attention on every
+/// path and reads its asymmetric access (ALUA) through each.
 pub async fn open_lun_paths(
     portals: &[String],
     target: &str,
@@ -32,9 +32,5 @@ pub async fn open_lun_paths(
     opts: &SessionOptions,
     policy: PathPolicy,
 ) -> Result<Multipath> {
-    let m = Multipath::connect(portals, target, opts, policy).await?;
-    for p in m.paths() {
-        let _ = p.clear_unit_attention(lun).await;
-    }
-    Ok(m)
+    Multipath::connect_lun(portals, target, lun, opts, policy.chooser()).await
 }

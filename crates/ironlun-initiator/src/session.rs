@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use ironlun_initiator_core::alua::AluaSignal;
 use ironlun_initiator_core::Request;
 use ironlun_proto::chap::InitiatorAuth;
 use ironlun_proto::initiator::{
@@ -121,7 +122,7 @@ impl Responder {
         self.send(Err(e));
     }
 
-    fn send(self, r: Result<ScsiReply>) {
+    pub(crate) fn send(self, r: Result<ScsiReply>) {
         match self {
             Responder::Once(tx) => {
                 let _ = tx.send(r);
@@ -140,10 +141,41 @@ pub struct Orphan {
     pub responder: Responder,
 }
 
+/// What a multipath session tells its multipath (`multipath.rs`).
+#[derive(Debug)]
+pub(crate) enum PathNote {
+    /// A command the path gave back (lost connection, or retired) or
+    /// that waits for a path.
+    Orphan(Orphan),
+    /// A command path `path` refused for its asymmetric access state
+    /// (SPC-5 §5.16.2.4): sent again elsewhere, or answered with `reply`
+    /// if no path takes it in time.
+    Bounced {
+        path: usize,
+        orphan: Orphan,
+        signal: AluaSignal,
+        reply: ScsiReply,
+    },
+    /// Path `path` reported an asymmetric access change in a unit
+    /// attention it retried itself.
+    Signal { path: usize, signal: AluaSignal },
+}
+
+/// How a session of a multipath reports to it.
+#[derive(Clone, Debug)]
+pub(crate) struct PathHook {
+    pub(crate) tx: mpsc::UnboundedSender<PathNote>,
+    /// The session's index among the multipath's paths.
+    pub(crate) index: usize,
+}
+
 /// Where the outcome of each kind of request goes: the core's token.
 #[derive(Debug)]
 pub(crate) enum Token {
     Scsi(Responder),
+    /// A multipath command kept whole, so that it can go to another path
+    /// if this one refuses it for its ALUA state.
+    Routed(Box<ScsiRequest>, Responder),
     Text(oneshot::Sender<Result<Vec<(String, String)>>>),
     TaskMgmt(oneshot::Sender<Result<TmfResponse>>),
     Logout(oneshot::Sender<Result<u8>>),
@@ -166,7 +198,7 @@ impl Token {
     /// Hands a finished request's outcome to its caller.
     pub(crate) fn answer(self, result: Result<Reply, TaskError>, shared: Option<&Shared>) {
         match self {
-            Token::Scsi(r) => {
+            Token::Scsi(r) | Token::Routed(_, r) => {
                 if let Some(s) = shared {
                     s.in_flight.fetch_sub(1, Ordering::Relaxed);
                 }
@@ -240,13 +272,15 @@ impl Session {
         Self::connect_with_failover(portal, target, opts, None).await
     }
 
-    /// As [`Session::connect`]; commands left when reconnection gives up go
-    /// to `failover` instead of failing.
-    pub async fn connect_with_failover(
+    /// As [`Session::connect`], as path `hook.index` of a multipath:
+    /// commands taken back from a lost connection, or left when
+    /// reconnection gives up, go to the multipath instead of waiting or
+    /// failing, and so does what the path learns of ALUA.
+    pub(crate) async fn connect_with_failover(
         portal: &str,
         target: Option<&str>,
         opts: &SessionOptions,
-        failover: Option<mpsc::UnboundedSender<Orphan>>,
+        failover: Option<PathHook>,
     ) -> Result<Self> {
         let (tx, rx) = mpsc::channel(REQUEST_QUEUE);
         let (ready, logged_in) = oneshot::channel();
@@ -308,19 +342,41 @@ impl Session {
             })
     }
 
-    /// Re-queues a command that another path gave back.
-    pub(crate) fn try_resubmit(&self, o: Orphan) -> std::result::Result<(), Orphan> {
+    /// Queues a multipath command kept whole ([`Token::Routed`]).
+    pub(crate) async fn submit_routed(&self, req: ScsiRequest, responder: Responder) -> Result<()> {
         self.shared.in_flight.fetch_add(1, Ordering::Relaxed);
-        let queued = (Request::Scsi(o.request), Token::Scsi(o.responder));
-        match self.tx.try_send(queued) {
+        let queued = (
+            Request::Scsi(req.clone()),
+            Token::Routed(Box::new(req), responder),
+        );
+        self.tx.send(queued).await.map_err(|e| {
+            self.shared.in_flight.fetch_sub(1, Ordering::Relaxed);
+            if let (_, Token::Routed(_, r)) = e.0 {
+                r.send(Err(Error::Closed));
+            }
+            Error::Closed
+        })
+    }
+
+    /// Re-queues a command that another path gave back; kept whole
+    /// ([`Token::Routed`]) when `routed`.
+    pub(crate) fn try_resubmit(&self, o: Orphan, routed: bool) -> std::result::Result<(), Orphan> {
+        self.shared.in_flight.fetch_add(1, Ordering::Relaxed);
+        let token = if routed {
+            Token::Routed(Box::new(o.request.clone()), o.responder)
+        } else {
+            Token::Scsi(o.responder)
+        };
+        match self.tx.try_send((Request::Scsi(o.request), token)) {
             Ok(()) => Ok(()),
             Err(e) => {
                 self.shared.in_flight.fetch_sub(1, Ordering::Relaxed);
                 let (mpsc::error::TrySendError::Full(q) | mpsc::error::TrySendError::Closed(q)) = e;
                 match q {
-                    (Request::Scsi(request), Token::Scsi(responder)) => {
-                        Err(Orphan { request, responder })
-                    }
+                    (
+                        Request::Scsi(request),
+                        Token::Scsi(responder) | Token::Routed(_, responder),
+                    ) => Err(Orphan { request, responder }),
                     _ => Ok(()),
                 }
             }
