@@ -141,7 +141,7 @@ pub struct Orphan {
     pub responder: Responder,
 }
 
-/// What a multipath session tells its multipath (`multipath.rs`).
+/// What a multipath session tells its multipath (`multipath/`).
 #[derive(Debug)]
 pub(crate) enum PathNote {
     /// A command the path gave back (lost connection, or retired) or
