@@ -87,11 +87,16 @@ impl AluaPaths {
     }
 
     /// Path `i` answered with `signal`: the state its sense names, until
-    /// the report read again says more.
-    pub fn apply_signal(&mut self, i: usize, signal: AluaSignal) {
-        if let (Some(p), Some(s)) = (self.paths.get_mut(i), signal.state()) {
-            p.state = Some(s);
-        }
+    /// the report read again says more. Returns the path's state before
+    /// and after, when it changed.
+    pub fn apply_signal(
+        &mut self,
+        i: usize,
+        signal: AluaSignal,
+    ) -> Option<(Option<AccessState>, AccessState)> {
+        let (p, new) = (self.paths.get_mut(i)?, signal.state()?);
+        let old = p.state.replace(new);
+        (old != Some(new)).then_some((old, new))
     }
 
     /// How long a held command may wait ([`hold_limit`]).

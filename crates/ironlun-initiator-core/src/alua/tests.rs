@@ -347,10 +347,14 @@ fn sense_and_reports_move_the_commands() {
     let mut a = known(&two_groups(0x0, 0x1));
     // Path 0 answers TARGET PORT IN STANDBY STATE: the command goes to
     // path 1 before the report is read again.
-    a.apply_signal(0, AluaSignal::Standby);
+    assert_eq!(
+        a.apply_signal(0, AluaSignal::Standby),
+        Some((Some(ActiveOptimized), Standby))
+    );
+    assert_eq!(a.apply_signal(0, AluaSignal::Standby), None, "no change");
     assert_eq!(decide_n(&a, &READ10, &up, 1), [Decision::Send(1)]);
     // A unit attention names no state.
-    a.apply_signal(1, AluaSignal::StateChanged);
+    assert_eq!(a.apply_signal(1, AluaSignal::StateChanged), None);
     assert_eq!(a.path(1).unwrap().state, Some(ActiveNonOptimized));
     // Reports read through each path after a swap: path 1 optimized.
     let swapped = two_groups(0x2, 0x0);

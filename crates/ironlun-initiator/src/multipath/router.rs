@@ -94,8 +94,13 @@ impl Router {
                 signal,
                 reply,
             } => {
-                if let Some(a) = &self.alua {
-                    a.lock().apply_signal(path, signal);
+                let change = self
+                    .alua
+                    .as_ref()
+                    .and_then(|a| a.lock().apply_signal(path, signal));
+                if let Some((old, new)) = change {
+                    let old = old.map_or("unknown".to_owned(), |o| o.to_string());
+                    info!("ALUA: path {path} {old} -> {new} (its sense said so)");
                 }
                 self.ask_reread();
                 self.place(Held {
