@@ -110,10 +110,12 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=256))]
     pub threads: Option<u32>,
-    /// Several URLs are paths to one LUN (multipath), not separate LUNs.
+    /// Several URLs are paths to one LUN (multipath), not separate LUNs;
+    /// the LUN's ALUA states decide which paths take I/O (docs/ha.md).
     #[arg(long)]
     pub multipath: bool,
-    /// Path selection with --multipath.
+    /// Path selection with --multipath, among the paths of the best ALUA
+    /// state.
     #[arg(long, default_value = "round-robin", value_name = "POLICY")]
     pub path_policy: String,
     /// Run each workload N times and report the run with the median IOPS.
