@@ -38,10 +38,12 @@ struct Gateway {
     sock: PathBuf,
 }
 
+/// Group 1 active/optimized and preferred, group 2 active/non-optimized.
+const NORMAL: [&str; 2] = ["active/optimized", "active/non-optimized"];
+
 /// Gateway `tag` (portal group tag, relative port and local group all
-/// `tag`): group 1 active/optimized and preferred, group 2
-/// active/non-optimized, implicit ALUA.
-fn gateway(dir: &Path, tag: u16) -> Gateway {
+/// `tag`) with groups 1 (preferred) and 2 in `states`, implicit ALUA.
+fn gateway(dir: &Path, tag: u16, states: [&str; 2]) -> Gateway {
     use std::os::unix::fs::PermissionsExt;
     let cfg = dir.join(format!("gw{tag}.toml"));
     let sock = dir.join(format!("gw{tag}.sock"));
@@ -56,13 +58,15 @@ mode = "implicit"
 local_group = {tag}
 transition_time = 10
 groups = [
-  {{ id = 1, state = "active/optimized", preferred = true }},
-  {{ id = 2, state = "active/non-optimized" }},
+  {{ id = 1, state = "{}", preferred = true }},
+  {{ id = 2, state = "{}" }},
 ]
 [[target.lun]]
 spec = "ram:32MiB"
 "#,
-        sock.display()
+        sock.display(),
+        states[0],
+        states[1]
     );
     std::fs::write(&cfg, text).unwrap();
     std::fs::set_permissions(&cfg, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -170,7 +174,10 @@ fn only_through_first(a: &Gateway, b: &Gateway, n: u64) -> (u64, u64) {
 #[test]
 fn io_follows_the_optimized_gateway_when_the_states_swap() {
     let dir = tempfile::tempdir().unwrap();
-    let (a, b) = (gateway(dir.path(), 1), gateway(dir.path(), 2));
+    let (a, b) = (
+        gateway(dir.path(), 1, NORMAL),
+        gateway(dir.path(), 2, NORMAL),
+    );
     let json = dir.path().join("r.json");
     let child = bench(&a, &b, &json, "10s");
     let (_, b0) = only_through_first(&a, &b, 300);
@@ -208,13 +215,53 @@ fn io_follows_the_optimized_gateway_when_the_states_swap() {
     );
 }
 
+/// A LU no path may take media access through yet (group 1
+/// transitioning, group 2 standby): the bench's commands, its READ
+/// CAPACITY first, wait while the initiator reads the states again and
+/// again; once `alua set` makes group 1 active/optimized they go through
+/// gateway 1, with no failed command.
+#[test]
+fn commands_wait_out_a_transition_and_go_when_it_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let states = ["transitioning", "standby"];
+    let (a, b) = (
+        gateway(dir.path(), 1, states),
+        gateway(dir.path(), 2, states),
+    );
+    let json = dir.path().join("r.json");
+    let child = bench(&a, &b, &json, "4s");
+    // Logged in, then REPORT TARGET PORT GROUPS read again while the
+    // commands wait: more commands than the setup, none of them I/O.
+    let waiting = wait_for(
+        "gateway 1's commands",
+        || commands(&a),
+        |c| c > SETUP_COMMANDS + 2,
+    );
+    for g in [&a, &b] {
+        admin(&g.sock, &["alua", "set", NAME, "1", "active/optimized"]);
+    }
+    wait_for(
+        "gateway 1's commands",
+        || commands(&a),
+        |c| c >= waiting + 300,
+    );
+    let log = finish(child, &json);
+    assert!(
+        log.contains("ALUA: path 0 (group 1) transitioning -> active/optimized"),
+        "{log}"
+    );
+}
+
 /// One kill of the optimized gateway mid-run: the run completes through
 /// the other with no failed command. Returns the time from the kill to
 /// the poll of the survivor's counter that first saw a command, and how
 /// long one poll takes (the measurement's resolution).
 fn failover_once() -> (Duration, Duration) {
     let dir = tempfile::tempdir().unwrap();
-    let (mut a, b) = (gateway(dir.path(), 1), gateway(dir.path(), 2));
+    let (mut a, b) = (
+        gateway(dir.path(), 1, NORMAL),
+        gateway(dir.path(), 2, NORMAL),
+    );
     let json = dir.path().join("r.json");
     let child = bench(&a, &b, &json, "8s");
     let (_, b0) = only_through_first(&a, &b, 300);

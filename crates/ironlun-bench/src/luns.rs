@@ -31,24 +31,21 @@ pub async fn open(
     slice: Slice,
 ) -> Result<LunTarget, String> {
     let fail = |e: ironlun_initiator::Error| format!("{label}: {e}");
-    let (path, first) = match route {
+    let (path, capacity) = match route {
         Route::Portal(portal) => {
             let s = open_lun(portal, target, lun, opts).await.map_err(fail)?;
-            (Path::Single(s.clone()), s)
+            let capacity = s.read_capacity(lun).await.map_err(fail)?;
+            (Path::Single(s), capacity)
         }
         Route::Paths(portals, policy) => {
             let m = open_lun_paths(portals, target, lun, opts, policy)
                 .await
                 .map_err(fail)?;
-            let first = m
-                .paths()
-                .first()
-                .cloned()
-                .ok_or_else(|| format!("{label}: no path"))?;
-            (Path::Multi(Arc::new(m)), first)
+            // Through the multipath: with ALUA, a path that serves it.
+            let capacity = m.read_capacity(lun).await.map_err(fail)?;
+            (Path::Multi(Arc::new(m)), capacity)
         }
     };
-    let capacity = first.read_capacity(lun).await.map_err(fail)?;
     Ok(LunTarget {
         label,
         path,

@@ -8,6 +8,7 @@ use ironlun_scsi_codes::{opcode, service_action, SenseData, SenseKey, Status};
 use ironlun_wire::Lun;
 
 use crate::error::{Error, Result};
+use crate::multipath::Multipath;
 use crate::session::Session;
 
 /// Turns a reply into its data, or an error for anything but GOOD.
@@ -326,6 +327,37 @@ impl Capacity {
     }
 }
 
+/// Capacity through `run`, from READ CAPACITY(16) or, where that is
+/// refused, (10).
+async fn read_capacity_by<F, Fut>(lun: u16, run: F) -> Result<Capacity>
+where
+    F: Fn(ScsiRequest) -> Fut,
+    Fut: std::future::Future<Output = Result<Bytes>>,
+{
+    match run(read_capacity16(lun)).await {
+        Ok(d) => Capacity::parse16(&d),
+        Err(Error::Check(s)) if s.code.key == SenseKey::ILLEGAL_REQUEST => {
+            Capacity::parse10(&run(read_capacity10(lun)).await?)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Convenience calls on a LUN through whichever path takes them (with
+/// ALUA, one whose state serves the command, waiting for one if none
+/// does yet).
+impl Multipath {
+    /// Runs a command and returns its data, failing on any non-GOOD status.
+    pub async fn run(&self, req: ScsiRequest) -> Result<Bytes> {
+        check(self.execute(req).await?)
+    }
+
+    /// Capacity, as [`Session::read_capacity`].
+    pub async fn read_capacity(&self, lun: u16) -> Result<Capacity> {
+        read_capacity_by(lun, |r| self.run(r)).await
+    }
+}
+
 /// Convenience calls on one LUN of a session.
 impl Session {
     /// Runs a command and returns its data, failing on any non-GOOD status.
@@ -346,13 +378,7 @@ impl Session {
 
     /// Capacity, from READ CAPACITY(16) or, where that is refused, (10).
     pub async fn read_capacity(&self, lun: u16) -> Result<Capacity> {
-        match self.run(read_capacity16(lun)).await {
-            Ok(d) => Capacity::parse16(&d),
-            Err(Error::Check(s)) if s.code.key == SenseKey::ILLEGAL_REQUEST => {
-                Capacity::parse10(&self.run(read_capacity10(lun)).await?)
-            }
-            Err(e) => Err(e),
-        }
+        read_capacity_by(lun, |r| self.run(r)).await
     }
 
     /// Waits out unit attentions (a new session starts with one, SAM-5

@@ -20,7 +20,9 @@ pub use report::{
     parse_rtpg, parse_vpd83, rtpg_cdb, tpgs, AccessState, PortGroup, PortIdentity, Report,
     ReportError, MAX_GROUPS, RTPG_ALLOCATION,
 };
-pub use rules::{hold_limit, rank, served_in_every_state, AluaSignal, DEFAULT_HOLD, HOLD_RETRY};
+pub use rules::{
+    hold_limit, rank, served_in_every_state, AluaSignal, DEFAULT_HOLD, HOLD_REREAD, HOLD_RETRY,
+};
 
 #[cfg(test)]
 mod tests;

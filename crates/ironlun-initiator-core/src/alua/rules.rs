@@ -19,6 +19,13 @@ pub const DEFAULT_HOLD: Duration = Duration::from_secs(30);
 /// How often a held command is tried again.
 pub const HOLD_RETRY: Duration = Duration::from_millis(20);
 
+/// How often REPORT TARGET PORT GROUPS is read again on every path while
+/// commands are held: a path no command goes to reports no unit
+/// attention, so a transitioning or standby group that became active is
+/// learnt only by asking (Linux's `scsi_dh_alua` polls a transitioning
+/// group likewise).
+pub const HOLD_REREAD: Duration = Duration::from_millis(250);
+
 /// Commands SPC-5 requires a target port to serve in every state,
 /// transitioning and unavailable included (§5.16.2.4.5, §5.16.2.6):
 /// INQUIRY, REPORT LUNS, REQUEST SENSE and REPORT TARGET PORT GROUPS (and

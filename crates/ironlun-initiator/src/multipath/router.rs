@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ironlun_initiator_core::alua::{Decision, DEFAULT_HOLD, HOLD_RETRY};
+use ironlun_initiator_core::alua::{Decision, DEFAULT_HOLD, HOLD_REREAD, HOLD_RETRY};
 use ironlun_initiator_core::ChoosePath;
 use ironlun_proto::initiator::ScsiReply;
 use tokio::sync::mpsc;
@@ -42,6 +42,8 @@ pub(crate) struct Router {
     held: VecDeque<Held>,
     /// When the waiting commands are tried next.
     next_retry: tokio::time::Instant,
+    /// When the states were last asked to be read again.
+    asked: Instant,
     reissued: u64,
 }
 
@@ -59,6 +61,7 @@ impl Router {
             reread,
             held: VecDeque::new(),
             next_retry: tokio::time::Instant::now(),
+            asked: Instant::now(),
             reissued: 0,
         }
     }
@@ -116,7 +119,8 @@ impl Router {
         }
     }
 
-    fn ask_reread(&self) {
+    fn ask_reread(&mut self) {
+        self.asked = Instant::now();
         if let Some(r) = &self.reread {
             // Full: a read is asked for already.
             let _ = r.try_send(());
@@ -163,8 +167,12 @@ impl Router {
         self.held.push_back(h);
     }
 
-    /// Tries every waiting command again; those past the limit end.
+    /// Tries every waiting command again; those past the limit end. While
+    /// some wait, the states are read again every [`HOLD_REREAD`].
     fn retry_held(&mut self) {
+        if self.asked.elapsed() >= HOLD_REREAD {
+            self.ask_reread();
+        }
         let limit = self.hold_limit();
         let now = Instant::now();
         self.next_retry = tokio::time::Instant::now() + HOLD_RETRY;
