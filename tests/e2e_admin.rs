@@ -6,7 +6,7 @@
 
 mod support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -38,13 +38,10 @@ fn luns_seen(t: &Target, initiator: &str) -> Vec<u16> {
         .collect()
 }
 
-/// While a verifying bench writes and reads LUN 0, LUN 1 is added,
-/// written by qemu-img, resized, mapped read-only to one initiator as its
-/// LUN 0, and removed. The bench sees no error and no mismatch.
-#[test]
-fn luns_change_under_a_verifying_bench() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("admin.sock");
+/// A target with a 64 MiB RAM LUN and its admin socket in `dir`; the
+/// socket's path, and where a bench's result goes.
+fn ram_target_with_admin(dir: &Path) -> (Target, PathBuf, PathBuf) {
+    let sock = dir.join("admin.sock");
     let t = Target::start(&[
         "--name",
         NAME,
@@ -53,25 +50,37 @@ fn luns_change_under_a_verifying_bench() {
         "--admin-socket",
         sock.to_str().unwrap(),
     ]);
-    let json = dir.path().join("bench.json");
-    let mut bench = Command::new(env!("CARGO_BIN_EXE_ironlun"))
+    (t, sock, dir.join("bench.json"))
+}
+
+/// A verifying bench of six seconds on `t`'s LUN 0 (8 KiB random, half
+/// reads, QD 8), logging at info on stderr, its result in `json`.
+fn verifying_bench(t: &Target, json: &Path) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_ironlun"))
+        .args(["--log", "info", "bench", &t.url(NAME, 0), "--verify"])
+        .args(["--bs", "8k", "--read", "50", "--random", "100", "--qd", "8"])
         .args([
-            "bench",
-            &t.url(NAME, 0),
-            "--verify",
-            "--bs",
-            "8k",
-            "--read",
-            "50",
+            "--time",
+            "6s",
+            "--ramp",
+            "0",
+            "--json",
+            json.to_str().unwrap(),
         ])
-        .args([
-            "--random", "100", "--qd", "8", "--time", "6s", "--ramp", "0",
-        ])
-        .args(["--json", json.to_str().unwrap()])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+/// While a verifying bench writes and reads LUN 0, LUN 1 is added,
+/// written by qemu-img, resized, mapped read-only to one initiator as its
+/// LUN 0, and removed. The bench sees no error and no mismatch.
+#[test]
+fn luns_change_under_a_verifying_bench() {
+    let dir = tempfile::tempdir().unwrap();
+    let (t, sock, json) = ram_target_with_admin(dir.path());
+    let mut bench = verifying_bench(&t, &json);
 
     let img = dir.path().join("lun1.img");
     let spec = format!("file:{},size=8MiB", img.display());
@@ -665,6 +674,56 @@ fn a_file_where_the_socket_goes_is_refused_and_kept() {
     assert!(out.contains(&sock.display().to_string()), "{out}");
     assert!(out.contains("is a regular file"), "{out}");
     assert_eq!(std::fs::read_to_string(&sock).unwrap(), "not a socket");
+}
+
+/// `ironlun admin logout TSIH` asks the session's initiator to log out
+/// (Asynchronous Message, AsyncEvent 1, RFC 7143 §11.9.1). ironlun's
+/// initiator answers with a Logout Request within the time given, closes
+/// after the Logout Response and logs in again (same ISID): the target
+/// logs a logout, not a connection the initiator dropped, and a
+/// verifying bench across it sees no error.
+#[test]
+fn an_operators_logout_is_answered_with_a_logout_and_the_bench_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (t, sock, json) = ram_target_with_admin(dir.path());
+    let bench = verifying_bench(&t, &json);
+    let mut sessions = Vec::new();
+    for _ in 0..200 {
+        let out = admin(&sock, &["--json", "sessions"]);
+        sessions = serde_json::from_str::<Vec<serde_json::Value>>(&out).unwrap();
+        if !sessions.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let tsih = sessions.first().expect("the bench's session")["tsih"].to_string();
+    std::thread::sleep(Duration::from_secs(1));
+    admin(&sock, &["logout", &tsih]);
+    let logged_out = format!("tsih={tsih} ");
+    let ended = || {
+        t.log()
+            .lines()
+            .find(|l| l.contains(&logged_out) && l.contains("logout: "))
+            .map(str::to_owned)
+    };
+    assert!(
+        t.wait_log("logout: ", Duration::from_secs(10)),
+        "the session did not end: {}",
+        t.log()
+    );
+    let line = ended().unwrap_or_else(|| panic!("no end of session {tsih}: {}", t.log()));
+    assert!(
+        line.contains("logout: LoggedOut"),
+        "the initiator did not log out (RFC 7143 §11.9.1): {line}"
+    );
+    let out = bench.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("asks for a logout"), "{log}");
+    assert!(log.contains("session reinstated"), "{log}");
+    let w = support::first_workload(&json);
+    assert_eq!(w["errors"], 0, "{log}");
+    assert_eq!(w["verify"]["mismatch_count"], 0, "{}", w["verify"]);
 }
 
 /// `admin state` is a tree of what the configuration says, as targetcli's

@@ -174,7 +174,12 @@ fn alua(a: &Value) -> Option<Node> {
             } else {
                 ""
             };
-            format!("{}{pref} {} ports {}", g["id"], text(&g["state"]), g["ports"])
+            format!(
+                "{}{pref} {} ports {}",
+                g["id"],
+                text(&g["state"]),
+                g["ports"]
+            )
         })
         .collect();
     Some(Node::leaf(format!(

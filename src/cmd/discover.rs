@@ -77,6 +77,7 @@ fn address(value: &str) -> Value {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::indexing_slicing)]
     use super::*;
 
     #[test]

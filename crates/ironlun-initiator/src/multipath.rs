@@ -1,11 +1,13 @@
 //! Several sessions to one target through several portals (multipath
-//! I/O): a path is chosen per command, round-robin or by the fewest
-//! commands in flight; a path whose connection cannot be re-established
-//! is retired and the commands it held are re-issued on the others.
+//! I/O): a path is chosen per command by a [`ChoosePath`]
+//! (ironlun-initiator-core's hook: round-robin, the fewest commands in
+//! flight, or the caller's own); a path whose connection cannot be
+//! re-established is retired and the commands it held are re-issued on
+//! the others.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use ironlun_initiator_core::{ChoosePath, LeastQueueDepth, PathState, PathView, RoundRobin};
 use ironlun_proto::initiator::{ScsiReply, ScsiRequest};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{info, warn};
@@ -14,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::isid::isid_for;
 use crate::session::{Orphan, Responder, Session, SessionOptions, WeakSession};
 
-/// How a path is chosen for each command.
+/// How a path is chosen for each command, as the CLI names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PathPolicy {
     RoundRobin,
@@ -34,43 +36,47 @@ impl std::str::FromStr for PathPolicy {
     }
 }
 
+impl PathPolicy {
+    /// The chooser that applies the policy.
+    pub fn chooser(self) -> Arc<dyn ChoosePath> {
+        match self {
+            PathPolicy::RoundRobin => Arc::new(RoundRobin::default()),
+            PathPolicy::LeastQueueDepth => Arc::new(LeastQueueDepth),
+        }
+    }
+}
+
 /// Sessions to one target over several portals.
 #[derive(Debug)]
 pub struct Multipath {
     paths: Arc<Vec<Session>>,
-    policy: PathPolicy,
-    next: AtomicUsize,
+    chooser: Arc<dyn ChoosePath>,
 }
 
-/// Picks a path among `paths`: connected paths first, then paths still
-/// reconnecting; `None` when every path is retired.
-fn pick<'a>(paths: &'a [Session], policy: PathPolicy, next: &AtomicUsize) -> Option<&'a Session> {
-    let n = paths.len();
-    if n == 0 {
-        return None;
+/// What a chooser sees of a session.
+fn view(s: &Session) -> PathView {
+    let state = if s.is_connected() {
+        PathState::Connected
+    } else if s.is_alive() {
+        PathState::Reconnecting
+    } else {
+        PathState::Retired
+    };
+    PathView {
+        state,
+        in_flight: s.in_flight(),
     }
-    for usable in [
-        Session::is_connected as fn(&Session) -> bool,
-        Session::is_alive,
-    ] {
-        let chosen = match policy {
-            PathPolicy::RoundRobin => {
-                let start = next.fetch_add(1, Ordering::Relaxed);
-                (0..n)
-                    .map(|i| (start + i) % n)
-                    .filter_map(|i| paths.get(i))
-                    .find(|s| usable(s))
-            }
-            PathPolicy::LeastQueueDepth => paths
-                .iter()
-                .filter(|s| usable(s))
-                .min_by_key(|s| s.in_flight()),
-        };
-        if chosen.is_some() {
-            return chosen;
-        }
-    }
-    None
+}
+
+/// The path `chooser` picks among `paths` for `req`; `None` when every
+/// path is retired.
+fn pick<'a>(
+    paths: &'a [Session],
+    chooser: &dyn ChoosePath,
+    req: &ScsiRequest,
+) -> Option<&'a Session> {
+    let views: Vec<PathView> = paths.iter().map(view).collect();
+    chooser.choose(req, &views).and_then(|i| paths.get(i))
 }
 
 impl Multipath {
@@ -83,6 +89,16 @@ impl Multipath {
         target: &str,
         opts: &SessionOptions,
         policy: PathPolicy,
+    ) -> Result<Multipath> {
+        Self::connect_with_chooser(portals, target, opts, policy.chooser()).await
+    }
+
+    /// As [`Multipath::connect`], with the caller's choice of path.
+    pub async fn connect_with_chooser(
+        portals: &[String],
+        target: &str,
+        opts: &SessionOptions,
+        chooser: Arc<dyn ChoosePath>,
     ) -> Result<Multipath> {
         let (fail_tx, fail_rx) = mpsc::unbounded_channel::<Orphan>();
         let mut paths = Vec::new();
@@ -105,12 +121,8 @@ impl Multipath {
         }
         let paths = Arc::new(paths);
         let weak: Vec<WeakSession> = paths.iter().map(Session::downgrade).collect();
-        tokio::spawn(failover(weak, policy, fail_rx));
-        Ok(Multipath {
-            paths,
-            policy,
-            next: AtomicUsize::new(0),
-        })
+        tokio::spawn(failover(weak, chooser.clone(), fail_rx));
+        Ok(Multipath { paths, chooser })
     }
 
     pub fn paths(&self) -> &[Session] {
@@ -124,7 +136,7 @@ impl Multipath {
 
     /// Queues a command on the chosen path.
     pub async fn submit(&self, req: ScsiRequest, responder: Responder) -> Result<()> {
-        let Some(path) = pick(&self.paths, self.policy, &self.next) else {
+        let Some(path) = pick(&self.paths, self.chooser.as_ref(), &req) else {
             responder.send_error(Error::NoPath("every path is retired".into()));
             return Err(Error::NoPath("every path is retired".into()));
         };
@@ -148,15 +160,14 @@ impl Multipath {
 /// Re-issues commands that a retired path gave back.
 async fn failover(
     paths: Vec<WeakSession>,
-    policy: PathPolicy,
+    chooser: Arc<dyn ChoosePath>,
     mut rx: mpsc::UnboundedReceiver<Orphan>,
 ) {
-    let next = AtomicUsize::new(0);
     let mut reissued = 0u64;
     while let Some(mut orphan) = rx.recv().await {
         let live: Vec<Session> = paths.iter().filter_map(WeakSession::upgrade).collect();
         loop {
-            let Some(path) = pick(&live, policy, &next) else {
+            let Some(path) = pick(&live, chooser.as_ref(), &orphan.request) else {
                 orphan
                     .responder
                     .send_error(Error::NoPath("every path is retired".into()));

@@ -11,7 +11,7 @@ use bytes::{Bytes, BytesMut};
 use ironlun_proto::chap::{ChapError, ChapPolicy, Credentials, InitiatorAuth, RANDOM_BYTES};
 use ironlun_proto::initiator::{
     InitiatorLogin, InitiatorSession, LoginConfig, LoginError, LoginProgress, Reply, ScsiRequest,
-    SessionEvent, SessionLimits, TaskError, ATTR_SIMPLE,
+    SessionEvent, SessionLimits, SubmitError, TaskError, ATTR_SIMPLE,
 };
 use ironlun_proto::login::LoginStatus;
 use ironlun_proto::params::{DigestKind, Offers};
@@ -1060,4 +1060,45 @@ fn a_completed_abort_task_ends_the_command_and_frees_its_tag() {
         "{done:?}"
     );
     assert_eq!(p.ini.tasks_in_use(), 0);
+}
+
+/// RFC 7143 §11.14: after a Logout Request the initiator sends no new
+/// request on the connection. A command still waiting for the window
+/// stays unsent when the window opens, and a new task is refused with
+/// its token handed back.
+#[test]
+fn nothing_new_follows_a_logout() {
+    let mut p = Pair::new(Offers::default(), Offers::default(), 1);
+    p.ini.submit(read(0, 512), 1).unwrap();
+    p.ini.submit(read(1, 512), 2).unwrap();
+    let out: Vec<OutPdu> = std::iter::from_fn(|| p.ini.poll_transmit()).collect();
+    assert_eq!(out.len(), 1, "a window of one sends one command");
+    p.ini.submit_logout(0, 0, 3).unwrap();
+    assert!(p.ini.is_logging_out() && !p.ini.has_capacity());
+    let refused = p.ini.submit(read(2, 512), 4).unwrap_err();
+    assert_eq!((refused.error, refused.token), (SubmitError::LoggingOut, 4));
+    // The window opens: the waiting read still does not go out.
+    p.ini.feed(
+        Pdu::NopIn(ironlun_wire::NopIn {
+            itt: RESERVED_TAG,
+            ttt: RESERVED_TAG,
+            stat_sn: 1002,
+            exp_cmd_sn: 2,
+            max_cmd_sn: 10,
+            ..Default::default()
+        }),
+        Bytes::new(),
+        p.now,
+    );
+    let out: Vec<Pdu> = std::iter::from_fn(|| p.ini.poll_transmit())
+        .map(|o| o.pdu)
+        .collect();
+    assert!(
+        matches!(out[..], [Pdu::LogoutRequest(_)]),
+        "after the Logout: {out:?}"
+    );
+    // Nor does the keep-alive ping: the logout's own wait bounds it.
+    assert_eq!(p.ini.poll_timeout(), None);
+    p.ini.handle_timeout(p.now + Duration::from_secs(3600));
+    assert!(p.ini.poll_transmit().is_none());
 }

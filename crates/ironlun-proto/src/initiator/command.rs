@@ -200,11 +200,12 @@ pub(super) fn push_data_out(
 impl<T> InitiatorSession<T> {
     /// Queues a SCSI command. It is sent at once if the window allows,
     /// otherwise when the target raises MaxCmdSN. Returns the task tag.
-    pub fn submit(&mut self, req: ScsiRequest, token: T) -> Result<u32, SubmitError> {
+    pub fn submit(&mut self, req: ScsiRequest, token: T) -> Result<u32, Refused<T>> {
         if u32::try_from(req.write.len()).is_err() {
-            return Err(SubmitError::TooLong {
+            let error = SubmitError::TooLong {
                 len: req.write.len(),
-            });
+            };
+            return Err(Refused { error, token });
         }
         self.add(
             Body::Scsi(ScsiTask {

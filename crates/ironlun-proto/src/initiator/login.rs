@@ -85,7 +85,7 @@ pub fn default_isid(n: u32) -> [u8; 6] {
 }
 
 /// What a completed login leaves for the full feature phase.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LoginOutcome {
     pub tsih: u16,
     pub session: SessionParams,

@@ -80,6 +80,9 @@ pub enum TaskError {
     /// no response for the task (RFC 7143 §11.5.1, SAM-5 §7.2).
     #[error("aborted by task management (ABORT TASK)")]
     Aborted,
+    /// Never sent: the session did not take the task.
+    #[error("not sent: {0}")]
+    Refused(SubmitError),
 }
 
 /// A task that finished, with the caller's token.
@@ -106,6 +109,9 @@ pub enum SessionEvent {
     /// The connection cannot go on (protocol violation or keep-alive
     /// timeout); every task has been completed with an error.
     Failed(String),
+    /// A Logout Response answered our logout (its task completes too):
+    /// the target closes the connection (RFC 7143 §11.15).
+    LoggedOut { response: u8 },
     /// A command ended with UNIT ATTENTION and is being sent again
     /// (see [`SessionLimits::unit_attention_retries`]); `sense` says what
     /// happened.
@@ -121,6 +127,24 @@ pub enum SubmitError {
     Failed(String),
     #[error("write of {len} bytes exceeds what one command may carry")]
     TooLong { len: usize },
+    /// A Logout was sent on this connection: nothing new may follow it
+    /// (RFC 7143 §11.14).
+    #[error("the connection is logging out")]
+    LoggingOut,
+}
+
+/// A submit the session did not take: why, and the caller's token back,
+/// so that the driver can still answer its caller.
+#[derive(Debug)]
+pub struct Refused<T> {
+    pub error: SubmitError,
+    pub token: T,
+}
+
+impl<T> From<Refused<T>> for SubmitError {
+    fn from(r: Refused<T>) -> Self {
+        r.error
+    }
 }
 
 /// Timing and size limits of the session.
@@ -210,6 +234,9 @@ pub struct InitiatorSession<T> {
     done: VecDeque<Completed<T>>,
     events: VecDeque<SessionEvent>,
     failed: Option<String>,
+    /// A Logout Request went out: no new request may follow it, and
+    /// tasks still waiting for the window stay unsent (RFC 7143 §11.14).
+    logging_out: bool,
     last_rx: Instant,
     /// Deadline of an unanswered keep-alive ping.
     ping_deadline: Option<Instant>,
@@ -237,6 +264,7 @@ impl<T> InitiatorSession<T> {
             done: VecDeque::new(),
             events: VecDeque::new(),
             failed: None,
+            logging_out: false,
             last_rx: now,
             ping_deadline: None,
         }
@@ -266,7 +294,12 @@ impl<T> InitiatorSession<T> {
 
     /// Whether another task can be submitted.
     pub fn has_capacity(&self) -> bool {
-        self.failed.is_none() && self.in_use < self.limits.max_tasks
+        self.failed.is_none() && !self.logging_out && self.in_use < self.limits.max_tasks
+    }
+
+    /// Whether a Logout Request has gone out on this connection.
+    pub fn is_logging_out(&self) -> bool {
+        self.logging_out
     }
 
     pub fn failure(&self) -> Option<&str> {
@@ -296,18 +329,24 @@ impl<T> InitiatorSession<T> {
             .and_then(|s| s.task.as_ref())
     }
 
-    fn add(&mut self, body: Body, token: T, immediate: bool) -> Result<u32, SubmitError> {
+    fn add(&mut self, body: Body, token: T, immediate: bool) -> Result<u32, Refused<T>> {
+        let refuse = |error, token| Err(Refused { error, token });
         if let Some(why) = &self.failed {
-            return Err(SubmitError::Failed(why.clone()));
+            return refuse(SubmitError::Failed(why.clone()), token);
         }
+        if self.logging_out {
+            return refuse(SubmitError::LoggingOut, token);
+        }
+        let full = SubmitError::Full(self.limits.max_tasks);
         if self.in_use >= self.limits.max_tasks {
-            return Err(SubmitError::Full(self.limits.max_tasks));
+            return refuse(full, token);
         }
         let idx = match self.free.pop() {
             Some(i) => i,
             None => {
-                let i = u16::try_from(self.slots.len())
-                    .map_err(|_| SubmitError::Full(self.limits.max_tasks))?;
+                let Ok(i) = u16::try_from(self.slots.len()) else {
+                    return refuse(full, token);
+                };
                 self.slots.push(Slot {
                     generation: 0,
                     task: None,
@@ -316,7 +355,7 @@ impl<T> InitiatorSession<T> {
             }
         };
         let Some(slot) = self.slots.get_mut(usize::from(idx)) else {
-            return Err(SubmitError::Full(self.limits.max_tasks));
+            return refuse(full, token);
         };
         slot.generation = slot.generation.wrapping_add(1);
         let itt = make_itt(idx, slot.generation);
@@ -340,7 +379,7 @@ impl<T> InitiatorSession<T> {
     /// Sends waiting tasks while the window is open (RFC 7143 §4.2.2.1:
     /// a non-immediate command needs CmdSN ≤ MaxCmdSN).
     fn flush_waiting(&mut self) {
-        while sn_le(self.cmd_sn, self.max_cmd_sn) {
+        while !self.logging_out && sn_le(self.cmd_sn, self.max_cmd_sn) {
             let Some(idx) = self.waiting.pop_front() else {
                 break;
             };
@@ -378,6 +417,7 @@ impl<T> InitiatorSession<T> {
                 ref_cmd_sn,
             } => out.push_back(tmf_pdu(h, *function, *lun, *referenced_itt, *ref_cmd_sn)),
             Body::Logout { reason, cid } => {
+                self.logging_out = true;
                 out.push_back(OutPdu::new(Pdu::LogoutRequest(LogoutRequest {
                     immediate,
                     reason: *reason,
@@ -462,9 +502,17 @@ impl<T> InitiatorSession<T> {
             Pdu::LogoutResponse(l) => {
                 self.advance_stat_sn(l.stat_sn);
                 self.update_window(l.exp_cmd_sn, l.max_cmd_sn);
+                let ours = self
+                    .find(l.itt)
+                    .is_some_and(|t| t.sent && matches!(t.body, Body::Logout { .. }));
                 self.finish_matching(l.itt, Ok(Reply::Logout(l.response)), |b| {
                     matches!(b, Body::Logout { .. })
                 });
+                if ours {
+                    self.events.push_back(SessionEvent::LoggedOut {
+                        response: l.response,
+                    });
+                }
             }
             Pdu::Reject(r) => {
                 self.advance_stat_sn(r.stat_sn);

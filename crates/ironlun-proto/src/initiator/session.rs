@@ -20,13 +20,15 @@ pub(super) fn ping_pdu(h: Header) -> OutPdu {
 pub(super) const KEEPALIVE_ITT: u32 = 0x0000_fffe;
 
 impl<T> InitiatorSession<T> {
-    /// Logout (RFC 7143 §11.14): reason 0 closes the session.
-    pub fn submit_logout(&mut self, reason: u8, cid: u16, token: T) -> Result<u32, SubmitError> {
+    /// Logout (RFC 7143 §11.14): reason 0 closes the session. Once it is
+    /// sent, the session takes no new task and sends none still waiting
+    /// for the window.
+    pub fn submit_logout(&mut self, reason: u8, cid: u16, token: T) -> Result<u32, Refused<T>> {
         self.add(Body::Logout { reason, cid }, token, true)
     }
 
     /// A NOP-Out ping that the target answers with a NOP-In.
-    pub fn submit_ping(&mut self, token: T) -> Result<u32, SubmitError> {
+    pub fn submit_ping(&mut self, token: T) -> Result<u32, Refused<T>> {
         self.add(Body::Ping, token, true)
     }
 
@@ -62,7 +64,9 @@ impl<T> InitiatorSession<T> {
     /// When [`InitiatorSession::handle_timeout`] wants to run next.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        if self.failed.is_some() {
+        // Logging out, the connection asks nothing more of the target
+        // (RFC 7143 §11.14): the logout's own deadline is the driver's.
+        if self.failed.is_some() || self.logging_out {
             return None;
         }
         match self.ping_deadline {
@@ -74,7 +78,7 @@ impl<T> InitiatorSession<T> {
     /// Keep-alive: after `nop_interval` of silence, ping; if the ping is not
     /// answered within `nop_timeout`, fail the connection.
     pub fn handle_timeout(&mut self, now: Instant) {
-        if self.failed.is_some() {
+        if self.failed.is_some() || self.logging_out {
             return;
         }
         if let Some(deadline) = self.ping_deadline {

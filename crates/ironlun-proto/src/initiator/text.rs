@@ -25,7 +25,7 @@ pub(super) fn text_request_pdu(h: Header, lun: Lun, request: &Bytes) -> OutPdu {
 
 impl<T> InitiatorSession<T> {
     /// Starts a text exchange (e.g. `SendTargets=All`, RFC 7143 §11.10).
-    pub fn submit_text(&mut self, pairs: &[(&str, &str)], token: T) -> Result<u32, SubmitError> {
+    pub fn submit_text(&mut self, pairs: &[(&str, &str)], token: T) -> Result<u32, Refused<T>> {
         let request = Bytes::from(encode_pairs(pairs.iter().copied()));
         self.add(
             Body::Text {

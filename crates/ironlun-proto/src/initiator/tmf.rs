@@ -31,7 +31,7 @@ impl<T> InitiatorSession<T> {
         lun: Lun,
         referenced_itt: u32,
         token: T,
-    ) -> Result<u32, SubmitError> {
+    ) -> Result<u32, Refused<T>> {
         let ref_cmd_sn = self
             .find(referenced_itt)
             .map(|t| t.cmd_sn)

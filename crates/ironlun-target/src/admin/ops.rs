@@ -143,6 +143,7 @@ impl Op {
             Op::LogoutSession { .. } => "logout-session",
             Op::SaveConfig { .. } => "save-config",
             Op::ReloadConfig { .. } => "reload-config",
+            Op::SetAlua { .. } => "set-alua",
         }
     }
 }
