@@ -42,8 +42,8 @@ pub(crate) struct ObjectIo {
 /// What a conditional write found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WriteOutcome {
-    /// Written; the object's version is now the one returned.
-    Written,
+    /// Written; the object's version is now this one.
+    Written(u64),
     /// Someone else wrote (or created, or removed) the object since the
     /// version given: nothing was written.
     Stale,
@@ -138,9 +138,8 @@ impl ObjectIo {
     }
 
     /// Replaces the object with `data` if it is still at `version`
-    /// (`None`: only if it does not exist). Returns the outcome and, when
-    /// written, the new version. Blocks.
-    pub(crate) fn write(&self, version: Option<u64>, data: &[u8]) -> Result<(WriteOutcome, u64)> {
+    /// (`None`: only if it does not exist). Blocks.
+    pub(crate) fn write(&self, version: Option<u64>, data: &[u8]) -> Result<WriteOutcome> {
         let a = self.api();
         let _held = self.lock();
         // SAFETY: the op is created and released here, once; `data`
@@ -172,12 +171,12 @@ impl ObjectIo {
         // rados_write_op_assert_version); EEXIST: created meanwhile;
         // ENOENT: removed meanwhile.
         if matches!(-r, ERANGE | EOVERFLOW | EEXIST | ENOENT) {
-            return Ok((WriteOutcome::Stale, 0));
+            return Ok(WriteOutcome::Stale);
         }
         Error::check("rados_write_op_operate", r.into())?;
         // SAFETY: live context; the write above finished on it under `ops`.
         let version = unsafe { (a.rados_get_last_version)(self.ioctx.raw) };
-        Ok((WriteOutcome::Written, version))
+        Ok(WriteOutcome::Written(version))
     }
 
     /// `rados_notify2` with `payload`, waiting up to `timeout_ms` for the
@@ -356,6 +355,18 @@ impl WatchReg {
     /// The watch's cookie (the `cookie` of its notifications).
     pub(crate) fn cookie(&self) -> u64 {
         self.0.as_ref().map_or(0, |r| r.cookie)
+    }
+
+    /// `rados_watch_check`: milliseconds since the OSD last confirmed
+    /// the watch, or the error that ended it.
+    pub(crate) fn check(&self) -> Result<u64> {
+        let Some(r) = &self.0 else {
+            return Err(Error::Abandoned("watch already unregistered"));
+        };
+        // SAFETY: live context (the registration holds the object);
+        // `cookie` is this live registration.
+        let ms = unsafe { (r.object.api().rados_watch_check)(r.object.ioctx.raw, r.cookie) };
+        Error::check("rados_watch_check", ms.into())
     }
 
     /// Whether an event was dropped since the last call (channel full).

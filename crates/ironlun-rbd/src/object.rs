@@ -3,7 +3,7 @@
 //! object's version and announced with watch/notify. Calls block: use
 //! them off the async runtime.
 
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -65,7 +65,7 @@ impl RadosObject {
     /// full write, as one operation. [`WriteOutcome::Stale`] when the
     /// condition failed: read again and redo.
     pub fn write_if(&self, version: Option<u64>, data: &[u8]) -> Result<WriteOutcome> {
-        self.io.write(version, data).map(|(outcome, _)| outcome)
+        self.io.write(version, data)
     }
 
     /// Notifies every watcher (this client's own included) and waits up
@@ -109,16 +109,22 @@ pub struct ObjectWatch {
 impl ObjectWatch {
     /// The next event, waiting up to `timeout`; `None` when none came.
     pub fn next(&self, timeout: Duration) -> Option<WatchEvent> {
-        match self.rx.recv_timeout(timeout) {
-            Ok(e) => Some(e),
-            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => None,
-        }
+        self.rx.recv_timeout(timeout).ok()
     }
 
     /// Whether events were dropped (more than [`MAX_WATCH_EVENTS`]
     /// waiting) since the last call: the reader may have missed a change.
     pub fn take_lost(&self) -> bool {
         self.reg.take_lost()
+    }
+
+    /// How long ago the OSD last confirmed the watch (`rados_watch_check`),
+    /// or the error that ended it. A watch unconfirmed for longer than
+    /// its timeout may have been dropped by the OSD: notifications may
+    /// be missed, and no error callback comes while the cluster is
+    /// unreachable altogether.
+    pub fn confirmed_ago(&self) -> Result<Duration> {
+        self.reg.check().map(Duration::from_millis)
     }
 
     /// This watch's cookie, as its notifications carry it.

@@ -51,6 +51,7 @@ pub struct ObjectApi {
         *mut c_void,
     ) -> c_int,
     pub rados_unwatch2: unsafe extern "C" fn(RadosIoctxT, u64) -> c_int,
+    pub rados_watch_check: unsafe extern "C" fn(RadosIoctxT, u64) -> c_int,
     pub rados_watch_flush: unsafe extern "C" fn(RadosT) -> c_int,
     pub rados_notify2: unsafe extern "C" fn(
         RadosIoctxT,
@@ -87,6 +88,7 @@ pub(crate) fn resolve(rados: &Opened) -> Result<ObjectApi, Error> {
         rados_read_op_read, rados_read_op_operate, rados_get_last_version);
     let (rados_watch3, rados_unwatch2, rados_watch_flush, rados_notify2, rados_notify_ack) = crate::sys::resolve_fields!(rados; rados_watch3, rados_unwatch2, rados_watch_flush,
             rados_notify2, rados_notify_ack);
+    let (rados_watch_check,) = crate::sys::resolve_fields!(rados; rados_watch_check);
     Ok(ObjectApi {
         rados_create_write_op,
         rados_release_write_op,
@@ -101,6 +103,7 @@ pub(crate) fn resolve(rados: &Opened) -> Result<ObjectApi, Error> {
         rados_get_last_version,
         rados_watch3,
         rados_unwatch2,
+        rados_watch_check,
         rados_watch_flush,
         rados_notify2,
         rados_notify_ack,

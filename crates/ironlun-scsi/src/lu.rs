@@ -676,8 +676,13 @@ impl LogicalUnit {
         }
     }
 
-    /// Puts saved persistent reservation state in place.
+    /// Puts saved persistent reservation state in place. A LU whose
+    /// reservations are shared ([`LogicalUnit::set_shared_pr`]) keeps
+    /// the shared state: a file of this target's does not replace it.
     pub fn restore_pr(&self, st: PrState) {
+        if self.pr_shared.is_some() {
+            return;
+        }
         let mut r = self.reservations();
         r.pr = st;
         self.note_reservation_state(&r);

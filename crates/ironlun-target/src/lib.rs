@@ -42,6 +42,7 @@ mod replay;
 mod ring;
 mod sanitize_store;
 pub mod server;
+pub mod shared_pr;
 mod state_file;
 mod state_name;
 pub mod stats;
