@@ -363,3 +363,57 @@ fn an_older_version_never_replaces_a_newer_one() {
     }));
     assert_eq!(lu.pr_state(), newer);
 }
+
+/// SPC-5 §5.14.7 across the group: a registration made with ALL_TG_PT
+/// through gateway A is the initiator port's through B's port too; one
+/// made without it is only A's I_T nexus's, so the same initiator
+/// through B is unregistered there (and conflicts).
+#[test]
+fn all_tg_pt_covers_the_other_gateways_port() {
+    let store = Arc::new(FakeStore::default());
+    let (a, _lu_a) = gateway(&store, 1);
+    let (b, _lu_b) = gateway(&store, 2);
+    let (one_a, one_b, two_a, two_b) = (NexusId(1), NexusId(2), NexusId(3), NexusId(4));
+    login(&a, one_a, &nexus("one", 1));
+    login(&b, one_b, &nexus("one", 2));
+    login(&a, two_a, &nexus("two", 1));
+    login(&b, two_b, &nexus("two", 2));
+    let all_tg_pt = |m: &LunMap, n, key| {
+        let mut p = [0u8; 24];
+        p[8..16].copy_from_slice(&u64::to_be_bytes(key));
+        p[20] = 0x04;
+        m.execute(
+            Some(0),
+            n,
+            &[
+                opcode::PERSISTENT_RESERVE_OUT,
+                REGISTER,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                24,
+                0,
+            ],
+            &DataOutBuffer::copy_from_slice(&p),
+        )
+    };
+    assert_eq!(all_tg_pt(&a, one_a, 0x11).status, Status::GOOD);
+    assert_eq!(prout(&a, two_a, REGISTER, 0, 0, 0x22).status, Status::GOOD);
+    // "one" reserves through B with the key it registered through A.
+    assert_eq!(
+        prout(&b, one_b, RESERVE, WERO, 0x11, 0).status,
+        Status::GOOD
+    );
+    assert_eq!(write(&b, one_b).status, Status::GOOD);
+    assert_eq!(write(&a, one_a).status, Status::GOOD);
+    // "two" registered through A only: a registrant there, not through B.
+    assert_eq!(write(&a, two_a).status, Status::GOOD);
+    assert_eq!(write(&b, two_b).status, Status::RESERVATION_CONFLICT);
+    assert_eq!(
+        prout(&b, two_b, RESERVE, WERO, 0x22, 0).status,
+        Status::RESERVATION_CONFLICT
+    );
+}
