@@ -40,6 +40,8 @@ mod extents;
 #[allow(unsafe_code)]
 mod ffi;
 mod image;
+#[allow(unsafe_code)]
+mod lock;
 mod miscompare;
 #[allow(unsafe_code)]
 mod sys;
@@ -49,6 +51,7 @@ pub use cluster::{Cluster, ClusterConfig, Library, Pool};
 pub use error::{Error, Result};
 pub use extents::Extents;
 pub use image::{CompareOutcome, Image, ImageInfo, ResizeWatch, DEFAULT_EXTENT_LIMIT};
+pub use lock::LockOwners;
 
 #[cfg(test)]
 mod tests {
