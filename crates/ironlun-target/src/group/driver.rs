@@ -351,9 +351,10 @@ impl Running {
                      taken in {took} ms): active/optimized"
                 );
             }
-            Outcome::NotAcquired { lun } => {
-                info!("target {t} LUN {lun}: another gateway holds the lock: standby")
-            }
+            Outcome::NotAcquired { lun, holder } => info!(
+                "target {t} LUN {lun}: the lock is held ({}): standby",
+                holder.as_deref().unwrap_or("by another client")
+            ),
             Outcome::Released { lun } => info!("target {t} LUN {lun}: lock released: standby"),
             Outcome::Holder { lun, ours: false } => {
                 warn!("target {t} LUN {lun}: another gateway holds the lock now: standby")
@@ -423,7 +424,7 @@ fn acquire(lock: &dyn ImageLock, lun: u16, break_owner: Option<&str>) -> Outcome
         if lock.fenced() {
             Outcome::Fenced { lun }
         } else {
-            Outcome::NotAcquired { lun }
+            Outcome::NotAcquired { lun, holder: None }
         }
     };
     let Ok(owners) = lock.owners() else {
@@ -438,7 +439,13 @@ fn acquire(lock: &dyn ImageLock, lun: u16, break_owner: Option<&str>) -> Outcome
             }
             info!("LUN {lun}: broke the lock of {o} (its client is blocklisted)");
         }
-        _ => return Outcome::NotAcquired { lun },
+        ([o], _) => {
+            return Outcome::NotAcquired {
+                lun,
+                holder: Some(o.clone()),
+            }
+        }
+        _ => return Outcome::NotAcquired { lun, holder: None },
     }
     if lock.acquire().is_err() {
         return fail(lock);
@@ -449,7 +456,7 @@ fn acquire(lock: &dyn ImageLock, lun: u16, break_owner: Option<&str>) -> Outcome
                 lun,
                 address: mine.clone(),
             },
-            _ => Outcome::NotAcquired { lun },
+            _ => Outcome::NotAcquired { lun, holder: None },
         },
         Err(_) => fail(lock),
     }

@@ -108,9 +108,11 @@ pub enum Outcome {
         lun: u16,
         address: String,
     },
-    /// Someone else holds it (the race was lost) or the cluster said no.
+    /// Someone else holds it (the race was lost), as RADOS named it
+    /// (`holder`), or the cluster said no.
     NotAcquired {
         lun: u16,
+        holder: Option<String>,
     },
     Released {
         lun: u16,
@@ -142,6 +144,11 @@ struct Lun {
     unowned_since: Instant,
     /// The ALUA states last set on the LU.
     applied: Vec<(u16, AccessState)>,
+    /// A lock holder no live gateway claimed, and since when it was seen
+    /// so: an owner that died before it announced itself. Broken once it
+    /// stays unclaimed for `dead_after` (a live owner announces within an
+    /// interval).
+    suspect: Option<(String, Instant)>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -211,6 +218,7 @@ impl Group {
                     address: None,
                     unowned_since: now,
                     applied: Vec::new(),
+                    suspect: None,
                 };
                 (*n, lun)
             })
@@ -289,8 +297,11 @@ impl Group {
             .map(|(_, l)| *l)
             .collect();
         for (l, lun) in self.luns.iter_mut() {
-            if peer.claims.contains_key(l) {
+            if let Some(addr) = peer.claims.get(l) {
                 lun.unowned_since = now;
+                if lun.suspect.as_ref().is_some_and(|(s, _)| s == addr) {
+                    lun.suspect = None;
+                }
             }
         }
     }
@@ -387,7 +398,12 @@ impl Group {
                 // The address a peer, now silent, last announced.
                 let dead_owner = (0..self.members.len())
                     .filter(|&i| i != self.me && !self.alive(i, now))
-                    .find_map(|i| self.peer(i)?.claims.get(&n).cloned());
+                    .find_map(|i| self.peer(i)?.claims.get(&n).cloned())
+                    .or_else(|| {
+                        let (addr, since) = lun.suspect.as_ref()?;
+                        let long = now.saturating_duration_since(*since) >= self.timing.dead_after;
+                        long.then(|| addr.clone())
+                    });
                 let waited = now.saturating_duration_since(lun.unowned_since);
                 let first = self.preferred == Some(self.me) || self.preferred.is_none();
                 if dead_owner.is_none() && !first && waited < self.timing.dead_after {
@@ -438,7 +454,16 @@ impl Group {
     pub fn outcome(&mut self, o: Outcome, now: Instant) {
         let (n, role, address) = match o {
             Outcome::Acquired { lun, address } => (lun, Role::Owner, Some(address)),
-            Outcome::NotAcquired { lun } | Outcome::Released { lun } => (lun, Role::Standby, None),
+            Outcome::NotAcquired { lun, holder } => {
+                if let Some(l) = self.luns.get_mut(&lun) {
+                    let same = l.suspect.as_ref().map(|(s, _)| s) == holder.as_ref();
+                    if !same {
+                        l.suspect = holder.map(|h| (h, now));
+                    }
+                }
+                (lun, Role::Standby, None)
+            }
+            Outcome::Released { lun } => (lun, Role::Standby, None),
             Outcome::Holder { lun, ours: true } => {
                 let address = self.luns.get(&lun).and_then(|l| l.address.clone());
                 (lun, Role::Owner, address)
@@ -457,6 +482,9 @@ impl Group {
             }
         };
         if let Some(l) = self.luns.get_mut(&n) {
+            if role == Role::Owner {
+                l.suspect = None;
+            }
             l.role = role;
             l.address = address;
             if role == Role::Standby {

@@ -173,7 +173,13 @@ fn a_lost_race_leaves_the_gateway_standby() {
     let mut gw2 = group(1, t0);
     gw2.heard(0, &owner_hb("A", 1), t0);
     gw2.tick(t0 + ms(3000));
-    gw2.outcome(Outcome::NotAcquired { lun: 0 }, t0 + ms(3100));
+    gw2.outcome(
+        Outcome::NotAcquired {
+            lun: 0,
+            holder: Some("C".into()),
+        },
+        t0 + ms(3100),
+    );
     assert_eq!(gw2.role(0), Some(Role::Standby));
     // The dead owner's address is still all it knows: it tries again
     // (the lock refuses while the winner holds it).
@@ -325,4 +331,52 @@ fn heartbeats_about_unknown_luns_or_from_oneself_change_nothing() {
     gw2.heard(1, &owner_hb("X", 1), t0);
     gw2.heard(7, &owner_hb("X", 1), t0);
     assert_eq!(gw2.owner(0, t0), None);
+}
+
+#[test]
+fn an_owner_that_died_before_announcing_itself_is_broken_after_dead_after() {
+    let t0 = Instant::now();
+    let mut gw2 = group(1, t0);
+    // gw1 took the lock and died before its first claim reached gw2.
+    assert_eq!(acquires(&gw2.tick(t0 + ms(3000))).len(), 1);
+    gw2.outcome(
+        Outcome::NotAcquired {
+            lun: 0,
+            holder: Some("A".into()),
+        },
+        t0 + ms(3000),
+    );
+    // Seen unclaimed for less than dead_after: not broken, not retried.
+    assert!(acquires(&gw2.tick(t0 + ms(5900))).is_empty());
+    assert_eq!(
+        acquires(&gw2.tick(t0 + ms(6000))),
+        [&Action::Acquire {
+            lun: 0,
+            break_owner: Some("A".into())
+        }]
+    );
+}
+
+#[test]
+fn a_holder_that_announces_itself_is_not_suspected() {
+    let t0 = Instant::now();
+    let mut gw2 = group(1, t0);
+    gw2.tick(t0 + ms(3000));
+    gw2.outcome(
+        Outcome::NotAcquired {
+            lun: 0,
+            holder: Some("A".into()),
+        },
+        t0 + ms(3000),
+    );
+    gw2.heard(0, &owner_hb("A", 1), t0 + ms(3200));
+    assert!(acquires(&gw2.tick(t0 + ms(6100))).is_empty());
+    // Killed later: its announced address is broken after dead_after.
+    assert_eq!(
+        acquires(&gw2.tick(t0 + ms(6200))),
+        [&Action::Acquire {
+            lun: 0,
+            break_owner: Some("A".into())
+        }]
+    );
 }
