@@ -209,8 +209,8 @@ impl Drop for Ha {
     fn drop(&mut self) {
         if std::thread::panicking() {
             for gw in ["gw1", "gw2"] {
-                let log = std::fs::read_to_string(self.dir.join(format!("{gw}.log")))
-                    .unwrap_or_default();
+                let log =
+                    std::fs::read_to_string(self.dir.join(format!("{gw}.log"))).unwrap_or_default();
                 let tail: Vec<&str> = log.lines().rev().take(40).collect();
                 eprintln!("--- last lines of {gw}.log:");
                 for l in tail.iter().rev() {
@@ -390,14 +390,21 @@ fn a_paused_owner_writes_nothing_after_the_takeover_until_it_rejoins() {
     let (st, sense, _) = a.scsi(&SYNC10, 0, &[]);
     assert_eq!(st, 2, "the loss is reported");
     let c = ironlun_scsi_codes::SenseCode::parse(&sense).expect("sense");
-    assert_eq!((c.key.0, c.asc, c.ascq), (3, 0x0c, 0), "MEDIUM ERROR, WRITE ERROR");
+    assert_eq!(
+        (c.key.0, c.asc, c.ascq),
+        (3, 0x0c, 0),
+        "MEDIUM ERROR, WRITE ERROR"
+    );
     let t = Instant::now();
     loop {
         let (st, _, data) = a.scsi(&READ10, LEN as u32, &[]);
         if st == 0 && data == pattern(0x6f) {
             break;
         }
-        assert!(t.elapsed() < WITHIN, "the rejoined owner's write never read back");
+        assert!(
+            t.elapsed() < WITHIN,
+            "the rejoined owner's write never read back"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }

@@ -404,7 +404,8 @@ impl Link {
                 "{}: the cluster blocklisted this gateway's client {} (ESHUTDOWN): fenced, by \
                  another gateway taking the image over or by an operator. reconnect is off, so \
                  the LU stays failed: its commands answer NOT READY, MANUAL INTERVENTION \
-                 REQUIRED{}. To serve the image from here again, make sure no other gateway \
+                 REQUIRED{}. In a gateway group: ironlun admin group rejoin TARGET. Otherwise, \
+                 to serve the image from here again, make sure no other gateway \
                  writes it, then remove the LUN and add it again (ironlun admin lun remove and \
                  lun add; a target's only LUN: target remove and target add; or through the \
                  configuration file and SIGHUP), or restart the target (docs/rbd.md, \

@@ -32,7 +32,13 @@ pub struct Running {
     runtime: Handle,
     /// When each LUN's takeover started (for the log's timing).
     started: Mutex<HashMap<u16, Instant>>,
+    /// When a refused datagram was last logged: at most one line per
+    /// [`REFUSED_LOG_EVERY`], so that a flood cannot fill the log.
+    refused_logged: Mutex<Option<Instant>>,
 }
+
+/// See [`Running::refused_logged`].
+const REFUSED_LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Starts `target`'s group (its heartbeat socket bound now, so that an
 /// address in use is a start-up error). Must be called inside the
@@ -90,6 +96,7 @@ pub fn start(
         outcomes: tx,
         runtime: Handle::current(),
         started: Mutex::new(HashMap::new()),
+        refused_logged: Mutex::new(None),
     });
     info!(
         "target {target}: gateway {} of group {} ({} LUNs), heartbeats on udp {local} every {} ms, \
@@ -176,7 +183,7 @@ impl Running {
         let hb = match wire::decode(bytes, key) {
             Ok(hb) => hb,
             Err(e) => {
-                warn!("target {}: heartbeat from {from} refused: {e}", self.target);
+                self.refused(from, &e.to_string());
                 return;
             }
         };
@@ -186,10 +193,8 @@ impl Running {
             .iter()
             .position(|g| g.name == hb.from && g.heartbeat.ip() == from.ip());
         let (Some(i), true) = (member, hb.group == self.cfg.name) else {
-            warn!(
-                "target {}: heartbeat from {from} refused: not a gateway of group {} at that address",
-                self.target, self.cfg.name
-            );
+            let why = format!("not a gateway of group {} at that address", self.cfg.name);
+            self.refused(from, &why);
             return;
         };
         let now = Instant::now();
@@ -202,6 +207,24 @@ impl Running {
         }
         last.insert(i, (hb.seq, now));
         self.group().heard(i, &hb, now);
+    }
+
+    /// Logs a refused datagram, at most once per [`REFUSED_LOG_EVERY`].
+    fn refused(&self, from: SocketAddr, why: &str) {
+        let mut last = self
+            .refused_logged
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if last.is_some_and(|t| t.elapsed() < REFUSED_LOG_EVERY) {
+            return;
+        }
+        *last = Some(Instant::now());
+        warn!(
+            "target {}: heartbeat from {from} refused: {why} (such refusals are logged once per \
+             {} s)",
+            self.target,
+            REFUSED_LOG_EVERY.as_secs()
+        );
     }
 
     /// Fences noticed, then the group's decisions carried out.
