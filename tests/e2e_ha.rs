@@ -59,6 +59,12 @@ impl Ha {
             .arg(&dir)
             .env("IRONLUN", env!("CARGO_BIN_EXE_ironlun"))
             .env("HA_CLUSTER_IMAGE_SIZE", "64M")
+            // To see the stale-write test fail without the fence:
+            // IRONLUN_HA_CLIENT_OPTIONS=rbd_blocklist_on_break_lock=false.
+            .env(
+                "HA_CLUSTER_CLIENT_OPTIONS",
+                std::env::var("IRONLUN_HA_CLIENT_OPTIONS").unwrap_or_default(),
+            )
             .output()
             .expect("run scripts/ha-cluster");
         let out = format!(

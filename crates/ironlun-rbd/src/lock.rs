@@ -7,7 +7,7 @@
 //! hands the lock to another client that asks, so a write through any
 //! other client fails with EROFS instead of moving the lock. Taking the
 //! lock from a dead owner is [`Image::lock_break`]: with librbd's
-//! `rbd_blocklist_on_break` (true by default) the old owner's client is
+//! `rbd_blocklist_on_break_lock` (true by default) the old owner's client is
 //! blocklisted first and librbd waits for the OSD map that says so, so
 //! none of that client's writes can land afterwards (the fence).
 //!
@@ -175,7 +175,7 @@ impl Image {
 
     /// `rbd_lock_break(EXCLUSIVE, owner)`: takes the lock from `owner`
     /// (an address from [`Image::lock_owners`]). With librbd's
-    /// `rbd_blocklist_on_break` (default true) the owner's client is
+    /// `rbd_blocklist_on_break_lock` (default true) the owner's client is
     /// blocklisted first: its writes in flight never land. EBUSY when
     /// `owner` no longer holds the lock (someone else broke it first).
     pub fn lock_break(&self, owner: &str) -> Result<()> {
