@@ -311,7 +311,9 @@ impl Group {
         let owns = self
             .luns
             .iter()
-            .filter(|(_, l)| matches!(l.role, Role::Owner | Role::Verifying))
+            // A LUN being handed over is still held: the preferred
+            // gateway waits for the release rather than suspecting it.
+            .filter(|(_, l)| matches!(l.role, Role::Owner | Role::Verifying | Role::Releasing))
             .filter_map(|(n, l)| Some((*n, l.address.clone()?)))
             .collect();
         let fenced = self.luns.values().any(|l| l.role == Role::Fenced);

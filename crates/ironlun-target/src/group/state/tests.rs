@@ -266,6 +266,8 @@ fn failback_the_preferred_asks_the_owner_drains_and_releases() {
         lun: 0,
         states: vec![(1, SB), (2, TR)]
     }));
+    // Still held while it drains: announced, so nobody suspects it.
+    assert_eq!(gw2.heartbeat("ha1", 2, t0).owns, [(0, "B".to_owned())]);
     // A failed release keeps the owner.
     gw2.outcome(Outcome::Failed { lun: 0 }, t0 + ms(3300));
     assert_eq!(gw2.role(0), Some(Role::Owner));
