@@ -74,6 +74,7 @@ impl Ha {
         );
         if !o.status.success() {
             let _ = Command::new(script()).arg("stop").arg(&dir).output();
+            let _ = std::fs::remove_dir(&dir);
             if ceph::skipped(&out) {
                 return None;
             }
