@@ -339,6 +339,12 @@ impl ImageHandle {
         })
     }
 
+    /// The `rbd_image_t` itself, for the calls of `lock` (which checks
+    /// its own symbols). Valid while `self` lives.
+    pub(crate) fn raw(&self) -> RbdImageT {
+        self.raw
+    }
+
     /// `rbd_get_size`: the size as this handle last saw it.
     pub(crate) fn size(&self) -> Result<u64> {
         let mut size = 0u64;

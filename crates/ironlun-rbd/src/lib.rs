@@ -45,6 +45,8 @@ mod ffi;
 #[allow(unsafe_code)]
 mod ffi_object;
 mod image;
+#[allow(unsafe_code)]
+mod lock;
 mod miscompare;
 mod object;
 #[allow(unsafe_code)]
@@ -57,6 +59,7 @@ pub use cluster::{Cluster, ClusterConfig, Library, Pool};
 pub use error::{Error, Result};
 pub use extents::Extents;
 pub use image::{CompareOutcome, Image, ImageInfo, ResizeWatch, DEFAULT_EXTENT_LIMIT};
+pub use lock::LockOwners;
 pub use object::{
     NotifyOutcome, ObjectWatch, RadosObject, Versioned, WatchEvent, WriteOutcome,
     MAX_NOTIFY_PAYLOAD, MAX_OBJECT_NAME, MAX_WATCH_EVENTS,

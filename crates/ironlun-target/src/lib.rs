@@ -32,6 +32,7 @@ pub mod admin;
 pub mod check;
 pub mod config;
 mod conn;
+pub mod group;
 pub mod live;
 mod lu_state;
 pub mod metrics;

@@ -630,6 +630,12 @@ impl Server {
         let admin = endpoints
             .start(self.live.clone())
             .map_err(|e| format!("management API: no thread: {e}"))?;
+        // Gateway groups (docs/ha.md): their heartbeats and lock calls.
+        for t in self.registry.targets().iter() {
+            if let Some(g) = &t.cfg.group {
+                crate::group::start(self.registry.clone(), &t.cfg.name, g)?;
+            }
+        }
         tokio::pin!(stop);
         loop {
             tokio::select! {
