@@ -1,7 +1,7 @@
 //! Case multipath: dm-multipath (Debian's multipath-tools in the guest,
 //! with the settings docs/ha.md gives) over two gateways of one target,
-//! the alua case's two daemons on loopback (without the PREF bit, which
-//! Linux's alua prioritizer ranks above the state). multipathd must make one map
+//! the alua case's two daemons on loopback (gateway 1 preferred, as a
+//! gateway group's preferred gateway is). multipathd must make one map
 //! with gateway 1's path in the active group (prio alua); when the guest
 //! reports `phase=mpath-seen` the host swaps the ALUA states on both
 //! gateways, and the guest's writes and reads through the map must go on
@@ -47,8 +47,8 @@ fn written(sock: &Path) -> Result<u64, String> {
 
 pub(super) fn case_multipath(ctx: &Ctx) -> Verdict {
     let dir = ctx.work.path();
-    let (mut g1, sock1) = gateway(dir, "multipath", 1, false);
-    let (mut g2, sock2) = gateway(dir, "multipath", 2, false);
+    let (mut g1, sock1) = gateway(dir, "multipath", 1, true);
+    let (mut g2, sock2) = gateway(dir, "multipath", 2, true);
     let swapped: Mutex<Option<Result<(u64, u64), String>>> = Mutex::new(None);
     let after: Mutex<Option<Result<(u64, u64), String>>> = Mutex::new(None);
     let both = || -> Result<(u64, u64), String> { Ok((written(&sock1)?, written(&sock2)?)) };
