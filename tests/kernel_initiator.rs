@@ -39,6 +39,9 @@ mod rbd_lun;
 // And the ALUA case (issue 37): two gateways as two paths.
 #[path = "kernel_initiator/alua.rs"]
 mod alua;
+// dm-multipath over two gateways.
+#[path = "kernel_initiator/multipath.rs"]
+mod multipath;
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -123,6 +126,7 @@ fn main() {
         ("fs-bench", case_fs_bench),
         ("rbd", rbd_lun::case_rbd),
         ("alua", alua::case_alua),
+        ("multipath", multipath::case_multipath),
     ];
     let (mut failed, mut skipped) = (0, 0);
     for (name, f) in all {

@@ -107,6 +107,22 @@ enum What {
     /// Set the ALUA state of a target port group (docs/ha.md).
     #[command(subcommand)]
     Alua(AluaCmd),
+    /// The gateway group (docs/ha.md): bring a fenced gateway back.
+    #[command(subcommand)]
+    Group(GroupCmd),
+}
+
+#[derive(Subcommand)]
+enum GroupCmd {
+    /// After a fence (another gateway took this one's LUNs and the
+    /// cluster blocklisted its client), open the images with a fresh
+    /// client and rejoin the group as a standby.
+    Rejoin {
+        /// The target's iSCSI name.
+        target: String,
+        #[command(flatten)]
+        change: Change,
+    },
 }
 
 #[derive(Subcommand)]
@@ -358,6 +374,7 @@ pub fn run(a: AdminArgs) -> Result<(), Failure> {
         What::Initiator(i) => initiator_op(i).map_err(usage)?,
         What::Portal(PortalCmd::Add { addr, change }) => (Op::AddPortal { addr }, change),
         What::Portal(PortalCmd::Remove { addr, change }) => (Op::RemovePortal { addr }, change),
+        What::Group(GroupCmd::Rejoin { target, change }) => (Op::RejoinGroup { target }, change),
         What::Alua(AluaCmd::Set {
             target,
             group,

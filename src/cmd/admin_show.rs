@@ -126,7 +126,7 @@ fn target(t: &Value, portals: &[&str], sessions: &Value) -> Node {
         .filter(|s| s["target"].as_str() == Some(name))
         .map(session)
         .collect();
-    let children = vec![
+    let mut children = vec![
         Node::with(
             format!("portals [tpgt {}]", t["portal_group_tag"]),
             portals.iter().map(|p| Node::leaf(*p)).collect(),
@@ -136,7 +136,56 @@ fn target(t: &Value, portals: &[&str], sessions: &Value) -> Node {
         initiators(&t["initiators"]),
         Node::with(format!("sessions [{}]", mine.len()), mine),
     ];
+    if let Some(g) = group(&t["group"]) {
+        children.push(g);
+    }
     Node::with(format!("{name} [{}]", about.join(", ")), children)
+}
+
+/// The gateway group: this gateway, each gateway's health, each LUN's
+/// owner and this gateway's role for it; none without a group.
+fn group(g: &Value) -> Option<Node> {
+    if g.is_null() {
+        return None;
+    }
+    let gateways = list(&g["gateways"])
+        .iter()
+        .map(|m| {
+            let me = if m["local"].as_bool() == Some(true) {
+                " (this gateway)"
+            } else {
+                ""
+            };
+            Node::leaf(format!(
+                "{} tpg {}{me}: {}",
+                text(&m["name"]),
+                m["tpg"],
+                text(&m["health"])
+            ))
+        })
+        .collect();
+    let luns = list(&g["luns"])
+        .iter()
+        .map(|l| {
+            let owner = l["owner"].as_str().unwrap_or("none");
+            Node::leaf(format!(
+                "lun{}: owner {owner}; here {}",
+                l["lun"],
+                text(&l["role"])
+            ))
+        })
+        .collect();
+    Some(Node::with(
+        format!(
+            "group {} [gateway {}]",
+            text(&g["group"]),
+            text(&g["gateway"])
+        ),
+        vec![
+            Node::with("gateways".to_owned(), gateways),
+            Node::with("owners".to_owned(), luns),
+        ],
+    ))
 }
 
 /// `lun0 file:/srv/a.img,size=10GiB,thin [10GiB, 512-byte blocks, thin]`.

@@ -68,6 +68,10 @@ pub struct TargetArgs {
     /// window), e.g. 512KiB; default: kernel autotuning.
     #[arg(long, value_name = "SIZE")]
     pub tcp_window: Option<String>,
+    /// Which gateway of the configuration's `[target.group]` this process
+    /// is (every gateway reads the same file; docs/ha.md).
+    #[arg(long, value_name = "NAME")]
+    pub gateway: Option<String>,
     /// Turn TCP_NODELAY off (let Nagle batch small segments).
     #[arg(long)]
     pub tcp_nagle: bool,
@@ -177,6 +181,9 @@ pub fn run(log: Option<&str>, args: TargetArgs) -> ExitCode {
 }
 
 fn overrides(args: TargetArgs) -> Overrides {
+    if let Some(g) = &args.gateway {
+        ironlun_target::group::set_local_gateway(g);
+    }
     Overrides {
         config: args.config,
         listen: args.listen,

@@ -25,14 +25,15 @@ use super::{Ctx, Verdict, IQN};
 /// it only stops a guest that would otherwise wait for ever.
 const WAIT_S: &str = "300";
 
-/// Gateway `tag` (portal group tag and local group `tag`): group 1
-/// active/optimized and preferred, group 2 standby.
-fn gateway(dir: &Path, tag: u16) -> (Target, PathBuf) {
+/// Gateway `tag` (portal group tag and local group `tag`) of case
+/// `case`: group 1 active/optimized (and preferred if `pref`), group 2
+/// standby.
+pub(super) fn gateway(dir: &Path, case: &str, tag: u16, pref: bool) -> (Target, PathBuf) {
     use std::os::unix::fs::PermissionsExt;
-    let cfg = dir.join(format!("alua-gw{tag}.toml"));
-    let sock = dir.join(format!("alua-gw{tag}.sock"));
+    let cfg = dir.join(format!("{case}-gw{tag}.toml"));
+    let sock = dir.join(format!("{case}-gw{tag}.sock"));
     let text = format!(
-        "listen = [\"127.0.0.1:0\"]\nadmin_socket = \"{}\"\n[[target]]\nname = \"{IQN}\"\nportal_group_tag = {tag}\n[target.alua]\nmode = \"implicit\"\nlocal_group = {tag}\ngroups = [{{ id = 1, state = \"active/optimized\", preferred = true }}, {{ id = 2, state = \"standby\" }}]\n[[target.lun]]\nspec = \"ram:64MiB\"\n",
+        "listen = [\"127.0.0.1:0\"]\nadmin_socket = \"{}\"\n[[target]]\nname = \"{IQN}\"\nportal_group_tag = {tag}\n[target.alua]\nmode = \"implicit\"\nlocal_group = {tag}\ngroups = [{{ id = 1, state = \"active/optimized\", preferred = {pref} }}, {{ id = 2, state = \"standby\" }}]\n[[target.lun]]\nspec = \"ram:64MiB\"\n",
         sock.display()
     );
     std::fs::write(&cfg, text).unwrap();
@@ -47,7 +48,7 @@ fn gateway(dir: &Path, tag: u16) -> (Target, PathBuf) {
 /// order docs/ha.md gives for moving the optimized path, so that an
 /// initiator reading the states between the two steps sees two active
 /// groups, never none.
-fn swap(sock: &Path) -> Result<(), String> {
+pub(super) fn swap(sock: &Path) -> Result<(), String> {
     for (group, state) in [("2", "active/optimized"), ("1", "standby")] {
         let args = [
             "admin",
@@ -69,8 +70,8 @@ fn swap(sock: &Path) -> Result<(), String> {
 
 pub(super) fn case_alua(ctx: &Ctx) -> Verdict {
     let dir = ctx.work.path();
-    let (mut g1, sock1) = gateway(dir, 1);
-    let (mut g2, sock2) = gateway(dir, 2);
+    let (mut g1, sock1) = gateway(dir, "alua", 1, true);
+    let (mut g2, sock2) = gateway(dir, "alua", 2, true);
     let swapped: Mutex<Option<Result<(), String>>> = Mutex::new(None);
     let on_line = |line: &str| {
         let rec = parse_record(line).unwrap_or_default();

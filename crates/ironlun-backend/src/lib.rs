@@ -36,6 +36,7 @@ pub mod aligned;
 pub mod events;
 mod fault;
 mod file;
+mod image_lock;
 mod lock;
 mod null;
 pub mod pool;
@@ -61,6 +62,7 @@ pub use ironlun_payload::Payload;
 pub use events::{Severity, StoreEvent, StoreEvents};
 pub use fault::{Fault, LOSS_REPORTED_FOR};
 pub use file::{FileBackend, FileOptions, ZERO_COPY_MIN};
+pub use image_lock::ImageLock;
 pub use ironlun_rbd::ClusterConfig;
 pub use lock::LOCK_WAIT;
 pub use null::NullBackend;
@@ -161,6 +163,13 @@ pub trait Backend: Send + Sync {
     /// asynchronous path a transport runs READ, WRITE and SYNCHRONIZE
     /// CACHE through (see [`aio`]). `None` for the others.
     fn async_medium(&self) -> Option<&dyn aio::AsyncMedium> {
+        None
+    }
+
+    /// For stores shared by a gateway group (Ceph RBD): the lock that
+    /// says which gateway owns the store ([`ImageLock`]). `None` for the
+    /// others, which a group refuses.
+    fn image_lock(&self) -> Option<&dyn ImageLock> {
         None
     }
 

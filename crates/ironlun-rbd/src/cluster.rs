@@ -8,7 +8,9 @@ use std::sync::Arc;
 use crate::args;
 use crate::error::{Error, Result};
 use crate::ffi;
+use crate::ffi_object::ObjectIo;
 use crate::image::Image;
+use crate::object::RadosObject;
 use crate::sys::{self, Api};
 
 /// librados and librbd, loaded at run time.
@@ -144,6 +146,7 @@ impl Cluster {
         let ioctx = ffi::IoCtx::create(Arc::clone(&self.rados), &c)?;
         Ok(Pool {
             ioctx: Arc::new(ioctx),
+            name: c,
         })
     }
 }
@@ -215,6 +218,7 @@ fn path_c_string(what: &str, p: &Path) -> Result<std::ffi::CString> {
 #[derive(Clone)]
 pub struct Pool {
     ioctx: Arc<ffi::IoCtx>,
+    name: std::ffi::CString,
 }
 
 impl Pool {
@@ -229,6 +233,20 @@ impl Pool {
     pub fn remove_image(&self, name: &str) -> Result<()> {
         let c = args::c_string("image", name)?;
         self.ioctx.remove_image(&c)
+    }
+
+    /// One object of the pool, with an I/O context of its own (blocks
+    /// briefly for the OSD map). The object need not exist.
+    pub fn object(&self, name: &str) -> Result<RadosObject> {
+        if name.is_empty() || name.len() > crate::object::MAX_OBJECT_NAME {
+            return Err(Error::InvalidArgument(format!(
+                "object name of {} bytes",
+                name.len()
+            )));
+        }
+        let oid = args::c_string("object", name)?;
+        let ioctx = ffi::IoCtx::create(Arc::clone(&self.ioctx.cluster), &self.name)?;
+        Ok(RadosObject::new(ObjectIo::new(ioctx, oid)))
     }
 
     /// Opens an image for reading and writing.

@@ -29,8 +29,8 @@ use crate::sys::{Api, RadosIoctxT, RadosT, RbdCompletionT, RbdImageInfo, RbdImag
 
 /// A connected cluster handle (`rados_t`). Shut down on drop.
 pub(crate) struct Rados {
-    api: &'static Api,
-    raw: RadosT,
+    pub(crate) api: &'static Api,
+    pub(crate) raw: RadosT,
 }
 
 // SAFETY: librados handles are thread-safe (librados.h: a `rados_t` may be
@@ -139,7 +139,7 @@ impl Drop for Rados {
 
 /// A C handle moved to the thread that closes it. librados and librbd
 /// handles may be used from any thread (see the `Send` impls above).
-struct SendPtr(*mut c_void);
+pub(crate) struct SendPtr(pub(crate) *mut c_void);
 // SAFETY: only ever a librados/librbd handle, closed once on the thread it
 // is moved to; those handles are thread-safe (see Rados, ImageHandle).
 unsafe impl Send for SendPtr {}
@@ -150,7 +150,7 @@ unsafe impl Send for SendPtr {}
 /// else here. A runtime that is shutting down may drop the blocking task
 /// without running it: the close then runs wherever that drop happens,
 /// so the handle is closed (its watch and lock released) either way.
-fn off_runtime(close: impl FnOnce() + Send + 'static) {
+pub(crate) fn off_runtime(close: impl FnOnce() + Send + 'static) {
     struct CloseOnDrop<F: FnOnce()>(Option<F>);
     impl<F: FnOnce()> Drop for CloseOnDrop<F> {
         fn drop(&mut self) {
@@ -168,9 +168,9 @@ fn off_runtime(close: impl FnOnce() + Send + 'static) {
 
 /// A pool's I/O context (`rados_ioctx_t`). Destroyed on drop.
 pub(crate) struct IoCtx {
-    api: &'static Api,
-    raw: RadosIoctxT,
-    _cluster: Arc<Rados>,
+    pub(crate) api: &'static Api,
+    pub(crate) raw: RadosIoctxT,
+    pub(crate) cluster: Arc<Rados>,
 }
 
 // SAFETY: librados I/O contexts are thread-safe for the calls made here
@@ -188,11 +188,7 @@ impl IoCtx {
         // NUL-terminated; `raw` a valid out-pointer.
         let r = unsafe { (api.rados_ioctx_create)(cluster.raw, pool.as_ptr(), &mut raw) };
         Error::check("rados_ioctx_create", r.into())?;
-        Ok(IoCtx {
-            api,
-            raw,
-            _cluster: cluster,
-        })
+        Ok(IoCtx { api, raw, cluster })
     }
 
     /// `rbd_create`: a new image of `size` bytes, objects of 2^`order`
@@ -341,6 +337,12 @@ impl ImageHandle {
             raw,
             _ioctx: ioctx,
         })
+    }
+
+    /// The `rbd_image_t` itself, for the calls of `lock` (which checks
+    /// its own symbols). Valid while `self` lives.
+    pub(crate) fn raw(&self) -> RbdImageT {
+        self.raw
     }
 
     /// `rbd_get_size`: the size as this handle last saw it.
@@ -644,7 +646,7 @@ unsafe extern "C" fn update_notify(arg: *mut c_void) {
 /// Runs a callback's body for librbd. A panic must not unwind into C
 /// (undefined behaviour before Rust 1.81, the workspace's MSRV being
 /// 1.80): it aborts the process instead, after the panic message.
-fn no_unwind<R>(body: impl FnOnce() -> R) -> R {
+pub(crate) fn no_unwind<R>(body: impl FnOnce() -> R) -> R {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
         Ok(r) => r,
         Err(_) => std::process::abort(),

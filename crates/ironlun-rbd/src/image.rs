@@ -72,6 +72,11 @@ impl Image {
         })
     }
 
+    /// The open handle, for the exclusive-lock calls (`lock`).
+    pub(crate) fn handle(&self) -> &ImageHandle {
+        &self.handle
+    }
+
     /// The image's id (`rbd info`'s `id`): the same for every client,
     /// unique in its pool, kept across a rename and new for an image
     /// made again under an old name. An error for an old-format image,

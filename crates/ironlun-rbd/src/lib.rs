@@ -5,7 +5,10 @@
 //! ([`Pool`]) and open images ([`Image`]): asynchronous read, write,
 //! flush, discard, write-same and compare-and-write whose completions
 //! reach the async runtime without a thread per I/O or polling, the
-//! allocated extents (`rbd_diff_iterate2`) and resize notifications.
+//! allocated extents (`rbd_diff_iterate2`) and resize notifications;
+//! single objects beside the images ([`RadosObject`]: versioned reads,
+//! compare-and-swap writes, watch and notify) for state the gateways of
+//! a group share.
 //!
 //! **Must not know:** SCSI, iSCSI, LUNs or how ironlun maps them onto an
 //! image; that belongs to the backend that uses this crate.
@@ -39,16 +42,28 @@ mod error;
 mod extents;
 #[allow(unsafe_code)]
 mod ffi;
+#[allow(unsafe_code)]
+mod ffi_object;
 mod image;
+#[allow(unsafe_code)]
+mod lock;
 mod miscompare;
+mod object;
 #[allow(unsafe_code)]
 mod sys;
+#[allow(unsafe_code)]
+mod sys_object;
 
 pub use args::{MAX_IO_BYTES, MAX_WRITE_SAME_BYTES};
 pub use cluster::{Cluster, ClusterConfig, Library, Pool};
 pub use error::{Error, Result};
 pub use extents::Extents;
 pub use image::{CompareOutcome, Image, ImageInfo, ResizeWatch, DEFAULT_EXTENT_LIMIT};
+pub use lock::LockOwners;
+pub use object::{
+    NotifyOutcome, ObjectWatch, RadosObject, Versioned, WatchEvent, WriteOutcome,
+    MAX_NOTIFY_PAYLOAD, MAX_OBJECT_NAME, MAX_WATCH_EVENTS,
+};
 
 #[cfg(test)]
 mod tests {

@@ -133,6 +133,8 @@ pub struct Api {
     pub rbd_update_watch:
         unsafe extern "C" fn(RbdImageT, *mut u64, RbdUpdateCallbackT, *mut c_void) -> c_int,
     pub rbd_update_unwatch: unsafe extern "C" fn(RbdImageT, u64) -> c_int,
+    /// Single objects: read/write operations, watch and notify.
+    pub objects: crate::sys_object::ObjectApi,
     /// Held only so that the libraries are never closed.
     _libraries: [Library; 2],
 }
@@ -164,7 +166,7 @@ pub fn load(rados: &OsStr, rbd: &OsStr) -> std::result::Result<&'static Api, Err
 }
 
 /// An opened library and the name it was opened by (for messages).
-struct Opened {
+pub(crate) struct Opened {
     lib: Library,
     name: String,
 }
@@ -194,7 +196,7 @@ impl Opened {
     /// `T` must be the `unsafe extern "C" fn` type whose signature matches
     /// the C declaration of `name` in the headers named in the module
     /// comment.
-    unsafe fn sym<T: Copy>(&self, name: &'static [u8]) -> std::result::Result<T, Error> {
+    pub(crate) unsafe fn sym<T: Copy>(&self, name: &'static [u8]) -> std::result::Result<T, Error> {
         // SAFETY: the caller guarantees `T` is the symbol's true type; the
         // copied pointer outlives the `Symbol` borrow only because the
         // library is kept in `Api::_libraries` forever (`load` leaks the
@@ -226,6 +228,7 @@ macro_rules! resolve_fields {
         },)*)
     };
 }
+pub(crate) use resolve_fields;
 
 fn resolve(rados: Opened, rbd: Opened) -> std::result::Result<Api, Error> {
     let (
@@ -259,6 +262,7 @@ fn resolve(rados: Opened, rbd: Opened) -> std::result::Result<Api, Error> {
     let (rbd_diff_iterate2, rbd_update_watch, rbd_update_unwatch, rbd_get_stripe_count) = resolve_fields!(rbd; rbd_diff_iterate2, rbd_update_watch, rbd_update_unwatch,
             rbd_get_stripe_count);
     let (rbd_get_id,) = resolve_fields!(rbd; rbd_get_id);
+    let objects = crate::sys_object::resolve(&rados)?;
     Ok(Api {
         rados_create2,
         rados_conf_read_file,
@@ -291,6 +295,7 @@ fn resolve(rados: Opened, rbd: Opened) -> std::result::Result<Api, Error> {
         rbd_diff_iterate2,
         rbd_update_watch,
         rbd_update_unwatch,
+        objects,
         _libraries: [rados.lib, rbd.lib],
     })
 }

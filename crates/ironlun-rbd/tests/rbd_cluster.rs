@@ -124,6 +124,9 @@ fn rbd_against_a_real_cluster() {
         "a resize from another client is noticed",
         resize_noticed(&resized, other, &resized_name),
     ));
+    eprintln!("case: objects: versioned writes, watch, notify and ack");
+    objects(&fx.pool, &cluster.connect().pool(&cluster.pool).unwrap());
+    eprintln!("case: objects: versioned writes, watch, notify and ack: ok");
     eprintln!("case: a blocklisted address fails every request with ESHUTDOWN");
     blocklisted_address(&cluster, &rt, &fenced_name);
     eprintln!("case: a blocklisted address fails every request with ESHUTDOWN: ok");
@@ -132,6 +135,52 @@ fn rbd_against_a_real_cluster() {
     eprintln!("case: defaults yield to ceph.conf, options win over both");
     defaults_yield_to_the_file(&cluster);
     eprintln!("case: defaults yield to ceph.conf, options win over both: ok");
+}
+
+/// A RADOS object as the shared reservations use it, from two clients:
+/// a write conditional on the version read (or on absence) lands once
+/// and is Stale for the one that read before it; a watch of one client
+/// hears the other's notify, which waits for the acknowledgement; a
+/// notify nobody acknowledges reports the watcher as timed out.
+fn objects(a: &Pool, b: &Pool) {
+    use ironlun_rbd::{WatchEvent, WriteOutcome};
+    let name = format!("ironlun-rbd-it-{}-object", std::process::id());
+    let (oa, ob) = (a.object(&name).unwrap(), b.object(&name).unwrap());
+    assert_eq!(oa.read(64).unwrap(), None, "absent at first");
+    let WriteOutcome::Written(v1) = oa.write_if(None, b"one").unwrap() else {
+        panic!("the exclusive create failed")
+    };
+    assert_eq!(ob.write_if(None, b"two").unwrap(), WriteOutcome::Stale);
+    let read = ob.read(64).unwrap().unwrap();
+    assert_eq!((read.data.as_slice(), read.version), (&b"one"[..], v1));
+    let WriteOutcome::Written(v2) = ob.write_if(Some(v1), b"two").unwrap() else {
+        panic!("the write at the version read failed")
+    };
+    assert!(v2 > v1);
+    assert_eq!(oa.write_if(Some(v1), b"late").unwrap(), WriteOutcome::Stale);
+    assert_eq!(ob.read(64).unwrap().unwrap().data, b"two");
+    assert!(
+        ob.read(2).is_err(),
+        "an object longer than asked is refused"
+    );
+    // Watch through B, notify through A.
+    let watch = ob.watch(Duration::from_secs(10)).unwrap();
+    let notifier = std::thread::spawn(move || oa.notify(b"pr", Duration::from_secs(30)));
+    let Some(WatchEvent::Notify {
+        notify_id, cookie, ..
+    }) = watch.next(HANG_GUARD)
+    else {
+        panic!("no notification")
+    };
+    assert_eq!(cookie, watch.cookie());
+    ob.ack(notify_id, cookie).unwrap();
+    let heard = notifier.join().unwrap().unwrap();
+    assert_eq!((heard.acks, heard.timeouts), (1, 0));
+    assert!(watch.confirmed_ago().is_ok());
+    // Nobody acknowledges: the watcher times out.
+    let heard = ob.notify(b"pr", Duration::from_secs(1)).unwrap();
+    assert_eq!((heard.acks, heard.timeouts), (0, 1));
+    drop(watch);
 }
 
 /// `ClusterConfig::defaults` applies where ceph.conf left librados'

@@ -19,7 +19,9 @@ use crate::gate::{AccessGate, ExclusiveGuard, HasGate, SharedGuard};
 use crate::offline::Offline;
 use crate::ops::{self, OpInfo};
 use crate::provisioning::threshold::ThresholdState;
-use crate::reservations::{self, Access, ItNexus, NameRule, PrState, PrStore, ReservationState};
+use crate::reservations::{
+    self, Access, ItNexus, NameRule, PrState, PrStore, ReservationState, SharedPr,
+};
 use crate::sanitize::SanitizeState;
 use crate::sense::Sense;
 use crate::stats::{Failure, IoKind, IoSnapshot, IoStats, LatencySnapshot};
@@ -138,6 +140,9 @@ pub struct LogicalUnit {
     /// reservation check.
     reserved: AtomicBool,
     pr_store: Option<Arc<dyn PrStore>>,
+    /// Persistent reservations shared with other targets
+    /// ([`crate::reservations::shared`]).
+    pub(crate) pr_shared: Option<Arc<dyn SharedPr>>,
     /// The transport's rule for initiator names that arrive in a
     /// command's data (REGISTER AND MOVE's TransportID).
     name_rule: Option<NameRule>,
@@ -215,6 +220,7 @@ impl LogicalUnit {
             reservations: Mutex::new(ReservationState::default()),
             reserved: AtomicBool::new(false),
             pr_store: None,
+            pr_shared: None,
             name_rule: None,
             access: AccessGate::default(),
             copies_running: AtomicUsize::new(0),
@@ -284,8 +290,13 @@ impl LogicalUnit {
     /// SANITIZE saves its record too, and always runs off
     /// ([`ops::runs_long`]).
     fn saves_state(&self, cdb: &[u8]) -> bool {
-        self.pr_store.is_some()
-            && cdb.first() == Some(&ironlun_scsi_codes::opcode::PERSISTENT_RESERVE_OUT)
+        use ironlun_scsi_codes::opcode::{PERSISTENT_RESERVE_IN, PERSISTENT_RESERVE_OUT};
+        match cdb.first() {
+            Some(&PERSISTENT_RESERVE_OUT) => self.pr_store.is_some() || self.pr_shared.is_some(),
+            // Reads the shared store first.
+            Some(&PERSISTENT_RESERVE_IN) => self.pr_shared.is_some(),
+            _ => false,
+        }
     }
 
     pub fn block_size(&self) -> u32 {
@@ -436,6 +447,11 @@ impl LogicalUnit {
         // A LU whose saved state could not be read serves nothing but
         // the exempt commands (crate::offline).
         if let Some(s) = self.offline.gate(op.access, op.opcode) {
+            return Err(refuse(s));
+        }
+        // Media access waits while the shared reservations may be stale
+        // (crate::reservations::shared).
+        if let Some(s) = self.shared_pr_gate(op.access) {
             return Err(refuse(s));
         }
         // A port whose group is in standby, unavailable or transitioning
@@ -660,8 +676,13 @@ impl LogicalUnit {
         }
     }
 
-    /// Puts saved persistent reservation state in place.
+    /// Puts saved persistent reservation state in place. A LU whose
+    /// reservations are shared ([`LogicalUnit::set_shared_pr`]) keeps
+    /// the shared state: a file of this target's does not replace it.
     pub fn restore_pr(&self, st: PrState) {
+        if self.pr_shared.is_some() {
+            return;
+        }
         let mut r = self.reservations();
         r.pr = st;
         self.note_reservation_state(&r);
@@ -693,7 +714,7 @@ impl LogicalUnit {
     }
 
     pub(crate) fn pr_store_available(&self) -> bool {
-        self.pr_store.is_some()
+        self.pr_store.is_some() || self.pr_shared.is_some()
     }
 
     /// A snapshot of the persistent reservation state.

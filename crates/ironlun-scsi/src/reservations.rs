@@ -18,6 +18,9 @@ use crate::{NexusId, Request, Response};
 use ironlun_scsi_codes::{opcode, service_action, Asc, SenseKey, Status};
 
 mod persist;
+pub mod shared;
+
+pub use shared::SharedPr;
 
 pub use persist::{
     port_name, strict_port_name, MAX_ISCSI_NAME_BYTES, MAX_PORT_NAME_BYTES, MAX_REGISTRATIONS,
@@ -196,6 +199,9 @@ pub struct ReservationState {
     pub pr: PrState,
     /// Holder of an SPC-2 RESERVE(6/10).
     pub spc2: Option<NexusId>,
+    /// The shared store's version `pr` was read at ([`shared`]; 0 when
+    /// the state is this LU's alone).
+    pub version: u64,
 }
 
 fn conflict() -> Response {
@@ -246,6 +252,11 @@ pub fn persistent_reserve_in(
 ) -> Result<Response, Sense> {
     let sa = cdb.u8(1) & 0x1f;
     let alloc = u32::from(cdb.be16(7));
+    if let Some(store) = lu.shared_pr() {
+        // The state as stored now, not as last announced.
+        let stored = store.load().map_err(|_| shared_unavailable())?;
+        lu.put_shared(stored.state, stored.version);
+    }
     let st = lu.reservations();
     if let Some(holder) = st.spc2 {
         if holder != req.nexus {
@@ -385,19 +396,16 @@ pub fn persistent_reserve_out(
         return Ok(conflict());
     };
     let data = req.parameter_list(len);
+    if let Some(store) = lu.shared_pr() {
+        return shared_reserve_out(lu, &**store, req, &nexus, (sa, cdb, data, len));
+    }
     let mut st = lu.reservations();
     if st.spc2.is_some_and(|h| h != req.nexus) {
         return Ok(conflict());
     }
     let before = st.pr.clone();
     let mut effects = Effects::default();
-    let outcome = match sa {
-        service_action::REGISTER_AND_MOVE => register_and_move(lu, &mut st, &nexus, data, len),
-        service_action::REGISTER..=service_action::REGISTER_AND_IGNORE_EXISTING_KEY => {
-            pr_out_action(lu, &mut st, &nexus, sa, cdb, data, len, &mut effects)
-        }
-        _ => Err(Refusal::Check(Sense::invalid_field(1, Some(4)))),
-    };
+    let outcome = apply_out(lu, &mut st, &nexus, (sa, cdb, data, len), &mut effects);
     match outcome {
         Ok(()) => {
             if let Err(r) = lu.persist(&st.pr) {
@@ -405,21 +413,104 @@ pub fn persistent_reserve_out(
                 return Ok(r);
             }
             lu.note_reservation_state(&st);
-            for (who, cond) in effects.notices {
-                lu.establish_ua_for(&who, cond);
-            }
-            let mut r = Response::written(len as u32);
-            r.abort_nexuses = effects.abort;
-            Ok(r)
+            drop(st);
+            Ok(carry_out(lu, effects, len))
         }
         Err(refusal) => {
             st.pr = before;
-            match refusal {
-                Refusal::Conflict => Ok(conflict()),
-                Refusal::Check(s) => Err(s),
-            }
+            refused(refusal)
         }
     }
+}
+
+/// A PERSISTENT RESERVE OUT: its service action, CDB, parameter list and
+/// PARAMETER LIST LENGTH.
+type OutCommand<'a> = (u8, &'a Cdb<'a>, &'a [u8], usize);
+
+/// Applies the service action to `st` (the same rules whether the state
+/// is this LU's alone or shared, [`shared`]).
+fn apply_out(
+    lu: &LogicalUnit,
+    st: &mut ReservationState,
+    nexus: &ItNexus,
+    (sa, cdb, data, len): OutCommand<'_>,
+    effects: &mut Effects,
+) -> Result<(), Refusal> {
+    match sa {
+        service_action::REGISTER_AND_MOVE => register_and_move(lu, st, nexus, data, len),
+        service_action::REGISTER..=service_action::REGISTER_AND_IGNORE_EXISTING_KEY => {
+            pr_out_action(lu, st, nexus, sa, cdb, data, len, effects)
+        }
+        _ => Err(Refusal::Check(Sense::invalid_field(1, Some(4)))),
+    }
+}
+
+/// GOOD for a service action whose state is in place: its unit
+/// attentions and aborts follow.
+fn carry_out(lu: &LogicalUnit, effects: Effects, len: usize) -> Response {
+    for (who, cond) in effects.notices {
+        lu.establish_ua_for(&who, cond);
+    }
+    let mut r = Response::written(len as u32);
+    r.abort_nexuses = effects.abort;
+    r
+}
+
+fn refused(refusal: Refusal) -> Result<Response, Sense> {
+    match refusal {
+        Refusal::Conflict => Ok(conflict()),
+        Refusal::Check(s) => Err(s),
+    }
+}
+
+/// PERSISTENT RESERVE OUT on a shared state ([`shared`]): applied to
+/// the stored state, written back by compare-and-swap, put in place here
+/// and announced to the other targets before GOOD. A store that fails
+/// (or stays contended) is NOT READY, LOGICAL UNIT IS IN PROCESS OF
+/// BECOMING READY, as an unreachable store is for media access
+/// (`failure.rs`): never GOOD, and nothing changed here.
+fn shared_reserve_out(
+    lu: &LogicalUnit,
+    store: &dyn SharedPr,
+    req: &Request<'_>,
+    nexus: &ItNexus,
+    command: OutCommand<'_>,
+) -> Result<Response, Sense> {
+    let spc2 = lu.reservations().spc2;
+    if spc2.is_some_and(|h| h != req.nexus) {
+        return Ok(conflict());
+    }
+    let outcome = shared::update(store, |pr| {
+        let mut st = ReservationState {
+            pr,
+            spc2,
+            version: 0,
+        };
+        let mut effects = Effects::default();
+        apply_out(lu, &mut st, nexus, command, &mut effects).map(|()| (st.pr, effects))
+    });
+    match outcome {
+        Ok(shared::Updated::Done {
+            state,
+            version,
+            written,
+            value: effects,
+        }) => {
+            lu.put_shared(state, version);
+            if written {
+                store.announce();
+            }
+            Ok(carry_out(lu, effects, command.3))
+        }
+        Ok(shared::Updated::Refused(refusal)) => refused(refusal),
+        Err(_) => Err(shared_unavailable()),
+    }
+}
+
+/// The sense of a command that needed the shared store and could not
+/// reach it (retried by initiators, like an unreachable medium).
+pub(crate) fn shared_unavailable() -> Sense {
+    Sense::new(SenseKey::NOT_READY, Asc::LU_NOT_READY_BECOMING_READY)
 }
 
 /// What a service action does beyond the state change, carried out only

@@ -24,6 +24,7 @@ use crate::live::Live;
 use crate::lu_state::{self, StateDir};
 use crate::registry::{Registry, Target};
 use crate::sanitize_store;
+use crate::shared_pr;
 use crate::stats;
 
 /// Why [`Server::bind`] failed: a LUN that cannot be opened or a portal
@@ -269,11 +270,18 @@ pub(crate) fn build_lu(
     if t.alua.mode.explicit() {
         lu.set_alua_notify(log_alua(t.name.clone(), l.number));
     }
+    // Reservations shared through RADOS (pr=rados) instead of a file.
+    let shared = match &l.spec.backend {
+        BackendSpec::Rbd(r) if r.shared_pr => Some(open_shared_pr(&mut lu, r).map_err(set_up)?),
+        _ => None,
+    };
     // What the state files held, or why the LU must stay offline: never
     // an error of the daemon (lu_state.rs).
     let found = state.map(|d| {
         let opened = lu_state::open(d, &t.name, l.number);
-        lu.set_pr_store(Arc::new(opened.pr), None);
+        if shared.is_none() {
+            lu.set_pr_store(Arc::new(opened.pr), None);
+        }
         lu.set_sanitize_store(Arc::new(opened.sanitize));
         opened.found
     });
@@ -281,9 +289,40 @@ pub(crate) fn build_lu(
     if let Some(found) = found {
         lu_state::take_up(&lu, found, &t.name, l.number);
     }
+    if let Some((store, watch)) = shared {
+        let label = format!("target {} LUN {}", t.name, l.number);
+        shared_pr::follow(store, watch, Arc::downgrade(&lu), label)
+            .map_err(|e| set_up(format!("pr=rados: starting its watch thread: {e}")))?;
+    }
     follow_size(&lu, &t.name, l.number);
     follow_events(&lu, &t.name, l.number);
     Ok(lu)
+}
+
+/// `pr=rados`: the image's reservations object, at the group's power on
+/// cleared or kept by its APTPL ([`shared_pr::RadosPr::power_on`]),
+/// watched, read and handed to the LU. Blocks (cluster round trips).
+fn open_shared_pr(
+    lu: &mut LogicalUnit,
+    r: &RbdSpec,
+) -> Result<(Arc<shared_pr::RadosPr>, ironlun_rbd::ObjectWatch), String> {
+    let identity = lu.backend().identity().unwrap_or_default();
+    let id = shared_pr::image_id(&identity)
+        .ok_or("pr=rados needs an image of format 2 (it has an id; this one has none)")?
+        .to_owned();
+    let fail = |e: std::io::Error| format!("pr=rados: {}: {e}", shared_pr::object_name(&id));
+    let store =
+        shared_pr::RadosPr::connect(&rbd_options(r, false).cluster, &r.pool, &id).map_err(fail)?;
+    store.power_on().map_err(fail)?;
+    let (watch, now) = shared_pr::start(&store).map_err(fail)?;
+    let store = Arc::new(store);
+    lu.set_shared_pr(store.clone(), now);
+    info!(
+        "{}: persistent reservations shared through {}",
+        identity,
+        shared_pr::object_name(&id)
+    );
+    Ok((store, watch))
 }
 
 /// Logs the states an initiator's SET TARGET PORT GROUPS set (SPC-5
@@ -591,6 +630,12 @@ impl Server {
         let admin = endpoints
             .start(self.live.clone())
             .map_err(|e| format!("management API: no thread: {e}"))?;
+        // Gateway groups (docs/ha.md): their heartbeats and lock calls.
+        for t in self.registry.targets().iter() {
+            if let Some(g) = &t.cfg.group {
+                crate::group::start(self.registry.clone(), &t.cfg.name, g)?;
+            }
+        }
         tokio::pin!(stop);
         loop {
             tokio::select! {

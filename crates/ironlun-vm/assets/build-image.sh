@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds the guest image for the kernel-initiator VM from Debian packages:
 # a stock Debian kernel and an initramfs holding busybox-static, open-iscsi
-# (iscsid, iscsiadm), e2fsprogs, the kernel modules the iSCSI path needs and
-# the shared libraries of those programs.
+# (iscsid, iscsiadm), e2fsprogs, multipath-tools (multipath, multipathd and
+# their checker and prioritizer plugins) with udev's daemon and the block
+# device rules it needs, dmsetup, the kernel modules the iSCSI and
+# dm-multipath paths need and the shared libraries of those programs.
 #
 #   build-image.sh OUT_DIR
 #
@@ -36,6 +38,8 @@ PKGS=(
   "$KPKG" busybox-static open-iscsi e2fsprogs
   libisns0 libkmod2 libmount1 libopeniscsiusr libssl3 libsystemd0
   libext2fs2 libcom-err2 libblkid1 libuuid1 libss2
+  multipath-tools udev dmsetup libaio1 libdevmapper1.02.1 libedit2
+  libjson-c5 libudev1 liburcu8 libsystemd-shared libgcc-s1
 )
 
 cd "$WORK/debs"
@@ -63,9 +67,10 @@ printf 'root:x:0:0:root:/:/bin/sh\n' >"$R/etc/passwd"
 printf 'root:x:0:\n' >"$R/etc/group"
 
 # --- programs and their libraries ------------------------------------------
-LDPATH="$P/$ARCH_LIBS:$P/usr/$ARCH_LIBS"
+LDPATH="$P/$ARCH_LIBS:$P/usr/$ARCH_LIBS:$P/usr/$ARCH_LIBS/systemd:$P/lib"
 copy_prog() {
   local src=$1 dst=$2 lib path
+  mkdir -p "$R/$(dirname "$dst")"
   cp "$src" "$R/$dst"
   # ldd prints "name => /path (addr)" or "/lib64/ld-linux... (addr)".
   while read -r lib path; do
@@ -86,15 +91,37 @@ find_prog() {
   echo "build-image: $1 not found in the packages" >&2
   exit 1
 }
-for prog in iscsid iscsiadm mke2fs e2fsck; do
+for prog in iscsid iscsiadm mke2fs e2fsck multipath multipathd dmsetup udevadm; do
   copy_prog "$(find_prog "$prog")" "sbin/$prog"
+done
+
+# --- dm-multipath ------------------------------------------------------------
+# multipathd loads its path checkers and prioritizers (tur, alua, ...) from
+# /lib/multipath; udevd is udevadm called systemd-udevd, and scsi_id with
+# the persistent-storage rules gives each path the ID_SERIAL multipath
+# groups paths by.
+mkdir -p "$R/lib/multipath" "$R/lib/udev/rules.d" "$R/etc/multipath"
+for so in "$P"/lib/multipath/*.so; do
+  copy_prog "$so" "lib/multipath/$(basename "$so")"
+done
+for lib in libmultipath.so.0 libmpathutil.so.0 libmpathcmd.so.0 libmpathpersist.so.0; do
+  [ -e "$R/$ARCH_LIBS/$lib" ] || cp -L "$P/lib/$lib" "$R/$ARCH_LIBS/$lib"
+done
+# glibc loads libgcc_s for pthread_cancel, which multipathd calls.
+cp -L "$P/$ARCH_LIBS/libgcc_s.so.1" "$R/$ARCH_LIBS/"
+ln -s udevadm "$R/sbin/systemd-udevd"
+copy_prog "$P/lib/udev/scsi_id" lib/udev/scsi_id
+for rules in 50-udev-default 60-block 60-persistent-storage; do
+  cp "$P/lib/udev/rules.d/$rules.rules" "$R/lib/udev/rules.d/"
 done
 
 # --- kernel modules -------------------------------------------------------
 # The closure of what the iSCSI path needs under modules.dep. crc32c is a
 # soft dependency of ext4 and iscsi_tcp's digests, so it is named here;
-# scsi_dh_alua is the ALUA device handler (the alua case).
-MODS=(virtio_pci virtio_net scsi_mod sd_mod scsi_transport_iscsi libiscsi libiscsi_tcp iscsi_tcp crc32c_generic ext4 scsi_dh_alua)
+# scsi_dh_alua is the ALUA device handler (the alua case); dm_multipath
+# and its path selectors are dm-multipath (the multipath case).
+MODS=(virtio_pci virtio_net scsi_mod sd_mod scsi_transport_iscsi libiscsi libiscsi_tcp iscsi_tcp crc32c_generic ext4 scsi_dh_alua
+  dm_multipath dm_service_time dm_round_robin dm_queue_length)
 "$BB" depmod -b "$P" "$KVER"
 MD="$P/lib/modules/$KVER"
 declare -A want=()

@@ -79,9 +79,20 @@ pub const ALUA: Case = Case {
     script: include_str!("../assets/cases/alua.sh"),
 };
 
+/// dm-multipath over two gateways (`PORT2` the second's port) with the
+/// settings docs/ha.md gives: one map, gateway 1's path in the active
+/// group; after the host swaps the ALUA states (on `phase=mpath-seen`)
+/// I/O through the map goes on without an error while the map moves to
+/// gateway 2's path (within `WAIT_S` seconds).
+pub const MULTIPATH: Case = Case {
+    name: "multipath",
+    about: "dm-multipath (prio alua, group_by_prio) over two gateways: one map, no failed I/O while a swap of ALUA states moves it to the other path",
+    script: include_str!("../assets/cases/multipath.sh"),
+};
+
 /// Every case.
 pub const ALL: &[Case] = &[
-    BASIC, CHAP, TWO_LUNS, RESTART, FSTRIM, LIVE_LUN, FS_BENCH, ALUA,
+    BASIC, CHAP, TWO_LUNS, RESTART, FSTRIM, LIVE_LUN, FS_BENCH, ALUA, MULTIPATH,
 ];
 
 /// The case called `name`.

@@ -237,6 +237,15 @@ impl Standing {
     pub(super) fn fenced(&self) -> bool {
         self.troubled.load(SeqCst) && self.lock().fenced
     }
+
+    /// Lifts the fence: a new client serves the image (the gateway
+    /// group's explicit rejoin, `group.rs`). Lost writes still unreported
+    /// stay so.
+    pub(super) fn unfence(&self) {
+        let mut t = self.lock();
+        t.fenced = false;
+        self.troubled.store(!t.clear(), SeqCst);
+    }
 }
 
 #[cfg(test)]

@@ -404,7 +404,8 @@ impl Link {
                 "{}: the cluster blocklisted this gateway's client {} (ESHUTDOWN): fenced, by \
                  another gateway taking the image over or by an operator. reconnect is off, so \
                  the LU stays failed: its commands answer NOT READY, MANUAL INTERVENTION \
-                 REQUIRED{}. To serve the image from here again, make sure no other gateway \
+                 REQUIRED{}. In a gateway group: ironlun admin group rejoin TARGET. Otherwise, \
+                 to serve the image from here again, make sure no other gateway \
                  writes it, then remove the LUN and add it again (ironlun admin lun remove and \
                  lun add; a target's only LUN: target remove and target add; or through the \
                  configuration file and SIGHUP), or restart the target (docs/rbd.md, \
@@ -486,6 +487,37 @@ impl Link {
                 lost_clause(lost)
             ),
         );
+    }
+}
+
+/// What the gateway group (`super::group`) needs of the link.
+impl Link {
+    /// The image as the client now serving it has it open.
+    pub(super) fn image(&self) -> Image {
+        self.client().image.clone()
+    }
+
+    /// A lock call's error, passed on as an I/O's would be: ESHUTDOWN
+    /// (the cluster blocklisted this client) fences the LU.
+    pub(super) fn lock_error(self: &Arc<Self>, e: ironlun_rbd::Error) -> io::Error {
+        let client = self.client();
+        self.note(&client, io_error(e))
+    }
+
+    /// Whether the cluster fenced this gateway (and nobody rejoined).
+    pub(super) fn fenced(&self) -> bool {
+        self.standing.fenced()
+    }
+
+    /// The explicit way back after a fence: a new client opens the image
+    /// (blocks), replaces the fenced one and serves. The group calls it
+    /// only for a gateway that will come back as a standby, which owns
+    /// nothing and writes nothing until it takes the lock again.
+    pub(super) fn rejoin(self: &Arc<Self>) -> io::Result<()> {
+        let (client, watch) = open_image(&self.opts)?;
+        self.replace(client, watch);
+        self.standing.unfence();
+        Ok(())
     }
 }
 

@@ -29,6 +29,7 @@ use crate::events::StoreEvents;
 use crate::ring::Request;
 use crate::{check_range, push_extent, zeros, Backend, CompareWrite, Extent};
 
+mod group;
 mod ledger;
 mod link;
 
@@ -74,6 +75,8 @@ pub struct RbdBackend {
     /// same for every gateway that opens it, kept across a rename;
     /// `rbd:POOL/IMAGE` for an old-format image, which has none.
     identity: String,
+    /// `reconnect=on`: the gateway group refuses such an LU.
+    reconnect: bool,
 }
 
 impl RbdBackend {
@@ -91,6 +94,7 @@ impl RbdBackend {
             link,
             read_only: opts.read_only,
             identity,
+            reconnect: opts.reconnect,
         })
     }
 
@@ -205,6 +209,10 @@ impl Backend for RbdBackend {
     }
 
     fn async_medium(&self) -> Option<&dyn AsyncMedium> {
+        Some(self)
+    }
+
+    fn image_lock(&self) -> Option<&dyn crate::ImageLock> {
         Some(self)
     }
 

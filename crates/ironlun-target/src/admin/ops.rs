@@ -116,6 +116,12 @@ pub enum Op {
         group: u16,
         state: String,
     },
+    /// Brings a fenced gateway back into its target's group: each fenced
+    /// LUN opens the image with a fresh client and waits as a standby
+    /// (docs/ha.md, "Fencing and rejoining").
+    RejoinGroup {
+        target: String,
+    },
 }
 
 /// The fields of an operation whose values may hold a secret: a CHAP
@@ -144,6 +150,7 @@ impl Op {
             Op::SaveConfig { .. } => "save-config",
             Op::ReloadConfig { .. } => "reload-config",
             Op::SetAlua { .. } => "set-alua",
+            Op::RejoinGroup { .. } => "rejoin-group",
         }
     }
 }
@@ -325,6 +332,7 @@ pub fn run(live: &Live, req: Request) -> Result<Answer, OpError> {
             group,
             state,
         } => set_alua(live, &iscsi_name(&target)?, group, &state, dry, force),
+        Op::RejoinGroup { target } => rejoin(&iscsi_name(&target)?, dry),
         Op::LogoutSession { tsih } => logout(live, tsih, dry),
         Op::SaveConfig { path } => super::save::save(live, path, dry),
         Op::ReloadConfig {} => {
@@ -380,6 +388,36 @@ fn set_alua(
         ));
     }
     Ok(answer)
+}
+
+/// `group rejoin`: the fenced LUNs of `target` rejoin its group.
+fn rejoin(target: &str, dry_run: bool) -> Result<Answer, OpError> {
+    let view = crate::group::view(target)
+        .ok_or_else(|| OpError::new(404, format!("target {target} has no gateway group here")))?;
+    let fenced: Vec<u16> = view
+        .luns
+        .iter()
+        .filter(|l| l.role == "fenced")
+        .map(|l| l.lun)
+        .collect();
+    let luns = if dry_run {
+        fenced
+    } else {
+        crate::group::rejoin(target).unwrap_or_default()
+    };
+    let note = if luns.is_empty() {
+        "no LUN is fenced: nothing to do"
+    } else {
+        "each opens the image with a fresh client and comes back as a standby"
+    };
+    Ok(Answer {
+        changes: luns
+            .iter()
+            .map(|n| format!("~ target {target} LUN {n}: rejoin group {}", view.group))
+            .collect(),
+        dry_run,
+        note: Some(note.to_owned()),
+    })
 }
 
 fn online(live: &Live, target: &str, lun: u16, dry_run: bool) -> Result<Answer, OpError> {
@@ -514,6 +552,7 @@ mod tests {
                 group: 2,
                 state: "active/optimized".into(),
             },
+            Op::RejoinGroup { target: T.into() },
         ];
         for op in &ops {
             match op {
@@ -533,7 +572,8 @@ mod tests {
                 | Op::SaveConfig { .. }
                 | Op::ReloadConfig { .. }
                 | Op::OnlineLun { .. }
-                | Op::SetAlua { .. } => {}
+                | Op::SetAlua { .. }
+                | Op::RejoinGroup { .. } => {}
             }
         }
         ops
@@ -618,8 +658,12 @@ mod tests {
             );
             match r {
                 Ok(a) => assert!(a.dry_run, "{what}: {a:?}"),
-                // Only the logout of a session there is not.
-                Err(e) => assert_eq!(what, "logout-session", "{e:?}"),
+                // Only the logout of a session there is not, and the
+                // rejoin of a gateway group there is not.
+                Err(e) => assert!(
+                    matches!(what, "logout-session" | "rejoin-group"),
+                    "{what}: {e:?}"
+                ),
             }
             assert_eq!(live.document(), text, "{what}");
             assert_eq!(snapshot(&dir), files, "{what} wrote");

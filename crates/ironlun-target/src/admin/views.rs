@@ -36,6 +36,10 @@ pub struct TargetView {
     /// credentials for initiators that ask. Never the secrets.
     pub chap: bool,
     pub mutual_chap: bool,
+    /// The gateway group serving the target (docs/ha.md): this gateway,
+    /// each gateway's health and each LUN's owner; absent without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<crate::group::GroupView>,
 }
 
 #[derive(Serialize)]
@@ -164,6 +168,7 @@ pub fn state(live: &Live) -> State {
             allow: t.cfg.acl.entries(),
             chap: t.cfg.chap.is_some(),
             mutual_chap: t.cfg.chap.as_ref().is_some_and(|p| p.target.is_some()),
+            group: crate::group::view(&t.cfg.name),
         })
         .collect();
     State {

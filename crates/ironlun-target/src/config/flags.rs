@@ -99,6 +99,7 @@ impl Config {
                 portal_group_tag: 1,
                 relative_port: 1,
                 alua: Default::default(),
+                group: None,
                 queue_depth: DEFAULT_QUEUE_DEPTH,
                 offers: Offers::default(),
                 luns,

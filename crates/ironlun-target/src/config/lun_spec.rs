@@ -33,7 +33,7 @@ pub enum BackendSpec {
         direct: bool,
     },
     /// A Ceph RBD image: `rbd:POOL/IMAGE[,conf=PATH][,id=CLIENT][,keyring=PATH]`
-    /// `[,timeout=SECS][,reconnect=on|off]`.
+    /// `[,timeout=SECS][,reconnect=on|off][,pr=local|rados]`.
     Rbd(RbdSpec),
 }
 
@@ -54,12 +54,17 @@ pub struct RbdSpec {
     /// blocklisted this one (`reconnect=on`). Off by default: that
     /// undoes a fence (docs/rbd.md, "Blocklist and reconnect").
     pub reconnect: bool,
+    /// Persistent reservations kept in RADOS beside the image and shared
+    /// by every gateway that serves it (`pr=rados`; docs/ha.md, "Shared
+    /// reservations"), instead of this target's state directory
+    /// (`pr=local`, the default).
+    pub shared_pr: bool,
 }
 
 /// A parsed `--lun` spec: `ram:SIZE`, `null:SIZE`,
 /// `file:PATH[,size=SIZE[,grow]][,direct][,prealloc]`, `block:PATH[,direct]` or
 /// `rbd:POOL/IMAGE[,conf=PATH][,id=CLIENT][,keyring=PATH][,timeout=SECS]`
-/// `[,reconnect=on|off]` (always thin),
+/// `[,reconnect=on|off][,pr=local|rados]` (always thin),
 /// each optionally followed by `,bs=512|4096`, `,pbs=4096`, `,ro`,
 /// `,rotation=ssd|unknown|RPM`, (not for block devices) `,thin`,
 /// `,sanitize` and, with it, `,sanitize_rate=RATE`, and (thin files)
@@ -123,7 +128,7 @@ pub enum LunSpecProblem {
     Grow(&'static str),
     #[error("thin provisioning needs ram, null or file (a discard on a device need not read back as zeros)")]
     ThinBlockDevice,
-    /// `conf=`, `id=`, `keyring=`, `timeout=` or `reconnect=` on another
+    /// `conf=`, `id=`, `keyring=`, `timeout=`, `reconnect=` or `pr=` on another
     /// kind than `rbd:`.
     #[error("{0}= is an rbd option")]
     RbdOnly(&'static str),
@@ -139,6 +144,9 @@ pub enum LunSpecProblem {
     /// `reconnect=` other than on or off.
     #[error("reconnect={0} (on or off)")]
     Reconnect(String),
+    /// `pr=` other than local or rados.
+    #[error("pr={0} (local or rados)")]
+    Pr(String),
     /// `id=` or a path that is empty.
     #[error("{0}= is empty")]
     EmptyValue(&'static str),
@@ -226,6 +234,7 @@ struct Options {
     keyring: Option<PathBuf>,
     timeout_secs: Option<u32>,
     reconnect: Option<bool>,
+    shared_pr: Option<bool>,
 }
 
 fn size(s: &str) -> Result<u64, LunSpecProblem> {
@@ -294,6 +303,15 @@ fn on_off(v: &str) -> Result<bool, LunSpecProblem> {
     }
 }
 
+/// `pr=`: `rados` (shared by the gateways) or `local`.
+fn shared_pr(v: &str) -> Result<bool, LunSpecProblem> {
+    match v {
+        "rados" => Ok(true),
+        "local" => Ok(false),
+        _ => Err(LunSpecProblem::Pr(v.to_owned())),
+    }
+}
+
 fn non_empty<'a>(key: &'static str, v: &'a str) -> Result<&'a str, LunSpecProblem> {
     if v.is_empty() {
         return Err(LunSpecProblem::EmptyValue(key));
@@ -339,6 +357,7 @@ impl Options {
             ("id", Some(v)) => self.client_id = Some(non_empty("id", v)?.to_owned()),
             ("timeout", Some(v)) => self.timeout_secs = Some(timeout_secs(v)?),
             ("reconnect", Some(v)) => self.reconnect = Some(on_off(v)?),
+            ("pr", Some(v)) => self.shared_pr = Some(shared_pr(v)?),
             ("keyring", Some(v)) => self.keyring = Some(PathBuf::from(non_empty("keyring", v)?)),
             _ => return Err(LunSpecProblem::UnknownOption(opt.to_owned())),
         }
@@ -361,6 +380,7 @@ impl Options {
             ("keyring", self.keyring.is_some()),
             ("timeout", self.timeout_secs.is_some()),
             ("reconnect", self.reconnect.is_some()),
+            ("pr", self.shared_pr.is_some()),
         ];
         if let Some((key, _)) = rbd_only.iter().find(|(_, set)| *set) {
             return Err(LunSpecProblem::RbdOnly(key));
@@ -437,6 +457,7 @@ impl Options {
             keyring: self.keyring.clone(),
             timeout_secs: self.timeout_secs,
             reconnect: self.reconnect.unwrap_or(false),
+            shared_pr: self.shared_pr.unwrap_or(false),
         }))
     }
 

@@ -31,6 +31,7 @@ mod chap;
 mod effective;
 mod error;
 mod flags;
+mod group;
 mod initiators;
 mod io_engine;
 mod limits;
@@ -42,6 +43,7 @@ mod toml_file;
 pub(crate) use chap::{HIDDEN_SECRET, SECRET_KEYS};
 pub use error::ConfigError;
 pub use flags::Overrides;
+pub use group::{GatewayConfig, GroupConfig, MAX_GATEWAYS, MAX_GROUP_LUNS};
 pub use initiators::{DefaultMap, InitiatorEntry, MappedLun};
 pub use io_engine::{IoEngine, UnknownIoEngine};
 pub use limits::{Limits, TcpTuning};
@@ -168,6 +170,9 @@ pub struct TargetConfig {
     /// Target port groups and their states (`[target.alua]`; off
     /// without it).
     pub alua: ironlun_scsi::AluaConfig,
+    /// The gateway group serving this target with others (`[target.group]`):
+    /// it sets the portal group tag, the relative port and `alua`.
+    pub group: Option<GroupConfig>,
     pub queue_depth: u32,
     pub offers: Offers,
     pub luns: Vec<LunConfig>,

@@ -782,6 +782,7 @@ fn rbd_lun_specs() {
             keyring: None,
             timeout_secs: None,
             reconnect: false,
+            shared_pr: false,
         })
     );
     let s: LunSpec = "rbd:rbd/lun0,timeout=5".parse().unwrap();
@@ -799,6 +800,14 @@ fn rbd_lun_specs() {
     assert_eq!((s.block_size, s.read_only), (4096, true));
     // Reconnecting after a blocklist undoes a fence: only when asked.
     assert!(!r.reconnect, "off unless given");
+    assert!(!r.shared_pr, "reservations are local unless pr=rados");
+    for (spec, shared) in [("rbd:rbd/a,pr=rados", true), ("rbd:rbd/a,pr=local", false)] {
+        let s: LunSpec = spec.parse().unwrap();
+        assert!(
+            matches!(s.backend, BackendSpec::Rbd(r) if r.shared_pr == shared),
+            "{spec}"
+        );
+    }
     for (spec, on) in [
         ("rbd:rbd/lun0,reconnect=on", true),
         ("rbd:rbd/lun0,reconnect=off", false),
@@ -841,6 +850,8 @@ fn rbd_lun_spec_mistakes_say_what_is_wrong() {
         ),
         ("rbd:rbd/lun0,reconnect", "unknown option 'reconnect'"),
         ("file:/x,reconnect=on", "reconnect= is an rbd option"),
+        ("rbd:rbd/a,pr=shared", "pr=shared (local or rados)"),
+        ("ram:1M,pr=rados", "pr= is an rbd option"),
     ] {
         let got = problem(bad);
         assert!(got.contains(says), "{bad}: {got}");

@@ -67,6 +67,8 @@ struct FileTarget {
     initiators: Vec<FileInitiator>,
     /// Target port groups (ALUA): `[target.alua]`.
     alua: Option<super::alua::FileAlua>,
+    /// The gateway group serving the target: `[target.group]`.
+    group: Option<super::group::FileGroup>,
 }
 
 #[derive(Deserialize)]
@@ -102,6 +104,12 @@ fn check_file(text: &str, path: Option<&Path>) -> Result<Config, ConfigError> {
     }
     let discovery_chap = f.discovery.policy("discovery")?;
     let targets = f.check_targets()?;
+    // A grouped target's gateway listens on its portal unless the file
+    // says where (the same document serves every gateway).
+    let listen = match targets.iter().find_map(|t| t.group.as_ref()) {
+        Some(g) if f.listen.is_empty() => vec![g.local().portal],
+        _ => listen,
+    };
     let stats = f
         .stats
         .as_deref()
@@ -223,10 +231,25 @@ impl FileTarget {
         let chap = self.auth.policy(&format!("target {name}"))?;
         let initiators = initiators::check(&name, &self.initiators, &luns, &acl)?;
         let default_map = initiators::default_map(&name, self.default_map.as_deref())?;
-        let portal_group_tag = self.portal_group_tag.unwrap_or(1);
-        let (alua, relative_port) =
-            super::alua::check(&name, portal_group_tag, self.alua.as_ref())?;
+        let group = self
+            .group
+            .as_ref()
+            .map(|g| {
+                let local = crate::group::local_gateway();
+                let (pgt, alua) = (self.portal_group_tag.is_some(), self.alua.is_some());
+                super::group::check(&name, g, local.as_deref(), pgt, alua, &luns)
+            })
+            .transpose()?;
+        let (portal_group_tag, alua, relative_port) = match &group {
+            Some(g) => (g.local().tpg, g.alua(), g.local().tpg),
+            None => {
+                let tag = self.portal_group_tag.unwrap_or(1);
+                let (alua, port) = super::alua::check(&name, tag, self.alua.as_ref())?;
+                (tag, alua, port)
+            }
+        };
         Ok(TargetConfig {
+            group,
             name,
             alias: self.alias.clone(),
             portal_group_tag,
