@@ -117,8 +117,11 @@ t0=$(now_ms)
 deadline=$((t0 + WAIT_S * 1000))
 ios=0
 dd if=/dev/urandom of=/tmp/blk bs=64k count=1 2>/dev/null
+# (The active group is kept in $act: a reload by multipathd leaves no
+# group active until the next I/O.)
 moved() {
-  [ "$(path "$P2")" = 50/active ] && [ "$(active_dev)" = "$P2" ]
+  act=$(active_dev)
+  [ "$(path "$P2")" = 50/active ] && [ "$act" = "$P2" ]
 }
 until moved; do
   off=$((ios % 64))
@@ -129,7 +132,7 @@ until moved; do
   sleep 0.2
 done
 multipathd show map "$map" topology 2>&1 | sed 's/^/ironlun-vm: topology: /'
-kv "switch_ms=$(($(now_ms) - t0)) ios_during_switch=$ios path1_prio_after=$(path "$P1") path2_prio_after=$(path "$P2") active_after=$(active_dev)"
+kv "switch_ms=$(($(now_ms) - t0)) ios_during_switch=$ios path1_prio_after=$(path "$P1") path2_prio_after=$(path "$P2") active_after=$act"
 
 # Pattern B through the map, now gateway 2's.
 dd if=/dev/urandom of=/tmp/b bs=1M count=4 2>/dev/null
