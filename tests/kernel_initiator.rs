@@ -43,6 +43,11 @@ mod alua;
 // dm-multipath over two gateways.
 #[path = "kernel_initiator/multipath.rs"]
 mod multipath;
+// And over a gateway group on RBD (scripts/ha-cluster), killing the owner.
+#[path = "support/ha.rs"]
+mod ha;
+#[path = "kernel_initiator/ha_failover.rs"]
+mod ha_failover;
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -132,6 +137,7 @@ fn main() {
         ("rbd", rbd_lun::case_rbd),
         ("alua", alua::case_alua),
         ("multipath", multipath::case_multipath),
+        ("ha-failover", ha_failover::case_ha_failover),
     ];
     let (mut failed, mut skipped) = (0, 0);
     for (name, f) in all {

@@ -102,7 +102,14 @@ fn fnv1a(parts: &[&[u8]]) -> u64 {
     h
 }
 
-fn open_backend(spec: &BackendSpec, read_only: bool) -> std::io::Result<Arc<dyn Backend>> {
+/// Opens the store of an LU; `grouped`: its target is served by a gateway
+/// group (an RBD image then acknowledges writes only once the OSDs have
+/// them: [`RbdOptions::write_through`]).
+fn open_backend(
+    spec: &BackendSpec,
+    read_only: bool,
+    grouped: bool,
+) -> std::io::Result<Arc<dyn Backend>> {
     Ok(match spec {
         BackendSpec::Null { size } => Arc::new(NullBackend::new(*size)),
         BackendSpec::Ram { size } => Arc::new(RamBackend::new(*size)),
@@ -130,7 +137,10 @@ fn open_backend(spec: &BackendSpec, read_only: bool) -> std::io::Result<Arc<dyn 
                 ..FileOptions::default()
             },
         )?),
-        BackendSpec::Rbd(rbd) => Arc::new(RbdBackend::open(&rbd_options(rbd, read_only))?),
+        BackendSpec::Rbd(rbd) => Arc::new(RbdBackend::open(&RbdOptions {
+            write_through: grouped,
+            ..rbd_options(rbd, read_only)
+        })?),
     })
 }
 
@@ -154,6 +164,7 @@ fn rbd_options(spec: &RbdSpec, read_only: bool) -> RbdOptions {
         },
         read_only,
         reconnect: spec.reconnect,
+        write_through: false,
     }
 }
 
@@ -233,7 +244,7 @@ pub(crate) fn build_lu(
         lun: l.number,
         problem,
     };
-    let backend = open_backend(&l.spec.backend, l.spec.read_only).map_err(|source| {
+    let backend = open_backend(&l.spec.backend, l.spec.read_only, t.group.is_some()).map_err(|source| {
         BindError::OpenBackend {
             target: t.name.clone(),
             lun: l.number,

@@ -90,9 +90,30 @@ pub const MULTIPATH: Case = Case {
     script: include_str!("../assets/cases/multipath.sh"),
 };
 
+/// Failover of a gateway group on RBD through dm-multipath: gateways
+/// at `PORTAL1` (the owner) and `PORTAL2` serving `HA_IQN`, ext4 on the
+/// map and a writer that records each file's SHA-256 once its fsync
+/// returned; per trial (`TRIALS`) the host kill -9s the owner on
+/// `phase=kill` and starts it again on `phase=failed-over`, and the
+/// writer must never fail (each wait bounded by `WAIT_S` seconds).
+pub const HA_FAILOVER: Case = Case {
+    name: "ha-failover",
+    about: "a gateway group on RBD through dm-multipath: kill -9 of the owner mid-write, I/O goes on through the survivor, failback, every acknowledged file verifies",
+    script: include_str!("../assets/cases/ha-failover.sh"),
+};
+
 /// Every case.
 pub const ALL: &[Case] = &[
-    BASIC, CHAP, TWO_LUNS, RESTART, FSTRIM, LIVE_LUN, FS_BENCH, ALUA, MULTIPATH,
+    BASIC,
+    CHAP,
+    TWO_LUNS,
+    RESTART,
+    FSTRIM,
+    LIVE_LUN,
+    FS_BENCH,
+    ALUA,
+    MULTIPATH,
+    HA_FAILOVER,
 ];
 
 /// The case called `name`.

@@ -42,14 +42,29 @@ pub(super) struct Ledger {
     flushed: AtomicU64,
     /// The client has been taken out of service.
     retired: AtomicBool,
+    /// librbd's cache is off ([`super::RbdOptions::write_through`]): a
+    /// completed write is on the OSDs, covered as it completes.
+    write_through: bool,
 }
 
 impl Ledger {
+    /// The ledger of a new client; `write_through` when its librbd
+    /// completes writes only once the OSDs have them.
+    pub(super) fn new(write_through: bool) -> Ledger {
+        Ledger {
+            write_through,
+            ..Ledger::default()
+        }
+    }
+
     /// A write on this client completed successfully. False when the
     /// client was retired meanwhile: its acknowledgement may be counted
     /// as lost already, so the command must not answer GOOD.
     pub(super) fn acked(&self) -> bool {
-        self.acked.fetch_add(1, SeqCst);
+        let n = self.acked.fetch_add(1, SeqCst).saturating_add(1);
+        if self.write_through {
+            self.flushed.fetch_max(n, SeqCst);
+        }
         !self.retired.load(SeqCst)
     }
 
@@ -253,6 +268,16 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    #[test]
+    fn a_write_through_client_loses_nothing_it_acknowledged() {
+        let l = Ledger::new(true);
+        ack(&l, 5);
+        assert_eq!(l.retire(), 0);
+        let cached = Ledger::new(false);
+        ack(&cached, 5);
+        assert_eq!(cached.retire(), 5);
+    }
 
     /// `n` writes acknowledged on `l`.
     fn ack(l: &Ledger, n: u64) {

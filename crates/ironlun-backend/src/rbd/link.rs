@@ -97,6 +97,10 @@ fn open_image(opts: &RbdOptions) -> io::Result<(Arc<Client>, ResizeWatch)> {
     if !cluster.options.iter().any(|(k, _)| k == key) {
         cluster.options.push((key.into(), "false".into()));
     }
+    if opts.write_through {
+        cluster.options.retain(|(k, _)| k != "rbd_cache");
+        cluster.options.push(("rbd_cache".into(), "false".into()));
+    }
     for (key, value) in GATEWAY_DEFAULTS {
         if !cluster.defaults.iter().any(|(k, _)| k == key) {
             cluster.defaults.push(((*key).into(), (*value).into()));
@@ -111,7 +115,7 @@ fn open_image(opts: &RbdOptions) -> io::Result<(Arc<Client>, ResizeWatch)> {
     let watch = image.on_resize().map_err(io_error)?;
     let client = Client {
         image,
-        ledger: Ledger::default(),
+        ledger: Ledger::new(opts.write_through),
         address,
     };
     Ok((Arc::new(client), watch))
@@ -158,10 +162,15 @@ impl Link {
         });
         link.follow(watch);
         let reconnect = if opts.reconnect { "on" } else { "off" };
+        let acked = if opts.write_through {
+            "when the OSDs have them (rbd_cache off: a gateway group)"
+        } else {
+            "by librbd's cache policy, made durable by a flush"
+        };
         link.events.send(
             Severity::Info,
             format!(
-                "{}: opened as client {}; reconnect after a blocklist: {reconnect}",
+                "{}: opened as client {}; reconnect after a blocklist: {reconnect}; writes acknowledged {acked}",
                 link.name(),
                 link.client().address
             ),

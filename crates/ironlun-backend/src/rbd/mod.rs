@@ -65,6 +65,17 @@ pub struct RbdOptions {
     /// is another gateway's or an operator's fence, and reconnecting
     /// undoes it; the LU then stays failed until an operator acts.
     pub reconnect: bool,
+    /// Complete a write only once the OSDs have it (`rbd_cache = false`,
+    /// over whatever ceph.conf says), as a gateway group needs: librbd's
+    /// write-around cache acknowledges a write when it is dispatched
+    /// (rbd/ledger.rs), and when the gateway that acknowledged it dies,
+    /// the initiator's SYNCHRONIZE CACHE is retried through the survivor,
+    /// whose flush knows nothing of it and answers GOOD over lost data
+    /// (SBC-4 §5.22: GOOD means the cached data is on the medium). Seen
+    /// with the kernel initiator through dm-multipath (tests/
+    /// kernel_initiator/ha_failover.rs): a file fsync'd through the
+    /// map read back different after the owner was killed.
+    pub write_through: bool,
 }
 
 /// An open RBD image as a store.

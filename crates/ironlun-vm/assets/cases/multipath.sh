@@ -62,19 +62,21 @@ EOF
 # In the foreground of a background job, its log on the console.
 (multipathd -d -s -v2 9>&- 2>&1 | sed 's/^/ironlun-vm: multipathd: /') &
 
-# The map's name and its two paths, waiting up to 60 s for multipathd.
-i=0
+# The map and its two paths: multipathd may wait for udev's event of
+# the map's creation (uev_wait_timeout, 30 s), which a loaded machine
+# delays; WAIT_S bounds it.
+deadline=$(($(now_ms) + WAIT_S * 1000))
 while :; do
-  map=$(dmsetup ls --target multipath 2>/dev/null | awk 'NR == 1 { print $1 }')
+  # A map's line is "NAME (MAJOR:MINOR)"; none yet is "No devices found".
+  map=$(dmsetup ls --target multipath 2>/dev/null | awk '$2 ~ /^\([0-9]+:[0-9]+\)$/ { print $1; exit }')
   if [ -n "$map" ] && [ "$(multipathd show paths raw format '%d' 2>/dev/null | grep -c '^sd')" = 2 ]; then
     break
   fi
-  if [ $i -ge 600 ]; then
+  if [ "$(now_ms)" -ge "$deadline" ]; then
     multipath -v3 2>&1 | tail -40 | sed 's/^/ironlun-vm: multipath: /'
-    die "no multipath map of two paths after 60 s"
+    die "no multipath map of two paths after $WAIT_S s"
   fi
-  sleep 0.1
-  i=$((i + 1))
+  sleep 0.2
 done
 [ -b "/dev/mapper/$map" ] || die "no /dev/mapper/$map"
 kv "map=$map"
