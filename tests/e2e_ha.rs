@@ -8,7 +8,11 @@
 //! - stale writes: SIGSTOP the owner with writes in flight, fail over,
 //!   write new data through the survivor, SIGCONT the old owner: the image
 //!   holds the new data and the old gateway serves no write until
-//!   `ironlun admin group rejoin`, after which the group fails back to it.
+//!   `ironlun admin group rejoin`, after which the group fails back to it;
+//!   the reservations shared through RADOS (`pr=rados`) are fenced with
+//!   the image: a PERSISTENT RESERVE OUT through the old owner after
+//!   SIGCONT is not GOOD and leaves their object as the survivor left it,
+//!   and after the rejoin one is GOOD again.
 //!
 //! Each case starts its own cluster (about 10 s). Where Ceph is not
 //! installed and cannot be, they skip by tests/support/skip.rs. The
@@ -185,6 +189,36 @@ impl Ha {
         data[..LEN].to_vec()
     }
 
+    /// The shared reservations' object (`pr=rados`), read in the host's
+    /// namespace by `rados get` (not through any gateway).
+    fn pr_object(&self) -> Vec<u8> {
+        let tool = |args: &[&str]| {
+            let o = Command::new(args[0])
+                .arg("-c")
+                .arg(&self.conf)
+                .args(&args[1..])
+                .output()
+                .unwrap();
+            assert!(
+                o.status.success(),
+                "{args:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            o.stdout
+        };
+        let info: serde_json::Value =
+            serde_json::from_slice(&tool(&["rbd", "info", "rbd/ha0", "--format", "json"])).unwrap();
+        let id = info["id"].as_str().expect("the image's id");
+        tool(&[
+            "rados",
+            "-p",
+            "rbd",
+            "get",
+            &format!("ironlun.pr.{id}"),
+            "-",
+        ])
+    }
+
     fn signal(&self, gw: usize, sig: &str) {
         let ok = Command::new("kill")
             .arg(format!("-{sig}"))
@@ -293,6 +327,22 @@ fn good(c: &mut Raw, cdb: &[u8], data: &[u8]) {
     assert_eq!(st, 0, "{cdb:02x?}: sense {sense:02x?}");
 }
 
+/// PERSISTENT RESERVE OUT, REGISTER AND IGNORE EXISTING KEY with `key`,
+/// sent again while it meets a unit attention (an ALUA change): the
+/// status and sense of the first other answer.
+fn register(c: &mut Raw, key: u64) -> (u8, Vec<u8>) {
+    let mut p = [0u8; 24];
+    p[8..16].copy_from_slice(&key.to_be_bytes());
+    let cdb = [0x5f, 6, 0, 0, 0, 0, 0, 0, 24, 0];
+    for _ in 0..8 {
+        let (st, sense, _) = c.scsi(&cdb, 0, &p);
+        if st != 2 || sense.get(2).map(|k| k & 0x0f) != Some(6) {
+            return (st, sense.to_vec());
+        }
+    }
+    panic!("PR OUT met unit attentions eight times");
+}
+
 /// REPORT TARGET PORT GROUPS through `c`: (group, state) pairs.
 fn rtpg(c: &mut Raw) -> Vec<(u16, u8)> {
     let cdb = [0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0];
@@ -348,7 +398,15 @@ fn a_paused_owner_writes_nothing_after_the_takeover_until_it_rejoins() {
     ha.wait_owner(1, "gw1");
     let mut a = session(&ha, ha.portals[0], 1);
     good(&mut a, &write10(0), &pattern(0x01));
+    // Reservations are shared through RADOS: a registration through the
+    // owner is stored.
+    assert_eq!(register(&mut a, 0xa1).0, 0, "PR OUT through the owner");
+    let stored = String::from_utf8_lossy(&ha.pr_object()).into_owned();
+    assert!(stored.contains("register 00000000000000a1"), "{stored}");
     let mut b = session(&ha, ha.portals[1], 2);
+    // An idle session to the owner, for a reservation command after it
+    // runs again.
+    let mut c = session(&ha, ha.portals[0], 4);
     // Writes of old data in flight as the owner stops.
     for _ in 0..4 {
         a.command(&write10(0), 0, LEN as u32, &pattern(0x0d));
@@ -357,7 +415,23 @@ fn a_paused_owner_writes_nothing_after_the_takeover_until_it_rejoins() {
     write_until_good(&mut b, &pattern(0x4e));
     good(&mut b, &SYNC10, &[]);
     ha.wait_role(1, "owner");
+    let reservations = ha.pr_object();
     ha.signal(0, "CONT");
+    // The reservations are fenced with the image: a PERSISTENT RESERVE
+    // OUT through the old owner, at once, is not GOOD and changes nothing
+    // stored (without the shared fence it registered 0xc3 and answered
+    // GOOD).
+    let (st, sense) = register(&mut c, 0xc3);
+    eprintln!("PR OUT through the old owner after SIGCONT: status {st}, sense {sense:02x?}");
+    assert_ne!(
+        st, 0,
+        "the fenced gateway answered GOOD to PR OUT (sense {sense:02x?})"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&ha.pr_object()),
+        String::from_utf8_lossy(&reservations),
+        "the fenced gateway changed the shared reservations"
+    );
     // Whatever the old owner answers for the writes it had: none of them
     // reaches the image after the new data (checked below).
     let mut answered = 0;
@@ -376,6 +450,12 @@ fn a_paused_owner_writes_nothing_after_the_takeover_until_it_rejoins() {
     ha.wait_role(0, "fenced");
     let (st, _, _) = a.scsi(&write10(0), 0, &pattern(0x5e));
     assert_ne!(st, 0, "the fenced gateway served a write");
+    // Fenced, it refuses reservation commands too (NOT READY: its port
+    // group is unavailable), and still changes nothing.
+    let (st, sense) = register(&mut c, 0xc4);
+    let code = ironlun_scsi_codes::SenseCode::parse(&sense).map(|c| (c.key.0, c.asc));
+    assert_eq!((st, code), (2, Some((2, 0x04))), "PR OUT when fenced");
+    assert_eq!(ha.pr_object(), reservations);
     assert_eq!(
         ha.image_head(),
         pattern(0x4e),
@@ -402,6 +482,17 @@ fn a_paused_owner_writes_nothing_after_the_takeover_until_it_rejoins() {
         (3, 0x0c, 0),
         "MEDIUM ERROR, WRITE ERROR"
     );
+    // Reservations through the rejoined gateway's new client: stored.
+    let t = Instant::now();
+    while register(&mut a, 0xa5).0 != 0 {
+        assert!(
+            t.elapsed() < WITHIN,
+            "no PR OUT through the rejoined gateway"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let stored = String::from_utf8_lossy(&ha.pr_object()).into_owned();
+    assert!(stored.contains("register 00000000000000a5"), "{stored}");
     let t = Instant::now();
     loop {
         let (st, _, data) = a.scsi(&READ10, LEN as u32, &[]);
