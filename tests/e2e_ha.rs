@@ -52,6 +52,12 @@ struct Ha {
     pids: Vec<u32>,
 }
 
+/// The ironlun binary the gateways run: this build's, or
+/// `IRONLUN_HA_BIN` (a release build, for the benchmarks below).
+fn bin() -> String {
+    std::env::var("IRONLUN_HA_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_ironlun").to_owned())
+}
+
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/ha-cluster")
 }
@@ -68,7 +74,7 @@ impl Ha {
         let o = Command::new(script())
             .arg("start")
             .arg(&dir)
-            .env("IRONLUN", env!("CARGO_BIN_EXE_ironlun"))
+            .env("IRONLUN", bin())
             .env("HA_CLUSTER_IMAGE_SIZE", "64M")
             // To see the stale-write test fail without the fence:
             // IRONLUN_HA_CLIENT_OPTIONS=rbd_blocklist_on_break_lock=false.
@@ -140,8 +146,18 @@ impl Ha {
         serde_json::from_slice(&o.stdout).unwrap()
     }
 
-    /// (owner as gateway `gw` sees it, gateway `gw`'s role) for LUN 0.
+    /// (owner as gateway `gw` sees it, gateway `gw`'s role) for LUN 0;
+    /// nothing while the gateway does not answer (starting again).
     fn lun0(&self, gw: usize) -> (Option<String>, String) {
+        let o = Command::new(bin())
+            .args(["admin", "--socket"])
+            .arg(self.socket(gw))
+            .args(["state", "--json"])
+            .output()
+            .unwrap();
+        if !o.status.success() && !self.socket(gw).exists() {
+            return (None, String::new());
+        }
         let s = self.state(gw);
         let l = &s["targets"][0]["group"]["luns"][0];
         (
@@ -738,4 +754,351 @@ spec = "{spec}"
     assert_ne!(code, Some(0), "{out}");
     assert!(out.contains("heartbeat_interval_ms"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ---------------------------------------------------------------------
+// Benchmarks (issue 37 "Goals"; docs/ha.md "Measured"): nothing is
+// asserted of a time or a rate. They run only when asked:
+//   IRONLUN_HA_BENCH=REPS        the owner's IOPS against a single
+//                                ungrouped gateway's on the same image;
+//   IRONLUN_HA_INITIATOR_TRIALS=N  ironlun's initiator (--multipath)
+//                                through a kill -9 of the owner.
+// IRONLUN_HA_BIN=target/release/ironlun runs release gateways and bench.
+
+/// CPU time stolen by the hypervisor, in percent of all CPU time, over
+/// what `f` does (from /proc/stat's cpu line).
+fn with_steal<T>(f: impl FnOnce() -> T) -> (T, f64) {
+    let read = || -> (u64, u64) {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap();
+        let v: Vec<u64> = stat
+            .lines()
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .skip(1)
+            .map(|x| x.parse().unwrap())
+            .collect();
+        (v.iter().take(8).sum(), v[7])
+    };
+    let (t0, s0) = read();
+    let out = f();
+    let (t1, s1) = read();
+    (out, 100.0 * (s1 - s0) as f64 / (t1 - t0).max(1) as f64)
+}
+
+impl Ha {
+    /// Gateway `gw`'s network namespace and command line, to start it
+    /// again as scripts/ha-cluster did.
+    fn command_of(&self, gw: usize) -> (String, Vec<String>) {
+        let pid = self.pids[gw].to_string();
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+        let args = cmd
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let o = Command::new("ip")
+            .args(["netns", "identify", &pid])
+            .output()
+            .unwrap();
+        (String::from_utf8_lossy(&o.stdout).trim().to_owned(), args)
+    }
+
+    /// Starts `args` in namespace `ns`, its output appended to `log`.
+    fn spawn_in(&self, ns: &str, args: &[String], log: &str) -> u32 {
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(log))
+            .unwrap();
+        let child = Command::new("setsid")
+            .args(["ip", "netns", "exec", ns])
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        // Reaped by a thread: a zombie would look alive to `gone`.
+        std::thread::spawn(move || {
+            let mut child = child;
+            let _ = child.wait();
+        });
+        pid
+    }
+
+    /// Whether process `pid` has exited.
+    fn gone(pid: u32) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => true,
+            Ok(s) => s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z')),
+        }
+    }
+
+    /// SIGTERM to `pid`, then waits (bounded) until it is gone.
+    fn stop_pid(pid: u32) {
+        let _ = Command::new("kill").arg(pid.to_string()).status();
+        let t = Instant::now();
+        while !Ha::gone(pid) {
+            assert!(t.elapsed() < WITHIN, "process {pid} did not stop");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Starts gateway `gw` again from its saved command (after a stop or
+    /// a kill); scripts/ha-cluster's stop finds it by its pid file.
+    fn restart(&mut self, gw: usize, saved: &(String, Vec<String>)) {
+        let pid = self.spawn_in(&saved.0, &saved.1, &format!("gw{}.log", gw + 1));
+        std::fs::write(self.dir.join(format!("gw{}.pid", gw + 1)), pid.to_string()).unwrap();
+        self.pids[gw] = pid;
+    }
+}
+
+/// `ironlun bench ARGS --json FILE`: the first workload's JSON.
+fn bench_json(ha: &Ha, args: &[&str]) -> serde_json::Value {
+    let json = ha.dir.join("bench.json");
+    let o = Command::new(bin())
+        .arg("bench")
+        .args(args)
+        .args(["--initiator-name", "iqn.2026-11.test:bench", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "bench: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&json);
+    v["workloads"][0].clone()
+}
+
+/// The owner's IOPS (the active/optimized path) against a single
+/// ungrouped gateway's, on the same image, through the same namespace
+/// and portal: alternating, the order swapped every repetition, steal
+/// recorded per run.
+#[test]
+fn bench_owner_against_a_single_gateway() {
+    let Some(reps) = std::env::var("IRONLUN_HA_BENCH")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    else {
+        eprintln!("bench_owner_against_a_single_gateway: not run (IRONLUN_HA_BENCH=REPS runs it)");
+        return;
+    };
+    let time = std::env::var("IRONLUN_HA_BENCH_TIME").unwrap_or_else(|_| "10s".into());
+    let Some(mut ha) = Ha::start_with("bench", &[("HA_CLUSTER_IMAGE_SIZE", "1G")]) else {
+        return;
+    };
+    ha.wait_role(0, "owner");
+    ha.wait_owner(1, "gw1");
+    let url = ha.url(0);
+    let workloads: [(&str, &[&str]); 2] = [
+        (
+            "4k random read, qd 32",
+            &[
+                "--bs", "4k", "--read", "100", "--random", "100", "--qd", "32",
+            ],
+        ),
+        (
+            "4k random write, qd 32",
+            &["--bs", "4k", "--read", "0", "--random", "100", "--qd", "32"],
+        ),
+    ];
+    // Fill the image's first GiB once, so reads find data in both modes.
+    bench_json(
+        &ha,
+        &[
+            &url, "--bs", "1m", "--read", "0", "--random", "0", "--qd", "8", "--ios", "1024",
+        ],
+    );
+    let single_spec = format!("rbd:rbd/ha0,conf={},pr=rados", ha.conf.display());
+    let run = |ha: &Ha, args: &[&str]| {
+        let mut all = vec![url.as_str(), "--time", time.as_str()];
+        all.extend_from_slice(args);
+        let (w, steal) = with_steal(|| bench_json(ha, &all));
+        (
+            w["iops"].as_f64().unwrap(),
+            w["errors"].as_u64().unwrap(),
+            steal,
+        )
+    };
+    let mut rows = Vec::new();
+    for rep in 0..reps {
+        for grouped in if rep % 2 == 0 {
+            [true, false]
+        } else {
+            [false, true]
+        } {
+            if grouped {
+                for (name, args) in &workloads {
+                    let (iops, errors, steal) = run(&ha, args);
+                    rows.push((rep, *name, "group owner", iops, errors, steal));
+                }
+                continue;
+            }
+            // The gateways stopped (gw1 releases the lock), one ungrouped
+            // gateway on gw1's portal, then the group again.
+            let saved = [ha.command_of(0), ha.command_of(1)];
+            Ha::stop_pid(ha.pids[1]);
+            Ha::stop_pid(ha.pids[0]);
+            let args: Vec<String> = [
+                bin().as_str(),
+                "target",
+                "--name",
+                &ha.iqn,
+                "--listen",
+                &ha.portals[0].to_string(),
+                "--lun",
+                &single_spec,
+            ]
+            .iter()
+            .map(|a| (*a).to_owned())
+            .collect();
+            let single = ha.spawn_in(&saved[0].0, &args, "single.log");
+            let t = Instant::now();
+            while std::net::TcpStream::connect(ha.portals[0]).is_err() {
+                assert!(t.elapsed() < WITHIN, "the single gateway did not listen");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            // Writes wait until its librbd has the lock (the group's
+            // holder gone): some, untimed, before measuring.
+            bench_json(
+                &ha,
+                &[
+                    &url, "--bs", "4k", "--read", "0", "--qd", "8", "--ios", "512",
+                ],
+            );
+            for (name, args) in &workloads {
+                let (iops, errors, steal) = run(&ha, args);
+                rows.push((rep, *name, "single gateway", iops, errors, steal));
+            }
+            Ha::stop_pid(single);
+            ha.restart(0, &saved[0]);
+            ha.restart(1, &saved[1]);
+            ha.wait_role(0, "owner");
+            ha.wait_owner(1, "gw1");
+        }
+    }
+    eprintln!("| rep | workload | served by | IOPS | errors | steal % |");
+    eprintln!("|---|---|---|---|---|---|");
+    for (rep, w, by, iops, errors, steal) in &rows {
+        eprintln!(
+            "| {} | {w} | {by} | {iops:.0} | {errors} | {steal:.1} |",
+            rep + 1
+        );
+    }
+    for (name, _) in &workloads {
+        let median = |by: &str| {
+            let mut v: Vec<f64> = rows
+                .iter()
+                .filter(|r| r.1 == *name && r.2 == by)
+                .map(|r| r.3)
+                .collect();
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let (g, s) = (median("group owner"), median("single gateway"));
+        eprintln!(
+            "{name}: owner {g:.0} IOPS, single {s:.0} IOPS (medians): {:.1} %",
+            100.0 * g / s
+        );
+    }
+}
+
+/// Completion times (µs from the run's start) in a bench latency log
+/// (`t_us op lun offset len lat_us`), sorted; the longest gap between
+/// two in a row and where it began.
+fn longest_gap(log: &str) -> (u64, u64) {
+    let mut done: Vec<u64> = log
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            Some(f.first()?.parse::<u64>().ok()? + f.get(5)?.parse::<u64>().ok()?)
+        })
+        .collect();
+    done.sort_unstable();
+    done.windows(2)
+        .map(|w| (w[1] - w[0], w[0]))
+        .max()
+        .unwrap_or((0, 0))
+}
+
+/// ironlun's initiator (`bench --multipath` over both gateways, random
+/// reads and writes with --verify) while the owner is killed (SIGKILL):
+/// the failover time is the longest pause between two completed
+/// commands (the kill falls in it; the last command before it completed
+/// less than one command's latency before the kill), and nothing
+/// acknowledged may be lost: every block read back verifies, no command
+/// failed. The killed gateway is started again and the group fails back
+/// before the next trial.
+#[test]
+fn bench_initiator_failover_trials() {
+    let Some(n) = std::env::var("IRONLUN_HA_INITIATOR_TRIALS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    else {
+        eprintln!(
+            "bench_initiator_failover_trials: not run (IRONLUN_HA_INITIATOR_TRIALS=N runs N trials)"
+        );
+        return;
+    };
+    let Some(mut ha) = Ha::start("ifail") else {
+        return;
+    };
+    let mut gaps = Vec::new();
+    for i in 0..n {
+        ha.wait_role(0, "owner");
+        ha.wait_role(1, "standby");
+        let json = ha.dir.join("fail.json");
+        let lat = ha.dir.join("fail.lat");
+        let child = Command::new(bin())
+            .arg("bench")
+            .args([&ha.url(0), &ha.url(1), "--multipath"])
+            .args(["--bs", "4k", "--read", "50", "--random", "100", "--qd", "4"])
+            .args(["--seek-range", "16MiB", "--verify", "--time", "14s"])
+            .args(["--initiator-name", "iqn.2026-11.test:bench", "--json"])
+            .arg(&json)
+            .arg("--lat-log")
+            .arg(&lat)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Into the run (a bench setting, not a check): then the kill.
+        std::thread::sleep(Duration::from_secs(5));
+        let saved = ha.command_of(0);
+        ha.signal(0, "KILL");
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(
+            out.status.success(),
+            "trial {}: bench failed:\n{text}",
+            i + 1
+        );
+        let w: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let w = &w["workloads"][0];
+        assert_eq!(w["errors"], 0, "trial {}: failed commands:\n{text}", i + 1);
+        let verify = &w["verify"];
+        let (gap, at) = longest_gap(&std::fs::read_to_string(&lat).unwrap());
+        eprintln!(
+            "trial {}: longest pause {:.3} s (from {:.3} s into the run); {} I/Os; verify {verify}",
+            i + 1,
+            gap as f64 / 1e6,
+            at as f64 / 1e6,
+            w["ios"]
+        );
+        gaps.push(gap);
+        let _ = std::fs::remove_file(&json);
+        let _ = std::fs::remove_file(&lat);
+        ha.restart(0, &saved);
+    }
+    gaps.sort_unstable();
+    eprintln!(
+        "initiator failover over {n} trials: median {:.3} s, worst {:.3} s",
+        gaps[gaps.len() / 2] as f64 / 1e6,
+        gaps[gaps.len() - 1] as f64 / 1e6
+    );
 }
