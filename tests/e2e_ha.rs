@@ -147,7 +147,8 @@ impl Ha {
     }
 
     /// (owner as gateway `gw` sees it, gateway `gw`'s role) for LUN 0;
-    /// nothing while the gateway does not answer (starting again).
+    /// nothing while the gateway does not answer (killed, starting
+    /// again).
     fn lun0(&self, gw: usize) -> (Option<String>, String) {
         let o = Command::new(bin())
             .args(["admin", "--socket"])
@@ -155,10 +156,10 @@ impl Ha {
             .args(["state", "--json"])
             .output()
             .unwrap();
-        if !o.status.success() && !self.socket(gw).exists() {
+        if !o.status.success() {
             return (None, String::new());
         }
-        let s = self.state(gw);
+        let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         let l = &s["targets"][0]["group"]["luns"][0];
         (
             l["owner"].as_str().map(str::to_owned),
@@ -919,10 +920,13 @@ fn bench_owner_against_a_single_gateway() {
         let mut all = vec![url.as_str(), "--time", time.as_str()];
         all.extend_from_slice(args);
         let (w, steal) = with_steal(|| bench_json(ha, &all));
+        // The machine's other work (other processes, not steal).
+        let load = std::fs::read_to_string("/proc/loadavg").unwrap();
+        let load = load.split_whitespace().next().unwrap_or("?").to_owned();
         (
             w["iops"].as_f64().unwrap(),
             w["errors"].as_u64().unwrap(),
-            steal,
+            (steal, load),
         )
     };
     let mut rows = Vec::new();
@@ -976,17 +980,18 @@ fn bench_owner_against_a_single_gateway() {
                 rows.push((rep, *name, "single gateway", iops, errors, steal));
             }
             Ha::stop_pid(single);
+            let _ = std::fs::remove_file(ha.dir.join("single.log"));
             ha.restart(0, &saved[0]);
             ha.restart(1, &saved[1]);
             ha.wait_role(0, "owner");
             ha.wait_owner(1, "gw1");
         }
     }
-    eprintln!("| rep | workload | served by | IOPS | errors | steal % |");
-    eprintln!("|---|---|---|---|---|---|");
-    for (rep, w, by, iops, errors, steal) in &rows {
+    eprintln!("| rep | workload | served by | IOPS | errors | steal % | load (1 min) |");
+    eprintln!("|---|---|---|---|---|---|---|");
+    for (rep, w, by, iops, errors, (steal, load)) in &rows {
         eprintln!(
-            "| {} | {w} | {by} | {iops:.0} | {errors} | {steal:.1} |",
+            "| {} | {w} | {by} | {iops:.0} | {errors} | {steal:.1} | {load} |",
             rep + 1
         );
     }
