@@ -45,6 +45,11 @@ const APTPL: u8 = 0x01;
 /// Gateway `tag` (portal group tag and relative port), its config in
 /// `dir`.
 fn gateway(dir: &Path, ceph: &Ceph, tag: u16) -> Target {
+    gateway_with(dir, ceph, tag, "")
+}
+
+/// [`gateway`] with more options in the LUN's spec (`,timeout=5`).
+fn gateway_with(dir: &Path, ceph: &Ceph, tag: u16, more: &str) -> Target {
     use std::os::unix::fs::PermissionsExt;
     let cfg = dir.join(format!("gw{tag}.toml"));
     let text = format!(
@@ -60,7 +65,7 @@ groups = [
   {{ id = 2, state = "active/optimized" }},
 ]
 [[target.lun]]
-spec = "rbd:rbd/{IMAGE},conf={},pr=rados"
+spec = "rbd:rbd/{IMAGE},conf={},pr=rados{more}"
 "#,
         ceph.conf.display()
     );
@@ -251,7 +256,10 @@ fn a_gateway_cut_off_from_rados_never_answers_good() {
         return;
     };
     ceph.rbd(&["create", "--size", "16M", &format!("rbd/{IMAGE}")]);
-    let a = gateway(dir.path(), &ceph, 1);
+    // The object is reached through the image's client: its operation
+    // timeout (5 s here) is the reservation commands' too, and within
+    // the raw initiator's 10 s.
+    let a = gateway_with(dir.path(), &ceph, 1, ",timeout=5");
     let mut one = session(&a, "one");
     good_prout(&mut one, REGISTER, 0, 0, 0xa1, 0);
     ceph.stop();

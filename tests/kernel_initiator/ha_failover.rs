@@ -144,7 +144,7 @@ pub(super) fn case_ha_failover(ctx: &Ctx) -> Verdict {
         .and_then(|s| s.parse().ok())
         .filter(|n| (1..=100).contains(n))
         .unwrap_or(1);
-    let Some(mut ha) = Ha::start("vm", "128M") else {
+    let Some(mut ha) = Ha::start_with("vm", &[("HA_CLUSTER_IMAGE_SIZE", "128M")]) else {
         return Verdict::Skip(
             "Ceph is not installed and could not be installed (scripts/deps.sh install_ceph)"
                 .to_owned(),

@@ -1,8 +1,8 @@
 //! A running `scripts/ha-cluster` (two gateways of one group in network
 //! namespaces over a single-node Ceph, one RBD image), for the tests
-//! that drive it: tests/e2e_ha.rs with raw PDUs and the kernel
-//! initiator's `ha-failover` VM case. The crate root includes it beside
-//! `support/ceph.rs` (whose skip rule it shares).
+//! that drive it: tests/e2e_ha.rs with raw PDUs, libiscsi and benchmarks,
+//! and the kernel initiator's `ha-failover` VM case. The crate root
+//! includes it beside `support/ceph.rs` (whose skip rule it shares).
 
 #![allow(dead_code)] // each test binary uses a part of it
 
@@ -27,28 +27,37 @@ pub struct Ha {
     pub pids: Vec<u32>,
 }
 
+/// The ironlun binary the gateways run: this build's, or
+/// `IRONLUN_HA_BIN` (a release build, for the benchmarks below).
+pub fn bin() -> String {
+    std::env::var("IRONLUN_HA_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_ironlun").to_owned())
+}
+
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/ha-cluster")
 }
 
 impl Ha {
-    /// Starts a cluster in a temporary directory named by `tag`, its
-    /// image `size` (as `rbd create --size` takes it); None where Ceph
-    /// cannot be installed.
-    pub fn start(tag: &str, size: &str) -> Option<Ha> {
+    pub fn start(tag: &str) -> Option<Ha> {
+        Ha::start_with(tag, &[])
+    }
+
+    /// [`Ha::start`] with more of scripts/ha-cluster's settings.
+    pub fn start_with(tag: &str, env: &[(&str, &str)]) -> Option<Ha> {
         let dir = std::env::temp_dir().join(format!("ironlun-e2e-ha-{}-{tag}", std::process::id()));
         let _ = Command::new(script()).arg("stop").arg(&dir).output();
         let o = Command::new(script())
             .arg("start")
             .arg(&dir)
-            .env("IRONLUN", env!("CARGO_BIN_EXE_ironlun"))
-            .env("HA_CLUSTER_IMAGE_SIZE", size)
+            .env("IRONLUN", bin())
+            .env("HA_CLUSTER_IMAGE_SIZE", "64M")
             // To see the stale-write test fail without the fence:
             // IRONLUN_HA_CLIENT_OPTIONS=rbd_blocklist_on_break_lock=false.
             .env(
                 "HA_CLUSTER_CLIENT_OPTIONS",
                 std::env::var("IRONLUN_HA_CLIENT_OPTIONS").unwrap_or_default(),
             )
+            .envs(env.iter().copied())
             .output()
             .expect("run scripts/ha-cluster");
         let out = format!(
@@ -91,6 +100,11 @@ impl Ha {
         Some(ha)
     }
 
+    /// The iSCSI URL of LUN 0 through gateway `gw`.
+    pub fn url(&self, gw: usize) -> String {
+        format!("iscsi://{}/{}/0", self.portals[gw], self.iqn)
+    }
+
     pub fn socket(&self, gw: usize) -> PathBuf {
         self.dir.join(format!("gw{}/admin.sock", gw + 1))
     }
@@ -107,9 +121,20 @@ impl Ha {
         serde_json::from_slice(&o.stdout).unwrap()
     }
 
-    /// (owner as gateway `gw` sees it, gateway `gw`'s role) for LUN 0.
+    /// (owner as gateway `gw` sees it, gateway `gw`'s role) for LUN 0;
+    /// nothing while the gateway does not answer (killed, starting
+    /// again).
     pub fn lun0(&self, gw: usize) -> (Option<String>, String) {
-        let s = self.state(gw);
+        let o = Command::new(bin())
+            .args(["admin", "--socket"])
+            .arg(self.socket(gw))
+            .args(["state", "--json"])
+            .output()
+            .unwrap();
+        if !o.status.success() {
+            return (None, String::new());
+        }
+        let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         let l = &s["targets"][0]["group"]["luns"][0];
         (
             l["owner"].as_str().map(str::to_owned),
@@ -169,6 +194,36 @@ impl Ha {
         data[..len].to_vec()
     }
 
+    /// The shared reservations' object (`pr=rados`), read in the host's
+    /// namespace by `rados get` (not through any gateway).
+    pub fn pr_object(&self) -> Vec<u8> {
+        let tool = |args: &[&str]| {
+            let o = Command::new(args[0])
+                .arg("-c")
+                .arg(&self.conf)
+                .args(&args[1..])
+                .output()
+                .unwrap();
+            assert!(
+                o.status.success(),
+                "{args:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            o.stdout
+        };
+        let info: serde_json::Value =
+            serde_json::from_slice(&tool(&["rbd", "info", "rbd/ha0", "--format", "json"])).unwrap();
+        let id = info["id"].as_str().expect("the image's id");
+        tool(&[
+            "rados",
+            "-p",
+            "rbd",
+            "get",
+            &format!("ironlun.pr.{id}"),
+            "-",
+        ])
+    }
+
     pub fn signal(&self, gw: usize, sig: &str) {
         let ok = Command::new("kill")
             .arg(format!("-{sig}"))
@@ -202,7 +257,7 @@ impl Ha {
             .arg("revive")
             .arg(&self.dir)
             .arg((gw + 1).to_string())
-            .env("IRONLUN", env!("CARGO_BIN_EXE_ironlun"))
+            .env("IRONLUN", bin())
             .output()
             .map_err(|e| format!("run scripts/ha-cluster revive: {e}"))?;
         let stdout = String::from_utf8_lossy(&o.stdout);

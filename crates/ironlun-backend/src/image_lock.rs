@@ -38,6 +38,12 @@ pub trait ImageLock: Send + Sync {
     /// Opens the store again with a new client after a fence (blocks).
     fn rejoin(&self) -> io::Result<()>;
 
+    /// An object beside the store for state the gateways share (the
+    /// reservations of `pr=rados`), reached through the client that
+    /// serves the store, so that the fence that cuts this gateway off
+    /// the store cuts it off the object too ([`crate::rbd::SharedObject`]).
+    fn shared_object(&self, name: &str) -> io::Result<crate::rbd::SharedObject>;
+
     /// Whether the store reopens by itself after a fence (`reconnect=on`),
     /// which would undo the group's fence: a group refuses such a store.
     fn reconnects(&self) -> bool;

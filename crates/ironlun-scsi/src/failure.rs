@@ -82,6 +82,18 @@ pub(crate) fn store_error(access: Access, lba: Option<u64>, e: &io::Error) -> Se
     }
 }
 
+/// A reservation command whose shared store failed
+/// (`reservations::shared`): NOT READY, retried, as for a medium that
+/// cannot be reached; once the gateway is fenced (the store is reached
+/// through the fenced client, and refuses), MANUAL INTERVENTION
+/// REQUIRED, as media access answers then. Never GOOD either way.
+pub(crate) fn shared_store_error(e: &io::Error) -> Sense {
+    match cause(e) {
+        Cause::Fenced => fenced(),
+        _ => not_ready(),
+    }
+}
+
 /// A read that failed at `lba`.
 pub(crate) fn read_error(lba: u64, e: &io::Error) -> Sense {
     store_error(Access::Read, Some(lba), e)

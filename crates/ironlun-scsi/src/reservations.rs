@@ -254,7 +254,9 @@ pub fn persistent_reserve_in(
     let alloc = u32::from(cdb.be16(7));
     if let Some(store) = lu.shared_pr() {
         // The state as stored now, not as last announced.
-        let stored = store.load().map_err(|_| shared_unavailable())?;
+        let stored = store
+            .load()
+            .map_err(|e| crate::failure::shared_store_error(&e))?;
         lu.put_shared(stored.state, stored.version);
     }
     let st = lu.reservations();
@@ -467,7 +469,8 @@ fn refused(refusal: Refusal) -> Result<Response, Sense> {
 /// the stored state, written back by compare-and-swap, put in place here
 /// and announced to the other targets before GOOD. A store that fails
 /// (or stays contended) is NOT READY, LOGICAL UNIT IS IN PROCESS OF
-/// BECOMING READY, as an unreachable store is for media access
+/// BECOMING READY, as an unreachable store is for media access, and
+/// MANUAL INTERVENTION REQUIRED once the gateway is fenced
 /// (`failure.rs`): never GOOD, and nothing changed here.
 fn shared_reserve_out(
     lu: &LogicalUnit,
@@ -503,7 +506,8 @@ fn shared_reserve_out(
             Ok(carry_out(lu, effects, command.3))
         }
         Ok(shared::Updated::Refused(refusal)) => refused(refusal),
-        Err(_) => Err(shared_unavailable()),
+        Err(shared::UpdateError::Store(e)) => Err(crate::failure::shared_store_error(&e)),
+        Err(shared::UpdateError::Contended) => Err(shared_unavailable()),
     }
 }
 

@@ -283,7 +283,7 @@ pub(crate) fn build_lu(
     }
     // Reservations shared through RADOS (pr=rados) instead of a file.
     let shared = match &l.spec.backend {
-        BackendSpec::Rbd(r) if r.shared_pr => Some(open_shared_pr(&mut lu, r).map_err(set_up)?),
+        BackendSpec::Rbd(r) if r.shared_pr => Some(open_shared_pr(&mut lu).map_err(set_up)?),
         _ => None,
     };
     // What the state files held, or why the LU must stay offline: never
@@ -312,18 +312,21 @@ pub(crate) fn build_lu(
 
 /// `pr=rados`: the image's reservations object, at the group's power on
 /// cleared or kept by its APTPL ([`shared_pr::RadosPr::power_on`]),
+/// reached through the image's own client (one fence for both),
 /// watched, read and handed to the LU. Blocks (cluster round trips).
 fn open_shared_pr(
     lu: &mut LogicalUnit,
-    r: &RbdSpec,
-) -> Result<(Arc<shared_pr::RadosPr>, ironlun_rbd::ObjectWatch), String> {
+) -> Result<(Arc<shared_pr::RadosPr>, ironlun_backend::rbd::SharedWatch), String> {
     let identity = lu.backend().identity().unwrap_or_default();
     let id = shared_pr::image_id(&identity)
         .ok_or("pr=rados needs an image of format 2 (it has an id; this one has none)")?
         .to_owned();
     let fail = |e: std::io::Error| format!("pr=rados: {}: {e}", shared_pr::object_name(&id));
-    let store =
-        shared_pr::RadosPr::connect(&rbd_options(r, false).cluster, &r.pool, &id).map_err(fail)?;
+    let lock = lu
+        .backend()
+        .image_lock()
+        .ok_or("pr=rados needs an rbd: store")?;
+    let store = shared_pr::RadosPr::open(lock, &id).map_err(fail)?;
     store.power_on().map_err(fail)?;
     let (watch, now) = shared_pr::start(&store).map_err(fail)?;
     let store = Arc::new(store);

@@ -4,15 +4,20 @@
 //! shared form of `ironlun_scsi::reservations::shared`, written by
 //! compare-and-swap on the object's version and announced with
 //! notify; every gateway watches it and takes up each new version before
-//! it acknowledges. The connection is this module's own (a librados
-//! client beside the image's).
+//! it acknowledges. The object is reached through the image's own
+//! librados client ([`ironlun_backend::rbd::SharedObject`]): the
+//! blocklist that fences a gateway off the image fences it off the
+//! reservations too, and a fenced gateway changes nothing here until it
+//! has rejoined.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use ironlun_rbd::{Cluster, ClusterConfig, ObjectWatch, RadosObject, WatchEvent, WriteOutcome};
+use ironlun_backend::rbd::{SharedObject, SharedWatch};
+use ironlun_backend::ImageLock;
+use ironlun_rbd::{WatchEvent, WriteOutcome};
 use ironlun_scsi::reservations::shared::{self, SharedPr, Stored, MAX_SHARED_BYTES};
 use ironlun_scsi::reservations::PrState;
 use ironlun_scsi::LogicalUnit;
@@ -23,9 +28,6 @@ use tracing::{error, info, warn};
 pub const ANNOUNCE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long the OSD keeps a watch of a gateway it no longer hears from.
 pub const WATCH_TIMEOUT: Duration = Duration::from_secs(10);
-/// librados' operation timeouts on this connection unless the spec sets
-/// `timeout=`: a PR command fails (NOT READY) rather than wait longer.
-const OP_TIMEOUT_SECS: &str = "10";
 /// Pause between attempts to watch again after a watch was lost.
 const REWATCH_PAUSE: Duration = Duration::from_secs(1);
 /// How often the watcher looks for a lost event or a gone LU.
@@ -47,36 +49,22 @@ pub fn image_id(identity: &str) -> Option<&str> {
 
 /// The reservations of one image in RADOS.
 pub struct RadosPr {
-    object: RadosObject,
+    object: SharedObject,
     /// The watch is up and every announcement so far was taken up.
     in_step: AtomicBool,
 }
 
-fn other(e: impl std::fmt::Display) -> io::Error {
-    io::Error::other(e.to_string())
-}
-
 impl RadosPr {
-    /// Connects (blocks) and opens the object of `image_id` in `pool`.
-    pub fn connect(cluster: &ClusterConfig, pool: &str, image_id: &str) -> io::Result<RadosPr> {
-        let mut cfg = cluster.clone();
-        for key in ["rados_osd_op_timeout", "rados_mon_op_timeout"] {
-            if !cfg.options.iter().any(|(k, _)| k == key) {
-                cfg.options.push((key.into(), OP_TIMEOUT_SECS.into()));
-            }
-        }
-        let cluster = Cluster::connect(&cfg).map_err(other)?;
-        let object = cluster
-            .pool(pool)
-            .and_then(|p| p.object(&object_name(image_id)))
-            .map_err(other)?;
+    /// The object of `image_id` beside the image that `lock` serves, on
+    /// the image's client (nothing is read yet).
+    pub fn open(lock: &dyn ImageLock, image_id: &str) -> io::Result<RadosPr> {
         Ok(RadosPr {
-            object,
+            object: lock.shared_object(&object_name(image_id))?,
             in_step: AtomicBool::new(false),
         })
     }
 
-    fn name(&self) -> String {
+    fn name(&self) -> &str {
         self.object.name()
     }
 
@@ -90,8 +78,8 @@ impl RadosPr {
         let heard = match self.object.notify(b"", ANNOUNCE_TIMEOUT) {
             Ok(h) => h,
             // Nothing stored yet: nothing to clear.
-            Err(e) if e.errno() == Some(2) => return Ok(()),
-            Err(e) => return Err(other(e)),
+            Err(e) if e.raw_os_error() == Some(2) => return Ok(()),
+            Err(e) => return Err(e),
         };
         if heard.acks > 0 || heard.timeouts > 0 {
             info!(
@@ -131,7 +119,7 @@ impl RadosPr {
 
 impl SharedPr for RadosPr {
     fn load(&self) -> io::Result<Stored> {
-        let Some(got) = self.object.read(MAX_SHARED_BYTES).map_err(other)? else {
+        let Some(got) = self.object.read(MAX_SHARED_BYTES)? else {
             return Ok(Stored::default());
         };
         let state = std::str::from_utf8(&got.data)
@@ -155,7 +143,7 @@ impl SharedPr for RadosPr {
             Ok(WriteOutcome::Stale) => Ok(None),
             Err(e) => {
                 error!(object = %self.name(), "writing shared reservations: {e}");
-                Err(other(e))
+                Err(e)
             }
         }
     }
@@ -182,13 +170,13 @@ impl SharedPr for RadosPr {
 /// A LU's start: the object watched first, then read, so that no change
 /// falls between the two. The state read goes to
 /// [`LogicalUnit::set_shared_pr`]; the watch to [`follow`]. Blocks.
-pub fn start(store: &RadosPr) -> io::Result<(ObjectWatch, Stored)> {
+pub fn start(store: &RadosPr) -> io::Result<(SharedWatch, Stored)> {
     // Only an object that exists can be watched: the first gateway of
     // an image creates it empty (another creating it first is as good).
     if store.load()?.version == 0 {
         store.store_if(0, &PrState::default())?;
     }
-    let watch = store.object.watch(WATCH_TIMEOUT).map_err(other)?;
+    let watch = store.object.watch(WATCH_TIMEOUT)?;
     let stored = store.load()?;
     store.in_step.store(true, Ordering::Release);
     Ok((watch, stored))
@@ -200,7 +188,7 @@ pub fn start(store: &RadosPr) -> io::Result<(ObjectWatch, Stored)> {
 /// until the state is read again under a new watch.
 pub fn follow(
     store: Arc<RadosPr>,
-    watch: ObjectWatch,
+    watch: SharedWatch,
     lu: Weak<LogicalUnit>,
     label: String,
 ) -> io::Result<()> {
@@ -212,7 +200,7 @@ pub fn follow(
 
 fn watch_loop(
     store: &RadosPr,
-    mut first: Option<ObjectWatch>,
+    mut first: Option<SharedWatch>,
     lu: &Weak<LogicalUnit>,
     label: &str,
 ) {
@@ -257,7 +245,7 @@ fn watch_loop(
                     notify_id, cookie, ..
                 }) => {
                     reload(store, lu, label);
-                    if let Err(e) = store.object.ack(notify_id, cookie) {
+                    if let Err(e) = store.object.ack(&watch, notify_id, cookie) {
                         warn!("{label}: acknowledging a change of {}: {e}", store.name());
                     }
                 }
@@ -291,10 +279,16 @@ fn watch_loop(
 }
 
 /// Why the watch can no longer be trusted to deliver every notification:
-/// the OSD has not confirmed it for longer than [`WATCH_TIMEOUT`] (it may
+/// its client no longer serves the image, the OSD has not confirmed it for longer than [`WATCH_TIMEOUT`] (it may
 /// have dropped it; librados calls no error back while the whole cluster
 /// is unreachable), or it failed.
-fn unconfirmed(watch: &ObjectWatch) -> Option<String> {
+fn unconfirmed(watch: &SharedWatch) -> Option<String> {
+    if !watch.current() {
+        return Some(
+            "made on a client that no longer serves the image (fenced, or replaced by a rejoin)"
+                .into(),
+        );
+    }
     match watch.confirmed_ago() {
         Ok(ago) if ago > WATCH_TIMEOUT => Some(format!("unconfirmed for {ago:?}")),
         Ok(_) => None,

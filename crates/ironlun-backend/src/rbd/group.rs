@@ -1,10 +1,12 @@
 //! The image lock of an `rbd:` LU, for the gateway group
 //! ([`crate::ImageLock`]): librbd's exclusive lock in managed mode on the
-//! link's current client, and the explicit rejoin after a fence.
+//! link's current client, the explicit rejoin after a fence, and the
+//! objects beside the image on that same client (`shared.rs`).
 
 use std::io;
+use std::sync::Arc;
 
-use super::RbdBackend;
+use super::{RbdBackend, SharedObject};
 use crate::ImageLock;
 
 impl ImageLock for RbdBackend {
@@ -51,6 +53,10 @@ impl ImageLock for RbdBackend {
 
     fn rejoin(&self) -> io::Result<()> {
         self.link.rejoin()
+    }
+
+    fn shared_object(&self, name: &str) -> io::Result<SharedObject> {
+        Ok(SharedObject::new(Arc::clone(&self.link), name))
     }
 
     fn reconnects(&self) -> bool {

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use ironlun_rbd::{Cluster, Image, ResizeWatch};
+use ironlun_rbd::{Cluster, Image, Pool, ResizeWatch};
 use tokio::runtime::Handle;
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
@@ -54,9 +54,12 @@ const RECONNECT_PAUSE_MAX: Duration = Duration::from_secs(30);
 /// client (Ceph's `EBLOCKLISTED`).
 const ESHUTDOWN: i32 = 108;
 
-/// One librados client's open image and its ledger.
+/// One librados client's open image, its ledger, and the image's pool
+/// on the same client (for the objects beside the image, `shared.rs`:
+/// one blocklist cuts off both).
 pub(super) struct Client {
     image: Image,
+    pool: Pool,
     ledger: Ledger,
     /// The client's address as the blocklist shows it.
     address: String,
@@ -115,6 +118,7 @@ fn open_image(opts: &RbdOptions) -> io::Result<(Arc<Client>, ResizeWatch)> {
     let watch = image.on_resize().map_err(io_error)?;
     let client = Client {
         image,
+        pool,
         ledger: Ledger::new(opts.write_through),
         address,
     };
@@ -499,8 +503,27 @@ impl Link {
     }
 }
 
-/// What the gateway group (`super::group`) needs of the link.
+impl Client {
+    /// The image's pool on this client.
+    pub(super) fn pool(&self) -> &Pool {
+        &self.pool
+    }
+}
+
+/// What the gateway group (`super::group`) and the objects beside the
+/// image (`super::shared`) need of the link.
 impl Link {
+    /// The client now serving the image.
+    pub(super) fn current(&self) -> Arc<Client> {
+        self.client()
+    }
+
+    /// An error of `client`'s, passed on as an I/O's would be:
+    /// ESHUTDOWN fences the LU (or reopens the image, `reconnect=on`).
+    pub(super) fn note_error(self: &Arc<Self>, client: &Arc<Client>, e: io::Error) -> io::Error {
+        self.note(client, e)
+    }
+
     /// The image as the client now serving it has it open.
     pub(super) fn image(&self) -> Image {
         self.client().image.clone()

@@ -32,9 +32,11 @@ use crate::{check_range, push_extent, zeros, Backend, CompareWrite, Extent};
 mod group;
 mod ledger;
 mod link;
+mod shared;
 
 use link::Link;
 pub use link::{OP_TIMEOUT, RECONNECT_TRIES};
+pub use shared::{SharedObject, SharedWatch};
 
 /// librbd's `rbd_discard_granularity_bytes` default: a discard smaller
 /// than this, or the unaligned ends of a larger one, keep their data

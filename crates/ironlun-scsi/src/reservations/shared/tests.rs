@@ -23,6 +23,8 @@ struct FakeStore {
     /// wrote first (it registers `iqn.2026-11.test:other`).
     interfere: AtomicUsize,
     failing: AtomicBool,
+    /// The store is reached through a client the cluster fenced.
+    fenced: AtomicBool,
     out_of_step: AtomicBool,
     writes: AtomicUsize,
     /// The LUs that watch, told on each announcement.
@@ -37,6 +39,9 @@ impl FakeStore {
     fn failure(&self) -> io::Result<()> {
         if self.failing.load(Ordering::SeqCst) {
             return Err(io::Error::new(io::ErrorKind::TimedOut, "cluster away"));
+        }
+        if self.fenced.load(Ordering::SeqCst) {
+            return Err(ironlun_backend::Fault::Fenced.into());
         }
         Ok(())
     }
@@ -294,6 +299,28 @@ fn two_gateways_enforce_one_reservation() {
     assert_eq!(read_keys(&a, n1), vec![0x2222]);
     let stored = store.load().unwrap().state;
     assert_eq!(stored.reservation.unwrap().holder, nexus("two", 2));
+}
+
+/// A gateway the cluster fenced reaches the store through the fenced
+/// client (docs/ha.md, "Fencing and rejoining"): its reservation
+/// commands say so, as its media access does, and change nothing.
+#[test]
+fn a_fenced_store_answers_manual_intervention() {
+    let store = Arc::new(FakeStore::default());
+    let (a, lu) = gateway(&store, 1);
+    login(&a, NexusId(1), &nexus("one", 1));
+    store.fenced.store(true, Ordering::SeqCst);
+    let r = prout(&a, NexusId(1), REGISTER, 0, 0, 0x1111);
+    assert_eq!(sense_of(&r), (SenseKey::NOT_READY, 0x04, 0x03));
+    let r = a.execute(
+        Some(0),
+        NexusId(1),
+        &[opcode::PERSISTENT_RESERVE_IN, 0, 0, 0, 0, 0, 0, 1, 0, 0],
+        &DataOutBuffer::new(),
+    );
+    assert_eq!(sense_of(&r), (SenseKey::NOT_READY, 0x04, 0x03));
+    assert!(lu.pr_state().registrations.is_empty());
+    assert_eq!(store.writes.load(Ordering::SeqCst), 0);
 }
 
 #[test]
