@@ -37,10 +37,10 @@ use ironlun_scsi_codes::{SenseCode, Status};
 use ironlun_wire::text::{encode_pairs, parse_pairs, TextAccumulator, TextChunker};
 use ironlun_wire::{
     frame::{parse_ahs, AHS_TYPE_EXTENDED_CDB},
-    AsyncEvent, AsyncMessage, Bhs, DataIn, DataOut, Frame, LogoutRequest, LogoutResponse, Lun,
-    NopIn, NopOut, Payload, Pdu, R2t, Reject, RejectReason, Residual, ScsiCommand, ScsiResponse,
-    TaskMgmtRequest, TaskMgmtResponse, TextRequest, TextResponse, TmfFunction, TmfResponse,
-    WireError, RESERVED_TAG,
+    AsyncEvent, AsyncMessage, Bhs, DataIn, DataOut, Frame, LogoutReason, LogoutRequest,
+    LogoutResponse, LogoutResult, Lun, NopIn, NopOut, Payload, Pdu, R2t, Reject, RejectReason,
+    Residual, ScsiCommand, ScsiResponse, ServiceResponse, TaskMgmtRequest, TaskMgmtResponse,
+    TextRequest, TextResponse, TmfFunction, TmfResponse, WireError, RESERVED_TAG,
 };
 use login::LoginResult;
 

@@ -9,6 +9,7 @@ use super::fields::{
 use super::Layout;
 use crate::bhs::Bhs;
 use crate::WireError;
+use ironlun_scsi_codes::Status;
 
 /// DataSN of Data-In/Data-Out, R2TSN of R2T (§11.7.5, §11.8.3).
 const DATA_SN: usize = 36;
@@ -67,7 +68,7 @@ pub struct DataIn {
     pub residual: Residual,
     /// `Some(status)` when the S bit is set: status is phase-collapsed into
     /// this PDU (RFC 7143 §11.7.4).
-    pub status: Option<u8>,
+    pub status: Option<Status>,
     pub lun: Lun,
     pub itt: u32,
     pub ttt: u32,
@@ -85,7 +86,7 @@ impl Layout for DataIn {
             final_bit: b1 & F_BIT != 0,
             ack: b1 & A_BIT != 0,
             residual: Residual::from_bits(b1, b.be32(WORD_44))?,
-            status: (b1 & S_BIT != 0).then(|| b.byte(STATUS)),
+            status: (b1 & S_BIT != 0).then(|| Status(b.byte(STATUS))),
             lun: Lun(b.lun_raw()),
             itt: b.itt(),
             ttt: b.be32(TTT),
@@ -105,7 +106,7 @@ impl Layout for DataIn {
                 | self.residual.flag_bits()
                 | flag(self.status.is_some(), S_BIT),
         );
-        b.set_byte(STATUS, self.status.unwrap_or(0));
+        b.set_byte(STATUS, self.status.map_or(0, |s| s.0));
         b.set_lun_raw(self.lun.0);
         b.set_itt(self.itt);
         b.set_be32(TTT, self.ttt);

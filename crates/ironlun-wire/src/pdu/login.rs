@@ -5,6 +5,7 @@
 use super::fields::{flag, CMD_SN, EXP_CMD_SN, EXP_STAT_SN, FLAGS, MAX_CMD_SN, STAT_SN, TTT};
 use super::Layout;
 use crate::bhs::Bhs;
+use crate::codes::LoginStatus;
 use crate::WireError;
 
 /// Byte 1: T (transit) bit (§11.12.1).
@@ -23,9 +24,9 @@ const ISID_LEN: usize = 6;
 const TSIH: usize = 14;
 /// CID of a request (§11.12.8), where other requests carry the TTT.
 const CID: usize = TTT;
-/// Status-Class and Status-Detail of a response (§11.13.5).
-const STATUS_CLASS: usize = 36;
-const STATUS_DETAIL: usize = 37;
+/// Status-Class and Status-Detail of a response, one 16-bit word
+/// (§11.13.5).
+const STATUS: usize = 36;
 
 /// The stage bits of byte 1: T, C, CSG and NSG (§11.12.1–§11.12.3).
 struct Stages {
@@ -132,8 +133,8 @@ pub struct LoginResponse {
     pub stat_sn: u32,
     pub exp_cmd_sn: u32,
     pub max_cmd_sn: u32,
-    pub status_class: u8,
-    pub status_detail: u8,
+    /// Status-Class and Status-Detail (§11.13.5).
+    pub status: LoginStatus,
 }
 
 impl Layout for LoginResponse {
@@ -157,8 +158,7 @@ impl Layout for LoginResponse {
             stat_sn: b.be32(STAT_SN),
             exp_cmd_sn: b.be32(EXP_CMD_SN),
             max_cmd_sn: b.be32(MAX_CMD_SN),
-            status_class: b.byte(STATUS_CLASS),
-            status_detail: b.byte(STATUS_DETAIL),
+            status: LoginStatus(b.be16(STATUS)),
         })
     }
 
@@ -172,7 +172,6 @@ impl Layout for LoginResponse {
         b.set_be32(STAT_SN, self.stat_sn);
         b.set_be32(EXP_CMD_SN, self.exp_cmd_sn);
         b.set_be32(MAX_CMD_SN, self.max_cmd_sn);
-        b.set_byte(STATUS_CLASS, self.status_class);
-        b.set_byte(STATUS_DETAIL, self.status_detail);
+        b.set_be16(STATUS, self.status.0);
     }
 }

@@ -4,6 +4,7 @@
 use super::fields::{CMD_SN, EXP_CMD_SN, EXP_STAT_SN, FLAGS, F_BIT, MAX_CMD_SN, STAT_SN, TTT};
 use super::Layout;
 use crate::bhs::Bhs;
+use crate::codes::{LogoutReason, LogoutResult};
 use crate::WireError;
 
 /// Byte 1 bits 0..6: the Reason Code (§11.14.1).
@@ -20,7 +21,7 @@ const TIME2RETAIN: usize = 42;
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct LogoutRequest {
     pub immediate: bool,
-    pub reason: u8,
+    pub reason: LogoutReason,
     pub itt: u32,
     pub cid: u16,
     pub cmd_sn: u32,
@@ -31,7 +32,7 @@ impl Layout for LogoutRequest {
     fn read(b: &Bhs) -> Result<Self, WireError> {
         Ok(LogoutRequest {
             immediate: b.immediate(),
-            reason: b.byte(FLAGS) & REASON_MASK,
+            reason: LogoutReason(b.byte(FLAGS) & REASON_MASK),
             itt: b.itt(),
             cid: b.be16(CID),
             cmd_sn: b.be32(CMD_SN),
@@ -41,7 +42,7 @@ impl Layout for LogoutRequest {
 
     fn write(&self, b: &mut Bhs) {
         b.set_immediate(self.immediate);
-        b.set_byte(FLAGS, F_BIT | (self.reason & REASON_MASK));
+        b.set_byte(FLAGS, F_BIT | (self.reason.0 & REASON_MASK));
         b.set_itt(self.itt);
         b.set_be16(CID, self.cid);
         b.set_be32(CMD_SN, self.cmd_sn);
@@ -52,7 +53,7 @@ impl Layout for LogoutRequest {
 /// Logout Response (RFC 7143 §11.15).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct LogoutResponse {
-    pub response: u8,
+    pub response: LogoutResult,
     pub itt: u32,
     pub stat_sn: u32,
     pub exp_cmd_sn: u32,
@@ -64,7 +65,7 @@ pub struct LogoutResponse {
 impl Layout for LogoutResponse {
     fn read(b: &Bhs) -> Result<Self, WireError> {
         Ok(LogoutResponse {
-            response: b.byte(RESPONSE),
+            response: LogoutResult(b.byte(RESPONSE)),
             itt: b.itt(),
             stat_sn: b.be32(STAT_SN),
             exp_cmd_sn: b.be32(EXP_CMD_SN),
@@ -76,7 +77,7 @@ impl Layout for LogoutResponse {
 
     fn write(&self, b: &mut Bhs) {
         b.set_byte(FLAGS, F_BIT);
-        b.set_byte(RESPONSE, self.response);
+        b.set_byte(RESPONSE, self.response.0);
         b.set_itt(self.itt);
         b.set_be32(STAT_SN, self.stat_sn);
         b.set_be32(EXP_CMD_SN, self.exp_cmd_sn);

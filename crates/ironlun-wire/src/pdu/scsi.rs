@@ -8,7 +8,9 @@ use super::fields::{
 };
 use super::Layout;
 use crate::bhs::Bhs;
+use crate::codes::ServiceResponse;
 use crate::WireError;
+use ironlun_scsi_codes::Status;
 
 /// SCSI Command's own fields (RFC 7143 §11.3).
 mod cmd {
@@ -99,10 +101,10 @@ impl Layout for ScsiCommand {
 pub struct ScsiResponse {
     pub bidi_residual: Residual,
     pub residual: Residual,
-    /// iSCSI service response (RFC 7143 §11.4.3): 0 = command completed.
-    pub response: u8,
-    /// SCSI status (SAM-5 §5.3).
-    pub status: u8,
+    /// iSCSI service response (RFC 7143 §11.4.3).
+    pub response: ServiceResponse,
+    /// SCSI status (RFC 7143 §11.4.2, SAM-5 §5.3).
+    pub status: Status,
     pub itt: u32,
     pub snack_tag: u32,
     pub stat_sn: u32,
@@ -120,8 +122,8 @@ impl Layout for ScsiResponse {
                 b.be32(rsp::BIDI_RESIDUAL_COUNT),
             )?,
             residual: Residual::from_bits(b1, b.be32(rsp::RESIDUAL_COUNT))?,
-            response: b.byte(rsp::RESPONSE),
-            status: b.byte(rsp::STATUS),
+            response: ServiceResponse(b.byte(rsp::RESPONSE)),
+            status: Status(b.byte(rsp::STATUS)),
             itt: b.itt(),
             snack_tag: b.be32(rsp::SNACK_TAG),
             stat_sn: b.be32(STAT_SN),
@@ -136,8 +138,8 @@ impl Layout for ScsiResponse {
             FLAGS,
             F_BIT | (self.bidi_residual.flag_bits() << rsp::BIDI_SHIFT) | self.residual.flag_bits(),
         );
-        b.set_byte(rsp::RESPONSE, self.response);
-        b.set_byte(rsp::STATUS, self.status);
+        b.set_byte(rsp::RESPONSE, self.response.0);
+        b.set_byte(rsp::STATUS, self.status.0);
         b.set_itt(self.itt);
         b.set_be32(rsp::SNACK_TAG, self.snack_tag);
         b.set_be32(STAT_SN, self.stat_sn);

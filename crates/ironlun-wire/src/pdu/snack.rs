@@ -4,6 +4,7 @@
 use super::fields::{Lun, EXP_STAT_SN, FLAGS, F_BIT, TTT};
 use super::Layout;
 use crate::bhs::Bhs;
+use crate::codes::SnackType;
 use crate::WireError;
 
 /// Byte 1 bits 0..3: the Type (§11.16.1).
@@ -15,7 +16,7 @@ const RUN_LENGTH: usize = 44;
 /// SNACK Request (RFC 7143 §11.16).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct SnackRequest {
-    pub snack_type: u8,
+    pub snack_type: SnackType,
     pub lun: Lun,
     pub itt: u32,
     pub ttt: u32,
@@ -27,7 +28,7 @@ pub struct SnackRequest {
 impl Layout for SnackRequest {
     fn read(b: &Bhs) -> Result<Self, WireError> {
         Ok(SnackRequest {
-            snack_type: b.byte(FLAGS) & TYPE_MASK,
+            snack_type: SnackType(b.byte(FLAGS) & TYPE_MASK),
             lun: Lun(b.lun_raw()),
             itt: b.itt(),
             ttt: b.be32(TTT),
@@ -38,7 +39,7 @@ impl Layout for SnackRequest {
     }
 
     fn write(&self, b: &mut Bhs) {
-        b.set_byte(FLAGS, F_BIT | (self.snack_type & TYPE_MASK));
+        b.set_byte(FLAGS, F_BIT | (self.snack_type.0 & TYPE_MASK));
         b.set_lun_raw(self.lun.0);
         b.set_itt(self.itt);
         b.set_be32(TTT, self.ttt);

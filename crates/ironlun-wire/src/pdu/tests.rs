@@ -2,7 +2,11 @@
 
 use super::*;
 use crate::bhs::BHS_LEN;
-use crate::codes::{AsyncEvent, RejectReason, TmfFunction, TmfResponse};
+use crate::codes::{
+    AsyncEvent, LoginStatus, LogoutReason, LogoutResult, RejectReason, ServiceResponse, SnackType,
+    TmfFunction, TmfResponse,
+};
+use ironlun_scsi_codes::Status;
 
 fn round_trip(p: Pdu) {
     let bhs = p.encode();
@@ -82,14 +86,14 @@ fn every_pdu_round_trips() {
     }));
     round_trip(Pdu::LogoutRequest(LogoutRequest {
         immediate: true,
-        reason: 1,
+        reason: LogoutReason::CLOSE_CONNECTION,
         itt: 9,
         cid: 1,
         cmd_sn: 5,
         exp_stat_sn: 6,
     }));
     round_trip(Pdu::SnackRequest(SnackRequest {
-        snack_type: 1,
+        snack_type: SnackType::STATUS,
         lun,
         itt: 9,
         ttt: 1,
@@ -108,8 +112,8 @@ fn every_pdu_round_trips() {
     round_trip(Pdu::ScsiResponse(ScsiResponse {
         bidi_residual: Residual::Underflow(3),
         residual: Residual::Overflow(512),
-        response: 0,
-        status: 2,
+        response: ServiceResponse::COMMAND_COMPLETED,
+        status: Status::CHECK_CONDITION,
         itt: 1,
         snack_tag: 0,
         stat_sn: 4,
@@ -137,8 +141,7 @@ fn every_pdu_round_trips() {
         stat_sn: 100,
         exp_cmd_sn: 1,
         max_cmd_sn: 64,
-        status_class: 2,
-        status_detail: 3,
+        status: LoginStatus::NOT_FOUND,
     }));
     round_trip(Pdu::TextResponse(TextResponse {
         final_bit: false,
@@ -154,7 +157,7 @@ fn every_pdu_round_trips() {
         final_bit: true,
         ack: false,
         residual: Residual::Underflow(100),
-        status: Some(0),
+        status: Some(Status::GOOD),
         lun,
         itt: 1,
         ttt: RESERVED_TAG,
@@ -165,7 +168,7 @@ fn every_pdu_round_trips() {
         buffer_offset: 8192,
     }));
     round_trip(Pdu::LogoutResponse(LogoutResponse {
-        response: 0,
+        response: LogoutResult::CLOSED,
         itt: 1,
         stat_sn: 2,
         exp_cmd_sn: 3,
