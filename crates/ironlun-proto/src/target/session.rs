@@ -93,7 +93,7 @@ impl TargetConnection {
     pub(super) fn on_nop_out(&mut self, n: NopOut, data: Bytes, windowed: bool) {
         if n.ttt != RESERVED_TAG {
             // A NOP-Out with a valid ITT must not carry a TTT.
-            self.reject_pdu(&Pdu::NopOut(n), RejectReason::PROTOCOL_ERROR);
+            self.reject_pdu(&Pdu::NopOut(n), Violation::NopOutTtt);
             self.finish_command(windowed);
             return;
         }
@@ -126,7 +126,7 @@ impl TargetConnection {
             // Connection recovery needs ERL 2.
             LogoutReason::REMOVE_FOR_RECOVERY => LogoutResult::RECOVERY_NOT_SUPPORTED,
             _ => {
-                self.reject_pdu(&Pdu::LogoutRequest(l), RejectReason::INVALID_PDU_FIELD);
+                self.reject_pdu(&Pdu::LogoutRequest(l), Violation::LogoutReason);
                 self.finish_command(windowed);
                 return;
             }
