@@ -10,6 +10,34 @@
 
 use std::fmt;
 
+/// A code carried in (part of) one byte of a header: any byte is a value,
+/// so decoding never fails and an unknown code round-trips.
+pub(crate) trait ByteCode: Copy {
+    fn from_byte(b: u8) -> Self;
+    fn to_byte(self) -> u8;
+}
+
+impl ByteCode for u8 {
+    fn from_byte(b: u8) -> Self {
+        b
+    }
+
+    fn to_byte(self) -> u8 {
+        self
+    }
+}
+
+/// SCSI status (SAM-5 §5.3.1), named by ironlun-scsi-codes.
+impl ByteCode for ironlun_scsi_codes::Status {
+    fn from_byte(b: u8) -> Self {
+        ironlun_scsi_codes::Status(b)
+    }
+
+    fn to_byte(self) -> u8 {
+        self.0
+    }
+}
+
 /// Defines the named constants of a code newtype, its `name`, and
 /// `Display`/`Debug` that show the name, from one list.
 macro_rules! codes {
@@ -27,6 +55,16 @@ macro_rules! codes {
                     $(Self::$name => Some($text),)*
                     _ => None,
                 }
+            }
+        }
+
+        impl ByteCode for $ty {
+            fn from_byte(b: u8) -> Self {
+                $ty(b)
+            }
+
+            fn to_byte(self) -> u8 {
+                self.0
             }
         }
 

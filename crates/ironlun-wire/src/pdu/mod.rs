@@ -1,10 +1,12 @@
 //! Typed views of every RFC 7143 PDU header (RFC 7143 §11.3–§11.19).
 //!
-//! **Owns:** the BHS layout of each PDU, one module per PDU family with
-//! each header's decode beside its encode (`Layout`) and the offsets
-//! it uses named once there (`fields` names the ones most PDUs share),
-//! and [`Pdu`], the header of any opcode, whose variants are listed once
-//! (`pdus!`).
+//! **Owns:** the BHS layout of each PDU, one module per PDU family. Each
+//! PDU is declared once (`pdu!`): its fields, each with the codec that
+//! places it in the header, and the bits it always sets; the struct, its
+//! decode and its encode (`Layout`) all come from that one list, over
+//! offsets named once in the family's module (`fields` names the ones
+//! most PDUs share and the codecs). [`Pdu`], the header of any opcode,
+//! lists its variants once (`pdus!`).
 //!
 //! Each type decodes from and encodes to a [`Bhs`]. The data segment and the
 //! AHS travel beside the header in a [`crate::Frame`]; lengths are filled in
@@ -12,6 +14,44 @@
 
 use crate::bhs::{Bhs, Opcode};
 use crate::WireError;
+
+/// Declares one PDU from one list: the struct with its fields, and its
+/// [`Layout`] (decode and encode), each field read and written by the
+/// codec named beside it (`fields::Codec`). `always` lists bits and values
+/// every such header carries whatever the fields hold (set before the
+/// fields are written).
+macro_rules! pdu {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $($(#[$fmeta:meta])* pub $field:ident: $ty:ty = $codec:expr,)*
+        }
+        $(always { $($fixed:expr => $value:expr,)* })?
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Debug, PartialEq, Eq, Default)]
+        pub struct $name {
+            $($(#[$fmeta])* pub $field: $ty,)*
+        }
+
+        impl $crate::pdu::Layout for $name {
+            #[inline]
+            fn read(b: &$crate::bhs::Bhs) -> Result<Self, $crate::WireError> {
+                use $crate::pdu::fields::Codec;
+                Ok($name {
+                    $($field: Codec::<$ty>::get(&$codec, b)?,)*
+                })
+            }
+
+            #[inline]
+            fn write(&self, b: &mut $crate::bhs::Bhs) {
+                use $crate::pdu::fields::Codec;
+                $($(Codec::put(&$fixed, b, &$value);)*)?
+                $(Codec::<$ty>::put(&$codec, b, &self.$field);)*
+            }
+        }
+    };
+}
 
 mod async_msg;
 mod data;

@@ -1,50 +1,29 @@
 //! SNACK Request (RFC 7143 §11.16): the initiator asks for PDUs again;
-//! its fields decoded beside their encoding.
+//! declared once.
 
-use super::fields::{Lun, EXP_STAT_SN, FLAGS, F_BIT, TTT};
-use super::Layout;
-use crate::bhs::Bhs;
+use super::fields::{Bits, Lun, Word, EXP_STAT_SN, FINAL, FLAGS, ITT, LUN, TTT};
 use crate::codes::SnackType;
-use crate::WireError;
 
 /// Byte 1 bits 0..3: the Type (§11.16.1).
-const TYPE_MASK: u8 = 0x0f;
+const TYPE: Bits = Bits {
+    at: FLAGS,
+    mask: 0x0f,
+    shift: 0,
+};
 /// BegRun and RunLength (§11.16.4, §11.16.5).
-const BEG_RUN: usize = 40;
-const RUN_LENGTH: usize = 44;
+const BEG_RUN: Word = Word(40);
+const RUN_LENGTH: Word = Word(44);
 
-/// SNACK Request (RFC 7143 §11.16).
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub struct SnackRequest {
-    pub snack_type: SnackType,
-    pub lun: Lun,
-    pub itt: u32,
-    pub ttt: u32,
-    pub exp_stat_sn: u32,
-    pub beg_run: u32,
-    pub run_length: u32,
-}
-
-impl Layout for SnackRequest {
-    fn read(b: &Bhs) -> Result<Self, WireError> {
-        Ok(SnackRequest {
-            snack_type: SnackType(b.byte(FLAGS) & TYPE_MASK),
-            lun: Lun(b.lun_raw()),
-            itt: b.itt(),
-            ttt: b.be32(TTT),
-            exp_stat_sn: b.be32(EXP_STAT_SN),
-            beg_run: b.be32(BEG_RUN),
-            run_length: b.be32(RUN_LENGTH),
-        })
+pdu! {
+    /// SNACK Request (RFC 7143 §11.16).
+    pub struct SnackRequest {
+        pub snack_type: SnackType = TYPE,
+        pub lun: Lun = LUN,
+        pub itt: u32 = ITT,
+        pub ttt: u32 = TTT,
+        pub exp_stat_sn: u32 = EXP_STAT_SN,
+        pub beg_run: u32 = BEG_RUN,
+        pub run_length: u32 = RUN_LENGTH,
     }
-
-    fn write(&self, b: &mut Bhs) {
-        b.set_byte(FLAGS, F_BIT | (self.snack_type.0 & TYPE_MASK));
-        b.set_lun_raw(self.lun.0);
-        b.set_itt(self.itt);
-        b.set_be32(TTT, self.ttt);
-        b.set_be32(EXP_STAT_SN, self.exp_stat_sn);
-        b.set_be32(BEG_RUN, self.beg_run);
-        b.set_be32(RUN_LENGTH, self.run_length);
-    }
+    always { FINAL => true, }
 }

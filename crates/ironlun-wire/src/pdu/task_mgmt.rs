@@ -1,92 +1,50 @@
 //! Task Management Function Request and Response (RFC 7143 §11.5,
-//! §11.6), each header's fields decoded beside their encoding.
+//! §11.6), each declared once.
 
-use super::fields::{Lun, CMD_SN, EXP_CMD_SN, EXP_STAT_SN, FLAGS, F_BIT, MAX_CMD_SN, STAT_SN, TTT};
-use super::Layout;
-use crate::bhs::Bhs;
+use super::fields::{
+    Bits, Byte, Lun, Word, CMD_SN, EXP_CMD_SN, EXP_STAT_SN, FINAL, FLAGS, IMMEDIATE, ITT, LUN,
+    MAX_CMD_SN, STAT_SN,
+};
 use crate::codes::{TmfFunction, TmfResponse};
-use crate::WireError;
 
 /// Byte 1 bits 0..6: the Function (§11.5.1).
-const FUNCTION_MASK: u8 = 0x7f;
-/// Referenced Task Tag (§11.5.2), where other requests carry the TTT.
-const REFERENCED_TASK_TAG: usize = TTT;
-/// RefCmdSN (§11.5.3).
-const REF_CMD_SN: usize = 32;
-/// ExpDataSN (§11.5.4).
-const EXP_DATA_SN: usize = 36;
+const FUNCTION: Bits = Bits {
+    at: FLAGS,
+    mask: 0x7f,
+    shift: 0,
+};
+/// Referenced Task Tag (§11.5.2), RefCmdSN (§11.5.3), ExpDataSN
+/// (§11.5.4).
+const REFERENCED_TASK_TAG: Word = Word(20);
+const REF_CMD_SN: Word = Word(32);
+const EXP_DATA_SN: Word = Word(36);
 /// The Response byte (§11.6.1).
-const RESPONSE: usize = 2;
+const RESPONSE: Byte = Byte(2);
 
-/// Task Management Function Request (RFC 7143 §11.5).
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub struct TaskMgmtRequest {
-    pub immediate: bool,
-    pub function: TmfFunction,
-    pub lun: Lun,
-    pub itt: u32,
-    pub referenced_task_tag: u32,
-    pub cmd_sn: u32,
-    pub exp_stat_sn: u32,
-    pub ref_cmd_sn: u32,
-    pub exp_data_sn: u32,
+pdu! {
+    /// Task Management Function Request (RFC 7143 §11.5).
+    pub struct TaskMgmtRequest {
+        pub immediate: bool = IMMEDIATE,
+        pub function: TmfFunction = FUNCTION,
+        pub lun: Lun = LUN,
+        pub itt: u32 = ITT,
+        pub referenced_task_tag: u32 = REFERENCED_TASK_TAG,
+        pub cmd_sn: u32 = CMD_SN,
+        pub exp_stat_sn: u32 = EXP_STAT_SN,
+        pub ref_cmd_sn: u32 = REF_CMD_SN,
+        pub exp_data_sn: u32 = EXP_DATA_SN,
+    }
+    always { FINAL => true, }
 }
 
-impl Layout for TaskMgmtRequest {
-    fn read(b: &Bhs) -> Result<Self, WireError> {
-        Ok(TaskMgmtRequest {
-            immediate: b.immediate(),
-            function: TmfFunction(b.byte(FLAGS) & FUNCTION_MASK),
-            lun: Lun(b.lun_raw()),
-            itt: b.itt(),
-            referenced_task_tag: b.be32(REFERENCED_TASK_TAG),
-            cmd_sn: b.be32(CMD_SN),
-            exp_stat_sn: b.be32(EXP_STAT_SN),
-            ref_cmd_sn: b.be32(REF_CMD_SN),
-            exp_data_sn: b.be32(EXP_DATA_SN),
-        })
+pdu! {
+    /// Task Management Function Response (RFC 7143 §11.6).
+    pub struct TaskMgmtResponse {
+        pub response: TmfResponse = RESPONSE,
+        pub itt: u32 = ITT,
+        pub stat_sn: u32 = STAT_SN,
+        pub exp_cmd_sn: u32 = EXP_CMD_SN,
+        pub max_cmd_sn: u32 = MAX_CMD_SN,
     }
-
-    fn write(&self, b: &mut Bhs) {
-        b.set_immediate(self.immediate);
-        b.set_byte(FLAGS, F_BIT | (self.function.0 & FUNCTION_MASK));
-        b.set_lun_raw(self.lun.0);
-        b.set_itt(self.itt);
-        b.set_be32(REFERENCED_TASK_TAG, self.referenced_task_tag);
-        b.set_be32(CMD_SN, self.cmd_sn);
-        b.set_be32(EXP_STAT_SN, self.exp_stat_sn);
-        b.set_be32(REF_CMD_SN, self.ref_cmd_sn);
-        b.set_be32(EXP_DATA_SN, self.exp_data_sn);
-    }
-}
-
-/// Task Management Function Response (RFC 7143 §11.6).
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub struct TaskMgmtResponse {
-    pub response: TmfResponse,
-    pub itt: u32,
-    pub stat_sn: u32,
-    pub exp_cmd_sn: u32,
-    pub max_cmd_sn: u32,
-}
-
-impl Layout for TaskMgmtResponse {
-    fn read(b: &Bhs) -> Result<Self, WireError> {
-        Ok(TaskMgmtResponse {
-            response: TmfResponse(b.byte(RESPONSE)),
-            itt: b.itt(),
-            stat_sn: b.be32(STAT_SN),
-            exp_cmd_sn: b.be32(EXP_CMD_SN),
-            max_cmd_sn: b.be32(MAX_CMD_SN),
-        })
-    }
-
-    fn write(&self, b: &mut Bhs) {
-        b.set_byte(FLAGS, F_BIT);
-        b.set_byte(RESPONSE, self.response.0);
-        b.set_itt(self.itt);
-        b.set_be32(STAT_SN, self.stat_sn);
-        b.set_be32(EXP_CMD_SN, self.exp_cmd_sn);
-        b.set_be32(MAX_CMD_SN, self.max_cmd_sn);
-    }
+    always { FINAL => true, }
 }
