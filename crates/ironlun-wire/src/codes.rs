@@ -18,10 +18,12 @@ pub(crate) trait ByteCode: Copy {
 }
 
 impl ByteCode for u8 {
+    #[inline]
     fn from_byte(b: u8) -> Self {
         b
     }
 
+    #[inline]
     fn to_byte(self) -> u8 {
         self
     }
@@ -29,10 +31,12 @@ impl ByteCode for u8 {
 
 /// SCSI status (SAM-5 §5.3.1), named by ironlun-scsi-codes.
 impl ByteCode for ironlun_scsi_codes::Status {
+    #[inline]
     fn from_byte(b: u8) -> Self {
         ironlun_scsi_codes::Status(b)
     }
 
+    #[inline]
     fn to_byte(self) -> u8 {
         self.0
     }
@@ -59,10 +63,12 @@ macro_rules! codes {
         }
 
         impl ByteCode for $ty {
+            #[inline]
             fn from_byte(b: u8) -> Self {
                 $ty(b)
             }
 
+            #[inline]
             fn to_byte(self) -> u8 {
                 self.0
             }

@@ -1,9 +1,11 @@
 //! # ironlun-wire: the iSCSI wire codec
 //!
 //! **Owns:** the byte layout of every RFC 7143 PDU (the 48-byte BHS, AHS,
-//! data segment and padding), opcodes and the codes PDU fields carry
-//! (reject reasons, asynchronous events, task management functions and
-//! responses, [`codes`]) as open newtypes, CRC32C header and data
+//! data segment and padding; [`pdu`] declares each PDU once), opcodes
+//! and the codes PDU fields carry (reject reasons, asynchronous events,
+//! task management functions and responses, the service response, login
+//! status, logout reasons and results, SNACK types: [`codes`]) as open
+//! newtypes, CRC32C header and data
 //! digests, text `key=value` segments with their continuation across
 //! PDUs, and the queue of encoded PDUs waiting for one vectored write
 //! ([`Outbox`]; the socket is the caller's [`Sink`]). The SCSI status a

@@ -245,6 +245,7 @@ impl Residual {
         }
     }
 
+    #[inline]
     pub fn count(self) -> u32 {
         match self {
             Residual::None => 0,
@@ -256,6 +257,7 @@ impl Residual {
     const BITS: u8 = 0x06;
 
     /// The O and U bits at bit positions 2 and 1 of byte 1.
+    #[inline]
     pub(super) fn flag_bits(self) -> u8 {
         match self {
             Residual::None => 0,
@@ -264,6 +266,7 @@ impl Residual {
         }
     }
 
+    #[inline]
     pub(super) fn from_bits(byte1: u8, count: u32) -> Result<Residual, WireError> {
         match (byte1 & 0x04 != 0, byte1 & 0x02 != 0) {
             (false, false) => Ok(Residual::None),
