@@ -772,7 +772,11 @@ chap = "carol:carol-secret-0123"
     ]);
     let mut c = support::Raw::connect(t.addr);
     let (r, _) = c.login(NAME, [0x40, 0, 1, 0x37, 0, 0], &[("InitiatorName", READER)]);
-    assert_eq!((r.status_class, r.status_detail), (0, 0), "login failed");
+    assert_eq!(
+        (r.status.class(), r.status.detail()),
+        (0, 0),
+        "login failed"
+    );
 
     let tree = admin(&sock, &["state"]);
     let lines: Vec<&str> = tree.lines().collect();

@@ -74,7 +74,11 @@ spec = "ram:16MiB"
 fn session(t: &Target, isid_tail: u8) -> Raw {
     let mut c = Raw::connect(t.addr);
     let (r, _) = c.login(NAME, [0x80, 0, 0, 0, 0, isid_tail], &[]);
-    assert_eq!((r.status_class, r.status_detail), (0, 0), "login failed");
+    assert_eq!(
+        (r.status.class(), r.status.detail()),
+        (0, 0),
+        "login failed"
+    );
     let (st, sense, _) = c.scsi(&TUR, 0, &[]);
     assert_eq!((st, key(&sense).0), (2, 6), "the power-on unit attention");
     c

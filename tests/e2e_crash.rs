@@ -65,7 +65,7 @@ fn cdb10(op: u8, flags: u8, n: u64) -> [u8; 10] {
 fn session(t: &Target, tail: u8) -> Raw {
     let mut c = Raw::connect(t.addr);
     let (r, _) = c.login(NAME, [0x80, 0, 0, 0, 0x0c, tail], &[]);
-    assert_eq!((r.status_class, r.status_detail), (0, 0));
+    assert_eq!((r.status.class(), r.status.detail()), (0, 0));
     let _ = c.scsi(&TUR, 0, &[]);
     c
 }
@@ -85,7 +85,7 @@ struct Ledger {
 fn writer(t_addr: std::net::SocketAddr, id: u64, mode: Mode, ledger: Arc<Mutex<Ledger>>) {
     let mut c = Raw::connect(t_addr);
     let (r, _) = c.login(NAME, [0x80, 0, 0, 0, 0x0d, id as u8], &[]);
-    assert_eq!((r.status_class, r.status_detail), (0, 0));
+    assert_eq!((r.status.class(), r.status.detail()), (0, 0));
     let _ = c.scsi(&TUR, 0, &[]);
     let mut rng = 0x1234_5678u64 ^ (id << 32);
     let mut gen = 0u64;
@@ -135,7 +135,7 @@ fn try_scsi(c: &mut Raw, cdb: &[u8], write: &[u8]) -> Option<u8> {
     loop {
         let (pdu, _) = c.recv()?;
         match pdu {
-            ironlun_wire::Pdu::ScsiResponse(r) if r.itt == itt => return Some(r.status),
+            ironlun_wire::Pdu::ScsiResponse(r) if r.itt == itt => return Some(r.status.0),
             _ => continue,
         }
     }

@@ -273,7 +273,8 @@ fn every_metric_the_grafana_dashboard_uses_is_exposed() {
         session
             .login(NAME, [0x80, 0, 0, 0, 0x4d, 2], &[])
             .0
-            .status_class,
+            .status
+            .class(),
         0
     );
     assert_eq!(

@@ -58,7 +58,11 @@ fn pattern(byte: u8) -> Vec<u8> {
 fn session(ha: &Ha, portal: SocketAddr, isid_tail: u8) -> Raw {
     let mut c = Raw::connect(portal);
     let (r, _) = c.login(&ha.iqn, [0x80, 0, 0, 0, 0x37, isid_tail], &[]);
-    assert_eq!((r.status_class, r.status_detail), (0, 0), "login failed");
+    assert_eq!(
+        (r.status.class(), r.status.detail()),
+        (0, 0),
+        "login failed"
+    );
     for _ in 0..8 {
         let (st, sense, _) = c.scsi(&TUR, 0, &[]);
         if st != 2 || sense.get(2).map(|k| k & 0x0f) != Some(6) {

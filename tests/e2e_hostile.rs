@@ -12,6 +12,7 @@ mod support;
 use std::net::TcpStream;
 use std::time::Duration;
 
+use ironlun_scsi_codes::Status;
 use ironlun_wire::{Digests, LoginRequest, Pdu, RejectReason, Residual};
 use support::{Raw, Target};
 
@@ -25,7 +26,11 @@ const RSS_SLACK: u64 = 48 << 20;
 fn session(t: &Target, isid_tail: u8, extra: &[(&str, &str)]) -> Raw {
     let mut c = Raw::connect(t.addr);
     let (r, _) = c.login(NAME, [0x80, 0, 0, 0, 0, isid_tail], extra);
-    assert_eq!((r.status_class, r.status_detail), (0, 0), "login failed");
+    assert_eq!(
+        (r.status.class(), r.status.detail()),
+        (0, 0),
+        "login failed"
+    );
     // The power-on unit attention, then a clean TUR.
     let _ = c.scsi(&TUR, 0, &[]);
     let (st, _, _) = c.scsi(&TUR, 0, &[]);
@@ -147,7 +152,7 @@ fn malformed_headers_and_lying_lengths(s: &mut Suite) {
     let Pdu::LoginResponse(r) = pdu else {
         panic!("{pdu:?}")
     };
-    assert_eq!((r.status_class, r.status_detail), (2, 5));
+    assert_eq!((r.status.class(), r.status.detail()), (2, 5));
     assert!(c.closed());
 
     // A SCSI Command as the first PDU: invalid during login (0x020b).
@@ -160,7 +165,7 @@ fn malformed_headers_and_lying_lengths(s: &mut Suite) {
     let Pdu::LoginResponse(r) = pdu else {
         panic!("{pdu:?}")
     };
-    assert_eq!((r.status_class, r.status_detail), (2, 0x0b));
+    assert_eq!((r.status.class(), r.status.detail()), (2, 0x0b));
     assert!(c.closed());
 
     // A login header announcing AHS and a data segment that never come.
@@ -223,7 +228,7 @@ fn malformed_headers_and_lying_lengths(s: &mut Suite) {
     };
     assert_eq!(
         (status, residual, got),
-        (0, Residual::Overflow(8 * 512 - 512), 512),
+        (Status::GOOD, Residual::Overflow(8 * 512 - 512), 512),
         "status, residual and bytes for 8 blocks read into 512"
     );
     // Immediate data beyond the expected length.
@@ -301,7 +306,7 @@ fn wrong_digests(s: &mut Suite) {
     for corrupt_data in [false, true] {
         let mut c = Raw::connect(s.addr());
         let (r, keys) = c.login(NAME, [0x80, 0, 0, 0, 0, 13], &on);
-        assert_eq!((r.status_class, r.status_detail), (0, 0));
+        assert_eq!((r.status.class(), r.status.detail()), (0, 0));
         assert!(
             keys.iter()
                 .any(|(k, v)| k == "HeaderDigest" && v == "CRC32C"),

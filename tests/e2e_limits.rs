@@ -137,7 +137,7 @@ fn a_slow_loris_after_login_is_dropped_by_the_ping_timeout() {
     let t = daemon(dir.path());
     let mut c = Raw::connect(t.addr);
     let (r, _) = c.login(NAME, [0x80, 0, 0, 0, 0, 9], &[]);
-    assert_eq!((r.status_class, r.status_detail), (0, 0));
+    assert_eq!((r.status.class(), r.status.detail()), (0, 0));
 
     // Half a header, then one byte every 200 ms: the PDU never completes,
     // so the ping sent after 1 s of silence cannot be answered.

@@ -270,7 +270,7 @@ fn sessions_task_management_aborts_and_reinstatement() {
     let stats = t.stats_addr();
     let isid = [0x80, 0, 0, 0, 0x4d, 1];
     let mut a = Raw::connect(t.addr);
-    assert_eq!(a.login(NAME, isid, &[]).0.status_class, 0);
+    assert_eq!(a.login(NAME, isid, &[]).0.status.class(), 0);
     let s = scrape(stats);
     assert_eq!(gauge(&s, "ironlun_sessions", &[("type", "normal")]), 1);
     assert_eq!(gauge(&s, "ironlun_sessions", &[("type", "discovery")]), 0);
@@ -322,7 +322,7 @@ fn sessions_task_management_aborts_and_reinstatement() {
 
     // The same initiator and ISID again: the session is reinstated.
     let mut b = Raw::connect(t.addr);
-    assert_eq!(b.login(NAME, isid, &[]).0.status_class, 0);
+    assert_eq!(b.login(NAME, isid, &[]).0.status.class(), 0);
     let s = scrape_until(stats, |s| gauge(s, "ironlun_connections", &[]) == 1);
     assert_eq!(counter(&s, "ironlun_session_reinstatements", &[]), 1);
     assert_eq!(counter(&s, "ironlun_logins", &[("result", "success")]), 2);
@@ -468,7 +468,7 @@ fn sessions_are_counted_by_target_and_initiator() {
         let mut c = Raw::connect(t.addr);
         let isid = [0x80, 0, 0, 0, 0x4d, isid_low];
         let (r, _) = c.login(NAME, isid, &[("InitiatorName", initiator)]);
-        assert_eq!(r.status_class, 0, "{initiator}");
+        assert_eq!(r.status.class(), 0, "{initiator}");
         c
     };
     let alice = [login(ALICE, 1), login(ALICE, 2)];

@@ -9,7 +9,8 @@ mod support;
 use std::time::Duration;
 
 use ironlun_wire::{
-    AsyncEvent, LogoutRequest, NopOut, Pdu, RejectReason, TmfFunction, TmfResponse, RESERVED_TAG,
+    AsyncEvent, LogoutReason, LogoutRequest, LogoutResult, NopOut, Pdu, RejectReason, TmfFunction,
+    TmfResponse, RESERVED_TAG,
 };
 use support::{Raw, Target};
 
@@ -21,7 +22,11 @@ const READ10_1: [u8; 10] = [0x28, 0, 0, 0, 0, 1, 0, 0, 1, 0];
 fn session(t: &Target, isid: [u8; 6]) -> Raw {
     let mut c = Raw::connect(t.addr);
     let (r, _) = c.login(NAME, isid, &[]);
-    assert_eq!((r.status_class, r.status_detail), (0, 0), "login failed");
+    assert_eq!(
+        (r.status.class(), r.status.detail()),
+        (0, 0),
+        "login failed"
+    );
     let (st, _, _) = c.scsi(&TUR, 0, &[]);
     assert_eq!(st, 2, "first command meets the power-on unit attention");
     let (st, _, _) = c.scsi(&TUR, 0, &[]);
@@ -70,7 +75,7 @@ fn shutdown_asks_initiators_to_log_out_then_exits_zero() {
     assert!(a.parameter3 > 0, "Parameter3 gives the time to log out");
     let logout = LogoutRequest {
         immediate: true,
-        reason: 0,
+        reason: LogoutReason::CLOSE_SESSION,
         itt: 0x77,
         cid: 0,
         cmd_sn: c.cmd_sn,
@@ -81,7 +86,7 @@ fn shutdown_asks_initiators_to_log_out_then_exits_zero() {
     let Pdu::LogoutResponse(l) = pdu else {
         panic!("{pdu:?}")
     };
-    assert_eq!((l.response, l.itt), (0, 0x77));
+    assert_eq!((l.response, l.itt), (LogoutResult::CLOSED, 0x77));
     assert!(c.closed());
     assert_eq!(t.terminate(Duration::from_secs(20)), Some(0), "{}", t.log());
 }
@@ -106,7 +111,7 @@ fn hostile_connections_do_not_disturb_a_logged_in_session() {
         panic!("{pdu:?}")
     };
     assert_eq!(
-        (r.status_class, r.status_detail),
+        (r.status.class(), r.status.detail()),
         (2, 0x0b),
         "invalid during login"
     );
@@ -174,7 +179,7 @@ fn login_with_the_same_isid_reinstates_the_session() {
     let mut old = session(&t, isid);
     let mut new = Raw::connect(t.addr);
     let (r, _) = new.login(NAME, isid, &[]);
-    assert_eq!(r.status_class, 0);
+    assert_eq!(r.status.class(), 0);
     assert!(
         old.closed(),
         "the old connection is closed by reinstatement"
@@ -394,7 +399,7 @@ fn names_from_the_wire_are_checked_at_login() {
             };
             let (r, _) = c.login(target, isid, extra);
             assert_eq!(
-                (r.status_class, r.status_detail),
+                (r.status.class(), r.status.detail()),
                 (2, 0),
                 "{key}={bad:?}: INITIATOR ERROR"
             );
@@ -422,7 +427,7 @@ fn names_from_the_wire_are_checked_at_login() {
     let mut c = Raw::connect(t.addr);
     let (r, _) = c.login(&NAME.to_uppercase(), isid, &[("InitiatorName", upper)]);
     assert_eq!(
-        (r.status_class, r.status_detail),
+        (r.status.class(), r.status.detail()),
         (0, 0),
         "upper case logs in"
     );
@@ -441,7 +446,7 @@ fn names_from_the_wire_are_checked_at_login() {
     let mut c = Raw::connect(t.addr);
     let lower = upper.to_ascii_lowercase();
     let (r, _) = c.login(NAME, isid, &[("InitiatorName", lower.as_str())]);
-    assert_eq!((r.status_class, r.status_detail), (0, 0));
+    assert_eq!((r.status.class(), r.status.detail()), (0, 0));
     let _ = c.scsi(&TUR, 0, &[]);
     assert_eq!(
         prout(&mut c, 0x00, 0, 0xfeed, 0, false),
@@ -693,7 +698,7 @@ fn protocol_level_2_is_answered_when_offered() {
             .collect();
         let (r, pairs) = c.login(NAME, [0x80, 0, 0, 0, 0, 0x21], &extra);
         assert_eq!(
-            (r.status_class, r.status_detail),
+            (r.status.class(), r.status.detail()),
             (0, 0),
             "login with {offer:?}"
         );

@@ -195,7 +195,7 @@ fn identity(ceph: &Ceph) {
         let t = Target::start(&["--name", name, "--lun", &spec(ceph, image, "")]);
         let mut c = Raw::connect(t.addr);
         let (r, _) = c.login(name, [0x80, 0, 0, 0, 0x0e, 0x30], &[]);
-        assert_eq!((r.status_class, r.status_detail), (0, 0));
+        assert_eq!((r.status.class(), r.status.detail()), (0, 0));
         let _ = c.scsi(&TUR, 0, &[]); // the power-on unit attention
         let (st, _, ids) = c.scsi(&[0x12, 1, 0x83, 0, 255, 0], 255, &[]);
         assert_eq!(st, 0);
@@ -532,7 +532,7 @@ fn cdb10(op: u8, n: u64) -> [u8; 10] {
 fn login(addr: std::net::SocketAddr, tail: u8) -> Raw {
     let mut c = Raw::connect(addr);
     let (r, _) = c.login(NAME, [0x80, 0, 0, 0, 0x0e, tail], &[]);
-    assert_eq!((r.status_class, r.status_detail), (0, 0));
+    assert_eq!((r.status.class(), r.status.detail()), (0, 0));
     let _ = c.scsi(&TUR, 0, &[]); // the power-on unit attention
     c
 }
@@ -542,7 +542,7 @@ fn try_scsi(c: &mut Raw, cdb: &[u8], write: &[u8]) -> Option<u8> {
     let itt = c.command(cdb, 0, write.len() as u32, write);
     loop {
         match c.recv()?.0 {
-            ironlun_wire::Pdu::ScsiResponse(r) if r.itt == itt => return Some(r.status),
+            ironlun_wire::Pdu::ScsiResponse(r) if r.itt == itt => return Some(r.status.0),
             _ => continue,
         }
     }

@@ -132,7 +132,7 @@ fn eventually(what: &str, mut done: impl FnMut() -> bool) {
 fn session(t: &Target) -> Raw {
     let mut c = Raw::connect(t.addr);
     let (r, _) = c.login(NAME, [0x80, 0x5a, 0x17, 0, 0, 1], &[]);
-    assert_eq!((r.status_class, r.status_detail), (0, 0), "login");
+    assert_eq!((r.status.class(), r.status.detail()), (0, 0), "login");
     for _ in 0..8 {
         let (st, sense, _) = c.scsi(&[0; 6], 0, &[]);
         if st == 0 || sense.get(2).map(|k| k & 0x0f) != Some(0x06) {

@@ -169,7 +169,7 @@ fn the_daemon_tells_systemd_ready_watchdog_and_stopping() {
     // A session that stays: the STATUS= line counts it.
     let mut session = support::Raw::connect(portal);
     let (r, _) = session.login(NAME, [0x80, 0, 0, 0, 0, 7], &[]);
-    assert_eq!((r.status_class, r.status_detail), (0, 0));
+    assert_eq!((r.status.class(), r.status.detail()), (0, 0));
     let counted = format!("STATUS=serving on {portal}; 1 target(s), 1 session(s)");
     manager.wait_for(&counted, &mut daemon);
     drop(session);

@@ -88,7 +88,11 @@ fn session(t: &Target, who: &str) -> Raw {
     let mut c = Raw::connect(t.addr);
     let name = format!("iqn.2026-11.test:{who}");
     let (r, _) = c.login(NAME, [0x80, 0, 0, 0, 0, 1], &[("InitiatorName", &name)]);
-    assert_eq!((r.status_class, r.status_detail), (0, 0), "login of {who}");
+    assert_eq!(
+        (r.status.class(), r.status.detail()),
+        (0, 0),
+        "login of {who}"
+    );
     let (st, _, _) = c.scsi(&TUR, 0, &[]);
     assert_eq!(st, CHECK, "the power-on unit attention");
     c

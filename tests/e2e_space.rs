@@ -83,7 +83,7 @@ fn a_full_file_system_refuses_writes_with_data_protect_and_logs_once() {
     let t = Target::start(&["--name", NAME, "--lun", &lu, "--lun", "ram:1M"]);
     let mut c = Raw::connect(t.addr);
     let (r, _) = c.login(NAME, [0x80, 0, 0, 0, 0, 1], &[]);
-    assert_eq!((r.status_class, r.status_detail), (0, 0));
+    assert_eq!((r.status.class(), r.status.detail()), (0, 0));
     settle(&mut c);
 
     // 4 KiB writes across the 8 MiB LU until the 1 MiB file system is full.
@@ -118,7 +118,7 @@ fn a_full_file_system_refuses_writes_with_data_protect_and_logs_once() {
     let mut other = Raw::connect(t.addr);
     other.lun = 1;
     let (r, _) = other.login(NAME, [0x80, 0, 0, 0, 0, 2], &[]);
-    assert_eq!((r.status_class, r.status_detail), (0, 0));
+    assert_eq!((r.status.class(), r.status.detail()), (0, 0));
     settle(&mut other);
     let (st, _, _) = other.scsi(&cdb10(0x2a, 0, 8), 0, &block);
     assert_eq!(st, 0, "the RAM LUN refused a write");

@@ -22,7 +22,11 @@ const MIB: u64 = 1 << 20;
 fn session(t: &Target) -> Raw {
     let mut c = Raw::connect(t.addr);
     let (r, _) = c.login(NAME, [0x80, 0, 0, 0, 0, 1], &[]);
-    assert_eq!((r.status_class, r.status_detail), (0, 0), "login failed");
+    assert_eq!(
+        (r.status.class(), r.status.detail()),
+        (0, 0),
+        "login failed"
+    );
     assert_eq!(c.scsi(&TUR, 0, &[]).0, 2, "the power-on unit attention");
     assert_eq!(c.scsi(&TUR, 0, &[]).0, 0);
     c

@@ -53,7 +53,7 @@ fn daemon(dir: &std::path::Path, nop: u64) -> Target {
 fn login(t: &Target, isid: [u8; 6]) -> ((u8, u8), Raw) {
     let mut c = Raw::connect(t.addr);
     let (r, _) = c.login(NAME, isid, &[]);
-    ((r.status_class, r.status_detail), c)
+    ((r.status.class(), r.status.detail()), c)
 }
 
 /// A command, past the unit attention a new nexus meets first.

@@ -258,7 +258,7 @@ pub fn lu_facts(addr: SocketAddr, target: &str, lun: u16) -> LuFacts {
     let mut c = crate::support::Raw::connect(addr);
     c.lun = lun;
     let (r, _) = c.login(target, [0x80, 0x1c, 0xf4, 0, 0, lun as u8], &[]);
-    assert_eq!((r.status_class, r.status_detail), (0, 0), "probe login");
+    assert_eq!((r.status.class(), r.status.detail()), (0, 0), "probe login");
     // Unit attentions (power on, ...) first.
     for _ in 0..4 {
         if c.scsi(&[0; 6], 0, &[]).0 == 0 {

@@ -709,7 +709,8 @@ impl Raw {
         }
     }
 
-    /// Runs a command and collects Data-In and status.
+    /// Runs a command and collects Data-In and status (the SCSI status
+    /// as its byte).
     pub fn scsi(&mut self, cdb: &[u8], read_len: u32, write: &[u8]) -> (u8, Bytes, Vec<u8>) {
         self.command(cdb, read_len, write.len() as u32, write);
         let mut data = Vec::new();
@@ -719,7 +720,7 @@ impl Raw {
                 Pdu::DataIn(di) => {
                     data.extend_from_slice(&d);
                     if let Some(st) = di.status {
-                        return (st, Bytes::new(), data);
+                        return (st.0, Bytes::new(), data);
                     }
                 }
                 Pdu::ScsiResponse(r) => {
@@ -728,7 +729,7 @@ impl Raw {
                     } else {
                         Bytes::new()
                     };
-                    return (r.status, sense, data);
+                    return (r.status.0, sense, data);
                 }
                 Pdu::NopIn(_) | Pdu::AsyncMessage(_) => continue,
                 other => panic!("unexpected {other:?}"),

@@ -13,7 +13,7 @@ use ironlun_initiator::{
 };
 use ironlun_proto::initiator::ATTR_SIMPLE;
 use ironlun_scsi_codes::{Asc, SenseKey, Status};
-use ironlun_wire::Lun;
+use ironlun_wire::{Lun, ServiceResponse};
 
 /// Longest a command may take to be answered (a bound for a hung target,
 /// not a timing: machines under load are slow).
@@ -31,7 +31,11 @@ pub enum Got {
 /// The outcome of a completed command (an iSCSI response other than
 /// "command completed" fails the test).
 pub fn got(r: &ScsiReply) -> Got {
-    assert_eq!(r.response, 0, "iSCSI response: command not completed");
+    assert_eq!(
+        r.response,
+        ServiceResponse::COMMAND_COMPLETED,
+        "iSCSI response: command not completed"
+    );
     match r.status {
         Status::GOOD => Got::Good,
         Status::RESERVATION_CONFLICT => Got::Conflict,

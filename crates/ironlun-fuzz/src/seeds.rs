@@ -23,8 +23,8 @@ use ironlun_proto::OutPdu;
 use ironlun_scsi_codes::{opcode, service_action};
 use ironlun_wire::text::encode_pairs;
 use ironlun_wire::{
-    encode_frame, Bhs, DataOut, Digests, Frame, FrameDecoder, Lun, NopOut, Opcode, Outbox, Pdu,
-    ScsiCommand, TextRequest, TmfFunction,
+    encode_frame, Bhs, DataOut, Digests, Frame, FrameDecoder, LogoutReason, Lun, NopOut, Opcode,
+    Outbox, Pdu, ScsiCommand, TextRequest, TmfFunction,
 };
 
 use crate::input::{RecordWriter, Stepped};
@@ -921,7 +921,7 @@ impl Recorder {
     fn logout(&mut self) {
         let token = self.token();
         if let Some(ini) = &mut self.ini {
-            let _ = ini.submit_logout(0, 0, token);
+            let _ = ini.submit_logout(LogoutReason::CLOSE_SESSION, 0, token);
         }
         self.pump();
     }

@@ -11,7 +11,7 @@ use ironlun_proto::initiator::{
 };
 use ironlun_proto::login::LOGIN_SEGMENT_MAX;
 use ironlun_proto::OutPdu;
-use ironlun_wire::{AsyncEvent, Digests, Frame, FrameDecoder, WireError};
+use ironlun_wire::{AsyncEvent, Digests, Frame, FrameDecoder, LogoutReason, WireError};
 
 use crate::config::{CoreConfig, LOGOUT_WAIT};
 use crate::event::{End, Event, LoginFailure, Phase};
@@ -370,12 +370,14 @@ impl<T> InitiatorCore<T> {
                 referenced_itt,
             } => s.submit_task_mgmt(function, lun, referenced_itt, token),
             Request::Ping => s.submit_ping(token),
-            Request::Logout => s.submit_logout(0, 0, token).inspect(|_| {
-                self.closing = Some(End::LoggedOut);
-                self.logout = Logout::Sent {
-                    deadline: now + LOGOUT_WAIT,
-                };
-            }),
+            Request::Logout => s
+                .submit_logout(LogoutReason::CLOSE_SESSION, 0, token)
+                .inspect(|_| {
+                    self.closing = Some(End::LoggedOut);
+                    self.logout = Logout::Sent {
+                        deadline: now + LOGOUT_WAIT,
+                    };
+                }),
         };
         match result {
             Ok(itt) => Ok(itt),
@@ -400,7 +402,7 @@ impl<T> InitiatorCore<T> {
                 if matches!(self.logout, Logout::Sent { .. }) {
                     return; // the target's logout is on its way
                 }
-                match s.submit_logout(0, 0, Tok::Logout) {
+                match s.submit_logout(LogoutReason::CLOSE_SESSION, 0, Tok::Logout) {
                     Ok(_) => {
                         self.logout = Logout::Sent {
                             deadline: now + LOGOUT_WAIT,

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ironlun_proto::initiator::{LoginError, LoginOutcome};
-use ironlun_wire::{AsyncEvent, Lun};
+use ironlun_wire::{AsyncEvent, LogoutResult, Lun};
 
 /// Where the session is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,7 +80,7 @@ pub enum Event {
     /// A Logout Response arrived; the connection closes. The session
     /// ends ([`Event::Ended`] follows) or, when the target asked for the
     /// logout, logs in again.
-    LoggedOut { response: u8 },
+    LoggedOut { response: LogoutResult },
     /// An Asynchronous Message (RFC 7143 §11.9), as received. The core
     /// acts on events 1 to 3 (logout requested, connection or session
     /// dropped); the rest are for the driver to report.

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use crate::config::LOGOUT_WAIT;
 use crate::core::{InitiatorCore, Link, Logout, Tok};
 use crate::event::Event;
+use ironlun_wire::{LogoutReason, LogoutResult};
 
 impl<T> InitiatorCore<T> {
     /// The target asks for a logout within `secs` seconds.
@@ -36,10 +37,12 @@ impl<T> InitiatorCore<T> {
         if s.tasks_in_use() > 0 && now < by {
             return;
         }
-        // Reason 0, close the session: the RFC lets either close it.
+        // Close the session: the RFC lets either side close it.
         // A refusal means the session failed, and its Failed event has
         // already ended the connection.
-        if s.submit_logout(0, 0, Tok::Logout).is_ok() {
+        if s.submit_logout(LogoutReason::CLOSE_SESSION, 0, Tok::Logout)
+            .is_ok()
+        {
             self.logout = Logout::Sent {
                 deadline: now + LOGOUT_WAIT,
             };
@@ -48,7 +51,7 @@ impl<T> InitiatorCore<T> {
 
     /// A Logout Response arrived: the connection closes (the target
     /// closes its side, RFC 7143 §11.15).
-    pub(crate) fn logged_out(&mut self, response: u8, now: Instant) {
+    pub(crate) fn logged_out(&mut self, response: LogoutResult, now: Instant) {
         self.events.push_back(Event::LoggedOut { response });
         let why = if self.closing.is_some() {
             "the session logged out"

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use ironlun_proto::initiator::{Reply, TaskError};
 use ironlun_scsi_codes::Status;
-use ironlun_wire::Pdu;
+use ironlun_wire::{LogoutResult, Pdu};
 
 use crate::{End, Event, LoginFailure, Phase, Request, LOGOUT_WAIT};
 use world::{read, World};
@@ -97,11 +97,13 @@ fn the_callers_logout_completes_and_ends_the_session() {
     let mut w = World::new();
     w.request(Request::Logout, 7);
     assert!(
-        matches!(w.done[..], [(7, Ok(Reply::Logout(0)))]),
+        matches!(w.done[..], [(7, Ok(Reply::Logout(LogoutResult::CLOSED)))]),
         "{:?}",
         w.done
     );
-    assert!(w.events.contains(&Event::LoggedOut { response: 0 }));
+    assert!(w.events.contains(&Event::LoggedOut {
+        response: LogoutResult::CLOSED
+    }));
     assert_eq!(w.last_event(), Some(&Event::Ended(End::LoggedOut)));
 }
 

@@ -24,7 +24,7 @@ use ironlun_proto::initiator::{
 };
 use ironlun_proto::timer::TimerSlot;
 use ironlun_scsi_codes::{SenseCode, Status};
-use ironlun_wire::{AsyncEvent, Digests, Outbox};
+use ironlun_wire::{AsyncEvent, Digests, Outbox, ServiceResponse};
 use tokio::io::Interest;
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::{mpsc, oneshot};
@@ -357,7 +357,7 @@ impl Driver {
                 }
             }
             Event::LoggedOut { response } => {
-                debug!(portal = %self.portal, response, "logged out");
+                debug!(portal = %self.portal, %response, "logged out");
             }
             Event::Async {
                 event, parameters, ..
@@ -526,7 +526,7 @@ impl Driver {
 /// The ALUA signal of a reply that refused its command for the path's
 /// state (so it was not run and may go elsewhere).
 fn alua_refusal(r: &ScsiReply) -> Option<AluaSignal> {
-    if r.response != 0 || r.status != Status::CHECK_CONDITION {
+    if r.response != ServiceResponse::COMMAND_COMPLETED || r.status != Status::CHECK_CONDITION {
         return None;
     }
     AluaSignal::of(&r.sense).filter(|s| s.reissue())

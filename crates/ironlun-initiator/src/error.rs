@@ -4,6 +4,7 @@ use std::io;
 
 use ironlun_proto::initiator::{LoginError, SubmitError, TaskError};
 use ironlun_scsi_codes::{SenseData, Status};
+use ironlun_wire::ServiceResponse;
 
 use crate::url::UrlError;
 
@@ -42,8 +43,8 @@ pub enum Error {
     #[error("SCSI status 0x{code:02x} ({name})", code = .0.0, name = .0.name().unwrap_or("unknown"))]
     Status(Status),
     /// The iSCSI response code was not "command completed at target".
-    #[error("iSCSI response 0x{0:02x}: target failure (RFC 7143 §11.4.3)")]
-    Response(u8),
+    #[error("iSCSI response {0} (RFC 7143 §11.4.3)")]
+    Response(ServiceResponse),
     #[error("the target's reply was malformed: {0}")]
     Malformed(String),
     #[error("the session is closed")]

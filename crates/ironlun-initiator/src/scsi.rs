@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use ironlun_proto::initiator::{ScsiReply, ScsiRequest, ATTR_SIMPLE};
 use ironlun_scsi_codes::{opcode, service_action, SenseData, SenseKey, Status};
-use ironlun_wire::Lun;
+use ironlun_wire::{Lun, ServiceResponse};
 
 use crate::error::{Error, Result};
 use crate::multipath::Multipath;
@@ -13,7 +13,7 @@ use crate::session::Session;
 
 /// Turns a reply into its data, or an error for anything but GOOD.
 pub fn check(reply: ScsiReply) -> Result<Bytes> {
-    if reply.response != 0 {
+    if reply.response != ServiceResponse::COMMAND_COMPLETED {
         return Err(Error::Response(reply.response));
     }
     match reply.status {

@@ -28,7 +28,7 @@ use ironlun_proto::initiator::{
     default_isid, Reply, ScsiReply, ScsiRequest, SessionLimits, TaskError,
 };
 use ironlun_proto::params::{ConnParams, Offers, SessionParams};
-use ironlun_wire::{Lun, TmfFunction, TmfResponse};
+use ironlun_wire::{LogoutResult, Lun, TmfFunction, TmfResponse};
 use tokio::sync::{mpsc, oneshot};
 
 pub use ironlun_initiator_core::ReconnectPolicy;
@@ -178,7 +178,7 @@ pub(crate) enum Token {
     Routed(Box<ScsiRequest>, Responder),
     Text(oneshot::Sender<Result<Vec<(String, String)>>>),
     TaskMgmt(oneshot::Sender<Result<TmfResponse>>),
-    Logout(oneshot::Sender<Result<u8>>),
+    Logout(oneshot::Sender<Result<LogoutResult>>),
 }
 
 /// A caller's request on its way to the session's task.
@@ -425,9 +425,10 @@ impl Session {
     /// Logs the session out (RFC 7143 §11.14) and ends its task.
     pub async fn logout(&self) -> Result<()> {
         match self.ask(Request::Logout, Token::Logout).await? {
-            0 => Ok(()),
+            LogoutResult::CLOSED => Ok(()),
             code => Err(Error::Malformed(format!(
-                "logout answered with response {code} (RFC 7143 §11.15.1)"
+                "logout answered with response {} ({code}, RFC 7143 §11.15.1)",
+                code.0
             ))),
         }
     }

@@ -16,9 +16,9 @@ use ironlun_proto::OutPdu;
 use ironlun_scsi_codes::{SenseCode, SenseKey, Status};
 use ironlun_wire::text::{encode_pairs, parse_pairs};
 use ironlun_wire::{
-    encode_frame, AsyncEvent, Bhs, DataOut, Digests, Frame, FrameDecoder, LogoutRequest, Lun,
-    NopOut, Opcode, Pdu, RejectReason, Residual, ScsiCommand, TaskMgmtRequest, TextRequest,
-    TmfFunction, TmfResponse, WireError, RESERVED_TAG,
+    encode_frame, AsyncEvent, Bhs, DataOut, Digests, Frame, FrameDecoder, LogoutReason,
+    LogoutRequest, LogoutResult, Lun, NopOut, Opcode, Pdu, RejectReason, Residual, ScsiCommand,
+    TaskMgmtRequest, TextRequest, TmfFunction, TmfResponse, WireError, RESERVED_TAG,
 };
 
 struct Dir;
@@ -191,7 +191,7 @@ fn read_is_split_by_mrdsl_with_bursts_and_phase_collapse() {
         let last = i + 1 == out.len();
         assert_eq!(d.status.is_some(), last);
         if last {
-            assert_eq!(d.status, Some(0));
+            assert_eq!(d.status, Some(Status::GOOD));
             assert_eq!(d.residual, Residual::Underflow(40000 - 36864));
             assert_eq!(d.stat_sn, 1000);
         }
@@ -236,7 +236,7 @@ fn check_condition_goes_in_a_scsi_response_with_sense_length() {
     let Pdu::ScsiResponse(r) = &out[0].pdu else {
         panic!()
     };
-    assert_eq!(r.status, 2);
+    assert_eq!(r.status, Status::CHECK_CONDITION);
     assert_eq!(r.residual, Residual::Underflow(512));
     assert_eq!(&out[0].data.to_bytes().unwrap()[..2], &[0, 18]);
     assert_eq!(&out[0].data.to_bytes().unwrap()[2..], &sense[..]);
@@ -262,7 +262,7 @@ fn write_with_immediate_data_executes_at_once() {
     let Pdu::ScsiResponse(r) = &out[0].pdu else {
         panic!()
     };
-    assert_eq!((r.status, r.residual), (0, Residual::None));
+    assert_eq!((r.status, r.residual), (Status::GOOD, Residual::None));
 }
 
 #[test]
@@ -448,7 +448,7 @@ fn bad_data_sn_fails_the_task_not_the_connection() {
         },
     );
     let out = h.out();
-    assert!(matches!(out[0].pdu, Pdu::ScsiResponse(ref r) if r.status == 2));
+    assert!(matches!(out[0].pdu, Pdu::ScsiResponse(ref r) if r.status == Status::CHECK_CONDITION));
     // Data still arriving for the failed task is discarded quietly.
     h.send(
         Pdu::DataOut(DataOut {
@@ -726,7 +726,7 @@ fn logout_waits_for_running_tasks_then_closes() {
     h.send(
         Pdu::LogoutRequest(LogoutRequest {
             immediate: true,
-            reason: 0,
+            reason: LogoutReason::CLOSE_SESSION,
             itt: 2,
             cid: 0,
             cmd_sn: sn,
@@ -741,7 +741,7 @@ fn logout_waits_for_running_tasks_then_closes() {
     let Pdu::LogoutResponse(l) = &out[1].pdu else {
         panic!()
     };
-    assert_eq!((l.response, l.itt), (0, 2));
+    assert_eq!((l.response, l.itt), (LogoutResult::CLOSED, 2));
     assert!(matches!(
         h.events()[..],
         [Event::Close(CloseReason::LoggedOut)]
@@ -751,7 +751,18 @@ fn logout_waits_for_running_tasks_then_closes() {
 #[test]
 fn logout_of_another_cid_or_for_recovery_is_refused() {
     let mut h = H::new();
-    for (reason, cid, want) in [(1u8, 5u16, 1u8), (2, 0, 2)] {
+    for (reason, cid, want) in [
+        (
+            LogoutReason::CLOSE_CONNECTION,
+            5u16,
+            LogoutResult::CID_NOT_FOUND,
+        ),
+        (
+            LogoutReason::REMOVE_FOR_RECOVERY,
+            0,
+            LogoutResult::RECOVERY_NOT_SUPPORTED,
+        ),
+    ] {
         let sn = h.next_sn();
         h.send(
             Pdu::LogoutRequest(LogoutRequest {

@@ -24,8 +24,8 @@ use ironlun_proto::target::{
 use ironlun_proto::OutPdu;
 use ironlun_scsi_codes::{opcode, Status};
 use ironlun_wire::{
-    Digests, Frame, FrameDecoder, Lun, Outbox, Pdu, R2t, Residual, TmfFunction, TmfResponse,
-    RESERVED_TAG,
+    Digests, Frame, FrameDecoder, LogoutReason, Lun, Outbox, Pdu, R2t, Residual, TmfFunction,
+    TmfResponse, RESERVED_TAG,
 };
 
 const TARGET: &str = "iqn.2026-11.test:disk";
@@ -1073,7 +1073,9 @@ fn nothing_new_follows_a_logout() {
     p.ini.submit(read(1, 512), 2).unwrap();
     let out: Vec<OutPdu> = std::iter::from_fn(|| p.ini.poll_transmit()).collect();
     assert_eq!(out.len(), 1, "a window of one sends one command");
-    p.ini.submit_logout(0, 0, 3).unwrap();
+    p.ini
+        .submit_logout(LogoutReason::CLOSE_SESSION, 0, 3)
+        .unwrap();
     assert!(p.ini.is_logging_out() && !p.ini.has_capacity());
     let refused = p.ini.submit(read(2, 512), 4).unwrap_err();
     assert_eq!((refused.error, refused.token), (SubmitError::LoggingOut, 4));

@@ -182,7 +182,7 @@ fn libiscsi_captured_login_completes_in_one_exchange() {
         r.cmd_sn.wrapping_add(31),
         "queue depth 32 of the target"
     );
-    assert_eq!((h.status_class, h.status_detail), (0, 0));
+    assert_eq!((h.status.class(), h.status.detail()), (0, 0));
     assert_eq!(response.pdu.opcode(), Opcode::LOGIN_RESPONSE);
     // RFC 7143 §13.9 and §13.12: TPGT in the first response, our receive
     // limit declared.
@@ -427,7 +427,7 @@ fn failures_carry_the_right_status() {
         assert_eq!(status(&s), want, "case {i}: {s:?}");
         let (h, _) = resp(&s);
         assert_eq!(
-            (h.status_class, h.status_detail),
+            (h.status.class(), h.status.detail()),
             (want.class(), want.detail()),
             "case {i}"
         );

@@ -34,7 +34,7 @@ fn data_in() -> Pdu {
         final_bit: true,
         ack: false,
         residual: Residual::None,
-        status: Some(0),
+        status: Some(ironlun_scsi_codes::Status::GOOD),
         lun: Lun::from_index(0),
         itt: 42,
         ttt: 0xffff_ffff,

@@ -107,59 +107,71 @@ impl fmt::Debug for Bhs {
 }
 
 impl Bhs {
+    #[inline]
     pub fn new(opcode: Opcode) -> Self {
         let mut b = Bhs::default();
         b.0[0] = opcode.0 & 0x3f;
         b
     }
 
+    #[inline]
     pub fn as_bytes(&self) -> &[u8; BHS_LEN] {
         &self.0
     }
 
     /// Byte 0 bits 0..5 (RFC 7143 §11.2.1.2).
+    #[inline]
     pub fn opcode(&self) -> Opcode {
         Opcode(self.0[0] & 0x3f)
     }
 
     /// The I bit: immediate delivery (RFC 7143 §11.2.1.1).
+    #[inline]
     pub fn immediate(&self) -> bool {
         self.0[0] & 0x40 != 0
     }
 
+    #[inline]
     pub fn set_immediate(&mut self, on: bool) {
         self.set_bit(0, 0x40, on);
     }
 
     /// Byte 1 bit 7: the F (final) bit for most opcodes.
+    #[inline]
     pub fn final_bit(&self) -> bool {
         self.0[1] & 0x80 != 0
     }
 
+    #[inline]
     pub fn set_final_bit(&mut self, on: bool) {
         self.set_bit(1, 0x80, on);
     }
 
     /// TotalAHSLength in 4-byte words (RFC 7143 §11.2.1.4).
+    #[inline]
     pub fn total_ahs_len_words(&self) -> u8 {
         self.0[4]
     }
 
+    #[inline]
     pub fn total_ahs_len_bytes(&self) -> usize {
         usize::from(self.0[4]) * 4
     }
 
+    #[inline]
     pub fn set_total_ahs_len_words(&mut self, words: u8) {
         self.0[4] = words;
     }
 
     /// DataSegmentLength, 24 bits, excluding padding (RFC 7143 §11.2.1.5).
+    #[inline]
     pub fn data_segment_len(&self) -> u32 {
         u32::from_be_bytes([0, self.0[5], self.0[6], self.0[7]])
     }
 
     /// Sets DataSegmentLength. Lengths above 2^24-1 are a programming error;
     /// they are truncated to 24 bits.
+    #[inline]
     pub fn set_data_segment_len(&mut self, len: u32) {
         debug_assert!(len < (1 << 24), "data segment length {len} exceeds 24 bits");
         let b = len.to_be_bytes();
@@ -169,30 +181,36 @@ impl Bhs {
     }
 
     /// Bytes 8..16: LUN or opcode-specific.
+    #[inline]
     pub fn lun_raw(&self) -> [u8; 8] {
         let mut l = [0u8; 8];
         l.copy_from_slice(self.bytes(8, 8));
         l
     }
 
+    #[inline]
     pub fn set_lun_raw(&mut self, lun: [u8; 8]) {
         self.bytes_mut(8, 8).copy_from_slice(&lun);
     }
 
     /// Initiator Task Tag (RFC 7143 §11.2.1.8).
+    #[inline]
     pub fn itt(&self) -> u32 {
         self.be32(16)
     }
 
+    #[inline]
     pub fn set_itt(&mut self, itt: u32) {
         self.set_be32(16, itt);
     }
 
+    #[inline]
     pub fn byte(&self, off: usize) -> u8 {
         debug_assert!(off < BHS_LEN);
         self.0.get(off).copied().unwrap_or(0)
     }
 
+    #[inline]
     pub fn set_byte(&mut self, off: usize, v: u8) {
         debug_assert!(off < BHS_LEN);
         if let Some(b) = self.0.get_mut(off) {
@@ -200,27 +218,32 @@ impl Bhs {
         }
     }
 
+    #[inline]
     pub fn set_bit(&mut self, off: usize, mask: u8, on: bool) {
         let v = self.byte(off);
         self.set_byte(off, if on { v | mask } else { v & !mask });
     }
 
+    #[inline]
     pub fn be16(&self, off: usize) -> u16 {
         let mut b = [0u8; 2];
         b.copy_from_slice(self.bytes(off, 2));
         u16::from_be_bytes(b)
     }
 
+    #[inline]
     pub fn set_be16(&mut self, off: usize, v: u16) {
         self.bytes_mut(off, 2).copy_from_slice(&v.to_be_bytes());
     }
 
+    #[inline]
     pub fn be32(&self, off: usize) -> u32 {
         let mut b = [0u8; 4];
         b.copy_from_slice(self.bytes(off, 4));
         u32::from_be_bytes(b)
     }
 
+    #[inline]
     pub fn set_be32(&mut self, off: usize, v: u32) {
         self.bytes_mut(off, 4).copy_from_slice(&v.to_be_bytes());
     }
@@ -228,6 +251,7 @@ impl Bhs {
     /// A fixed-offset sub-slice. Offsets in this crate are constants well
     /// inside the 48 bytes; an out-of-range request is a programming error
     /// caught in debug builds and answered with zeros in release builds.
+    #[inline]
     pub fn bytes(&self, off: usize, len: usize) -> &[u8] {
         debug_assert!(off + len <= BHS_LEN);
         const ZERO: [u8; BHS_LEN] = [0; BHS_LEN];
@@ -237,6 +261,7 @@ impl Bhs {
         }
     }
 
+    #[inline]
     pub fn bytes_mut(&mut self, off: usize, len: usize) -> &mut [u8] {
         debug_assert!(off + len <= BHS_LEN);
         if off + len > BHS_LEN {

@@ -1,5 +1,7 @@
 //! Codes that PDU fields carry (RFC 7143 §11): reject reasons,
-//! asynchronous events, task management functions and their responses.
+//! asynchronous events, task management functions and their responses,
+//! the service response of a SCSI Response, login status, logout reasons
+//! and results, SNACK types.
 //!
 //! Open newtypes like [`Opcode`](crate::Opcode): any byte survives
 //! decoding (a peer may send a code this side does not know), the
@@ -7,6 +9,38 @@
 //! logs (or the number, for a code without one).
 
 use std::fmt;
+
+/// A code carried in (part of) one byte of a header: any byte is a value,
+/// so decoding never fails and an unknown code round-trips.
+pub(crate) trait ByteCode: Copy {
+    fn from_byte(b: u8) -> Self;
+    fn to_byte(self) -> u8;
+}
+
+impl ByteCode for u8 {
+    #[inline]
+    fn from_byte(b: u8) -> Self {
+        b
+    }
+
+    #[inline]
+    fn to_byte(self) -> u8 {
+        self
+    }
+}
+
+/// SCSI status (SAM-5 §5.3.1), named by ironlun-scsi-codes.
+impl ByteCode for ironlun_scsi_codes::Status {
+    #[inline]
+    fn from_byte(b: u8) -> Self {
+        ironlun_scsi_codes::Status(b)
+    }
+
+    #[inline]
+    fn to_byte(self) -> u8 {
+        self.0
+    }
+}
 
 /// Defines the named constants of a code newtype, its `name`, and
 /// `Display`/`Debug` that show the name, from one list.
@@ -25,6 +59,18 @@ macro_rules! codes {
                     $(Self::$name => Some($text),)*
                     _ => None,
                 }
+            }
+        }
+
+        impl ByteCode for $ty {
+            #[inline]
+            fn from_byte(b: u8) -> Self {
+                $ty(b)
+            }
+
+            #[inline]
+            fn to_byte(self) -> u8 {
+                self.0
             }
         }
 
@@ -125,6 +171,128 @@ codes!(
     }
 );
 
+codes!(
+    /// The iSCSI service response of a SCSI Response: whether the target
+    /// completed the command (RFC 7143 §11.4.3; 0x80 to 0xff are vendor
+    /// specific).
+    ServiceResponse {
+        /// The command completed at the target; its SCSI status says how.
+        COMMAND_COMPLETED = 0x00, "Command Completed at Target";
+        TARGET_FAILURE = 0x01, "Target Failure";
+    }
+);
+
+codes!(
+    /// What a Logout Request closes: its Reason Code (RFC 7143 §11.14.1).
+    LogoutReason {
+        CLOSE_SESSION = 0, "close the session";
+        CLOSE_CONNECTION = 1, "close the connection";
+        /// Remove the connection for recovery (ERL 2).
+        REMOVE_FOR_RECOVERY = 2, "remove the connection for recovery";
+    }
+);
+
+codes!(
+    /// The outcome of a logout: the Response of a Logout Response
+    /// (RFC 7143 §11.15.1).
+    LogoutResult {
+        CLOSED = 0, "connection or session closed successfully";
+        CID_NOT_FOUND = 1, "CID not found";
+        RECOVERY_NOT_SUPPORTED = 2, "connection recovery is not supported";
+        CLEANUP_FAILED = 3, "cleanup failed for various reasons";
+    }
+);
+
+codes!(
+    /// What a SNACK Request asks for again: its Type (RFC 7143 §11.16.1).
+    SnackType {
+        /// Data-In or R2T PDUs, by DataSN/R2TSN.
+        DATA_R2T = 0, "Data/R2T SNACK";
+        /// Responses, by StatSN.
+        STATUS = 1, "Status SNACK";
+        /// Acknowledges Data-In up to BegRun (DataACK).
+        DATA_ACK = 2, "DataACK";
+        /// Data-In again, resegmented (R-Data SNACK).
+        R_DATA = 3, "R-Data SNACK";
+    }
+);
+
+/// Login status class and detail (RFC 7143 §11.13.5).
+///
+/// Class in the high byte, detail in the low: 0 success, 1 redirection,
+/// 2 initiator error, 3 target error. Any pair survives decoding; the
+/// constants are the defined ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct LoginStatus(pub u16);
+
+impl LoginStatus {
+    pub const SUCCESS: LoginStatus = LoginStatus(0x0000);
+    pub const TARGET_MOVED_TEMPORARILY: LoginStatus = LoginStatus(0x0101);
+    pub const TARGET_MOVED_PERMANENTLY: LoginStatus = LoginStatus(0x0102);
+    pub const INITIATOR_ERROR: LoginStatus = LoginStatus(0x0200);
+    pub const AUTHENTICATION_FAILURE: LoginStatus = LoginStatus(0x0201);
+    pub const AUTHORIZATION_FAILURE: LoginStatus = LoginStatus(0x0202);
+    pub const NOT_FOUND: LoginStatus = LoginStatus(0x0203);
+    pub const TARGET_REMOVED: LoginStatus = LoginStatus(0x0204);
+    pub const UNSUPPORTED_VERSION: LoginStatus = LoginStatus(0x0205);
+    pub const TOO_MANY_CONNECTIONS: LoginStatus = LoginStatus(0x0206);
+    pub const MISSING_PARAMETER: LoginStatus = LoginStatus(0x0207);
+    pub const CANT_INCLUDE_IN_SESSION: LoginStatus = LoginStatus(0x0208);
+    pub const SESSION_TYPE_NOT_SUPPORTED: LoginStatus = LoginStatus(0x0209);
+    pub const SESSION_DOES_NOT_EXIST: LoginStatus = LoginStatus(0x020a);
+    pub const INVALID_DURING_LOGIN: LoginStatus = LoginStatus(0x020b);
+    pub const TARGET_ERROR: LoginStatus = LoginStatus(0x0300);
+    pub const SERVICE_UNAVAILABLE: LoginStatus = LoginStatus(0x0301);
+    pub const OUT_OF_RESOURCES: LoginStatus = LoginStatus(0x0302);
+
+    /// Status-Class: 0 success, 1 redirection, 2 initiator error, 3
+    /// target error.
+    pub fn class(self) -> u8 {
+        (self.0 >> 8) as u8
+    }
+
+    /// Status-Detail, whose meaning depends on the class.
+    pub fn detail(self) -> u8 {
+        (self.0 & 0xff) as u8
+    }
+
+    /// Whether the login may go on (class 0).
+    pub fn is_success(self) -> bool {
+        self.class() == 0
+    }
+
+    /// The RFC's meaning of a defined status, for logs.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::SUCCESS => "success",
+            Self::TARGET_MOVED_TEMPORARILY => "target moved temporarily",
+            Self::TARGET_MOVED_PERMANENTLY => "target moved permanently",
+            Self::INITIATOR_ERROR => "initiator error",
+            Self::AUTHENTICATION_FAILURE => "authentication failure",
+            Self::AUTHORIZATION_FAILURE => "authorization failure",
+            Self::NOT_FOUND => "target not found",
+            Self::TARGET_REMOVED => "target removed",
+            Self::UNSUPPORTED_VERSION => "unsupported version",
+            Self::TOO_MANY_CONNECTIONS => "too many connections",
+            Self::MISSING_PARAMETER => "missing parameter",
+            Self::CANT_INCLUDE_IN_SESSION => "can't include in session",
+            Self::SESSION_TYPE_NOT_SUPPORTED => "session type not supported",
+            Self::SESSION_DOES_NOT_EXIST => "session does not exist",
+            Self::INVALID_DURING_LOGIN => "invalid request during login",
+            Self::TARGET_ERROR => "target error",
+            Self::SERVICE_UNAVAILABLE => "service unavailable",
+            Self::OUT_OF_RESOURCES => "out of resources",
+            _ => "unknown status",
+        }
+    }
+}
+
+impl fmt::Display for LoginStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "0x{:04x} ({})", self.0, self.describe())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,5 +309,20 @@ mod tests {
         assert_eq!(format!("{:?}", AsyncEvent(9)), "AsyncEvent(0x09)");
         assert_eq!(TmfResponse::default(), TmfResponse::FUNCTION_COMPLETE);
         assert_eq!(AsyncEvent::LOGOUT_REQUEST.name(), Some("Logout Request"));
+        assert_eq!(SnackType(7).to_string(), "0x07");
+        assert_eq!(LogoutReason::default(), LogoutReason::CLOSE_SESSION);
+        assert_eq!(
+            ServiceResponse::default(),
+            ServiceResponse::COMMAND_COMPLETED
+        );
+    }
+
+    #[test]
+    fn login_status_class_and_detail() {
+        let s = LoginStatus::SESSION_DOES_NOT_EXIST;
+        assert_eq!((s.class(), s.detail()), (2, 0x0a));
+        assert!(!s.is_success());
+        assert!(LoginStatus::default().is_success());
+        assert_eq!(LoginStatus(0x0310).to_string(), "0x0310 (unknown status)");
     }
 }

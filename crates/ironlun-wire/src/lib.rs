@@ -1,14 +1,16 @@
 //! # ironlun-wire: the iSCSI wire codec
 //!
 //! **Owns:** the byte layout of every RFC 7143 PDU (the 48-byte BHS, AHS,
-//! data segment and padding), opcodes and the codes PDU fields carry
-//! (reject reasons, asynchronous events, task management functions and
-//! responses, [`codes`]) as open newtypes, CRC32C header and data
+//! data segment and padding; [`pdu`] declares each PDU once), opcodes
+//! and the codes PDU fields carry (reject reasons, asynchronous events,
+//! task management functions and responses, the service response, login
+//! status, logout reasons and results, SNACK types: [`codes`]) as open
+//! newtypes, CRC32C header and data
 //! digests, text `key=value` segments with their continuation across
 //! PDUs, and the queue of encoded PDUs waiting for one vectored write
-//! ([`Outbox`]; the socket is the caller's [`Sink`]). SCSI's own codes
-//! (status, sense) stay bytes here: they belong to the layers that know
-//! SCSI (ironlun-scsi-codes names them).
+//! ([`Outbox`]; the socket is the caller's [`Sink`]). The SCSI status a
+//! response carries is ironlun-scsi-codes' `Status`; sense data stays
+//! bytes here: it belongs to the layers that know SCSI.
 //!
 //! **Must not know:** sockets, sessions, negotiation rules, sequence-number
 //! windows, or anything about SCSI beyond the fact that a CDB is 16 bytes in
@@ -33,7 +35,10 @@ pub mod pdu;
 pub mod text;
 
 pub use bhs::{Bhs, Opcode, BHS_LEN};
-pub use codes::{AsyncEvent, RejectReason, TmfFunction, TmfResponse};
+pub use codes::{
+    AsyncEvent, LoginStatus, LogoutReason, LogoutResult, RejectReason, ServiceResponse, SnackType,
+    TmfFunction, TmfResponse,
+};
 pub use frame::{encode_frame, encode_header, pad_len, Digests, Frame, FrameDecoder};
 pub use ironlun_payload::{FileRange, Payload};
 pub use outbox::{Outbox, Sink};

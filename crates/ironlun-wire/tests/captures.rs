@@ -5,8 +5,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 use bytes::BytesMut;
+use ironlun_scsi_codes::Status;
 use ironlun_wire::text::parse_pairs;
-use ironlun_wire::{encode_frame, Digests, Frame, FrameDecoder, Opcode, Pdu};
+use ironlun_wire::{encode_frame, Digests, Frame, FrameDecoder, LoginStatus, Opcode, Pdu};
 
 /// The initiator and target byte streams of a capture file.
 fn streams(name: &str) -> (Vec<u8>, Vec<u8>) {
@@ -116,7 +117,7 @@ fn libiscsi_normal_session_against_tgt() {
     let Pdu::LoginResponse(lr) = Pdu::decode(&rsp[0].bhs).unwrap() else {
         panic!()
     };
-    assert_eq!((lr.status_class, lr.status_detail), (0, 0));
+    assert_eq!(lr.status, LoginStatus::SUCCESS);
     assert!(lr.transit);
     assert_ne!(lr.tsih, 0, "final login response assigns a TSIH");
     let answers = parse_pairs(&rsp[0].data).unwrap();
@@ -128,7 +129,7 @@ fn libiscsi_normal_session_against_tgt() {
     let Pdu::ScsiResponse(r) = Pdu::decode(&rsp[1].bhs).unwrap() else {
         panic!()
     };
-    assert_eq!(r.status, 2);
+    assert_eq!(r.status, Status::CHECK_CONDITION);
     let sense_len = u16::from_be_bytes([rsp[1].data[0], rsp[1].data[1]]) as usize;
     assert_eq!(rsp[1].data.len(), 2 + sense_len);
     assert_eq!(rsp[1].data[2 + 2] & 0x0f, 0x06, "UNIT ATTENTION");
@@ -138,7 +139,7 @@ fn libiscsi_normal_session_against_tgt() {
         panic!()
     };
     assert!(d.final_bit);
-    assert_eq!(d.status, Some(0));
+    assert_eq!(d.status, Some(Status::GOOD));
     assert_eq!(d.data_sn, 0);
     // StatSN advances by one per status.
     let stat_sns: Vec<u32> = rsp

@@ -17,8 +17,8 @@ use ironlun_proto::window::{sn_le, sn_lt};
 use ironlun_proto::OutPdu;
 use ironlun_scsi_codes::Status;
 use ironlun_wire::{
-    AsyncEvent, DataIn, DataOut, Digests, Frame, FrameDecoder, LogoutRequest, Lun, NopOut, Outbox,
-    Pdu, R2t, ScsiCommand, TmfFunction, RESERVED_TAG,
+    AsyncEvent, DataIn, DataOut, Digests, Frame, FrameDecoder, LogoutReason, LogoutRequest, Lun,
+    NopOut, Outbox, Pdu, R2t, ScsiCommand, ServiceResponse, TmfFunction, RESERVED_TAG,
 };
 
 use super::login_check::LoginSide;
@@ -67,7 +67,7 @@ struct Live {
     /// A Data-In the initiator must refuse arrived.
     broken: bool,
     /// Response and status the target sent.
-    status: Option<(u8, u8)>,
+    status: Option<(ServiceResponse, Status)>,
     bursts: Vec<Burst>,
     unsolicited: Option<Unsolicited>,
     /// TTT a text continuation must carry.
@@ -113,7 +113,7 @@ impl Live {
     }
 
     /// The target ended the command with a status.
-    fn ended(&mut self, status: (u8, u8)) {
+    fn ended(&mut self, status: (ServiceResponse, Status)) {
         self.status = Some(status);
         self.in_flight = false;
     }
@@ -139,7 +139,7 @@ impl Live {
             self.broken = true;
         }
         if let Some(status) = d.status {
-            self.ended((0, status));
+            self.ended((ServiceResponse::COMMAND_COMPLETED, status));
         }
     }
 
@@ -604,11 +604,11 @@ impl Ffp {
                     );
                 }
                 assert_eq!(
-                    Some((r.response, r.status.0)),
+                    Some((r.response, r.status)),
                     t.status,
                     "a command completed with another status than the target's"
                 );
-                if r.response == 0 && r.status == Status::GOOD {
+                if r.response == ServiceResponse::COMMAND_COMPLETED && r.status == Status::GOOD {
                     run.good += 1;
                 }
                 run.read_bytes += r.data.len() as u64;
@@ -777,7 +777,14 @@ impl Ffp {
                 self.logout_asked.is_some(),
                 "a Logout neither the driver nor the target asked for: {r:?}"
             );
-            assert!(r.reason <= 1, "a requested logout with reason {}", r.reason);
+            assert!(
+                matches!(
+                    r.reason,
+                    LogoutReason::CLOSE_SESSION | LogoutReason::CLOSE_CONNECTION
+                ),
+                "a requested logout with reason {}",
+                r.reason
+            );
             self.own_logout = Some(r.itt);
         }
         self.logout_sent = true;

@@ -175,7 +175,7 @@ impl LoginSide {
             panic!("a login completed without a Login Response");
         };
         assert!(
-            r.status_class == 0 && r.transit && !r.cont && r.nsg == 3,
+            r.status.is_success() && r.transit && !r.cont && r.nsg == 3,
             "the login completed on {r:?}"
         );
         if let Some(auth) = &self.cfg.auth {

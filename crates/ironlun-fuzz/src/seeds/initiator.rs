@@ -6,6 +6,7 @@
 
 use bytes::BytesMut;
 use ironlun_proto::initiator::default_isid;
+use ironlun_scsi_codes::Status;
 use ironlun_wire::text::encode_pairs;
 use ironlun_wire::{
     encode_frame, AsyncEvent, AsyncMessage, DataIn, Digests, LoginResponse, NopIn, Pdu, R2t,
@@ -352,7 +353,7 @@ impl Script {
         self.pdu(
             Pdu::DataIn(DataIn {
                 final_bit: status.is_some(),
-                status,
+                status: status.map(Status),
                 itt,
                 ttt: RESERVED_TAG,
                 stat_sn,
@@ -388,7 +389,7 @@ impl Script {
         self.pdu(
             Pdu::ScsiResponse(ScsiResponse {
                 itt,
-                status,
+                status: Status(status),
                 stat_sn,
                 exp_cmd_sn,
                 max_cmd_sn,

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use ironlun_proto::initiator::Reply;
-use ironlun_wire::{AsyncEvent, AsyncMessage, Pdu};
+use ironlun_wire::{AsyncEvent, AsyncMessage, LogoutReason, LogoutResult, Pdu};
 
 use super::world::{read, World};
 use crate::{Event, Phase, Request, LOGOUT_WAIT};
@@ -49,10 +49,12 @@ fn a_logout_the_target_asks_for_is_sent_and_the_session_logs_in_again() {
     // A Logout Request, reason 0 (close the session), was the answer:
     // not a dropped connection.
     match since(&w, before)[..] {
-        [Pdu::LogoutRequest(l)] => assert_eq!(l.reason, 0),
+        [Pdu::LogoutRequest(l)] => assert_eq!(l.reason, LogoutReason::CLOSE_SESSION),
         ref other => panic!("the target received {other:?}"),
     }
-    assert!(w.events.contains(&Event::LoggedOut { response: 0 }));
+    assert!(w.events.contains(&Event::LoggedOut {
+        response: LogoutResult::CLOSED
+    }));
     assert!(
         !w.events
             .iter()
@@ -117,7 +119,9 @@ fn a_requested_logout_goes_out_within_parameter3_even_with_commands_held() {
         "{:?}",
         w.done
     );
-    assert!(w.events.contains(&Event::LoggedOut { response: 0 }));
+    assert!(w.events.contains(&Event::LoggedOut {
+        response: LogoutResult::CLOSED
+    }));
     assert_eq!(w.core.phase(), Phase::Waiting);
 }
 
@@ -184,7 +188,10 @@ fn the_callers_logout_while_the_targets_waits_is_sent_and_ends_the_session() {
     assert!(
         matches!(
             w.done[..],
-            [(1, Ok(Reply::Scsi(_))), (2, Ok(Reply::Logout(0)))]
+            [
+                (1, Ok(Reply::Scsi(_))),
+                (2, Ok(Reply::Logout(LogoutResult::CLOSED)))
+            ]
         ),
         "{:?}",
         w.done

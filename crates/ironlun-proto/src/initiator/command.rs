@@ -29,7 +29,7 @@ pub struct ScsiRequest {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ScsiReply {
     /// iSCSI response code (RFC 7143 §11.4.3): 0 = command completed.
-    pub response: u8,
+    pub response: ServiceResponse,
     /// SCSI status (SAM-5 §5.3.1).
     pub status: Status,
     /// Sense data (without the SenseLength prefix), when status carries it.
@@ -276,8 +276,8 @@ impl<T> InitiatorSession<T> {
             self.finish(
                 d.itt,
                 Ok(Reply::Scsi(ScsiReply {
-                    response: 0,
-                    status: Status(status),
+                    response: ServiceResponse::COMMAND_COMPLETED,
+                    status,
                     sense: Bytes::new(),
                     data,
                     residual: d.residual,
@@ -300,8 +300,8 @@ impl<T> InitiatorSession<T> {
             }
             None => Bytes::new(),
         };
-        let status = Status(r.status);
-        if r.response == 0
+        let status = r.status;
+        if r.response == ServiceResponse::COMMAND_COMPLETED
             && status == Status::CHECK_CONDITION
             && SenseCode::parse(&sense).map(|c| c.key) == Some(SenseKey::UNIT_ATTENTION)
             && self.retry(r.itt, sense.clone())

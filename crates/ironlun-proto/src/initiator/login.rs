@@ -317,7 +317,7 @@ impl InitiatorLogin {
     /// rules a response must keep: our ITT, ISID and stage, T and C not
     /// both set, and a bound on the number of rounds.
     fn check_header(&self, resp: &LoginResponse, data: &[u8]) -> Result<(), LoginError> {
-        if resp.status_class != 0 {
+        if !resp.status.is_success() {
             let redirect = parse_pairs(data).ok().and_then(|pairs| {
                 pairs
                     .into_iter()
@@ -325,7 +325,7 @@ impl InitiatorLogin {
                     .map(|(_, v)| v)
             });
             return Err(LoginError::Refused {
-                status: LoginStatus(u16::from_be_bytes([resp.status_class, resp.status_detail])),
+                status: resp.status,
                 redirect,
             });
         }

@@ -32,9 +32,9 @@ use bytes::{Bytes, BytesMut};
 use ironlun_scsi_codes::{SenseCode, SenseKey, Status};
 use ironlun_wire::text::{encode_pairs, parse_pairs};
 use ironlun_wire::{
-    AsyncEvent, DataIn, DataOut, Frame, LogoutRequest, Lun, NopIn, NopOut, Pdu, RejectReason,
-    Residual, ScsiCommand, ScsiResponse, TaskMgmtRequest, TextRequest, TmfFunction, TmfResponse,
-    WireError, RESERVED_TAG,
+    AsyncEvent, DataIn, DataOut, Frame, LogoutReason, LogoutRequest, LogoutResult, Lun, NopIn,
+    NopOut, Pdu, RejectReason, Residual, ScsiCommand, ScsiResponse, ServiceResponse,
+    TaskMgmtRequest, TextRequest, TmfFunction, TmfResponse, WireError, RESERVED_TAG,
 };
 
 use crate::params::{ConnParams, SessionParams};
@@ -62,7 +62,7 @@ pub enum Reply {
     /// Task management response (RFC 7143 §11.6.1).
     TaskMgmt(TmfResponse),
     /// Logout response code (RFC 7143 §11.15.1).
-    Logout(u8),
+    Logout(LogoutResult),
     /// A NOP-In answered our ping; its data.
     Nop(Bytes),
 }
@@ -111,7 +111,7 @@ pub enum SessionEvent {
     Failed(String),
     /// A Logout Response answered our logout (its task completes too):
     /// the target closes the connection (RFC 7143 §11.15).
-    LoggedOut { response: u8 },
+    LoggedOut { response: LogoutResult },
     /// A command ended with UNIT ATTENTION and is being sent again
     /// (see [`SessionLimits::unit_attention_retries`]); `sense` says what
     /// happened.
@@ -192,7 +192,7 @@ enum Body {
         ref_cmd_sn: u32,
     },
     Logout {
-        reason: u8,
+        reason: LogoutReason,
         cid: u16,
     },
     Ping,

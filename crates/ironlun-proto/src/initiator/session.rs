@@ -23,7 +23,12 @@ impl<T> InitiatorSession<T> {
     /// Logout (RFC 7143 §11.14): reason 0 closes the session. Once it is
     /// sent, the session takes no new task and sends none still waiting
     /// for the window.
-    pub fn submit_logout(&mut self, reason: u8, cid: u16, token: T) -> Result<u32, Refused<T>> {
+    pub fn submit_logout(
+        &mut self,
+        reason: LogoutReason,
+        cid: u16,
+        token: T,
+    ) -> Result<u32, Refused<T>> {
         self.add(Body::Logout { reason, cid }, token, true)
     }
 

@@ -15,12 +15,12 @@ impl TargetConnection {
             _ => return,
         };
         if self.logout.is_some() && !matches!(pdu, Pdu::LogoutRequest(_)) {
-            self.reject(&frame.bhs, RejectReason::WAITING_FOR_LOGOUT);
+            self.reject(&frame.bhs, Violation::WaitingForLogout);
             return;
         }
         if immediate {
             if self.immediate_in_flight >= self.cfg.max_immediate {
-                self.reject(&frame.bhs, RejectReason::IMMEDIATE_COMMAND_REJECT);
+                self.reject(&frame.bhs, Violation::TooManyImmediate);
                 return;
             }
             self.dispatch(pdu, frame, false);
@@ -95,20 +95,19 @@ impl TargetConnection {
     pub(super) fn on_scsi_command(&mut self, c: ScsiCommand, frame: Frame, windowed: bool) {
         self.stats.commands += 1;
         if self.discovery {
-            // Discovery sessions carry no SCSI commands (RFC 7143 §4.3).
-            self.reject(&frame.bhs, RejectReason::PROTOCOL_ERROR);
+            self.reject(&frame.bhs, Violation::CommandInDiscovery);
             self.finish_command(windowed);
             return;
         }
         if self.tasks.contains_key(&c.itt) || c.itt == RESERVED_TAG {
-            self.reject(&frame.bhs, RejectReason::TASK_IN_PROGRESS);
+            self.reject(&frame.bhs, Violation::TagInUse);
             self.finish_command(windowed);
             return;
         }
         let cdb = match self.cdb_of(&c, &frame) {
             Ok(cdb) => cdb,
-            Err(reason) => {
-                self.reject(&frame.bhs, reason);
+            Err(v) => {
+                self.reject(&frame.bhs, v);
                 self.finish_command(windowed);
                 return;
             }
@@ -118,20 +117,19 @@ impl TargetConnection {
         // Checks on the data that came with the command (RFC 7143 §11.3.4,
         // §13.11, §13.14).
         let bad_data = if c.read && c.write {
-            // Bidirectional commands are not supported.
-            Some(RejectReason::COMMAND_NOT_SUPPORTED)
+            Some(Violation::Bidirectional)
         } else if imm_len > 0
             && (!c.write
                 || !self.session.immediate_data
                 || imm_len > u64::from(edtl)
                 || imm_len > u64::from(self.session.first_burst_length))
         {
-            Some(RejectReason::PROTOCOL_ERROR)
+            Some(Violation::ImmediateData)
         } else {
             None
         };
-        if let Some(reason) = bad_data {
-            self.reject(&frame.bhs, reason);
+        if let Some(v) = bad_data {
+            self.reject(&frame.bhs, v);
             self.finish_command(windowed);
             return;
         }
@@ -179,19 +177,19 @@ impl TargetConnection {
     }
 
     /// The CDB, extended by an Extended CDB AHS when present.
-    pub(super) fn cdb_of(&self, c: &ScsiCommand, frame: &Frame) -> Result<Cdb, RejectReason> {
+    pub(super) fn cdb_of(&self, c: &ScsiCommand, frame: &Frame) -> Result<Cdb, Violation> {
         let mut cdb = Cdb::new(c.cdb);
         if frame.ahs.is_empty() {
             return Ok(cdb);
         }
-        let segments = parse_ahs(&frame.ahs).map_err(|_| RejectReason::INVALID_PDU_FIELD)?;
+        let segments = parse_ahs(&frame.ahs).map_err(|_| Violation::InvalidField)?;
         for s in segments {
             if s.ahs_type == AHS_TYPE_EXTENDED_CDB {
                 // The AHS holds the CDB bytes beyond the first 16, after one
                 // reserved byte (RFC 7143 §11.2.2.3).
                 let extra = s.data.get(1..).unwrap_or(&[]);
                 if extra.len() > 244 {
-                    return Err(RejectReason::INVALID_PDU_FIELD);
+                    return Err(Violation::InvalidField);
                 }
                 let mut full = c.cdb.to_vec();
                 full.extend_from_slice(extra);
@@ -414,7 +412,7 @@ impl TargetConnection {
                         final_bit: end_of_burst,
                         ack: false,
                         residual: residual_field,
-                        status: collapse.then_some(r.status.0),
+                        status: collapse.then_some(r.status),
                         lun: task.cmd.lun,
                         itt,
                         ttt: RESERVED_TAG,
@@ -448,8 +446,8 @@ impl TargetConnection {
             pdu: Pdu::ScsiResponse(ScsiResponse {
                 bidi_residual: Residual::None,
                 residual,
-                response: 0,
-                status: r.status.0,
+                response: ServiceResponse::COMMAND_COMPLETED,
+                status: r.status,
                 itt,
                 snack_tag: 0,
                 stat_sn,

@@ -665,8 +665,7 @@ impl TargetLogin {
             // (RFC 7143 §11.12.8).
             exp_cmd_sn: req.cmd_sn,
             max_cmd_sn: req.cmd_sn.wrapping_add(self.queue_depth - 1),
-            status_class: 0,
-            status_detail: 0,
+            status: LoginStatus::SUCCESS,
         }
     }
 
@@ -692,8 +691,7 @@ impl TargetLogin {
 
     fn fail(&mut self, req: &LoginRequest, status: LoginStatus, reason: String) -> LoginStep {
         let mut h = self.header(req);
-        h.status_class = status.class();
-        h.status_detail = status.detail();
+        h.status = status;
         LoginStep::Failed {
             response: OutPdu {
                 pdu: Pdu::LoginResponse(h),

@@ -37,22 +37,24 @@ use ironlun_scsi_codes::{SenseCode, Status};
 use ironlun_wire::text::{encode_pairs, parse_pairs, TextAccumulator, TextChunker};
 use ironlun_wire::{
     frame::{parse_ahs, AHS_TYPE_EXTENDED_CDB},
-    AsyncEvent, AsyncMessage, Bhs, DataIn, DataOut, Frame, LogoutRequest, LogoutResponse, Lun,
-    NopIn, NopOut, Payload, Pdu, R2t, Reject, RejectReason, Residual, ScsiCommand, ScsiResponse,
-    TaskMgmtRequest, TaskMgmtResponse, TextRequest, TextResponse, TmfFunction, TmfResponse,
-    WireError, RESERVED_TAG,
+    AsyncEvent, AsyncMessage, Bhs, DataIn, DataOut, Frame, LogoutReason, LogoutRequest,
+    LogoutResponse, LogoutResult, Lun, NopIn, NopOut, Payload, Pdu, R2t, Reject, Residual,
+    ScsiCommand, ScsiResponse, ServiceResponse, TaskMgmtRequest, TaskMgmtResponse, TextRequest,
+    TextResponse, TmfFunction, TmfResponse, WireError, RESERVED_TAG,
 };
 use login::LoginResult;
 
 mod command;
 pub mod login;
 mod observer;
+mod reject;
 mod session;
 mod text;
 mod third_party;
 pub mod tmf;
 
 pub use observer::{DigestKind, Observer};
+pub use reject::Violation;
 use session::PendingLogout;
 use text::TextExchange;
 pub use text::{Directory, SendTargetsQuery, TargetListing};
@@ -341,19 +343,19 @@ impl TargetConnection {
             WireError::DataDigest { .. } => self.observe(|o| o.digest_error(DigestKind::Data)),
             _ => {}
         }
-        match err {
-            WireError::DataDigest { bhs, .. } => {
-                // RFC 7143 §7.8: discard the PDU, Reject it. At ERL 0 the
-                // command cannot be recovered: fail the connection too.
-                self.reject(bhs, RejectReason::DATA_DIGEST_ERROR);
-                self.close(CloseReason::ProtocolError(err.to_string()));
+        // A data digest error (RFC 7143 §7.8) or an oversized segment:
+        // Reject the PDU, whose header is sound. At ERL 0 the command cannot
+        // be recovered: the connection fails either way.
+        let header = match err {
+            WireError::DataDigest { bhs, .. } | WireError::DataSegmentTooLong { bhs, .. } => {
+                Some(bhs)
             }
-            WireError::DataSegmentTooLong { bhs, .. } => {
-                self.reject(bhs, RejectReason::PROTOCOL_ERROR);
-                self.close(CloseReason::ProtocolError(err.to_string()));
-            }
-            other => self.close(CloseReason::ProtocolError(other.to_string())),
+            _ => None,
+        };
+        if let (Some(bhs), Some(v)) = (header, Violation::of_wire(err)) {
+            self.reject(bhs, v);
         }
+        self.close(CloseReason::ProtocolError(err.to_string()));
     }
 
     /// Handles one received PDU.
@@ -366,12 +368,9 @@ impl TargetConnection {
         self.ping = None;
         let pdu = match Pdu::decode(&frame.bhs) {
             Ok(p) => p,
-            Err(WireError::UnknownOpcode(_)) => {
-                self.reject(&frame.bhs, RejectReason::COMMAND_NOT_SUPPORTED);
-                return;
-            }
-            Err(_) => {
-                self.reject(&frame.bhs, RejectReason::INVALID_PDU_FIELD);
+            Err(e) => {
+                let v = Violation::of_wire(&e).unwrap_or(Violation::InvalidField);
+                self.reject(&frame.bhs, v);
                 return;
             }
         };
@@ -387,13 +386,9 @@ impl TargetConnection {
             | Pdu::TaskMgmtRequest(_)
             | Pdu::TextRequest(_)
             | Pdu::LogoutRequest(_) => self.on_command(pdu, frame),
-            Pdu::SnackRequest(_) => {
-                // No SNACK at ERL 0 (RFC 7143 §11.16).
-                self.reject(&frame.bhs, RejectReason::PROTOCOL_ERROR)
-            }
-            Pdu::LoginRequest(_) => self.reject(&frame.bhs, RejectReason::PROTOCOL_ERROR),
-            // Target opcodes sent by an initiator.
-            _ => self.reject(&frame.bhs, RejectReason::PROTOCOL_ERROR),
+            Pdu::SnackRequest(_) => self.reject(&frame.bhs, Violation::Snack),
+            // A Login Request, or target opcodes sent by an initiator.
+            _ => self.reject(&frame.bhs, Violation::WrongOpcode),
         }
     }
 
@@ -417,14 +412,16 @@ impl TargetConnection {
         t
     }
 
-    pub(super) fn reject_pdu(&mut self, pdu: &Pdu, reason: RejectReason) {
+    pub(super) fn reject_pdu(&mut self, pdu: &Pdu, v: Violation) {
         let bhs = pdu.encode();
-        self.reject(&bhs, reason);
+        self.reject(&bhs, v);
     }
 
-    /// Reject carries the offending header (RFC 7143 §11.17.2). Reject
-    /// advances StatSN like any status-bearing PDU.
-    pub(super) fn reject(&mut self, bhs: &Bhs, reason: RejectReason) {
+    /// Reject carries the offending header (RFC 7143 §11.17.2) and the
+    /// reason [`Violation::reason`] gives. Reject advances StatSN like any
+    /// status-bearing PDU.
+    pub(super) fn reject(&mut self, bhs: &Bhs, v: Violation) {
+        let reason = v.reason();
         self.stats.rejects += 1;
         let stat_sn = self.next_stat_sn();
         let max = self.window.max_cmd_sn();

@@ -6,7 +6,7 @@ use super::*;
 pub(super) struct PendingLogout {
     itt: u32,
     windowed: bool,
-    response: u8,
+    response: LogoutResult,
 }
 
 impl TargetConnection {
@@ -93,7 +93,7 @@ impl TargetConnection {
     pub(super) fn on_nop_out(&mut self, n: NopOut, data: Bytes, windowed: bool) {
         if n.ttt != RESERVED_TAG {
             // A NOP-Out with a valid ITT must not carry a TTT.
-            self.reject_pdu(&Pdu::NopOut(n), RejectReason::PROTOCOL_ERROR);
+            self.reject_pdu(&Pdu::NopOut(n), Violation::NopOutTtt);
             self.finish_command(windowed);
             return;
         }
@@ -116,18 +116,17 @@ impl TargetConnection {
     }
 
     pub(super) fn on_logout(&mut self, l: LogoutRequest, windowed: bool) {
-        // Reasons (RFC 7143 §11.14.1): 0 close the session, 1 close the
-        // connection, 2 remove it for recovery (needs ERL 2).
+        // Reasons and responses: RFC 7143 §11.14.1, §11.15.1.
         let response = match l.reason {
-            0 => 0,
+            LogoutReason::CLOSE_SESSION => LogoutResult::CLOSED,
             // Close a connection: with one connection per session only our
-            // own CID exists (response 1: CID not found).
-            1 if l.cid == self.cid => 0,
-            1 => 1,
-            // Connection recovery needs ERL 2 (response 2: not supported).
-            2 => 2,
+            // own CID exists.
+            LogoutReason::CLOSE_CONNECTION if l.cid == self.cid => LogoutResult::CLOSED,
+            LogoutReason::CLOSE_CONNECTION => LogoutResult::CID_NOT_FOUND,
+            // Connection recovery needs ERL 2.
+            LogoutReason::REMOVE_FOR_RECOVERY => LogoutResult::RECOVERY_NOT_SUPPORTED,
             _ => {
-                self.reject_pdu(&Pdu::LogoutRequest(l), RejectReason::INVALID_PDU_FIELD);
+                self.reject_pdu(&Pdu::LogoutRequest(l), Violation::LogoutReason);
                 self.finish_command(windowed);
                 return;
             }
@@ -137,7 +136,7 @@ impl TargetConnection {
             windowed,
             response,
         });
-        if response != 0 {
+        if response != LogoutResult::CLOSED {
             self.check_logout();
             return;
         }
@@ -158,7 +157,7 @@ impl TargetConnection {
         let Some(l) = self.logout.take() else {
             return;
         };
-        if l.response == 0 && !self.tasks.is_empty() {
+        if l.response == LogoutResult::CLOSED && !self.tasks.is_empty() {
             // Answer once the executing tasks are done.
             self.logout = Some(l);
             return;
@@ -177,7 +176,7 @@ impl TargetConnection {
                 time2wait: 0,
                 time2retain: 0,
             })));
-        if l.response == 0 {
+        if l.response == LogoutResult::CLOSED {
             self.close(CloseReason::LoggedOut);
         }
     }

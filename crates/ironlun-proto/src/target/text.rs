@@ -43,7 +43,7 @@ impl TargetConnection {
                 .as_ref()
                 .is_some_and(|x| x.ttt == t.ttt && x.itt == t.itt);
             if !matches {
-                self.reject_pdu(&Pdu::TextRequest(t), RejectReason::PROTOCOL_ERROR);
+                self.reject_pdu(&Pdu::TextRequest(t), Violation::Text);
                 self.finish_command(windowed);
                 return;
             }
@@ -70,7 +70,7 @@ impl TargetConnection {
                 return;
             }
             Err(_) => {
-                self.reject_pdu(&Pdu::TextRequest(t), RejectReason::PROTOCOL_ERROR);
+                self.reject_pdu(&Pdu::TextRequest(t), Violation::Text);
                 self.finish_command(windowed);
                 return;
             }
@@ -78,7 +78,7 @@ impl TargetConnection {
         let pairs = match parse_pairs(&text) {
             Ok(p) => p,
             Err(_) => {
-                self.reject_pdu(&Pdu::TextRequest(t), RejectReason::PROTOCOL_ERROR);
+                self.reject_pdu(&Pdu::TextRequest(t), Violation::Text);
                 self.finish_command(windowed);
                 return;
             }

@@ -428,7 +428,7 @@ impl Case {
         let mut r2ts = Vec::new();
         while let Some(p) = self.s.core.poll_transmit() {
             match &p.pdu {
-                Pdu::ScsiResponse(r) if r.itt == itt => status = Some(Status(r.status)),
+                Pdu::ScsiResponse(r) if r.itt == itt => status = Some(r.status),
                 Pdu::R2t(r) if r.itt == itt => r2ts.push(r.clone()),
                 _ => {}
             }

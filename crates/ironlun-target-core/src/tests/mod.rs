@@ -184,10 +184,10 @@ impl Session {
                     let data = p.data.to_bytes().unwrap();
                     // Sense length (2 bytes), then fixed-format sense.
                     let sense = (data.len() > 14).then(|| (SenseKey(data[4] & 0x0f), data[14]));
-                    found = Some((Status(r.status), sense));
+                    found = Some((r.status, sense));
                 }
                 Pdu::DataIn(d) if d.itt == itt && d.status.is_some() => {
-                    found = Some((Status(d.status.unwrap_or(0)), None));
+                    found = Some((d.status.unwrap_or_default(), None));
                 }
                 _ => {}
             }

@@ -45,14 +45,14 @@ impl Session {
             match p.pdu {
                 Pdu::ScsiResponse(r) => s.statuses.push(Answer {
                     itt: r.itt,
-                    status: Status(r.status),
+                    status: r.status,
                     stat_sn: r.stat_sn,
                     exp_cmd_sn: r.exp_cmd_sn,
                     max_cmd_sn: r.max_cmd_sn,
                 }),
                 Pdu::DataIn(d) if d.status.is_some() => s.statuses.push(Answer {
                     itt: d.itt,
-                    status: Status(d.status.unwrap_or(0)),
+                    status: d.status.unwrap_or_default(),
                     stat_sn: d.stat_sn,
                     exp_cmd_sn: d.exp_cmd_sn,
                     max_cmd_sn: d.max_cmd_sn,
