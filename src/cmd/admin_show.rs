@@ -310,6 +310,50 @@ fn session(s: &Value) -> Node {
 }
 
 /// The sessions (`GET /v1/sessions`) as an aligned table.
+/// `admin snapshot list`: one row a snapshot (NAME, SIZE in bytes,
+/// TAKEN in UTC, and the spec that exports it read-only); then each LUN
+/// that keeps none and why.
+pub fn snapshots(v: &Value) -> String {
+    let mut t = Table::new();
+    t.load_preset(presets::NOTHING);
+    t.set_header(["TARGET", "LUN", "NAME", "BYTES", "TAKEN", "EXPORT"]);
+    let mut none = Vec::new();
+    for l in list(v) {
+        if let Some(why) = l["none_because"].as_str() {
+            none.push(format!("{} LUN {}: {why}", text(&l["target"]), l["lun"]));
+        }
+        for s in list(&l["snapshots"]) {
+            let taken = s["taken"]
+                .as_u64()
+                .map(|t| std::time::UNIX_EPOCH + std::time::Duration::from_secs(t))
+                .map(|t| humantime::format_rfc3339_seconds(t).to_string())
+                .unwrap_or_else(|| "-".into());
+            t.add_row([
+                text(&l["target"]).to_owned(),
+                l["lun"].to_string(),
+                text(&s["name"]).to_owned(),
+                s["bytes"].to_string(),
+                taken,
+                text(&s["export"]).to_owned(),
+            ]);
+        }
+    }
+    for c in t.column_iter_mut() {
+        c.set_padding((0, 2));
+    }
+    let mut out = String::new();
+    if t.row_count() == 0 {
+        out.push_str("(no snapshots)\n");
+    } else {
+        out.extend(t.lines().map(|l| l.trim_end().to_owned() + "\n"));
+    }
+    for n in none {
+        out.push_str(&n);
+        out.push('\n');
+    }
+    out
+}
+
 pub fn sessions(v: &Value) -> String {
     let mut t = Table::new();
     t.load_preset(presets::NOTHING);

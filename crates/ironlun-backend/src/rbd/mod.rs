@@ -32,6 +32,7 @@ use crate::{check_range, push_extent, zeros, Backend, CompareWrite, Extent};
 mod group;
 mod ledger;
 mod link;
+mod snap;
 
 use link::Link;
 pub use link::{OP_TIMEOUT, RECONNECT_TRIES};
@@ -77,6 +78,9 @@ pub struct RbdBackend {
     identity: String,
     /// `reconnect=on`: the gateway group refuses such an LU.
     reconnect: bool,
+    /// Where the image is, for the specs of its snapshots and clones.
+    pool: String,
+    image: String,
 }
 
 impl RbdBackend {
@@ -95,6 +99,8 @@ impl RbdBackend {
             read_only: opts.read_only,
             identity,
             reconnect: opts.reconnect,
+            pool: opts.pool.clone(),
+            image: opts.image.clone(),
         })
     }
 
@@ -199,6 +205,11 @@ impl Backend for RbdBackend {
 
     fn may_block(&self) -> bool {
         true
+    }
+
+    /// librbd's snapshots and format-2 clones (`snap`).
+    fn snapshots(&self) -> Result<Box<dyn crate::Snapshots + '_>, String> {
+        Ok(Box::new(snap::RbdSnapshots { backend: self }))
     }
 
     /// The ledger (`ledger.rs`): a failed flush counts the writes since
