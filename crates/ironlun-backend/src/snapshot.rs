@@ -75,8 +75,15 @@ pub struct SnapshotInfo {
 /// system's reflink, the cluster); the LU quiesces around `create` and
 /// `rollback`.
 pub trait Snapshots: Send + Sync {
-    /// Takes snapshot `name` of the store as it is now.
+    /// Takes snapshot `name` of the store as it is now: only what must
+    /// happen while the LU is held still.
     fn create(&self, name: &SnapshotName) -> io::Result<()>;
+    /// Makes a snapshot just created durable (a file system's metadata
+    /// synced), after the LU goes again; nothing by default.
+    fn persist(&self, name: &SnapshotName) -> io::Result<()> {
+        let _ = name;
+        Ok(())
+    }
     /// The store's snapshots, oldest first where the store knows.
     fn list(&self) -> io::Result<Vec<SnapshotInfo>>;
     /// Removes a snapshot.

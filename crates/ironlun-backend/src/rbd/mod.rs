@@ -94,6 +94,14 @@ impl RbdBackend {
             Some(id) => format!("rbd:{}/id:{id}", opts.pool),
             None => format!("rbd:{}/{}", opts.pool, opts.image),
         };
+        // A snapshot is another LU than its image: its identifiers must
+        // differ, or an initiator would take both for paths to one LU.
+        let identity = match opts.image.split_once('@') {
+            Some((_, snap)) if !identity.ends_with(&format!("@{snap}")) => {
+                format!("{identity}@{snap}")
+            }
+            _ => identity,
+        };
         Ok(RbdBackend {
             link,
             read_only: opts.read_only,
@@ -209,6 +217,12 @@ impl Backend for RbdBackend {
 
     /// librbd's snapshots and format-2 clones (`snap`).
     fn snapshots(&self) -> Result<Box<dyn crate::Snapshots + '_>, String> {
+        if self.image.contains('@') {
+            return Err(format!(
+                "rbd:{}/{} is a snapshot served read-only: it has no snapshots of its own",
+                self.pool, self.image
+            ));
+        }
         Ok(Box::new(snap::RbdSnapshots { backend: self }))
     }
 

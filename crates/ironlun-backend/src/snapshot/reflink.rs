@@ -93,7 +93,8 @@ fn explain(path: &Path, e: io::Error) -> io::Error {
 }
 
 /// Creates `path` (which must not exist) as the clone of `src`, with
-/// `mode`; removes it again if the clone fails.
+/// `mode`; removes it again if the clone fails. Not synced: see
+/// [`sync_new`].
 fn clone_new(src: &File, src_path: &Path, path: &Path, mode: u32) -> io::Result<()> {
     let dst = OpenOptions::new()
         .write(true)
@@ -105,9 +106,14 @@ fn clone_new(src: &File, src_path: &Path, path: &Path, mode: u32) -> io::Result<
         let _ = std::fs::remove_file(path);
         return Err(explain(src_path, e));
     }
-    dst.sync_all()?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
     Ok(())
+}
+
+/// Makes the new file at `path` and its name in its directory durable.
+fn sync_new(path: &Path) -> io::Result<()> {
+    File::open(path)?.sync_all()?;
+    File::open(path.parent().unwrap_or(Path::new("/")))?.sync_all()
 }
 
 fn named(path: &Path, e: io::Error) -> io::Error {
@@ -159,8 +165,11 @@ impl super::Snapshots for FileSnapshots<'_> {
                 ),
             ));
         }
-        clone_new(self.file, self.path, &self.snapshot(name), 0o400)?;
-        Self::sync_dir(&dir)
+        clone_new(self.file, self.path, &self.snapshot(name), 0o400)
+    }
+
+    fn persist(&self, name: &SnapshotName) -> io::Result<()> {
+        sync_new(&self.snapshot(name))
     }
 
     fn list(&self) -> io::Result<Vec<SnapshotInfo>> {
@@ -227,7 +236,7 @@ impl super::Snapshots for FileSnapshots<'_> {
         let parent = self.path.parent().unwrap_or(Path::new("/"));
         let dest = parent.join(clone.as_str());
         clone_new(&snap, self.path, &dest, 0o600)?;
-        Self::sync_dir(parent)?;
+        sync_new(&dest)?;
         Ok(format!("file:{}", dest.display()))
     }
 

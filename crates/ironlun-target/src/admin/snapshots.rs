@@ -83,9 +83,10 @@ fn ms(d: std::time::Duration) -> String {
 
 fn pause_text(p: Pause) -> String {
     format!(
-        "I/O paused {} (in-flight drained in {})",
+        "I/O paused {} (in-flight drained in {}, flushed in {})",
         ms(p.paused),
-        ms(p.drained)
+        ms(p.drained),
+        ms(p.flushed)
     )
 }
 
@@ -123,6 +124,9 @@ pub fn create(
     let (made, pause) = quiesced(&lus, || Ok(take_all(&found, &stores, &name)))
         .map_err(|e| OpError::new(500, format!("quiesce before snapshot {name}: {e}")))?;
     made?;
+    for (lun, store) in found.iter().zip(&stores) {
+        store.persist(&name).map_err(|e| lun.failed(&e))?;
+    }
     let group = if found.len() > 1 {
         " (one consistency group)"
     } else {
