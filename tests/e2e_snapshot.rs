@@ -380,16 +380,11 @@ fn file_snapshots_on_a_reflink_xfs() {
     drop(t);
 }
 
-/// A verifying bench on a reflink file LUN while a snapshot is taken
-/// every second: no error, no mismatch; each snapshot's pause printed.
-#[test]
-fn a_verifying_bench_runs_on_while_a_snapshot_is_taken_every_second() {
-    let Some(xfs) = Xfs::make() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("admin.sock");
-    let spec = format!("file:{},size=64MiB", xfs.mnt.join("lun.img").display());
-    let t = target(&sock, &[&spec]);
-    let json = dir.path().join("bench.json");
+/// A verifying bench on LUN 0 of `t` while a snapshot is taken every
+/// second: no error, no mismatch, every snapshot listed; each one's
+/// pause printed.
+fn bench_under_snapshots(t: &Target, sock: &Path, dir: &Path) {
+    let json = dir.join("bench.json");
     let mut bench = Command::new(env!("CARGO_BIN_EXE_ironlun"))
         .args(["bench", &t.url(NAME, 0), "--verify"])
         .args([
@@ -412,8 +407,9 @@ fn a_verifying_bench_runs_on_while_a_snapshot_is_taken_every_second() {
     let start = Instant::now();
     while bench.try_wait().unwrap().is_none() && taken < 30 {
         let name = format!("b{taken}");
-        let out = admin(&sock, &["snapshot", "create", NAME, "0", &name]);
+        let out = admin(sock, &["snapshot", "create", NAME, "0", &name]);
         let pause = out.lines().find(|l| l.contains("I/O paused")).unwrap_or("");
+        let pause = pause.split(';').next().unwrap_or("");
         eprintln!("{name} at {:.1} s: {pause}", start.elapsed().as_secs_f64());
         taken += 1;
         std::thread::sleep(Duration::from_secs(1));
@@ -429,16 +425,23 @@ fn a_verifying_bench_runs_on_while_a_snapshot_is_taken_every_second() {
     assert_eq!(w["errors"], 0, "{w}");
     assert!(w["verify"]["checked_blocks"].as_u64().unwrap() > 0, "{w}");
     assert_eq!(w["verify"]["mismatch_count"], 0, "{}", w["verify"]);
-    let list = admin(&sock, &["snapshot", "list"]);
-    assert_eq!(
-        list.lines().filter(|l| l.contains(" b")).count(),
-        taken,
-        "{list}"
-    );
+    let list = admin(sock, &["snapshot", "list"]);
+    let rows = list.lines().filter(|l| l.contains(" b")).count();
+    assert_eq!(rows, taken, "{list}");
     assert!(
         t.log().contains("snapshot b0 of target"),
         "the pause is logged"
     );
+}
+
+#[test]
+fn a_verifying_bench_runs_on_while_a_snapshot_is_taken_every_second() {
+    let Some(xfs) = Xfs::make() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("admin.sock");
+    let spec = format!("file:{},size=64MiB", xfs.mnt.join("lun.img").display());
+    let t = target(&sock, &[&spec]);
+    bench_under_snapshots(&t, &sock, dir.path());
 }
 
 #[test]
@@ -465,4 +468,7 @@ fn rbd_snapshots_against_a_real_cluster() {
         "a format-2 clone: {info}"
     );
     drop(t);
+    ceph.rbd(&["create", "--size", "64M", "rbd/busy"]);
+    let t = target(&sock, &[&format!("rbd:rbd/busy{conf}")]);
+    bench_under_snapshots(&t, &sock, dir.path());
 }
