@@ -89,14 +89,14 @@ impl ImageHandle {
                 .take(n)
                 .map(|s| SnapInfo {
                     id: s.id,
-                    // SAFETY: librbd filled the first `n` entries with
-                    // NUL-terminated names it owns until list_end.
                     name: if s.name.is_null() {
                         String::new()
                     } else {
-                        unsafe { CStr::from_ptr(s.name) }
-                            .to_string_lossy()
-                            .into_owned()
+                        // SAFETY: librbd filled the first `n` entries
+                        // with NUL-terminated names it owns until
+                        // list_end, below; this copies the name out.
+                        let name = unsafe { CStr::from_ptr(s.name) };
+                        name.to_string_lossy().into_owned()
                     },
                     size: s.size,
                     taken: self.snap_time(s.id),

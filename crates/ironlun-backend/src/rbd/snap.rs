@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use super::link::io_error;
 use super::RbdBackend;
-use crate::snapshot::{SnapshotInfo, SnapshotName, Snapshots, MAX_SNAPSHOTS};
+use crate::snapshot::{refusal, SnapshotInfo, SnapshotName, Snapshots, MAX_SNAPSHOTS};
 
 /// The snapshots of the image `backend` serves.
 pub(super) struct RbdSnapshots<'a> {
@@ -31,10 +31,9 @@ impl Snapshots for RbdSnapshots<'_> {
     fn create(&self, name: &SnapshotName) -> io::Result<()> {
         self.writable()?;
         if self.list()?.len() >= MAX_SNAPSHOTS {
-            return Err(io::Error::new(
-                io::ErrorKind::QuotaExceeded,
-                format!("the image keeps {MAX_SNAPSHOTS} snapshots, the most a LUN may: delete one first"),
-            ));
+            return Err(refusal(format!(
+                "the image keeps {MAX_SNAPSHOTS} snapshots, the most a LUN may: delete one first"
+            )));
         }
         let image = self.backend.link.image();
         image.create_snapshot(name.as_str()).map_err(io_error)

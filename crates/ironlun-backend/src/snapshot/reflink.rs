@@ -157,13 +157,10 @@ impl super::Snapshots for FileSnapshots<'_> {
             Err(e) => return Err(named(&dir, e)),
         }
         if self.list()?.len() >= MAX_SNAPSHOTS {
-            return Err(io::Error::new(
-                io::ErrorKind::QuotaExceeded,
-                format!(
-                    "{} keeps {MAX_SNAPSHOTS} snapshots, the most a LUN may: delete one first",
-                    self.path.display()
-                ),
-            ));
+            return Err(refusal(format!(
+                "{} keeps {MAX_SNAPSHOTS} snapshots, the most a LUN may: delete one first",
+                self.path.display()
+            )));
         }
         clone_new(self.file, self.path, &self.snapshot(name), 0o400)
     }

@@ -62,13 +62,15 @@ impl Lun {
 
 /// The one place a store's error gets its HTTP status.
 fn io_status(e: &io::Error) -> u16 {
+    // In use (an RBD snapshot with an image open at it).
+    if e.raw_os_error() == Some(libc::EBUSY) {
+        return 409;
+    }
     match e.kind() {
         io::ErrorKind::NotFound => 404,
         io::ErrorKind::AlreadyExists
         | io::ErrorKind::Unsupported
-        | io::ErrorKind::PermissionDenied
-        | io::ErrorKind::QuotaExceeded
-        | io::ErrorKind::ResourceBusy => 409,
+        | io::ErrorKind::PermissionDenied => 409,
         _ => 500,
     }
 }
