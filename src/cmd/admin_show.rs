@@ -479,6 +479,35 @@ o- / [2 portals, 1 target]
     }
 
     #[test]
+    fn snapshots_are_rows_and_luns_without_them_say_why() {
+        let v = serde_json::json!([
+            {"target": "iqn.2026-11.test:t", "lun": 0, "kind": "file", "snapshots": [
+                {"name": "nightly", "bytes": 16777216, "taken": 1795828386_u64,
+                 "export": "file:/srv/a.img.snapshots/nightly,ro"}
+            ]},
+            {"target": "iqn.2026-11.test:t", "lun": 1, "kind": "ram", "snapshots": [],
+             "none_because": "a ram LUN has no snapshots: …"}
+        ]);
+        let shown = snapshots(&v);
+        let lines: Vec<&str> = shown.lines().collect();
+        assert_eq!(lines.len(), 3, "{shown}");
+        assert!(lines[0].starts_with("TARGET"), "{shown}");
+        assert!(
+            lines[1].contains("  nightly  16777216  2026-11-28T"),
+            "{shown}"
+        );
+        assert!(
+            lines[1].ends_with("file:/srv/a.img.snapshots/nightly,ro"),
+            "{shown}"
+        );
+        assert_eq!(
+            lines[2],
+            "iqn.2026-11.test:t LUN 1: a ram LUN has no snapshots: …"
+        );
+        assert_eq!(snapshots(&serde_json::json!([])), "(no snapshots)\n");
+    }
+
+    #[test]
     fn the_sessions_table_is_aligned_with_a_target_column() {
         let shown = sessions(&sessions_json());
         let lines: Vec<&str> = shown.lines().collect();
