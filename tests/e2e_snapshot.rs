@@ -351,6 +351,20 @@ fn file_snapshots_on_a_reflink_xfs() {
         after.saturating_sub(before)
     );
 
+    // A consistency group: both LUNs at one instant, or neither.
+    let two = format!("file:{},size=1MiB", xfs.mnt.join("two.img").display());
+    admin(&sock, &["lun", "add", NAME, &two, "--lun", "5"]);
+    let out = admin(&sock, &["snapshot", "create", NAME, "0,5", "g1"]);
+    assert!(out.contains("LUN 0") && out.contains("LUN 5"), "{out}");
+    assert!(xfs.mnt.join("lun.img.snapshots/g1").exists());
+    assert!(xfs.mnt.join("two.img.snapshots/g1").exists());
+    let (rc, out) = admin_rc(&sock, &["snapshot", "create", NAME, "0,3", "g2"]);
+    assert_eq!(rc, 1, "a group with a RAM LUN: {out}");
+    assert!(
+        !xfs.mnt.join("lun.img.snapshots/g2").exists(),
+        "half a group"
+    );
+
     // What cannot take a snapshot says why.
     let (rc, out) = admin_rc(&sock, &["snapshot", "create", NAME, "3", "x"]);
     assert_eq!(rc, 1, "{out}");
@@ -369,6 +383,13 @@ fn file_snapshots_on_a_reflink_xfs() {
             out.contains("cannot share a file's blocks")
                 && out.contains("XFS with reflink=1 or btrfs"),
             "{out}"
+        );
+        // A group whose second LUN fails keeps nothing of the first.
+        let (rc, out) = admin_rc(&sock, &["snapshot", "create", NAME, "0,4", "g3"]);
+        assert_eq!(rc, 1, "{out}");
+        assert!(
+            !xfs.mnt.join("lun.img.snapshots/g3").exists(),
+            "half a group"
         );
     }
     // Names that could reach another path are refused (exit status 2).
