@@ -38,6 +38,14 @@ pub fn quiesced<T>(
     let mut order: Vec<&LogicalUnit> = lus.to_vec();
     order.sort_by_key(|lu| std::ptr::from_ref(*lu) as usize);
     order.dedup_by_key(|lu| std::ptr::from_ref(*lu) as usize);
+    // A sanitize writes the medium without the gate (SBC-4 §4.11: it
+    // runs on its own until done): nothing would be held still.
+    if order.iter().any(|lu| lu.sanitize.running()) {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "a sanitize operation is under way (SBC-4 §4.11): it writes the medium until it is done; try again after it",
+        ));
+    }
     // A flush before the hold: what was written until now reaches the
     // medium while commands still run, so the flush inside the pause
     // has only what came since (measured: a snapshot of a busy reflink
@@ -163,6 +171,21 @@ mod tests {
         assert!(failed.is_err());
         assert!(SharedTicket::try_new(a.clone()).is_some());
         assert!(SharedTicket::try_new(b.clone()).is_some());
+    }
+
+    #[test]
+    fn nothing_is_held_while_a_sanitize_writes() {
+        let (lu, log) = lu();
+        lu.sanitize.running.store(true, Ordering::SeqCst);
+        let r: io::Result<((), Pause)> = quiesced(&[&lu], || panic!("ran during a sanitize"));
+        let e = r.unwrap_err();
+        assert!(
+            e.to_string().contains("a sanitize operation is under way"),
+            "{e}"
+        );
+        assert!(log.take().is_empty(), "flushed anyway");
+        lu.sanitize.running.store(false, Ordering::SeqCst);
+        assert!(quiesced(&[&lu], || Ok(())).is_ok());
     }
 
     #[test]
