@@ -401,10 +401,79 @@ fn file_snapshots_on_a_reflink_xfs() {
     drop(t);
 }
 
+/// The bench's self-checking block (crates/ironlun-bench/src/verify.rs):
+/// magic "ILVB", crc32c of the rest, LBA, generation, all big-endian.
+const VERIFY_MAGIC: u32 = 0x494c_5642;
+
+/// The generation of each 512-byte block of a snapshot of a LUN the
+/// bench wrote: 0 for a block it never wrote (all zeros); a panic for a
+/// block that is neither zeros nor a whole, valid block of its own LBA
+/// (a torn or misplaced write caught by the snapshot).
+fn generations(snapshot: &[u8], what: &str) -> Vec<u64> {
+    let be = |b: &[u8], at: usize, n: usize| {
+        b[at..at + n]
+            .iter()
+            .fold(0u64, |v, x| (v << 8) | u64::from(*x))
+    };
+    snapshot
+        .chunks(512)
+        .enumerate()
+        .map(|(lba, b)| {
+            if be(b, 0, 4) != u64::from(VERIFY_MAGIC) {
+                assert!(
+                    b.iter().all(|x| *x == 0),
+                    "{what}: LBA {lba} is neither zeros nor a bench block"
+                );
+                return 0;
+            }
+            assert_eq!(
+                be(b, 4, 4),
+                u64::from(crc32c::crc32c(&b[8..])),
+                "{what}: LBA {lba}: torn block"
+            );
+            assert_eq!(
+                be(b, 8, 8),
+                lba as u64,
+                "{what}: LBA {lba}: misplaced block"
+            );
+            be(b, 16, 8)
+        })
+        .collect()
+}
+
+/// Snapshots taken one after another of a LUN the bench writes: each
+/// holds whole, valid blocks, and no block of a snapshot is newer than
+/// the same block of a later one (the bench's generations only grow, so
+/// a snapshot that caught a write the next one lacks was not one
+/// instant).
+fn points_in_time(snapshots: &[Vec<u8>]) {
+    let gens: Vec<Vec<u64>> = snapshots
+        .iter()
+        .enumerate()
+        .map(|(k, s)| generations(s, &format!("b{k}")))
+        .collect();
+    for (k, pair) in gens.windows(2).enumerate() {
+        for (lba, (a, b)) in pair[0].iter().zip(&pair[1]).enumerate() {
+            assert!(
+                a <= b,
+                "LBA {lba}: generation {a} in b{k}, {b} in b{}",
+                k + 1
+            );
+        }
+    }
+    let written: usize = gens
+        .last()
+        .map_or(0, |g| g.iter().filter(|x| **x > 0).count());
+    assert!(
+        written > 0,
+        "the last snapshot holds no block the bench wrote"
+    );
+}
+
 /// A verifying bench on LUN 0 of `t` while a snapshot is taken every
 /// second: no error, no mismatch, every snapshot listed; each one's
-/// pause printed.
-fn bench_under_snapshots(t: &Target, sock: &Path, dir: &Path) {
+/// pause printed. Returns how many were taken (`b0`, `b1`, …).
+fn bench_under_snapshots(t: &Target, sock: &Path, dir: &Path) -> usize {
     let json = dir.join("bench.json");
     let mut bench = Command::new(env!("CARGO_BIN_EXE_ironlun"))
         .args(["bench", &t.url(NAME, 0), "--verify"])
@@ -461,6 +530,7 @@ fn bench_under_snapshots(t: &Target, sock: &Path, dir: &Path) {
         t.log().contains("snapshot b0 of target"),
         "the pause is logged"
     );
+    taken
 }
 
 #[test]
@@ -470,7 +540,11 @@ fn a_verifying_bench_runs_on_while_a_snapshot_is_taken_every_second() {
     let sock = dir.path().join("admin.sock");
     let spec = format!("file:{},size=64MiB", xfs.mnt.join("lun.img").display());
     let t = target(&sock, &[&spec]);
-    bench_under_snapshots(&t, &sock, dir.path());
+    let taken = bench_under_snapshots(&t, &sock, dir.path());
+    let snaps: Vec<Vec<u8>> = (0..taken)
+        .map(|k| std::fs::read(xfs.mnt.join(format!("lun.img.snapshots/b{k}"))).unwrap())
+        .collect();
+    points_in_time(&snaps);
 }
 
 #[test]
@@ -499,5 +573,13 @@ fn rbd_snapshots_against_a_real_cluster() {
     drop(t);
     ceph.rbd(&["create", "--size", "64M", "rbd/busy"]);
     let t = target(&sock, &[&format!("rbd:rbd/busy{conf}")]);
-    bench_under_snapshots(&t, &sock, dir.path());
+    let taken = bench_under_snapshots(&t, &sock, dir.path());
+    let snaps: Vec<Vec<u8>> = (0..taken)
+        .map(|k| {
+            let out = dir.path().join(format!("b{k}.img"));
+            ceph.rbd(&["export", &format!("rbd/busy@b{k}"), out.to_str().unwrap()]);
+            std::fs::read(&out).unwrap()
+        })
+        .collect();
+    points_in_time(&snaps);
 }
