@@ -110,6 +110,68 @@ enum What {
     /// The gateway group (docs/ha.md): bring a fenced gateway back.
     #[command(subcommand)]
     Group(GroupCmd),
+    /// Snapshots of file: (reflink) and rbd: LUNs: take, list, delete,
+    /// roll back, clone (docs/snapshots.md).
+    #[command(subcommand)]
+    Snapshot(SnapshotCmd),
+}
+
+#[derive(Subcommand)]
+enum SnapshotCmd {
+    /// Take a snapshot: the LUN's I/O waits while it is taken (the
+    /// pause is printed). LUN may list several, 0,1,2: one consistency
+    /// group, taken at one instant.
+    Create {
+        /// The target's iSCSI name.
+        target: String,
+        /// The LUN number, or several joined by commas.
+        #[arg(value_name = "LUN[,LUN…]")]
+        luns: String,
+        /// The snapshot's name: letters, digits, '.', '_' and '-', at
+        /// most 64, starting with a letter or digit.
+        name: String,
+        #[command(flatten)]
+        change: Change,
+    },
+    /// Every LUN's snapshots, with sizes and times.
+    List,
+    /// Delete a snapshot.
+    Delete {
+        /// The target's iSCSI name.
+        target: String,
+        /// The LUN number.
+        lun: u16,
+        /// The snapshot's name.
+        name: String,
+        #[command(flatten)]
+        change: Change,
+    },
+    /// Put the LUN's data back to the snapshot's; with sessions on the
+    /// LUN only with --force (they are told the medium changed).
+    Rollback {
+        /// The target's iSCSI name.
+        target: String,
+        /// The LUN number.
+        lun: u16,
+        /// The snapshot's name.
+        name: String,
+        #[command(flatten)]
+        change: Change,
+    },
+    /// Make a new writable store from a snapshot, beside the LUN's (a
+    /// file in its directory, an image in its pool).
+    Clone {
+        /// The target's iSCSI name.
+        target: String,
+        /// The LUN number.
+        lun: u16,
+        /// The snapshot's name.
+        name: String,
+        /// The clone's name (the same rule as a snapshot's).
+        clone: String,
+        #[command(flatten)]
+        change: Change,
+    },
 }
 
 #[derive(Subcommand)]
@@ -375,6 +437,12 @@ pub fn run(a: AdminArgs) -> Result<(), Failure> {
         What::Portal(PortalCmd::Add { addr, change }) => (Op::AddPortal { addr }, change),
         What::Portal(PortalCmd::Remove { addr, change }) => (Op::RemovePortal { addr }, change),
         What::Group(GroupCmd::Rejoin { target, change }) => (Op::RejoinGroup { target }, change),
+        What::Snapshot(SnapshotCmd::List) => {
+            return read_only(before, "snapshot list", || {
+                show(&socket, "/v1/snapshots", json, print_snapshots)
+            })
+        }
+        What::Snapshot(s) => snapshot_op(s).map_err(usage)?,
         What::Alua(AluaCmd::Set {
             target,
             group,
@@ -514,6 +582,54 @@ fn lun_op(l: LunCmd) -> (Op, Change) {
             change,
         } => (Op::OnlineLun { target, lun }, change),
     }
+}
+
+fn snapshot_op(s: SnapshotCmd) -> Result<(Op, Change), String> {
+    Ok(match s {
+        SnapshotCmd::Create {
+            target,
+            luns,
+            name,
+            change,
+        } => {
+            let luns = luns
+                .split(',')
+                .map(|n| n.trim().parse::<u16>())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|_| {
+                    format!("LUN {luns}: give a LUN number, or several joined by commas (0,1)")
+                })?;
+            (Op::CreateSnapshot { target, luns, name }, change)
+        }
+        SnapshotCmd::Delete {
+            target,
+            lun,
+            name,
+            change,
+        } => (Op::DeleteSnapshot { target, lun, name }, change),
+        SnapshotCmd::Rollback {
+            target,
+            lun,
+            name,
+            change,
+        } => (Op::RollbackSnapshot { target, lun, name }, change),
+        SnapshotCmd::Clone {
+            target,
+            lun,
+            name,
+            clone,
+            change,
+        } => (
+            Op::CloneSnapshot {
+                target,
+                lun,
+                name,
+                clone,
+            },
+            change,
+        ),
+        SnapshotCmd::List => return Err("snapshot list changes nothing".into()),
+    })
 }
 
 fn initiator_op(i: InitiatorCmd) -> Result<(Op, Change), String> {
@@ -728,6 +844,10 @@ fn print_changes(v: &Value) {
     if let Some(n) = v["note"].as_str() {
         outln!("{n}");
     }
+}
+
+fn print_snapshots(v: &Value) {
+    out!("{}", super::admin_show::snapshots(v));
 }
 
 fn print_sessions(v: &Value) {

@@ -310,6 +310,50 @@ fn session(s: &Value) -> Node {
 }
 
 /// The sessions (`GET /v1/sessions`) as an aligned table.
+/// `admin snapshot list`: one row a snapshot (NAME, SIZE in bytes,
+/// TAKEN in UTC, and the spec that exports it read-only); then each LUN
+/// that keeps none and why.
+pub fn snapshots(v: &Value) -> String {
+    let mut t = Table::new();
+    t.load_preset(presets::NOTHING);
+    t.set_header(["TARGET", "LUN", "NAME", "BYTES", "TAKEN", "EXPORT"]);
+    let mut none = Vec::new();
+    for l in list(v) {
+        if let Some(why) = l["none_because"].as_str() {
+            none.push(format!("{} LUN {}: {why}", text(&l["target"]), l["lun"]));
+        }
+        for s in list(&l["snapshots"]) {
+            let taken = s["taken"]
+                .as_u64()
+                .map(|t| std::time::UNIX_EPOCH + std::time::Duration::from_secs(t))
+                .map(|t| humantime::format_rfc3339_seconds(t).to_string())
+                .unwrap_or_else(|| "-".into());
+            t.add_row([
+                text(&l["target"]).to_owned(),
+                l["lun"].to_string(),
+                text(&s["name"]).to_owned(),
+                s["bytes"].to_string(),
+                taken,
+                text(&s["export"]).to_owned(),
+            ]);
+        }
+    }
+    for c in t.column_iter_mut() {
+        c.set_padding((0, 2));
+    }
+    let mut out = String::new();
+    if t.row_count() == 0 {
+        out.push_str("(no snapshots)\n");
+    } else {
+        out.extend(t.lines().map(|l| l.trim_end().to_owned() + "\n"));
+    }
+    for n in none {
+        out.push_str(&n);
+        out.push('\n');
+    }
+    out
+}
+
 pub fn sessions(v: &Value) -> String {
     let mut t = Table::new();
     t.load_preset(presets::NOTHING);
@@ -432,6 +476,35 @@ o- / [2 portals, 1 target]
         assert_eq!(size(500_107_862_016), "~465.8GiB");
         assert_eq!(size(3 << 40), "3072GiB");
         assert_eq!(size((3 << 40) + 1), "~3.0TiB");
+    }
+
+    #[test]
+    fn snapshots_are_rows_and_luns_without_them_say_why() {
+        let v = serde_json::json!([
+            {"target": "iqn.2026-11.test:t", "lun": 0, "kind": "file", "snapshots": [
+                {"name": "nightly", "bytes": 16777216, "taken": 1795828386_u64,
+                 "export": "file:/srv/a.img.snapshots/nightly,ro"}
+            ]},
+            {"target": "iqn.2026-11.test:t", "lun": 1, "kind": "ram", "snapshots": [],
+             "none_because": "a ram LUN has no snapshots: …"}
+        ]);
+        let shown = snapshots(&v);
+        let lines: Vec<&str> = shown.lines().collect();
+        assert_eq!(lines.len(), 3, "{shown}");
+        assert!(lines[0].starts_with("TARGET"), "{shown}");
+        assert!(
+            lines[1].contains("  nightly  16777216  2026-11-28T"),
+            "{shown}"
+        );
+        assert!(
+            lines[1].ends_with("file:/srv/a.img.snapshots/nightly,ro"),
+            "{shown}"
+        );
+        assert_eq!(
+            lines[2],
+            "iqn.2026-11.test:t LUN 1: a ram LUN has no snapshots: …"
+        );
+        assert_eq!(snapshots(&serde_json::json!([])), "(no snapshots)\n");
     }
 
     #[test]

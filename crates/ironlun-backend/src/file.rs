@@ -79,6 +79,8 @@ pub struct FileBackend {
     in_memory: bool,
     /// What the device under it says of its rotation.
     rotation: Rotation,
+    /// Opened without write access (`ro`).
+    read_only: bool,
 }
 
 impl FileBackend {
@@ -125,6 +127,7 @@ impl FileBackend {
             size: AtomicU64::new(size),
             in_memory,
             rotation,
+            read_only: opts.read_only,
         })
     }
 
@@ -152,6 +155,7 @@ impl FileBackend {
             size: AtomicU64::new(size),
             in_memory: false,
             rotation: device_rotation(meta.rdev()),
+            read_only: opts.read_only,
         })
     }
 
@@ -442,6 +446,19 @@ fn pwritev_all(f: &File, parts: &[&[u8]], mut offset: u64, dsync: bool) -> io::R
 impl Backend for FileBackend {
     fn kind(&self) -> &'static str {
         self.kind
+    }
+
+    /// A file's snapshots are reflinked files beside it
+    /// ([`crate::snapshot::reflink`]); a block device keeps none.
+    fn snapshots(&self) -> Result<Box<dyn crate::Snapshots + '_>, String> {
+        if self.kind != "file" {
+            return Err(crate::snapshot::unsupported(self.kind));
+        }
+        Ok(Box::new(crate::snapshot::reflink::FileSnapshots {
+            path: &self.path,
+            file: &self.buffered,
+            read_only: self.read_only,
+        }))
     }
 
     fn rotation(&self) -> Rotation {

@@ -44,6 +44,7 @@ pub mod probe;
 mod ram;
 pub mod rbd;
 pub mod ring;
+pub mod snapshot;
 pub mod testing;
 mod zeros;
 
@@ -68,6 +69,7 @@ pub use lock::LOCK_WAIT;
 pub use null::NullBackend;
 pub use ram::RamBackend;
 pub use rbd::{RbdBackend, RbdOptions};
+pub use snapshot::{SnapshotInfo, SnapshotName, Snapshots};
 pub use zeros::zeros;
 
 /// The medium's rotation, for MEDIUM ROTATION RATE (SBC-4 §6.6.2, VPD
@@ -266,6 +268,12 @@ pub trait Backend: Send + Sync {
     /// their size.
     fn refresh_size(&self) -> io::Result<u64> {
         Ok(self.size_bytes())
+    }
+
+    /// The store's point-in-time copies ([`snapshot`]), or why it keeps
+    /// none (the default: the kind's reason, [`snapshot::unsupported`]).
+    fn snapshots(&self) -> Result<Box<dyn Snapshots + '_>, String> {
+        Err(snapshot::unsupported(self.kind()))
     }
 
     /// Grows or shrinks the store to `bytes` (an operator's resize).

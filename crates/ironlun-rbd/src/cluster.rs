@@ -255,6 +255,14 @@ impl Pool {
         let handle = ffi::ImageHandle::open(Arc::clone(&self.ioctx), &c)?;
         Image::new(handle)
     }
+
+    /// Opens an image read-only as it was at snapshot `snap`.
+    pub fn open_snapshot(&self, name: &str, snap: &str) -> Result<Image> {
+        let c = args::c_string("image", name)?;
+        let s = args::c_string("snapshot", snap)?;
+        let handle = ffi::ImageHandle::open_snapshot(Arc::clone(&self.ioctx), &c, &s)?;
+        Image::new(handle)
+    }
 }
 
 #[cfg(test)]

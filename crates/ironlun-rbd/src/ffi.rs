@@ -220,9 +220,11 @@ impl Drop for IoCtx {
 
 /// An open image (`rbd_image_t`). Closed on drop.
 pub(crate) struct ImageHandle {
-    api: &'static Api,
-    raw: RbdImageT,
-    _ioctx: Arc<IoCtx>,
+    pub(crate) api: &'static Api,
+    pub(crate) raw: RbdImageT,
+    pub(crate) _ioctx: Arc<IoCtx>,
+    /// The image's name in its pool (a clone names its parent by it).
+    pub(crate) name: std::ffi::CString,
 }
 
 // SAFETY: librbd image handles are thread-safe: I/O may be submitted from
@@ -336,6 +338,7 @@ impl ImageHandle {
             api,
             raw,
             _ioctx: ioctx,
+            name: name.to_owned(),
         })
     }
 

@@ -282,6 +282,39 @@ impl Image {
         })
     }
 
+    /// Takes a snapshot of the image as it is now (blocks). The caller
+    /// stops its own writes first: librbd takes the snapshot at once.
+    pub fn create_snapshot(&self, name: &str) -> Result<()> {
+        self.handle.snap_create(&args::c_string("snapshot", name)?)
+    }
+
+    /// Removes a snapshot (blocks). One with clones goes to the image's
+    /// trash until its last clone is gone (clone format 2).
+    pub fn remove_snapshot(&self, name: &str) -> Result<()> {
+        self.handle.snap_remove(&args::c_string("snapshot", name)?)
+    }
+
+    /// Puts the image's data and size back to the snapshot's (blocks;
+    /// reads every object the snapshot covers).
+    pub fn rollback_snapshot(&self, name: &str) -> Result<()> {
+        self.handle
+            .snap_rollback(&args::c_string("snapshot", name)?)
+    }
+
+    /// The image's snapshots with their sizes and times (blocks).
+    pub fn snapshots(&self) -> Result<Vec<crate::SnapInfo>> {
+        self.handle.snap_list()
+    }
+
+    /// Makes the new image `child` in this image's pool, a clone (format
+    /// 2) of snapshot `snap`: it shares the snapshot's objects until
+    /// written (blocks).
+    pub fn clone_snapshot(&self, snap: &str, child: &str) -> Result<()> {
+        let snap = args::c_string("snapshot", snap)?;
+        self.handle
+            .clone_snapshot(&snap, &args::c_string("image", child)?)
+    }
+
     /// Closes this handle on tokio's blocking pool (closing waits for the
     /// I/O in flight). Other clones keep the image open.
     pub async fn close(self) -> Result<()> {

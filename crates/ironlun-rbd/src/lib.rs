@@ -44,6 +44,8 @@ mod extents;
 mod ffi;
 #[allow(unsafe_code)]
 mod ffi_object;
+#[allow(unsafe_code)]
+mod ffi_snap;
 mod image;
 #[allow(unsafe_code)]
 mod lock;
@@ -53,11 +55,14 @@ mod object;
 mod sys;
 #[allow(unsafe_code)]
 mod sys_object;
+#[allow(unsafe_code)]
+mod sys_snap;
 
 pub use args::{MAX_IO_BYTES, MAX_WRITE_SAME_BYTES};
 pub use cluster::{Cluster, ClusterConfig, Library, Pool};
 pub use error::{Error, Result};
 pub use extents::Extents;
+pub use ffi_snap::{SnapInfo, MAX_SNAPSHOTS};
 pub use image::{CompareOutcome, Image, ImageInfo, ResizeWatch, DEFAULT_EXTENT_LIMIT};
 pub use lock::LockOwners;
 pub use object::{

@@ -135,6 +135,8 @@ pub struct Api {
     pub rbd_update_unwatch: unsafe extern "C" fn(RbdImageT, u64) -> c_int,
     /// Single objects: read/write operations, watch and notify.
     pub objects: crate::sys_object::ObjectApi,
+    /// Snapshots and clones.
+    pub snaps: crate::sys_snap::SnapApi,
     /// Held only so that the libraries are never closed.
     _libraries: [Library; 2],
 }
@@ -263,6 +265,7 @@ fn resolve(rados: Opened, rbd: Opened) -> std::result::Result<Api, Error> {
             rbd_get_stripe_count);
     let (rbd_get_id,) = resolve_fields!(rbd; rbd_get_id);
     let objects = crate::sys_object::resolve(&rados)?;
+    let snaps = crate::sys_snap::resolve(&rbd)?;
     Ok(Api {
         rados_create2,
         rados_conf_read_file,
@@ -296,6 +299,7 @@ fn resolve(rados: Opened, rbd: Opened) -> std::result::Result<Api, Error> {
         rbd_update_watch,
         rbd_update_unwatch,
         objects,
+        snaps,
         _libraries: [rados.lib, rbd.lib],
     })
 }

@@ -47,6 +47,7 @@ mod mode;
 mod offline;
 pub mod ops;
 mod provisioning;
+pub mod quiesce;
 pub mod reservations;
 mod sanitize;
 pub mod saved;

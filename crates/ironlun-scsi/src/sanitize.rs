@@ -76,6 +76,11 @@ impl SanitizeState {
         None
     }
 
+    /// Whether a sanitize operation is under way.
+    pub(crate) fn running(&self) -> bool {
+        self.running.load(Ordering::Acquire)
+    }
+
     /// What REQUEST SENSE reports during a sanitize.
     pub(crate) fn pending_sense(&self) -> Option<Sense> {
         self.running

@@ -114,7 +114,12 @@ fn open_image(opts: &RbdOptions) -> io::Result<(Arc<Client>, ResizeWatch)> {
         .address()
         .unwrap_or_else(|e| format!("(address unknown: {e})"));
     let pool = cluster.pool(&opts.pool).map_err(io_error)?;
-    let image = pool.open(&opts.image).map_err(io_error)?;
+    // IMAGE@SNAPSHOT: the snapshot, read-only.
+    let image = match opts.image.split_once('@') {
+        Some((image, snap)) => pool.open_snapshot(image, snap),
+        None => pool.open(&opts.image),
+    }
+    .map_err(io_error)?;
     let watch = image.on_resize().map_err(io_error)?;
     let client = Client {
         image,

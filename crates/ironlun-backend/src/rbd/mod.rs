@@ -33,6 +33,7 @@ mod group;
 mod ledger;
 mod link;
 mod shared;
+mod snap;
 
 use link::Link;
 pub use link::{OP_TIMEOUT, RECONNECT_TRIES};
@@ -90,6 +91,9 @@ pub struct RbdBackend {
     identity: String,
     /// `reconnect=on`: the gateway group refuses such an LU.
     reconnect: bool,
+    /// Where the image is, for the specs of its snapshots and clones.
+    pool: String,
+    image: String,
 }
 
 impl RbdBackend {
@@ -103,11 +107,21 @@ impl RbdBackend {
             Some(id) => format!("rbd:{}/id:{id}", opts.pool),
             None => format!("rbd:{}/{}", opts.pool, opts.image),
         };
+        // A snapshot is another LU than its image: its identifiers must
+        // differ, or an initiator would take both for paths to one LU.
+        let identity = match opts.image.split_once('@') {
+            Some((_, snap)) if !identity.ends_with(&format!("@{snap}")) => {
+                format!("{identity}@{snap}")
+            }
+            _ => identity,
+        };
         Ok(RbdBackend {
             link,
             read_only: opts.read_only,
             identity,
             reconnect: opts.reconnect,
+            pool: opts.pool.clone(),
+            image: opts.image.clone(),
         })
     }
 
@@ -212,6 +226,17 @@ impl Backend for RbdBackend {
 
     fn may_block(&self) -> bool {
         true
+    }
+
+    /// librbd's snapshots and format-2 clones (`snap`).
+    fn snapshots(&self) -> Result<Box<dyn crate::Snapshots + '_>, String> {
+        if self.image.contains('@') {
+            return Err(format!(
+                "rbd:{}/{} is a snapshot served read-only: it has no snapshots of its own",
+                self.pool, self.image
+            ));
+        }
+        Ok(Box::new(snap::RbdSnapshots { backend: self }))
     }
 
     /// The ledger (`ledger.rs`): a failed flush counts the writes since

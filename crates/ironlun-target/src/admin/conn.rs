@@ -155,8 +155,15 @@ async fn answer(req: Request<Incoming>, live: Arc<Live>) -> Response<Full<Bytes>
             "application/toml",
             views::redacted(&live.document()),
         ),
+        (Method::GET, "/v1/snapshots") => {
+            // Asks every store: off the async thread.
+            match tokio::task::spawn_blocking(move || super::snapshots::list(&live)).await {
+                Ok(v) => json(StatusCode::OK, &v),
+                Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+            }
+        }
         (Method::POST, "/v1/ops") => op(req, live).await,
-        (_, "/v1/state" | "/v1/sessions" | "/v1/config" | "/v1/ops") => error(
+        (_, "/v1/state" | "/v1/sessions" | "/v1/config" | "/v1/ops" | "/v1/snapshots") => error(
             StatusCode::METHOD_NOT_ALLOWED,
             "wrong method; see docs/admin.md",
         ),

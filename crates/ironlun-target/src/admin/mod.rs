@@ -7,6 +7,7 @@
 //! - `GET /v1/state`: targets, their LUNs and initiator entries, portals
 //! - `GET /v1/sessions`: every session with its counters
 //! - `GET /v1/config`: the running configuration as TOML, secrets hidden
+//! - `GET /v1/snapshots`: every LUN's snapshots, or why it has none
 //! - `POST /v1/ops`: one [`ops::Request`]; answers [`ops::Answer`] or
 //!   `{"error": …}` with 400, 403, 404, 408, 409, 413 or 422
 //!
@@ -43,6 +44,7 @@ pub use token::Token;
 mod conn;
 pub mod ops;
 mod save;
+pub mod snapshots;
 mod socket;
 mod token;
 pub(crate) mod views;

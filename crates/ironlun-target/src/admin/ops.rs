@@ -14,6 +14,8 @@ use crate::live::edit::{self, EditError, Mapping};
 use crate::live::{ApplyError, Live, Outcome};
 use crate::registry::SessionSignal;
 
+use super::snapshots;
+
 /// A request: one operation, with `dry_run` (plan only) and `force`
 /// (a removal may log sessions out). Its `Debug` hides secrets, as
 /// [`Op`]'s does.
@@ -122,6 +124,32 @@ pub enum Op {
     RejoinGroup {
         target: String,
     },
+    /// Takes snapshot `name` of each of `luns` at one instant, the LUs
+    /// held still meanwhile (docs/snapshots.md).
+    CreateSnapshot {
+        target: String,
+        luns: Vec<u16>,
+        name: String,
+    },
+    DeleteSnapshot {
+        target: String,
+        lun: u16,
+        name: String,
+    },
+    /// Puts the LUN's data back to the snapshot's (`force`: even while
+    /// sessions have it open).
+    RollbackSnapshot {
+        target: String,
+        lun: u16,
+        name: String,
+    },
+    /// A new writable store `clone` from the snapshot, beside the LUN's.
+    CloneSnapshot {
+        target: String,
+        lun: u16,
+        name: String,
+        clone: String,
+    },
 }
 
 /// The fields of an operation whose values may hold a secret: a CHAP
@@ -151,6 +179,10 @@ impl Op {
             Op::ReloadConfig { .. } => "reload-config",
             Op::SetAlua { .. } => "set-alua",
             Op::RejoinGroup { .. } => "rejoin-group",
+            Op::CreateSnapshot { .. } => "create-snapshot",
+            Op::DeleteSnapshot { .. } => "delete-snapshot",
+            Op::RollbackSnapshot { .. } => "rollback-snapshot",
+            Op::CloneSnapshot { .. } => "clone-snapshot",
         }
     }
 }
@@ -333,6 +365,21 @@ pub fn run(live: &Live, req: Request) -> Result<Answer, OpError> {
             state,
         } => set_alua(live, &iscsi_name(&target)?, group, &state, dry, force),
         Op::RejoinGroup { target } => rejoin(&iscsi_name(&target)?, dry),
+        Op::CreateSnapshot { target, luns, name } => {
+            snapshots::create(live, &iscsi_name(&target)?, &luns, &name, dry)
+        }
+        Op::DeleteSnapshot { target, lun, name } => {
+            snapshots::delete(live, &iscsi_name(&target)?, lun, &name, dry)
+        }
+        Op::RollbackSnapshot { target, lun, name } => {
+            snapshots::rollback(live, &iscsi_name(&target)?, lun, &name, dry, force)
+        }
+        Op::CloneSnapshot {
+            target,
+            lun,
+            name,
+            clone,
+        } => snapshots::clone(live, &iscsi_name(&target)?, lun, &name, &clone, dry),
         Op::LogoutSession { tsih } => logout(live, tsih, dry),
         Op::SaveConfig { path } => super::save::save(live, path, dry),
         Op::ReloadConfig {} => {
@@ -553,6 +600,27 @@ mod tests {
                 state: "active/optimized".into(),
             },
             Op::RejoinGroup { target: T.into() },
+            Op::CreateSnapshot {
+                target: T.into(),
+                luns: vec![0],
+                name: "s1".into(),
+            },
+            Op::DeleteSnapshot {
+                target: T.into(),
+                lun: 0,
+                name: "s1".into(),
+            },
+            Op::RollbackSnapshot {
+                target: T.into(),
+                lun: 0,
+                name: "s1".into(),
+            },
+            Op::CloneSnapshot {
+                target: T.into(),
+                lun: 0,
+                name: "s1".into(),
+                clone: "c1".into(),
+            },
         ];
         for op in &ops {
             match op {
@@ -573,7 +641,11 @@ mod tests {
                 | Op::ReloadConfig { .. }
                 | Op::OnlineLun { .. }
                 | Op::SetAlua { .. }
-                | Op::RejoinGroup { .. } => {}
+                | Op::RejoinGroup { .. }
+                | Op::CreateSnapshot { .. }
+                | Op::DeleteSnapshot { .. }
+                | Op::RollbackSnapshot { .. }
+                | Op::CloneSnapshot { .. } => {}
             }
         }
         ops

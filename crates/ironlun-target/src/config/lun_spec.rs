@@ -136,8 +136,11 @@ pub enum LunSpecProblem {
     #[error("rbd takes its size from the image and does no direct or preallocated I/O ({0})")]
     RbdOption(String),
     /// `rbd:` not followed by POOL/IMAGE.
-    #[error("rbd:{0}: expected POOL/IMAGE (no namespace, no @snapshot, neither empty)")]
+    #[error("rbd:{0}: expected POOL/IMAGE or POOL/IMAGE@SNAPSHOT (no namespace, none empty)")]
     RbdName(String),
+    /// `rbd:POOL/IMAGE@SNAP` with a bad snapshot name, or without `ro`.
+    #[error("rbd:{0}")]
+    RbdSnapshot(String),
     /// `timeout=` outside 1..=3600 seconds.
     #[error("timeout={0} (seconds, 1 to 3600)")]
     Timeout(String),
@@ -446,8 +449,22 @@ impl Options {
         let bad = || LunSpecProblem::RbdName(name.to_owned());
         let (pool, image) = name.split_once('/').ok_or_else(bad)?;
         let ok = |s: &str| !s.is_empty() && !s.contains(['/', '@', '\0']);
-        if !ok(pool) || !ok(image) {
+        // IMAGE@SNAPSHOT: the snapshot, read-only (docs/snapshots.md).
+        let (base, snapshot) = match image.split_once('@') {
+            Some((base, snap)) => (base, Some(snap)),
+            None => (image, None),
+        };
+        if !ok(pool) || !ok(base) {
             return Err(bad());
+        }
+        if let Some(snap) = snapshot {
+            ironlun_backend::SnapshotName::new(snap)
+                .map_err(|e| LunSpecProblem::RbdSnapshot(format!("{name}: {e}")))?;
+            if !self.read_only {
+                return Err(LunSpecProblem::RbdSnapshot(format!(
+                    "{name}: a snapshot is served read-only: add ,ro"
+                )));
+            }
         }
         Ok(BackendSpec::Rbd(RbdSpec {
             pool: pool.to_owned(),

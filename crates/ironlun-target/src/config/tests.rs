@@ -785,6 +785,11 @@ fn rbd_lun_specs() {
             shared_pr: false,
         })
     );
+    // A snapshot, read-only (docs/snapshots.md): shown as it was given.
+    let s: LunSpec = "rbd:rbd/lun0@nightly,ro".parse().unwrap();
+    assert!(matches!(&s.backend, BackendSpec::Rbd(r) if r.image == "lun0@nightly"));
+    assert!(s.read_only);
+    assert_eq!(s.to_string(), "rbd:rbd/lun0@nightly,ro");
     let s: LunSpec = "rbd:rbd/lun0,timeout=5".parse().unwrap();
     assert!(matches!(s.backend, BackendSpec::Rbd(r) if r.timeout_secs == Some(5)));
     assert!(s.thin, "an RBD image is thin by nature");
@@ -830,7 +835,19 @@ fn rbd_lun_spec_mistakes_say_what_is_wrong() {
         ("rbd:/lun0", "expected POOL/IMAGE"),
         ("rbd:rbd/", "expected POOL/IMAGE"),
         ("rbd:rbd/ns/lun0", "no namespace"),
-        ("rbd:rbd/lun0@snap", "no @snapshot"),
+        (
+            "rbd:rbd/lun0@snap",
+            "rbd:rbd/lun0@snap: a snapshot is served read-only: add ,ro",
+        ),
+        (
+            "rbd:rbd/lun0@../x,ro",
+            "snapshot name \"../x\": '/' is not allowed",
+        ),
+        ("rbd:rbd/lun0@a@b,ro", "'@' is not allowed"),
+        (
+            "rbd:rbd/@s,ro",
+            "expected POOL/IMAGE or POOL/IMAGE@SNAPSHOT",
+        ),
         ("rbd:rbd/lun0,size=1G", "rbd takes its size from the image"),
         ("rbd:rbd/lun0,direct", "(direct)"),
         ("rbd:rbd/lun0,prealloc", "(prealloc)"),
