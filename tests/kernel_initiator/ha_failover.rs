@@ -15,8 +15,8 @@
 //! One trial by default; `IRONLUN_HA_VM_TRIALS=N` runs N in one boot (the
 //! failover benchmark of docs/ha.md: it prints a table; nothing is
 //! asserted of the times). `IRONLUN_HA_VM_TMO=S` (open-iscsi's
-//! replacement_timeout and dm-multipath's fast_io_fail_tmo, default 5)
-//! and `IRONLUN_HA_VM_POLL=S` (multipathd's polling_interval, default 2)
+//! replacement_timeout and dm-multipath's fast_io_fail_tmo, default 3)
+//! and `IRONLUN_HA_VM_POLL=S` (multipathd's polling_interval, default 1)
 //! vary docs/ha.md's settings.
 
 use std::sync::mpsc;
@@ -156,7 +156,10 @@ pub(super) fn case_ha_failover(ctx: &Ctx) -> Verdict {
             .filter(|v| v.parse::<u8>().is_ok_and(|n| (1..=120).contains(&n)))
             .unwrap_or_else(|| default.to_owned())
     };
-    let (tmo, poll) = (setting("IRONLUN_HA_VM_TMO", "5"), setting("IRONLUN_HA_VM_POLL", "2"));
+    let (tmo, poll) = (
+        setting("IRONLUN_HA_VM_TMO", "3"),
+        setting("IRONLUN_HA_VM_POLL", "1"),
+    );
     let trials = Mutex::new(Vec::new());
     let (p1, p2) = (ha.portals[0].to_string(), ha.portals[1].to_string());
     let count = n_trials.to_string();
@@ -256,8 +259,12 @@ fn check(
         .with_key("phase")
         .filter_map(|r| {
             let p = field(r, "phase")?;
-            (p == "failed-over" || p == "failed-back")
-                .then(|| (p.to_owned(), field(r, "max_gap_ms").unwrap_or("?").to_owned()))
+            (p == "failed-over" || p == "failed-back").then(|| {
+                (
+                    p.to_owned(),
+                    field(r, "max_gap_ms").unwrap_or("?").to_owned(),
+                )
+            })
         })
         .collect();
     print_table(trials, &gaps);

@@ -244,13 +244,14 @@ pub(crate) fn build_lu(
         lun: l.number,
         problem,
     };
-    let backend = open_backend(&l.spec.backend, l.spec.read_only, t.group.is_some()).map_err(|source| {
-        BindError::OpenBackend {
-            target: t.name.clone(),
-            lun: l.number,
-            source,
-        }
-    })?;
+    let backend =
+        open_backend(&l.spec.backend, l.spec.read_only, t.group.is_some()).map_err(|source| {
+            BindError::OpenBackend {
+                target: t.name.clone(),
+                lun: l.number,
+                source,
+            }
+        })?;
     let id = lu_id(t, l, backend.as_ref());
     let cfg = LuConfig {
         block_size: l.spec.block_size,

@@ -14,8 +14,8 @@
 #   again, which takes the LUN back (failback);
 # - when the active path is gw1's again and five more files are written:
 #   phase=failed-back.
-# TMO (default 5: replacement_timeout and fast_io_fail_tmo) and POLL
-# (default 2: polling_interval) vary docs/ha.md's settings for the
+# TMO (default 3: replacement_timeout and fast_io_fail_tmo) and POLL
+# (default 1: polling_interval) vary docs/ha.md's settings for the
 # benchmark.
 # Then the writer stops; e2fsck on the map must be clean, every file
 # must verify, and the host checks the image itself (rbd export).
@@ -30,9 +30,20 @@ mkdir -p /run/udev
 /sbin/systemd-udevd --daemon 9>&- || die "udevd failed to start"
 
 # open-iscsi's settings from docs/ha.md, for each node.
-TMO=${TMO:-5}
-POLL=${POLL:-2}
+TMO=${TMO:-3}
+POLL=${POLL:-1}
 NODE_SETTINGS="node.session.timeo.replacement_timeout=$TMO node.conn[0].timeo.noop_out_interval=2 node.conn[0].timeo.noop_out_timeout=2"
+discover
+# shellcheck disable=SC2086
+login $NODE_SETTINGS
+iscsiadm -m node -o new -T "$TARGET_IQN" -p "$PORTAL2" >/dev/null
+for kvp in $NODE_SETTINGS; do
+  iscsiadm -m node -T "$TARGET_IQN" -p "$PORTAL2" -o update -n "${kvp%%=*}" -v "${kvp#*=}"
+done
+iscsiadm -m node -T "$TARGET_IQN" -p "$PORTAL2" --login || die "login through gw2 failed"
+kv login2=ok
+udevadm trigger --action=add --subsystem-match=block
+udevadm settle --timeout=60 || die "udev did not settle"
 
 # docs/ha.md's /etc/multipath.conf; find_multipaths off because the
 # guest's wwids file is empty.
@@ -57,29 +68,15 @@ devices {
     }
 }
 EOF
-# Running before the logins, as on a host that boots with it: the paths
-# reach it as udev's events.
 (multipathd -d -s -v2 9>&- 2>&1 | sed 's/^/ironlun-vm: multipathd: /') &
-
-discover
-# shellcheck disable=SC2086
-login $NODE_SETTINGS
-iscsiadm -m node -o new -T "$TARGET_IQN" -p "$PORTAL2" >/dev/null
-for kvp in $NODE_SETTINGS; do
-  iscsiadm -m node -T "$TARGET_IQN" -p "$PORTAL2" -o update -n "${kvp%%=*}" -v "${kvp#*=}"
-done
-iscsiadm -m node -T "$TARGET_IQN" -p "$PORTAL2" --login || die "login through gw2 failed"
-kv login2=ok
-udevadm trigger --action=add --subsystem-match=block
-udevadm settle --timeout=60 || die "udev did not settle"
 
 # The map and its two paths: multipathd may wait for udev's event of
 # the map's creation (uev_wait_timeout, 30 s), which a loaded machine
 # delays; WAIT_S bounds it.
 deadline=$(($(now_ms) + WAIT_S * 1000))
 while :; do
-  # A map's line is "NAME (MAJOR:MINOR)"; none yet is "No devices found".
-  map=$(dmsetup ls --target multipath 2>/dev/null | awk '$2 ~ /^\([0-9]+:[0-9]+\)$/ { print $1; exit }')
+  # A map's line is "NAME\t(MAJOR, MINOR)"; none yet is "No devices found".
+  map=$(dmsetup ls --target multipath 2>/dev/null | awk '$2 ~ /^\(/ { print $1; exit }')
   if [ -n "$map" ] && [ "$(multipathd show paths raw format '%d' 2>/dev/null | grep -c '^sd')" = 2 ]; then
     break
   fi

@@ -36,13 +36,12 @@ kv login2=ok
 udevadm trigger --action=add --subsystem-match=block
 udevadm settle --timeout=60 || die "udev did not settle"
 
-# The Linux settings of docs/ha.md ("dm-multipath"), polling_interval
-# shortened for the test.
+# The Linux settings of docs/ha.md ("dm-multipath").
 cat >/etc/multipath.conf <<EOF
 defaults {
     user_friendly_names yes
     find_multipaths off
-    polling_interval 2
+    polling_interval 1
 }
 devices {
     device {
@@ -55,7 +54,7 @@ devices {
         path_selector "service-time 0"
         failback immediate
         no_path_retry 12
-        fast_io_fail_tmo 5
+        fast_io_fail_tmo 3
     }
 }
 EOF
@@ -67,8 +66,8 @@ EOF
 # delays; WAIT_S bounds it.
 deadline=$(($(now_ms) + WAIT_S * 1000))
 while :; do
-  # A map's line is "NAME (MAJOR:MINOR)"; none yet is "No devices found".
-  map=$(dmsetup ls --target multipath 2>/dev/null | awk '$2 ~ /^\([0-9]+:[0-9]+\)$/ { print $1; exit }')
+  # A map's line is "NAME\t(MAJOR, MINOR)"; none yet is "No devices found".
+  map=$(dmsetup ls --target multipath 2>/dev/null | awk '$2 ~ /^\(/ { print $1; exit }')
   if [ -n "$map" ] && [ "$(multipathd show paths raw format '%d' 2>/dev/null | grep -c '^sd')" = 2 ]; then
     break
   fi
