@@ -310,6 +310,19 @@ fn session(s: &Value) -> Node {
 }
 
 /// The sessions (`GET /v1/sessions`) as an aligned table.
+/// A snapshot's time (seconds since 1970) in UTC; the number itself
+/// where RFC 3339 cannot write it (after the year 9999, as a file's
+/// mtime can be), never a panic on what the server sent.
+fn taken_text(secs: u64) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let at = std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_secs(secs));
+    match at.map(|t| write!(out, "{}", humantime::format_rfc3339_seconds(t))) {
+        Some(Ok(())) => out,
+        _ => format!("@{secs}"),
+    }
+}
+
 /// `admin snapshot list`: one row a snapshot (NAME, SIZE in bytes,
 /// TAKEN in UTC, and the spec that exports it read-only); then each LUN
 /// that keeps none and why.
@@ -323,11 +336,7 @@ pub fn snapshots(v: &Value) -> String {
             none.push(format!("{} LUN {}: {why}", text(&l["target"]), l["lun"]));
         }
         for s in list(&l["snapshots"]) {
-            let taken = s["taken"]
-                .as_u64()
-                .map(|t| std::time::UNIX_EPOCH + std::time::Duration::from_secs(t))
-                .map(|t| humantime::format_rfc3339_seconds(t).to_string())
-                .unwrap_or_else(|| "-".into());
+            let taken = s["taken"].as_u64().map_or_else(|| "-".into(), taken_text);
             t.add_row([
                 text(&l["target"]).to_owned(),
                 l["lun"].to_string(),
@@ -400,6 +409,13 @@ mod tests {
 
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_snapshot_time_out_of_rfc_3339_is_shown_as_a_number() {
+        assert_eq!(taken_text(0), "1970-01-01T00:00:00Z");
+        assert_eq!(taken_text(300_000_000_000), "@300000000000");
+        assert_eq!(taken_text(u64::MAX), format!("@{}", u64::MAX));
+    }
 
     fn state_json() -> Value {
         json!({

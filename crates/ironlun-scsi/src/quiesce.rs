@@ -41,10 +41,7 @@ pub fn quiesced<T>(
     // A sanitize writes the medium without the gate (SBC-4 §4.11: it
     // runs on its own until done): nothing would be held still.
     if order.iter().any(|lu| lu.sanitize.running()) {
-        return Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "a sanitize operation is under way (SBC-4 §4.11): it writes the medium until it is done; try again after it",
-        ));
+        return Err(sanitizing());
     }
     // A flush before the hold: what was written until now reaches the
     // medium while commands still run, so the flush inside the pause
@@ -55,6 +52,12 @@ pub fn quiesced<T>(
     }
     let start = Instant::now();
     let held: Vec<_> = order.iter().map(|lu| lu.exclusive_access()).collect();
+    // Again, held: a SANITIZE admitted before the hold may have started
+    // its run since the check above; none can start now.
+    if order.iter().any(|lu| lu.sanitize.running()) {
+        drop(held);
+        return Err(sanitizing());
+    }
     let drained = start.elapsed();
     for lu in &order {
         lu.flush()?;
@@ -73,6 +76,14 @@ pub fn quiesced<T>(
     ))
 }
 
+/// Refused while a sanitize writes the medium.
+fn sanitizing() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        "a sanitize operation is under way (SBC-4 §4.11): it writes the medium until it is done; try again after it",
+    )
+}
+
 impl LogicalUnit {
     /// How many I_T nexuses (sessions) have the LU open now.
     pub fn nexus_count(&self) -> usize {
@@ -87,12 +98,17 @@ impl LogicalUnit {
     /// for a medium that may have been replaced), so that an initiator
     /// drops what it cached of the LU.
     pub fn medium_replaced(&self) -> io::Result<()> {
-        let blocks = self.backend().refresh_size()? / u64::from(self.block_size());
-        if blocks > 0 {
-            self.set_num_blocks(blocks);
+        let size = self.backend().refresh_size();
+        if let Ok(bytes) = &size {
+            let blocks = bytes / u64::from(self.block_size());
+            if blocks > 0 {
+                self.set_num_blocks(blocks);
+            }
         }
+        // The data was replaced whatever the size refresh says: every
+        // nexus is told even when it failed.
         self.establish_ua(ironlun_scsi_codes::Asc::MEDIUM_MAY_HAVE_CHANGED, None);
-        Ok(())
+        size.map(drop)
     }
 }
 

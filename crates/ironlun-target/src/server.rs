@@ -103,8 +103,9 @@ fn fnv1a(parts: &[&[u8]]) -> u64 {
 }
 
 /// Opens the store of an LU; `grouped`: its target is served by a gateway
-/// group (an RBD image then acknowledges writes only once the OSDs have
-/// them: [`RbdOptions::write_through`]).
+/// group. An RBD image of a group, or with shared reservations
+/// (`pr=rados`: served by several gateways), acknowledges writes only
+/// once the OSDs have them ([`RbdOptions::write_through`]).
 fn open_backend(
     spec: &BackendSpec,
     read_only: bool,
@@ -137,8 +138,11 @@ fn open_backend(
                 ..FileOptions::default()
             },
         )?),
+        // Shared reservations mean several gateways on the image, each
+        // a path to it: a write one acknowledged from librbd's cache
+        // must not die with it under a flush another one answers.
         BackendSpec::Rbd(rbd) => Arc::new(RbdBackend::open(&RbdOptions {
-            write_through: grouped,
+            write_through: grouped || rbd.shared_pr,
             ..rbd_options(rbd, read_only)
         })?),
     })

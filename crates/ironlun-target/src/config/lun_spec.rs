@@ -3,7 +3,7 @@
 //! [`LunSpec`], [`BackendSpec`] and what can be wrong with one; `display`
 //! writes a spec back in the same grammar.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use ironlun_backend::Rotation;
 use ironlun_scsi::SoftThreshold;
@@ -59,6 +59,15 @@ pub struct RbdSpec {
     /// reservations"), instead of this target's state directory
     /// (`pr=local`, the default).
     pub shared_pr: bool,
+}
+
+/// Whether `path` lies in a file LUN's snapshot directory
+/// (`FILE.snapshots/NAME`).
+fn in_snapshot_dir(path: &Path) -> bool {
+    path.parent()
+        .and_then(Path::file_name)
+        .and_then(|d| d.to_str())
+        .is_some_and(|d| d.len() > ".snapshots".len() && d.ends_with(".snapshots"))
 }
 
 /// A parsed `--lun` spec: `ram:SIZE`, `null:SIZE`,
@@ -141,6 +150,9 @@ pub enum LunSpecProblem {
     /// `rbd:POOL/IMAGE@SNAP` with a bad snapshot name, or without `ro`.
     #[error("rbd:{0}")]
     RbdSnapshot(String),
+    /// `file:` of a file in a LUN's snapshot directory, without `ro`.
+    #[error("file:{0}: a snapshot is served read-only: add ,ro (a writable copy is `ironlun admin snapshot clone`)")]
+    FileSnapshot(String),
     /// `timeout=` outside 1..=3600 seconds.
     #[error("timeout={0} (seconds, 1 to 3600)")]
     Timeout(String),
@@ -410,6 +422,12 @@ impl Options {
                 }
                 if self.grow && self.read_only {
                     return Err(LunSpecProblem::Grow("writes the file: not with ro"));
+                }
+                // A file LUN's snapshots live in `FILE.snapshots/`
+                // (docs/snapshots.md): served writable, one would change
+                // what a later rollback restores.
+                if !self.read_only && in_snapshot_dir(Path::new(first)) {
+                    return Err(LunSpecProblem::FileSnapshot(first.to_owned()));
                 }
                 BackendSpec::File {
                     path: PathBuf::from(first),

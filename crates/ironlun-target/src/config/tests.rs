@@ -827,6 +827,24 @@ fn rbd_lun_specs() {
 }
 
 #[test]
+fn a_file_snapshot_is_served_only_read_only() {
+    let problem = |spec: &str| spec.parse::<LunSpec>().unwrap_err().problem.to_string();
+    assert!(
+        problem("file:/srv/lun0.img.snapshots/daily")
+            .contains("a snapshot is served read-only: add ,ro"),
+        "{}",
+        problem("file:/srv/lun0.img.snapshots/daily")
+    );
+    for ok in [
+        "file:/srv/lun0.img.snapshots/daily,ro",
+        "file:/srv/lun0.img",
+        "file:/srv/.snapshots/x",
+    ] {
+        assert!(ok.parse::<LunSpec>().is_ok(), "{ok}");
+    }
+}
+
+#[test]
 fn rbd_lun_spec_mistakes_say_what_is_wrong() {
     let problem = |spec: &str| spec.parse::<LunSpec>().unwrap_err().problem.to_string();
     for (bad, says) in [
