@@ -47,23 +47,7 @@ struct Trial {
 
 /// Bytes written through the sessions gateway `gw` serves now.
 fn written(ha: &Ha, gw: usize) -> Result<u64, String> {
-    let sock = ha.socket(gw);
-    let args = [
-        "admin",
-        "--socket",
-        sock.to_str().unwrap_or_default(),
-        "--json",
-        "sessions",
-    ];
-    let (rc, out) = run(env!("CARGO_BIN_EXE_ironlun"), &args);
-    if rc != 0 {
-        return Err(format!("ironlun {}: exit {rc}: {out}", args.join(" ")));
-    }
-    let v: serde_json::Value =
-        serde_json::from_str(&out).map_err(|e| format!("sessions answer: {e}: {out}"))?;
-    Ok(v.as_array()
-        .map(|a| a.iter().filter_map(|s| s["write_bytes"].as_u64()).sum())
-        .unwrap_or(0))
+    super::multipath::written(&ha.socket(gw))
 }
 
 /// The owner of LUN 0 as gateway `gw` sees it; None while its admin

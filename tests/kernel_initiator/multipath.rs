@@ -26,7 +26,7 @@ use super::{Ctx, Verdict};
 const WAIT_S: &str = "300";
 
 /// Bytes written through the sessions a gateway serves now.
-fn written(sock: &Path) -> Result<u64, String> {
+pub(super) fn written(sock: &Path) -> Result<u64, String> {
     let args = [
         "admin",
         "--socket",
