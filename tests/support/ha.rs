@@ -27,10 +27,13 @@ pub struct Ha {
     pub pids: Vec<u32>,
 }
 
-/// The ironlun binary the gateways run: this build's, or
-/// `IRONLUN_HA_BIN` (a release build, for the benchmarks below).
+/// The ironlun binary the gateways run: `IRONLUN_HA_BIN` (a release
+/// build, for the benchmarks below), else [`crate::support::ironlun_bin`].
 pub fn bin() -> String {
-    std::env::var("IRONLUN_HA_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_ironlun").to_owned())
+    std::env::var("IRONLUN_HA_BIN")
+        .ok()
+        .filter(|b| !b.is_empty())
+        .unwrap_or_else(crate::support::ironlun_bin)
 }
 
 fn script() -> PathBuf {
@@ -111,7 +114,7 @@ impl Ha {
 
     /// `ironlun admin state --json` of gateway `gw`.
     pub fn state(&self, gw: usize) -> serde_json::Value {
-        let o = Command::new(env!("CARGO_BIN_EXE_ironlun"))
+        let o = Command::new(crate::support::ironlun_bin())
             .args(["admin", "--socket"])
             .arg(self.socket(gw))
             .args(["state", "--json"])
@@ -235,7 +238,7 @@ impl Ha {
     }
 
     pub fn admin(&self, gw: usize, args: &[&str]) -> String {
-        let o = Command::new(env!("CARGO_BIN_EXE_ironlun"))
+        let o = Command::new(crate::support::ironlun_bin())
             .args(["admin", "--socket"])
             .arg(self.socket(gw))
             .args(args)

@@ -27,6 +27,17 @@ use ironlun_wire::{
     ScsiCommand, TaskMgmtRequest, TmfFunction, TmfResponse,
 };
 
+/// The ironlun binary the end-to-end tests run: this build's, or
+/// `IRONLUN_BIN` (scripts/test's VM tier points it at the release
+/// binary it builds once for the VM tier and the .deb, so that the test
+/// harness itself need not be built again in release).
+pub fn ironlun_bin() -> String {
+    std::env::var("IRONLUN_BIN")
+        .ok()
+        .filter(|b| !b.is_empty())
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_ironlun").to_owned())
+}
+
 /// Path of a required tool, or a panic naming the package.
 pub fn tool(name: &str, package: &str) -> String {
     for dir in ["/usr/bin", "/usr/local/bin", "/usr/sbin"] {
@@ -70,7 +81,7 @@ impl Target {
 
     /// As [`Target::start_portals`], with extra environment variables.
     pub fn start_env(args: &[&str], portals: usize, envs: &[(&str, &str)]) -> Target {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ironlun"));
+        let mut cmd = Command::new(ironlun_bin());
         cmd.envs(envs.iter().copied());
         cmd.arg("--log").arg("info").arg("target");
         for _ in 0..portals {
@@ -255,7 +266,7 @@ fn strip_ansi(s: &str) -> String {
 /// kernel picks) where it must refuse to start: its exit code and what
 /// it wrote. One that starts instead is stopped and fails the test.
 pub fn target_refused(args: &[&str]) -> (i32, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ironlun"))
+    let mut child = Command::new(ironlun_bin())
         .args(["--log", "info", "target", "--listen", "127.0.0.1:0"])
         .args(args)
         .stdout(Stdio::null())
@@ -297,7 +308,7 @@ pub fn run(cmd: &str, args: &[&str]) -> (i32, String) {
 /// Runs `ironlun ARGS`, fails the test unless it exits 0, and returns
 /// its stdout and stderr.
 pub fn ironlun_ok(args: &[&str]) -> String {
-    let (rc, out) = run(env!("CARGO_BIN_EXE_ironlun"), args);
+    let (rc, out) = run(&ironlun_bin(), args);
     assert_eq!(rc, 0, "ironlun {args:?} failed:\n{out}");
     out
 }

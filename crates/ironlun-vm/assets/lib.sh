@@ -186,3 +186,94 @@ write_pattern() {
   echo "$sum" >"/tmp/pattern.$1"
   kv "pattern=$1 lun=$2 offset=$(($4 * 1048576)) bytes=$(($5 * 1048576)) sha256=$sum"
 }
+
+# --- dm-multipath (the multipath and ha-failover cases) ---------------
+# The modules, and udevd: it gives the paths the ID_SERIAL multipath
+# groups them by and tells multipathd of paths that come and go.
+# libdevmapper makes the /dev/mapper nodes itself (the image has no dm
+# rules to answer it).
+multipath_prepare() {
+  for m in scsi_dh_alua dm_multipath dm_service_time; do
+    modprobe "$m" || die "modprobe $m failed"
+  done
+  export DM_DISABLE_UDEV=1
+  mkdir -p /run/udev
+  /sbin/systemd-udevd --daemon 9>&- || die "udevd failed to start"
+}
+
+# Logs in through a second portal $1 as well; the other arguments are
+# node settings (name=value). Then waits for udev to see both disks.
+login_second() {
+  p2=$1
+  shift
+  iscsiadm -m node -o new -T "$TARGET_IQN" -p "$p2" >/dev/null
+  for kvp in "$@"; do
+    iscsiadm -m node -T "$TARGET_IQN" -p "$p2" -o update -n "${kvp%%=*}" -v "${kvp#*=}"
+  done
+  iscsiadm -m node -T "$TARGET_IQN" -p "$p2" --login || die "login through $p2 failed"
+  kv login2=ok
+  udevadm trigger --action=add --subsystem-match=block
+  udevadm settle --timeout=60 || die "udev did not settle"
+}
+
+# docs/ha.md's /etc/multipath.conf ("dm-multipath") with fast_io_fail_tmo
+# $1 and polling_interval $2 (find_multipaths off: the guest's wwids
+# file is empty), multipathd started in the foreground of a background
+# job with its log on the console, and the map of the two paths awaited:
+# multipathd may wait for udev's event of the map's creation
+# (uev_wait_timeout, 30 s), which a loaded machine delays; WAIT_S bounds
+# it. Sets $map.
+multipath_map() {
+  cat >/etc/multipath.conf <<CONF
+defaults {
+    user_friendly_names yes
+    find_multipaths off
+    polling_interval $2
+}
+devices {
+    device {
+        vendor "IRONLUN"
+        product ".*"
+        path_grouping_policy group_by_prio
+        prio alua
+        hardware_handler "1 alua"
+        path_checker tur
+        path_selector "service-time 0"
+        failback immediate
+        no_path_retry 12
+        fast_io_fail_tmo $1
+    }
+}
+CONF
+  (multipathd -d -s -v2 9>&- 2>&1 | sed 's/^/ironlun-vm: multipathd: /') &
+  deadline=$(($(now_ms) + WAIT_S * 1000))
+  while :; do
+    # A map's line is "NAME\t(MAJOR, MINOR)"; none yet is "No devices found".
+    map=$(dmsetup ls --target multipath 2>/dev/null | awk '$2 ~ /^\(/ { print $1; exit }')
+    if [ -n "$map" ] && [ "$(multipathd show paths raw format '%d' 2>/dev/null | grep -c '^sd')" = 2 ]; then
+      break
+    fi
+    if [ "$(now_ms)" -ge "$deadline" ]; then
+      multipath -v3 2>&1 | tail -40 | sed 's/^/ironlun-vm: multipath: /'
+      die "no multipath map of two paths after $WAIT_S s"
+    fi
+    sleep 0.2
+  done
+  [ -b "/dev/mapper/$map" ] || die "no /dev/mapper/$map"
+}
+
+# The disk of LUN 0 through portal $1, from iscsiadm's session listing.
+disk_via() {
+  iscsiadm -m session -P 3 | awk -v p="$1," '
+    /Current Portal:/ { cur = (index($3, p) == 1) }
+    cur && /Attached scsi disk/ { print $4; exit }'
+}
+
+# The first usable device of the map's active path group, from
+# multipathd's topology of $map.
+active_dev() {
+  multipathd show map "$map" topology 2>/dev/null | awk '
+    /status=active/ { on = 1; next }
+    /status=/ { on = 0 }
+    on && / sd[a-z]+ / && / active / { for (i = 1; i <= NF; i++) if ($i ~ /^sd[a-z]+$/) { print $i; exit } }'
+}

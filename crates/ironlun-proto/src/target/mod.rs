@@ -374,9 +374,8 @@ impl TargetConnection {
                 return;
             }
         };
-        if !pdu.opcode().is_target_opcode() {
-            // Every initiator PDU carries ExpStatSN in bytes 28..32.
-            self.note_exp_stat_sn(frame.bhs.be32(28));
+        if let Some(sn) = pdu.exp_stat_sn() {
+            self.note_exp_stat_sn(sn);
         }
         match pdu {
             Pdu::DataOut(d) => self.on_data_out(d, frame.data),

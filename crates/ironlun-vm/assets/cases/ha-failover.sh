@@ -22,12 +22,7 @@
 . /lib.sh
 TARGET_IQN=$HA_IQN
 PORTAL=$PORTAL1
-for m in scsi_dh_alua dm_multipath dm_service_time; do
-  modprobe "$m" || die "modprobe $m failed"
-done
-export DM_DISABLE_UDEV=1
-mkdir -p /run/udev
-/sbin/systemd-udevd --daemon 9>&- || die "udevd failed to start"
+multipath_prepare
 
 # open-iscsi's settings from docs/ha.md, for each node.
 TMO=${TMO:-3}
@@ -36,73 +31,14 @@ NODE_SETTINGS="node.session.timeo.replacement_timeout=$TMO node.conn[0].timeo.no
 discover
 # shellcheck disable=SC2086
 login $NODE_SETTINGS
-iscsiadm -m node -o new -T "$TARGET_IQN" -p "$PORTAL2" >/dev/null
-for kvp in $NODE_SETTINGS; do
-  iscsiadm -m node -T "$TARGET_IQN" -p "$PORTAL2" -o update -n "${kvp%%=*}" -v "${kvp#*=}"
-done
-iscsiadm -m node -T "$TARGET_IQN" -p "$PORTAL2" --login || die "login through gw2 failed"
-kv login2=ok
-udevadm trigger --action=add --subsystem-match=block
-udevadm settle --timeout=60 || die "udev did not settle"
-
-# docs/ha.md's /etc/multipath.conf; find_multipaths off because the
-# guest's wwids file is empty.
-cat >/etc/multipath.conf <<EOF
-defaults {
-    user_friendly_names yes
-    find_multipaths off
-    polling_interval $POLL
-}
-devices {
-    device {
-        vendor "IRONLUN"
-        product ".*"
-        path_grouping_policy group_by_prio
-        prio alua
-        hardware_handler "1 alua"
-        path_checker tur
-        path_selector "service-time 0"
-        failback immediate
-        no_path_retry 12
-        fast_io_fail_tmo $TMO
-    }
-}
-EOF
-(multipathd -d -s -v2 9>&- 2>&1 | sed 's/^/ironlun-vm: multipathd: /') &
-
-# The map and its two paths: multipathd may wait for udev's event of
-# the map's creation (uev_wait_timeout, 30 s), which a loaded machine
-# delays; WAIT_S bounds it.
-deadline=$(($(now_ms) + WAIT_S * 1000))
-while :; do
-  # A map's line is "NAME\t(MAJOR, MINOR)"; none yet is "No devices found".
-  map=$(dmsetup ls --target multipath 2>/dev/null | awk '$2 ~ /^\(/ { print $1; exit }')
-  if [ -n "$map" ] && [ "$(multipathd show paths raw format '%d' 2>/dev/null | grep -c '^sd')" = 2 ]; then
-    break
-  fi
-  if [ "$(now_ms)" -ge "$deadline" ]; then
-    multipath -v3 2>&1 | tail -40 | sed 's/^/ironlun-vm: multipath: /'
-    die "no multipath map of two paths after $WAIT_S s"
-  fi
-  sleep 0.2
-done
+# shellcheck disable=SC2086
+login_second "$PORTAL2" $NODE_SETTINGS
+multipath_map "$TMO" "$POLL"
 M="/dev/mapper/$map"
-[ -b "$M" ] || die "no $M"
 
-disk_via() {
-  iscsiadm -m session -P 3 | awk -v p="$1," '
-    /Current Portal:/ { cur = (index($3, p) == 1) }
-    cur && /Attached scsi disk/ { print $4; exit }'
-}
 P1=$(disk_via "$PORTAL")
 P2=$(disk_via "$PORTAL2")
 path() { multipathd show paths raw format '%d %p %t' | awk -v d="$1" '$1 == d { print $2 "/" $3 }'; }
-active_dev() {
-  multipathd show map "$map" topology 2>/dev/null | awk '
-    /status=active/ { on = 1; next }
-    /status=/ { on = 0 }
-    on && / sd[a-z]+ / && / active / { for (i = 1; i <= NF; i++) if ($i ~ /^sd[a-z]+$/) { print $i; exit } }'
-}
 kv "map=$map path1=$P1 path2=$P2 size=$(blockdev --getsize64 "$M") tmo=$TMO poll=$POLL"
 
 mkfs_ext4 "$M" -E nodiscard

@@ -16,88 +16,19 @@
 # LU here, so what was written before the swap is not read after it; the
 # data moving with the path is the rbd failover case's.
 . /lib.sh
-for m in scsi_dh_alua dm_multipath dm_service_time; do
-  modprobe "$m" || die "modprobe $m failed"
-done
 PORTAL2="10.0.2.2:${PORT2}"
-
-# udevd gives the paths the ID_SERIAL multipath groups them by, and
-# tells multipathd of paths that come and go. libdevmapper makes the
-# /dev/mapper nodes itself (no dm rules in the image to answer it).
-export DM_DISABLE_UDEV=1
-mkdir -p /run/udev
-/sbin/systemd-udevd --daemon 9>&- || die "udevd failed to start"
-
+multipath_prepare
 discover
 login
-iscsiadm -m node -o new -T "$TARGET_IQN" -p "$PORTAL2" >/dev/null
-iscsiadm -m node -T "$TARGET_IQN" -p "$PORTAL2" --login || die "login through gateway 2 failed"
-kv login2=ok
-udevadm trigger --action=add --subsystem-match=block
-udevadm settle --timeout=60 || die "udev did not settle"
-
+login_second "$PORTAL2"
 # The Linux settings of docs/ha.md ("dm-multipath").
-cat >/etc/multipath.conf <<EOF
-defaults {
-    user_friendly_names yes
-    find_multipaths off
-    polling_interval 1
-}
-devices {
-    device {
-        vendor "IRONLUN"
-        product ".*"
-        path_grouping_policy group_by_prio
-        prio alua
-        hardware_handler "1 alua"
-        path_checker tur
-        path_selector "service-time 0"
-        failback immediate
-        no_path_retry 12
-        fast_io_fail_tmo 3
-    }
-}
-EOF
-# In the foreground of a background job, its log on the console.
-(multipathd -d -s -v2 9>&- 2>&1 | sed 's/^/ironlun-vm: multipathd: /') &
-
-# The map and its two paths: multipathd may wait for udev's event of
-# the map's creation (uev_wait_timeout, 30 s), which a loaded machine
-# delays; WAIT_S bounds it.
-deadline=$(($(now_ms) + WAIT_S * 1000))
-while :; do
-  # A map's line is "NAME\t(MAJOR, MINOR)"; none yet is "No devices found".
-  map=$(dmsetup ls --target multipath 2>/dev/null | awk '$2 ~ /^\(/ { print $1; exit }')
-  if [ -n "$map" ] && [ "$(multipathd show paths raw format '%d' 2>/dev/null | grep -c '^sd')" = 2 ]; then
-    break
-  fi
-  if [ "$(now_ms)" -ge "$deadline" ]; then
-    multipath -v3 2>&1 | tail -40 | sed 's/^/ironlun-vm: multipath: /'
-    die "no multipath map of two paths after $WAIT_S s"
-  fi
-  sleep 0.2
-done
-[ -b "/dev/mapper/$map" ] || die "no /dev/mapper/$map"
+multipath_map 3 1
 kv "map=$map"
 
-# The disk of LUN 0 through portal $1, from iscsiadm's session listing.
-disk_via() {
-  iscsiadm -m session -P 3 | awk -v p="$1," '
-    /Current Portal:/ { cur = (index($3, p) == 1) }
-    cur && /Attached scsi disk/ { print $4; exit }'
-}
 P1=$(disk_via "$PORTAL")
 P2=$(disk_via "$PORTAL2")
 # A path's priority and dm state (active, failed) as multipathd has them.
 path() { multipathd show paths raw format '%d %p %t' | awk -v d="$1" '$1 == d { print $2 "/" $3 }'; }
-# The first usable device of the map's active path group, from
-# multipathd's topology of the map.
-active_dev() {
-  multipathd show map "$map" topology 2>/dev/null | awk '
-    /status=active/ { on = 1; next }
-    /status=/ { on = 0 }
-    on && / sd[a-z]+ / && / active / { for (i = 1; i <= NF; i++) if ($i ~ /^sd[a-z]+$/) { print $i; exit } }'
-}
 multipathd show map "$map" topology 2>&1 | sed 's/^/ironlun-vm: topology: /'
 kv "path1=$P1 path2=$P2 path1_prio=$(path "$P1") path2_prio=$(path "$P2")"
 

@@ -153,5 +153,23 @@ pdus! {
     Reject = REJECT,
 }
 
+impl Pdu {
+    /// ExpStatSN of an initiator PDU (every one carries it, RFC 7143
+    /// §11.1.1, in the same place); `None` for a target PDU.
+    pub fn exp_stat_sn(&self) -> Option<u32> {
+        Some(match self {
+            Pdu::NopOut(p) => p.exp_stat_sn,
+            Pdu::ScsiCommand(p) => p.exp_stat_sn,
+            Pdu::TaskMgmtRequest(p) => p.exp_stat_sn,
+            Pdu::LoginRequest(p) => p.exp_stat_sn,
+            Pdu::TextRequest(p) => p.exp_stat_sn,
+            Pdu::DataOut(p) => p.exp_stat_sn,
+            Pdu::LogoutRequest(p) => p.exp_stat_sn,
+            Pdu::SnackRequest(p) => p.exp_stat_sn,
+            _ => return None,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests;

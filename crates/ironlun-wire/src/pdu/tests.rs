@@ -328,3 +328,22 @@ fn every_header_round_trips_and_the_wire_format_is_unchanged() {
     });
     assert_eq!(fp, FINGERPRINT, "0x{fp:08x}");
 }
+
+/// ExpStatSN is read from bytes 28..32 of every initiator PDU and of no
+/// target PDU.
+#[test]
+fn exp_stat_sn_is_an_initiator_pdus_bytes_28_to_32() {
+    let mut initiator_pdus = 0;
+    for code in 0u8..0x40 {
+        let mut raw = [0u8; BHS_LEN];
+        raw[0] = code;
+        raw[28..32].copy_from_slice(&0x0102_0304u32.to_be_bytes());
+        let Ok(p) = Pdu::decode(&Bhs(raw)) else {
+            continue;
+        };
+        let want = (!p.opcode().is_target_opcode()).then_some(0x0102_0304);
+        assert_eq!(p.exp_stat_sn(), want, "{:?}", p.opcode());
+        initiator_pdus += usize::from(want.is_some());
+    }
+    assert_eq!(initiator_pdus, 8, "every initiator opcode decoded");
+}
