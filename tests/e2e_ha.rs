@@ -168,6 +168,38 @@ fn killing_the_owner_moves_the_lun_to_the_survivor() {
             "{gw} did not open the image write-through:\n{log}"
         );
     }
+    an_orderly_stop_hands_the_lun_over_without_a_fence(ha);
+}
+
+/// gw1 comes back and takes the LUN back (failback); then SIGTERM stops
+/// it in order: it releases the lock and tells gw2, which takes the LUN
+/// without breaking a lock (no blocklist) and without waiting for
+/// `dead_after` of silence; a write through gw2 lands.
+fn an_orderly_stop_hands_the_lun_over_without_a_fence(mut ha: Ha) {
+    ha.revive(0).unwrap();
+    ha.wait_role(0, "owner");
+    ha.wait_owner(1, "gw1");
+    let mut b = session(&ha, ha.portals[1], 4);
+    let gw2_log = || std::fs::read_to_string(ha.dir.join("gw2.log")).unwrap_or_default();
+    let breaks_before = gw2_log().matches("broke the lock").count();
+    ha.signal(0, "TERM");
+    let took = write_until_good(&mut b, &pattern(0x6c));
+    good(&mut b, &SYNC10, &[]);
+    eprintln!("orderly stop: SIGTERM of the owner to the first good write through gw2: {took:.2?}");
+    assert_eq!(ha.image_head(LEN), pattern(0x6c));
+    let gw1_log = std::fs::read_to_string(ha.dir.join("gw1.log")).unwrap_or_default();
+    assert!(
+        gw1_log.contains("left group ha: 1 of 1 owned LUN(s) released"),
+        "gw1 did not release its lock at the stop:\n{gw1_log}"
+    );
+    let log = gw2_log();
+    assert_eq!(
+        log.matches("broke the lock").count(),
+        breaks_before,
+        "gw2 broke gw1's lock instead of taking the released one:\n{log}"
+    );
+    let (owner, role) = ha.lun0(1);
+    assert_eq!((owner.as_deref(), role.as_str()), (Some("gw2"), "owner"));
 }
 
 #[test]

@@ -694,6 +694,8 @@ impl Server {
         }
         self.live.stop_accepting();
         sanitize_store::stop_all(&self.registry);
+        // A gateway hands its LUNs over before its initiators go.
+        crate::group::leave_all().await;
         info!(
             "shutting down: asking {} connection(s) to log out",
             conns.len()

@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -35,6 +36,13 @@ pub struct Running {
     /// When a refused datagram was last logged: at most one line per
     /// [`REFUSED_LOG_EVERY`], so that a flood cannot fill the log.
     refused_logged: Mutex<Option<Instant>>,
+    /// The heartbeat socket, the group key, and the last heartbeat's
+    /// sequence number (counting up from a random start per process, so
+    /// that a restarted peer's first heartbeats are not taken for
+    /// replays of old ones).
+    socket: UdpSocket,
+    key: Option<Vec<u8>>,
+    seq: AtomicU64,
 }
 
 /// See [`Running::refused_logged`].
@@ -97,6 +105,14 @@ pub fn start(
         runtime: Handle::current(),
         started: Mutex::new(HashMap::new()),
         refused_logged: Mutex::new(None),
+        socket,
+        key,
+        seq: AtomicU64::new(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(1),
+        ),
     });
     info!(
         "target {target}: gateway {} of group {} ({} LUNs), heartbeats on udp {local} every {} ms, \
@@ -109,9 +125,7 @@ pub fn start(
     );
     lock_running().insert(target.to_owned(), running.clone());
     let r = running.clone();
-    running
-        .runtime
-        .spawn(async move { r.serve(socket, key, rx).await });
+    running.runtime.spawn(async move { r.serve(rx).await });
     Ok(running)
 }
 
@@ -120,32 +134,18 @@ impl Running {
         self.group.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    async fn serve(
-        self: Arc<Self>,
-        socket: UdpSocket,
-        key: Option<Vec<u8>>,
-        mut outcomes: mpsc::UnboundedReceiver<Outcome>,
-    ) {
+    async fn serve(self: Arc<Self>, mut outcomes: mpsc::UnboundedReceiver<Outcome>) {
         let mut ticker = tokio::time::interval(self.cfg.interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // A random start, so that a restarted peer's first heartbeats are
-        // not taken for replays of old ones.
-        let mut seq = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(1);
         let mut last_seq: HashMap<usize, (u64, Instant)> = HashMap::new();
         let mut buf = vec![0u8; MAX_DATAGRAM + 1];
         loop {
             tokio::select! {
-                _ = ticker.tick() => {
-                    seq += 1;
-                    self.beat(&socket, key.as_deref(), seq).await;
-                }
-                got = socket.recv_from(&mut buf) => {
+                _ = ticker.tick() => self.beat().await,
+                got = self.socket.recv_from(&mut buf) => {
                     if let Ok((n, from)) = got {
                         let bytes = buf.get(..n).unwrap_or_default();
-                        self.take(bytes, from, key.as_deref(), &mut last_seq);
+                        self.take(bytes, from, &mut last_seq);
                     }
                 }
                 Some(o) = outcomes.recv() => {
@@ -158,14 +158,15 @@ impl Running {
     }
 
     /// One interval: heartbeats out, fences noticed, decisions made.
-    async fn beat(self: &Arc<Self>, socket: &UdpSocket, key: Option<&[u8]>, seq: u64) {
+    async fn beat(self: &Arc<Self>) {
         let now = Instant::now();
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
         let hb = self.group().heartbeat(&self.cfg.name, seq, now);
-        let bytes = wire::encode(&hb, key);
+        let bytes = wire::encode(&hb, self.key.as_deref());
         for (i, g) in self.cfg.gateways.iter().enumerate() {
             if i != self.cfg.local {
                 // A peer that is down refuses; the next beat tries again.
-                let _ = socket.send_to(&bytes, g.heartbeat).await;
+                let _ = self.socket.send_to(&bytes, g.heartbeat).await;
             }
         }
         self.step();
@@ -173,14 +174,8 @@ impl Running {
 
     /// A datagram from `from`: taken only from a member's configured
     /// heartbeat address, for this group, newer than the last.
-    fn take(
-        &self,
-        bytes: &[u8],
-        from: SocketAddr,
-        key: Option<&[u8]>,
-        last: &mut HashMap<usize, (u64, Instant)>,
-    ) {
-        let hb = match wire::decode(bytes, key) {
+    fn take(&self, bytes: &[u8], from: SocketAddr, last: &mut HashMap<usize, (u64, Instant)>) {
+        let hb = match wire::decode(bytes, self.key.as_deref()) {
             Ok(hb) => hb,
             Err(e) => {
                 self.refused(from, &e.to_string());
@@ -392,6 +387,49 @@ impl Running {
             Outcome::Failed { lun } => warn!("target {t} LUN {lun}: group step failed"),
             Outcome::Holder { .. } => {}
         }
+    }
+
+    /// An orderly stop (SIGTERM, before the sessions are asked to log
+    /// out): the LUNs this gateway owns go transitioning (initiators
+    /// retry, dm-multipath moves), are flushed and their locks released,
+    /// and the peers are told it left, so that one takes each LUN at once
+    /// instead of breaking its lock after `dead_after` (and blocklisting
+    /// this client). Bounded by the cluster's operation timeout per LUN.
+    pub(super) async fn leave(self: &Arc<Self>) {
+        let owned = self.group().leave();
+        self.step();
+        let mut released = 0;
+        for n in &owned {
+            let Some(lu) = self.lu(*n) else { continue };
+            let done = tokio::task::spawn_blocking(move || {
+                let lock = lu.backend().image_lock()?;
+                lu.backend().flush().and_then(|()| lock.release()).ok()
+            })
+            .await;
+            match done {
+                Ok(Some(())) => released += 1,
+                _ => warn!(
+                    "target {} LUN {n}: lock not released at the stop: the other gateways \
+                     break it after {} ms",
+                    self.target,
+                    self.cfg.dead_after.as_millis()
+                ),
+            }
+        }
+        self.group().left();
+        // Three datagrams a few ms apart: one lost is not a takeover lost.
+        for _ in 0..3 {
+            self.beat().await;
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        info!(
+            "target {}: gateway {} left group {}: {released} of {} owned LUN(s) released, the \
+             others told",
+            self.target,
+            self.cfg.local().name,
+            self.cfg.name,
+            owned.len()
+        );
     }
 
     /// `admin group rejoin`.

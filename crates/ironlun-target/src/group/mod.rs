@@ -87,6 +87,16 @@ pub fn view(target: &str) -> Option<GroupView> {
     Some(r.view())
 }
 
+/// An orderly stop of every group running here ([`Running::leave`]):
+/// owned LUNs released and the peers told, before the sessions are asked
+/// to log out.
+pub async fn leave_all() {
+    let list: Vec<Arc<Running>> = lock_running().values().cloned().collect();
+    for r in list {
+        r.leave().await;
+    }
+}
+
 /// `ironlun admin group rejoin TARGET`: every fenced LUN of the target
 /// opens a fresh client and comes back as a standby. The LUNs it
 /// started a rejoin for; `None` without a group for `target`.

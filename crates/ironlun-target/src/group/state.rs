@@ -159,6 +159,9 @@ struct Peer {
     /// LUNs it asked us to hand over (failback).
     asks: BTreeSet<u16>,
     fenced: bool,
+    /// It said it was stopping, its locks released (until it is heard
+    /// again).
+    left: bool,
 }
 
 /// What `admin state` shows of one gateway.
@@ -196,6 +199,20 @@ pub struct Group {
     failback: bool,
     luns: BTreeMap<u16, Lun>,
     peers: Vec<Peer>,
+    /// This gateway is stopping ([`Group::leave`]): no new decisions;
+    /// once its locks are released ([`Group::left`]) its heartbeats say
+    /// so.
+    leaving: Leaving,
+}
+
+/// Where an orderly stop stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Leaving {
+    No,
+    /// Releasing what it owns.
+    Releasing,
+    /// Every lock released: heartbeats say `leaving`.
+    Left,
 }
 
 impl Group {
@@ -232,6 +249,7 @@ impl Group {
             failback,
             luns,
             peers,
+            leaving: Leaving::No,
         }
     }
 
@@ -282,7 +300,10 @@ impl Group {
         let Some(peer) = self.peers.get_mut(from) else {
             return;
         };
-        peer.heard = Some(now);
+        // A peer that stopped in order is not waited for: not alive, no
+        // claims, and no silence to sit out.
+        peer.heard = (!hb.leaving).then_some(now);
+        peer.left = hb.leaving;
         peer.fenced = hb.fenced;
         peer.claims = hb
             .owns
@@ -308,6 +329,17 @@ impl Group {
 
     /// What this gateway tells the others now.
     pub fn heartbeat(&self, group: &str, seq: u64, now: Instant) -> Heartbeat {
+        if self.leaving == Leaving::Left {
+            return Heartbeat {
+                group: group.to_owned(),
+                from: self.name(self.me),
+                seq,
+                fenced: false,
+                owns: Vec::new(),
+                release: Vec::new(),
+                leaving: true,
+            };
+        }
         let owns = self
             .luns
             .iter()
@@ -335,6 +367,7 @@ impl Group {
             fenced,
             owns,
             release,
+            leaving: false,
         }
     }
 
@@ -369,7 +402,7 @@ impl Group {
 
     fn decide(&mut self, n: u16, now: Instant) -> Option<Action> {
         let lun = self.luns.get(&n)?;
-        if lun.role.busy() {
+        if lun.role.busy() || self.leaving != Leaving::No {
             return None;
         }
         let claimant = self.live_claimant(n, now);
@@ -407,7 +440,11 @@ impl Group {
                         long.then(|| addr.clone())
                     });
                 let waited = now.saturating_duration_since(lun.unowned_since);
-                let first = self.preferred == Some(self.me) || self.preferred.is_none();
+                // The preferred gateway first, unless it stopped in order.
+                let first = match self.preferred {
+                    None => true,
+                    Some(p) => p == self.me || self.peer(p).is_some_and(|p| p.left),
+                };
                 if dead_owner.is_none() && !first && waited < self.timing.dead_after {
                     // The preferred gateway takes an unowned LUN first.
                     return None;
@@ -506,6 +543,34 @@ impl Group {
         }
     }
 
+    /// An orderly stop begins: no new decisions from now on; the LUNs
+    /// this gateway owns go transitioning and are returned for the
+    /// caller to drain, flush and release ([`Group::left`] when done).
+    pub fn leave(&mut self) -> Vec<u16> {
+        self.leaving = Leaving::Releasing;
+        let mut owned = Vec::new();
+        for (n, l) in self.luns.iter_mut() {
+            if matches!(l.role, Role::Owner | Role::Verifying) {
+                l.role = Role::Releasing;
+                owned.push(*n);
+            }
+        }
+        owned
+    }
+
+    /// The locks of an orderly stop are released (or could not be: then
+    /// the peers break them after `dead_after`, as for a crash): the
+    /// heartbeats say `leaving` and claim nothing.
+    pub fn left(&mut self) {
+        self.leaving = Leaving::Left;
+        for l in self.luns.values_mut() {
+            if l.role == Role::Releasing {
+                l.role = Role::Standby;
+                l.address = None;
+            }
+        }
+    }
+
     /// The explicit way back (`ironlun admin group rejoin`): a rejoin of
     /// every fenced LUN. Those not fenced are left alone.
     pub fn rejoin(&mut self) -> Vec<Action> {
@@ -531,6 +596,9 @@ impl Group {
                 } else {
                     let fenced = self.peer(i).is_some_and(|p| p.fenced);
                     match self.peer(i).and_then(|p| p.heard) {
+                        None if self.peer(i).is_some_and(|p| p.left) => {
+                            "stopped (left in order)".to_owned()
+                        }
                         None => "never heard".to_owned(),
                         Some(t) if self.alive(i, now) => {
                             if fenced { "fenced" } else { "up" }.to_owned()

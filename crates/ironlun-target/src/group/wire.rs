@@ -33,6 +33,13 @@ pub struct Heartbeat {
     pub owns: Vec<(u16, String)>,
     /// (owner's name, LUN): asks that owner to hand the LUN over.
     pub release: Vec<(String, u16)>,
+    /// The sender is stopping and has released every lock it held: the
+    /// others take its LUNs at once, without waiting for its silence and
+    /// without breaking a lock (an orderly stop, SIGTERM). Written only
+    /// when set, so that every other heartbeat reads as before to a
+    /// gateway of an earlier version (a rolling upgrade).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub leaving: bool,
 }
 
 /// A datagram on the wire: the heartbeat and its MAC (hex; empty
@@ -110,6 +117,7 @@ mod tests {
             fenced: false,
             owns: vec![(0, "127.0.0.1:0/1234".into())],
             release: vec![("gw2".into(), 3)],
+            leaving: false,
         }
     }
 
@@ -118,6 +126,19 @@ mod tests {
         assert_eq!(decode(&encode(&hb(), None), None), Ok(hb()));
         let key = b"group key";
         assert_eq!(decode(&encode(&hb(), Some(key)), Some(key)), Ok(hb()));
+    }
+
+    #[test]
+    fn only_a_leaving_heartbeat_carries_the_leaving_field() {
+        let text = String::from_utf8(encode(&hb(), None)).unwrap();
+        assert!(!text.contains("leaving"), "{text}");
+        let bye = Heartbeat {
+            leaving: true,
+            ..hb()
+        };
+        let text = String::from_utf8(encode(&bye, None)).unwrap();
+        assert!(text.contains("leaving"), "{text}");
+        assert_eq!(decode(text.as_bytes(), None), Ok(bye));
     }
 
     #[test]

@@ -63,6 +63,7 @@ fn owner_hb(addr: &str, seq: u64) -> Heartbeat {
         fenced: false,
         owns: vec![(0, addr.into())],
         release: vec![],
+        leaving: false,
     }
 }
 
@@ -381,4 +382,69 @@ fn a_holder_that_announces_itself_is_not_suspected() {
             break_owner: Some("A".into())
         }]
     );
+}
+
+/// An orderly stop (SIGTERM): the owner goes transitioning and keeps
+/// claiming the LUN while it releases; then its heartbeats say `leaving`
+/// and claim nothing, and it decides nothing more.
+#[test]
+fn a_stopping_owner_releases_then_says_it_left() {
+    let t0 = Instant::now();
+    let mut gw1 = group(0, t0);
+    gw1.tick(t0);
+    gw1.outcome(
+        Outcome::Acquired {
+            lun: 0,
+            address: "a1".into(),
+        },
+        t0,
+    );
+    gw1.tick(t0);
+    assert_eq!(gw1.leave(), vec![0]);
+    let a = gw1.tick(t0 + ms(10));
+    assert!(acquires(&a).is_empty(), "{a:?}");
+    assert!(a.contains(&Action::Alua {
+        lun: 0,
+        states: vec![(1, TR), (2, UN)]
+    }));
+    let hb = gw1.heartbeat("ha1", 2, t0 + ms(10));
+    assert_eq!(
+        (hb.owns.clone(), hb.leaving),
+        (vec![(0, "a1".into())], false)
+    );
+    gw1.left();
+    let hb = gw1.heartbeat("ha1", 3, t0 + ms(20));
+    assert!(hb.owns.is_empty() && hb.leaving, "{hb:?}");
+    // Nothing is taken again while stopping, however long it takes.
+    assert!(acquires(&gw1.tick(t0 + ms(10_000))).is_empty());
+}
+
+/// The survivor takes a LUN whose owner left in order at once: no wait
+/// for the preferred gateway or for silence, and no lock to break.
+#[test]
+fn a_standby_takes_over_at_once_from_an_owner_that_left() {
+    let t0 = Instant::now();
+    let mut gw2 = group(1, t0);
+    gw2.heard(0, &owner_hb("a1", 1), t0);
+    assert!(acquires(&gw2.tick(t0 + ms(100))).is_empty());
+    let mut bye = owner_hb("a1", 2);
+    bye.owns.clear();
+    bye.leaving = true;
+    gw2.heard(0, &bye, t0 + ms(200));
+    assert_eq!(
+        acquires(&gw2.tick(t0 + ms(210))),
+        [&Action::Acquire {
+            lun: 0,
+            break_owner: None
+        }]
+    );
+    let views = gw2.member_views(t0 + ms(210));
+    assert_eq!(views[0].health, "stopped (left in order)");
+    // Without the leaving flag the same silence is sat out first.
+    let mut gw2 = group(1, t0);
+    gw2.heard(0, &owner_hb("a1", 1), t0);
+    let mut quiet = owner_hb("a1", 2);
+    quiet.owns.clear();
+    gw2.heard(0, &quiet, t0 + ms(200));
+    assert!(acquires(&gw2.tick(t0 + ms(210))).is_empty());
 }
