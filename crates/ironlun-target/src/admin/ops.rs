@@ -260,19 +260,67 @@ impl From<Outcome> for Answer {
 /// it off the async threads.
 pub fn run(live: &Live, req: Request) -> Result<Answer, OpError> {
     let (dry, force) = (req.dry_run, req.force);
-    type Edit<'a> = &'a dyn Fn(&mut toml_edit::DocumentMut) -> Result<(), EditError>;
-    let edit_op = |f: Edit| {
-        live.apply_edit(f, dry, force)
+    match req.op {
+        Op::AddPortal { addr } => edit_op(live, &|d| edit::add_portal(d, addr), dry, force),
+        Op::RemovePortal { addr } => edit_op(live, &|d| edit::remove_portal(d, addr), dry, force),
+        Op::Apply { toml } => live
+            .apply_text(&toml, dry, force)
             .map(Answer::from)
-            .map_err(OpError::from)
-    };
-    // An operation on one target: checked alone (live::scoped).
+            .map_err(OpError::from),
+        Op::OnlineLun { target, lun } => online(live, &iscsi_name(&target)?, lun, dry),
+        Op::SetAlua {
+            target,
+            group,
+            state,
+        } => set_alua(live, &iscsi_name(&target)?, group, &state, dry, force),
+        Op::RejoinGroup { target } => rejoin(&iscsi_name(&target)?, dry),
+        Op::CreateSnapshot { target, luns, name } => {
+            snapshots::create(live, &iscsi_name(&target)?, &luns, &name, dry)
+        }
+        Op::DeleteSnapshot { target, lun, name } => {
+            snapshots::delete(live, &iscsi_name(&target)?, lun, &name, dry)
+        }
+        Op::RollbackSnapshot { target, lun, name } => {
+            snapshots::rollback(live, &iscsi_name(&target)?, lun, &name, dry, force)
+        }
+        Op::CloneSnapshot {
+            target,
+            lun,
+            name,
+            clone,
+        } => snapshots::clone(live, &iscsi_name(&target)?, lun, &name, &clone, dry),
+        Op::LogoutSession { tsih } => logout(live, tsih, dry),
+        Op::SaveConfig { path } => super::save::save(live, path, dry),
+        Op::ReloadConfig {} => {
+            let r = live.reload_file(dry, force);
+            if !dry {
+                // As SIGHUP: LUs their state files took offline try again.
+                live.bring_back_all();
+            }
+            r.map(Answer::from).map_err(OpError::from)
+        }
+        op => run_target_edit(live, op, dry, force),
+    }
+}
+
+/// An edit of the configuration document, checked as a whole.
+type Edit<'a> = &'a dyn Fn(&mut toml_edit::DocumentMut) -> Result<(), EditError>;
+
+fn edit_op(live: &Live, f: Edit, dry: bool, force: bool) -> Result<Answer, OpError> {
+    live.apply_edit(f, dry, force)
+        .map(Answer::from)
+        .map_err(OpError::from)
+}
+
+/// The operations that edit one target in the document: checked alone
+/// (live::scoped).
+fn run_target_edit(live: &Live, op: Op, dry: bool, force: bool) -> Result<Answer, OpError> {
     let target_op = |name: &str, f: Edit| {
         live.apply_target_edit(name, f, dry, force)
             .map(Answer::from)
             .map_err(OpError::from)
     };
-    match req.op {
+    match op {
         Op::AddTarget { name, luns } => {
             let name = iscsi_name(&name)?;
             target_op(&name, &|d| edit::add_target(d, &name, &luns))
@@ -352,44 +400,8 @@ pub fn run(live: &Live, req: Request) -> Result<Answer, OpError> {
             let (target, name) = (iscsi_name(&target)?, iscsi_name(&name)?);
             target_op(&target, &|d| edit::remove_initiator(d, &target, &name))
         }
-        Op::AddPortal { addr } => edit_op(&|d| edit::add_portal(d, addr)),
-        Op::RemovePortal { addr } => edit_op(&|d| edit::remove_portal(d, addr)),
-        Op::Apply { toml } => live
-            .apply_text(&toml, dry, force)
-            .map(Answer::from)
-            .map_err(OpError::from),
-        Op::OnlineLun { target, lun } => online(live, &iscsi_name(&target)?, lun, dry),
-        Op::SetAlua {
-            target,
-            group,
-            state,
-        } => set_alua(live, &iscsi_name(&target)?, group, &state, dry, force),
-        Op::RejoinGroup { target } => rejoin(&iscsi_name(&target)?, dry),
-        Op::CreateSnapshot { target, luns, name } => {
-            snapshots::create(live, &iscsi_name(&target)?, &luns, &name, dry)
-        }
-        Op::DeleteSnapshot { target, lun, name } => {
-            snapshots::delete(live, &iscsi_name(&target)?, lun, &name, dry)
-        }
-        Op::RollbackSnapshot { target, lun, name } => {
-            snapshots::rollback(live, &iscsi_name(&target)?, lun, &name, dry, force)
-        }
-        Op::CloneSnapshot {
-            target,
-            lun,
-            name,
-            clone,
-        } => snapshots::clone(live, &iscsi_name(&target)?, lun, &name, &clone, dry),
-        Op::LogoutSession { tsih } => logout(live, tsih, dry),
-        Op::SaveConfig { path } => super::save::save(live, path, dry),
-        Op::ReloadConfig {} => {
-            let r = live.reload_file(dry, force);
-            if !dry {
-                // As SIGHUP: LUs their state files took offline try again.
-                live.bring_back_all();
-            }
-            r.map(Answer::from).map_err(OpError::from)
-        }
+        // run() handles every other operation itself.
+        _ => Err(OpError::new(500, "internal: not an edit of one target")),
     }
 }
 
