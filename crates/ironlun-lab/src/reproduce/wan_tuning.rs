@@ -82,5 +82,6 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
             "The command window is the queue depth the initiator keeps outstanding (the target's MaxCmdSN credit is larger). RAM LUN: reads and writes are served from memory, as the study's cached target.".into(),
             "Model: per command t0 (host time at queue depth 1 on loopback through the relay) + round trips (1, or 2 when the write waits for an R2T) x RTT + wire bytes / rate; throughput = min(window x size / cycle, link rate less PDU headers, TCP window / RTT, host rate measured on loopback).".into(),
         ],
+        comparison: None,
     })
 }
