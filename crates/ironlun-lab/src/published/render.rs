@@ -64,13 +64,13 @@ pub fn text(c: &Comparison) -> String {
     }
     let _ = writeln!(
         s,
-        "{:<11} {:<6} {:>10} {:>10} {:>10} {:>6} {:<13} {} | where",
+        "{:<16} {:<6} {:>10} {:>10} {:>10} {:>6} {:<13} {} | where",
         "metric", "unit", "published", "measured", "model", "ratio", "±25 %", "conditions"
     );
     for cell in &c.cells {
         let _ = writeln!(
             s,
-            "{:<11} {:<6} {:>10} {:>10} {:>10} {:>6} {:<13} {} | {}",
+            "{:<16} {:<6} {:>10} {:>10} {:>10} {:>6} {:<13} {} | {}",
             cell.metric,
             cell.unit,
             num(cell.published),

@@ -167,6 +167,7 @@ fn target_backends(r: &Reproduction) -> Vec<Observation> {
             ));
         }
     }
+    out.extend(mpio_gain(&out));
     for row in &r.fs_rows {
         let test = match row.test.as_str() {
             "fs-read-512k" => "fs-read",
@@ -176,6 +177,37 @@ fn target_backends(r: &Reproduction) -> Vec<Observation> {
         out.push(fs_row(test, row, true));
     }
     out
+}
+
+/// The study's "improvement from two paths" on the null backend, from
+/// the measured one- and two-path rows: (two / one - 1) x 100 %.
+fn mpio_gain(rows: &[Observation]) -> Option<Observation> {
+    let null_paths = |n: &str| {
+        rows.iter().find(|o| {
+            let c = |k: &str| o.conditions.get(k).map(String::as_str);
+            c("test") == Some("mpio-read") && c("backend") == Some("null") && c("paths") == Some(n)
+        })
+    };
+    let (one, two) = (null_paths("1")?, null_paths("2")?);
+    if one.value <= 0.0 {
+        return None;
+    }
+    let k = conds(&[
+        ("test", "mpio-read".into()),
+        ("target", "ironlun".into()),
+        ("backend", "null".into()),
+        ("compare", "2 paths over 1".into()),
+    ]);
+    let model = match (one.model, two.model) {
+        (Some(a), Some(b)) if a > 0.0 => Some((b / a - 1.0) * 100.0),
+        _ => None,
+    };
+    Some(obs(
+        Metric::Gain,
+        &k,
+        (two.value / one.value - 1.0) * 100.0,
+        model,
+    ))
 }
 
 fn fs_row(test: &str, row: &FsRow, target: bool) -> Observation {
@@ -307,5 +339,29 @@ mod tests {
         );
         assert_eq!(scenario("file-server mix, iSCSI tweaks: y"), "iscsi-tweaks");
         assert_eq!(scenario("file-server mix, notweaks: defaults"), "notweaks");
+    }
+
+    #[test]
+    fn the_two_path_gain_comes_from_the_measured_null_rows() {
+        let row = |paths: &str, v: f64, m: f64| {
+            Observation::new(
+                Metric::Throughput,
+                &[
+                    ("test", "mpio-read"),
+                    ("target", "ironlun"),
+                    ("backend", "null"),
+                    ("paths", paths),
+                ],
+                v,
+            )
+            .with_model(Some(m))
+        };
+        let g = mpio_gain(&[row("1", 12.0, 12.5), row("2", 23.0, 25.0)]).unwrap();
+        assert_eq!(g.metric, Metric::Gain);
+        assert!((g.value - 91.666_666).abs() < 1e-3, "{}", g.value);
+        assert!((g.model.unwrap() - 100.0).abs() < 1e-9);
+        assert_eq!(g.conditions.get("compare").unwrap(), "2 paths over 1");
+        // Without both rows there is no gain to report.
+        assert!(mpio_gain(&[row("2", 23.0, 25.0)]).is_none());
     }
 }
