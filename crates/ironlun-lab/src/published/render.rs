@@ -100,6 +100,10 @@ fn scatter(unit: &str, cells: &[&Compared]) -> Result<String, String> {
             _ => None,
         })
         .collect();
+    if pts.is_empty() {
+        // A log scale has no room for zero or negative values.
+        return Ok(String::new());
+    }
     let lo = pts
         .iter()
         .map(|p| p.0.min(p.1))
