@@ -14,7 +14,7 @@ use super::compare::{conditions_of, Compared, Comparison, Status, TOLERANCE};
 fn num(v: Option<f64>) -> String {
     match v {
         None => "-".into(),
-        Some(v) if v == 0.0 => "0".into(),
+        Some(0.0) => "0".into(),
         Some(v) if v.abs() >= 100.0 => format!("{v:.0}"),
         Some(v) if v.abs() >= 1.0 => format!("{v:.2}"),
         Some(v) => format!("{v:.3}"),
@@ -64,8 +64,8 @@ pub fn text(c: &Comparison) -> String {
     }
     let _ = writeln!(
         s,
-        "{:<16} {:<6} {:>10} {:>10} {:>10} {:>6} {:<13} {} | where",
-        "metric", "unit", "published", "measured", "model", "ratio", "±25 %", "conditions"
+        "{:<16} {:<6} {:>10} {:>10} {:>10} {:>6} {:<13} conditions | where",
+        "metric", "unit", "published", "measured", "model", "ratio", "±25 %"
     );
     for cell in &c.cells {
         let _ = writeln!(
