@@ -82,8 +82,42 @@ pub fn text(c: &Comparison) -> String {
             cell.at
         );
     }
+    for (why, n) in not_measured_by_reason(c) {
+        let _ = writeln!(s, "not measured, {n} cells: {why}");
+    }
     let _ = writeln!(s, "{}", share_line(c));
     s
+}
+
+/// The not-measured cells grouped by what their nearest measured row
+/// differs in (condition names only, values dropped), most first.
+pub fn not_measured_by_reason(c: &Comparison) -> Vec<(String, usize)> {
+    let mut groups: Vec<(String, usize)> = Vec::new();
+    for cell in c.cells.iter().filter(|x| x.status == Status::NotMeasured) {
+        let reason = cell.note.split("; ").next().unwrap_or_default();
+        let why = without_parentheses(reason.trim_start_matches("not measured: "));
+        match groups.iter_mut().find(|(w, _)| *w == why) {
+            Some((_, n)) => *n += 1,
+            None => groups.push((why, 1)),
+        }
+    }
+    groups.sort_by(|a, b| b.1.cmp(&a.1));
+    groups
+}
+
+/// `s` with every parenthesised part (and the space before it) removed.
+fn without_parentheses(s: &str) -> String {
+    let mut out = String::new();
+    let mut depth = 0usize;
+    for ch in s.chars() {
+        match ch {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            _ if depth == 0 => out.push(ch),
+            _ => {}
+        }
+    }
+    out.replace(" ,", ",").trim_end().to_owned()
 }
 
 fn err<E: std::fmt::Display>(e: E) -> String {

@@ -276,6 +276,21 @@ fn the_report_shows_all_four_columns_the_flag_and_the_share() {
     );
     assert!(t.contains("OFF") && t.contains("0.52"), "{t}");
     assert!(t.contains("0 of 1 compared cells within ±25 %"), "{t}");
+    let none = compare(&f, &[]);
+    assert!(render::text(&none)
+        .contains("not measured, 1 cells: the reproduction measures no throughput"));
+    let other = compare(
+        &f,
+        &[Observation::new(
+            Metric::Throughput,
+            &[("test", "tcp"), ("rtt", "9ms")],
+            1.0,
+        )],
+    );
+    assert_eq!(
+        render::not_measured_by_reason(&other),
+        [("the nearest measured row differs in rtt".to_owned(), 1)]
+    );
     let h = render::html(&c).unwrap();
     assert!(h.contains("<svg") && h.contains("class=off") && h.contains("Table 2"));
 }
