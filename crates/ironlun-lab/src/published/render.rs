@@ -101,7 +101,7 @@ pub fn not_measured_by_reason(c: &Comparison) -> Vec<(String, usize)> {
             None => groups.push((why, 1)),
         }
     }
-    groups.sort_by(|a, b| b.1.cmp(&a.1));
+    groups.sort_by_key(|g| std::cmp::Reverse(g.1));
     groups
 }
 
