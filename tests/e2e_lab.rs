@@ -211,9 +211,10 @@ fn the_other_reproductions_run_end_to_end_and_write_reports() {
         let cells = v["cells"].as_array().map_or(0, Vec::len);
         let workloads = v["workloads"].as_array().map_or(0, Vec::len);
         assert!(cells + workloads > 0, "{name}: nothing measured");
-        for c in v["cells"].as_array().unwrap() {
+        for c in v["measured_cells"].as_array().unwrap() {
             assert!(c["measured_mb_per_s"].as_f64().unwrap() > 0.0, "{c}");
         }
+        published_beside_measured(name, &v, &text);
         let html = std::fs::read_to_string(dir.path().join(format!("{name}.html"))).unwrap();
         assert!(html.contains("<html"));
     }
@@ -228,6 +229,60 @@ fn the_other_reproductions_run_end_to_end_and_write_reports() {
     let pulled = &agg["results"][1];
     assert_eq!(pulled["errors"], 0, "{pulled}");
     assert!(pulled["iops"].as_f64().unwrap() > 0.0);
+}
+
+/// Every cell of a reproduction's JSON has `published`, `measured` and
+/// `model` (numbers or null) and `where`; each published cell is either
+/// compared (with its ratio and flag) or said to be not measured, and
+/// the share counts only compared cells.
+fn published_beside_measured(name: &str, v: &serde_json::Value, text: &str) {
+    let cells = v["cells"].as_array().unwrap();
+    let a = &v["agreement"];
+    let published = a["published_cells"].as_u64().unwrap();
+    assert!(published > 0, "{name}: {a}");
+    let (mut compared, mut within, mut listed) = (0, 0, 0);
+    for c in cells {
+        for k in ["published", "measured", "model"] {
+            assert!(c[k].is_number() || c[k].is_null(), "{name}: {k} in {c}");
+        }
+        assert!(c["where"].as_str().is_some_and(|w| !w.is_empty()), "{c}");
+        assert!(c["unit"].is_string(), "{c}");
+        match c["status"].as_str().unwrap() {
+            "compared" => {
+                compared += 1;
+                let r = c["measured"].as_f64().unwrap() / c["published"].as_f64().unwrap();
+                assert!((c["ratio"].as_f64().unwrap() - r).abs() < 1e-9, "{c}");
+                let w = c["within_25pct"].as_bool().unwrap();
+                assert_eq!(w, (r - 1.0).abs() <= 0.25 + 1e-12, "{c}");
+                within += usize::from(w);
+                listed += 1;
+            }
+            "not-measured" => {
+                assert!(c["published"].is_number() && c["measured"].is_null(), "{c}");
+                assert!(c["note"].as_str().unwrap().contains("not measured"), "{c}");
+                listed += 1;
+            }
+            "not-published" => {
+                assert!(c["published"].is_null() && c["ratio"].is_null(), "{c}");
+                assert_eq!(c["where"], "not published");
+            }
+            s => panic!("{name}: status {s}"),
+        }
+    }
+    assert_eq!(listed, published, "{name}: every published cell is listed");
+    assert_eq!(a["compared"], compared, "{name}");
+    assert_eq!(a["within_25pct"], within, "{name}");
+    assert!(compared > 0, "{name}: no published cell was measured");
+    let share = a["share_within_25pct"].as_f64().unwrap();
+    assert!((share - within as f64 / compared as f64).abs() < 1e-9);
+    assert!(
+        text.contains("Published | measured | model | ratio"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("{within} of {compared} compared cells within")),
+        "{text}"
+    );
 }
 
 #[test]

@@ -96,6 +96,12 @@ pub fn run(a: ReproduceArgs) -> Result<(), String> {
         std::fs::write(&w, page).map_err(|e| format!("{}: {e}", w.display()))?;
         outln!("workload charts: {}", w.display());
     }
+    if let Some(c) = &r.comparison {
+        outln!(
+            "against the published figures: {}",
+            ironlun_lab::published::render::share_line(c)
+        );
+    }
     outln!(
         "took {:.0} s; results: {}; report: {}",
         r.elapsed_s,

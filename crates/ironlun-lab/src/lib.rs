@@ -24,6 +24,7 @@ pub mod ceph;
 pub mod embedded;
 pub mod fs_rows;
 pub mod model;
+pub mod published;
 pub mod report;
 pub mod reproduce;
 pub mod runner;

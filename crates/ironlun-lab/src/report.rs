@@ -164,6 +164,17 @@ fn html_table(s: &Section<'_>) -> String {
 
 /// One self-contained page.
 pub fn html(title: &str, intro: &str, sections: &[Section<'_>]) -> Result<String, String> {
+    html_with(title, intro, "", sections)
+}
+
+/// One self-contained page with `lead`, already HTML, before the
+/// sections.
+pub fn html_with(
+    title: &str,
+    intro: &str,
+    lead: &str,
+    sections: &[Section<'_>],
+) -> Result<String, String> {
     let mut h = format!(
         "<!doctype html><html><head><meta charset=utf-8><title>{t}</title><style>\
          body{{font-family:sans-serif;max-width:1000px;margin:auto}}\
@@ -173,6 +184,7 @@ pub fn html(title: &str, intro: &str, sections: &[Section<'_>]) -> Result<String
         t = esc(title),
         i = esc(intro)
     );
+    h.push_str(lead);
     for s in sections {
         let _ = write!(h, "<h2>{}</h2>", esc(&s.title));
         if !s.note.is_empty() {

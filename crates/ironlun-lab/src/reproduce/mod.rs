@@ -9,7 +9,9 @@
 //! `ramdisk_target`, `app_profiles`); the steps they share (the TCP
 //! baseline, sweep tables with their calibration and re-measurement, the
 //! kernel initiator's file-system rows) are in `steps`, and what a study
-//! returns and how it is printed in `reproduction`.
+//! returns and how it is printed in `reproduction`; `observe` names its
+//! measured rows as the published values (`crate::published`) do, so each
+//! report sets the study's figure beside ironlun's.
 
 use std::time::Duration;
 
@@ -17,6 +19,7 @@ use crate::fs_rows::{FsPlan, VmMode};
 use crate::runner::LabOptions;
 
 mod app_profiles;
+pub mod observe;
 mod ramdisk_target;
 mod reproduction;
 mod steps;
@@ -130,6 +133,8 @@ pub fn run(
             ))
         }
     };
+    let file = crate::published::load(name)?;
+    r.comparison = Some(crate::published::compare(&file, &observe::observations(&r)));
     r.steal_pct = match (before, ironlun_bench::cpu::HostCpu::sample()) {
         (Some(a), Some(b)) => a.steal_pct(&b),
         _ => None,

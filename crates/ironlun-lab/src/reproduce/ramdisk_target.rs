@@ -63,6 +63,7 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
         workloads,
         fs_rows,
         notes: notes(opts, &plan, fs_note),
+        comparison: None,
     })
 }
 

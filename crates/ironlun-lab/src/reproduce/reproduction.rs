@@ -7,6 +7,7 @@ use ironlun_units::format_size;
 
 use crate::fs_rows::{self, FsRow};
 use crate::model::Prediction;
+use crate::published::{self, Comparison};
 use crate::report::Section;
 use crate::runner::DISTURBED_STEAL_PCT;
 use crate::sweep::{self, CellResult};
@@ -112,6 +113,9 @@ pub struct Reproduction {
     pub fs_rows: Vec<FsRow>,
     /// What could not be reproduced as published, and what ran instead.
     pub notes: Vec<String>,
+    /// The study's published values beside these rows (set by
+    /// [`super::run`] once the study has run).
+    pub comparison: Option<Comparison>,
 }
 
 /// One JSON record per cell: its parameters, `measured_mb_per_s`,
@@ -133,7 +137,10 @@ struct Record<'a> {
 }
 
 impl Reproduction {
-    /// `{"reproduction": ..., "cells": [...]}`.
+    /// `{"reproduction": ..., "agreement": {...}, "cells": [...]}`:
+    /// `cells` are the published | measured | model rows (each with
+    /// `published`, `measured`, `model` in one unit and `where`);
+    /// `measured_cells` the per-cell records of the runs themselves.
     pub fn json(&self) -> Result<String, String> {
         let mut cells = Vec::new();
         for t in &self.tcp {
@@ -183,7 +190,20 @@ impl Reproduction {
             "elapsed_s": self.elapsed_s,
             "steal_pct": self.steal_pct,
             "notes": self.notes,
-            "cells": cells,
+            "agreement": self.comparison.as_ref().map(|c| serde_json::json!({
+                "source": c.source,
+                "convention": c.convention,
+                "stand_ins": c.stand_ins,
+                "tolerance": published::TOLERANCE,
+                "compared": c.compared,
+                "within_25pct": c.within,
+                "share_within_25pct": c.share_within_25pct,
+                "published_cells": c.published_cells,
+                "not_measured": c.not_measured,
+                "not_published": c.not_published,
+            })),
+            "cells": self.comparison.as_ref().map_or(&[][..], |c| &c.cells[..]),
+            "measured_cells": cells,
             "workloads": self.workloads,
             "fs_rows": self.fs_rows,
         }))
@@ -354,6 +374,9 @@ impl Reproduction {
         for n in &self.notes {
             s.push_str(&format!("\nnote: {n}\n"));
         }
+        if let Some(c) = &self.comparison {
+            s.push_str(&published::render::text(c));
+        }
         s
     }
 
@@ -455,9 +478,14 @@ impl Reproduction {
                 .map_or("unknown".into(), |s| format!("{s:.1} %")),
             self.notes.join(" ")
         );
-        crate::report::html(
+        let comparison = match &self.comparison {
+            Some(c) => published::render::html(c)?,
+            None => String::new(),
+        };
+        crate::report::html_with(
             &format!("ironlun reproduce {}", self.reproduction),
             &intro,
+            &comparison,
             &sections,
         )
     }

@@ -43,14 +43,14 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
     )?;
     let mpio = sweep_from(
         r#"rows = ["sessions"]
-           cols = ["op"]
+           cols = ["backend"]
            [base]
            op = "read"
            bs = "512KiB"
            qd = 8
            link_rate = "100Mbit"
-           backend = "file"
            [axes]
+           backend = ["null", "file"]
            sessions = [1, 2]"#,
     )?;
     let sweeps = vec![
@@ -63,7 +63,8 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
             db,
         ),
         (
-            "MPIO: sequential read over one or two 100 Mbit/s paths".to_owned(),
+            "MPIO: sequential read over one or two 100 Mbit/s paths, null and file backends"
+                .to_owned(),
             mpio,
         ),
     ];
@@ -81,6 +82,7 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
         workloads: Vec::new(),
         fs_rows,
         notes,
+        comparison: None,
     })
 }
 

@@ -8,17 +8,17 @@ use std::time::Instant;
 use super::steps::{run_tables, sweep_from, tcp_baseline};
 use super::{Progress, ReproduceOptions, Reproduction, NAMES};
 use crate::runner::Lab;
+use crate::sweep::Sweep;
 
-pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Reproduction, String> {
-    let started = Instant::now();
-    progress("TCP baseline: 64 KiB and 10 MB windows at 155 Mbit/s");
-    let tcp = tcp_baseline(
-        &[0.0, 2.0, 10.0, 50.0],
-        &[65536, 10_000_000],
-        155_000_000,
-        opts.tcp_time,
-        1,
-    )?;
+/// Round trips of the TCP baseline (ms).
+const TCP_RTTS_MS: [f64; 4] = [0.0, 2.0, 10.0, 50.0];
+/// The study's default and enlarged TCP windows.
+const TCP_WINDOWS: [u32; 2] = [65536, 10_000_000];
+/// The link of the WAN tables and the TCP baseline.
+const WAN_RATE: u64 = 155_000_000;
+
+/// The six tables, 155 Mbit/s first as the study prints them.
+fn sweeps() -> Result<Vec<(String, Sweep)>, String> {
     let mut sweeps = Vec::new();
     for (op, label) in [
         ("solicited-write", "most-solicited writes (InitialR2T=Yes, ImmediateData=No)"),
@@ -57,6 +57,14 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
         ))?;
         sweeps.push((format!("1 Gbit/s LAN, no added delay: {label}"), lan));
     }
+    Ok(sweeps)
+}
+
+pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Reproduction, String> {
+    let started = Instant::now();
+    progress("TCP baseline: 64 KiB and 10 MB windows at 155 Mbit/s");
+    let tcp = tcp_baseline(&TCP_RTTS_MS, &TCP_WINDOWS, WAN_RATE, opts.tcp_time, 1)?;
+    let mut sweeps = sweeps()?;
     // The LAN tables run first, right after calibration: at 1 Gbit/s
     // with no delay their queue-depth-1 cells are almost all host time,
     // so they are the ones a drift of the host's speed between
@@ -82,5 +90,81 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
             "The command window is the queue depth the initiator keeps outstanding (the target's MaxCmdSN credit is larger). RAM LUN: reads and writes are served from memory, as the study's cached target.".into(),
             "Model: per command t0 (host time at queue depth 1 on loopback through the relay) + round trips (1, or 2 when the write waits for an R2T) x RTT + wire bytes / rate; throughput = min(window x size / cycle, link rate less PDU headers, TCP window / RTT, host rate measured on loopback).".into(),
         ],
+        comparison: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::observe::observations;
+    use super::super::{Table, TcpCell};
+    use super::*;
+    use crate::runner::Measured;
+    use crate::sweep::CellResult;
+
+    /// Every published cell of the study has a row in the grid the
+    /// reproduction runs, and every row a published cell (no sockets:
+    /// the rows are the grid's cells with a made-up value).
+    #[test]
+    fn the_grid_measures_every_published_cell() {
+        let mut tcp = Vec::new();
+        for rtt_ms in TCP_RTTS_MS {
+            for window in TCP_WINDOWS {
+                for direction in ["up", "down"] {
+                    tcp.push(TcpCell {
+                        rtt_ms,
+                        window,
+                        direction,
+                        link_rate: WAN_RATE,
+                        measured_mb_per_s: 1.0,
+                        model_mb_per_s: 1.0,
+                    });
+                }
+            }
+        }
+        let mut tables = Vec::new();
+        for (title, s) in sweeps().unwrap() {
+            let cells = s
+                .cells()
+                .unwrap()
+                .into_iter()
+                .map(|cell| CellResult {
+                    params: Default::default(),
+                    measured: Measured {
+                        mb_per_s: 1.0,
+                        ..Measured::default()
+                    },
+                    model: None,
+                    model_error: None,
+                    runs: 1,
+                    cell,
+                })
+                .collect();
+            tables.push(Table {
+                title,
+                rows: Vec::new(),
+                cols: Vec::new(),
+                cells,
+            });
+        }
+        let r = Reproduction {
+            reproduction: "wan-tuning".into(),
+            description: String::new(),
+            elapsed_s: 0.0,
+            steal_pct: None,
+            tcp,
+            tables,
+            workloads: Vec::new(),
+            fs_rows: Vec::new(),
+            notes: Vec::new(),
+            comparison: None,
+        };
+        let c = crate::published::compare(
+            &crate::published::load("wan-tuning").unwrap(),
+            &observations(&r),
+        );
+        let missing: Vec<_> = c.cells.iter().filter(|x| x.measured.is_none()).collect();
+        assert!(missing.is_empty(), "{missing:#?}");
+        assert_eq!((c.compared, c.not_published), (136, 0));
+    }
 }
