@@ -18,9 +18,10 @@
 mod cu;
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ironlun_scsi_codes::SenseCode;
+use support::alua::{self, Gateway};
 use support::{run, tool, Raw, Target};
 
 const NAME: &str = "iqn.2026-11.test:ha";
@@ -32,42 +33,17 @@ const STANDBY: (u8, u8, u8) = (2, 0x04, 0x0b);
 /// UNIT ATTENTION, ASYMMETRIC ACCESS STATE CHANGED.
 const CHANGED: (u8, u8, u8) = (6, 0x2a, 0x06);
 
-/// One gateway: the daemon, its management socket.
-struct Gateway {
-    t: Target,
-    sock: PathBuf,
-}
-
-/// Gateway `tag` (portal group tag, relative port and local group all
-/// `tag`) of the two-gateway group: group 1 active/optimized and
+/// Gateway `tag` of the two-gateway group: group 1 active/optimized and
 /// preferred, group 2 standby, in `mode`.
 fn gateway(dir: &Path, tag: u16, mode: &str) -> Gateway {
-    use std::os::unix::fs::PermissionsExt;
-    let cfg = dir.join(format!("gw{tag}.toml"));
-    let sock = dir.join(format!("gw{tag}.sock"));
-    let text = format!(
-        r#"listen = ["127.0.0.1:0"]
-admin_socket = "{}"
-[[target]]
-name = "{NAME}"
-portal_group_tag = {tag}
-[target.alua]
-mode = "{mode}"
-local_group = {tag}
-transition_time = 10
-groups = [
-  {{ id = 1, state = "active/optimized", preferred = true }},
-  {{ id = 2, state = "standby" }},
-]
-[[target.lun]]
-spec = "ram:16MiB"
-"#,
-        sock.display()
-    );
-    std::fs::write(&cfg, text).unwrap();
-    std::fs::set_permissions(&cfg, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let t = Target::start_with(&["--config", cfg.to_str().unwrap()], false);
-    Gateway { t, sock }
+    alua::gateway(
+        dir,
+        NAME,
+        tag,
+        mode,
+        ["active/optimized", "standby"],
+        "ram:16MiB",
+    )
 }
 
 /// A logged-in session whose power-on unit attention is taken.

@@ -18,11 +18,12 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{first_workload, run, Target};
+use support::alua::{self, Gateway};
+use support::{first_workload, run};
 
 const NAME: &str = "iqn.2026-11.test:alua-mp";
 const INITIATOR: &str = "iqn.2026-11.test:init";
@@ -33,45 +34,13 @@ const INITIATOR: &str = "iqn.2026-11.test:init";
 /// the groups.
 const SETUP_COMMANDS: u64 = 10;
 
-struct Gateway {
-    t: Target,
-    sock: PathBuf,
-}
-
 /// Group 1 active/optimized and preferred, group 2 active/non-optimized.
 const NORMAL: [&str; 2] = ["active/optimized", "active/non-optimized"];
 
-/// Gateway `tag` (portal group tag, relative port and local group all
-/// `tag`) with groups 1 (preferred) and 2 in `states`, implicit ALUA.
+/// Gateway `tag` with groups 1 (preferred) and 2 in `states`, implicit
+/// ALUA.
 fn gateway(dir: &Path, tag: u16, states: [&str; 2]) -> Gateway {
-    use std::os::unix::fs::PermissionsExt;
-    let cfg = dir.join(format!("gw{tag}.toml"));
-    let sock = dir.join(format!("gw{tag}.sock"));
-    let text = format!(
-        r#"listen = ["127.0.0.1:0"]
-admin_socket = "{}"
-[[target]]
-name = "{NAME}"
-portal_group_tag = {tag}
-[target.alua]
-mode = "implicit"
-local_group = {tag}
-transition_time = 10
-groups = [
-  {{ id = 1, state = "{}", preferred = true }},
-  {{ id = 2, state = "{}" }},
-]
-[[target.lun]]
-spec = "ram:32MiB"
-"#,
-        sock.display(),
-        states[0],
-        states[1]
-    );
-    std::fs::write(&cfg, text).unwrap();
-    std::fs::set_permissions(&cfg, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let t = Target::start_with(&["--config", cfg.to_str().unwrap()], false);
-    Gateway { t, sock }
+    alua::gateway(dir, NAME, tag, "implicit", states, "ram:32MiB")
 }
 
 fn admin(sock: &Path, args: &[&str]) -> String {

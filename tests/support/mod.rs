@@ -12,6 +12,7 @@
     clippy::indexing_slicing
 )]
 
+pub mod alua;
 pub mod skip;
 
 use std::io::{BufRead, BufReader, Read, Write};
