@@ -43,6 +43,11 @@ pub struct Running {
     socket: UdpSocket,
     key: Option<Vec<u8>>,
     seq: AtomicU64,
+    /// Per member (none for this gateway, or where one could not be
+    /// made): a socket connected to its heartbeat address that heartbeats
+    /// go out from, so that the kernel reports its ICMP port unreachable
+    /// ([`Running::watch_refusals`]).
+    senders: Vec<Option<Arc<UdpSocket>>>,
 }
 
 /// See [`Running::refused_logged`].
@@ -70,6 +75,16 @@ pub fn start(
         .set_nonblocking(true)
         .map_err(|e| format!("heartbeat socket: {e}"))?;
     let socket = UdpSocket::from_std(std_socket).map_err(|e| format!("heartbeat socket: {e}"))?;
+    let senders = cfg
+        .gateways
+        .iter()
+        .enumerate()
+        .map(|(i, g)| {
+            (i != cfg.local)
+                .then(|| connected(local, g.heartbeat))
+                .flatten()
+        })
+        .collect();
     let luns: Vec<u16> = registry
         .find(target)
         .map(|t| t.luns.iter().map(|(n, _)| *n).collect())
@@ -107,6 +122,7 @@ pub fn start(
         refused_logged: Mutex::new(None),
         socket,
         key,
+        senders,
         seq: AtomicU64::new(
             SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -124,9 +140,24 @@ pub fn start(
         cfg.dead_after.as_millis()
     );
     lock_running().insert(target.to_owned(), running.clone());
+    let (gone_tx, gone_rx) = mpsc::unbounded_channel();
+    running.watch_refusals(&gone_tx);
     let r = running.clone();
-    running.runtime.spawn(async move { r.serve(rx).await });
+    running
+        .runtime
+        .spawn(async move { r.serve(rx, gone_rx).await });
     Ok(running)
+}
+
+/// A socket on `local`'s address connected to `peer` (the receiver takes
+/// a heartbeat by its source address, not its port); `None` when the
+/// system refuses one (heartbeats then go from the group's socket and a
+/// dead peer is noticed by its silence alone).
+fn connected(local: SocketAddr, peer: SocketAddr) -> Option<Arc<UdpSocket>> {
+    let s = std::net::UdpSocket::bind(SocketAddr::new(local.ip(), 0)).ok()?;
+    s.connect(peer).ok()?;
+    s.set_nonblocking(true).ok()?;
+    UdpSocket::from_std(s).ok().map(Arc::new)
 }
 
 impl Running {
@@ -134,7 +165,56 @@ impl Running {
         self.group.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    async fn serve(self: Arc<Self>, mut outcomes: mpsc::UnboundedReceiver<Outcome>) {
+    /// One task per connected sender: a datagram to a peer whose host
+    /// answers "port unreachable" comes back as a refused receive; the
+    /// peer's index goes to `gone`.
+    fn watch_refusals(self: &Arc<Self>, gone: &mpsc::UnboundedSender<usize>) {
+        for (i, s) in self.senders.iter().enumerate() {
+            let (Some(s), gone) = (s.clone(), gone.clone()) else {
+                continue;
+            };
+            self.runtime.spawn(async move {
+                let mut buf = [0u8; 16];
+                loop {
+                    match s.recv(&mut buf).await {
+                        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                            if gone.send(i).is_err() {
+                                return;
+                            }
+                        }
+                        // Nothing is sent to this socket; other errors
+                        // are not about the peer's process.
+                        Ok(_) => {}
+                        Err(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+                    }
+                }
+            });
+        }
+    }
+
+    /// Member `i`'s heartbeat port refused: presumed dead now.
+    fn refused_by(self: &Arc<Self>, i: usize) {
+        if self.group().unreachable(i, Instant::now()) {
+            warn!(
+                "target {}: gateway {}'s heartbeat port refused a datagram (its host answers, its \
+                 process is gone): presumed dead without waiting {} ms",
+                self.target,
+                self.cfg
+                    .gateways
+                    .get(i)
+                    .map(|g| g.name.as_str())
+                    .unwrap_or("?"),
+                self.cfg.dead_after.as_millis()
+            );
+            self.step();
+        }
+    }
+
+    async fn serve(
+        self: Arc<Self>,
+        mut outcomes: mpsc::UnboundedReceiver<Outcome>,
+        mut gone: mpsc::UnboundedReceiver<usize>,
+    ) {
         let mut ticker = tokio::time::interval(self.cfg.interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last_seq: HashMap<usize, (u64, Instant)> = HashMap::new();
@@ -148,6 +228,7 @@ impl Running {
                         self.take(bytes, from, &mut last_seq);
                     }
                 }
+                Some(i) = gone.recv() => self.refused_by(i),
                 Some(o) = outcomes.recv() => {
                     self.note(&o);
                     self.group().outcome(o, Instant::now());
@@ -164,9 +245,13 @@ impl Running {
         let hb = self.group().heartbeat(&self.cfg.name, seq, now);
         let bytes = wire::encode(&hb, self.key.as_deref());
         for (i, g) in self.cfg.gateways.iter().enumerate() {
-            if i != self.cfg.local {
-                // A peer that is down refuses; the next beat tries again.
-                let _ = self.socket.send_to(&bytes, g.heartbeat).await;
+            if i == self.cfg.local {
+                continue;
+            }
+            // A peer that is down refuses; the next beat tries again.
+            match self.senders.get(i).and_then(Option::as_ref) {
+                Some(s) => drop(s.send(&bytes).await),
+                None => drop(self.socket.send_to(&bytes, g.heartbeat).await),
             }
         }
         self.step();

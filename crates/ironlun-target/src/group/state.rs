@@ -162,6 +162,9 @@ struct Peer {
     /// It said it was stopping, its locks released (until it is heard
     /// again).
     left: bool,
+    /// Its heartbeat port refused a datagram (ICMP port unreachable):
+    /// its host is up and its process is not (until it is heard again).
+    gone: bool,
 }
 
 /// What `admin state` shows of one gateway.
@@ -275,10 +278,11 @@ impl Group {
 
     fn alive(&self, i: usize, now: Instant) -> bool {
         i == self.me
-            || self
-                .peer(i)
-                .and_then(|p| p.heard)
-                .is_some_and(|t| now.saturating_duration_since(t) < self.timing.dead_after)
+            || self.peer(i).is_some_and(|p| {
+                !p.gone
+                    && p.heard
+                        .is_some_and(|t| now.saturating_duration_since(t) < self.timing.dead_after)
+            })
     }
 
     /// The live peer that claims `lun`, if any.
@@ -304,6 +308,7 @@ impl Group {
         // claims, and no silence to sit out.
         peer.heard = (!hb.leaving).then_some(now);
         peer.left = hb.leaving;
+        peer.gone = false;
         peer.fenced = hb.fenced;
         peer.claims = hb
             .owns
@@ -543,6 +548,23 @@ impl Group {
         }
     }
 
+    /// Member `i`'s heartbeat port refused our datagram (ICMP port
+    /// unreachable on the connected socket we send it from): its host
+    /// answers and no process listens, so the process died. It is
+    /// presumed dead at once instead of after `dead_after` of silence;
+    /// the lock still decides (its lock is broken with the blocklist, as
+    /// after silence). Whether it was live until now.
+    pub fn unreachable(&mut self, i: usize, now: Instant) -> bool {
+        if i == self.me {
+            return false;
+        }
+        let was = self.alive(i, now);
+        if let Some(p) = self.peers.get_mut(i) {
+            p.gone = true;
+        }
+        was
+    }
+
     /// An orderly stop begins: no new decisions from now on; the LUNs
     /// this gateway owns go transitioning and are returned for the
     /// caller to drain, flush and release ([`Group::left`] when done).
@@ -599,6 +621,10 @@ impl Group {
                         None if self.peer(i).is_some_and(|p| p.left) => {
                             "stopped (left in order)".to_owned()
                         }
+                        Some(t) if self.peer(i).is_some_and(|p| p.gone) => format!(
+                            "dead (its heartbeat port refused, heard {:.1} s ago)",
+                            secs(now, t)
+                        ),
                         None => "never heard".to_owned(),
                         Some(t) if self.alive(i, now) => {
                             if fenced { "fenced" } else { "up" }.to_owned()

@@ -448,3 +448,37 @@ fn a_standby_takes_over_at_once_from_an_owner_that_left() {
     gw2.heard(0, &quiet, t0 + ms(200));
     assert!(acquires(&gw2.tick(t0 + ms(210))).is_empty());
 }
+
+/// A peer whose heartbeat port refuses (its process died, its host
+/// answers) is presumed dead at once: its lock is broken without waiting
+/// for `dead_after`; heard again, it is alive again.
+#[test]
+fn an_owner_whose_port_refuses_is_taken_over_at_once() {
+    let t0 = Instant::now();
+    let mut gw2 = group(1, t0);
+    gw2.heard(0, &owner_hb("a1", 1), t0);
+    assert!(acquires(&gw2.tick(t0 + ms(100))).is_empty());
+    assert!(gw2.unreachable(0, t0 + ms(600)));
+    assert_eq!(
+        acquires(&gw2.tick(t0 + ms(600))),
+        [&Action::Acquire {
+            lun: 0,
+            break_owner: Some("a1".into())
+        }]
+    );
+    assert!(gw2.member_views(t0 + ms(600))[0]
+        .health
+        .starts_with("dead (its heartbeat port refused"));
+    // Back (a new process): alive, and its claim is taken as before.
+    gw2.outcome(
+        Outcome::NotAcquired {
+            lun: 0,
+            holder: None,
+        },
+        t0 + ms(700),
+    );
+    gw2.heard(0, &owner_hb("a2", 2), t0 + ms(800));
+    assert!(!gw2.unreachable(1, t0 + ms(800)), "not a peer: itself");
+    assert!(acquires(&gw2.tick(t0 + ms(900))).is_empty());
+    assert_eq!(gw2.owner(0, t0 + ms(900)).as_deref(), Some("gw1"));
+}
