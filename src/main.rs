@@ -87,6 +87,10 @@ enum Command {
     /// O_DIRECT) on a disk file and on a loop device over it, and the same
     /// exported by ironlun and tgt, driven by ironlun bench in alternation.
     CompareLocal(cmd::compare_local::LocalArgs),
+    /// ironlun and tgt as the client's threads (1 to half the CPUs) and
+    /// sessions (1 to 64) grow, target and client pinned to disjoint
+    /// CPUs: IOPS, MB/s, target CPU per I/O and IOPS per target core.
+    CompareScale(cmd::compare_scale::ScaleArgs),
     /// RBD gateways beside Ceph's own limit: rbd bench (no iSCSI), tgt's
     /// rbd backing store and ironlun's rbd: LUN on one image, the
     /// gateways driven by ironlun bench, in alternation.
@@ -150,6 +154,10 @@ fn main() -> ExitCode {
         Command::CompareLocal(a) => {
             quiet();
             finish(cmd::compare_local::run(a))
+        }
+        Command::CompareScale(a) => {
+            quiet();
+            finish(cmd::compare_scale::run(a))
         }
         Command::CompareRbd(a) => {
             quiet();

@@ -51,6 +51,22 @@ fn block_backend_on_a_loop_device_with_direct_io() {
         out.contains(&format!("Total size:{}", 32u64 << 20)),
         "{out}"
     );
+    // The physical block reported is the device's (BLKPBSZGET), at least
+    // the 4 KiB that direct requests are aligned to.
+    let name = dev.0.trim_start_matches("/dev/");
+    let pbs: u64 = std::fs::read_to_string(format!("/sys/block/{name}/queue/physical_block_size"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let exponent = (pbs.max(4096) / 512).trailing_zeros();
+    assert!(
+        out.contains(&format!(
+            "LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT:{exponent}\n"
+        )),
+        "{dev:?} of {pbs}-byte physical blocks: {out}",
+        dev = dev.0
+    );
 
     let src = dir.path().join("src.img");
     let data = random_file(&src, 16 << 20);

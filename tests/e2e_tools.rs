@@ -91,6 +91,62 @@ fn discovery_inquiry_and_capacity_for_ram_null_and_file_luns() {
     }
 }
 
+/// A file LUN reports its file system's block as its physical block, so
+/// that initiators align: READ CAPACITY(16)'s exponent (3 for 512-byte
+/// blocks on a 4 KiB-block file system) and the Block Limits page's
+/// optimal granularity; `pbs=512` overrides it; a RAM LUN has none.
+#[test]
+fn a_file_lun_reports_its_file_systems_block_as_physical() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("lu.img");
+    let t = Target::start(&[
+        "--name",
+        NAME,
+        "--lun",
+        &format!("file:{},size=16MiB", file.display()),
+        "--lun",
+        &format!(
+            "file:{},size=16MiB,pbs=512",
+            dir.path().join("b.img").display()
+        ),
+        "--lun",
+        "ram:16MiB",
+    ]);
+    let fs_block = std::fs::metadata(&file).unwrap().blksize();
+    assert!(
+        fs_block.is_power_of_two() && fs_block <= 64 << 10,
+        "{fs_block}"
+    );
+    let exponent = (fs_block / 512).trailing_zeros();
+    if fs_block == 4096 {
+        assert_eq!(exponent, 3);
+    }
+    let rc16 = tool("iscsi-readcapacity16", "libiscsi-bin");
+    let inq = tool("iscsi-inq", "libiscsi-bin");
+    for (lun, exponent) in [(0u16, exponent), (1, 0), (2, 0)] {
+        let (rc, out) = run(&rc16, &[&t.url(NAME, lun)]);
+        assert_eq!(rc, 0, "{out}");
+        assert!(out.contains("LOGICAL BLOCK LENGTH IN BYTES:512"), "{out}");
+        assert!(
+            out.contains(&format!(
+                "LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT:{exponent}\n"
+            )),
+            "LUN {lun} on a {fs_block}-byte-block file system: {out}"
+        );
+        // Block Limits (0xB0 = 176).
+        let (rc, out) = run(&inq, &["-e", "1", "-c", "176", &t.url(NAME, lun)]);
+        assert_eq!(rc, 0, "{out}");
+        assert!(
+            out.contains(&format!(
+                "optimal transfer length granularity:{}\n",
+                1 << exponent
+            )),
+            "LUN {lun}: {out}"
+        );
+    }
+}
+
 #[test]
 fn qemu_img_writes_64mib_and_reads_it_back_on_ram_and_file_luns() {
     let dir = tempfile::tempdir().unwrap();

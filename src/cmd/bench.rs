@@ -67,8 +67,10 @@ pub struct BenchArgs {
     /// Seek range length (from the start of the LUN).
     #[arg(long, value_name = "SIZE")]
     pub seek_range: Option<String>,
-    /// Offset alignment (default: the LUN's block size).
-    #[arg(long, value_name = "SIZE")]
+    /// Random offsets are multiples of this (default: the transfer size,
+    /// as fio's blockalign=bs); `sector` for IOMeter's sector alignment
+    /// (the LUN's block).
+    #[arg(long, value_name = "SIZE|sector|transfer")]
     pub align: Option<String>,
     /// Where random I/Os land: uniform, zipf:THETA, pareto:H or
     /// hotspot:SHARE/FRACTION (fio's random_distribution; docs/bench-shapes.md).
@@ -250,7 +252,7 @@ pub fn workloads(a: &BenchArgs) -> Result<Vec<Workload>, String> {
         }
         apply_shape(a, w)?;
         if let Some(s) = &a.align {
-            let n = u32::try_from(parse_size(s)?).map_err(|_| "--align too large".to_owned())?;
+            let n = align(s)?;
             for l in &mut w.lines {
                 l.align = n;
             }
@@ -258,6 +260,19 @@ pub fn workloads(a: &BenchArgs) -> Result<Vec<Workload>, String> {
         w.validate()?;
     }
     Ok(out)
+}
+
+/// `--align`: `sector` (IOMeter's), `transfer` (the default) or a size
+/// in bytes.
+fn align(s: &str) -> Result<u32, String> {
+    match s {
+        "sector" => Ok(ironlun_bench::spec::SECTOR),
+        "transfer" => Ok(0),
+        _ => match parse_size(s)? {
+            0 => Err("--align 0: give a size, sector or transfer".into()),
+            n => u32::try_from(n).map_err(|_| "--align too large".to_owned()),
+        },
+    }
 }
 
 /// The shape flags, over the workload's own shape.

@@ -13,6 +13,7 @@ pub mod compare_local;
 pub mod compare_peers;
 pub mod compare_rbd;
 pub mod compare_runs;
+pub mod compare_scale;
 pub mod dd;
 pub mod discover;
 pub mod inquiry;

@@ -62,7 +62,9 @@ impl Blocks {
 
     fn spec(self) -> &'static str {
         match self {
-            Blocks::B512 => "",
+            // A file's own physical block would be its file system's
+            // (4096 on ext4 or XFS): the 512 shape says 512 outright.
+            Blocks::B512 => ",pbs=512",
             Blocks::B4096 => ",bs=4096",
             Blocks::E512 => ",pbs=4096",
         }

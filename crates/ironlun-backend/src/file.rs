@@ -37,7 +37,7 @@ use rustix::buffer::spare_capacity;
 use rustix::fs::{FallocateFlags, OFlags};
 use rustix::io::{Errno, ReadWriteFlags};
 
-use crate::aligned::{buffer_aligned, direct_aligned, AlignedBuf};
+use crate::aligned::{buffer_aligned, direct_aligned, AlignedBuf, DIRECT_ALIGN};
 use crate::lock::{lock_exclusive, LOCK_WAIT};
 use crate::{check_range, Backend, FileTarget, Rotation};
 
@@ -79,6 +79,8 @@ pub struct FileBackend {
     in_memory: bool,
     /// What the device under it says of its rotation.
     rotation: Rotation,
+    /// The unit the store writes whole ([`store_block`]).
+    physical_block: Option<u32>,
     /// Opened without write access (`ro`).
     read_only: bool,
 }
@@ -114,11 +116,13 @@ impl FileBackend {
             None
         };
         let in_memory = on_memory_fs(&buffered)?;
+        let meta = buffered.metadata()?;
         let rotation = if in_memory {
             Rotation::NonRotating
         } else {
-            device_rotation(buffered.metadata()?.dev())
+            device_rotation(meta.dev())
         };
+        let physical_block = file_block(&meta, direct.is_some());
         Ok(FileBackend {
             kind: "file",
             path: path.to_owned(),
@@ -127,6 +131,7 @@ impl FileBackend {
             size: AtomicU64::new(size),
             in_memory,
             rotation,
+            physical_block,
             read_only: opts.read_only,
         })
     }
@@ -147,6 +152,7 @@ impl FileBackend {
         } else {
             None
         };
+        let physical_block = device_block(&buffered, direct.is_some());
         Ok(FileBackend {
             kind: "block",
             path: path.to_owned(),
@@ -155,6 +161,7 @@ impl FileBackend {
             size: AtomicU64::new(size),
             in_memory: false,
             rotation: device_rotation(meta.rdev()),
+            physical_block,
             read_only: opts.read_only,
         })
     }
@@ -297,15 +304,49 @@ fn open(path: &Path, read_only: bool, direct: bool, create: bool) -> io::Result<
 /// rotating, SBC-4 §6.6.2). Without a block device under it (a network
 /// or virtual file system) nothing is reported.
 fn device_rotation(dev: u64) -> Rotation {
-    let (major, minor) = (rustix::fs::major(dev), rustix::fs::minor(dev));
-    let base = format!("/sys/dev/block/{major}:{minor}");
-    let read = |p: String| std::fs::read_to_string(p).ok();
-    let flag = read(format!("{base}/queue/rotational"))
-        .or_else(|| read(format!("{base}/../queue/rotational")));
-    match flag.as_deref().map(str::trim) {
+    match device_queue(dev, "rotational").as_deref() {
         Some("0") => Rotation::NonRotating,
         _ => Rotation::NotReported,
     }
+}
+
+/// What Linux says of the block device `dev` (or, for a partition, of
+/// the disk holding it) in `queue/NAME`, trimmed.
+fn device_queue(dev: u64, name: &str) -> Option<String> {
+    let (major, minor) = (rustix::fs::major(dev), rustix::fs::minor(dev));
+    let base = format!("/sys/dev/block/{major}:{minor}");
+    let read = |p: String| std::fs::read_to_string(p).ok();
+    read(format!("{base}/queue/{name}"))
+        .or_else(|| read(format!("{base}/../queue/{name}")))
+        .map(|s| s.trim().to_owned())
+}
+
+/// The unit a file's store writes whole: the file system's block
+/// (`st_blksize`, stat(2): "the preferred block size for efficient file
+/// system I/O"; a write of part of one reads the rest). With `O_DIRECT`,
+/// at least the device's logical block and [`DIRECT_ALIGN`]: requests
+/// not aligned to that go through the page cache instead
+/// ([`FileBackend::fd_for`]).
+fn file_block(meta: &std::fs::Metadata, direct: bool) -> Option<u32> {
+    let fs_block = u32::try_from(meta.blksize()).ok().filter(|b| *b > 0);
+    if !direct {
+        return fs_block;
+    }
+    let device = device_queue(meta.dev(), "logical_block_size").and_then(|s| s.parse().ok());
+    let least = u32::try_from(DIRECT_ALIGN).unwrap_or(u32::MAX);
+    Some(fs_block.into_iter().chain(device).fold(least, u32::max))
+}
+
+/// The unit a block device writes whole: its physical block
+/// (`BLKPBSZGET`); with `O_DIRECT`, at least [`DIRECT_ALIGN`] (see
+/// [`file_block`]).
+fn device_block(f: &File, direct: bool) -> Option<u32> {
+    let physical = rustix::fs::ioctl_blkpbszget(f).ok().filter(|b| *b > 0);
+    if !direct {
+        return physical;
+    }
+    let least = u32::try_from(DIRECT_ALIGN).unwrap_or(u32::MAX);
+    Some(physical.map_or(least, |p| p.max(least)))
 }
 
 fn on_memory_fs(f: &File) -> io::Result<bool> {
@@ -463,6 +504,10 @@ impl Backend for FileBackend {
 
     fn rotation(&self) -> Rotation {
         self.rotation
+    }
+
+    fn physical_block_size(&self) -> Option<u32> {
+        self.physical_block
     }
 
     fn free_bytes(&self) -> Option<u64> {
@@ -696,6 +741,33 @@ mod tests {
             _ => Rotation::NotReported,
         };
         assert_eq!(b.rotation(), expected, "{sys}: {flag:?}");
+    }
+
+    /// A file's physical block is its file system's block (`st_blksize`,
+    /// 4096 on ext4, XFS and tmpfs); with O_DIRECT never below the 4 KiB
+    /// that direct requests are aligned to.
+    #[test]
+    fn physical_block_is_the_file_systems_block() {
+        let opts = FileOptions {
+            size: Some(1 << 20),
+            ..Default::default()
+        };
+        let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let path = dir.path().join("lu");
+        let b = FileBackend::open_file(&path, &opts).unwrap();
+        let blksize = std::fs::metadata(&path).unwrap().blksize();
+        assert_eq!(b.physical_block_size().map(u64::from), Some(blksize));
+        drop(b);
+        if let Some(d) = open_direct(&path) {
+            let p = d.physical_block_size().unwrap();
+            assert!(p >= 4096 && u64::from(p) >= blksize, "{p}");
+        }
+        if Path::new("/dev/shm").is_dir() {
+            let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+            let b = FileBackend::open_file(&dir.path().join("lu"), &opts).unwrap();
+            let p = b.physical_block_size().unwrap();
+            assert!(p >= 4096 && p.is_power_of_two(), "tmpfs: a page, not {p}");
+        }
     }
 
     /// Used bytes are the file's allocated blocks: a sparse 4 MiB file

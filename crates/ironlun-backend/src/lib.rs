@@ -291,6 +291,15 @@ pub trait Backend: Send + Sync {
         Rotation::NonRotating
     }
 
+    /// The unit, in bytes, the store writes whole, where it has one: a
+    /// write that covers only part of it costs a read-modify-write or
+    /// waits for other writes to the same unit. The LU reports it as its
+    /// physical block (SBC-4 §5.20.2) so that initiators align to it.
+    /// Memory has none.
+    fn physical_block_size(&self) -> Option<u32> {
+        None
+    }
+
     /// Bytes the file system under the store still has for it, where
     /// there is one.
     fn free_bytes(&self) -> Option<u64> {

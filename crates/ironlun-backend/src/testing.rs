@@ -44,6 +44,9 @@ pub struct FaultyBackend<B> {
     inner: B,
     faults: Mutex<Faults>,
     space: Mutex<Space>,
+    /// What [`Backend::physical_block_size`] reports instead of the
+    /// wrapped store's answer.
+    physical: Option<u32>,
 }
 
 impl<B: Backend> FaultyBackend<B> {
@@ -52,7 +55,15 @@ impl<B: Backend> FaultyBackend<B> {
             inner,
             faults: Mutex::new(Faults::default()),
             space: Mutex::new(Space::default()),
+            physical: None,
         }
+    }
+
+    /// The store reports `bytes` as its physical block
+    /// ([`Backend::physical_block_size`]).
+    pub fn with_physical_block(mut self, bytes: u32) -> Self {
+        self.physical = Some(bytes);
+        self
     }
 
     /// The space the file system has left, as [`Backend::free_bytes`]
@@ -171,6 +182,10 @@ impl<B: Backend> Backend for FaultyBackend<B> {
 
     fn provisioning_granularity(&self) -> u64 {
         self.inner.provisioning_granularity()
+    }
+
+    fn physical_block_size(&self) -> Option<u32> {
+        self.physical.or_else(|| self.inner.physical_block_size())
     }
 
     fn deallocate(&self, offset: u64, len: u64) -> io::Result<()> {

@@ -61,6 +61,9 @@ pub fn table(results: &[WorkloadResult]) -> String {
                 r.write_latency_us.mean
             );
         }
+        if r.workload.random_pct() > 0 && !r.alignment.is_empty() {
+            let _ = writeln!(s, "{:<22} random offsets aligned to {}", "", r.alignment);
+        }
         if r.per_thread.len() > 1 {
             let ios: Vec<String> = r.per_thread.iter().map(|t| t.ios.to_string()).collect();
             let _ = writeln!(

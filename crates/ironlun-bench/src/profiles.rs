@@ -4,7 +4,7 @@
 //! defaults (`--time`/`--ramp` override them); the published setups are
 //! in each description.
 
-use crate::spec::{AccessLine, SeekRange, Workload};
+use crate::spec::{AccessLine, SeekRange, Workload, SECTOR};
 
 const K: u32 = 1024;
 /// The disk benchmark's transfer size (section 2).
@@ -39,7 +39,14 @@ fn app_specs() -> Vec<Workload> {
     ];
     table
         .iter()
-        .map(|&(name, kib, read, random, qd)| one(name, APP, line(kib * K, read, random), qd))
+        .map(|&(name, kib, read, random, qd)| {
+            // The study's offsets were sector aligned.
+            let l = AccessLine {
+                align: SECTOR,
+                ..line(kib * K, read, random)
+            };
+            one(name, APP, l, qd)
+        })
         .collect()
 }
 
@@ -64,7 +71,7 @@ fn file_server(name: &str, read: u32) -> Workload {
             .iter()
             .map(|&(size, share)| AccessLine {
                 share,
-                align: 512,
+                align: SECTOR,
                 ..line(size, read, 100)
             })
             .collect(),

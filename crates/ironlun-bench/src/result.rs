@@ -166,6 +166,12 @@ pub struct WorkloadResult {
     #[serde(default)]
     pub per_thread: Vec<ThreadTotals>,
     pub workload: Workload,
+    /// How random offsets were aligned ([`Workload::alignment`]):
+    /// `transfer size` (the default, as fio's `blockalign=bs`), `sector`
+    /// or `N bytes`. Empty in files written before it existed, whose runs
+    /// aligned to the LUN's block.
+    #[serde(default)]
+    pub alignment: String,
     /// The latency histogram's non-empty HDR buckets (3 significant
     /// digits): (highest latency in the bucket, ns; count).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

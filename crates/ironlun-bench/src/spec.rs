@@ -5,8 +5,11 @@
 //! sequential by that line's percentages, independently per I/O. A
 //! sequential I/O starts where the worker's previous I/O ended ("next
 //! offset = previous offset + previous size"); a random one starts at a
-//! uniformly chosen aligned offset in the seek range. After `burst` I/Os
-//! of a line the worker waits `delay_ms` before the next.
+//! uniformly chosen aligned offset in the seek range
+//! ([`AccessLine::offset_align`]: by default a multiple of the transfer
+//! size, as fio's `blockalign` defaults to `bs`; IOMeter's sector
+//! alignment on request). After `burst` I/Os of a line the worker waits
+//! `delay_ms` before the next.
 
 use std::time::Duration;
 
@@ -30,7 +33,9 @@ pub struct AccessLine {
     pub read: u32,
     /// Percent random (the rest are sequential).
     pub random: u32,
-    /// Offsets are multiples of this many bytes (0: the LUN's block size).
+    /// Random offsets are multiples of this many bytes, rounded up to
+    /// whole LUN blocks ([`AccessLine::offset_align`]): 0 (the default)
+    /// aligns to the transfer size, [`SECTOR`] to the LUN's block.
     #[serde(default)]
     pub align: u32,
     /// I/Os issued back to back before a delay.
@@ -42,7 +47,8 @@ pub struct AccessLine {
 }
 
 impl AccessLine {
-    /// One line taking every access, block aligned, no bursts or delay.
+    /// One line taking every access, aligned to its transfer size, no
+    /// bursts or delay.
     pub fn simple(size: u32, read: u32, random: u32) -> Self {
         AccessLine {
             size,
@@ -52,6 +58,34 @@ impl AccessLine {
             align: 0,
             burst: 1,
             delay_ms: 0,
+        }
+    }
+}
+
+/// `align` for IOMeter's sector-aligned offsets (`--align sector`): 512
+/// bytes, which [`AccessLine::offset_align`] raises to the LUN's block.
+pub const SECTOR: u32 = 512;
+
+impl AccessLine {
+    /// The alignment of this line's random offsets on a LUN of `bs`-byte
+    /// blocks, in bytes: `align`, or the transfer size when it is 0 (fio's
+    /// `blockalign=bs`, so that a 4 KiB write never straddles a 4 KiB
+    /// block of the store), rounded up to whole blocks.
+    pub fn offset_align(&self, bs: u64) -> u64 {
+        let bs = bs.max(1);
+        let want = match self.align {
+            0 => u64::from(self.size),
+            a => u64::from(a),
+        };
+        want.max(bs).div_ceil(bs) * bs
+    }
+
+    /// How [`AccessLine::offset_align`] aligns, in words.
+    fn alignment(&self) -> String {
+        match self.align {
+            0 => "transfer size".into(),
+            SECTOR => "sector".into(),
+            a => format!("{a} bytes"),
         }
     }
 }
@@ -260,6 +294,22 @@ impl Workload {
         self.lines.iter().map(|l| l.size).max().unwrap_or(0)
     }
 
+    /// How random offsets are aligned, as the output says it:
+    /// `transfer size`, `sector` (the LUN's block) or `N bytes`; per line
+    /// (`line 0: ...; line 1: ...`) when the lines differ.
+    pub fn alignment(&self) -> String {
+        let each: Vec<String> = self.lines.iter().map(AccessLine::alignment).collect();
+        match each.first() {
+            Some(first) if each.iter().all(|a| a == first) => first.clone(),
+            _ => each
+                .iter()
+                .enumerate()
+                .map(|(i, a)| format!("line {i}: {a}"))
+                .collect::<Vec<_>>()
+                .join("; "),
+        }
+    }
+
     /// Percent of all I/Os that are reads, over the lines by their share
     /// (rounded down).
     pub fn read_pct(&self) -> u32 {
@@ -324,6 +374,38 @@ lines = [
         // 60 % of I/Os at 80 % reads and 40 % at 50 %: 68 % reads.
         assert_eq!(w[0].read_pct(), 68);
         assert_eq!(w[0].random_pct(), 60);
+    }
+
+    /// 4 KiB transfers on 512-byte blocks: aligned to 4 KiB by default,
+    /// to 512 with `sector`; never below the LUN's block.
+    #[test]
+    fn offsets_align_to_the_transfer_unless_told() {
+        let mut l = AccessLine::simple(4096, 0, 100);
+        assert_eq!(l.offset_align(512), 4096);
+        assert_eq!(l.offset_align(4096), 4096);
+        l.align = SECTOR;
+        assert_eq!(l.offset_align(512), 512);
+        assert_eq!(l.offset_align(4096), 4096, "a sector is the LUN's block");
+        l.align = 1000;
+        assert_eq!(l.offset_align(512), 1024, "whole blocks");
+        let l = AccessLine::simple(6000, 0, 100);
+        assert_eq!(l.offset_align(512), 6144);
+        assert_eq!(AccessLine::simple(512, 0, 100).offset_align(0), 512);
+    }
+
+    #[test]
+    fn alignment_in_words() {
+        let mut w = Workload::simple("a", "", AccessLine::simple(4096, 0, 100), 1);
+        assert_eq!(w.alignment(), "transfer size");
+        w.lines[0].align = SECTOR;
+        assert_eq!(w.alignment(), "sector");
+        w.lines.push(AccessLine::simple(8192, 0, 100));
+        w.lines[0].share = 50;
+        w.lines[1].share = 50;
+        assert_eq!(w.alignment(), "line 0: sector; line 1: transfer size");
+        w.lines[0].align = 8192;
+        w.lines[1].align = 8192;
+        assert_eq!(w.alignment(), "8192 bytes");
     }
 
     #[test]

@@ -444,14 +444,34 @@ pub fn ironlun_bench(
     bench(ctx, &w.shape(), urls, pid)
 }
 
+/// Where and how wide `ironlun bench` runs: on the CPUs `cpus` (a
+/// `taskset -c` list; `None`: anywhere), on `threads` load threads
+/// (`None`: its default).
+#[derive(Clone, Debug, Default)]
+pub struct Load {
+    pub cpus: Option<String>,
+    pub threads: Option<u32>,
+}
+
 /// `ironlun bench` running `shape` (see [`ironlun_bench`]).
 pub fn bench(ctx: &RunCtx, shape: &Shape, urls: &[String], pid: u32) -> Result<Sample, String> {
+    bench_on(ctx, shape, urls, pid, &Load::default())
+}
+
+/// [`bench`] as `load` says.
+pub fn bench_on(
+    ctx: &RunCtx,
+    shape: &Shape,
+    urls: &[String],
+    pid: u32,
+    load: &Load,
+) -> Result<Sample, String> {
     let json = ctx.scratch.join("bench.json");
     let _ = std::fs::remove_file(&json);
     let watch = RssWatch::start(pid);
     let host = HostCpu::sample();
     let pct = |b: bool| if b { "100" } else { "0" };
-    let mut cmd = Command::new(&ctx.exe);
+    let mut cmd = crate::pin::command(&ctx.exe, load.cpus.as_deref());
     cmd.args([
         "bench",
         "--log",
@@ -463,6 +483,9 @@ pub fn bench(ctx: &RunCtx, shape: &Shape, urls: &[String], pid: u32) -> Result<S
     .args(["--qd", &shape.queue_depth.to_string(), "--ramp", "1s"]);
     if let Some(a) = shape.align {
         cmd.args(["--align", &a.to_string()]);
+    }
+    if let Some(t) = load.threads {
+        cmd.args(["--threads", &t.to_string()]);
     }
     let out = cmd
         .arg("--time")

@@ -72,9 +72,19 @@ impl Daemon {
         addr: SocketAddr,
         targets: &[(&str, Vec<TgtLun>)],
     ) -> Result<Daemon, String> {
+        Daemon::start_tgt_on(addr, targets, None)
+    }
+
+    /// [`Daemon::start_tgt_with`] on the CPUs `cpus` (a `taskset -c`
+    /// list; `None`: anywhere).
+    pub fn start_tgt_on(
+        addr: SocketAddr,
+        targets: &[(&str, Vec<TgtLun>)],
+        cpus: Option<&str>,
+    ) -> Result<Daemon, String> {
         // A control port of our own, so a tgtd the system runs is untouched.
         let control = 20_000 + std::process::id() % 10_000;
-        let child = Command::new("tgtd")
+        let child = crate::pin::command("tgtd", cpus)
             .args(["-f", "-C", &control.to_string(), "--iscsi"])
             .arg(format!("portal={addr}"))
             .stdout(Stdio::null())
@@ -152,7 +162,20 @@ impl Daemon {
         luns: &[String],
         extra: &[&str],
     ) -> Result<Daemon, String> {
-        let mut cmd = Command::new(exe);
+        Daemon::start_ironlun_on(exe, addr, iqn, luns, extra, None)
+    }
+
+    /// [`Daemon::start_ironlun_with`] on the CPUs `cpus` (a `taskset -c`
+    /// list; `None`: anywhere).
+    pub fn start_ironlun_on(
+        exe: &Path,
+        addr: SocketAddr,
+        iqn: &str,
+        luns: &[String],
+        extra: &[&str],
+        cpus: Option<&str>,
+    ) -> Result<Daemon, String> {
+        let mut cmd = crate::pin::command(exe, cpus);
         cmd.args(["target", "--log", "warn", "--name", iqn])
             .arg("--listen")
             .arg(addr.to_string());

@@ -30,8 +30,10 @@ pub mod clients;
 pub mod daemons;
 pub mod local;
 pub mod per_server;
+pub mod pin;
 pub mod procfs;
 pub mod rbd;
+pub mod scale;
 pub mod summary;
 pub mod workloads;
 

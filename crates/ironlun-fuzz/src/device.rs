@@ -67,7 +67,7 @@ fn alua() -> AluaConfig {
 fn lu_config(block_size: u32, thin: bool, read_only: bool, settings: u8) -> LuConfig {
     LuConfig {
         block_size,
-        physical_block_size: block_size,
+        physical_block_size: None,
         read_only,
         product: "fuzz".into(),
         revision: "0.1".into(),

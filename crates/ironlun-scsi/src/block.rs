@@ -674,9 +674,10 @@ pub fn read_capacity16(
     d[..8].copy_from_slice(&(lu.num_blocks() - 1).to_be_bytes());
     d[8..12].copy_from_slice(&lu.block_size().to_be_bytes());
     // Byte 12: no protection information. Byte 13: LOGICAL BLOCKS PER
-    // PHYSICAL BLOCK EXPONENT. Byte 14: LBPME and LBPRZ for a thin LU
-    // (SBC-3 §5.16.2).
-    d[13] = (lu.cfg.physical_block_size / lu.block_size()).trailing_zeros() as u8;
+    // PHYSICAL BLOCK EXPONENT (SBC-4 §5.20.2), LOWEST ALIGNED LOGICAL
+    // BLOCK ADDRESS 0 in bytes 14-15. Byte 14: LBPME and LBPRZ for a thin
+    // LU (SBC-3 §5.16.2).
+    d[13] = crate::geometry::exponent(lu.block_size(), lu.physical_block_size());
     if lu.thin() {
         d[14] = 0x80 | 0x40;
     }

@@ -156,10 +156,6 @@ fn device_identification(lu: &LogicalUnit) -> Vec<u8> {
 /// ([`LogicalUnit::max_compare_and_write_blocks`]).
 pub const MAX_COMPARE_AND_WRITE_BLOCKS: u8 = 255;
 
-/// OPTIMAL TRANSFER LENGTH GRANULARITY hint (VPD B0): 4096 bytes, so
-/// initiators align I/O to the page and file system block size.
-pub const OPTIMAL_GRANULE: u32 = 4096;
-
 /// MAXIMUM WRITE SAME LENGTH in blocks (VPD B0).
 pub const MAX_WRITE_SAME_BLOCKS: u64 = 0xffff;
 
@@ -171,7 +167,9 @@ fn block_limits(lu: &LogicalUnit) -> Vec<u8> {
     let max_blocks = lu.cfg.max_transfer_bytes / bs;
     // WSNZ = 0: WRITE SAME with zero blocks means "to the end".
     b[1] = lu.max_compare_and_write_blocks();
-    b[2..4].copy_from_slice(&((OPTIMAL_GRANULE / bs).max(1) as u16).to_be_bytes());
+    // OPTIMAL TRANSFER LENGTH GRANULARITY: the physical block.
+    let granule = crate::geometry::granularity(bs, lu.physical_block_size());
+    b[2..4].copy_from_slice(&granule.to_be_bytes());
     // MAXIMUM TRANSFER LENGTH and OPTIMAL TRANSFER LENGTH in blocks.
     b[4..8].copy_from_slice(&max_blocks.to_be_bytes());
     b[8..12].copy_from_slice(&max_blocks.min((1 << 20) / bs).to_be_bytes());

@@ -39,6 +39,7 @@ mod copy;
 mod durability;
 mod failure;
 mod gate;
+pub mod geometry;
 mod inquiry;
 mod log_sense;
 pub mod lu;

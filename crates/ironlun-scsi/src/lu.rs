@@ -39,9 +39,10 @@ pub struct LuConfig {
     /// Logical block size: 512 or 4096 bytes.
     pub block_size: u32,
     /// Physical block size reported by READ CAPACITY(16) (LOGICAL BLOCKS
-    /// PER PHYSICAL BLOCK EXPONENT): the block size, or 4096 over 512-byte
-    /// blocks ("512e").
-    pub physical_block_size: u32,
+    /// PER PHYSICAL BLOCK EXPONENT) and the Block Limits page, as
+    /// configured (`pbs=`); `None`: what the backend reports of its store
+    /// ([`crate::geometry::physical_block`]).
+    pub physical_block_size: Option<u32>,
     pub read_only: bool,
     /// PRODUCT IDENTIFICATION (16 ASCII bytes, padded).
     pub product: String,
@@ -82,11 +83,8 @@ impl LuConfig {
                 self.block_size
             ));
         }
-        if self.physical_block_size != self.block_size && self.physical_block_size != 4096 {
-            return Err(format!(
-                "physical block size {} (must be the block size or 4096)",
-                self.physical_block_size
-            ));
+        if let Some(p) = self.physical_block_size {
+            crate::geometry::check(self.block_size, p)?;
         }
         if self.max_transfer_bytes < self.block_size {
             return Err("maximum transfer length is below one block".into());
@@ -124,6 +122,8 @@ pub struct LogicalUnit {
     pub(crate) cfg: LuConfig,
     pub(crate) backend: Arc<dyn Backend>,
     num_blocks: AtomicU64,
+    /// The physical block size reported ([`crate::geometry`]).
+    physical_block: u32,
     pub(crate) mode: ModeState,
     /// The I_T nexuses that know the LU: identity and pending unit
     /// attentions.
@@ -209,9 +209,15 @@ impl LogicalUnit {
         mode.wce.store(true, Ordering::Relaxed);
         mode.tas.store(true, Ordering::Relaxed);
         let alua = AluaState::new(&cfg.alua);
+        let physical_block = crate::geometry::physical_block(
+            cfg.block_size,
+            cfg.physical_block_size,
+            backend.physical_block_size(),
+        );
         Ok(LogicalUnit {
             cfg,
             num_blocks: AtomicU64::new(num_blocks),
+            physical_block,
             mode,
             nexuses: Mutex::new(HashMap::new()),
             ua_pending: AtomicUsize::new(0),
@@ -301,6 +307,12 @@ impl LogicalUnit {
 
     pub fn block_size(&self) -> u32 {
         self.cfg.block_size
+    }
+
+    /// The physical block size reported to initiators
+    /// ([`crate::geometry::physical_block`]).
+    pub fn physical_block_size(&self) -> u32 {
+        self.physical_block
     }
 
     pub fn thin(&self) -> bool {

@@ -24,7 +24,7 @@ pub(crate) fn id(name: &str) -> ItNexus {
 pub(crate) fn cfg(bs: u32) -> LuConfig {
     LuConfig {
         block_size: bs,
-        physical_block_size: bs,
+        physical_block_size: None,
         read_only: false,
         product: "ram".into(),
         revision: "0.1".into(),

@@ -322,6 +322,10 @@ impl<B: Backend> Backend for Recorder<B> {
         self.inner.rotation()
     }
 
+    fn physical_block_size(&self) -> Option<u32> {
+        self.inner.physical_block_size()
+    }
+
     fn free_bytes(&self) -> Option<u64> {
         self.inner.free_bytes()
     }

@@ -185,6 +185,7 @@ mod tests {
         WorkloadResult {
             name: "w".into(),
             description: String::new(),
+            alignment: String::new(),
             luns: vec!["lun".into()],
             elapsed_s: secs,
             ios: n,

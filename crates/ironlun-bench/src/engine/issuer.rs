@@ -103,14 +103,14 @@ impl Worker {
     }
 
     /// Where the next I/O of `size` bytes starts: at a random multiple of
-    /// `align` in the range, or where the previous one ended (back at the
-    /// start when it would run past the end, which completes a zone
-    /// sweep). Remembers where it ends.
+    /// `align` in the range ([`random_offsets`]), or where the previous
+    /// one ended (back at the start when it would run past the end, which
+    /// completes a zone sweep). Remembers where it ends.
     fn next_offset(&mut self, w: &Workload, random: bool, size: u64, align: u64, bs: u64) -> u64 {
         let end = self.range_start + self.range_len;
         let offset = if random {
-            let slots = (self.range_len - size) / align + 1;
-            self.range_start + self.random_slot(w, slots) * align
+            let (first, slots) = random_offsets(self.range_start, self.range_len, size, align);
+            first + self.random_slot(w, slots) * align.max(1)
         } else {
             let o = self.last_end.div_ceil(bs) * bs;
             if o + size > end || o < self.range_start {
@@ -124,6 +124,23 @@ impl Worker {
         };
         self.last_end = offset + size;
         offset
+    }
+}
+
+/// Where random I/Os of `size` bytes aligned to `align` may start in the
+/// range of `len` bytes at `start`: the first such offset and how many
+/// there are, `align` apart. They are multiples of `align` on the LUN,
+/// not within the range, so that aligned transfers line up with the
+/// store's blocks whatever the seek range or session slice; a range too
+/// small to hold one such transfer takes them `align` apart from its
+/// start instead. The range holds at least one transfer ([`range`]).
+fn random_offsets(start: u64, len: u64, size: u64, align: u64) -> (u64, u64) {
+    let align = align.max(1);
+    let end = start.saturating_add(len);
+    let first = start.div_ceil(align).saturating_mul(align);
+    match first.checked_add(size) {
+        Some(e) if e <= end => (first, (end - e) / align + 1),
+        _ => (start, len.saturating_sub(size) / align + 1),
     }
 }
 
@@ -499,7 +516,7 @@ fn next_io(
 ) -> Result<(InFlight, Body), String> {
     let line = k.next_line(w);
     let bs = u64::from(lun.target.capacity.block_size);
-    let align = (u64::from(line.align).max(bs)).div_ceil(bs) * bs;
+    let align = line.offset_align(bs);
     let size = u64::from(line.size);
     let read = k.rng.gen_range(0..100) < line.read;
     let op = match &w.shape.mix {
@@ -659,6 +676,70 @@ fn pick_line(lines: &[AccessLine], rng: &mut SmallRng) -> usize {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// A worker over the `len` bytes at `start`.
+    fn worker(start: u64, len: u64) -> Worker {
+        Worker {
+            lun: 0,
+            qd: 1,
+            in_flight: 0,
+            rng: SmallRng::seed_from_u64(7),
+            range_start: start,
+            range_len: len,
+            last_end: start,
+            line: 0,
+            burst_left: 0,
+            not_before: None,
+            next_intended: None,
+            interval: None,
+            swept: false,
+            picker: None,
+            data: None,
+        }
+    }
+
+    /// Every random offset is a multiple of the alignment on the LUN,
+    /// inside the range, and every aligned place in the range is drawn:
+    /// 4 KiB transfers aligned to themselves (the default) and to 512-byte
+    /// sectors, over ranges that start on and off a 4 KiB boundary.
+    #[test]
+    fn random_offsets_are_aligned_and_cover_the_range() {
+        let w = Workload::simple("t", "", AccessLine::simple(4096, 0, 100), 1);
+        for (start, len, align) in [
+            (0, 256 << 10, 4096),
+            (1024, 256 << 10, 4096),
+            (0, 64 << 10, 512),
+            (3584, 64 << 10, 512),
+            (512, 12 << 10, 8192),
+        ] {
+            let mut k = worker(start, len);
+            let (first, slots) = random_offsets(start, len, 4096, align);
+            let mut seen = vec![false; slots as usize];
+            for _ in 0..(slots * 64) {
+                let o = k.next_offset(&w, true, 4096, align, 512);
+                assert_eq!(o % align, 0, "{o} at {start}+{len}, align {align}");
+                assert!(o >= start && o + 4096 <= start + len, "{o} outside");
+                seen[((o - first) / align) as usize] = true;
+            }
+            assert!(
+                seen.iter().all(|s| *s),
+                "{start}+{len} align {align}: {seen:?}"
+            );
+            // The last aligned place that holds a transfer is a slot.
+            let last = first + (slots - 1) * align;
+            assert!(last + 4096 <= start + len && last + align + 4096 > start + len);
+        }
+    }
+
+    /// A range too small for one transfer on an aligned place takes
+    /// offsets from its own start.
+    #[test]
+    fn a_small_range_aligns_from_its_start() {
+        assert_eq!(random_offsets(1024, 5120, 4096, 4096), (1024, 1));
+        assert_eq!(random_offsets(0, 4096, 4096, 4096), (0, 1));
+        assert_eq!(random_offsets(4096, 16384, 4096, 4096), (4096, 4));
+        assert_eq!(random_offsets(512, 16384, 4096, 4096), (4096, 3));
+    }
 
     #[test]
     fn slices_split_the_seek_range_without_overlap() {

@@ -59,6 +59,7 @@ pub(crate) fn workload_result(
         threads: per_thread.len().max(1) as u32,
         per_thread,
         workload: w.clone(),
+        alignment: w.alignment(),
         latency_buckets_ns: super::buckets(&m.all),
         ops: m.ops.as_ref().map(OpMeter::result).unwrap_or_default(),
         steady: m.steady,

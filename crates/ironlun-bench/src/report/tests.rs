@@ -28,6 +28,7 @@ fn result(name: &str, scale: f64, seconds: u32) -> WorkloadResult {
     WorkloadResult {
         name: name.into(),
         description: "a test workload".into(),
+        alignment: "transfer size".into(),
         luns: vec!["iscsi://127.0.0.1:3260/iqn.x:y/0".into()],
         elapsed_s: f64::from(seconds),
         ios: h.len(),

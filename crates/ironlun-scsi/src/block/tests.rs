@@ -9,7 +9,7 @@ use ironlun_backend::testing::{Faults, FaultyBackend};
 use ironlun_backend::{Backend, RamBackend};
 
 use crate::test_util::{cdb16, cfg, lu_with, ram_map, read10, run, run_out, sense_of, write10, N};
-use crate::{DataOutBuffer, Failure};
+use crate::{DataOutBuffer, Failure, LuConfig};
 use ironlun_scsi_codes::{opcode, SenseKey, Status};
 
 #[test]
@@ -383,7 +383,7 @@ fn prefetch_and_read_defect_data() {
 #[test]
 fn physical_block_exponent() {
     let mut c = cfg(512);
-    c.physical_block_size = 4096;
+    c.physical_block_size = Some(4096);
     let m = lu_with(Arc::new(RamBackend::new(64 * 512)), c);
     let r = run(&m, &[0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0]);
     assert_eq!(
@@ -391,6 +391,36 @@ fn physical_block_exponent() {
         3,
         "8 logical blocks per physical block"
     );
+}
+
+/// READ CAPACITY(16)'s exponent (byte 13) and the Block Limits page's
+/// OPTIMAL TRANSFER LENGTH GRANULARITY (bytes 6-7) of an LU over `backend`.
+fn reported_geometry(backend: Arc<dyn Backend>, c: LuConfig) -> (u8, u16) {
+    let m = lu_with(backend, c);
+    let rc = run(&m, &[0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0]);
+    let bl = run(&m, &[opcode::INQUIRY, 1, 0xb0, 0, 255, 0]);
+    (
+        rc.bytes()[13] & 0x0f,
+        u16::from_be_bytes([bl.bytes()[6], bl.bytes()[7]]),
+    )
+}
+
+/// The store's physical block reaches the initiator unless `pbs=` says
+/// otherwise; memory has none, so the logical block is reported.
+#[test]
+fn physical_block_follows_the_store() {
+    let store = |bytes| {
+        let b = FaultyBackend::new(RamBackend::new(64 * 4096)).with_physical_block(bytes);
+        Arc::new(b) as Arc<dyn Backend>
+    };
+    assert_eq!(reported_geometry(store(4096), cfg(512)), (3, 8), "512e");
+    assert_eq!(reported_geometry(store(4096), cfg(4096)), (0, 1), "4Kn");
+    assert_eq!(reported_geometry(store(16384), cfg(512)), (5, 32));
+    let mut c = cfg(512);
+    c.physical_block_size = Some(512);
+    assert_eq!(reported_geometry(store(4096), c), (0, 1), "pbs=512 wins");
+    let ram = Arc::new(RamBackend::new(64 * 512));
+    assert_eq!(reported_geometry(ram, cfg(512)), (0, 1), "memory");
 }
 
 /// A write that arrived in several PDUs reaches the medium in its pieces

@@ -36,7 +36,7 @@ impl Directory for NoDirectory {
 pub(super) fn lu_config() -> LuConfig {
     LuConfig {
         block_size: 512,
-        physical_block_size: 512,
+        physical_block_size: None,
         read_only: false,
         product: "core".into(),
         revision: "0.1".into(),

@@ -74,7 +74,7 @@ fn in_snapshot_dir(path: &Path) -> bool {
 /// `file:PATH[,size=SIZE[,grow]][,direct][,prealloc]`, `block:PATH[,direct]` or
 /// `rbd:POOL/IMAGE[,conf=PATH][,id=CLIENT][,keyring=PATH][,timeout=SECS]`
 /// `[,reconnect=on|off][,pr=local|rados]` (always thin),
-/// each optionally followed by `,bs=512|4096`, `,pbs=4096`, `,ro`,
+/// each optionally followed by `,bs=512|4096`, `,pbs=BYTES`, `,ro`,
 /// `,rotation=ssd|unknown|RPM`, (not for block devices) `,thin`,
 /// `,sanitize` and, with it, `,sanitize_rate=RATE`, and (thin files)
 /// `,soft_threshold=SIZE|PERCENT%`.
@@ -82,8 +82,12 @@ fn in_snapshot_dir(path: &Path) -> bool {
 pub struct LunSpec {
     pub backend: BackendSpec,
     pub block_size: u32,
-    /// Physical block size reported to initiators (512e with bs=512).
-    pub physical_block_size: u32,
+    /// Physical block size reported to initiators (`pbs=`, a power of
+    /// two from the block size to 64 KiB; 4096 over bs=512 is "512e");
+    /// `None`: what the backend says of its store (a file system's block,
+    /// a device's physical block), else the block size
+    /// ([`ironlun_scsi::geometry::physical_block`]).
+    pub physical_block_size: Option<u32>,
     pub read_only: bool,
     /// Thin provisioning: UNMAP, WRITE SAME with UNMAP, GET LBA STATUS.
     pub thin: bool,
@@ -173,6 +177,9 @@ pub enum LunSpecProblem {
     /// smaller than asked, without a word.
     #[error("size {size} bytes is not a whole number of {block_size}-byte blocks")]
     PartBlock { size: u64, block_size: u32 },
+    /// `pbs=` that is not a power of two from 512 to 64 KiB.
+    #[error("pbs={0} (must be a power of two from 512 to 64KiB)")]
+    PhysicalBlockSize(String),
     #[error("pbs={physical} is smaller than bs={logical}")]
     PhysicalBelowLogical { physical: u32, logical: u32 },
     #[error("thin and prealloc contradict each other")]
@@ -345,6 +352,19 @@ fn block_size(key: &'static str, v: &str) -> Result<u32, LunSpecProblem> {
     }
 }
 
+/// `pbs=`: a power of two from 512 bytes to
+/// [`ironlun_scsi::geometry::MAX_PHYSICAL`], as a size (`4096`, `4k`,
+/// `64KiB`).
+fn physical_block_size(v: &str) -> Result<u32, LunSpecProblem> {
+    let bad = || LunSpecProblem::PhysicalBlockSize(v.to_owned());
+    let bytes = parse_size(v).map_err(|_| bad())?;
+    let max = u64::from(ironlun_scsi::geometry::MAX_PHYSICAL);
+    if !bytes.is_power_of_two() || !(512..=max).contains(&bytes) {
+        return Err(bad());
+    }
+    u32::try_from(bytes).map_err(|_| bad())
+}
+
 impl Options {
     fn set(&mut self, opt: &str) -> Result<(), LunSpecProblem> {
         let (k, v) = match opt.split_once('=') {
@@ -354,7 +374,7 @@ impl Options {
         match (k, v) {
             ("size", Some(v)) => self.size = Some(size(v)?),
             ("bs", Some(v)) => self.block_size = Some(block_size("bs", v)?),
-            ("pbs", Some(v)) => self.physical_block_size = Some(block_size("pbs", v)?),
+            ("pbs", Some(v)) => self.physical_block_size = Some(physical_block_size(v)?),
             ("ro", None) => self.read_only = true,
             ("thin", None) => self.thin = true,
             ("sanitize", None) => self.sanitize = true,
@@ -510,10 +530,10 @@ impl Options {
                 });
             }
         }
-        let physical_block_size = self.physical_block_size.unwrap_or(block_size);
-        if physical_block_size < block_size {
+        let physical_block_size = self.physical_block_size;
+        if let Some(physical) = physical_block_size.filter(|p| *p < block_size) {
             return Err(LunSpecProblem::PhysicalBelowLogical {
-                physical: physical_block_size,
+                physical,
                 logical: block_size,
             });
         }

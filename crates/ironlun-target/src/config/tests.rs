@@ -30,8 +30,16 @@ fn lun_specs() {
     let s: LunSpec = "block:/dev/loop0".parse().unwrap();
     assert!(matches!(s.backend, BackendSpec::Block { .. }));
     let s: LunSpec = "ram:1G,pbs=4096".parse().unwrap();
-    assert_eq!((s.block_size, s.physical_block_size), (512, 4096));
+    assert_eq!((s.block_size, s.physical_block_size), (512, Some(4096)));
     assert!("ram:1G,bs=4096,pbs=512".parse::<LunSpec>().is_err());
+    let s: LunSpec = "file:/x,pbs=8k".parse().unwrap();
+    assert_eq!(s.physical_block_size, Some(8192));
+    let s: LunSpec = "file:/x".parse().unwrap();
+    assert_eq!(s.physical_block_size, None, "the store's");
+    for bad in ["pbs=1000", "pbs=256", "pbs=128KiB", "pbs=", "pbs=x"] {
+        let spec = format!("file:/x,{bad}");
+        assert!(spec.parse::<LunSpec>().is_err(), "{spec}");
+    }
     let s: LunSpec = "ram:1G,thin".parse().unwrap();
     assert!(s.thin && !s.sanitize);
     let s: LunSpec = "file:/x,thin,sanitize".parse().unwrap();

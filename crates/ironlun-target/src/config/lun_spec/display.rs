@@ -21,8 +21,8 @@ impl Display for LunSpec {
         if self.block_size != DEFAULT_BLOCK_SIZE {
             write!(f, ",bs={}", self.block_size)?;
         }
-        if self.physical_block_size != self.block_size {
-            write!(f, ",pbs={}", self.physical_block_size)?;
+        if let Some(p) = self.physical_block_size {
+            write!(f, ",pbs={p}")?;
         }
         if self.read_only {
             f.write_str(",ro")?;
@@ -138,6 +138,8 @@ mod tests {
         "null:1GiB,thin",
         "ram:1GiB,pbs=4096",
         "ram:1GiB,bs=4096,pbs=4096",
+        "file:/srv/a.img,pbs=512",
+        "file:/srv/a.img,pbs=16384",
         "ram:64MiB,rotation=ssd",
         "ram:64MiB,rotation=unknown",
         "ram:64MiB,rotation=7200",
@@ -186,7 +188,10 @@ mod tests {
             shown("file:/srv/a.img,size=10G,thin"),
             "file:/srv/a.img,size=10GiB,thin"
         );
-        assert_eq!(shown("ram:1G,bs=512,pbs=512"), "ram:1GiB");
+        assert_eq!(shown("ram:1G,bs=512"), "ram:1GiB");
+        // pbs=512 says something: not the store's block.
+        assert_eq!(shown("file:/x,pbs=512"), "file:/x,pbs=512");
+        assert_eq!(shown("file:/x,pbs=64KiB"), "file:/x,pbs=65536");
         assert_eq!(shown("rbd:p/i,thin"), "rbd:p/i");
         assert_eq!(
             shown("block:/dev/sdb,rotation=none"),
