@@ -583,3 +583,138 @@ fn rbd_snapshots_against_a_real_cluster() {
         .collect();
     points_in_time(&snaps);
 }
+
+/// The configuration of the schedule test: one file LUN, with
+/// `schedule` (TOML keys) under it.
+fn schedule_config(img: &Path, schedule: &str) -> String {
+    format!(
+        "[[target]]\nname = \"{NAME}\"\n[[target.lun]]\nspec = \"file:{},size=4MiB\"\n{schedule}",
+        img.display()
+    )
+}
+
+/// The names in a LUN's `.snapshots` directory, sorted.
+fn snapshot_files(img: &Path) -> Vec<String> {
+    let dir = PathBuf::from(format!("{}.snapshots", img.display()));
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// LUN 0's `snapshot_schedule` in `admin --json state` (null without).
+fn schedule_state(sock: &Path) -> serde_json::Value {
+    let v: serde_json::Value = serde_json::from_str(&admin(sock, &["--json", "state"])).unwrap();
+    v["targets"][0]["luns"][0]["snapshot_schedule"].clone()
+}
+
+/// The scheduled snapshots the log says were taken, in order.
+fn taken_in_log(log: &str) -> Vec<String> {
+    log.lines()
+        .filter_map(|l| l.split("scheduled snapshot ").nth(1))
+        .filter_map(|rest| rest.split(' ').next())
+        .filter(|n| n.starts_with("auto-"))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn a_schedule_takes_snapshots_keeps_its_newest_and_stops_on_a_live_change() {
+    let Some(xfs) = Xfs::make() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("admin.sock");
+    let img = xfs.mnt.join("sched.img");
+    let cfg = dir.path().join("t.toml");
+    let every = "snapshot_every = \"1s\"\nsnapshot_keep = 2\n";
+    std::fs::write(&cfg, schedule_config(&img, every)).unwrap();
+    let (rc, out) = ironlun(&["target", "--config", cfg.to_str().unwrap(), "--check"]);
+    assert_eq!(rc, 0, "{out}");
+    assert!(
+        out.contains("snapshot_every = \"1s\"") && out.contains("snapshot_keep = 2"),
+        "--check writes the schedule back: {out}"
+    );
+    let t = Target::start(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "--admin-socket",
+        sock.to_str().unwrap(),
+        "--stats",
+        "127.0.0.1:0",
+    ]);
+    admin(&sock, &["snapshot", "create", NAME, "0", "by-hand"]);
+
+    // Snapshots appear, one a second; once four are taken, the oldest
+    // two are gone (retention after the third and the fourth), the
+    // newest two and the hand-made one are there.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while schedule_state(&sock)["taken"].as_u64().unwrap_or(0) < 4 {
+        assert!(Instant::now() < deadline, "{}", t.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let state = schedule_state(&sock);
+    assert_eq!(state["failures"], 0, "{state}");
+    assert_eq!(state["kept"], 2, "{state}");
+    let last = state["last"]["snapshot"].as_str().unwrap().to_owned();
+    assert!(state["last"]["paused_ms"].as_f64().is_some(), "{state}");
+    let taken = taken_in_log(&t.log());
+    assert!(taken.len() >= 4, "{taken:?}");
+    let files = snapshot_files(&img);
+    assert!(files.contains(&"by-hand".to_owned()), "{files:?}");
+    for gone in &taken[..2] {
+        assert!(!files.contains(gone), "{gone} kept: {files:?}");
+    }
+    assert!(files.contains(&taken[3]), "{files:?}");
+    let shown = admin(&sock, &["state"]);
+    assert!(
+        shown.contains("snapshots every 1s, keep 2 (auto-…): last auto-"),
+        "{shown}"
+    );
+    let list = admin(&sock, &["snapshot", "list"]);
+    assert!(
+        list.contains(&format!("{NAME} LUN 0: snapshots every 1s, keep 2")),
+        "{list}"
+    );
+    let (status, metrics) = support::http_get(t.stats_addr(), "/metrics");
+    assert_eq!(status, 200);
+    let series = format!("{{target=\"{NAME}\",lun=\"0\"}}");
+    let sample = |name: &str| -> f64 {
+        let line = metrics
+            .lines()
+            .find(|l| l.starts_with(&format!("{name}{series} ")))
+            .unwrap_or_else(|| panic!("no {name}: {metrics}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    assert!(sample("ironlun_lun_snapshot_schedule_taken_total") >= 4.0);
+    assert_eq!(sample("ironlun_lun_snapshot_schedule_failures_total"), 0.0);
+    assert_eq!(sample("ironlun_lun_snapshot_schedule_kept"), 2.0);
+    assert!(sample("ironlun_lun_snapshot_schedule_last_success_timestamp_seconds") > 1.7e9);
+    assert!(t
+        .log()
+        .contains(&format!("scheduled snapshot {last} of target")));
+
+    // A live change removes the schedule: once its last run has ended
+    // (the state no longer shows it), no snapshot is taken.
+    std::fs::write(&cfg, schedule_config(&img, "")).unwrap();
+    let out = admin(&sock, &["config", "reload"]);
+    assert!(
+        out.contains(&format!("~ target {NAME} LUN 0: no snapshot schedule")),
+        "{out}"
+    );
+    while !schedule_state(&sock).is_null() {
+        assert!(Instant::now() < deadline, "{}", t.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let before = snapshot_files(&img);
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        snapshot_files(&img),
+        before,
+        "a snapshot after the schedule went"
+    );
+    assert!(before.contains(&"by-hand".to_owned()), "{before:?}");
+    drop(t);
+}

@@ -42,7 +42,8 @@ pub const MAX_RUNNING: usize = 8;
 type Key = (String, u16);
 
 /// Every scheduled LUN's state; a LUN whose schedule is gone leaves it
-/// at the next tick (so it holds at most the LUNs there are).
+/// at the first tick with no run of its under way (so it holds at most
+/// the LUNs there are).
 #[derive(Default)]
 pub struct Record {
     slots: Mutex<HashMap<Key, Slot>>,
@@ -118,7 +119,9 @@ fn tick(live: &Arc<Live>, now: u64) {
     let mut due = Vec::new();
     {
         let mut slots = live.registry.schedules.slots();
-        slots.retain(|k, _| wanted.contains_key(k));
+        // A run under way stays shown until it ends; its LUN gets no
+        // other.
+        slots.retain(|k, s| wanted.contains_key(k) || s.running());
         let mut running = slots.values().filter(|s| s.running()).count();
         for (k, (_, s)) in &wanted {
             let slot = slots

@@ -313,6 +313,10 @@ pub struct LunSnapshots {
     pub snapshots: Vec<SnapshotView>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub none_because: Option<String>,
+    /// Its snapshot schedule and the last run's result; absent without
+    /// one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<crate::schedule::ScheduleView>,
 }
 
 /// `GET /v1/snapshots`: every LUN of every target with its snapshots.
@@ -328,6 +332,7 @@ pub fn list(live: &Live) -> Vec<LunSnapshots> {
                 kind: backend.kind(),
                 snapshots: Vec::new(),
                 none_because: None,
+                schedule: live.registry.schedules.view(&t.cfg.name, *n),
             };
             match backend.snapshots() {
                 Err(why) => row.none_because = Some(why),
