@@ -371,7 +371,7 @@ fn taken_text(secs: u64) -> String {
 
 /// `admin snapshot list`: one row a snapshot (NAME, SIZE in bytes,
 /// TAKEN in UTC, and the spec that exports it read-only); then each LUN
-/// that keeps none and why.
+/// that keeps none and why, and each LUN's schedule with its last run.
 pub fn snapshots(v: &Value) -> String {
     let mut t = Table::new();
     t.load_preset(presets::NOTHING);
@@ -572,6 +572,36 @@ o- / [2 portals, 1 target]
             "iqn.2026-11.test:t LUN 1: a ram LUN has no snapshots: …"
         );
         assert_eq!(snapshots(&serde_json::json!([])), "(no snapshots)\n");
+    }
+
+    #[test]
+    fn a_schedule_shows_its_last_run_or_its_failure() {
+        let v = serde_json::json!([
+            {"target": "iqn.2026-11.test:t", "lun": 0, "kind": "file", "snapshots": [],
+             "schedule": {"every": "1h", "keep": 24, "prefix": "auto", "next": 1795845000_u64,
+                "running": false, "taken": 25, "failures": 1, "kept": 24,
+                "last_success": 1795841400_u64,
+                "last": {"at": 1795841400_u64, "snapshot": "auto-20261128T045000Z",
+                         "paused_ms": 0.42, "deleted": ["auto-20261127T045000Z"]}}},
+            {"target": "iqn.2026-11.test:t", "lun": 1, "kind": "rbd", "snapshots": [],
+             "schedule": {"every": "10m", "keep": 3, "prefix": "auto", "next": null,
+                "running": false, "taken": 0, "failures": 2, "kept": null,
+                "last_success": null,
+                "last": {"at": 1795841400_u64, "error": "the cluster is down"}}}
+        ]);
+        let shown = snapshots(&v);
+        assert!(
+            shown.contains(
+                "iqn.2026-11.test:t LUN 0: snapshots every 1h, keep 24 (auto-…): last auto-20261128T045000Z at 2026-11-28T04:50:00Z, I/O paused 0.4 ms, deleted auto-20261127T045000Z; 25 taken, 1 failed, 24 kept\n"
+            ),
+            "{shown}"
+        );
+        assert!(
+            shown.contains(
+                "iqn.2026-11.test:t LUN 1: snapshots every 10m, keep 3 (auto-…): last run at 2026-11-28T04:50:00Z FAILED: the cluster is down; 0 taken, 2 failed\n"
+            ),
+            "{shown}"
+        );
     }
 
     #[test]
