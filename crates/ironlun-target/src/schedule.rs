@@ -157,7 +157,15 @@ fn tick(live: &Arc<Live>, now: u64) {
 fn run_one(live: &Live, target: &str, lun: u16, claim: &Claim) {
     let started = now_ms();
     let mut store = LiveStore { live, target, lun };
-    let outcome = slot::run(claim, started, &mut store);
+    // A panic below is a run that failed, not a schedule that never
+    // runs again (its slot would stay claimed).
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        slot::run(claim, started, &mut store)
+    }))
+    .unwrap_or_else(|_| slot::Outcome::Failed {
+        error: "the run panicked (a bug: see the log)".into(),
+        stamped: started / 1000,
+    });
     let what = format!("target {target} LUN {lun}");
     match &outcome {
         slot::Outcome::Waits { next } => info!(
