@@ -29,7 +29,8 @@ use crate::live::Live;
 pub mod rules;
 pub mod slot;
 
-use slot::{Claim, Slot, Store};
+pub(crate) use slot::Slot;
+use slot::{Claim, Store};
 pub use slot::{LastRun, ScheduleView};
 
 /// How often the scheduler looks at the schedules.
@@ -56,6 +57,13 @@ fn key(target: &str, lun: u16) -> Key {
 impl Record {
     fn slots(&self) -> MutexGuard<'_, HashMap<Key, Slot>> {
         self.slots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Puts `slot` in for LUN `lun` of `target` (tests of what reads
+    /// the record).
+    #[cfg(test)]
+    pub(crate) fn put(&self, target: &str, lun: u16, slot: Slot) {
+        self.slots().insert(key(target, lun), slot);
     }
 
     /// LUN `lun` of `target`'s schedule and last result, if it has one.
