@@ -441,17 +441,119 @@ fn generations(snapshot: &[u8], what: &str) -> Vec<u64> {
         .collect()
 }
 
-/// Snapshots taken one after another of a LUN the bench writes: each
-/// holds whole, valid blocks, and no block of a snapshot is newer than
-/// the same block of a later one (the bench's generations only grow, so
-/// a snapshot that caught a write the next one lacks was not one
-/// instant).
-fn points_in_time(snapshots: &[Vec<u8>]) {
+/// `CLOCK_MONOTONIC` now in ns: the clock of the bench's write log
+/// (crates/ironlun-bench/src/verify_log.rs), which every process shares.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer.
+    assert_eq!(
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) },
+        0
+    );
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// One write of the bench's write log, for one block.
+#[derive(Clone, Copy)]
+struct Write {
+    issued: u64,
+    acked: u64,
+    generation: u64,
+    ok: bool,
+}
+
+/// The bench's write log (`--verify-log`) by 512-byte block: every write
+/// that covered it, oldest generation first.
+fn writes_by_block(log: &str, blocks: usize) -> Vec<Vec<Write>> {
+    assert!(!log.contains("not logged"), "the write log was cut");
+    let mut by: Vec<Vec<Write>> = vec![Vec::new(); blocks];
+    for line in log.lines().filter(|l| !l.starts_with('#')) {
+        let f: Vec<u64> = line.split(' ').map(|x| x.parse().unwrap()).collect();
+        let w = Write {
+            issued: f[0],
+            acked: f[1],
+            generation: f[5],
+            ok: f[6] == 1,
+        };
+        for b in f[3]..f[3] + f[4] {
+            by[b as usize].push(w);
+        }
+    }
+    for ws in &mut by {
+        ws.sort_by_key(|w| w.generation);
+    }
+    by
+}
+
+/// The oldest generation block `ws`'s content may have once write `w`
+/// is acknowledged: `w`'s, unless an older write was in flight with it
+/// (the target may have applied that one last, SAM-5 §8.6).
+fn floor_after(ws: &[Write], w: &Write) -> u64 {
+    ws.iter()
+        .filter(|x| x.generation < w.generation && x.acked > w.issued)
+        .map(|x| x.generation)
+        .fold(w.generation, u64::min)
+}
+
+/// Snapshot `what`, taken by a create call that began at `from` and
+/// returned at `to` (CLOCK_MONOTONIC ns), is one point in time of the
+/// bench's writes: each block holds a generation the bench had issued
+/// for that block by `to`, no older than what it had acknowledged there
+/// before `from` (zeros only where it had acknowledged nothing).
+/// Returns how many blocks had such a floor.
+fn one_instant(gens: &[u64], writes: &[Vec<Write>], (from, to): (u64, u64), what: &str) -> usize {
+    let mut floors = 0;
+    for (lba, (g, ws)) in gens.iter().zip(writes).enumerate() {
+        let floor = ws
+            .iter()
+            .filter(|w| w.ok && w.acked < from)
+            .map(|w| floor_after(ws, w))
+            .max()
+            .unwrap_or(0);
+        floors += usize::from(floor > 0);
+        assert!(
+            *g >= floor,
+            "{what}: LBA {lba} holds generation {g}, older than {floor}, which the bench had acknowledged before the snapshot began"
+        );
+        if *g > 0 {
+            assert!(
+                ws.iter().any(|w| w.generation == *g && w.issued < to),
+                "{what}: LBA {lba} holds generation {g}, which the bench had not issued there when the snapshot ended"
+            );
+        }
+    }
+    floors
+}
+
+/// Snapshots taken one after another of a LUN the bench writes, each
+/// with the instants its create call began and returned: each holds
+/// whole, valid blocks, each is one point in time of the bench's
+/// writes as its write log has them ([`one_instant`]), and no block of
+/// a snapshot is newer than the same block of a later one.
+fn points_in_time(snapshots: &[Vec<u8>], windows: &[(u64, u64)], log: &str) {
     let gens: Vec<Vec<u64>> = snapshots
         .iter()
         .enumerate()
         .map(|(k, s)| generations(s, &format!("b{k}")))
         .collect();
+    let writes = writes_by_block(log, gens.first().map_or(0, Vec::len));
+    assert!(
+        writes.iter().any(|w| !w.is_empty()),
+        "the write log has no write"
+    );
+    let floors: usize = gens
+        .iter()
+        .zip(windows)
+        .enumerate()
+        .map(|(k, (g, window))| one_instant(g, &writes, *window, &format!("b{k}")))
+        .sum();
+    assert!(
+        floors > 0,
+        "no snapshot began after a write was acknowledged"
+    );
     for (k, pair) in gens.windows(2).enumerate() {
         for (lba, (a, b)) in pair[0].iter().zip(&pair[1]).enumerate() {
             assert!(
@@ -472,11 +574,15 @@ fn points_in_time(snapshots: &[Vec<u8>]) {
 
 /// A verifying bench on LUN 0 of `t` while a snapshot is taken every
 /// second: no error, no mismatch, every snapshot listed; each one's
-/// pause printed. Returns how many were taken (`b0`, `b1`, …).
-fn bench_under_snapshots(t: &Target, sock: &Path, dir: &Path) -> usize {
+/// pause printed. Returns, for each snapshot taken (`b0`, `b1`, …), the
+/// instants its create call began and returned, and the bench's write
+/// log.
+fn bench_under_snapshots(t: &Target, sock: &Path, dir: &Path) -> (Vec<(u64, u64)>, String) {
     let json = dir.join("bench.json");
+    let wlog = dir.join("writes.log");
     let mut bench = Command::new(env!("CARGO_BIN_EXE_ironlun"))
         .args(["bench", &t.url(NAME, 0), "--verify"])
+        .args(["--verify-log", wlog.to_str().unwrap()])
         .args([
             "--bs", "4k", "--read", "50", "--random", "100", "--qd", "16",
         ])
@@ -502,15 +608,16 @@ fn bench_under_snapshots(t: &Target, sock: &Path, dir: &Path) -> usize {
         assert!(bench.try_wait().unwrap().is_none(), "the bench ended early");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let mut taken = 0;
+    let mut windows = Vec::new();
     let start = Instant::now();
-    while taken == 0 || (bench.try_wait().unwrap().is_none() && taken < 30) {
-        let name = format!("b{taken}");
+    while windows.is_empty() || (bench.try_wait().unwrap().is_none() && windows.len() < 30) {
+        let name = format!("b{}", windows.len());
+        let from = monotonic_ns();
         let out = admin(sock, &["snapshot", "create", NAME, "0", &name]);
+        windows.push((from, monotonic_ns()));
         let pause = out.lines().find(|l| l.contains("I/O paused")).unwrap_or("");
         let pause = pause.split(';').next().unwrap_or("");
         eprintln!("{name} at {:.1} s: {pause}", start.elapsed().as_secs_f64());
-        taken += 1;
         std::thread::sleep(Duration::from_secs(1));
     }
     let st = bench.wait().unwrap();
@@ -525,12 +632,12 @@ fn bench_under_snapshots(t: &Target, sock: &Path, dir: &Path) -> usize {
     assert_eq!(w["verify"]["mismatch_count"], 0, "{}", w["verify"]);
     let list = admin(sock, &["snapshot", "list"]);
     let rows = list.lines().filter(|l| l.contains(" b")).count();
-    assert_eq!(rows, taken, "{list}");
+    assert_eq!(rows, windows.len(), "{list}");
     assert!(
         t.log().contains("snapshot b0 of target"),
         "the pause is logged"
     );
-    taken
+    (windows, std::fs::read_to_string(&wlog).unwrap())
 }
 
 #[test]
@@ -540,11 +647,11 @@ fn a_verifying_bench_runs_on_while_a_snapshot_is_taken_every_second() {
     let sock = dir.path().join("admin.sock");
     let spec = format!("file:{},size=64MiB", xfs.mnt.join("lun.img").display());
     let t = target(&sock, &[&spec]);
-    let taken = bench_under_snapshots(&t, &sock, dir.path());
-    let snaps: Vec<Vec<u8>> = (0..taken)
+    let (windows, log) = bench_under_snapshots(&t, &sock, dir.path());
+    let snaps: Vec<Vec<u8>> = (0..windows.len())
         .map(|k| std::fs::read(xfs.mnt.join(format!("lun.img.snapshots/b{k}"))).unwrap())
         .collect();
-    points_in_time(&snaps);
+    points_in_time(&snaps, &windows, &log);
 }
 
 #[test]
@@ -573,13 +680,153 @@ fn rbd_snapshots_against_a_real_cluster() {
     drop(t);
     ceph.rbd(&["create", "--size", "64M", "rbd/busy"]);
     let t = target(&sock, &[&format!("rbd:rbd/busy{conf}")]);
-    let taken = bench_under_snapshots(&t, &sock, dir.path());
-    let snaps: Vec<Vec<u8>> = (0..taken)
+    let (windows, log) = bench_under_snapshots(&t, &sock, dir.path());
+    let snaps: Vec<Vec<u8>> = (0..windows.len())
         .map(|k| {
             let out = dir.path().join(format!("b{k}.img"));
             ceph.rbd(&["export", &format!("rbd/busy@b{k}"), out.to_str().unwrap()]);
             std::fs::read(&out).unwrap()
         })
         .collect();
-    points_in_time(&snaps);
+    points_in_time(&snaps, &windows, &log);
+}
+
+/// The configuration of the schedule test: one file LUN, with
+/// `schedule` (TOML keys) under it.
+fn schedule_config(img: &Path, schedule: &str) -> String {
+    format!(
+        "[[target]]\nname = \"{NAME}\"\n[[target.lun]]\nspec = \"file:{},size=4MiB\"\n{schedule}",
+        img.display()
+    )
+}
+
+/// The names in a LUN's `.snapshots` directory, sorted.
+fn snapshot_files(img: &Path) -> Vec<String> {
+    let dir = PathBuf::from(format!("{}.snapshots", img.display()));
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// LUN 0's `snapshot_schedule` in `admin --json state` (null without).
+fn schedule_state(sock: &Path) -> serde_json::Value {
+    let v: serde_json::Value = serde_json::from_str(&admin(sock, &["--json", "state"])).unwrap();
+    v["targets"][0]["luns"][0]["snapshot_schedule"].clone()
+}
+
+/// The scheduled snapshots the log says were taken, in order.
+fn taken_in_log(log: &str) -> Vec<String> {
+    log.lines()
+        .filter_map(|l| l.split("scheduled snapshot ").nth(1))
+        .filter_map(|rest| rest.split(' ').next())
+        .filter(|n| n.starts_with("auto-"))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn a_schedule_takes_snapshots_keeps_its_newest_and_stops_on_a_live_change() {
+    let Some(xfs) = Xfs::make() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("admin.sock");
+    let img = xfs.mnt.join("sched.img");
+    let cfg = dir.path().join("t.toml");
+    let every = "snapshot_every = \"1s\"\nsnapshot_keep = 2\n";
+    std::fs::write(&cfg, schedule_config(&img, every)).unwrap();
+    let (rc, out) = ironlun(&["target", "--config", cfg.to_str().unwrap(), "--check"]);
+    assert_eq!(rc, 0, "{out}");
+    assert!(
+        out.contains("snapshot_every = \"1s\"") && out.contains("snapshot_keep = 2"),
+        "--check writes the schedule back: {out}"
+    );
+    let t = Target::start(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "--admin-socket",
+        sock.to_str().unwrap(),
+        "--stats",
+        "127.0.0.1:0",
+    ]);
+    admin(&sock, &["snapshot", "create", NAME, "0", "by-hand"]);
+
+    // Snapshots appear, one a second; once four are taken, the oldest
+    // two are gone (retention after the third and the fourth), the
+    // newest two and the hand-made one are there.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while schedule_state(&sock)["taken"].as_u64().unwrap_or(0) < 4 {
+        assert!(Instant::now() < deadline, "{}", t.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let state = schedule_state(&sock);
+    assert_eq!(state["failures"], 0, "{state}");
+    assert_eq!(state["kept"], 2, "{state}");
+    let last = state["last"]["snapshot"].as_str().unwrap().to_owned();
+    assert!(state["last"]["paused_ms"].as_f64().is_some(), "{state}");
+    // Later runs may go on meanwhile: the files hold two of the
+    // schedule's, or three while a run is between its snapshot and its
+    // retention, and never the first two it took.
+    let files = snapshot_files(&img);
+    assert!(files.contains(&"by-hand".to_owned()), "{files:?}");
+    let autos: Vec<&String> = files.iter().filter(|n| n.starts_with("auto-")).collect();
+    assert!((2..=3).contains(&autos.len()), "{files:?}");
+    for name in autos.iter().copied().chain([&last]) {
+        let logged = format!("scheduled snapshot {name} of target {NAME} LUN 0");
+        assert!(t.wait_log(&logged, Duration::from_secs(30)), "{}", t.log());
+    }
+    let taken = taken_in_log(&t.log());
+    assert!(taken.len() >= 4, "{taken:?}");
+    for gone in &taken[..2] {
+        assert!(!files.contains(gone), "{gone} kept: {files:?}");
+    }
+    let shown = admin(&sock, &["state"]);
+    assert!(
+        shown.contains("snapshots every 1s, keep 2 (auto-…): last auto-"),
+        "{shown}"
+    );
+    let list = admin(&sock, &["snapshot", "list"]);
+    assert!(
+        list.contains(&format!("{NAME} LUN 0: snapshots every 1s, keep 2")),
+        "{list}"
+    );
+    let (status, metrics) = support::http_get(t.stats_addr(), "/metrics");
+    assert_eq!(status, 200);
+    let series = format!("{{target=\"{NAME}\",lun=\"0\"}}");
+    let sample = |name: &str| -> f64 {
+        let line = metrics
+            .lines()
+            .find(|l| l.starts_with(&format!("{name}{series} ")))
+            .unwrap_or_else(|| panic!("no {name}: {metrics}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    assert!(sample("ironlun_lun_snapshot_schedule_taken_total") >= 4.0);
+    assert_eq!(sample("ironlun_lun_snapshot_schedule_failures_total"), 0.0);
+    assert_eq!(sample("ironlun_lun_snapshot_schedule_kept"), 2.0);
+    assert!(sample("ironlun_lun_snapshot_schedule_last_success_timestamp_seconds") > 1.7e9);
+
+    // A live change removes the schedule: once its last run has ended
+    // (the state no longer shows it), no snapshot is taken.
+    std::fs::write(&cfg, schedule_config(&img, "")).unwrap();
+    let out = admin(&sock, &["config", "reload"]);
+    assert!(
+        out.contains(&format!("~ target {NAME} LUN 0: no snapshot schedule")),
+        "{out}"
+    );
+    while !schedule_state(&sock).is_null() {
+        assert!(Instant::now() < deadline, "{}", t.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let before = snapshot_files(&img);
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        snapshot_files(&img),
+        before,
+        "a snapshot after the schedule went"
+    );
+    assert!(before.contains(&"by-hand".to_owned()), "{before:?}");
+    drop(t);
 }

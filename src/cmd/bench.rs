@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use ironlun_bench::local::Engine;
 use ironlun_bench::result::median_by_iops;
+use ironlun_bench::verify_log::WriteLog;
 use ironlun_bench::{
     output, profiles, AccessLine, LunTarget, RunOptions, RunReport, Threads, Workload,
     WorkloadFile, WorkloadResult,
@@ -102,6 +103,11 @@ pub struct BenchArgs {
     /// Write verifiable blocks and check every block read.
     #[arg(long)]
     pub verify: bool,
+    /// With --verify: log every write (when issued and acknowledged, in
+    /// CLOCK_MONOTONIC ns, its LBA, blocks and generation) to FILE
+    /// (FILE.WORKLOAD.N when several runs).
+    #[arg(long, value_name = "FILE", requires = "verify")]
+    pub verify_log: Option<PathBuf>,
     /// Sessions per URL, each its own I_T nexus driving its own equal
     /// slice of the seek range (so --verify checks every one of them).
     #[arg(long, default_value_t = 1, value_name = "N",
@@ -298,33 +304,37 @@ fn apply_shape(a: &BenchArgs, w: &mut Workload) -> Result<(), String> {
     Ok(())
 }
 
-/// The latency log of run `n` of workload `w`, when asked for: the file
-/// itself when there is one run in all, else FILE.WORKLOAD.N.
+/// The log file of run `n` of workload `w`: `path` itself when there
+/// is one run in all, else PATH.WORKLOAD.N.
+fn per_run(path: &std::path::Path, w: &Workload, n: u32, runs: usize) -> PathBuf {
+    if runs == 1 {
+        return path.to_owned();
+    }
+    let mut p = path.to_owned().into_os_string();
+    p.push(format!(".{}.{n}", w.name));
+    p.into()
+}
+
+/// The latency log of run `n` of workload `w`, when asked for.
 fn lat_log_for(
     a: &LatLogArgs,
     w: &Workload,
     n: u32,
     runs: usize,
 ) -> Option<ironlun_bench::iolog::LatLogSpec> {
-    let path = a.path.as_ref()?;
-    let path = if runs == 1 {
-        path.clone()
-    } else {
-        let mut p = path.clone().into_os_string();
-        p.push(format!(".{}.{n}", w.name));
-        p.into()
-    };
     Some(ironlun_bench::iolog::LatLogSpec {
-        path,
+        path: per_run(a.path.as_ref()?, w, n, runs),
         cap_bytes: a.cap,
     })
 }
 
-/// The latency log flags, parsed.
+/// The per-I/O log flags, parsed: the latency log, and the write log of
+/// a verifying run.
 #[derive(Clone, Default)]
 pub struct LatLogArgs {
     pub path: Option<PathBuf>,
     pub cap: u64,
+    pub verify_log: Option<PathBuf>,
 }
 
 /// How every load thread reaches the LUNs the URLs name; with link
@@ -445,6 +455,10 @@ pub async fn run_all(
         let mut runs = Vec::new();
         for n in 0..repeat.max(1) {
             let total = (w.time_s > 0.0).then_some(w.time_s);
+            let verify_log = match &lat_log.verify_log {
+                Some(p) => Some(WriteLog::create(&per_run(p, w, n + 1, runs_in_all))?),
+                None => None,
+            };
             let opts = RunOptions {
                 verify,
                 target_cpu: target_cpu.clone(),
@@ -452,11 +466,16 @@ pub async fn run_all(
                 drain_timeout: None,
                 exclude_threads: Some(ironlun_netem::awake::THREAD_NAME),
                 lat_log: lat_log_for(lat_log, w, n + 1, runs_in_all),
+                verify_log: verify_log.clone(),
             };
             let r = match runner {
-                Runner::Here(luns) => ironlun_bench::run(w, luns, &opts).await?,
-                Runner::Threads(t) => t.run(w, &opts).await?,
+                Runner::Here(luns) => ironlun_bench::run(w, luns, &opts).await,
+                Runner::Threads(t) => t.run(w, &opts).await,
             };
+            if let Some(log) = &verify_log {
+                log.finish()?;
+            }
+            let r = r?;
             if opts.progress.is_some() {
                 eprint!("\r\x1b[2K");
             }
@@ -511,9 +530,9 @@ pub async fn run(a: BenchArgs) -> Result<(), Failure> {
         return Ok(super::bench_agent::serve(g).await?);
     }
     if !a.agents.is_empty() {
-        if a.lat_log.is_some() {
+        if a.lat_log.is_some() || a.verify_log.is_some() {
             return Err(usage(
-                "--lat-log logs the I/O of this host; with --agents it runs on the agents",
+                "--lat-log and --verify-log log the I/O of this host; with --agents it runs on the agents",
             ));
         }
         return Ok(super::bench_agent::control(&a).await?);
@@ -524,6 +543,7 @@ pub async fn run(a: BenchArgs) -> Result<(), Failure> {
     let lat_log = LatLogArgs {
         path: a.lat_log.clone(),
         cap: parse_size(&a.lat_log_cap).map_err(|e| usage(format!("--lat-log-cap: {e}")))?,
+        verify_log: a.verify_log.clone(),
     };
     let ws = workloads(&a).map_err(usage)?;
     let mut relays = Vec::new();

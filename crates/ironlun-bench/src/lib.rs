@@ -47,6 +47,7 @@ pub mod target_stats;
 pub mod threads;
 pub mod timer;
 pub mod verify;
+pub mod verify_log;
 
 pub use engine::{run, LunTarget, Path, RunOptions, Slice, TargetCpuProbe};
 pub use result::{LunInfo, RunReport, ThreadTotals, WorkloadResult};

@@ -42,6 +42,7 @@ pub mod registry;
 mod replay;
 mod ring;
 mod sanitize_store;
+pub mod schedule;
 pub mod server;
 pub mod shared_pr;
 mod state_file;

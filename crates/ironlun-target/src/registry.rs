@@ -220,6 +220,8 @@ pub struct Registry {
     connections: AtomicUsize,
     /// Event counters for `GET /metrics` (crate::metrics).
     pub metrics: Arc<Metrics>,
+    /// What scheduled snapshots did, per LUN (crate::schedule).
+    pub schedules: crate::schedule::Record,
 }
 
 /// Counts one open connection for as long as it lives.
@@ -308,6 +310,7 @@ impl Registry {
             next_nexus: AtomicU64::new(1),
             connections: AtomicUsize::new(0),
             metrics: Arc::new(Metrics::new()),
+            schedules: crate::schedule::Record::default(),
         })
     }
 

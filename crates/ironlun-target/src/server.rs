@@ -649,6 +649,9 @@ impl Server {
         let admin = endpoints
             .start(self.live.clone())
             .map_err(|e| format!("management API: no thread: {e}"))?;
+        // Snapshots on a schedule (docs/snapshots.md, "Schedules").
+        let scheduler = crate::schedule::Scheduler::start(self.live.clone())
+            .map_err(|e| format!("snapshot schedules: no thread: {e}"))?;
         // Gateway groups (docs/ha.md): their heartbeats and lock calls.
         for t in self.registry.targets().iter() {
             if let Some(g) = &t.cfg.group {
@@ -687,6 +690,8 @@ impl Server {
             }
         }
         acceptors.abort_all();
+        // Its thread ends at its next tick (a run under way finishes).
+        let _ = tokio::task::spawn_blocking(move || drop(scheduler)).await;
         if let Some(t) = admin {
             // Joins its thread, which waits (bounded) for an operation
             // under way: off the async threads.

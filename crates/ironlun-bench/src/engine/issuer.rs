@@ -20,6 +20,7 @@ use crate::pattern::WriteData;
 use crate::result::VerifyReport;
 use crate::spec::{AccessLine, Workload};
 use crate::verify::VerifyMap;
+use crate::verify_log::{monotonic_ns, WriteLog, Written};
 
 /// A completion as the initiator reports it: the I/O's slot and the reply.
 pub(super) type Completion = (u64, Result<ScsiReply, ironlun_initiator::Error>);
@@ -178,6 +179,8 @@ pub(super) struct InFlight {
     blocks: u32,
     /// Writes: the generation written. Reads: the verify mark at issue.
     generation: u64,
+    /// A logged write: `CLOCK_MONOTONIC` before its data was made.
+    issued_ns: u64,
 }
 
 /// One LUN under test, with its verification map when verifying.
@@ -217,6 +220,9 @@ pub(super) struct Issuer {
     /// depths); an I/O's tag is its slot.
     slots: Vec<Option<InFlight>>,
     free: Vec<u32>,
+    /// Where each verified write is logged, and the run's number of
+    /// each LUN (`None`: its index here).
+    write_log: Option<(WriteLog, Option<Vec<usize>>)>,
 }
 
 impl Issuer {
@@ -251,7 +257,14 @@ impl Issuer {
             payload,
             slots,
             free,
+            write_log: None,
         })
+    }
+
+    /// Logs every verified write to `log` ([`crate::verify_log`]), its
+    /// LUN numbered by `luns` (the run's numbers of this part's LUNs).
+    pub(super) fn set_write_log(&mut self, log: WriteLog, luns: Option<Vec<usize>>) {
+        self.write_log = Some((log, luns));
     }
 
     /// Sets each LUN's NAA designator (for EXTENDED COPY), in target order.
@@ -320,15 +333,16 @@ impl Issuer {
                     break;
                 };
                 let Some(slot) = self.free.pop() else { break };
-                let (inflight, body) = match next_io(w, k, wi as u32, lun, &self.payload, intended)
-                {
-                    Ok(x) => x,
-                    Err(e) => {
-                        // Nothing was sent: the slot is free again.
-                        self.free.push(slot);
-                        return Err(format!("{}: {e}", lun.target.label));
-                    }
-                };
+                let logged = self.write_log.is_some();
+                let (inflight, body) =
+                    match next_io(w, k, wi as u32, lun, &self.payload, intended, logged) {
+                        Ok(x) => x,
+                        Err(e) => {
+                            // Nothing was sent: the slot is free again.
+                            self.free.push(slot);
+                            return Err(format!("{}: {e}", lun.target.label));
+                        }
+                    };
                 k.in_flight += 1;
                 let io = Io {
                     tag: u64::from(slot),
@@ -378,6 +392,24 @@ impl Issuer {
         };
         if let (Some(v), false) = (&mut lun.verify, io.read) {
             v.end_write(io.lba, io.blocks, io.generation as u32, error.is_none());
+            if let Some((log, numbers)) = &self.write_log {
+                let n = numbers
+                    .as_ref()
+                    .and_then(|m| m.get(k.lun).copied())
+                    .unwrap_or(k.lun);
+                let logged = log.record(&Written {
+                    issued_ns: io.issued_ns,
+                    acked_ns: monotonic_ns(),
+                    lun: n,
+                    lba: io.lba,
+                    blocks: io.blocks,
+                    generation: io.generation,
+                    ok: error.is_none(),
+                });
+                if let Err(e) = logged {
+                    tracing::warn!("{e}");
+                }
+            }
         }
         Some(Completed {
             offset: io.lba * u64::from(lun.target.capacity.block_size),
@@ -513,6 +545,7 @@ fn next_io(
     lun: &mut Lun,
     payload: &Bytes,
     start: Instant,
+    logged: bool,
 ) -> Result<(InFlight, Body), String> {
     let line = k.next_line(w);
     let bs = u64::from(lun.target.capacity.block_size);
@@ -528,6 +561,12 @@ fn next_io(
     let offset = k.next_offset(w, random, size, align, bs);
     let lba = offset / bs;
     let blocks = (size / bs) as u32;
+    // Before the write's generation is taken and its data made.
+    let issued_ns = if logged && op == Op::Write {
+        monotonic_ns()
+    } else {
+        0
+    };
     let (body, generation) = match op {
         Op::Read => (
             Body::Read,
@@ -572,6 +611,7 @@ fn next_io(
         lba,
         blocks,
         generation,
+        issued_ns,
     };
     Ok((io, body))
 }

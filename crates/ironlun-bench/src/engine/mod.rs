@@ -121,6 +121,9 @@ pub struct RunOptions {
     pub exclude_threads: Option<&'static str>,
     /// Log every measured I/O's latency ([`crate::iolog`]).
     pub lat_log: Option<LatLogSpec>,
+    /// Log every write of a verifying run with its times
+    /// ([`crate::verify_log`]); one log for every thread of the run.
+    pub verify_log: Option<crate::verify_log::WriteLog>,
 }
 
 /// Runs one workload; returns its measurement.
@@ -213,6 +216,9 @@ async fn run_here(
         return Err("no LUN to run against".into());
     }
     let mut issuer = Issuer::new(w, targets, opts.verify, part.share.as_deref())?;
+    if let (Some(log), true) = (&opts.verify_log, opts.verify) {
+        issuer.set_write_log(log.clone(), part.luns.clone());
+    }
     if let Some(naa) = shaped::designators(w, targets).await? {
         issuer.set_designators(naa);
     }

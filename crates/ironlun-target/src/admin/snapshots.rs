@@ -83,7 +83,7 @@ fn ms(d: std::time::Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }
 
-fn pause_text(p: Pause) -> String {
+pub(crate) fn pause_text(p: Pause) -> String {
     format!(
         "I/O paused {} (in-flight drained in {}, flushed in {})",
         ms(p.paused),
@@ -101,6 +101,18 @@ pub fn create(
     raw: &str,
     dry_run: bool,
 ) -> Result<Answer, OpError> {
+    create_paused(live, target, luns, raw, dry_run).map(|(a, _)| a)
+}
+
+/// As [`create`], with how long the LUs were held still (none for a dry
+/// run): what a scheduled snapshot records (`crate::schedule`).
+pub fn create_paused(
+    live: &Live,
+    target: &str,
+    luns: &[u16],
+    raw: &str,
+    dry_run: bool,
+) -> Result<(Answer, Option<Pause>), OpError> {
     let name = name(raw)?;
     if luns.is_empty() || luns.len() > MAX_GROUP {
         return Err(OpError::new(
@@ -120,7 +132,7 @@ pub fn create(
         .collect();
     let exports: Vec<String> = stores.iter().map(|s| s.export_spec(&name)).collect();
     if dry_run {
-        return Ok(answer(changes, true, None));
+        return Ok((answer(changes, true, None), None));
     }
     let lus: Vec<&LogicalUnit> = found.iter().map(|l| &*l.lu).collect();
     let (made, pause) = quiesced(&lus, || Ok(take_all(&found, &stores, &name)))
@@ -144,7 +156,14 @@ pub fn create(
         pause_text(pause),
         exports.join(" ")
     );
-    Ok(answer(changes, false, Some(note)))
+    Ok((answer(changes, false, Some(note)), Some(pause)))
+}
+
+/// The names of the snapshots LUN `lun` of `target` keeps now.
+pub fn names(live: &Live, target: &str, lun: u16) -> Result<Vec<String>, OpError> {
+    let l = Lun::find(live, target, lun)?;
+    let list = l.snapshots()?.list().map_err(|e| l.failed(&e))?;
+    Ok(list.into_iter().map(|i| i.name).collect())
 }
 
 /// Takes the snapshot on every store; when one fails, the ones already
@@ -294,6 +313,10 @@ pub struct LunSnapshots {
     pub snapshots: Vec<SnapshotView>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub none_because: Option<String>,
+    /// Its snapshot schedule and the last run's result; absent without
+    /// one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<crate::schedule::ScheduleView>,
 }
 
 /// `GET /v1/snapshots`: every LUN of every target with its snapshots.
@@ -309,6 +332,7 @@ pub fn list(live: &Live) -> Vec<LunSnapshots> {
                 kind: backend.kind(),
                 snapshots: Vec::new(),
                 none_because: None,
+                schedule: live.registry.schedules.view(&t.cfg.name, *n),
             };
             match backend.snapshots() {
                 Err(why) => row.none_because = Some(why),

@@ -62,6 +62,10 @@ pub struct LunView {
     /// absent without ALUA.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub alua: Option<AluaView>,
+    /// Its snapshot schedule and the last run's result (docs/snapshots.md,
+    /// "Schedules"); absent without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot_schedule: Option<crate::schedule::ScheduleView>,
 }
 
 /// A LU's ALUA layout as it serves now (states an initiator's SET TARGET
@@ -138,6 +142,7 @@ pub fn state(live: &Live) -> State {
                         thin: lu.config().thin,
                         offline: lu.offline_reason(),
                         alua: alua_view(lu),
+                        snapshot_schedule: live.registry.schedules.view(&t.cfg.name, *n),
                     }
                 })
                 .collect(),

@@ -27,6 +27,9 @@ pub(super) fn check(cfg: &Config, out: &mut Vec<Finding>) {
 }
 
 fn lun(subject: &str, l: &LunConfig, out: &mut Vec<Finding>) {
+    if let (Some(_), BackendSpec::File { path, .. }) = (&l.schedule, &l.spec.backend) {
+        schedule_on_file(subject, path, out);
+    }
     let read_only = l.spec.read_only;
     let probed = match &l.spec.backend {
         BackendSpec::File {
@@ -59,6 +62,23 @@ fn lun(subject: &str, l: &LunConfig, out: &mut Vec<Finding>) {
     match probed {
         Ok(p) => found(subject, &p, l.spec.block_size, out),
         Err(e) => out.push(Finding::error(subject, e.to_string())),
+    }
+}
+
+/// A snapshot schedule on a file LUN: its snapshots are reflinks, so a
+/// file system that has none fails every run (a warning); on XFS the
+/// first run finds whether it was made with reflink=1.
+fn schedule_on_file(subject: &str, path: &std::path::Path, out: &mut Vec<Finding>) {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    let fs = ironlun_backend::snapshot::reflink::fs_name(dir);
+    if fs != "xfs" && fs != "btrfs" {
+        out.push(Finding::warning(
+            subject,
+            format!("snapshot_every: the file is on {fs}, which cannot share a file's blocks: every scheduled snapshot will fail (XFS with reflink=1 or btrfs can)"),
+        ));
     }
 }
 

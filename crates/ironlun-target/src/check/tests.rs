@@ -267,3 +267,28 @@ fn every_problem_is_found_errors_first() {
     // The socket, in the state directory that is a file, once.
     one_with(&l, "admin_socket");
 }
+
+#[test]
+fn a_schedule_on_a_file_system_without_reflink_is_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = ironlun_backend::snapshot::reflink::fs_name(dir.path());
+    let file = dir.path().join("a.img");
+    let text = format!(
+        "[[target]]\nname = \"iqn.2026-11.test:t\"\n[[target.lun]]\nspec = \"file:{},size=1MiB\"\nsnapshot_every = \"1h\"\nsnapshot_keep = 3\n",
+        file.display()
+    );
+    let l = said(&Config::from_toml(&text, None).unwrap());
+    let hits: Vec<&String> = l.iter().filter(|x| x.contains("snapshot_every")).collect();
+    if fs == "xfs" || fs == "btrfs" {
+        assert!(hits.is_empty(), "{fs}: {l:#?}");
+    } else {
+        assert_eq!(hits.len(), 1, "{l:#?}");
+        assert!(
+            hits[0].starts_with(
+                "warning: target iqn.2026-11.test:t LUN 0: snapshot_every: the file is on "
+            ) && hits[0].contains("cannot share a file's blocks"),
+            "{}",
+            hits[0]
+        );
+    }
+}

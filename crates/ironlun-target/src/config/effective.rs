@@ -15,8 +15,8 @@ use ironlun_units::format_size;
 use toml_edit::{Array, ArrayOfTables, DocumentMut, InlineTable, Item, Table, Value};
 
 use super::{
-    Config, DefaultMap, InitiatorEntry, IoEngine, Limits, Overrides, TargetConfig, TcpTuning,
-    HIDDEN_SECRET,
+    every_text, Config, DefaultMap, InitiatorEntry, IoEngine, Limits, Overrides, TargetConfig,
+    TcpTuning, HIDDEN_SECRET,
 };
 
 /// The log filter the daemon uses when neither `--log` nor the file's
@@ -223,6 +223,11 @@ fn target(t: &TargetConfig, by: &Marks<'_>) -> Table {
             "spec",
             marked(l.spec.to_string(), !o.luns.is_empty(), "--lun"),
         );
+        if let Some(s) = &l.schedule {
+            lt.insert("snapshot_every", Item::Value(every_text(s.every).into()));
+            lt.insert("snapshot_keep", Item::Value(int(s.keep)));
+            lt.insert("snapshot_prefix", Item::Value(s.prefix.as_str().into()));
+        }
         luns.push(lt);
     }
     out.insert("lun", Item::ArrayOfTables(luns));

@@ -86,6 +86,7 @@ impl Config {
             luns.push(LunConfig {
                 number: i as u16,
                 spec: lun_spec::parse_at("--lun".to_owned(), s)?,
+                schedule: None,
             });
         }
         if luns.is_empty() {

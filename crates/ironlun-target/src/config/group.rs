@@ -384,6 +384,7 @@ mod tests {
         let lun = |s: &str| LunConfig {
             number: 0,
             spec: super::super::lun_spec::parse_at("x".into(), s).unwrap(),
+            schedule: None,
         };
         let ok = check(
             "t",

@@ -38,6 +38,7 @@ mod limits;
 mod lun_spec;
 mod names;
 mod params;
+mod schedule;
 mod toml_file;
 
 pub(crate) use chap::{HIDDEN_SECRET, SECRET_KEYS};
@@ -49,6 +50,7 @@ pub use io_engine::{IoEngine, UnknownIoEngine};
 pub use limits::{Limits, TcpTuning};
 pub use lun_spec::{BackendSpec, LunSpec, LunSpecError, LunSpecProblem, RbdSpec};
 pub use names::{default_target_name, normalize_iscsi_name, NameError, NameKey};
+pub use schedule::{every_text, SnapshotSchedule, MAX_EVERY, MIN_EVERY};
 pub(crate) use toml_file::{check_stores_unshared, error_line};
 
 /// Default portal (RFC 7143 §13.8: 3260 is the well-known port).
@@ -190,6 +192,8 @@ pub struct TargetConfig {
 pub struct LunConfig {
     pub number: u16,
     pub spec: LunSpec,
+    /// Snapshots taken on a schedule (`snapshot_every`, docs/snapshots.md).
+    pub schedule: Option<SnapshotSchedule>,
 }
 
 /// A portal or endpoint address given at `key` (`listen`, `--stats`):

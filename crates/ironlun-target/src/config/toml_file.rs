@@ -76,6 +76,10 @@ struct FileTarget {
 struct FileLun {
     number: Option<u16>,
     spec: String,
+    /// A snapshot schedule (`config::schedule`).
+    snapshot_every: Option<String>,
+    snapshot_keep: Option<i64>,
+    snapshot_prefix: Option<String>,
 }
 
 impl Config {
@@ -285,7 +289,18 @@ impl FileTarget {
                     number,
                 });
             }
-            luns.push(LunConfig { number, spec });
+            let keys = super::schedule::FileSchedule {
+                every: l.snapshot_every.as_deref(),
+                keep: l.snapshot_keep,
+                prefix: l.snapshot_prefix.as_deref(),
+            };
+            let what = format!("target {name} LUN {number}");
+            let schedule = super::schedule::check(&what, &spec.backend, &keys)?;
+            luns.push(LunConfig {
+                number,
+                spec,
+                schedule,
+            });
         }
         if luns.is_empty() {
             return Err(ConfigError::NoTargetLuns {

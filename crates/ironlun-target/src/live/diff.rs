@@ -8,7 +8,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use super::shared::{middle, shared_ends};
-use crate::config::{BackendSpec, Config, LunConfig, LunSpec, NameKey, TargetConfig};
+use crate::config::{
+    BackendSpec, Config, LunConfig, LunSpec, NameKey, SnapshotSchedule, TargetConfig,
+};
 use ironlun_scsi::AluaMode;
 
 /// One change to the running state.
@@ -45,6 +47,14 @@ pub enum Change {
         lun: u16,
         on: bool,
     },
+    /// The LUN's snapshot schedule set, changed or removed (`None`): the
+    /// scheduler reads it from the running targets at its next tick
+    /// (`crate::schedule`); nothing else changes.
+    Schedule {
+        target: String,
+        lun: u16,
+        schedule: Option<SnapshotSchedule>,
+    },
     /// The target's ALUA groups (states, ports, preference, a gateway
     /// added or gone) or implicit transition time: every LU of the target
     /// takes the configured ones, and its initiators are told
@@ -73,6 +83,14 @@ impl fmt::Display for Change {
                 "~ target {target} LUN {lun}: {}",
                 if *on { "read-only" } else { "read-write" }
             ),
+            Change::Schedule {
+                target,
+                lun,
+                schedule,
+            } => match schedule {
+                Some(s) => write!(f, "~ target {target} LUN {lun}: snapshot schedule {s}"),
+                None => write!(f, "~ target {target} LUN {lun}: no snapshot schedule"),
+            },
             Change::Alua { target, what } => {
                 write!(f, "~ target {target}: ALUA {}", what.join(", "))
             }
@@ -253,10 +271,18 @@ fn changed_settings(old: &TargetConfig, new: &TargetConfig) -> Vec<&'static str>
     what
 }
 
-/// A LUN in both: a resize and a read-only switch go live; any other
-/// change of its medium or settings is refused.
+/// A LUN in both: a resize, a read-only switch and its snapshot
+/// schedule go live; any other change of its medium or settings is
+/// refused.
 fn lun(target: &str, old: &LunConfig, new: &LunConfig, p: &mut Plan) {
     let n = new.number;
+    if old.schedule != new.schedule {
+        p.changes.push(Change::Schedule {
+            target: target.to_owned(),
+            lun: n,
+            schedule: new.schedule.clone(),
+        });
+    }
     if medium(&old.spec) != medium(&new.spec) {
         p.refused.push(format!(
             "target {target} LUN {n}: its backend or settings changed: remove the LUN and add it again (the initiators then see a new LU)"

@@ -27,11 +27,14 @@ pub(super) struct LunNow {
     /// cheaply (a RAM LU's chunk count, a file's allocated blocks from
     /// fstat; not a block device or an RBD image).
     allocated_bytes: Option<u64>,
+    /// Its snapshot schedule's counters, when it has one.
+    schedule: Option<crate::schedule::ScheduleView>,
 }
 
 impl LunNow {
-    fn of(target: &str, lun: u16, lu: &LogicalUnit) -> LunNow {
+    fn of(r: &Registry, target: &str, lun: u16, lu: &LogicalUnit) -> LunNow {
         LunNow {
+            schedule: r.schedules.view(target, lun),
             target: target.to_owned(),
             lun: lun.to_string(),
             io: lu.io_stats(),
@@ -54,7 +57,7 @@ pub(super) fn luns_now(r: &Registry) -> Vec<LunNow> {
     let mut out = Vec::new();
     for t in r.targets().iter() {
         for (n, lu) in t.luns.iter() {
-            out.push(LunNow::of(&t.cfg.name, *n, lu));
+            out.push(LunNow::of(r, &t.cfg.name, *n, lu));
         }
     }
     out
@@ -146,6 +149,7 @@ pub(super) fn encode_luns(enc: &mut DescriptorEncoder, luns: &[LunNow]) -> Resul
         luns,
         |l| Some(u64::from(l.offline)),
     )?;
+    encode_schedules(enc, luns)?;
     let mut m = enc.encode_descriptor(
         "lun_command_duration_seconds",
         "Time from a SCSI command's arrival to its status being sent, per LUN and op.",
@@ -159,6 +163,56 @@ pub(super) fn encode_luns(enc: &mut DescriptorEncoder, luns: &[LunNow]) -> Resul
         }
     }
     Ok(())
+}
+
+/// The snapshot schedules' families (docs/snapshots.md, "Schedules"),
+/// a sample per LUN that has a schedule; none without any.
+fn encode_schedules(enc: &mut DescriptorEncoder, luns: &[LunNow]) -> Result<(), fmt::Error> {
+    let scheduled: Vec<(&LunNow, &crate::schedule::ScheduleView)> = luns
+        .iter()
+        .filter_map(|l| Some((l, l.schedule.as_ref()?)))
+        .collect();
+    if scheduled.is_empty() {
+        return Ok(());
+    }
+    type Count = fn(&crate::schedule::ScheduleView) -> u64;
+    let counters: [(&str, &str, Count); 2] = [
+        (
+            "lun_snapshot_schedule_taken",
+            "Snapshots the LUN's schedule took since the daemon started.",
+            |v| v.taken,
+        ),
+        (
+            "lun_snapshot_schedule_failures",
+            "Runs of the LUN's snapshot schedule that failed (nothing taken, or a retention delete refused) since the daemon started; each is logged, and tried again at the next interval.",
+            |v| v.failures,
+        ),
+    ];
+    for (name, help, value) in counters {
+        let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+        for (l, v) in &scheduled {
+            m.encode_family(&l.labels(None))?
+                .encode_counter::<NoLabelSet, _, u64>(&value(v), None)?;
+        }
+    }
+    lun_gauges(
+        enc,
+        (
+            "lun_snapshot_schedule_kept",
+            "The schedule's own snapshots the LUN keeps, as its last run left them.",
+        ),
+        luns,
+        |l| l.schedule.as_ref()?.kept,
+    )?;
+    lun_gauges(
+        enc,
+        (
+            "lun_snapshot_schedule_last_success_timestamp_seconds",
+            "When the LUN's schedule last took a snapshot (Unix time); absent before its first.",
+        ),
+        luns,
+        |l| l.schedule.as_ref()?.last_success,
+    )
 }
 
 fn encode_capacity(enc: &mut DescriptorEncoder, luns: &[LunNow]) -> Result<(), fmt::Error> {

@@ -397,3 +397,51 @@ fn the_exposition_ends_with_eof_once() {
     assert!(text.ends_with("# EOF\n"), "{text}");
     assert_eq!(text.matches("# EOF").count(), 1);
 }
+
+#[test]
+fn a_scheduled_lun_has_its_schedules_series_and_the_others_none() {
+    use crate::schedule::slot::Outcome;
+    let r = registry(2);
+    let lun = |n| [("target", TARGET), ("lun", n)];
+    let s = scrape(&r);
+    assert!(!s
+        .families
+        .contains_key("ironlun_lun_snapshot_schedule_taken"));
+    let mut slot = crate::schedule::Slot::new(crate::config::SnapshotSchedule {
+        every: std::time::Duration::from_secs(60),
+        keep: 2,
+        prefix: "auto".into(),
+    });
+    let t0 = 1_795_841_400;
+    for (k, ok) in [(0, true), (1, false), (2, true)] {
+        let now = (t0 + 60 * k) * 1000;
+        let c = slot.claim(now).unwrap();
+        let o = if ok {
+            Outcome::Took {
+                name: format!("auto-{k}"),
+                stamped: now / 1000,
+                paused: std::time::Duration::from_millis(2),
+                deleted: Vec::new(),
+                kept: 2,
+                error: None,
+            }
+        } else {
+            Outcome::Failed {
+                error: "full".into(),
+                stamped: now / 1000,
+            }
+        };
+        slot.finish(&c, now, o);
+    }
+    r.schedules.put(TARGET, 1, slot);
+    let s = scrape(&r);
+    let family = |f: &str| format!("ironlun_lun_snapshot_schedule_{f}");
+    assert_eq!(counter(&s, &family("taken"), &lun("1")), 2.0);
+    assert_eq!(counter(&s, &family("failures"), &lun("1")), 1.0);
+    assert_eq!(gauge(&s, &family("kept"), &lun("1")), 2.0);
+    assert_eq!(
+        gauge(&s, &family("last_success_timestamp_seconds"), &lun("1")),
+        (t0 + 120) as f64
+    );
+    assert!(value(&s, &family("taken"), &lun("0")).is_none());
+}

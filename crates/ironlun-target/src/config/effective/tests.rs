@@ -54,6 +54,8 @@ spec = "ram:16MiB,thin,sanitize,sanitize_rate=64MiB/s"
 [[target.lun]]
 number = 5
 spec = "file:/srv/a b.img,size=10G,grow,direct,bs=4096,rotation=7200"
+snapshot_every = "90m"
+snapshot_keep = 48
 [[target.initiator]]
 name = "iqn.2026-11.test:init"
 luns = [{ lun = 0, target_lun = 5, read_only = true }, { lun = 1, target_lun = 0 }]
@@ -68,6 +70,9 @@ name = "iqn.2026-11.test:z"
 queue_depth = 1
 [[target.lun]]
 spec = "rbd:pool/img,conf=/etc/ceph/ceph.conf,id=gw,timeout=30"
+snapshot_every = "1500ms"
+snapshot_keep = 1
+snapshot_prefix = "rbd.hourly"
 "#;
 
 /// The discovery secret above has no user: make it one.

@@ -154,3 +154,40 @@ fn alua_groups_go_live_the_layout_seen_at_discovery_does_not() {
         assert!(p.refused[0].contains("remove the target and add it again"));
     }
 }
+
+#[test]
+fn a_snapshot_schedule_goes_live_when_set_changed_or_removed() {
+    let file =
+        "[[target]]\nname = \"iqn.2026-11.test:a\"\n[[target.lun]]\nspec = \"file:/srv/a.img\"\n";
+    let every = |e: &str, keep: u32| {
+        file.replace(
+            "spec = \"file:/srv/a.img\"\n",
+            &format!(
+                "spec = \"file:/srv/a.img\"\nsnapshot_every = \"{e}\"\nsnapshot_keep = {keep}\n"
+            ),
+        )
+    };
+    let lines = |a: &str, b: &str| -> Vec<String> {
+        let p = plan(&cfg(a), &cfg(b));
+        assert!(p.refused.is_empty(), "{p:?}");
+        p.changes.iter().map(ToString::to_string).collect()
+    };
+    let t = "~ target iqn.2026-11.test:a LUN 0";
+    assert_eq!(
+        lines(file, &every("1h", 24)),
+        [format!(
+            "{t}: snapshot schedule every 1h, keep 24, prefix auto"
+        )]
+    );
+    assert_eq!(
+        lines(&every("1h", 24), &every("10m", 3)),
+        [format!(
+            "{t}: snapshot schedule every 10m, keep 3, prefix auto"
+        )]
+    );
+    assert_eq!(
+        lines(&every("1h", 24), file),
+        [format!("{t}: no snapshot schedule")]
+    );
+    assert!(lines(&every("1h", 24), &every("60m", 24)).is_empty());
+}
