@@ -13,6 +13,7 @@
 )]
 
 pub mod skip;
+pub mod xfs;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
