@@ -71,9 +71,11 @@ pub(super) fn case_snapshot(ctx: &Ctx) -> Verdict {
     let on_line = |line: &str| {
         let rec = parse_record(line).unwrap_or_default();
         let mut h = host.lock().unwrap_or_else(|e| e.into_inner());
-        if let (Some(path), Some(sum), Some("0")) =
-            (field(&rec, "file"), field(&rec, "sha256"), field(&rec, "lun"))
-        {
+        if let (Some(path), Some(sum), Some("0")) = (
+            field(&rec, "file"),
+            field(&rec, "sha256"),
+            field(&rec, "lun"),
+        ) {
             h.completed.push((path.to_owned(), sum.to_owned()));
         } else if field(&rec, "phase") == Some("snapshot") && h.required.is_none() {
             h.required = Some(h.completed.iter().cloned().collect());
@@ -110,7 +112,7 @@ fn snapshot_and_export(sock: &Path, t0: Instant) -> Result<(String, Vec<String>)
     let mut step = |args: &[&str], expect: &str| {
         let out = admin_step(sock, args, expect)?;
         done.push(format!(
-            "{} at {:.1} s",
+            "{} at {:.1} s into the case",
             args[..2].join(" "),
             t0.elapsed().as_secs_f64()
         ));
@@ -220,9 +222,8 @@ fn check(o: &Outcome, host: &Host, target: &Target, img0: &Path) -> Result<Strin
     require_kv(o, "snap_ro_mount", "refused")?;
     require_kv(o, "snap_noload_mount", "mounted")?;
     Ok(format!(
-        "host: {}; {r} files acknowledged before the snapshot (the guest had {asked} when it asked) all on the clone after journal replay, e2fsck clean, verified in the guest and on the host ({n1}); the clone holds nothing past f{present} (LUN 1 seen at f{seen}); LUN 0 went on to {files} files, all {n0} verified in guest and host; the read-only snapshot: mount -o ro refused (journal needs recovery), ro,noload mounted with f1..f{} intact ({} of {files} files good); LUNs seen {:.1} s after asking (guest clock); boot to power-off {:.0} s ({})",
+        "host: {}; {r} files acknowledged before the snapshot (the guest had {asked} when it asked) all on the clone after journal replay, e2fsck clean, verified in the guest and on the host ({n1}); the clone holds nothing past f{present} (LUN 1 seen at f{seen}); LUN 0 went on to {files} files, all {n0} verified in guest and host; the read-only snapshot: mount -o ro refused (its journal needs recovery), mount -o ro,noload showed {} of the {files} files; LUNs seen {:.1} s after asking (guest clock); boot to power-off {:.0} s ({})",
         host.done.join(", "),
-        o.get("snap_noload_ok_through").unwrap_or("?"),
         o.get("snap_noload_good").unwrap_or("?"),
         number(o, "seen_ms").unwrap_or(0) as f64 / 1000.0,
         o.elapsed.as_secs_f64(),
@@ -232,13 +233,14 @@ fn check(o: &Outcome, host: &Host, target: &Target, img0: &Path) -> Result<Strin
 
 /// The guest's `fsck=clean lun=LUN`.
 fn fsck_clean(o: &Outcome, lun: &str) -> Result<(), String> {
-    if o
-        .with_key("fsck")
+    if o.with_key("fsck")
         .any(|r| field(r, "lun") == Some(lun) && field(r, "fsck") == Some("clean"))
     {
         Ok(())
     } else {
-        Err(format!("the guest did not report e2fsck clean on LUN {lun}"))
+        Err(format!(
+            "the guest did not report e2fsck clean on LUN {lun}"
+        ))
     }
 }
 
@@ -249,7 +251,9 @@ fn number(o: &Outcome, key: &str) -> Result<u64, String> {
 
 /// The number `key` of the guest's `phase=PHASE` line.
 fn at_phase(o: &Outcome, phase: &str, key: &str) -> Result<u64, String> {
-    let rec = o.with_key("phase").find(|r| field(r, "phase") == Some(phase));
+    let rec = o
+        .with_key("phase")
+        .find(|r| field(r, "phase") == Some(phase));
     parse(key, rec.and_then(|r| field(r, key)))
 }
 
