@@ -21,11 +21,12 @@
 mod ceph;
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{run, skip, Raw, Target};
+use support::xfs::Xfs;
+use support::{run, Raw, Target};
 
 const NAME: &str = "iqn.2026-11.test:t";
 const INIT: &str = "iqn.2026-11.test:init";
@@ -226,80 +227,6 @@ fn life_cycle(t: &Target, sock: &Path, dir: &Path, store: &Store) {
     let (rc, out) = admin_rc(sock, &["snapshot", "delete", NAME, "0", "s1"]);
     assert_eq!(rc, 1, "a second delete finds nothing: {out}");
     drop(raw);
-}
-
-/// A loop-mounted XFS with reflink, unmounted on drop.
-struct Xfs {
-    _dir: tempfile::TempDir,
-    mnt: PathBuf,
-}
-
-impl Xfs {
-    /// `None` (and a loud skip) without root, loop devices or xfsprogs.
-    fn make() -> Option<Xfs> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            skip::skip("a reflink XFS on a loop device", "not root");
-            return None;
-        }
-        if !Path::new("/dev/loop-control").exists() {
-            skip::skip("a reflink XFS on a loop device", "no /dev/loop-control");
-            return None;
-        }
-        let Some(mkfs) = ["/usr/sbin/mkfs.xfs", "/sbin/mkfs.xfs"]
-            .into_iter()
-            .find(|p| Path::new(p).exists())
-        else {
-            skip::skip(
-                "a reflink XFS on a loop device",
-                "mkfs.xfs is not installed (apt install xfsprogs)",
-            );
-            return None;
-        };
-        let dir = tempfile::tempdir().unwrap();
-        let img = dir.path().join("xfs.img");
-        // Sparse: mkfs.xfs wants 300 MiB at least.
-        std::fs::File::create(&img)
-            .unwrap()
-            .set_len(320 << 20)
-            .unwrap();
-        let (rc, out) = run(mkfs, &["-q", "-m", "reflink=1", img.to_str().unwrap()]);
-        assert_eq!(rc, 0, "mkfs.xfs: {out}");
-        let mnt = dir.path().join("mnt");
-        std::fs::create_dir(&mnt).unwrap();
-        let (rc, out) = run(
-            "mount",
-            &["-o", "loop", img.to_str().unwrap(), mnt.to_str().unwrap()],
-        );
-        if rc != 0 {
-            skip::skip(
-                "a reflink XFS on a loop device",
-                &format!("mount -o loop: {out}"),
-            );
-            return None;
-        }
-        Some(Xfs { _dir: dir, mnt })
-    }
-
-    fn free_bytes(&self) -> u64 {
-        let _ = run("sync", &["-f", self.mnt.to_str().unwrap()]);
-        let c = std::ffi::CString::new(self.mnt.to_str().unwrap()).unwrap();
-        // SAFETY: zeroed statvfs is valid; `c` NUL-terminated.
-        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-        // SAFETY: as above; `st` a valid out-pointer.
-        assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0);
-        st.f_bavail * st.f_frsize
-    }
-}
-
-impl Drop for Xfs {
-    fn drop(&mut self) {
-        let (rc, out) = run("umount", &[self.mnt.to_str().unwrap()]);
-        if rc != 0 {
-            let _ = run("umount", &["-l", self.mnt.to_str().unwrap()]);
-            eprintln!("umount {}: {out}", self.mnt.display());
-        }
-    }
 }
 
 fn target(sock: &Path, luns: &[&str]) -> Target {

@@ -48,6 +48,9 @@ mod multipath;
 mod ha;
 #[path = "kernel_initiator/ha_failover.rs"]
 mod ha_failover;
+// A snapshot taken while ext4 is written (issue 39).
+#[path = "kernel_initiator/snapshot.rs"]
+mod snapshot;
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -138,6 +141,7 @@ fn main() {
         ("alua", alua::case_alua),
         ("multipath", multipath::case_multipath),
         ("ha-failover", ha_failover::case_ha_failover),
+        ("snapshot", snapshot::case_snapshot),
     ];
     let (mut failed, mut skipped) = (0, 0);
     for (name, f) in all {
@@ -248,6 +252,13 @@ fn sha256_file(path: &Path) -> String {
 /// through iSCSI). A record that lost a field fails the check, so the
 /// count returned, of files verified, is the count written.
 fn host_checks_ext4(img: &Path, o: &Outcome, lun: &str, written: usize) -> Result<usize, String> {
+    host_fsck(img)?;
+    let files = o.files_written(lun, written)?;
+    host_verify_files(img, &files)
+}
+
+/// `e2fsck -fn` on an ext4 image file is clean.
+fn host_fsck(img: &Path) -> Result<(), String> {
     let fsck = Command::new(tool("e2fsck"))
         .args(["-fn"])
         .arg(img)
@@ -255,15 +266,24 @@ fn host_checks_ext4(img: &Path, o: &Outcome, lun: &str, written: usize) -> Resul
         .unwrap();
     if !fsck.status.success() {
         return Err(format!(
-            "host e2fsck -fn on the LUN file: {}\n{}",
+            "host e2fsck -fn on {}: {}\n{}",
+            img.display(),
             fsck.status,
             String::from_utf8_lossy(&fsck.stdout)
         ));
     }
-    let files = o.files_written(lun, written)?;
+    Ok(())
+}
+
+/// Each of `files` (path to SHA-256) in an ext4 image file, read with
+/// debugfs, has its SHA-256; the count verified, which is all of them.
+fn host_verify_files(
+    img: &Path,
+    files: &std::collections::BTreeMap<String, String>,
+) -> Result<usize, String> {
     let mut verified = 0;
     let dump = img.with_extension("dump");
-    for (path, sum) in &files {
+    for (path, sum) in files {
         let _ = std::fs::remove_file(&dump);
         let out = Command::new(tool("debugfs"))
             .arg("-R")
@@ -286,9 +306,11 @@ fn host_checks_ext4(img: &Path, o: &Outcome, lun: &str, written: usize) -> Resul
         verified += 1;
     }
     let _ = std::fs::remove_file(&dump);
-    if verified != written {
+    if verified != files.len() {
         return Err(format!(
-            "{verified} files verified on LUN {lun}, {written} written"
+            "{verified} files verified in {}, {} written",
+            img.display(),
+            files.len()
         ));
     }
     Ok(verified)

@@ -61,7 +61,7 @@ pub(super) fn case_live_lun(ctx: &Ctx) -> Verdict {
         let step = admin_step(&sock, &args, &expect);
         let mut s = steps.lock().unwrap_or_else(|e| e.into_inner());
         match step {
-            Ok(()) => s.done.push(format!(
+            Ok(_) => s.done.push(format!(
                 "{} at {:.1} s",
                 args[..2].join(" "),
                 t0.elapsed().as_secs_f64()
@@ -90,13 +90,14 @@ pub(super) fn case_live_lun(ctx: &Ctx) -> Verdict {
     verdict(r)
 }
 
-/// `ironlun admin --socket SOCK ARGS…`: exit 0 and `expect` in its output.
-fn admin_step(sock: &Path, args: &[&str], expect: &str) -> Result<(), String> {
+/// `ironlun admin --socket SOCK ARGS…`: exit 0 and `expect` in its
+/// output, which it returns.
+pub(super) fn admin_step(sock: &Path, args: &[&str], expect: &str) -> Result<String, String> {
     let mut all = vec!["admin", "--socket", sock.to_str().unwrap_or_default()];
     all.extend_from_slice(args);
     let (rc, out) = run(&super::support::ironlun_bin(), &all);
     if rc == 0 && out.contains(expect) {
-        Ok(())
+        Ok(out)
     } else {
         Err(format!(
             "ironlun {}: exit {rc}, expected {expect:?}: {out}",

@@ -14,6 +14,7 @@
 
 pub mod alua;
 pub mod skip;
+pub mod xfs;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};

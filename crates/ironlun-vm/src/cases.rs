@@ -102,6 +102,18 @@ pub const HA_FAILOVER: Case = Case {
     script: include_str!("../assets/cases/ha-failover.sh"),
 };
 
+/// A snapshot of a LUN taken while ext4 on it is written (issue 39):
+/// on `phase=snapshot` the host snapshots LUN 0 while the guest's writer
+/// goes on, and adds a clone of it as LUN 1 and the snapshot itself,
+/// read-only, as LUN 2; the guest replays the journal on the clone,
+/// checks it and its files, and shows that the read-only snapshot needs
+/// `noload` (each wait bounded by `WAIT_S` seconds).
+pub const SNAPSHOT: Case = Case {
+    name: "snapshot",
+    about: "a snapshot taken while ext4 is written: its clone mounted after journal replay, e2fsck clean, the files written before it verified; the read-only snapshot mounted with noload",
+    script: include_str!("../assets/cases/snapshot.sh"),
+};
+
 /// Every case.
 pub const ALL: &[Case] = &[
     BASIC,
@@ -114,6 +126,7 @@ pub const ALL: &[Case] = &[
     ALUA,
     MULTIPATH,
     HA_FAILOVER,
+    SNAPSHOT,
 ];
 
 /// The case called `name`.

@@ -178,8 +178,14 @@ fn overlay(b: &Boot<'_>) -> Result<Vec<u8>, VmError> {
 }
 
 /// The kernel's command line: its console is the first serial port, and
-/// only that one (the second carries evidence).
-pub const KERNEL_CMDLINE: &str = "console=ttyS0 panic=-1 quiet";
+/// only that one (the second carries evidence). `no_timer_check` skips
+/// the boot's test of the timer interrupt through the IO-APIC, which
+/// counts ticks over a few milliseconds of the guest's clock: under TCG
+/// on a loaded host the emulated CPU can miss them, and the kernel then
+/// panics with "IO-APIC + timer doesn't work!" (seen with two busy loops
+/// and other builds, load average 12). The timer works; only the test
+/// is unreliable in an emulator.
+pub const KERNEL_CMDLINE: &str = "console=ttyS0 panic=-1 quiet no_timer_check";
 
 /// QEMU's arguments: the first serial port (ttyS0, the kernel's console)
 /// on stdout, the second (ttyS1, the evidence channel) appended to the
