@@ -507,6 +507,13 @@ spec = "{spec}"
     );
     assert_ne!(code, Some(0), "{out}");
     assert!(out.contains("heartbeat_interval_ms"), "{out}");
+    // Forwarding's peer sessions authenticate with the group key.
+    let (code, out) = check(
+        text("others = \"active/non-optimized\"", "rbd:rbd/x"),
+        &["--gateway", "gw1"],
+    );
+    assert_ne!(code, Some(0), "{out}");
+    assert!(out.contains("key_file"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use arc_swap::ArcSwap;
 
+use crate::group::peer::PeerLogin;
 use ironlun_proto::chap::ChapPolicy;
 use ironlun_proto::login::LoginStatus;
 use ironlun_proto::params::Offers;
@@ -449,7 +450,17 @@ impl LoginContext for LoginCtx {
             return Err(LoginStatus::AUTHORIZATION_FAILURE);
         }
         let mut info = Registry::info(&t);
-        info.chap = t.chap_for(initiator_name);
+        // A gateway's peer name logs in only with the group's CHAP for
+        // it, whatever the target's own (docs/ha.md, "Forwarding").
+        info.chap =
+            match crate::group::peer_login(&t.cfg.name, t.cfg.group.as_ref(), initiator_name) {
+                PeerLogin::NotPeer => t.chap_for(initiator_name),
+                PeerLogin::Chap(policy) => Some(policy),
+                PeerLogin::Refused(why) => {
+                    self.refusal = Some(why);
+                    return Err(LoginStatus::AUTHENTICATION_FAILURE);
+                }
+            };
         Ok(info)
     }
 

@@ -16,6 +16,7 @@ use tokio::runtime::Handle;
 use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
+use super::peer::Peers;
 use super::state::{Action, Group, Member, Outcome, Role, Setup, Timing};
 use super::wire::{self, MAX_DATAGRAM};
 use super::{lock_running, GatewayView, GroupView, LunView};
@@ -30,6 +31,11 @@ pub struct Running {
     registry: Arc<Registry>,
     outcomes: mpsc::UnboundedSender<Outcome>,
     runtime: Handle,
+    /// The group key (`key_file`): heartbeats' HMAC, the peers' CHAP.
+    key: Option<Arc<Vec<u8>>>,
+    /// The sessions to the other gateways (forwarding).
+    #[allow(dead_code)] // the forwarding uses it (next commit)
+    pub(super) peers: Peers,
     /// When each LUN's takeover started (for the log's timing).
     started: Mutex<HashMap<u16, Instant>>,
     /// When a refused datagram was last logged: at most one line per
@@ -49,10 +55,9 @@ pub fn start(
     cfg: &GroupConfig,
 ) -> Result<Arc<Running>, String> {
     let key = match &cfg.key_file {
-        Some(p) => Some(
-            std::fs::read(p)
-                .map_err(|e| format!("target {target} group.key_file {}: {e}", p.display()))?,
-        ),
+        Some(p) => Some(Arc::new(std::fs::read(p).map_err(|e| {
+            format!("target {target} group.key_file {}: {e}", p.display())
+        })?)),
         None => None,
     };
     let local = cfg.local().heartbeat;
@@ -95,6 +100,8 @@ pub fn start(
         registry,
         outcomes: tx,
         runtime: Handle::current(),
+        peers: Peers::new(target, cfg, key.as_deref().map(Vec::as_slice)),
+        key: key.clone(),
         started: Mutex::new(HashMap::new()),
         refused_logged: Mutex::new(None),
     });
@@ -111,11 +118,16 @@ pub fn start(
     let r = running.clone();
     running
         .runtime
-        .spawn(async move { r.serve(socket, key, rx).await });
+        .spawn(async move { r.serve(socket, rx).await });
     Ok(running)
 }
 
 impl Running {
+    /// The group key, if the group has one.
+    pub(super) fn key(&self) -> Option<Arc<Vec<u8>>> {
+        self.key.clone()
+    }
+
     fn group(&self) -> std::sync::MutexGuard<'_, Group> {
         self.group.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -123,7 +135,6 @@ impl Running {
     async fn serve(
         self: Arc<Self>,
         socket: UdpSocket,
-        key: Option<Vec<u8>>,
         mut outcomes: mpsc::UnboundedReceiver<Outcome>,
     ) {
         let mut ticker = tokio::time::interval(self.cfg.interval);
@@ -136,16 +147,18 @@ impl Running {
             .unwrap_or(1);
         let mut last_seq: HashMap<usize, (u64, Instant)> = HashMap::new();
         let mut buf = vec![0u8; MAX_DATAGRAM + 1];
+        let key = self.key.clone();
+        let key = key.as_deref().map(Vec::as_slice);
         loop {
             tokio::select! {
                 _ = ticker.tick() => {
                     seq += 1;
-                    self.beat(&socket, key.as_deref(), seq).await;
+                    self.beat(&socket, key, seq).await;
                 }
                 got = socket.recv_from(&mut buf) => {
                     if let Ok((n, from)) = got {
                         let bytes = buf.get(..n).unwrap_or_default();
-                        self.take(bytes, from, key.as_deref(), &mut last_seq);
+                        self.take(bytes, from, key, &mut last_seq);
                     }
                 }
                 Some(o) = outcomes.recv() => {
