@@ -295,11 +295,6 @@ const CU_SLICE: &[&str] = &[
     "ALL.ProutPreempt",
 ];
 
-/// Why a write through the gateway that does not own the image fails.
-const NOT_THE_OWNER: &str = "writes through the gateway that does not own the image: librbd's \
-     exclusive lock in managed mode refuses them (EROFS, answered MEDIUM ERROR, WRITE ERROR); \
-     the suite assumes both paths write";
-
 /// Why the SPC-2 reservation tests fail across the gateways.
 const SPC2_PER_GATEWAY: &str = "SPC-2 RESERVE/RELEASE is kept by each gateway alone (docs/ha.md, \
      \"Shared reservations\", Not shared): the second initiator, on the other gateway, meets no \
@@ -309,9 +304,6 @@ const SPC2_PER_GATEWAY: &str = "SPC-2 RESERVE/RELEASE is kept by each gateway al
 /// "libiscsi's suite across the gateways"). A listed test that passes
 /// fails the check too, so the list stays true.
 const CU_KNOWN_FAILURES: &[(&str, &str)] = &[
-    ("MultipathIO.Simple", NOT_THE_OWNER),
-    ("MultipathIO.CompareAndWrite", NOT_THE_OWNER),
-    ("MultipathIO.CompareAndWriteAsync", NOT_THE_OWNER),
     (
         "MultipathIO.Reset",
         "a LOGICAL UNIT RESET through one gateway sets its unit attention on that \
@@ -321,10 +313,6 @@ const CU_KNOWN_FAILURES: &[(&str, &str)] = &[
     ("Reserve6.2Initiators", SPC2_PER_GATEWAY),
     ("Reserve6.ITNexusLoss", SPC2_PER_GATEWAY),
     ("Reserve6.Logout", SPC2_PER_GATEWAY),
-    ("ProutReserve.AccessEARO", NOT_THE_OWNER),
-    ("ProutReserve.AccessWERO", NOT_THE_OWNER),
-    ("ProutReserve.AccessEAAR", NOT_THE_OWNER),
-    ("ProutReserve.AccessWEAR", NOT_THE_OWNER),
 ];
 
 /// What is wrong with one family's output across the group: no
@@ -367,8 +355,9 @@ fn check_across(expected: &[cu::Expected], fam: &str, out: &str) -> (Vec<String>
 /// 37, "Tests"): the multipath and reservation families against the
 /// owner, their second path and second session through the gateway that
 /// does not own the image (`others = active/non-optimized`, so that it
-/// logs in and reads; a standby gateway answers the suite's first TEST
-/// UNIT READY NOT READY and it stops). Every test passes but the known
+/// serves the suite: reads itself, writes forwarded to the owner; a
+/// standby gateway answers the suite's first TEST UNIT READY NOT READY
+/// and it stops). Every test passes but the known
 /// failures, and every skip is on testdata/conformance/expected-skips.txt.
 /// `IRONLUN_HA_CU_FAMILIES=ALL.X,ALL.Y` runs other families (a fuller
 /// run: `ALL` for the whole suite, minutes).

@@ -38,6 +38,7 @@ pub mod cdb;
 mod copy;
 mod durability;
 mod failure;
+pub mod forward;
 mod gate;
 mod inquiry;
 mod log_sense;
@@ -65,6 +66,7 @@ pub use ironlun_payload::DataOutBuffer;
 use ironlun_scsi_codes::{opcode, Asc, Status};
 
 pub use alua::{AccessState, AluaConfig, AluaEvent, AluaMode, AluaNotify, PortGroup};
+pub use forward::{ForwardReply, Forwarder};
 pub use lu::{LogicalUnit, LuConfig};
 pub use offline::OnlineClaim;
 pub use provisioning::{SoftThreshold, ThresholdEvent, ThresholdNotify};

@@ -931,6 +931,11 @@ pub fn check(lu: &LogicalUnit, nexus: NexusId, access: Access) -> Option<Respons
     if matches!(access, Access::Exempt | Access::Reservation) || !lu.any_reservation_state() {
         return None;
     }
+    // A peer gateway's session: the gateway that forwarded the command
+    // checked it against the same shared state (docs/ha.md, "Forwarding").
+    if lu.is_peer(nexus) {
+        return None;
+    }
     let st = lu.reservations();
     if let Some(holder) = st.spc2 {
         // SPC-2 reservations block every other command from other

@@ -34,7 +34,6 @@ pub struct Running {
     /// The group key (`key_file`): heartbeats' HMAC, the peers' CHAP.
     key: Option<Arc<Vec<u8>>>,
     /// The sessions to the other gateways (forwarding).
-    #[allow(dead_code)] // the forwarding uses it (next commit)
     pub(super) peers: Peers,
     /// When each LUN's takeover started (for the log's timing).
     started: Mutex<HashMap<u16, Instant>>,
@@ -126,6 +125,27 @@ impl Running {
     /// The group key, if the group has one.
     pub(super) fn key(&self) -> Option<Arc<Vec<u8>>> {
         self.key.clone()
+    }
+
+    pub(super) fn runtime(&self) -> &Handle {
+        &self.runtime
+    }
+
+    pub(super) fn target(&self) -> &str {
+        &self.target
+    }
+
+    /// The name of gateway `i`.
+    pub(super) fn gateway_name(&self, i: usize) -> &str {
+        self.cfg.gateways.get(i).map_or("?", |g| g.name.as_str())
+    }
+
+    /// The owner of LUN `lun` as an index into the gateways, when it is
+    /// another gateway.
+    pub(super) fn owner_index(&self, lun: u16, now: Instant) -> Option<usize> {
+        let owner = self.group().owner(lun, now)?;
+        let i = self.cfg.gateways.iter().position(|g| g.name == owner)?;
+        (i != self.cfg.local).then_some(i)
     }
 
     fn group(&self) -> std::sync::MutexGuard<'_, Group> {

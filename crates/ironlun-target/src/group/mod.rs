@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 mod driver;
+pub mod forward;
 pub mod peer;
 pub mod state;
 pub mod wire;
