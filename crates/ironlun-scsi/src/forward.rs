@@ -62,6 +62,12 @@ pub trait Forwarder: Send + Sync {
     /// answer; blocks until then. `None`: no owner is known or it could
     /// not be reached.
     fn forward(&self, cdb: &[u8], data_out: &DataOutBuffer) -> Option<ForwardReply>;
+
+    /// A LOGICAL UNIT RESET from an initiator was done here: the other
+    /// gateways do it too, so that every nexus of the LU gets the reset's
+    /// unit attention and loses its SPC-2 reservation (SAM-5 §6.3.3).
+    /// Waits a bounded time for them.
+    fn reset(&self) {}
 }
 
 /// The media writes a non-owner forwards (SBC-4 §5): those the store
@@ -185,6 +191,7 @@ mod tests {
     struct Owner {
         got: Mutex<Vec<(Vec<u8>, Vec<u8>)>>,
         down: std::sync::atomic::AtomicBool,
+        resets: std::sync::atomic::AtomicUsize,
     }
 
     impl Forwarder for Owner {
@@ -202,6 +209,10 @@ mod tests {
                 sense: Bytes::new(),
                 transfer_length: 512,
             })
+        }
+        fn reset(&self) {
+            self.resets
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
     }
 
@@ -298,6 +309,30 @@ mod tests {
         assert_eq!(r.status, Status::RESERVATION_CONFLICT);
         let r = on(&m, PEER, &read10(0, 1), &[]);
         assert_eq!(r.status, Status::GOOD);
+    }
+
+    #[test]
+    fn an_initiators_lu_reset_goes_to_the_other_gateways_a_peers_does_not() {
+        let (m, lu, owner) = grouped();
+        let resets = || owner.resets.load(std::sync::atomic::Ordering::Relaxed);
+        for n in [CLIENT, OTHER] {
+            while lu.take_ua(n).is_some() {}
+        }
+        assert!(m.reset_lu_from(0, CLIENT));
+        assert_eq!(resets(), 1);
+        // Done here too: every initiator's nexus has the reset's unit
+        // attention.
+        for n in [CLIENT, OTHER] {
+            let s = lu.take_ua(n).unwrap();
+            assert_eq!(
+                (s.code.key, s.code.asc, s.code.ascq),
+                (SenseKey::UNIT_ATTENTION, 0x29, 0x03)
+            );
+        }
+        // A reset another gateway sent on is done here and goes no further.
+        assert!(m.reset_lu_from(0, PEER));
+        assert_eq!(resets(), 1);
+        assert!(lu.take_ua(OTHER).is_some());
     }
 
     #[test]

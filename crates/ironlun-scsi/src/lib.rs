@@ -356,6 +356,13 @@ impl LunMap {
         self.get(lun).map(|lu| lu.reset()).is_some()
     }
 
+    /// LOGICAL UNIT RESET of one LU that `nexus` asked for: as
+    /// [`LunMap::reset_lu`], and sent on to the other gateways of a group
+    /// unless `nexus` is one of theirs ([`crate::forward`]).
+    pub fn reset_lu_from(&self, lun: u16, nexus: NexusId) -> bool {
+        self.get(lun).map(|lu| lu.reset_from(nexus)).is_some()
+    }
+
     /// TARGET WARM or COLD RESET: every LU is reset (SAM-5 §6.3.2,
     /// RFC 7143 §11.5.1).
     pub fn reset_all(&self) {

@@ -661,6 +661,18 @@ impl LogicalUnit {
         self.note_reservation_state(&st);
     }
 
+    /// A LOGICAL UNIT RESET `nexus` asked for: [`Self::reset`], then,
+    /// on a LU of a gateway group and from an initiator (not another
+    /// gateway's peer session), the same on the other gateways.
+    pub fn reset_from(&self, nexus: NexusId) {
+        self.reset();
+        if let Some(f) = &self.forwarder {
+            if !self.is_peer(nexus) {
+                f.reset();
+            }
+        }
+    }
+
     /// I_T NEXUS RESET (SAM-5 §7.7): the nexus loses its SPC-2
     /// reservation and is told I_T NEXUS LOSS OCCURRED; persistent
     /// registrations stay.

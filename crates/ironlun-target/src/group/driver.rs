@@ -135,6 +135,14 @@ impl Running {
         &self.target
     }
 
+    pub(super) fn gateway_count(&self) -> usize {
+        self.cfg.gateways.len()
+    }
+
+    pub(super) fn local_index(&self) -> usize {
+        self.cfg.local
+    }
+
     /// The name of gateway `i`.
     pub(super) fn gateway_name(&self, i: usize) -> &str {
         self.cfg.gateways.get(i).map_or("?", |g| g.name.as_str())

@@ -14,7 +14,7 @@ use ironlun_initiator::{ScsiReply, ScsiRequest};
 use ironlun_proto::initiator::ATTR_SIMPLE;
 use ironlun_scsi::forward::{data_bytes, ForwardReply, Forwarder};
 use ironlun_scsi::DataOutBuffer;
-use ironlun_wire::{Lun, Residual, ServiceResponse};
+use ironlun_wire::{Lun, Residual, ServiceResponse, TmfFunction, TmfResponse};
 use tracing::warn;
 
 use super::driver::Running;
@@ -48,6 +48,12 @@ impl Forwarder for LunForwarder {
     fn forward(&self, cdb: &[u8], data_out: &DataOutBuffer) -> Option<ForwardReply> {
         let running = lock_running().get(&self.target).cloned()?;
         running.forward(self.lun, cdb, data_out)
+    }
+
+    fn reset(&self) {
+        if let Some(running) = lock_running().get(&self.target).cloned() {
+            running.reset_peers(self.lun);
+        }
     }
 }
 
@@ -87,7 +93,62 @@ pub fn request(lun: u16, cdb: &[u8], data_out: &DataOutBuffer) -> Option<ScsiReq
     })
 }
 
+/// The longest a LOGICAL UNIT RESET waits for the other gateways to
+/// have done it too.
+pub const RESET_TIMEOUT: Duration = Duration::from_secs(3);
+
 impl Running {
+    /// Sends LOGICAL UNIT RESET for LUN `lun` to every other gateway;
+    /// waits for their answers at most [`RESET_TIMEOUT`] (a gateway that
+    /// is down has no nexus to tell).
+    pub(super) fn reset_peers(self: &Arc<Self>, lun: u16) {
+        if !self.peers.enabled() {
+            return;
+        }
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let me = self.clone();
+        drop(self.runtime().spawn(async move {
+            let all = (0..me.gateway_count()).map(|i| me.reset_peer(i, lun));
+            let _ = tokio::time::timeout(RESET_TIMEOUT, futures_util::future::join_all(all)).await;
+            let _ = tx.send(());
+        }));
+        let wait = || rx.recv_timeout(RESET_TIMEOUT + Duration::from_secs(1));
+        // Called on the connection's task (task management runs inline):
+        // on a multi-threaded runtime the worker hands its other tasks on
+        // while it waits.
+        let multi = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        let _ = if multi {
+            tokio::task::block_in_place(wait)
+        } else {
+            wait()
+        };
+    }
+
+    async fn reset_peer(self: &Arc<Self>, i: usize, lun: u16) {
+        if i == self.local_index() {
+            return;
+        }
+        let r = match self.peers.session(i).await {
+            Ok(s) => s
+                .task_mgmt(TmfFunction::LOGICAL_UNIT_RESET, lun, 0)
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|r| match r {
+                    TmfResponse::FUNCTION_COMPLETE => Ok(()),
+                    other => Err(format!("answered {other}")),
+                }),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = r {
+            warn!(
+                "target {} LUN {lun}: LOGICAL UNIT RESET to gateway {}: {e}",
+                self.target(),
+                self.gateway_name(i)
+            );
+        }
+    }
+
     /// Runs a command of LUN `lun` on its owner; blocks.
     pub(super) fn forward(
         self: &Arc<Self>,
