@@ -370,6 +370,7 @@ fn libiscsi_suite_across_two_gateways() {
     // The suite's first command on the other gateway must not meet the
     // unit attention of its ALUA states settling.
     ha.wait_alua(1, 1, "active/optimized");
+    ha.wait_alua(0, 2, "active/non-optimized");
     let bin = support::tool("iscsi-test-cu", "libiscsi-bin");
     let expected = cu::expected_skips(
         &std::fs::read_to_string(

@@ -290,8 +290,18 @@ mod tests {
         assert_eq!(sense_of(&r), (SenseKey::NOT_READY, 0x04, 0x0a));
     }
 
+    /// PERSISTENT RESERVE OUT `sa` (type `kind`) with key `key` and
+    /// service action key `sa_key`.
+    fn prout(m: &LunMap, n: NexusId, sa: u8, kind: u8, key: u64, sa_key: u64) -> Response {
+        let mut p = [0u8; 24];
+        p[..8].copy_from_slice(&key.to_be_bytes());
+        p[8..16].copy_from_slice(&sa_key.to_be_bytes());
+        let cdb = [PERSISTENT_RESERVE_OUT, sa, kind, 0, 0, 0, 0, 0, 24, 0];
+        on(m, n, &cdb, &p)
+    }
+
     #[test]
-    fn a_peer_sees_no_unit_attention_and_no_reservation_conflict() {
+    fn a_peer_sees_no_unit_attention_and_no_persistent_reservation_conflict() {
         let (m, lu, owner) = grouped();
         // The initiator's power-on unit attention comes before anything
         // is forwarded; the peer has none.
@@ -302,13 +312,26 @@ mod tests {
         assert_eq!(r.status, Status::GOOD);
         while lu.take_ua(OTHER).is_some() {}
         while lu.take_ua(CLIENT).is_some() {}
-        // RESERVE(6) by CLIENT: OTHER conflicts, the peer does not.
+        // OTHER registers and reserves Write Exclusive: the unregistered
+        // CLIENT's write conflicts here, before it is forwarded; the
+        // peer's (checked by the gateway that forwarded it) does not.
+        assert_eq!(prout(&m, OTHER, 0x00, 0, 0, 7).status, Status::GOOD);
+        assert_eq!(prout(&m, OTHER, 0x01, 0x01, 7, 0).status, Status::GOOD);
+        let r = on(&m, CLIENT, &write10(0, 1, 0), &[0; 512]);
+        assert_eq!(r.status, Status::RESERVATION_CONFLICT);
+        assert!(owner.got.lock().unwrap().is_empty());
+        let r = on(&m, PEER, &write10(0, 1, 0), &[0; 512]);
+        assert_eq!(r.status, Status::GOOD);
+    }
+
+    #[test]
+    fn an_spc2_reservation_here_stops_a_peers_command_too() {
+        let (m, lu, _) = grouped();
+        while lu.take_ua(CLIENT).is_some() {}
         let r = on(&m, CLIENT, &[opcode::RESERVE_6, 0, 0, 0, 0, 0], &[]);
         assert_eq!(r.status, Status::GOOD);
-        let r = on(&m, OTHER, &read10(0, 1), &[]);
+        let r = on(&m, PEER, &write10(0, 1, 0), &[0; 512]);
         assert_eq!(r.status, Status::RESERVATION_CONFLICT);
-        let r = on(&m, PEER, &read10(0, 1), &[]);
-        assert_eq!(r.status, Status::GOOD);
     }
 
     #[test]
