@@ -371,6 +371,15 @@ fn libiscsi_suite_across_two_gateways() {
     // unit attention of its ALUA states settling.
     ha.wait_alua(1, 1, "active/optimized");
     ha.wait_alua(0, 2, "active/non-optimized");
+    // A login under a gateway's peer name needs the group's CHAP
+    // (docs/ha.md, "Forwarding"): without it the owner refuses it, and
+    // the same login under another name gets in.
+    let inq = support::tool("iscsi-inq", "libiscsi-bin");
+    let peer = format!("{}.gateway.gw2", ha.iqn);
+    for (name, admitted) in [(peer.as_str(), false), ("iqn.2026-11.test:cu1", true)] {
+        let (rc, out) = support::run(&inq, &["-i", name, &ha.url(0)]);
+        assert_eq!(rc == 0, admitted, "{name}: {out}");
+    }
     let bin = support::tool("iscsi-test-cu", "libiscsi-bin");
     let expected = cu::expected_skips(
         &std::fs::read_to_string(

@@ -40,6 +40,8 @@ pub struct Running {
     /// When a refused datagram was last logged: at most one line per
     /// [`REFUSED_LOG_EVERY`], so that a flood cannot fill the log.
     refused_logged: Mutex<Option<Instant>>,
+    /// When a forwarding failure was last logged (as `refused_logged`).
+    forward_logged: Mutex<Option<Instant>>,
 }
 
 /// See [`Running::refused_logged`].
@@ -103,6 +105,7 @@ pub fn start(
         key: key.clone(),
         started: Mutex::new(HashMap::new()),
         refused_logged: Mutex::new(None),
+        forward_logged: Mutex::new(None),
     });
     info!(
         "target {target}: gateway {} of group {} ({} LUNs), heartbeats on udp {local} every {} ms, \
@@ -248,6 +251,21 @@ impl Running {
         }
         last.insert(i, (hb.seq, now));
         self.group().heard(i, &hb, now);
+    }
+
+    /// Whether a forwarding failure may be logged now: at most once per
+    /// [`REFUSED_LOG_EVERY`] (every write fails alike while the owner is
+    /// away).
+    pub(super) fn may_log_forward(&self) -> bool {
+        let mut last = self
+            .forward_logged
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if last.is_some_and(|t| t.elapsed() < REFUSED_LOG_EVERY) {
+            return false;
+        }
+        *last = Some(Instant::now());
+        true
     }
 
     /// Logs a refused datagram, at most once per [`REFUSED_LOG_EVERY`].

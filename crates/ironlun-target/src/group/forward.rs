@@ -171,11 +171,15 @@ impl Running {
                 Err(_) => Err("timed out".to_owned()),
             };
             if let Err(e) = &r {
-                warn!(
-                    "target {} LUN {lun}: forwarding a write to gateway {}: {e}",
-                    me.target(),
-                    me.gateway_name(owner)
-                );
+                if me.may_log_forward() {
+                    warn!(
+                        "target {} LUN {lun}: forwarding a write to gateway {}: {e} (answered \
+                         NOT READY, ASYMMETRIC ACCESS STATE TRANSITION; such failures are logged \
+                         once per 10 s)",
+                        me.target(),
+                        me.gateway_name(owner)
+                    );
+                }
             }
             let _ = tx.send(r.ok());
         }));
