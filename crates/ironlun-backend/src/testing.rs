@@ -44,6 +44,9 @@ pub struct FaultyBackend<B> {
     inner: B,
     faults: Mutex<Faults>,
     space: Mutex<Space>,
+    /// Says it may block whatever the wrapped store says (a network
+    /// store's double).
+    blocks: bool,
 }
 
 impl<B: Backend> FaultyBackend<B> {
@@ -52,6 +55,16 @@ impl<B: Backend> FaultyBackend<B> {
             inner,
             faults: Mutex::new(Faults::default()),
             space: Mutex::new(Space::default()),
+            blocks: false,
+        }
+    }
+
+    /// As [`FaultyBackend::new`], saying it may block
+    /// ([`Backend::may_block`]) as a network store does.
+    pub fn blocking(inner: B) -> Self {
+        FaultyBackend {
+            blocks: true,
+            ..FaultyBackend::new(inner)
         }
     }
 
@@ -141,7 +154,7 @@ impl<B: Backend> Backend for FaultyBackend<B> {
     }
 
     fn may_block(&self) -> bool {
-        self.inner.may_block()
+        self.blocks || self.inner.may_block()
     }
 
     fn ready(&self) -> io::Result<()> {

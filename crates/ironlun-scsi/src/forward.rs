@@ -121,6 +121,7 @@ mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
 
+    use ironlun_backend::testing::FaultyBackend;
     use ironlun_backend::RamBackend;
     use ironlun_scsi_codes::opcode::{
         self, PERSISTENT_RESERVE_OUT, READ_10, READ_16, SYNCHRONIZE_CACHE_10, TEST_UNIT_READY,
@@ -240,9 +241,14 @@ mod tests {
             ],
         };
         let c = LuConfig { alua, ..cfg(512) };
-        let mut lu = LogicalUnit::new(c, Arc::new(RamBackend::new(1 << 20))).unwrap();
+        let store = Arc::new(FaultyBackend::blocking(RamBackend::new(1 << 20)));
+        let mut lu = LogicalUnit::new(c.clone(), store).unwrap();
         let owner = Arc::new(Owner::default());
-        lu.set_forwarder(owner.clone());
+        lu.set_forwarder(owner.clone()).unwrap();
+        // Forwarded writes wait: a store that never blocks (its commands
+        // run on the network thread) takes no forwarder.
+        let mut ram = LogicalUnit::new(c, Arc::new(RamBackend::new(1 << 20))).unwrap();
+        assert!(ram.set_forwarder(owner.clone()).is_err());
         let lu = Arc::new(lu);
         let m = LunMap::new(vec![(0, lu.clone())]);
         m.attach_nexus(CLIENT, &id("init"), false);

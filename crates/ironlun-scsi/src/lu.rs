@@ -248,9 +248,21 @@ impl LogicalUnit {
     }
 
     /// Writes this LU cannot do at an active/non-optimized port go to
-    /// the owner through `f` ([`crate::forward`]).
-    pub fn set_forwarder(&mut self, f: Arc<dyn Forwarder>) {
+    /// the owner through `f` ([`crate::forward`]). A forwarded write
+    /// waits for the owner, so only a LU whose store may block takes one
+    /// (its commands then run off the network thread,
+    /// [`Self::may_block`]): which keeps the forwarding's cost to every
+    /// other LU to one `Option` check per command.
+    pub fn set_forwarder(&mut self, f: Arc<dyn Forwarder>) -> Result<(), String> {
+        if !self.backend.may_block() {
+            return Err(format!(
+                "a {} store does not block: its commands run on the network thread and cannot \
+                 wait for another gateway",
+                self.backend.kind()
+            ));
+        }
         self.forwarder = Some(f);
+        Ok(())
     }
 
     /// Whether `nexus` is another gateway's peer session.
@@ -324,7 +336,6 @@ impl LogicalUnit {
         };
         self.backend.may_block()
             || ops::runs_long(cdb)
-            || cdb.first().is_some_and(|&op| self.forwarding(op))
             || self.saves_state(cdb)
             || (transfer >= OFFLOAD_TRANSFER && copies)
     }

@@ -291,9 +291,8 @@ pub(crate) fn build_lu(
     // A gateway of a group with a key forwards the writes it cannot do
     // to the owner (docs/ha.md, "Forwarding").
     if t.group.as_ref().is_some_and(|g| g.key_file.is_some()) {
-        lu.set_forwarder(Arc::new(crate::group::forward::LunForwarder::new(
-            &t.name, l.number,
-        )));
+        let f = crate::group::forward::LunForwarder::new(&t.name, l.number);
+        lu.set_forwarder(Arc::new(f)).map_err(set_up)?;
     }
     // Reservations shared through RADOS (pr=rados) instead of a file.
     let shared = match &l.spec.backend {
