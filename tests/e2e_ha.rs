@@ -327,11 +327,6 @@ const CU_SLICE: &[&str] = &[
     "ALL.ProutPreempt",
 ];
 
-/// Why a write through the gateway that does not own the image fails.
-const NOT_THE_OWNER: &str = "writes through the gateway that does not own the image: librbd's \
-     exclusive lock in managed mode refuses them (EROFS, answered MEDIUM ERROR, WRITE ERROR); \
-     the suite assumes both paths write";
-
 /// Why the SPC-2 reservation tests fail across the gateways.
 const SPC2_PER_GATEWAY: &str = "SPC-2 RESERVE/RELEASE is kept by each gateway alone (docs/ha.md, \
      \"Shared reservations\", Not shared): the second initiator, on the other gateway, meets no \
@@ -341,22 +336,10 @@ const SPC2_PER_GATEWAY: &str = "SPC-2 RESERVE/RELEASE is kept by each gateway al
 /// "libiscsi's suite across the gateways"). A listed test that passes
 /// fails the check too, so the list stays true.
 const CU_KNOWN_FAILURES: &[(&str, &str)] = &[
-    ("MultipathIO.Simple", NOT_THE_OWNER),
-    ("MultipathIO.CompareAndWrite", NOT_THE_OWNER),
-    ("MultipathIO.CompareAndWriteAsync", NOT_THE_OWNER),
-    (
-        "MultipathIO.Reset",
-        "a LOGICAL UNIT RESET through one gateway sets its unit attention on that \
-         gateway's I_T nexuses only",
-    ),
     // In the fuller run (IRONLUN_HA_CU_FAMILIES=ALL) only.
     ("Reserve6.2Initiators", SPC2_PER_GATEWAY),
     ("Reserve6.ITNexusLoss", SPC2_PER_GATEWAY),
     ("Reserve6.Logout", SPC2_PER_GATEWAY),
-    ("ProutReserve.AccessEARO", NOT_THE_OWNER),
-    ("ProutReserve.AccessWERO", NOT_THE_OWNER),
-    ("ProutReserve.AccessEAAR", NOT_THE_OWNER),
-    ("ProutReserve.AccessWEAR", NOT_THE_OWNER),
 ];
 
 /// What is wrong with one family's output across the group: no
@@ -399,8 +382,9 @@ fn check_across(expected: &[cu::Expected], fam: &str, out: &str) -> (Vec<String>
 /// 37, "Tests"): the multipath and reservation families against the
 /// owner, their second path and second session through the gateway that
 /// does not own the image (`others = active/non-optimized`, so that it
-/// logs in and reads; a standby gateway answers the suite's first TEST
-/// UNIT READY NOT READY and it stops). Every test passes but the known
+/// serves the suite: reads itself, writes forwarded to the owner; a
+/// standby gateway answers the suite's first TEST UNIT READY NOT READY
+/// and it stops). Every test passes but the known
 /// failures, and every skip is on testdata/conformance/expected-skips.txt.
 /// `IRONLUN_HA_CU_FAMILIES=ALL.X,ALL.Y` runs other families (a fuller
 /// run: `ALL` for the whole suite, minutes).
@@ -415,6 +399,19 @@ fn libiscsi_suite_across_two_gateways() {
     };
     ha.wait_role(0, "owner");
     ha.wait_owner(1, "gw1");
+    // The suite's first command on the other gateway must not meet the
+    // unit attention of its ALUA states settling.
+    ha.wait_alua(1, 1, "active/optimized");
+    ha.wait_alua(0, 2, "active/non-optimized");
+    // A login under a gateway's peer name needs the group's CHAP
+    // (docs/ha.md, "Forwarding"): without it the owner refuses it, and
+    // the same login under another name gets in.
+    let inq = support::tool("iscsi-inq", "libiscsi-bin");
+    let peer = format!("{}.gateway.gw2", ha.iqn);
+    for (name, admitted) in [(peer.as_str(), false), ("iqn.2026-11.test:cu1", true)] {
+        let (rc, out) = support::run(&inq, &["-i", name, &ha.url(0)]);
+        assert_eq!(rc == 0, admitted, "{name}: {out}");
+    }
     let bin = support::tool("iscsi-test-cu", "libiscsi-bin");
     let expected = cu::expected_skips(
         &std::fs::read_to_string(
@@ -539,6 +536,13 @@ spec = "{spec}"
     );
     assert_ne!(code, Some(0), "{out}");
     assert!(out.contains("heartbeat_interval_ms"), "{out}");
+    // Forwarding's peer sessions authenticate with the group key.
+    let (code, out) = check(
+        text("others = \"active/non-optimized\"", "rbd:rbd/x"),
+        &["--gateway", "gw1"],
+    );
+    assert_ne!(code, Some(0), "{out}");
+    assert!(out.contains("key_file"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

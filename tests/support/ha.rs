@@ -179,6 +179,32 @@ impl Ha {
         }
     }
 
+    /// Waits until gateway `gw` has set target port group `group` of LUN
+    /// 0 to `state` (`active/optimized`, ...): the ALUA state follows the
+    /// owner a heartbeat later, and its change is a unit attention.
+    pub fn wait_alua(&self, gw: usize, group: u64, state: &str) {
+        fn found(v: &serde_json::Value, group: u64, state: &str) -> bool {
+            match v {
+                serde_json::Value::Object(m) => {
+                    let here = m.get("id").and_then(|i| i.as_u64()) == Some(group)
+                        && m.get("state").and_then(|s| s.as_str()) == Some(state);
+                    here || m.values().any(|x| found(x, group, state))
+                }
+                serde_json::Value::Array(a) => a.iter().any(|x| found(x, group, state)),
+                _ => false,
+            }
+        }
+        let t = Instant::now();
+        while !found(&self.state(gw), group, state) {
+            assert!(
+                t.elapsed() < WITHIN,
+                "gw{} never set group {group} {state}",
+                gw + 1
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// The image's first `len` bytes, read in the host's namespace by
     /// `rbd export` (not through any gateway).
     pub fn image_head(&self, len: usize) -> Vec<u8> {

@@ -30,6 +30,10 @@ pub enum Fault {
     /// failure to one flush only). Reported by a flush (and refused
     /// durable writes) for a while, never GOOD.
     LostWrites(u64),
+    /// Another gateway of the group owns the image (holds its lock in
+    /// managed mode), so this one may not write it: librbd's EROFS on a
+    /// grouped image. Passing, as the group hands the image over.
+    NotOwner,
 }
 
 impl Fault {
@@ -50,6 +54,10 @@ impl fmt::Display for Fault {
                 f,
                 "acknowledged writes were lost before a flush made them durable ({n} counted): \
                  a flush failed, or the client that had them was cut off"
+            ),
+            Fault::NotOwner => f.write_str(
+                "another gateway of the group owns the image (holds its lock): this one may not \
+                 write it",
             ),
         }
     }
@@ -72,6 +80,7 @@ mod tests {
         let e: io::Error = Fault::LostWrites(3).into();
         assert_eq!(Fault::of(&e), Some(Fault::LostWrites(3)));
         assert_eq!(Fault::of(&Fault::Fenced.into()), Some(Fault::Fenced));
+        assert_eq!(Fault::of(&Fault::NotOwner.into()), Some(Fault::NotOwner));
         assert_eq!(Fault::of(&io::Error::from_raw_os_error(108)), None);
         assert_eq!(Fault::of(&io::Error::other("something else")), None);
         assert!(e.to_string().contains("(3 counted)"), "{e}");

@@ -47,6 +47,9 @@ pub struct FaultyBackend<B> {
     /// What [`Backend::physical_block_size`] reports instead of the
     /// wrapped store's answer.
     physical: Option<u32>,
+    /// Says it may block whatever the wrapped store says (a network
+    /// store's double).
+    blocks: bool,
 }
 
 impl<B: Backend> FaultyBackend<B> {
@@ -56,6 +59,16 @@ impl<B: Backend> FaultyBackend<B> {
             faults: Mutex::new(Faults::default()),
             space: Mutex::new(Space::default()),
             physical: None,
+            blocks: false,
+        }
+    }
+
+    /// As [`FaultyBackend::new`], saying it may block
+    /// ([`Backend::may_block`]) as a network store does.
+    pub fn blocking(inner: B) -> Self {
+        FaultyBackend {
+            blocks: true,
+            ..FaultyBackend::new(inner)
         }
     }
 
@@ -152,7 +165,7 @@ impl<B: Backend> Backend for FaultyBackend<B> {
     }
 
     fn may_block(&self) -> bool {
-        self.inner.may_block()
+        self.blocks || self.inner.may_block()
     }
 
     fn ready(&self) -> io::Result<()> {

@@ -7,6 +7,7 @@
 //! | unreachable (ECONNRESET, ENOTCONN, ESHUTDOWN, ETIMEDOUT, ECONNREFUSED, EHOSTUNREACH) | NOT READY, LOGICAL UNIT IS IN PROCESS OF BECOMING READY (04h/01h): retried; on a flush, MEDIUM ERROR, WRITE ERROR as below |
 //! | [`Fault::Fenced`] | NOT READY, LOGICAL UNIT NOT READY, MANUAL INTERVENTION REQUIRED (04h/03h): not retried |
 //! | [`Fault::LostWrites`] | MEDIUM ERROR, WRITE ERROR (0Ch/00h), without an LBA |
+//! | [`Fault::NotOwner`] (EROFS on a grouped image) | NOT READY, ASYMMETRIC ACCESS STATE TRANSITION (04h/0Ah): retried |
 //! | ENOSPC, EDQUOT on a write or flush | DATA PROTECT, SPACE ALLOCATION FAILED WRITE PROTECT (27h/07h) |
 //! | anything else | MEDIUM ERROR, UNRECOVERED READ ERROR (11h/00h) or WRITE ERROR (0Ch/00h) |
 
@@ -34,6 +35,7 @@ enum Cause {
     Unreachable,
     Fenced,
     LostWrites,
+    NotOwner,
     NoSpace,
     Medium,
 }
@@ -42,6 +44,7 @@ fn cause(e: &io::Error) -> Cause {
     match Fault::of(e) {
         Some(Fault::Fenced) => Cause::Fenced,
         Some(Fault::LostWrites(_)) => Cause::LostWrites,
+        Some(Fault::NotOwner) => Cause::NotOwner,
         None if unavailable(e) => Cause::Unreachable,
         None if out_of_space(e) => Cause::NoSpace,
         None => Cause::Medium,
@@ -64,6 +67,13 @@ pub(crate) fn store_error(access: Access, lba: Option<u64>, e: &io::Error) -> Se
         (Cause::Unreachable, Access::Flush) => lost_writes(),
         (Cause::Unreachable, _) => not_ready(),
         (Cause::Fenced, _) => fenced(),
+        // Another gateway owns the image: the group is between owners
+        // (SPC-5 §5.16.2.6), or this gateway's view of the owner is a
+        // beat behind. Retried, through this port or another.
+        (Cause::NotOwner, _) => Sense::new(
+            SenseKey::NOT_READY,
+            Asc::LU_NOT_ACCESSIBLE_ASYMMETRIC_ACCESS_STATE_TRANSITION,
+        ),
         // The lost writes are not this command's blocks: no INFORMATION.
         (Cause::LostWrites, Access::Write | Access::Flush) => lost_writes(),
         // SBC-4 §4.7.3.6: a thin LU that cannot allocate; the medium is fine.
@@ -186,6 +196,10 @@ mod tests {
             Asc::LU_NOT_READY_MANUAL_INTERVENTION_REQUIRED,
         );
         let we = SenseCode::new(SenseKey::MEDIUM_ERROR, Asc::WRITE_ERROR);
+        let transition = SenseCode::new(
+            SenseKey::NOT_READY,
+            Asc::LU_NOT_ACCESSIBLE_ASYMMETRIC_ACCESS_STATE_TRANSITION,
+        );
         let re = SenseCode::new(SenseKey::MEDIUM_ERROR, Asc::UNRECOVERED_READ_ERROR);
         let dp = SenseCode::new(
             SenseKey::DATA_PROTECT,
@@ -201,6 +215,11 @@ mod tests {
             (Access::Write, errno(28), dp),
             (Access::Read, errno(28), re),
             (Access::Write, medium, we),
+            (Access::Write, Fault::NotOwner.into(), transition),
+            (Access::Flush, Fault::NotOwner.into(), transition),
+            // EROFS of any other store (a file's read-only file system) is
+            // the medium's.
+            (Access::Write, errno(30), we),
         ];
         for (access, e, want) in cases {
             assert_eq!(

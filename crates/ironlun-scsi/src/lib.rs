@@ -38,6 +38,7 @@ pub mod cdb;
 mod copy;
 mod durability;
 mod failure;
+pub mod forward;
 mod gate;
 pub mod geometry;
 mod inquiry;
@@ -66,6 +67,7 @@ pub use ironlun_payload::DataOutBuffer;
 use ironlun_scsi_codes::{opcode, Asc, Status};
 
 pub use alua::{AccessState, AluaConfig, AluaEvent, AluaMode, AluaNotify, PortGroup};
+pub use forward::{ForwardReply, Forwarder};
 pub use lu::{LogicalUnit, LuConfig};
 pub use offline::OnlineClaim;
 pub use provisioning::{SoftThreshold, ThresholdEvent, ThresholdNotify};
@@ -353,6 +355,13 @@ impl LunMap {
     /// LOGICAL UNIT RESET of one LU (SAM-5 §6.3.3); whether it exists.
     pub fn reset_lu(&self, lun: u16) -> bool {
         self.get(lun).map(|lu| lu.reset()).is_some()
+    }
+
+    /// LOGICAL UNIT RESET of one LU that `nexus` asked for: as
+    /// [`LunMap::reset_lu`], and sent on to the other gateways of a group
+    /// unless `nexus` is one of theirs ([`crate::forward`]).
+    pub fn reset_lu_from(&self, lun: u16, nexus: NexusId) -> bool {
+        self.get(lun).map(|lu| lu.reset_from(nexus)).is_some()
     }
 
     /// TARGET WARM or COLD RESET: every LU is reset (SAM-5 §6.3.2,

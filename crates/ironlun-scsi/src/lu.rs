@@ -15,6 +15,7 @@ use crate::alua::AluaConfig;
 use crate::cdb::Cdb;
 use crate::copy::HeldCopies;
 use crate::durability::{Durability, Durable};
+use crate::forward::{self, Forwarder};
 use crate::gate::{AccessGate, ExclusiveGuard, HasGate, SharedGuard};
 use crate::offline::Offline;
 use crate::ops::{self, OpInfo};
@@ -102,6 +103,10 @@ struct NexusState {
     /// nexus alone (a per-initiator LUN map, like LIO's write-protected
     /// mapped LUNs).
     read_only: bool,
+    /// Another gateway's peer session ([`crate::forward`]): sees no unit
+    /// attention and no reservation conflict (the gateway that forwarded
+    /// its commands checked them), and its writes are never forwarded.
+    peer: bool,
 }
 
 /// Mode page state that commands consult (SPC-4 §7.5, SBC-4 §6.5).
@@ -174,6 +179,9 @@ pub struct LogicalUnit {
     files: bool,
     /// The backend runs requests asynchronously by itself (RBD).
     async_medium: bool,
+    /// How writes reach the owner of a LU served by a gateway group
+    /// ([`crate::forward`]); `None` for every other LU.
+    forwarder: Option<Arc<dyn Forwarder>>,
 }
 
 impl HasGate for LogicalUnit {
@@ -240,7 +248,54 @@ impl LogicalUnit {
             threshold: None,
             files: backend.file_for(0, 0).is_some(),
             async_medium: backend.async_medium().is_some(),
+            forwarder: None,
             backend,
+        })
+    }
+
+    /// Writes this LU cannot do at an active/non-optimized port go to
+    /// the owner through `f` ([`crate::forward`]). A forwarded write
+    /// waits for the owner, so only a LU whose store may block takes one
+    /// (its commands then run off the network thread,
+    /// [`Self::may_block`]): which keeps the forwarding's cost to every
+    /// other LU to one `Option` check per command.
+    pub fn set_forwarder(&mut self, f: Arc<dyn Forwarder>) -> Result<(), String> {
+        if !self.backend.may_block() {
+            return Err(format!(
+                "a {} store does not block: its commands run on the network thread and cannot \
+                 wait for another gateway",
+                self.backend.kind()
+            ));
+        }
+        self.forwarder = Some(f);
+        Ok(())
+    }
+
+    /// Whether `nexus` is another gateway's peer session.
+    pub(crate) fn is_peer(&self, nexus: NexusId) -> bool {
+        self.forwarder.is_some() && self.nexus_map().get(&nexus).is_some_and(|n| n.peer)
+    }
+
+    /// Whether a command with `opcode` goes to the owner now, whoever
+    /// sends it (the peer check comes later, in [`Self::forwarded`]).
+    #[inline]
+    pub(crate) fn forwarding(&self, opcode: u8) -> bool {
+        self.forwarder.is_some() && forward::forwards(self.alua.local_state(), false, opcode)
+    }
+
+    /// Runs `op` on the owner when this port forwards it for `req`'s
+    /// nexus (a non-peer nexus allowed to write): the owner's answer.
+    fn forwarded(&self, req: &Request<'_>, opcode: u8) -> Option<Response> {
+        let f = self.forwarder.as_ref()?;
+        let peer = self.is_peer(req.nexus);
+        if !forward::forwards(self.alua.local_state(), peer, opcode)
+            || self.write_protected_for(req.nexus)
+        {
+            return None;
+        }
+        Some(match f.forward(req.cdb, req.data_out) {
+            Some(reply) => reply.into_response(),
+            None => self.check_condition(forward::owner_unreachable(), 0),
         })
     }
 
@@ -428,6 +483,11 @@ impl LogicalUnit {
             Ok(op) => op,
             Err(refused) => return refused,
         };
+        if self.forwarder.is_some() {
+            if let Some(r) = self.forwarded(req, op.opcode) {
+                return (Some(op.access), r);
+            }
+        }
         let r = (op.handler)(self, req, &cdb).unwrap_or_else(|s| self.check_condition(s, 0));
         (Some(op.access), r)
     }
@@ -518,8 +578,13 @@ impl LogicalUnit {
         first: Option<Asc>,
         read_only: bool,
     ) {
+        let peer = self
+            .forwarder
+            .as_ref()
+            .is_some_and(|f| f.is_peer(&identity.initiator_port));
         let mut map = self.nexus_map();
         let st = map.entry(nexus).or_insert_with(|| NexusState {
+            peer,
             identity,
             ua: first
                 .map(|c| Sense::new(SenseKey::UNIT_ATTENTION, c))
@@ -619,6 +684,18 @@ impl LogicalUnit {
         self.note_reservation_state(&st);
     }
 
+    /// A LOGICAL UNIT RESET `nexus` asked for: [`Self::reset`], then,
+    /// on a LU of a gateway group and from an initiator (not another
+    /// gateway's peer session), the same on the other gateways.
+    pub fn reset_from(&self, nexus: NexusId) {
+        self.reset();
+        if let Some(f) = &self.forwarder {
+            if !self.is_peer(nexus) {
+                f.reset();
+            }
+        }
+    }
+
     /// I_T NEXUS RESET (SAM-5 §7.7): the nexus loses its SPC-2
     /// reservation and is told I_T NEXUS LOSS OCCURRED; persistent
     /// registrations stay.
@@ -642,7 +719,9 @@ impl LogicalUnit {
     }
 
     fn recount(&self, map: &HashMap<NexusId, NexusState>) {
-        let n = map.values().filter(|s| !s.ua.is_empty()).count();
+        // A peer's unit attentions are never reported (`take_ua`): they
+        // must not keep every command on the slow path.
+        let n = map.values().filter(|s| !s.peer && !s.ua.is_empty()).count();
         self.ua_pending.store(n, Ordering::Release);
         let ro = map.values().filter(|s| s.read_only).count();
         self.ro_nexuses.store(ro, Ordering::Release);
@@ -654,7 +733,12 @@ impl LogicalUnit {
             return None;
         }
         let mut map = self.nexus_map();
-        let s = map.get_mut(&nexus).and_then(|n| n.ua.pop_front());
+        // A peer gateway's session sees none: the gateway that forwarded
+        // the command reported its own nexus's.
+        let s = map
+            .get_mut(&nexus)
+            .filter(|n| !n.peer)
+            .and_then(|n| n.ua.pop_front());
         if s.is_some() {
             self.recount(&map);
         }

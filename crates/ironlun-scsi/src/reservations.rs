@@ -934,10 +934,18 @@ pub fn check(lu: &LogicalUnit, nexus: NexusId, access: Access) -> Option<Respons
     let st = lu.reservations();
     if let Some(holder) = st.spc2 {
         // SPC-2 reservations block every other command from other
-        // nexuses (SPC-2 §5.5.1).
+        // nexuses (SPC-2 §5.5.1), a peer gateway's too: they are kept by
+        // each gateway alone, so one held here stops the writes another
+        // gateway forwards.
         if holder != nexus {
             return Some(conflict());
         }
+        return None;
+    }
+    // A peer gateway's session: the gateway that forwarded the command
+    // checked it against the same shared persistent reservations
+    // (docs/ha.md, "Forwarding").
+    if lu.is_peer(nexus) {
         return None;
     }
     let id = lu.identity(nexus)?;

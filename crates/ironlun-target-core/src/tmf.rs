@@ -42,8 +42,8 @@ impl ConnCore {
             TmfAction::Nothing => {}
             TmfAction::ClearTaskSet => others = Some((index, true)),
             TmfAction::ResetLu => {
-                if let (Some((m, _)), Some(n)) = (&map, index) {
-                    m.reset_lu(n);
+                if let (Some((m, nexus)), Some(n)) = (&map, index) {
+                    m.reset_lu_from(n, *nexus);
                 }
                 others = Some((index, false));
             }

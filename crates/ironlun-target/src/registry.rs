@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use arc_swap::ArcSwap;
 
+use crate::group::peer::PeerLogin;
 use ironlun_proto::chap::ChapPolicy;
 use ironlun_proto::login::LoginStatus;
 use ironlun_proto::params::Offers;
@@ -68,6 +69,11 @@ impl Target {
 
     /// The LUNs `initiator` sees (REPORT LUNS and every command obey it).
     pub fn view_for(&self, initiator: &str) -> Arc<LunMap> {
+        // Another gateway of the group (authenticated at login) forwards
+        // to every LUN.
+        if self.cfg.group.is_some() && crate::group::peer::is_peer_name(&self.cfg.name, initiator) {
+            return self.luns.clone();
+        }
         let name = initiator.to_ascii_lowercase();
         if let Some(v) = self.views.get(&name) {
             return v.clone();
@@ -447,12 +453,25 @@ impl LoginContext for LoginCtx {
             .registry
             .find(target_name)
             .ok_or(LoginStatus::NOT_FOUND)?;
-        if let Err(why) = t.cfg.acl.check(initiator_name, self.peer.ip()) {
+        // A gateway's peer name logs in only with the group's CHAP for
+        // it, whatever the target's own CHAP and access list (docs/ha.md,
+        // "Forwarding").
+        let peer = crate::group::peer_login(&t.cfg.name, t.cfg.group.as_ref(), initiator_name);
+        if let PeerLogin::Refused(why) = peer {
             self.refusal = Some(why);
-            return Err(LoginStatus::AUTHORIZATION_FAILURE);
+            return Err(LoginStatus::AUTHENTICATION_FAILURE);
         }
         let mut info = Registry::info(&t);
-        info.chap = t.chap_for(initiator_name);
+        info.chap = match peer {
+            PeerLogin::Chap(policy) => Some(policy),
+            _ => {
+                if let Err(why) = t.cfg.acl.check(initiator_name, self.peer.ip()) {
+                    self.refusal = Some(why);
+                    return Err(LoginStatus::AUTHORIZATION_FAILURE);
+                }
+                t.chap_for(initiator_name)
+            }
+        };
         Ok(info)
     }
 

@@ -143,6 +143,7 @@ fn open_backend(
         // must not die with it under a flush another one answers.
         BackendSpec::Rbd(rbd) => Arc::new(RbdBackend::open(&RbdOptions {
             write_through: grouped || rbd.shared_pr,
+            grouped,
             ..rbd_options(rbd, read_only)
         })?),
     })
@@ -169,6 +170,7 @@ fn rbd_options(spec: &RbdSpec, read_only: bool) -> RbdOptions {
         read_only,
         reconnect: spec.reconnect,
         write_through: false,
+        grouped: false,
     }
 }
 
@@ -285,6 +287,12 @@ pub(crate) fn build_lu(
     set_threshold(&mut lu, t, l).map_err(set_up)?;
     if t.alua.mode.explicit() {
         lu.set_alua_notify(log_alua(t.name.clone(), l.number));
+    }
+    // A gateway of a group with a key forwards the writes it cannot do
+    // to the owner (docs/ha.md, "Forwarding").
+    if t.group.as_ref().is_some_and(|g| g.key_file.is_some()) {
+        let f = crate::group::forward::LunForwarder::new(&t.name, l.number);
+        lu.set_forwarder(Arc::new(f)).map_err(set_up)?;
     }
     // Reservations shared through RADOS (pr=rados) instead of a file.
     let shared = match &l.spec.backend {

@@ -53,6 +53,9 @@ const RECONNECT_PAUSE_MAX: Duration = Duration::from_secs(30);
 /// ESHUTDOWN: librados' answer once the cluster has blocklisted the
 /// client (Ceph's `EBLOCKLISTED`).
 const ESHUTDOWN: i32 = 108;
+/// EROFS: librbd's answer to a write while another client holds the
+/// image's lock in managed mode (a gateway group's owner).
+const EROFS: i32 = 30;
 
 /// One librados client's open image, its ledger, and the image's pool
 /// on the same client (for the objects beside the image, `shared.rs`:
@@ -396,6 +399,9 @@ impl Link {
     /// the client off: the LU is fenced (the error becomes
     /// [`Fault::Fenced`]), or with `reconnect=on` a new client is opened.
     fn note(self: &Arc<Self>, client: &Arc<Client>, e: io::Error) -> io::Error {
+        if e.raw_os_error() == Some(EROFS) && self.opts.grouped {
+            return Fault::NotOwner.into();
+        }
         if e.raw_os_error() != Some(ESHUTDOWN) {
             return e;
         }

@@ -79,6 +79,10 @@ pub struct RbdOptions {
     /// kernel_initiator/ha_failover.rs): a file fsync'd through the
     /// map read back different after the owner was killed.
     pub write_through: bool,
+    /// Served by a gateway group, whose owner holds the image's lock in
+    /// managed mode: librbd's EROFS on a write says another gateway owns
+    /// the image ([`crate::Fault::NotOwner`]), not that it is read-only.
+    pub grouped: bool,
 }
 
 /// An open RBD image as a store.

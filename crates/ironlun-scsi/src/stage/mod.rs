@@ -60,6 +60,8 @@ impl LogicalUnit {
         (self.has_files() || self.has_async_medium())
             && block::planner(c.opcode()).is_some()
             && block::whole_blocks(self, &c, data_out)
+            // A write this port forwards runs where it may block.
+            && !self.forwarding(c.opcode())
     }
 
     /// Runs a command up to its medium access. `None` while a command

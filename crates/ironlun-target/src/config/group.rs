@@ -182,6 +182,15 @@ pub(super) fn check(
             ))
         }
     };
+    if others == AccessState::ActiveNonOptimized && f.key_file.is_none() {
+        // An active/non-optimized gateway forwards the writes it cannot
+        // do to the owner, over a session CHAP derived from the key
+        // authenticates (docs/ha.md, "Forwarding").
+        return Err(ConfigError::invalid(
+            key("others"),
+            "active/non-optimized forwards writes to the owner over sessions authenticated              with the group key: give key_file",
+        ));
+    }
     let (interval, dead_after) = check_timing(&key, f)?;
     check_luns(target, luns)?;
     let this = gateways
@@ -370,6 +379,11 @@ mod tests {
         assert!(e.contains("dead_after_ms"), "{e}");
         let e = checked(&format!("{TWO}\nothers = \"unavailable\""), Some("gw1")).unwrap_err();
         assert!(e.contains("group.others"), "{e}");
+        let ano = format!("{TWO}\nothers = \"active/non-optimized\"");
+        let e = checked(&ano, Some("gw1")).unwrap_err();
+        assert!(e.contains("group.others") && e.contains("key_file"), "{e}");
+        let g = checked(&format!("{ano}\nkey_file = \"/k\""), Some("gw1")).unwrap();
+        assert_eq!(g.others, AccessState::ActiveNonOptimized);
         let one = r#"name = "ha1"
             gateways = [{ name = "gw1", portal = "10.99.0.1:3260", tpg = 1 }]"#;
         let e = checked(one, Some("gw1")).unwrap_err();

@@ -17,6 +17,7 @@ use tokio::runtime::Handle;
 use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
+use super::peer::Peers;
 use super::state::{Action, Group, Member, Outcome, Role, Setup, Timing};
 use super::wire::{self, MAX_DATAGRAM};
 use super::{lock_running, GatewayView, GroupView, LunView};
@@ -31,23 +32,27 @@ pub struct Running {
     registry: Arc<Registry>,
     outcomes: mpsc::UnboundedSender<Outcome>,
     runtime: Handle,
+    /// The group key (`key_file`): heartbeats' HMAC, the peers' CHAP.
+    key: Option<Arc<Vec<u8>>>,
+    /// The sessions to the other gateways (forwarding).
+    pub(super) peers: Peers,
     /// When each LUN's takeover started (for the log's timing).
     started: Mutex<HashMap<u16, Instant>>,
     /// When a refused datagram was last logged: at most one line per
     /// [`REFUSED_LOG_EVERY`], so that a flood cannot fill the log.
     refused_logged: Mutex<Option<Instant>>,
-    /// The heartbeat socket, the group key, and the last heartbeat's
-    /// sequence number (counting up from a random start per process, so
+    /// The heartbeat socket and the last heartbeat's sequence number (counting up from a random start per process, so
     /// that a restarted peer's first heartbeats are not taken for
     /// replays of old ones).
     socket: UdpSocket,
-    key: Option<Vec<u8>>,
     seq: AtomicU64,
     /// Per member (none for this gateway, or where one could not be
     /// made): a socket connected to its heartbeat address that heartbeats
     /// go out from, so that the kernel reports its ICMP port unreachable
     /// ([`Running::watch_refusals`]).
     senders: Vec<Option<Arc<UdpSocket>>>,
+    /// When a forwarding failure was last logged (as `refused_logged`).
+    forward_logged: Mutex<Option<Instant>>,
 }
 
 /// See [`Running::refused_logged`].
@@ -62,10 +67,9 @@ pub fn start(
     cfg: &GroupConfig,
 ) -> Result<Arc<Running>, String> {
     let key = match &cfg.key_file {
-        Some(p) => Some(
-            std::fs::read(p)
-                .map_err(|e| format!("target {target} group.key_file {}: {e}", p.display()))?,
-        ),
+        Some(p) => Some(Arc::new(std::fs::read(p).map_err(|e| {
+            format!("target {target} group.key_file {}: {e}", p.display())
+        })?)),
         None => None,
     };
     let local = cfg.local().heartbeat;
@@ -118,10 +122,11 @@ pub fn start(
         registry,
         outcomes: tx,
         runtime: Handle::current(),
+        peers: Peers::new(target, cfg, key.as_deref().map(Vec::as_slice)),
+        key: key.clone(),
         started: Mutex::new(HashMap::new()),
         refused_logged: Mutex::new(None),
         socket,
-        key,
         senders,
         seq: AtomicU64::new(
             SystemTime::now()
@@ -129,6 +134,7 @@ pub fn start(
                 .map(|d| d.as_nanos() as u64)
                 .unwrap_or(1),
         ),
+        forward_logged: Mutex::new(None),
     });
     info!(
         "target {target}: gateway {} of group {} ({} LUNs), heartbeats on udp {local} every {} ms, \
@@ -161,6 +167,40 @@ fn connected(local: SocketAddr, peer: SocketAddr) -> Option<Arc<UdpSocket>> {
 }
 
 impl Running {
+    /// The group key, if the group has one.
+    pub(super) fn key(&self) -> Option<Arc<Vec<u8>>> {
+        self.key.clone()
+    }
+
+    pub(super) fn runtime(&self) -> &Handle {
+        &self.runtime
+    }
+
+    pub(super) fn target(&self) -> &str {
+        &self.target
+    }
+
+    pub(super) fn gateway_count(&self) -> usize {
+        self.cfg.gateways.len()
+    }
+
+    pub(super) fn local_index(&self) -> usize {
+        self.cfg.local
+    }
+
+    /// The name of gateway `i`.
+    pub(super) fn gateway_name(&self, i: usize) -> &str {
+        self.cfg.gateways.get(i).map_or("?", |g| g.name.as_str())
+    }
+
+    /// The owner of LUN `lun` as an index into the gateways, when it is
+    /// another gateway.
+    pub(super) fn owner_index(&self, lun: u16, now: Instant) -> Option<usize> {
+        let owner = self.group().owner(lun, now)?;
+        let i = self.cfg.gateways.iter().position(|g| g.name == owner)?;
+        (i != self.cfg.local).then_some(i)
+    }
+
     fn group(&self) -> std::sync::MutexGuard<'_, Group> {
         self.group.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -243,7 +283,7 @@ impl Running {
         let now = Instant::now();
         let seq = self.seq.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
         let hb = self.group().heartbeat(&self.cfg.name, seq, now);
-        let bytes = wire::encode(&hb, self.key.as_deref());
+        let bytes = wire::encode(&hb, self.key.as_deref().map(Vec::as_slice));
         for (i, g) in self.cfg.gateways.iter().enumerate() {
             if i == self.cfg.local {
                 continue;
@@ -260,7 +300,7 @@ impl Running {
     /// A datagram from `from`: taken only from a member's configured
     /// heartbeat address, for this group, newer than the last.
     fn take(&self, bytes: &[u8], from: SocketAddr, last: &mut HashMap<usize, (u64, Instant)>) {
-        let hb = match wire::decode(bytes, self.key.as_deref()) {
+        let hb = match wire::decode(bytes, self.key.as_deref().map(Vec::as_slice)) {
             Ok(hb) => hb,
             Err(e) => {
                 self.refused(from, &e.to_string());
@@ -287,6 +327,21 @@ impl Running {
         }
         last.insert(i, (hb.seq, now));
         self.group().heard(i, &hb, now);
+    }
+
+    /// Whether a forwarding failure may be logged now: at most once per
+    /// [`REFUSED_LOG_EVERY`] (every write fails alike while the owner is
+    /// away).
+    pub(super) fn may_log_forward(&self) -> bool {
+        let mut last = self
+            .forward_logged
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if last.is_some_and(|t| t.elapsed() < REFUSED_LOG_EVERY) {
+            return false;
+        }
+        *last = Some(Instant::now());
+        true
     }
 
     /// Logs a refused datagram, at most once per [`REFUSED_LOG_EVERY`].

@@ -17,6 +17,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 mod driver;
+pub mod forward;
+pub mod peer;
 pub mod state;
 pub mod wire;
 
@@ -95,6 +97,22 @@ pub async fn leave_all() {
     for r in list {
         r.leave().await;
     }
+}
+
+/// How a login of `initiator` to target `target` (with group `group`,
+/// if it has one) meets the peer rule ([`peer::peer_login`]), with the
+/// key of the target's running group.
+pub fn peer_login(
+    target: &str,
+    group: Option<&crate::config::GroupConfig>,
+    initiator: &str,
+) -> peer::PeerLogin {
+    if !peer::is_peer_name(target, initiator) {
+        return peer::PeerLogin::NotPeer;
+    }
+    let running = lock_running().get(target).cloned();
+    let key = running.as_ref().and_then(|r| r.key());
+    peer::peer_login(target, group, key.as_deref().map(Vec::as_slice), initiator)
 }
 
 /// `ironlun admin group rejoin TARGET`: every fenced LUN of the target
