@@ -79,3 +79,16 @@ fn required_families_pass_on_a_file_lun() {
         dir.path().join("cu.img").display()
     ));
 }
+
+/// With `,direct` on a disk file system (O_DIRECT; /tmp may be tmpfs):
+/// the suite's 512-byte writes at odd offsets are read-modify-writes of
+/// 4 KiB through O_DIRECT, with the LU alone (ironlun-backend's
+/// `file/direct.rs`).
+#[test]
+fn required_families_pass_on_a_direct_file_lun() {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    run_families(&format!(
+        "file:{},size=128MiB,direct",
+        dir.path().join("cu.img").display()
+    ));
+}

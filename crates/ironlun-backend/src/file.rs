@@ -7,12 +7,19 @@
 //! (`file_size`: `size=` must match it, or be larger with `grow`).
 //!
 //! With `O_DIRECT` the kernel wants buffer, offset and length aligned to the
-//! device's logical block size. Buffers here are allocated 4096-aligned and
-//! requests whose offset and length are multiples of 4096 go through the
-//! direct descriptor; anything else (512-byte LUN blocks at odd offsets)
-//! goes through a second, buffered descriptor on the same file, which Linux
-//! keeps coherent with direct I/O by writing back and invalidating the page
-//! cache range around each direct request.
+//! device's logical block size. Buffers here are allocated 4096-aligned
+//! ([`DIRECT_ALIGN`]), and every request goes through the direct
+//! descriptor: one whose offset or length is not a multiple of 4096 (512-byte
+//! LUN blocks at odd offsets) is read over the enclosing aligned range into
+//! a bounce buffer, and written as a read-modify-write of that range, which
+//! the LU runs alone ([`Backend::write_needs_exclusive`]). The store never
+//! mixes direct and buffered I/O on a page: Linux cannot keep the two
+//! coherent when they race (a direct write whose page cache invalidation
+//! fails leaves stale pages and fails the next fsync with EIO); the
+//! `direct` module says how. Unaligned writes therefore serialise the LU;
+//! initiators that honour the physical block reported (READ CAPACITY(16)'s
+//! LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT, SBC-4 §5.20.2: at least
+//! 4096 here) send none.
 //!
 //! A regular file on a memory file system (tmpfs, ramfs, hugetlbfs) never
 //! waits for a device: `pread`/`pwrite` there are copies to and from the
@@ -37,7 +44,7 @@ use rustix::buffer::spare_capacity;
 use rustix::fs::{FallocateFlags, OFlags};
 use rustix::io::{Errno, ReadWriteFlags};
 
-use crate::aligned::{buffer_aligned, direct_aligned, AlignedBuf, DIRECT_ALIGN};
+use crate::aligned::{direct_aligned, DIRECT_ALIGN};
 use crate::lock::{lock_exclusive, LOCK_WAIT};
 use crate::{check_range, Backend, FileTarget, Rotation};
 
@@ -176,12 +183,85 @@ impl FileBackend {
         self.in_memory
     }
 
-    /// The descriptor for a request: direct when aligned, else buffered.
-    fn fd_for(&self, offset: u64, len: usize) -> (&Arc<File>, bool) {
-        match &self.direct {
-            Some(d) if direct_aligned(offset, len) => (d, true),
-            _ => (&self.buffered, false),
+    /// How many of the `len` bytes at `offset` a `,direct` store serves
+    /// through its direct descriptor: those before its buffered tail
+    /// ([`direct::tail`]).
+    fn before_tail(&self, offset: u64, len: usize) -> usize {
+        let tail = direct::tail(self.size_bytes());
+        let before = tail.saturating_sub(offset).min(len as u64);
+        usize::try_from(before).unwrap_or(len)
+    }
+
+    /// A `,direct` store's read: through the direct descriptor (see the
+    /// `direct` module), and the buffered tail's part through the other.
+    fn read_direct(&self, d: &File, offset: u64, len: usize) -> io::Result<Bytes> {
+        let before = self.before_tail(offset, len);
+        if before == len {
+            return direct::read(d, offset, len);
         }
+        let rest = read_buffered(&self.buffered, offset + before as u64, len - before)?;
+        if before == 0 {
+            return Ok(rest);
+        }
+        let mut all = direct::read(d, offset, before)?.to_vec();
+        all.extend_from_slice(&rest);
+        Ok(Bytes::from(all))
+    }
+
+    /// A `,direct` store's write, as [`FileBackend::read_direct`].
+    fn write_direct(
+        &self,
+        d: &File,
+        offset: u64,
+        parts: &[&[u8]],
+        total: usize,
+        durable: bool,
+    ) -> io::Result<()> {
+        let before = self.before_tail(offset, total);
+        if before == total {
+            return direct::write(d, offset, parts, total, durable);
+        }
+        if before == 0 {
+            return pwritev_all(&self.buffered, parts, offset, durable);
+        }
+        let all = parts.concat();
+        let (head, rest) = all.split_at(before);
+        direct::write(d, offset, &[head], before, durable)?;
+        pwritev_all(&self.buffered, &[rest], offset + before as u64, durable)
+    }
+
+    /// A `,direct` file's deallocation: whole physical blocks are punched
+    /// out, and the partial ones at either end written with zeros through
+    /// the direct descriptor, not zeroed in the page cache as a punched
+    /// hole's partial blocks would be.
+    fn deallocate_direct(&self, d: &File, offset: u64, len: u64) -> io::Result<()> {
+        let unit = u64::from(self.physical_block.unwrap_or(DIRECT_ALIGN as u32));
+        let end = offset + len;
+        let first = offset.next_multiple_of(unit).min(end);
+        let last = (end / unit * unit).max(first);
+        for (at, n) in [(offset, first - offset), (last, end - last)] {
+            let n = usize::try_from(n).map_err(|_| io::Error::other("range too large"))?;
+            if n > 0 {
+                self.write_direct(d, at, &[&crate::zeros(n)], n, false)?;
+            }
+        }
+        if last > first {
+            let mode = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
+            rustix::fs::fallocate(&*self.buffered, mode, first, last - first)?;
+        }
+        Ok(())
+    }
+}
+
+/// Reads through a buffered descriptor: into a pooled buffer when large,
+/// else a plain one.
+fn read_buffered(fd: &File, offset: u64, len: usize) -> io::Result<Bytes> {
+    if len >= crate::pool::MIN_POOLED {
+        let mut buf = crate::pool::PooledBuf::get(len)?;
+        fd.read_exact_at(buf.as_mut_slice(), offset)?;
+        Ok(buf.freeze())
+    } else {
+        Ok(Bytes::from(pread_exact(fd, len, offset)?))
     }
 }
 
@@ -532,17 +612,9 @@ impl Backend for FileBackend {
 
     fn read(&self, offset: u64, len: usize) -> io::Result<Bytes> {
         check_range(offset, len, self.size_bytes())?;
-        let (fd, direct) = self.fd_for(offset, len);
-        if direct || len >= crate::pool::MIN_POOLED {
-            let mut buf = if direct {
-                crate::pool::PooledBuf::get_aligned(len)?
-            } else {
-                crate::pool::PooledBuf::get(len)?
-            };
-            fd.read_exact_at(buf.as_mut_slice(), offset)?;
-            Ok(buf.freeze())
-        } else {
-            Ok(Bytes::from(pread_exact(fd, len, offset)?))
+        match &self.direct {
+            Some(d) => self.read_direct(d, offset, len),
+            None => read_buffered(&self.buffered, offset, len),
         }
     }
 
@@ -570,18 +642,13 @@ impl Backend for FileBackend {
 
     fn write(&self, offset: u64, data: &[u8], durable: bool) -> io::Result<()> {
         check_range(offset, data.len(), self.size_bytes())?;
-        let (fd, direct) = self.fd_for(offset, data.len());
-        let aligned;
-        let data = if direct && !buffer_aligned(data.as_ptr(), data.len()) {
-            aligned = AlignedBuf::gather([data], data.len())?;
-            aligned.as_ref()
-        } else {
-            data
-        };
+        if let Some(d) = &self.direct {
+            return self.write_direct(d, offset, &[data], data.len(), durable);
+        }
         if durable {
-            pwrite_dsync(fd, data, offset)
+            pwrite_dsync(&self.buffered, data, offset)
         } else {
-            fd.write_all_at(data, offset)
+            self.buffered.write_all_at(data, offset)
         }
     }
 
@@ -591,12 +658,19 @@ impl Backend for FileBackend {
     fn write_vectored(&self, offset: u64, parts: &[&[u8]], durable: bool) -> io::Result<()> {
         let total = parts.iter().map(|p| p.len()).sum();
         check_range(offset, total, self.size_bytes())?;
-        let (fd, direct) = self.fd_for(offset, total);
-        if direct {
-            let b = AlignedBuf::gather(parts.iter().copied(), total)?;
-            return pwritev_all(fd, &[b.as_ref()], offset, durable);
+        if let Some(d) = &self.direct {
+            return self.write_direct(d, offset, parts, total, durable);
         }
-        pwritev_all(fd, parts, offset, durable)
+        pwritev_all(&self.buffered, parts, offset, durable)
+    }
+
+    /// A `,direct` store's write of a range not aligned to
+    /// [`DIRECT_ALIGN`] is a read-modify-write of the enclosing aligned
+    /// range (the `direct` module), which no other request may touch
+    /// meanwhile.
+    fn write_needs_exclusive(&self, offset: u64, len: u64) -> bool {
+        let align = DIRECT_ALIGN as u64;
+        self.direct.is_some() && (offset % align != 0 || len % align != 0)
     }
 
     fn flush(&self) -> io::Result<()> {
@@ -607,14 +681,22 @@ impl Backend for FileBackend {
         !self.in_memory
     }
 
-    /// The direct descriptor for aligned requests, else the buffered one;
-    /// `None` on a memory file system, whose calls never wait (they run
-    /// inline, see the module docs).
+    /// Without `O_DIRECT`, the file. With it, the direct descriptor for
+    /// aligned requests and the buffered one inside the store's buffered
+    /// tail (the `direct` module); `None` for the rest, which go through a
+    /// bounce buffer the synchronous way ([`Backend::read`],
+    /// [`Backend::write`]), and on a memory file system, whose calls never
+    /// wait (they run inline, see the module docs).
     fn file_for(&self, offset: u64, len: usize) -> Option<FileTarget> {
         if self.in_memory {
             return None;
         }
-        let (file, direct) = self.fd_for(offset, len);
+        let (file, direct) = match &self.direct {
+            None => (&self.buffered, false),
+            Some(d) if direct_aligned(offset, len) => (d, true),
+            Some(_) if self.before_tail(offset, len) == 0 => (&self.buffered, false),
+            Some(_) => return None,
+        };
         Some(FileTarget {
             file: file.clone(),
             direct,
@@ -644,6 +726,9 @@ impl Backend for FileBackend {
             } else {
                 Err(io::Error::from(io::ErrorKind::Unsupported))
             };
+        }
+        if let Some(d) = &self.direct {
+            return self.deallocate_direct(d, offset, len);
         }
         let mode = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
         Ok(rustix::fs::fallocate(&*self.buffered, mode, offset, len)?)
@@ -707,6 +792,11 @@ impl Backend for FileBackend {
         Ok(size)
     }
 }
+
+mod direct;
+
+#[cfg(test)]
+mod direct_tests;
 
 #[cfg(test)]
 mod tests {
@@ -1041,7 +1131,7 @@ mod tests {
         }
     }
 
-    fn open_direct(path: &Path) -> Option<FileBackend> {
+    pub(super) fn open_direct(path: &Path) -> Option<FileBackend> {
         let opened = try_open_direct(path).unwrap_or_else(|e| panic!("{e}"));
         if opened.is_none() {
             // Fails instead where every test is required.

@@ -147,6 +147,17 @@ pub trait Backend: Send + Sync {
     /// Makes every completed write durable (SYNCHRONIZE CACHE).
     fn flush(&self) -> io::Result<()>;
 
+    /// Whether a write of `len` bytes at `offset` (a write, a write-same,
+    /// or the zeroing of a deallocation) must not run alongside any other
+    /// request to the store: a `,direct` file or device writes a range not
+    /// aligned to [`aligned::DIRECT_ALIGN`] as a read-modify-write of the
+    /// enclosing aligned range (see [`FileBackend`]). The LU then runs it
+    /// alone, never staged. The default: no store needs it.
+    fn write_needs_exclusive(&self, offset: u64, len: u64) -> bool {
+        let _ = (offset, len);
+        false
+    }
+
     /// Whether calls may block on the kernel's I/O (file, block device):
     /// the driver then runs them off its network threads.
     fn may_block(&self) -> bool;

@@ -164,6 +164,10 @@ impl<B: Backend> Backend for FaultyBackend<B> {
         self.inner.flush()
     }
 
+    fn write_needs_exclusive(&self, offset: u64, len: u64) -> bool {
+        self.inner.write_needs_exclusive(offset, len)
+    }
+
     fn may_block(&self) -> bool {
         self.blocks || self.inner.may_block()
     }

@@ -236,6 +236,23 @@ pub(crate) fn planner(op: u8) -> Option<Planner> {
     }
 }
 
+/// Whether a write command's medium access needs the LU alone
+/// ([`LogicalUnit::write_access`]: an unaligned range of a `,direct` file):
+/// then it runs the synchronous way, never staged. The range is the
+/// blocks the Data-Out that arrives (`data_out` bytes) reaches.
+pub(crate) fn write_needs_exclusive(lu: &LogicalUnit, cdb: &Cdb<'_>, data_out: usize) -> bool {
+    if !is_write(cdb.opcode()) {
+        return false;
+    }
+    let (lba, blocks) = lba_len(cdb);
+    let bs = u64::from(lu.block_size());
+    let len = blocks
+        .saturating_mul(bs)
+        .min((data_out as u64).div_ceil(bs) * bs);
+    lu.backend
+        .write_needs_exclusive(lba.saturating_mul(bs), len)
+}
+
 /// Whether a write's Data-Out ends on a block boundary (or covers the
 /// CDB's whole transfer): then it needs no read-modify-write of a partial
 /// last block, and a transport can run it as one request.
@@ -308,7 +325,8 @@ pub fn write(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Respo
     };
     let bs = lu.block_size() as usize;
     let whole = received / bs * bs;
-    let _shared = lu.shared_access();
+    let span = received.div_ceil(bs) * bs;
+    let _access = lu.write_access(lba * bs as u64, span as u64);
     if whole > 0 {
         write_pieces(lu, lba, req.data_out.slices(0..whole), durable)?;
     }
@@ -591,8 +609,8 @@ pub fn write_same(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<
 /// written here.
 fn write_pattern(lu: &LogicalUnit, lba: u64, blocks: u64, pattern: &[u8]) -> Result<(), Sense> {
     let durable = !lu.mode.wce.load(Ordering::Relaxed);
-    let _shared = lu.shared_access();
     let bs = u64::from(lu.block_size());
+    let _access = lu.write_access(lba * bs, blocks * bs);
     match lu.write_through(durable, |b| {
         b.write_same(lba * bs, blocks * bs, pattern, durable)
     }) {

@@ -371,7 +371,7 @@ fn copy_segment(req: &Request<'_>, targets: &[Cscd], s: &Segment) -> Result<u64,
             })?
         };
         {
-            let _shared = dst.shared_access();
+            let _access = dst.write_access(to + done, n);
             let written = dst.write_through(durable, |b| b.write(to + done, &chunk, durable));
             written.map_err(|_| {
                 copy_aborted(Asc::NO_ADDITIONAL_SENSE).with_info(s.dst_lba + done / dbs)

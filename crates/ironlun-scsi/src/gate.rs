@@ -114,6 +114,14 @@ impl Drop for ExclusiveGuard<'_> {
     }
 }
 
+/// Shared or sole access, as a write's range needs
+/// (`LogicalUnit::write_access`). The guards are held, never read: their
+/// drops are the point.
+pub(crate) enum WriteGuard<'a> {
+    Shared(#[allow(dead_code)] SharedGuard<'a>),
+    Exclusive(#[allow(dead_code)] ExclusiveGuard<'a>),
+}
+
 /// Shared access that owns its gate: held by a command whose medium
 /// access runs asynchronously, released when dropped.
 pub struct SharedTicket {

@@ -16,7 +16,7 @@ use crate::cdb::Cdb;
 use crate::copy::HeldCopies;
 use crate::durability::{Durability, Durable};
 use crate::forward::{self, Forwarder};
-use crate::gate::{AccessGate, ExclusiveGuard, HasGate, SharedGuard};
+use crate::gate::{AccessGate, ExclusiveGuard, HasGate, SharedGuard, WriteGuard};
 use crate::offline::Offline;
 use crate::ops::{self, OpInfo};
 use crate::provisioning::threshold::ThresholdState;
@@ -403,6 +403,21 @@ impl LogicalUnit {
     /// Access no other data command can interleave with.
     pub(crate) fn exclusive_access(&self) -> ExclusiveGuard<'_> {
         self.access.exclusive()
+    }
+
+    /// Access for a write of `len` bytes at byte `offset` (a write, WRITE
+    /// SAME, a deallocation's zeroing, an XCOPY segment): shared with other
+    /// ordinary commands, or the LU alone where the store writes that range
+    /// as a read-modify-write no other request may race
+    /// ([`Backend::write_needs_exclusive`]: an unaligned range of a
+    /// `,direct` file or device). Such a write is never staged
+    /// ([`LogicalUnit::stageable`]).
+    pub(crate) fn write_access(&self, offset: u64, len: u64) -> WriteGuard<'_> {
+        if self.backend.write_needs_exclusive(offset, len) {
+            WriteGuard::Exclusive(self.exclusive_access())
+        } else {
+            WriteGuard::Shared(self.shared_access())
+        }
     }
 
     pub fn num_blocks(&self) -> u64 {

@@ -46,7 +46,8 @@ pub(crate) fn settle(lu: &LogicalUnit) -> Result<(), Sense> {
 /// Deallocates `blocks` blocks at `lba`.
 pub(crate) fn deallocate(lu: &LogicalUnit, lba: u64, blocks: u64) -> Result<(), Sense> {
     let bs = u64::from(lu.block_size());
-    let _shared = lu.shared_access();
+    // Partial blocks of a `,direct` file are zeroed by read-modify-write.
+    let _access = lu.write_access(lba * bs, blocks * bs);
     lu.backend
         .deallocate(lba * bs, blocks * bs)
         .map_err(|e| write_error(lba, &e))

@@ -243,6 +243,10 @@ impl<B: Backend> Backend for Recorder<B> {
         self.inner.flush()
     }
 
+    fn write_needs_exclusive(&self, offset: u64, len: u64) -> bool {
+        self.inner.write_needs_exclusive(offset, len)
+    }
+
     fn may_block(&self) -> bool {
         self.inner.may_block()
     }

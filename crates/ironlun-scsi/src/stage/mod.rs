@@ -54,7 +54,10 @@ impl LogicalUnit {
     /// Whether [`LogicalUnit::start`] would hand this command's medium
     /// access to the caller: a staged command on a store with files, and
     /// for a write, Data-Out that ends on a block boundary (a partial last
-    /// block needs a read-modify-write, done the synchronous way).
+    /// block needs a read-modify-write, done the synchronous way) and a
+    /// range the store writes without the LU alone (an unaligned write to
+    /// a `,direct` file is a read-modify-write under
+    /// [`LogicalUnit::write_access`]).
     pub fn stageable(&self, cdb: &[u8], data_out: usize) -> bool {
         let c = Cdb(cdb);
         (self.has_files() || self.has_async_medium())
@@ -62,6 +65,7 @@ impl LogicalUnit {
             && block::whole_blocks(self, &c, data_out)
             // A write this port forwards runs where it may block.
             && !self.forwarding(c.opcode())
+            && !block::write_needs_exclusive(self, &c, data_out)
     }
 
     /// Runs a command up to its medium access. `None` while a command
@@ -101,9 +105,12 @@ impl LogicalUnit {
                 received,
                 durable,
             }) => {
-                if received as u64 % bs != 0 {
-                    // A partial last block (not stageable): merged with
-                    // the medium by the synchronous handler.
+                let span = (received as u64).div_ceil(bs) * bs;
+                if received as u64 % bs != 0 || self.backend().write_needs_exclusive(lba * bs, span)
+                {
+                    // A partial last block, or a write the store runs
+                    // with the LU alone (not stageable): by the
+                    // synchronous handler.
                     drop(ticket);
                     let r = (op.handler)(self, req, &cdb);
                     return Some(self.done(access, req, self.or_sense(r)));

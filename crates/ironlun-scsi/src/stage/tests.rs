@@ -73,13 +73,25 @@ fn staged(
         data_out: data,
         map: &map,
     };
-    assert!(lu.stageable(cdb, data.len()), "{cdb:02x?} not stageable");
+    if !lu.stageable(cdb, data.len()) {
+        // As the target does: the blocking way (an unaligned write to a
+        // `,direct` file, which runs with the LU alone).
+        return map.execute(Some(0), N, cdb, data);
+    }
     match lu.start(&req).expect("no exclusive holder") {
         Start::Done(r) => r,
         Start::Io(io) => match ring {
             None => io.run_here(),
             Some(ring) => {
-                assert!(ring.push(io).is_ok());
+                let io = match ring.push(io) {
+                    Ok(()) => None,
+                    // No file for it (an unaligned read of a `,direct`
+                    // file): the blocking way, as the target does.
+                    Err((_, io)) => Some(io),
+                };
+                if let Some(io) = io {
+                    return io.run_here();
+                }
                 ring.submit().unwrap();
                 let mut out = Vec::new();
                 let deadline = Instant::now() + Duration::from_secs(20);
@@ -194,6 +206,67 @@ fn what_can_be_staged() {
     );
     let ram = LogicalUnit::new(cfg(false), Arc::new(RamBackend::new(1 << 20))).unwrap();
     assert!(!ram.stageable(&cdb10(0x28, 0, 0, 8), 0), "RAM runs inline");
+    // On a `,direct` file a write not aligned to 4 KiB is a
+    // read-modify-write under the LU alone: never staged. The range is
+    // what arrives.
+    let direct = file_lu(dir.path(), "sd", true, false);
+    assert!(direct.stageable(&cdb10(0x2a, 0, 8, 8), 4096));
+    assert!(!direct.stageable(&cdb10(0x2a, 0, 1, 8), 4096));
+    assert!(!direct.stageable(&cdb10(0x2a, 0, 8, 1), 512));
+    assert!(!direct.stageable(&cdb10(0x2a, 0, 8, 8), 1024));
+    assert!(direct.stageable(&cdb10(0x28, 0, 1, 1), 0), "reads share");
+    assert!(lu.stageable(&cdb10(0x2a, 0, 1, 8), 4096), "buffered file");
+}
+
+/// An unaligned write to a `,direct` file, run the blocking way, waits
+/// for the LU alone: for a staged access in flight to finish, while new
+/// ones are refused; an aligned one shares the LU with it.
+#[test]
+fn an_unaligned_write_to_a_direct_file_runs_with_the_lu_alone() {
+    let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let lu = file_lu(dir.path(), "alone", true, false);
+    let map = LunMap::new(vec![(0, lu.clone())]);
+    let none = DataOutBuffer::new();
+    let read = cdb10(0x28, 0, 0, 8);
+    let req = Request {
+        nexus: N,
+        cdb: &read,
+        data_out: &none,
+        map: &map,
+    };
+    let _ = lu.start(&req); // the unit attention
+    for (lba, alone) in [(8, false), (1, true)] {
+        let Some(Start::Io(io)) = lu.start(&req) else {
+            panic!("not staged");
+        };
+        let lu2 = lu.clone();
+        let data = pattern(4096, lba as u8);
+        let t = std::thread::spawn(move || {
+            executed(&lu2, &cdb10(0x2a, 0, lba, 8), &data.into()).status
+        });
+        if alone {
+            // It waits for the LU alone: new accesses are refused.
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while lu.start(&req).is_some() {
+                assert!(
+                    Instant::now() < deadline,
+                    "the write never asked for the LU alone"
+                );
+                std::thread::yield_now();
+            }
+        } else {
+            // It shares the LU with the staged read still in flight.
+            assert_eq!(t.join().unwrap(), Status::GOOD);
+            assert_eq!(io.run_here().status, Status::GOOD);
+            continue;
+        }
+        assert_eq!(io.run_here().status, Status::GOOD);
+        assert_eq!(t.join().unwrap(), Status::GOOD);
+    }
+    let back = executed(&lu, &cdb10(0x28, 0, 1, 15), &none);
+    let mut want = pattern(4096, 1);
+    want.extend_from_slice(&pattern(4096, 8)[512..]);
+    assert_eq!(back.data.to_bytes().unwrap()[..want.len()], want[..]);
 }
 
 #[test]
