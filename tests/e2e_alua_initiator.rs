@@ -198,7 +198,9 @@ fn commands_wait_out_a_transition_and_go_when_it_ends() {
         gateway(dir.path(), 2, states),
     );
     let json = dir.path().join("r.json");
-    let child = bench(&a, &b, &json, "4s");
+    // Long enough that, on a loaded machine, the 300 commands after the
+    // transition still fall inside the run (4 s once ran out first).
+    let child = bench(&a, &b, &json, "10s");
     // Logged in, then REPORT TARGET PORT GROUPS read again while the
     // commands wait: more commands than the setup, none of them I/O.
     let waiting = wait_for(
