@@ -119,7 +119,10 @@ pub struct Flag {
     /// The long name, without `--`.
     pub long: &'static str,
     pub value_name: &'static str,
+    /// One line, without a final full stop (as clap shows help).
     pub help: &'static str,
+    /// Where the flag stands among the others in `--help`.
+    pub rank: u8,
 }
 
 /// One offered key: the one place it is declared.
@@ -172,11 +175,17 @@ impl OfferKey {
     }
 }
 
-const fn flag(long: &'static str, value_name: &'static str, help: &'static str) -> Option<Flag> {
+const fn flag(
+    rank: u8,
+    long: &'static str,
+    value_name: &'static str,
+    help: &'static str,
+) -> Option<Flag> {
     Some(Flag {
         long,
         value_name,
         help,
+        rank,
     })
 }
 
@@ -216,24 +225,24 @@ macro_rules! offers {
 offers! {
     /// Digests in preference order.
     header_digest: Vec<DigestKind> = HEADER_DIGEST,
-        flag("header-digest", "LIST", "HeaderDigest offer: None, CRC32C, or a preference list \"CRC32C,None\".");
+        flag(0, "header-digest", "LIST", "HeaderDigest offer: None, CRC32C, or a preference list \"CRC32C,None\"");
     data_digest: Vec<DigestKind> = DATA_DIGEST,
-        flag("data-digest", "LIST", "DataDigest offer, as --header-digest.");
+        flag(1, "data-digest", "LIST", "DataDigest offer, as --header-digest");
     max_connections: u16 = MAX_CONNECTIONS, None;
     initial_r2t: bool = INITIAL_R2T,
-        flag("initial-r2t", "yes|no", "InitialR2T offer (yes: every write waits for an R2T).");
+        flag(2, "initial-r2t", "yes|no", "InitialR2T offer (yes: every write waits for an R2T)");
     immediate_data: bool = IMMEDIATE_DATA,
-        flag("immediate-data", "yes|no", "ImmediateData offer.");
+        flag(3, "immediate-data", "yes|no", "ImmediateData offer");
     max_recv_data_segment_length: u32 = MAX_RECV_DATA_SEGMENT_LENGTH,
-        flag("max-recv-dsl", "SIZE", "MaxRecvDataSegmentLength we declare.");
+        flag(6, "max-recv-dsl", "SIZE", "MaxRecvDataSegmentLength we declare");
     max_burst_length: u32 = MAX_BURST_LENGTH,
-        flag("max-burst", "SIZE", "MaxBurstLength offer.");
+        flag(5, "max-burst", "SIZE", "MaxBurstLength offer");
     first_burst_length: u32 = FIRST_BURST_LENGTH,
-        flag("first-burst", "SIZE", "FirstBurstLength offer (bytes; 64k, 256KiB ...).");
+        flag(4, "first-burst", "SIZE", "FirstBurstLength offer (bytes; 64k, 256KiB ...)");
     default_time2wait: u16 = DEFAULT_TIME2WAIT, None;
     default_time2retain: u16 = DEFAULT_TIME2RETAIN, None;
     max_outstanding_r2t: u16 = MAX_OUTSTANDING_R2T,
-        flag("max-outstanding-r2t", "N", "MaxOutstandingR2T offer.");
+        flag(7, "max-outstanding-r2t", "N", "MaxOutstandingR2T offer");
 }
 
 /// The keys ironlun always offers the same value for, loaded into every
