@@ -202,6 +202,42 @@ mod tests {
         assert!(e.starts_with("--max-burst: "), "{e}");
     }
 
+    /// Each offer flag the key table makes: its value reaches the row's
+    /// offer, and a bad value is refused naming the flag.
+    #[test]
+    fn every_offer_flag_sets_its_key() {
+        use ironlun_proto::keys::{KeyId, Value};
+        use ironlun_proto::offers::{OfferKind, OFFER_KEYS};
+        let plain = args(&[]).options().unwrap().offers;
+        let mut seen = 0;
+        for (k, f) in OFFER_KEYS.iter().filter_map(|k| Some((k, k.flag?))) {
+            let (text, want) = match k.kind {
+                OfferKind::Digests => ("CRC32C,None", Value::Text("CRC32C,None".into())),
+                OfferKind::Bool if (k.get)(&plain) == Value::Bool(true) => {
+                    ("no", Value::Bool(false))
+                }
+                OfferKind::Bool => ("yes", Value::Bool(true)),
+                OfferKind::U16 => ("3", Value::Number(3)),
+                // Above the default FirstBurstLength, which must not exceed it.
+                OfferKind::Bytes if k.id == KeyId::MAX_BURST_LENGTH => {
+                    ("2MiB", Value::Number(2 << 20))
+                }
+                OfferKind::Bytes => ("64KiB", Value::Number(64 << 10)),
+            };
+            let flag = format!("--{}", f.long);
+            let o = args(&[&flag, text]).options().unwrap().offers;
+            assert_eq!((k.get)(&o), want, "{flag}");
+            assert_ne!(o, plain, "{flag}");
+            let e = match Flags::try_parse_from(["t", &flag, "bogus"]) {
+                Ok(f) => f.initiator.options().unwrap_err(),
+                Err(e) => e.to_string(),
+            };
+            assert!(e.contains(&flag), "{flag}: {e}");
+            seen += 1;
+        }
+        assert_eq!(seen, 8);
+    }
+
     #[test]
     fn a_urls_credentials_come_before_the_flags() {
         let chap = format!("flag:{SECRET}");

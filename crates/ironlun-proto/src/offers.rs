@@ -78,25 +78,20 @@ fn number<T: TryFrom<u64>>(v: &Value) -> Result<T, String> {
     T::try_from(n).map_err(|_| format!("{n} is too large"))
 }
 
-impl OfferValue for u16 {
-    const KIND: OfferKind = OfferKind::U16;
-    fn to_value(&self) -> Value {
-        Value::Number(u64::from(*self))
-    }
-    fn from_value(v: &Value) -> Result<u16, String> {
-        number(v)
-    }
+macro_rules! number_offer {
+    ($($ty:ty => $kind:ident),*) => {$(
+        impl OfferValue for $ty {
+            const KIND: OfferKind = OfferKind::$kind;
+            fn to_value(&self) -> Value {
+                Value::Number(u64::from(*self))
+            }
+            fn from_value(v: &Value) -> Result<$ty, String> {
+                number(v)
+            }
+        }
+    )*};
 }
-
-impl OfferValue for u32 {
-    const KIND: OfferKind = OfferKind::Bytes;
-    fn to_value(&self) -> Value {
-        Value::Number(u64::from(*self))
-    }
-    fn from_value(v: &Value) -> Result<u32, String> {
-        number(v)
-    }
-}
+number_offer!(u16 => U16, u32 => Bytes);
 
 impl OfferValue for Vec<DigestKind> {
     const KIND: OfferKind = OfferKind::Digests;
