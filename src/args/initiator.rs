@@ -7,35 +7,17 @@ use ironlun_initiator::{DigestKind, IscsiUrl, Offers, SessionOptions, TcpOptions
 use ironlun_proto::chap::{Credentials, InitiatorAuth};
 use ironlun_units::parse_size;
 
+use super::offers::OfferFlags;
+
 #[derive(clap::Args, Clone, Debug)]
 pub struct InitiatorArgs {
     /// Initiator name (IQN) to log in as.
     #[arg(long, value_name = "IQN", env = "IRONLUN_INITIATOR_NAME")]
     pub initiator_name: Option<String>,
-    /// HeaderDigest offer: None, CRC32C, or a preference list "CRC32C,None".
-    #[arg(long, value_name = "LIST")]
-    pub header_digest: Option<String>,
-    /// DataDigest offer, as --header-digest.
-    #[arg(long, value_name = "LIST")]
-    pub data_digest: Option<String>,
-    /// InitialR2T offer (yes: every write waits for an R2T).
-    #[arg(long, value_name = "yes|no")]
-    pub initial_r2t: Option<YesNo>,
-    /// ImmediateData offer.
-    #[arg(long, value_name = "yes|no")]
-    pub immediate_data: Option<YesNo>,
-    /// FirstBurstLength offer (bytes; 64k, 256KiB ...).
-    #[arg(long, value_name = "SIZE")]
-    pub first_burst: Option<String>,
-    /// MaxBurstLength offer.
-    #[arg(long, value_name = "SIZE")]
-    pub max_burst: Option<String>,
-    /// MaxRecvDataSegmentLength we declare.
-    #[arg(long, value_name = "SIZE")]
-    pub max_recv_dsl: Option<String>,
-    /// MaxOutstandingR2T offer.
-    #[arg(long, value_name = "N")]
-    pub max_outstanding_r2t: Option<u16>,
+    /// The operational keys to offer: a flag per row of the key table
+    /// that has one (--header-digest, --max-burst ...).
+    #[command(flatten)]
+    pub offers: OfferFlags,
     /// Socket send and receive buffer size (the TCP window), e.g. 10MiB.
     #[arg(long, value_name = "SIZE")]
     pub tcp_window: Option<String>,
@@ -72,22 +54,6 @@ pub struct InitiatorArgs {
         hide_env_values = true
     )]
     pub mutual_chap: Option<String>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum YesNo {
-    Yes,
-    No,
-}
-
-impl From<YesNo> for bool {
-    fn from(v: YesNo) -> bool {
-        v == YesNo::Yes
-    }
-}
-
-fn digests(s: &str) -> Result<Vec<DigestKind>, String> {
-    s.split(',').map(|d| d.trim().parse()).collect()
 }
 
 fn size32(flag: &str, s: &str) -> Result<u32, String> {
@@ -159,35 +125,13 @@ impl InitiatorArgs {
             o.initiator_name =
                 ironlun_proto::names::normalize(n).map_err(|e| format!("--initiator-name: {e}"))?;
         }
-        let mut offers = Offers::default();
-        if let Some(d) = &self.header_digest {
-            offers.header_digest = digests(d).map_err(|e| format!("--header-digest: {e}"))?;
-        } else {
-            offers.header_digest = vec![DigestKind::None];
-        }
-        if let Some(d) = &self.data_digest {
-            offers.data_digest = digests(d).map_err(|e| format!("--data-digest: {e}"))?;
-        } else {
-            offers.data_digest = vec![DigestKind::None];
-        }
-        if let Some(v) = self.initial_r2t {
-            offers.initial_r2t = v.into();
-        }
-        if let Some(v) = self.immediate_data {
-            offers.immediate_data = v.into();
-        }
-        if let Some(s) = &self.max_burst {
-            offers.max_burst_length = size32("max-burst", s)?;
-        }
-        if let Some(s) = &self.first_burst {
-            offers.first_burst_length = size32("first-burst", s)?;
-        }
-        if let Some(s) = &self.max_recv_dsl {
-            offers.max_recv_data_segment_length = size32("max-recv-dsl", s)?;
-        }
-        if let Some(n) = self.max_outstanding_r2t {
-            offers.max_outstanding_r2t = n;
-        }
+        // No digests unless asked for: the initiator's own default.
+        let mut offers = Offers {
+            header_digest: vec![DigestKind::None],
+            data_digest: vec![DigestKind::None],
+            ..Offers::default()
+        };
+        self.offers.apply(&mut offers)?;
         offers.validate()?;
         o.offers = offers;
         let window = match &self.tcp_window {
@@ -256,6 +200,42 @@ mod tests {
         assert_eq!(o.login_timeout, Duration::from_secs(1));
         let e = args(&["--max-burst", "8GiB"]).options().unwrap_err();
         assert!(e.starts_with("--max-burst: "), "{e}");
+    }
+
+    /// Each offer flag the key table makes: its value reaches the row's
+    /// offer, and a bad value is refused naming the flag.
+    #[test]
+    fn every_offer_flag_sets_its_key() {
+        use ironlun_proto::keys::{KeyId, Value};
+        use ironlun_proto::offers::{OfferKind, OFFER_KEYS};
+        let plain = args(&[]).options().unwrap().offers;
+        let mut seen = 0;
+        for (k, f) in OFFER_KEYS.iter().filter_map(|k| Some((k, k.flag?))) {
+            let (text, want) = match k.kind {
+                OfferKind::Digests => ("CRC32C,None", Value::Text("CRC32C,None".into())),
+                OfferKind::Bool if (k.get)(&plain) == Value::Bool(true) => {
+                    ("no", Value::Bool(false))
+                }
+                OfferKind::Bool => ("yes", Value::Bool(true)),
+                OfferKind::U16 => ("3", Value::Number(3)),
+                // Above the default FirstBurstLength, which must not exceed it.
+                OfferKind::Bytes if k.id == KeyId::MAX_BURST_LENGTH => {
+                    ("2MiB", Value::Number(2 << 20))
+                }
+                OfferKind::Bytes => ("64KiB", Value::Number(64 << 10)),
+            };
+            let flag = format!("--{}", f.long);
+            let o = args(&[&flag, text]).options().unwrap().offers;
+            assert_eq!((k.get)(&o), want, "{flag}");
+            assert_ne!(o, plain, "{flag}");
+            let e = match Flags::try_parse_from(["t", &flag, "bogus"]) {
+                Ok(f) => f.initiator.options().unwrap_err(),
+                Err(e) => e.to_string(),
+            };
+            assert!(e.contains(&flag), "{flag}: {e}");
+            seen += 1;
+        }
+        assert_eq!(seen, 8);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 mod initiator;
 mod link;
+mod offers;
 mod url;
 
 pub use initiator::InitiatorArgs;

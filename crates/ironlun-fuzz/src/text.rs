@@ -58,7 +58,7 @@ pub fn text(data: &[u8]) -> TextRun {
         _ => Stage::FullFeature,
     };
     let mut neg = Negotiator::new(role);
-    Offers::default().apply(&mut neg);
+    neg.load_offers(&Offers::default());
     neg.set_discovery(settings & 8 != 0);
     neg.set_leading(settings & 16 == 0);
     if matches!(role, Role::Initiator) {

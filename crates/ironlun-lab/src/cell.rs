@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use ironlun_initiator::{DigestKind, Offers, SessionOptions};
 use ironlun_netem::LinkSpec;
+use ironlun_proto::keys::{KeyId, Value};
+use ironlun_proto::offers::{OfferKey, OFFER_KEYS};
 use ironlun_units::{format_rate, format_size};
 use serde::Serialize;
 
@@ -210,14 +212,11 @@ impl Cell {
         if matches!(self.digest, Digest::Data | Digest::Both) {
             o.data_digest = vec![DigestKind::Crc32c];
         }
-        if let Some(m) = self.max_recv_dsl {
-            o.max_recv_data_segment_length = m;
-        }
-        if let Some(m) = self.max_burst {
-            o.max_burst_length = m;
-        }
-        if let Some(f) = self.first_burst {
-            o.first_burst_length = f;
+        for k in &SIZE_KEYS {
+            if let (Some(n), Some(offer)) = (k.value(self), k.offer()) {
+                // Every u32 fits a length field: nothing to refuse.
+                let _ = (offer.set)(&mut o, &Value::Number(n.into()));
+            }
         }
         match self.op {
             Op::Read | Op::Write => {}
@@ -278,20 +277,73 @@ impl Cell {
             "tcp_window" => self
                 .tcp_window
                 .map_or("default".into(), |w| format_size(u64::from(w))),
-            "max_burst" => self
-                .max_burst
-                .map_or("default".into(), |w| format_size(u64::from(w))),
-            "first_burst" => self
-                .first_burst
-                .map_or("default".into(), |w| format_size(u64::from(w))),
-            "max_recv_dsl" => self
-                .max_recv_dsl
+            _ if SizeKey::named(name).is_some() => SizeKey::named(name)?
+                .value(self)
                 .map_or("default".into(), |w| format_size(u64::from(w))),
             "digest" => self.digest.name().to_owned(),
             "sessions" => self.sessions.to_string(),
             "backend" => self.backend.clone(),
             _ => return None,
         })
+    }
+}
+
+/// A cell parameter that is an offered length (RFC 7143 §13.12–§13.14):
+/// its name is the initiator flag's (`max_burst` for `--max-burst`), its
+/// offer the key table's row.
+pub struct SizeKey {
+    pub id: KeyId,
+    /// The cell's value (`None`: the session's default offer).
+    pub get: fn(&Cell) -> Option<u32>,
+    pub slot: fn(&mut Cell) -> &mut Option<u32>,
+}
+
+/// The offered lengths a cell may set.
+pub const SIZE_KEYS: [SizeKey; 3] = [
+    SizeKey {
+        id: KeyId::MAX_BURST_LENGTH,
+        get: |c| c.max_burst,
+        slot: |c| &mut c.max_burst,
+    },
+    SizeKey {
+        id: KeyId::FIRST_BURST_LENGTH,
+        get: |c| c.first_burst,
+        slot: |c| &mut c.first_burst,
+    },
+    SizeKey {
+        id: KeyId::MAX_RECV_DATA_SEGMENT_LENGTH,
+        get: |c| c.max_recv_dsl,
+        slot: |c| &mut c.max_recv_dsl,
+    },
+];
+
+impl SizeKey {
+    /// The key's row in the offered-key table.
+    pub fn offer(&self) -> Option<&'static OfferKey> {
+        OFFER_KEYS.iter().find(|k| k.id == self.id)
+    }
+
+    /// The parameter's name: the flag's, with `_` for `-`.
+    pub fn name(&self) -> Option<String> {
+        Some(self.offer()?.flag?.long.replace('-', "_"))
+    }
+
+    pub fn named(name: &str) -> Option<&'static SizeKey> {
+        SIZE_KEYS.iter().find(|k| k.name().as_deref() == Some(name))
+    }
+
+    pub fn value(&self, cell: &Cell) -> Option<u32> {
+        (self.get)(cell)
+    }
+}
+
+impl Cell {
+    /// This cell with the offered lengths of `other`.
+    pub fn with_sizes_of(mut self, other: &Cell) -> Cell {
+        for k in &SIZE_KEYS {
+            *(k.slot)(&mut self) = k.value(other);
+        }
+        self
     }
 }
 
@@ -317,4 +369,34 @@ pub const PARAMS: [&str; 15] = [
 fn trim(v: f64) -> String {
     let s = format!("{v:.3}");
     s.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use super::*;
+    use crate::sweep::set_param;
+
+    /// Each offered length a cell sets: by its name (the flag's), shown
+    /// by that name in tables and JSON, offered under its key, and
+    /// carried by `with_sizes_of`.
+    #[test]
+    fn every_size_parameter_reaches_its_offer() {
+        for k in &SIZE_KEYS {
+            let name = k.name().unwrap();
+            assert!(PARAMS.contains(&name.as_str()), "{name}");
+            let mut cell = Cell::default();
+            assert_eq!(cell.param(&name).as_deref(), Some("default"));
+            set_param(&mut cell, &name, "16KiB").unwrap();
+            assert_eq!(cell.param(&name).as_deref(), Some("16KiB"), "{name}");
+            let offer = k.offer().unwrap();
+            assert_eq!((offer.get)(&cell.offers()), Value::Number(16384), "{name}");
+            let json = serde_json::to_value(&cell).unwrap();
+            assert_eq!(json[name.as_str()], 16384, "{name}");
+            let copy = Cell::default().with_sizes_of(&cell);
+            assert_eq!(k.value(&copy), Some(16384), "{name}");
+            set_param(&mut cell, &name, "default").unwrap();
+            assert_eq!(cell, Cell::default(), "{name}");
+        }
+    }
 }

@@ -325,11 +325,9 @@ impl Lab {
                 bs,
                 qd: 1,
                 backend: link.backend.clone(),
-                max_recv_dsl: link.max_recv_dsl,
-                max_burst: link.max_burst,
-                first_burst: link.first_burst,
                 ..Cell::default()
-            };
+            }
+            .with_sizes_of(link);
             let m = self.least_disturbed(&base, time, via)?;
             Ok((f64::from(bs), m.latency_p50_us / 1e6))
         };
@@ -352,12 +350,10 @@ impl Lab {
                 bs: c.bs,
                 digest: c.digest,
                 backend: c.backend.clone(),
-                max_recv_dsl: c.max_recv_dsl,
-                max_burst: c.max_burst,
-                first_burst: c.first_burst,
                 qd: 1,
                 ..Cell::default()
-            };
+            }
+            .with_sizes_of(c);
             // The median response time, not the mean: a host that stalls
             // now and then (a virtual machine's vCPU preempted) must not
             // set the model for every cell. The better of two runs for

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use ironlun_units::{parse_duration, parse_rate, parse_size};
 use serde::{Deserialize, Serialize};
 
-use crate::cell::{Cell, Digest, Op, PARAMS};
+use crate::cell::{Cell, Digest, Op, SizeKey, PARAMS};
 use crate::model::{predict, Calibration, Prediction};
 use crate::report::Section;
 use crate::runner::{Lab, Measured};
@@ -45,9 +45,11 @@ pub fn set_param(cell: &mut Cell, name: &str, value: &str) -> Result<(), String>
             "rtt" => cell.rtt = parse_duration(v)?,
             "link_rate" => cell.link_rate = parse_rate(v)?,
             "tcp_window" => cell.tcp_window = opt_size(v)?,
-            "max_burst" => cell.max_burst = opt_size(v)?,
-            "first_burst" => cell.first_burst = opt_size(v)?,
-            "max_recv_dsl" => cell.max_recv_dsl = opt_size(v)?,
+            _ if SizeKey::named(name).is_some() => {
+                if let Some(k) = SizeKey::named(name) {
+                    *(k.slot)(cell) = opt_size(v)?;
+                }
+            }
             "digest" => cell.digest = Digest::parse(v)?,
             "sessions" => cell.sessions = num(v)?,
             "backend" => cell.backend = v.to_owned(),

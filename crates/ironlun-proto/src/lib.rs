@@ -31,7 +31,9 @@
 //! phase: `command`, `session` for NOP and logout, `text`, `tmf`) and
 //! [`initiator`] (the same: `login`, then `command`, `session`, `text`,
 //! `tmf`); what both share beside them:
-//! negotiation ([`keys`], [`negotiate`], [`params`]), [`chap`], the
+//! negotiation ([`keys`], the one table of offered keys [`offers`],
+//! [`negotiate`], [`params`]; `negotiate` depends on the others, never
+//! the reverse), [`chap`], the
 //! command window ([`window`]), Data-Out tracking ([`dataout`]), login
 //! status and stage codes ([`login`]), timers ([`timer`]) and the
 //! target's session table ([`sessions`]). Both roles take what arrives
@@ -51,6 +53,7 @@ pub mod keys;
 pub mod login;
 pub mod names;
 pub mod negotiate;
+pub mod offers;
 pub mod params;
 pub mod sessions;
 pub mod target;

@@ -7,6 +7,7 @@ use crate::keys::{
     accept, check_answer, obsolete_key_answer, Answer, KeyId, ResultFn, Sender, Usage, Value,
     ANSWERED_ONLY, IRRELEVANT, KEYS, KEY_COUNT, NOT_UNDERSTOOD, REJECT,
 };
+use crate::offers::{fixed_offers, Offers, OFFER_KEYS};
 use crate::params::{ConnParams, SessionParams};
 
 /// Which side of the exchange we are.
@@ -81,6 +82,17 @@ impl Negotiator {
     pub fn set_ours(&mut self, key: KeyId, value: Value) {
         if let Some(slot) = self.ours.get_mut(key.0) {
             *slot = Some(value);
+        }
+    }
+
+    /// Loads one side's offers as "ours": every key of [`OFFER_KEYS`]
+    /// and the keys ironlun always offers the same way.
+    pub fn load_offers(&mut self, offers: &Offers) {
+        for k in OFFER_KEYS {
+            self.set_ours(k.id, (k.get)(offers));
+        }
+        for (id, v) in fixed_offers() {
+            self.set_ours(id, v);
         }
     }
 
@@ -323,38 +335,9 @@ impl Negotiator {
         self.proposed = Default::default();
     }
 
-    fn number(&self, id: KeyId) -> u64 {
-        self.effective(id).and_then(|v| v.as_number()).unwrap_or(0)
-    }
-
-    fn boolean(&self, id: KeyId) -> bool {
-        self.effective(id)
-            .and_then(|v| v.as_bool())
-            .unwrap_or(false)
-    }
-
     /// Session-wide operational values in effect.
     pub fn session_params(&self) -> SessionParams {
-        let clamp16 = |n: u64| u16::try_from(n).unwrap_or(u16::MAX);
-        let clamp32 = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
-        let max_burst_length = clamp32(self.number(KeyId::MAX_BURST_LENGTH));
-        SessionParams {
-            initial_r2t: self.boolean(KeyId::INITIAL_R2T),
-            immediate_data: self.boolean(KeyId::IMMEDIATE_DATA),
-            max_burst_length,
-            // RFC 7143 §13.14: FirstBurstLength MUST NOT exceed
-            // MaxBurstLength.
-            first_burst_length: clamp32(self.number(KeyId::FIRST_BURST_LENGTH))
-                .min(max_burst_length),
-            default_time2wait: clamp16(self.number(KeyId::DEFAULT_TIME2WAIT)),
-            default_time2retain: clamp16(self.number(KeyId::DEFAULT_TIME2RETAIN)),
-            max_outstanding_r2t: clamp16(self.number(KeyId::MAX_OUTSTANDING_R2T)).max(1),
-            data_pdu_in_order: self.boolean(KeyId::DATA_PDU_IN_ORDER),
-            data_sequence_in_order: self.boolean(KeyId::DATA_SEQUENCE_IN_ORDER),
-            error_recovery_level: u8::try_from(self.number(KeyId::ERROR_RECOVERY_LEVEL))
-                .unwrap_or(0),
-            max_connections: clamp16(self.number(KeyId::MAX_CONNECTIONS)).max(1),
-        }
+        SessionParams::from_values(|id| self.effective(id))
     }
 
     /// Connection values in effect. `our_mrdsl` is what we declared (the
@@ -649,7 +632,7 @@ mod tests {
     fn protocol_level_2_is_answered_and_never_proposed() {
         let target = || {
             let mut n = Negotiator::new(Role::Target);
-            crate::params::Offers::default().apply(&mut n);
+            n.load_offers(&Offers::default());
             n
         };
         for (offer, answer) in [("2", "2"), ("5", "2"), ("1", "1")] {

@@ -1,38 +1,114 @@
 //! Negotiated operational values in their typed form, as the full feature
-//! phase uses them (RFC 7143 §13).
+//! phase uses them (RFC 7143 §13). One side's own values before
+//! negotiation are [`Offers`] (in [`crate::offers`]).
 
-/// Session-wide values (RFC 7143 §13, "Scope: SW").
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SessionParams {
-    pub initial_r2t: bool,
-    pub immediate_data: bool,
-    pub max_burst_length: u32,
-    pub first_burst_length: u32,
-    pub default_time2wait: u16,
-    pub default_time2retain: u16,
-    pub max_outstanding_r2t: u16,
-    pub data_pdu_in_order: bool,
-    pub data_sequence_in_order: bool,
-    pub error_recovery_level: u8,
-    pub max_connections: u16,
+pub use crate::offers::{DigestKind, Offers};
+
+use crate::keys::{KeyId, Value};
+
+/// A field type of [`SessionParams`]: its value from a key's outcome
+/// (numbers saturate at the field's width; the key table's domains keep
+/// every outcome inside it).
+pub trait KeyField: Sized + Default {
+    fn from_value(v: &Value) -> Self;
+    fn to_value(&self) -> Value;
+}
+
+impl KeyField for bool {
+    fn from_value(v: &Value) -> bool {
+        v.as_bool().unwrap_or(false)
+    }
+    fn to_value(&self) -> Value {
+        Value::Bool(*self)
+    }
+}
+
+macro_rules! saturating {
+    ($($ty:ty),*) => {$(
+        impl KeyField for $ty {
+            fn from_value(v: &Value) -> $ty {
+                let n = v.as_number().unwrap_or(0);
+                <$ty>::try_from(n).unwrap_or(<$ty>::MAX)
+            }
+            fn to_value(&self) -> Value {
+                Value::Number(u64::from(*self))
+            }
+        }
+    )*};
+}
+saturating!(u8, u16, u32);
+
+/// One session-wide key and the [`SessionParams`] field it sets.
+#[derive(Clone, Copy)]
+pub struct SessionKey {
+    pub id: KeyId,
+    pub field: &'static str,
+    pub set: fn(&mut SessionParams, &Value),
+    pub get: fn(&SessionParams) -> Value,
+}
+
+/// Declares [`SessionParams`] and [`SESSION_KEYS`] from one list; the
+/// RFC 7143 defaults come from the key table.
+macro_rules! session_params {
+    ($($field:ident: $ty:ty = $id:ident;)*) => {
+        /// Session-wide values (RFC 7143 §13, "Scope: SW").
+        #[derive(Clone, Debug, PartialEq, Eq)]
+        pub struct SessionParams {
+            $(pub $field: $ty,)*
+        }
+
+        /// Every session-wide key a session's values come from.
+        pub const SESSION_KEYS: &[SessionKey] = &[$(SessionKey {
+            id: KeyId::$id,
+            field: stringify!($field),
+            set: |p, v| p.$field = KeyField::from_value(v),
+            get: |p| p.$field.to_value(),
+        },)*];
+
+        impl SessionParams {
+    /// The values `value` gives each key (`None`: zero or No), then the
+    /// relations RFC 7143 states between them.
+    pub fn from_values(value: impl Fn(KeyId) -> Option<Value>) -> SessionParams {
+        let mut p = SessionParams::zero();
+        for k in SESSION_KEYS {
+            if let Some(v) = value(k.id) {
+                (k.set)(&mut p, &v);
+            }
+        }
+        // RFC 7143 §13.14: FirstBurstLength MUST NOT exceed
+        // MaxBurstLength.
+        p.first_burst_length = p.first_burst_length.min(p.max_burst_length);
+        p.max_outstanding_r2t = p.max_outstanding_r2t.max(1);
+        p.max_connections = p.max_connections.max(1);
+        p
+    }
+
+            /// Every field zero or No, before the keys set them.
+            fn zero() -> SessionParams {
+                SessionParams { $($field: <$ty>::default(),)* }
+            }
+        }
+    };
+}
+
+session_params! {
+    initial_r2t: bool = INITIAL_R2T;
+    immediate_data: bool = IMMEDIATE_DATA;
+    max_burst_length: u32 = MAX_BURST_LENGTH;
+    first_burst_length: u32 = FIRST_BURST_LENGTH;
+    default_time2wait: u16 = DEFAULT_TIME2WAIT;
+    default_time2retain: u16 = DEFAULT_TIME2RETAIN;
+    max_outstanding_r2t: u16 = MAX_OUTSTANDING_R2T;
+    data_pdu_in_order: bool = DATA_PDU_IN_ORDER;
+    data_sequence_in_order: bool = DATA_SEQUENCE_IN_ORDER;
+    error_recovery_level: u8 = ERROR_RECOVERY_LEVEL;
+    max_connections: u16 = MAX_CONNECTIONS;
 }
 
 impl Default for SessionParams {
-    /// The RFC 7143 defaults.
+    /// The RFC 7143 defaults (the key table's).
     fn default() -> Self {
-        SessionParams {
-            initial_r2t: true,
-            immediate_data: true,
-            max_burst_length: 262_144,
-            first_burst_length: 65_536,
-            default_time2wait: 2,
-            default_time2retain: 20,
-            max_outstanding_r2t: 1,
-            data_pdu_in_order: true,
-            data_sequence_in_order: true,
-            error_recovery_level: 0,
-            max_connections: 1,
-        }
+        SessionParams::from_values(|id| id.def().default_value())
     }
 }
 
@@ -68,181 +144,5 @@ impl Default for ConnParams {
             max_recv_data_segment_length: 8192,
             max_xmit_data_segment_length: 8192,
         }
-    }
-}
-
-/// A digest a side supports (RFC 7143 §13.1).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DigestKind {
-    None,
-    Crc32c,
-}
-
-impl std::str::FromStr for DigestKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "None" | "none" => Ok(DigestKind::None),
-            "CRC32C" | "crc32c" => Ok(DigestKind::Crc32c),
-            other => Err(format!(
-                "unknown digest '{other}' (expected None or CRC32C)"
-            )),
-        }
-    }
-}
-
-impl DigestKind {
-    pub fn wire_name(self) -> &'static str {
-        match self {
-            DigestKind::None => "None",
-            DigestKind::Crc32c => "CRC32C",
-        }
-    }
-}
-
-/// One side's own values for the operational keys: what a target accepts
-/// (configurable per target) or what an initiator proposes.
-///
-/// DataPDUInOrder, DataSequenceInOrder and ErrorRecoveryLevel are not here:
-/// ironlun supports in-order data and ERL 0 only, and always offers
-/// `Yes`/`Yes`/`0`, which the OR/OR/Min result functions turn into the
-/// outcome whatever the peer offers (RFC 7143 §13.18–§13.20).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Offers {
-    /// Digests in preference order.
-    pub header_digest: Vec<DigestKind>,
-    pub data_digest: Vec<DigestKind>,
-    pub max_connections: u16,
-    pub initial_r2t: bool,
-    pub immediate_data: bool,
-    pub max_recv_data_segment_length: u32,
-    pub max_burst_length: u32,
-    pub first_burst_length: u32,
-    pub default_time2wait: u16,
-    pub default_time2retain: u16,
-    pub max_outstanding_r2t: u16,
-}
-
-impl Default for Offers {
-    /// ironlun's defaults: accept either digest, allow unsolicited and
-    /// immediate data, 256 KiB segments, 1 MiB bursts, and writes of up to
-    /// 512 KiB sent whole without waiting for an R2T.
-    ///
-    /// FirstBurstLength is 512 KiB rather than the RFC's 64 KiB because
-    /// 512 KiB is the largest request the Linux block layer commonly
-    /// builds (`max_sectors_kb`): such a write then costs one round trip,
-    /// not two. Measured with `ironlun bench`, 512 KiB sequential writes at
-    /// QD 8 to a tmpfs file LUN on 2 vCPUs: 3140 → 3608 IOPS (medians of 3
-    /// alternating runs), the R2T wait gone. The price is memory: a
-    /// session may hold queue depth × FirstBurstLength of unsolicited data
-    /// (128 × 512 KiB = 64 MiB at the default depth), the same bound as
-    /// the solicited-data budget (docs/security.md).
-    fn default() -> Self {
-        Offers {
-            header_digest: vec![DigestKind::None, DigestKind::Crc32c],
-            data_digest: vec![DigestKind::None, DigestKind::Crc32c],
-            max_connections: 1,
-            initial_r2t: false,
-            immediate_data: true,
-            max_recv_data_segment_length: 262_144,
-            max_burst_length: 1_048_576,
-            first_burst_length: 524_288,
-            default_time2wait: 2,
-            default_time2retain: 20,
-            max_outstanding_r2t: 8,
-        }
-    }
-}
-
-impl Offers {
-    /// Checks every value against the key table's domain (RFC 7143 §13) and
-    /// the relations the RFC states between keys.
-    pub fn validate(&self) -> Result<(), String> {
-        use crate::keys::KeyId;
-        let check = |id: KeyId, v: u64| -> Result<(), String> {
-            id.def()
-                .parse(&v.to_string())
-                .map(|_| ())
-                .map_err(|e| e.to_string())
-        };
-        if self.header_digest.is_empty() || self.data_digest.is_empty() {
-            return Err("digest lists must not be empty".into());
-        }
-        check(KeyId::MAX_CONNECTIONS, self.max_connections.into())?;
-        if self.max_connections != 1 {
-            return Err(
-                "MaxConnections: only 1 is supported (no multi-connection sessions yet)".into(),
-            );
-        }
-        check(
-            KeyId::MAX_RECV_DATA_SEGMENT_LENGTH,
-            self.max_recv_data_segment_length.into(),
-        )?;
-        check(KeyId::MAX_BURST_LENGTH, self.max_burst_length.into())?;
-        check(KeyId::FIRST_BURST_LENGTH, self.first_burst_length.into())?;
-        check(KeyId::DEFAULT_TIME2WAIT, self.default_time2wait.into())?;
-        check(KeyId::DEFAULT_TIME2RETAIN, self.default_time2retain.into())?;
-        check(KeyId::MAX_OUTSTANDING_R2T, self.max_outstanding_r2t.into())?;
-        if self.first_burst_length > self.max_burst_length {
-            return Err(format!(
-                "FirstBurstLength {} exceeds MaxBurstLength {} (RFC 7143 §13.14)",
-                self.first_burst_length, self.max_burst_length
-            ));
-        }
-        Ok(())
-    }
-
-    /// Loads these values into a negotiator as "ours".
-    pub fn apply(&self, neg: &mut crate::negotiate::Negotiator) {
-        use crate::keys::{KeyId, Value};
-        let list = |l: &[DigestKind]| {
-            Value::Text(
-                l.iter()
-                    .map(|d| d.wire_name())
-                    .collect::<Vec<_>>()
-                    .join(","),
-            )
-        };
-        neg.set_ours(KeyId::HEADER_DIGEST, list(&self.header_digest));
-        neg.set_ours(KeyId::DATA_DIGEST, list(&self.data_digest));
-        neg.set_ours(
-            KeyId::MAX_CONNECTIONS,
-            Value::Number(self.max_connections.into()),
-        );
-        neg.set_ours(KeyId::INITIAL_R2T, Value::Bool(self.initial_r2t));
-        neg.set_ours(KeyId::IMMEDIATE_DATA, Value::Bool(self.immediate_data));
-        neg.set_ours(
-            KeyId::MAX_RECV_DATA_SEGMENT_LENGTH,
-            Value::Number(self.max_recv_data_segment_length.into()),
-        );
-        neg.set_ours(
-            KeyId::MAX_BURST_LENGTH,
-            Value::Number(self.max_burst_length.into()),
-        );
-        neg.set_ours(
-            KeyId::FIRST_BURST_LENGTH,
-            Value::Number(self.first_burst_length.into()),
-        );
-        neg.set_ours(
-            KeyId::DEFAULT_TIME2WAIT,
-            Value::Number(self.default_time2wait.into()),
-        );
-        neg.set_ours(
-            KeyId::DEFAULT_TIME2RETAIN,
-            Value::Number(self.default_time2retain.into()),
-        );
-        neg.set_ours(
-            KeyId::MAX_OUTSTANDING_R2T,
-            Value::Number(self.max_outstanding_r2t.into()),
-        );
-        neg.set_ours(KeyId::DATA_PDU_IN_ORDER, Value::Bool(true));
-        neg.set_ours(KeyId::DATA_SEQUENCE_IN_ORDER, Value::Bool(true));
-        neg.set_ours(KeyId::ERROR_RECOVERY_LEVEL, Value::Number(0));
-        neg.set_ours(KeyId::TASK_REPORTING, Value::Text("RFC3720".into()));
-        // RFC 7144 (iSCSIProtocolLevel 2): the SAM-5 task management
-        // functions it adds (QUERY TASK, QUERY TASK SET, I_T NEXUS RESET,
-        // QUERY ASYNCHRONOUS EVENT) are answered.
-        neg.set_ours(KeyId::ISCSI_PROTOCOL_LEVEL, Value::Number(2));
-        neg.set_ours(KeyId::AUTH_METHOD, Value::Text("None".into()));
     }
 }

@@ -157,7 +157,7 @@ impl InitiatorLogin {
     /// configured: it becomes our challenge to the target.
     pub fn new(cfg: LoginConfig, nonce: [u8; RANDOM_BYTES]) -> Self {
         let mut neg = Negotiator::new(Role::Initiator);
-        cfg.offers.apply(&mut neg);
+        neg.load_offers(&cfg.offers);
         neg.set_discovery(cfg.target_name.is_none());
         neg.set_leading(cfg.tsih == 0);
         let chap = cfg.auth.clone().map(InitiatorChap::new);

@@ -586,7 +586,7 @@ impl TargetLogin {
                 ))
             }
         };
-        offers.apply(&mut self.neg);
+        self.neg.load_offers(&offers);
         if self.chap.is_some() {
             // The only method offered when CHAP is required.
             self.neg

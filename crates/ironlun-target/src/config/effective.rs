@@ -10,7 +10,8 @@
 use std::path::Path;
 
 use ironlun_proto::chap::ChapPolicy;
-use ironlun_proto::params::{DigestKind, Offers};
+use ironlun_proto::keys::Value as KeyValue;
+use ironlun_proto::offers::{Offers, OFFER_KEYS};
 use ironlun_units::format_size;
 use toml_edit::{Array, ArrayOfTables, DocumentMut, InlineTable, Item, Table, Value};
 
@@ -241,13 +242,8 @@ fn target(t: &TargetConfig, by: &Marks<'_>) -> Table {
     out
 }
 
-fn digests(l: &[DigestKind]) -> Value {
-    strings(l.iter().map(|d| match d {
-        DigestKind::None => "None",
-        DigestKind::Crc32c => "CRC32C",
-    }))
-}
-
+/// The file's `params`: the queue depth, then each offered key in the
+/// table's order, under its file name.
 fn params(o: &Offers, queue_depth: u32, by: &Marks<'_>) -> Table {
     let mut t = Table::new();
     let qd_set = by.flags.queue_depth.is_some();
@@ -255,24 +251,14 @@ fn params(o: &Offers, queue_depth: u32, by: &Marks<'_>) -> Table {
         "queue_depth",
         marked(int(queue_depth), qd_set, "--queue-depth"),
     );
-    t.insert("header_digest", Item::Value(digests(&o.header_digest)));
-    t.insert("data_digest", Item::Value(digests(&o.data_digest)));
-    t.insert("max_connections", Item::Value(int(o.max_connections)));
-    t.insert("initial_r2t", Item::Value(o.initial_r2t.into()));
-    t.insert("immediate_data", Item::Value(o.immediate_data.into()));
-    let mrdsl = int(o.max_recv_data_segment_length);
-    t.insert("max_recv_data_segment_length", Item::Value(mrdsl));
-    t.insert("max_burst_length", Item::Value(int(o.max_burst_length)));
-    t.insert("first_burst_length", Item::Value(int(o.first_burst_length)));
-    t.insert("default_time2wait", Item::Value(int(o.default_time2wait)));
-    t.insert(
-        "default_time2retain",
-        Item::Value(int(o.default_time2retain)),
-    );
-    t.insert(
-        "max_outstanding_r2t",
-        Item::Value(int(o.max_outstanding_r2t)),
-    );
+    for k in OFFER_KEYS {
+        let v = match (k.get)(o) {
+            KeyValue::Bool(b) => Value::from(b),
+            KeyValue::Number(n) => int(n),
+            KeyValue::Text(list) => strings(list.split(',')),
+        };
+        t.insert(k.field, Item::Value(v));
+    }
     t
 }
 

@@ -1103,3 +1103,65 @@ fn the_ha_example_parses() {
         (2, vec![2])
     );
 }
+
+/// Each offered key of the table, written under its file name in
+/// `[defaults]` and overridden in `[target.params]`, reaches the
+/// target's offers, and `--check`'s effective TOML shows it under the
+/// same name and loads back to the same offers.
+#[test]
+fn every_offered_key_round_trips_through_the_file() {
+    use ironlun_proto::keys::Value;
+    use ironlun_proto::offers::{OfferKind, Offers, OFFER_KEYS};
+    for k in OFFER_KEYS {
+        // (file text, the value it gives) for the defaults and the target.
+        let (under, over) = match k.kind {
+            OfferKind::Digests => (
+                ("[\"CRC32C\", \"None\"]", Value::Text("CRC32C,None".into())),
+                ("[\"CRC32C\"]", Value::Text("CRC32C".into())),
+            ),
+            OfferKind::Bool => {
+                let v = !(k.get)(&Offers::default()).as_bool().unwrap();
+                (
+                    (if v { "false" } else { "true" }, Value::Bool(!v)),
+                    (if v { "true" } else { "false" }, Value::Bool(v)),
+                )
+            }
+            OfferKind::U16 if k.field == "max_connections" => {
+                (("1", Value::Number(1)), ("1", Value::Number(1)))
+            }
+            OfferKind::U16 => (("3", Value::Number(3)), ("5", Value::Number(5))),
+            // Above the default FirstBurstLength, which must not exceed it.
+            OfferKind::Bytes if k.field == "max_burst_length" => (
+                ("2097152", Value::Number(2 << 20)),
+                ("4194304", Value::Number(4 << 20)),
+            ),
+            OfferKind::Bytes => (
+                ("8192", Value::Number(8192)),
+                ("16384", Value::Number(16384)),
+            ),
+        };
+        let f = k.field;
+        let only_defaults = format!("[defaults]\n{f} = {}\n{TARGET}{LUN}", under.0);
+        let c = Config::from_toml(&only_defaults, None).unwrap();
+        assert_eq!((k.get)(&c.targets[0].offers), under.1, "{f}: [defaults]");
+        let both = format!(
+            "[defaults]\n{f} = {}\n{TARGET}[target.params]\n{f} = {}\n{LUN}",
+            under.0, over.0
+        );
+        let c = Config::from_toml(&both, None).unwrap();
+        let offers = &c.targets[0].offers;
+        assert_eq!((k.get)(offers), over.1, "{f}: [target.params]");
+        let text = c.effective_toml(&Overrides::default(), None);
+        assert!(
+            text.contains(&format!("\n{f} = {}\n", over.0)),
+            "{f}: {text}"
+        );
+        let again = Config::from_toml(&text, None).unwrap();
+        assert_eq!(&again.targets[0].offers, offers, "{f}: loaded back");
+    }
+    let (m, _) = file_error(&format!("{TARGET}[target.params]\nmax_burst = 1\n{LUN}"));
+    mentions(
+        &m,
+        "unknown field `max_burst`, expected one of `queue_depth`, `header_digest`",
+    );
+}
