@@ -67,7 +67,7 @@ vm_tier() {
   if install_vm_tools 2>"$err"; then
     rm -f "$err"
     # The daemon the guest talks to is the release binary (the one the
-    # .deb ships, built once here for both tiers); the test harness is
+    # .deb ships, built once for every later tier); the test harness is
     # the debug build cargo test already made (building it again in
     # release, with the dev-dependencies' features, took ~5 minutes).
     cargo build --release --locked --bin ironlun
