@@ -3,19 +3,16 @@
 use std::path::PathBuf;
 
 use ironlun_bench::local::Engine;
-use ironlun_bench::result::median_by_iops;
-use ironlun_bench::verify_log::WriteLog;
+use ironlun_bench::plan::LunPlan;
+use ironlun_bench::runs::{write_outputs, RunAll, RunLogs, Runner};
 use ironlun_bench::{
-    output, profiles, AccessLine, LunTarget, RunOptions, RunReport, Threads, Workload,
-    WorkloadFile, WorkloadResult,
+    profiles, AccessLine, RunReport, Threads, Workload, WorkloadFile, WorkloadResult,
 };
 use ironlun_initiator::{IscsiUrl, PathPolicy};
 use ironlun_units::{parse_duration, parse_size};
 
-use super::bench_luns::LunPlan;
 use crate::args::{parse_url, relay_to, InitiatorArgs, LinkArgs};
 use crate::runtime::{usage, Failure};
-use crate::ui::progress_line;
 
 #[derive(clap::Args, Clone)]
 pub struct BenchArgs {
@@ -304,39 +301,6 @@ fn apply_shape(a: &BenchArgs, w: &mut Workload) -> Result<(), String> {
     Ok(())
 }
 
-/// The log file of run `n` of workload `w`: `path` itself when there
-/// is one run in all, else PATH.WORKLOAD.N.
-fn per_run(path: &std::path::Path, w: &Workload, n: u32, runs: usize) -> PathBuf {
-    if runs == 1 {
-        return path.to_owned();
-    }
-    let mut p = path.to_owned().into_os_string();
-    p.push(format!(".{}.{n}", w.name));
-    p.into()
-}
-
-/// The latency log of run `n` of workload `w`, when asked for.
-fn lat_log_for(
-    a: &LatLogArgs,
-    w: &Workload,
-    n: u32,
-    runs: usize,
-) -> Option<ironlun_bench::iolog::LatLogSpec> {
-    Some(ironlun_bench::iolog::LatLogSpec {
-        path: per_run(a.path.as_ref()?, w, n, runs),
-        cap_bytes: a.cap,
-    })
-}
-
-/// The per-I/O log flags, parsed: the latency log, and the write log of
-/// a verifying run.
-#[derive(Clone, Default)]
-pub struct LatLogArgs {
-    pub path: Option<PathBuf>,
-    pub cap: u64,
-    pub verify_log: Option<PathBuf>,
-}
-
 /// How every load thread reaches the LUNs the URLs name; with link
 /// flags, each portal is reached through an emulated link (a relay kept
 /// in `relays` for the run).
@@ -415,85 +379,7 @@ pub fn lun_plan(
     })
 }
 
-/// The load threads: as asked, else one per worker up to the cores
-/// (one with --multipath).
-fn threads(a: &BenchArgs, plan: &LunPlan, ws: &[Workload]) -> Result<u32, String> {
-    let workers = ws.iter().map(|w| w.workers).max().unwrap_or(1);
-    let n = match a.threads {
-        Some(n) => n,
-        None if plan.multipath.is_some() => 1,
-        None => {
-            let cores = ironlun_bench::cpu::cpus();
-            ironlun_bench::default_threads(plan.targets(), workers, cores) as u32
-        }
-    };
-    if plan.multipath.is_some() && n > 1 {
-        return Err("--multipath runs on one thread (--threads 1)".into());
-    }
-    Ok(n)
-}
-
-/// Where workloads run: on this thread's LUNs, or on load threads.
-#[derive(Clone, Copy)]
-pub enum Runner<'a> {
-    Here(&'a [LunTarget]),
-    Threads(&'a Threads),
-}
-
-/// Runs every workload (with repeats), printing the table.
-pub async fn run_all(
-    ws: &[Workload],
-    runner: Runner<'_>,
-    verify: bool,
-    repeat: u32,
-    target_cpu: Option<ironlun_bench::TargetCpuProbe>,
-    lat_log: &LatLogArgs,
-) -> Result<Vec<WorkloadResult>, String> {
-    let mut results = Vec::new();
-    let runs_in_all = ws.len() * repeat.max(1) as usize;
-    for w in ws {
-        let mut runs = Vec::new();
-        for n in 0..repeat.max(1) {
-            let total = (w.time_s > 0.0).then_some(w.time_s);
-            let verify_log = match &lat_log.verify_log {
-                Some(p) => Some(WriteLog::create(&per_run(p, w, n + 1, runs_in_all))?),
-                None => None,
-            };
-            let opts = RunOptions {
-                verify,
-                target_cpu: target_cpu.clone(),
-                progress: progress_line(&w.name, total),
-                drain_timeout: None,
-                exclude_threads: Some(ironlun_netem::awake::THREAD_NAME),
-                lat_log: lat_log_for(lat_log, w, n + 1, runs_in_all),
-                verify_log: verify_log.clone(),
-            };
-            let r = match runner {
-                Runner::Here(luns) => ironlun_bench::run(w, luns, &opts).await,
-                Runner::Threads(t) => t.run(w, &opts).await,
-            };
-            if let Some(log) = &verify_log {
-                log.finish()?;
-            }
-            let r = r?;
-            if opts.progress.is_some() {
-                eprint!("\r\x1b[2K");
-            }
-            runs.push(r);
-        }
-        if let Some(r) = median_by_iops(runs) {
-            let table = output::table(std::slice::from_ref(&r));
-            // The header once, then one block per workload.
-            let skip = usize::from(!results.is_empty());
-            for line in table.lines().skip(skip) {
-                outln!("{line}");
-            }
-            results.push(r);
-        }
-    }
-    Ok(results)
-}
-
+/// The report of a run's results.
 pub fn report(results: Vec<WorkloadResult>, target: Option<String>) -> RunReport {
     RunReport::new(
         "ironlun bench".into(),
@@ -501,21 +387,6 @@ pub fn report(results: Vec<WorkloadResult>, target: Option<String>) -> RunReport
         target,
         results,
     )
-}
-
-pub fn write_outputs(
-    rep: &RunReport,
-    json: Option<&PathBuf>,
-    csv: Option<&PathBuf>,
-) -> Result<(), String> {
-    if let Some(p) = json {
-        std::fs::write(p, output::json(rep)?).map_err(|e| format!("{}: {e}", p.display()))?;
-    }
-    if let Some(p) = csv {
-        std::fs::write(p, output::csv(&rep.workloads))
-            .map_err(|e| format!("{}: {e}", p.display()))?;
-    }
-    Ok(())
 }
 
 /// Runs the bench. What the flags, workload files and URLs say is
@@ -540,15 +411,15 @@ pub async fn run(a: BenchArgs) -> Result<(), Failure> {
     if a.target_pid.is_some() && a.target_stats.is_some() {
         return Err(usage("--target-pid and --target-stats: give one of them"));
     }
-    let lat_log = LatLogArgs {
-        path: a.lat_log.clone(),
+    let logs = RunLogs {
+        lat_log: a.lat_log.clone(),
         cap: parse_size(&a.lat_log_cap).map_err(|e| usage(format!("--lat-log-cap: {e}")))?,
         verify_log: a.verify_log.clone(),
     };
     let ws = workloads(&a).map_err(usage)?;
     let mut relays = Vec::new();
     let mut plan = lun_plan(&a, &mut relays, a.verify).map_err(usage)?;
-    plan.threads = threads(&a, &plan, &ws).map_err(usage)?;
+    plan.threads = plan.load_threads(a.threads, &ws).map_err(usage)?;
     let n = plan.threads;
     let stride = ws.iter().map(|w| w.workers).max().unwrap_or(1);
     let targets = plan.targets();
@@ -563,14 +434,15 @@ pub async fn run(a: BenchArgs) -> Result<(), Failure> {
         }
         (None, None) => None,
     };
-    let results = run_all(
-        &ws,
-        Runner::Threads(&pool),
-        a.verify,
-        a.repeat,
-        probe,
-        &lat_log,
-    )
+    let results = RunAll {
+        runner: Runner::Threads(&pool),
+        verify: a.verify,
+        repeat: a.repeat,
+        target_cpu: probe,
+        logs: &logs,
+        exclude_threads: Some(ironlun_netem::awake::THREAD_NAME),
+    }
+    .run(&ws, &crate::ui::Terminal)
     .await;
     let lun_info = ironlun_bench::luns::info(pool.targets());
     pool.close().await;

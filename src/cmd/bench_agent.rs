@@ -10,8 +10,9 @@ use ironlun_bench::luns::Route;
 use ironlun_bench::{luns, output, LunTarget, Slice, WorkloadResult};
 use ironlun_initiator::isid_for;
 
-use super::bench::{report, workloads, write_outputs, BenchArgs};
+use super::bench::{report, workloads, BenchArgs};
 use crate::args::{parse_url, InitiatorArgs};
+use ironlun_bench::runs::write_outputs;
 
 #[derive(clap::Args, Clone)]
 pub struct AgentArgs {

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use ironlun_bench::luns::{self, Route};
+use ironlun_bench::runs::{write_outputs, RunAll, RunLogs, Runner};
 use ironlun_bench::{profiles, report, Slice, TargetCpuProbe};
 use ironlun_initiator::SessionOptions;
 use ironlun_lab::ceph::RbdImage;
@@ -91,14 +92,15 @@ pub fn run(a: LabArgs) -> Result<(), String> {
         let lun = luns::open(Route::Portal(&portal), &name, 0, &opts, label, Slice::WHOLE).await?;
         let luns = vec![lun];
         let probe: TargetCpuProbe = ironlun_bench::cpu::threads_probe(TARGET_THREADS);
-        let r = bench::run_all(
-            &ws,
-            bench::Runner::Here(&luns),
-            false,
-            1,
-            Some(probe),
-            &bench::LatLogArgs::default(),
-        )
+        let r = RunAll {
+            runner: Runner::Here(&luns),
+            verify: false,
+            repeat: 1,
+            target_cpu: Some(probe),
+            logs: &RunLogs::default(),
+            exclude_threads: Some(ironlun_netem::awake::THREAD_NAME),
+        }
+        .run(&ws, &crate::ui::Terminal)
         .await;
         luns::close(&luns).await;
         r.map(|r| (r, luns::info(&luns)))
@@ -112,7 +114,7 @@ pub fn run(a: LabArgs) -> Result<(), String> {
     rep.luns = lun_info;
     let json = a.out.join("lab.json");
     let html = a.out.join("report.html");
-    bench::write_outputs(&rep, Some(&json), None)?;
+    write_outputs(&rep, Some(&json), None)?;
     std::fs::write(&html, report::html(std::slice::from_ref(&rep)))
         .map_err(|e| format!("{}: {e}", html.display()))?;
     outln!("results: {}", json.display());

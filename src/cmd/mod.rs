@@ -8,7 +8,6 @@ pub mod admin;
 pub mod admin_show;
 pub mod bench;
 pub mod bench_agent;
-pub mod bench_luns;
 pub mod compare_local;
 pub mod compare_peers;
 pub mod compare_rbd;

@@ -5,4 +5,4 @@
 pub mod stdout;
 mod progress;
 
-pub use progress::{progress_line, Progress};
+pub use progress::{Progress, Terminal};

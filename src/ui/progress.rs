@@ -52,3 +52,25 @@ pub fn progress_line(name: &str, total: Option<f64>) -> Option<ironlun_bench::en
         eprint!("\r\x1b[2K{line}");
     }))
 }
+
+/// A bench run's console: progress lines on a terminal's stderr, the
+/// result table on stdout.
+pub struct Terminal;
+
+impl ironlun_bench::runs::Console for Terminal {
+    fn progress(
+        &self,
+        name: &str,
+        total: Option<f64>,
+    ) -> Option<ironlun_bench::engine::ProgressFn> {
+        progress_line(name, total)
+    }
+
+    fn end_progress(&self) {
+        eprint!("\r\x1b[2K");
+    }
+
+    fn table_line(&self, line: &str) {
+        outln!("{line}");
+    }
+}

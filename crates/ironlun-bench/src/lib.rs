@@ -9,7 +9,9 @@
 //! as several sessions each with its own slice), local files and block
 //! devices driven by io_uring or psync (`local`), the engine that runs
 //! workloads over the ironlun initiator or a local engine, on one thread
-//! or on several with exact merging (`threads`), metrics (HDR
+//! or on several with exact merging (`threads`), a run's plan of LUNs
+//! (`plan`) and its orchestration from workloads to report (`runs`),
+//! metrics (HDR
 //! latency histograms, per-second series, host/process CPU from /proc,
 //! zone rates), data verification, and the table/JSON/CSV outputs and
 //! the HTML report (SVG charts drawn by `report`, runs overlaid).
@@ -37,10 +39,12 @@ pub mod luns;
 pub mod mix;
 pub mod output;
 pub mod pattern;
+pub mod plan;
 pub mod profiles;
 pub mod progress;
 pub mod report;
 pub mod result;
+pub mod runs;
 pub mod spec;
 pub mod steady;
 pub mod target_stats;

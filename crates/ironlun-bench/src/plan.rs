@@ -1,15 +1,16 @@
-//! How `ironlun bench` reaches its LUNs from each load thread: the URLs
+//! A run's plan: how every load thread reaches the LUNs. The URLs
 //! (through relays when a link is emulated) and their session options,
-//! or the local files and devices and their engine, are settled once;
-//! every thread then opens its own sessions (or files) from them.
+//! or the local files and devices and their engine, are settled once by
+//! the caller (the CLI turns its flags into a [`LunPlan`]); every thread
+//! then opens its own sessions (or files) from them.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use ironlun_bench::local::{self, Engine};
-use ironlun_bench::luns::{self, Route};
-use ironlun_bench::threads::plan::{thread_slice, Opening};
-use ironlun_bench::{LunTarget, Opener, Slice};
+use crate::local::{self, Engine};
+use crate::luns::{self, Route};
+use crate::threads::plan::{thread_slice, Opening};
+use crate::{LunTarget, Opener, Slice};
 use ironlun_initiator::{isid_for, IscsiUrl, PathPolicy, SessionOptions};
 
 /// The LUNs of a run, as every thread opens them.
@@ -124,5 +125,23 @@ impl LunPlan {
         let label = format!("{first} ({} paths)", portals.len());
         let route = Route::Paths(&portals, policy);
         luns::open(route, &first.target, first.lun, &o, label, Slice::WHOLE).await
+    }
+}
+
+impl LunPlan {
+    /// The load threads: `asked` when given, else one per worker up to
+    /// the cores (one with a multipath set, whose paths one thread
+    /// drives).
+    pub fn load_threads(&self, asked: Option<u32>, ws: &[crate::Workload]) -> Result<u32, String> {
+        let workers = ws.iter().map(|w| w.workers).max().unwrap_or(1);
+        let n = match asked {
+            Some(n) => n,
+            None if self.multipath.is_some() => 1,
+            None => crate::default_threads(self.targets(), workers, crate::cpu::cpus()) as u32,
+        };
+        if self.multipath.is_some() && n > 1 {
+            return Err("--multipath runs on one thread (--threads 1)".into());
+        }
+        Ok(n)
     }
 }
