@@ -15,7 +15,6 @@
 //! steal took much CPU during it. Then `ironlun admin` end to end (its
 //! process start included), with no bench running.
 
-mod admin_client;
 mod cpu;
 mod daemon;
 mod ops;
@@ -29,8 +28,8 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 
-use admin_client::AdminClient;
 use daemon::{target_name, Daemon};
+use ironlun_admin_client::{Client as AdminClient, Endpoint};
 use ops::{OpTimes, Series};
 use report::Point;
 use window::{BenchSpec, RunningBench, WindowResult};
@@ -271,7 +270,7 @@ fn one_window(
 ) -> Result<(WindowResult, OpTimes), String> {
     let b = &spec.bench;
     // Connected before: the operations' times are the exchanges alone.
-    let mut api = AdminClient::connect(spec.socket)?;
+    let mut api = AdminClient::connect(Endpoint::Socket(spec.socket.to_owned()))?;
     let bench = RunningBench::start(spec.ironlun, b, json, spec.daemon)?;
     let mut times = OpTimes::new();
     if let Some(s) = series {
@@ -290,11 +289,15 @@ fn one_window(
 
 /// The TSIHs of the idle sessions, as the daemon lists them.
 fn holder_sessions(socket: &Path) -> Result<Vec<u64>, String> {
-    let (status, body) = AdminClient::connect(socket)?.call("GET", "/v1/sessions", "")?;
-    if status != 200 {
-        return Err(format!("GET /v1/sessions: HTTP {status}"));
+    let a = AdminClient::connect(Endpoint::Socket(socket.to_owned()))?.call(
+        "GET",
+        "/v1/sessions",
+        None,
+    )?;
+    if a.status != 200 {
+        return Err(format!("GET /v1/sessions: HTTP {}", a.status));
     }
-    let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| e.to_string())?;
+    let v: serde_json::Value = serde_json::from_str(&a.body).map_err(|e| e.to_string())?;
     let mut out: Vec<u64> = v
         .as_array()
         .into_iter()

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::admin_client::AdminClient;
 use crate::daemon::target_name;
+use ironlun_admin_client::Client as AdminClient;
 
 pub const KINDS: [&str; 4] = ["add-target", "add-lun", "remove-lun", "remove-target"];
 
@@ -59,7 +59,7 @@ impl Series {
                 }
                 let t0 = Instant::now();
                 if self.control {
-                    let (status, _) = api.call("GET", "/v1/control", "")?;
+                    let status = api.call("GET", "/v1/control", None)?.status;
                     if status != 404 {
                         return Err(format!("GET /v1/control: HTTP {status}, not 404"));
                     }

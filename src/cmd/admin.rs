@@ -9,12 +9,10 @@
 // cannot panic, which is what the lint guards against.
 #![allow(clippy::indexing_slicing)]
 
-use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use clap::Subcommand;
+use ironlun_admin_client::{Client, Endpoint};
 use ironlun_target::admin::ops::{Op, Request};
 use ironlun_target::live::edit::Mapping;
 use serde_json::Value;
@@ -23,8 +21,6 @@ use crate::runtime::{usage, Failure};
 
 /// Where the packaged service keeps its configuration.
 const DEFAULT_CONFIG: &str = "/etc/ironlun/ironlun.toml";
-/// How long an operation may take (opening a backend, a resize).
-const ANSWER_WITHIN: Duration = Duration::from_secs(120);
 
 #[derive(clap::Args)]
 pub struct AdminArgs {
@@ -692,45 +688,10 @@ fn endpoint(a: &AdminArgs) -> Result<Endpoint, String> {
     let token = ironlun_token::load(file).map_err(|e| fail(&e))?;
     // Printable ASCII: ironlun_token::load checked it.
     let token = String::from_utf8(token).map_err(|e| fail(&e))?;
-    Ok(Endpoint::Http { addr, token })
-}
-
-/// The management API's address.
-enum Endpoint {
-    Socket(PathBuf),
-    Http {
-        addr: std::net::SocketAddr,
-        token: String,
-    },
-}
-
-/// A connection to the API, whichever its kind.
-trait Stream: Read + Write {}
-impl<T: Read + Write> Stream for T {}
-
-impl Endpoint {
-    /// Connects; also gives the `Authorization` header line to send.
-    fn connect(&self) -> Result<(Box<dyn Stream>, String), String> {
-        match self {
-            Endpoint::Socket(p) => {
-                let s = UnixStream::connect(p).map_err(|e| format!("{}: {e}", p.display()))?;
-                let _ = s.set_read_timeout(Some(ANSWER_WITHIN));
-                Ok((Box::new(s), String::new()))
-            }
-            Endpoint::Http { addr, token } => {
-                let s = std::net::TcpStream::connect(addr).map_err(|e| format!("{addr}: {e}"))?;
-                let _ = s.set_read_timeout(Some(ANSWER_WITHIN));
-                Ok((Box::new(s), format!("Authorization: Bearer {token}\r\n")))
-            }
-        }
-    }
-
-    fn name(&self) -> String {
-        match self {
-            Endpoint::Socket(p) => p.display().to_string(),
-            Endpoint::Http { addr, .. } => format!("http://{addr}"),
-        }
-    }
+    Ok(Endpoint::Http {
+        addr,
+        token: Some(token),
+    })
 }
 
 /// The socket: the flag, else the configuration's.
@@ -760,35 +721,15 @@ fn socket(a: &AdminArgs) -> Result<PathBuf, String> {
     })
 }
 
-/// One HTTP/1.1 exchange with the API: status and body.
+/// One exchange with the API (ironlun-admin-client): status and body.
 fn call(
     ep: &Endpoint,
     method: &str,
     path: &str,
     body: Option<&str>,
 ) -> Result<(u16, String), String> {
-    let (mut s, auth) = ep.connect()?;
-    let body = body.unwrap_or("");
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: ironlun\r\nConnection: close\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    let failed = |e: std::io::Error| format!("{}: {e}", ep.name());
-    s.write_all(head.as_bytes())
-        .and_then(|()| s.write_all(body.as_bytes()))
-        .map_err(failed)?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).map_err(failed)?;
-    let text = String::from_utf8_lossy(&raw);
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .ok_or("the daemon's answer has no body")?;
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or("the daemon's answer has no status")?;
-    Ok((status, body.to_owned()))
+    let a = Client::new(ep.clone())?.call(method, path, body)?;
+    Ok((a.status, a.body))
 }
 
 /// The body of `GET path`.

@@ -1,24 +1,18 @@
 //! Reading an ironlun target's statistics endpoint (`ironlun target
 //! --stats ADDR:PORT`, format in docs/stats.md): the fields the load
-//! generator uses, fetched with one short HTTP/1.1 request.
+//! generator uses, fetched with one short HTTP/1.1 request (ironlun-admin-client, which
+//! also limits the answer's size).
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Limited};
-use hyper::{header, Request, StatusCode};
-use hyper_util::rt::TokioIo;
+use ironlun_admin_client::{Connection, Endpoint};
 use serde::Deserialize;
-use tokio::net::TcpStream;
 
 use crate::engine::TargetCpuProbe;
 
 /// Time one sample may take, connect to last byte.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(3);
-/// Largest answer accepted (a daemon with thousands of LUNs stays well
-/// under it).
-const MAX_BODY: usize = 4 << 20;
 
 /// What the load generator reads from `GET /stats`.
 #[derive(Deserialize, Debug, Clone)]
@@ -44,29 +38,15 @@ pub struct Io {
 }
 
 async fn fetch_inner(addr: SocketAddr) -> Result<TargetStats, String> {
-    let stream = TcpStream::connect(addr)
-        .await
-        .map_err(|e| format!("connect: {e}"))?;
-    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| e.to_string())?;
-    let driver = tokio::spawn(conn);
-    let req = Request::get("/stats")
-        .header(header::HOST, addr.to_string())
-        .body(Empty::<Bytes>::new())
-        .map_err(|e| e.to_string())?;
-    let resp = send.send_request(req).await.map_err(|e| e.to_string())?;
-    if resp.status() != StatusCode::OK {
-        driver.abort();
-        return Err(format!("HTTP {}", resp.status()));
+    let endpoint = Endpoint::Http { addr, token: None };
+    let answer = Connection::open(&endpoint)
+        .await?
+        .call("GET", "/stats", None)
+        .await?;
+    if answer.status != 200 {
+        return Err(format!("HTTP {}", answer.status));
     }
-    let body = Limited::new(resp.into_body(), MAX_BODY)
-        .collect()
-        .await
-        .map_err(|e| format!("reading the answer: {e}"))?
-        .to_bytes();
-    driver.abort();
-    serde_json::from_slice(&body).map_err(|e| format!("not ironlun statistics: {e}"))
+    serde_json::from_str(&answer.body).map_err(|e| format!("not ironlun statistics: {e}"))
 }
 
 /// One sample of the target's statistics at `addr`.
