@@ -5,7 +5,8 @@
 //! Runs only when asked: `IRONLUN_VM_TESTS=1 cargo test --release --test
 //! kernel_initiator` (scripts/test does this after installing
 //! qemu-system-x86). Pick cases with `IRONLUN_VM_CASES=basic,restart`;
-//! the benchmark case `fs-bench` runs only when named there.
+//! the benchmark case `fs-bench` and case `basic` (which `digests`
+//! covers) run only when named there.
 //! Prints PASS, FAIL or SKIP (with the reason) per case, keeps each
 //! guest console and evidence channel in target/vm-tests/, and exits
 //! non-zero on any FAIL (and, under CI=true or `--require-all`, on any
@@ -71,9 +72,15 @@ const IQN: &str = "iqn.2026-11.io.ironlun:vm-tests";
 /// whole-device SHA-256). A test that fails under load is a defect.
 const BUDGET: Duration = Duration::from_secs(20 * 60);
 
-/// Cases run only when `IRONLUN_VM_CASES` names them: benchmarks, which
-/// the default run (scripts/test, to stay under 40 minutes) leaves out.
-const ON_REQUEST: &[&str] = &["fs-bench"];
+/// Cases run only when `IRONLUN_VM_CASES` names them, and why the
+/// default run (scripts/test, to stay under 40 minutes) leaves them out.
+const ON_REQUEST: &[(&str, &str)] = &[
+    ("fs-bench", "a benchmark"),
+    (
+        "basic",
+        "`digests` is the same round trip with CRC32C digests, and every other case logs in without them",
+    ),
+];
 
 /// A case's verdict.
 enum Verdict {
@@ -149,9 +156,11 @@ fn main() {
         if named == Some(false) {
             continue;
         }
-        if named.is_none() && ON_REQUEST.contains(name) {
-            println!("NOT RUN  {name}: a benchmark, run only when named (IRONLUN_VM_CASES={name})");
-            continue;
+        if let Some((_, why)) = ON_REQUEST.iter().find(|(n, _)| n == name) {
+            if named.is_none() {
+                println!("NOT RUN  {name}: {why}; run only when named (IRONLUN_VM_CASES={name})");
+                continue;
+            }
         }
         let t = Instant::now();
         let v = f(&ctx);
