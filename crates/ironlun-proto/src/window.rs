@@ -45,7 +45,7 @@ impl CmdWindow {
         let queue_depth = queue_depth.max(1);
         CmdWindow {
             exp_cmd_sn: initial_cmd_sn,
-            max_cmd_sn: initial_cmd_sn.wrapping_add(queue_depth - 1),
+            max_cmd_sn: initial_cmd_sn.wrapping_add(queue_depth.saturating_sub(1)),
             queue_depth,
             in_flight: 0,
         }
@@ -89,7 +89,7 @@ impl CmdWindow {
     /// Accepts the command at ExpCmdSN: advances ExpCmdSN and takes a slot.
     pub fn accept_in_order(&mut self) {
         self.exp_cmd_sn = self.exp_cmd_sn.wrapping_add(1);
-        self.in_flight += 1;
+        self.in_flight = self.in_flight.saturating_add(1);
     }
 
     /// A non-immediate command has been answered: its slot frees.
