@@ -164,6 +164,7 @@ impl WriteCollect {
             return None;
         }
         let len = self.bytes_to_request().min(max_burst.max(1));
+        debug_assert!(len > 0, "an empty R2T");
         let r = R2tToSend {
             ttt,
             r2t_sn: self.r2t_sn,

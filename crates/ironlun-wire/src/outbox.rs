@@ -174,6 +174,7 @@ impl Outbox {
     }
 
     fn consume(&mut self, mut n: usize) {
+        debug_assert!(n <= self.bytes, "wrote more than was queued");
         self.bytes = self.bytes.saturating_sub(n);
         while n > 0 {
             let Some(front) = self.segs.front_mut() else {

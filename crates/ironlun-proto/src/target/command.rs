@@ -401,6 +401,7 @@ impl TargetConnection {
                     .min(total.saturating_sub(off))
                     .min(burst_end.saturating_sub(off));
                 // Never past `total`: the sums below are exact.
+                debug_assert!(n > 0 && n <= seg, "a Data-In segment of {n} bytes");
                 off = off.saturating_add(n);
                 let chunk = data.slice(start..off);
                 let last = off == total;
