@@ -19,7 +19,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use rand::Rng;
+use rand::{Rng, RngExt};
 use rand_distr::{Distribution, Zipf};
 use serde::{Deserialize, Serialize};
 
@@ -120,7 +120,9 @@ impl Picker {
     pub fn new(access: Access, slots: u64) -> Result<Picker, String> {
         let slots = slots.max(1);
         let zipf = match access {
-            Access::Zipf(t) => Some(Zipf::new(slots, t).map_err(|e| format!("zipf: {e}"))?),
+            // n as a float (rand_distr samples in f64; slot counts are far below
+            // 2^53, so exactly).
+            Access::Zipf(t) => Some(Zipf::new(slots as f64, t).map_err(|e| format!("zipf: {e}"))?),
             _ => None,
         };
         Ok(Picker {
@@ -151,18 +153,18 @@ impl Picker {
         let r = match (self.access, &self.zipf) {
             (Access::Zipf(_), Some(z)) => (z.sample(rng) as u64).saturating_sub(1),
             (Access::Pareto(h), _) => {
-                let u: f64 = rng.gen();
+                let u: f64 = rng.random();
                 ((n - 1) as f64 * u.powf(h.ln() / (1.0 - h).ln())) as u64
             }
             (Access::Hotspot { share, fraction }, _) => {
                 let hot = (n * u64::from(fraction) / 100).clamp(1, n);
-                if hot == n || rng.gen_range(0..100) < share {
-                    rng.gen_range(0..hot)
+                if hot == n || rng.random_range(0..100) < share {
+                    rng.random_range(0..hot)
                 } else {
-                    rng.gen_range(hot..n)
+                    rng.random_range(hot..n)
                 }
             }
-            _ => rng.gen_range(0..n),
+            _ => rng.random_range(0..n),
         };
         r.min(n - 1)
     }

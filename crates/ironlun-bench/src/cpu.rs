@@ -50,10 +50,9 @@ impl HostCpu {
     }
 }
 
+/// sysconf(_SC_CLK_TCK), which rustix reads from the auxiliary vector.
 fn ticks_per_second() -> f64 {
-    // SAFETY: sysconf only reads a system constant; it has no
-    // preconditions and is thread-safe.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let t = rustix::param::clock_ticks_per_second();
     if t > 0 {
         t as f64
     } else {

@@ -28,7 +28,7 @@ use std::str::FromStr;
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use ironlun_initiator::{scsi, xcopy, ScsiRequest, SenseData, SenseKey};
-use rand::Rng;
+use rand::{Rng, RngExt};
 use serde::{Deserialize, Serialize};
 
 use crate::result::Latency;
@@ -106,7 +106,7 @@ pub struct Mix(Vec<(Op, u32)>);
 impl Mix {
     /// Draws the next I/O's op by share.
     pub fn pick<R: Rng>(&self, rng: &mut R) -> Op {
-        let mut x = rng.gen_range(0..100u32);
+        let mut x = rng.random_range(0..100u32);
         for (op, share) in &self.0 {
             if x < *share {
                 return *op;

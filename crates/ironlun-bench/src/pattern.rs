@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 use rand::rngs::SmallRng;
-use rand::{Rng, RngCore, SeedableRng};
+use rand::{Rng, RngExt, SeedableRng};
 
 /// Chunk within which the compressible share sits.
 pub const CHUNK: usize = 512;
@@ -70,9 +70,9 @@ impl WriteData {
 
     /// The data of the next write of `len` bytes.
     pub fn next(&mut self, len: usize) -> Bytes {
-        let dup = !self.recent.is_empty() && self.rng.gen_range(0..100) < self.shape.dedupe_pct;
+        let dup = !self.recent.is_empty() && self.rng.random_range(0..100) < self.shape.dedupe_pct;
         let seed = if dup {
-            let i = self.rng.gen_range(0..self.recent.len());
+            let i = self.rng.random_range(0..self.recent.len());
             self.recent.get(i).copied().unwrap_or(0)
         } else {
             self.next_unique += 1;

@@ -9,9 +9,13 @@
 //! run) keep using tokio's timer: arming a timerfd costs a system call.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
+use rustix::time::{
+    timerfd_create, timerfd_settime, Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags,
+    Timespec,
+};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
@@ -25,20 +29,10 @@ pub struct PreciseTimer {
 
 impl PreciseTimer {
     pub fn new() -> io::Result<PreciseTimer> {
-        // SAFETY: timerfd_create takes a clock id and flags by value and
-        // returns a new descriptor or -1; no memory is shared with it.
-        let raw = unsafe {
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-            )
-        };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `raw` was just returned by timerfd_create, is open, and
-        // nothing else owns it; OwnedFd closes it exactly once.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let fd = timerfd_create(
+            TimerfdClockId::Monotonic,
+            TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
+        )?;
         // SAFETY: the descriptor is open, is owned by the OwnedFd moved
         // into the AsyncFd, and so stays open and refers to the same timer
         // until the AsyncFd drops (nothing else can close or replace it).
@@ -53,42 +47,26 @@ impl PreciseTimer {
         if left.is_zero() {
             return Ok(());
         }
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
+        let spec = Itimerspec {
+            it_interval: Timespec {
                 tv_sec: 0,
                 tv_nsec: 0,
             },
-            it_value: libc::timespec {
-                tv_sec: libc::time_t::try_from(left.as_secs()).unwrap_or(libc::time_t::MAX),
-                tv_nsec: libc::c_long::from(left.subsec_nanos()),
+            it_value: Timespec {
+                tv_sec: i64::try_from(left.as_secs()).unwrap_or(i64::MAX),
+                tv_nsec: left.subsec_nanos().into(),
             },
         };
-        // SAFETY: the descriptor is a timerfd we own; `spec` is a valid
-        // itimerspec that lives across the call; the old value is not
-        // asked for (null is allowed). Arming resets pending expirations.
-        let rc =
-            unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        // Arming resets pending expirations.
+        timerfd_settime(self.fd.get_ref(), TimerfdTimerFlags::empty(), &spec)?;
         loop {
             let mut guard = self.fd.readable().await?;
             let read = guard.try_io(|fd| {
+                // A timerfd read returns the 8-byte expiration count or
+                // fails (EAGAIN, as WouldBlock, when nothing expired).
                 let mut expirations = [0u8; 8];
-                // SAFETY: reads at most 8 bytes into an 8-byte buffer we
-                // own; a timerfd read returns exactly 8 bytes or fails.
-                let n = unsafe {
-                    libc::read(
-                        fd.as_raw_fd(),
-                        expirations.as_mut_ptr().cast(),
-                        expirations.len(),
-                    )
-                };
-                if n < 0 {
-                    Err(io::Error::last_os_error())
-                } else {
-                    Ok(())
-                }
+                rustix::io::read(fd.get_ref(), &mut expirations)?;
+                Ok(())
             });
             match read {
                 Ok(r) => return r,

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use rustix::process::{Pid, Signal};
 use serde::Serialize;
 
 use ironlun_bench::cpu::{process_cpu_seconds, HostCpu};
@@ -179,14 +180,17 @@ fn fill_rates(s: &mut Sample, iops: f64, w: &Workload) {
     };
 }
 
+/// Sends `sig` to a child. The `Child` is borrowed, so it has not been
+/// reaped and its PID still names it. A child that has exited already
+/// (a zombie) takes the signal harmlessly; an error is ignored as before.
+pub(crate) fn signal(child: &Child, sig: Signal) {
+    let _ = rustix::process::kill_process(Pid::from_child(child), sig);
+}
+
 /// Stops a child that outlives its run: SIGINT first (iscsi-perf prints
 /// its summary and logs out), then SIGKILL.
 pub(crate) fn stop(child: &mut Child) {
-    // SAFETY: kill(2) on the PID of a child we own and have not reaped,
-    // so the PID cannot have been reused by another process.
-    unsafe {
-        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
-    }
+    signal(child, Signal::INT);
     let deadline = Instant::now() + Duration::from_secs(3);
     while Instant::now() < deadline {
         if let Ok(Some(_)) = child.try_wait() {
@@ -331,6 +335,8 @@ fn output_with_cpu(cmd: &mut Command) -> std::io::Result<(Output, f64)> {
         let _ = o.read_to_end(&mut stdout);
     }
     let stderr = err_reader.join().unwrap_or_default();
+    // libc: rustix (1.1) has no wait4, the one call that returns a
+    // child's exit status and its resource usage together.
     let pid = child.id() as libc::pid_t;
     let mut status: libc::c_int = 0;
     // SAFETY: an all-zero `rusage` is a valid value of that plain C struct.

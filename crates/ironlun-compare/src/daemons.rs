@@ -272,12 +272,8 @@ impl Drop for Daemon {
         if self.control.is_some() {
             self.stop_tgt();
         }
-        // SAFETY: kill(2) with a PID we spawned and have not reaped yet
-        // (the Child is still owned here), so it cannot name another
-        // process; SIGTERM lets both daemons close their sessions.
-        unsafe {
-            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
-        }
+        // SIGTERM lets both daemons close their sessions.
+        crate::clients::signal(&self.child, rustix::process::Signal::TERM);
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {

@@ -560,7 +560,7 @@ async fn ready_opt(
 /// Fresh for every login: a mutual CHAP challenge is never reused.
 fn nonce() -> Result<[u8; RANDOM_BYTES]> {
     let mut nonce = [0u8; RANDOM_BYTES];
-    getrandom::getrandom(&mut nonce).map_err(|e| {
+    getrandom::fill(&mut nonce).map_err(|e| {
         Error::io(
             "drawing random bytes for CHAP",
             std::io::Error::other(e.to_string()),

@@ -42,6 +42,7 @@ fn lock() -> std::sync::MutexGuard<'static, Spinners> {
 }
 
 fn spin(stop: &AtomicBool) {
+    // libc: rustix (1.1) has no sched_setscheduler.
     // SAFETY: sched_setscheduler with pid 0 changes only the calling
     // thread; `param` is a valid, initialised sched_param that outlives
     // the call. SCHED_IDLE requires priority 0.

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 
 /// Delivery schedule of one direction: a chunk leaves when the link is
 /// free, takes `len / rate` to serialise (so back-to-back chunks queue as
@@ -55,7 +55,7 @@ impl Shaper {
             Duration::ZERO
         } else {
             let max = u64::try_from(self.jitter.as_nanos()).unwrap_or(u64::MAX);
-            Duration::from_nanos(self.rng.gen_range(0..=max))
+            Duration::from_nanos(self.rng.random_range(0..=max))
         };
         let due = sent + self.delay + jitter;
         let due = self.last_delivery.map_or(due, |l| l.max(due));

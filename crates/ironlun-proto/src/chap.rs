@@ -248,7 +248,7 @@ pub fn decode_binary(s: &str, what: &'static str) -> Result<Vec<u8>, ChapError> 
 
 /// `0x` followed by lower-case hex.
 pub fn encode_hex(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(2 + bytes.len() * 2);
+    let mut s = String::with_capacity(bytes.len().saturating_mul(2).saturating_add(2));
     s.push_str("0x");
     for b in bytes {
         s.push_str(&format!("{b:02x}"));

@@ -143,7 +143,8 @@ impl WriteCollect {
 
     /// Bytes still to be solicited by R2Ts not yet sent.
     pub fn bytes_to_request(&self) -> u32 {
-        self.edtl - self.next_solicit
+        debug_assert!(self.next_solicit <= self.edtl, "solicited past EDTL");
+        self.edtl.saturating_sub(self.next_solicit)
     }
 
     pub fn outstanding_r2ts(&self) -> usize {
@@ -162,7 +163,8 @@ impl WriteCollect {
         if self.r2ts.len() >= max_outstanding || self.next_solicit >= self.edtl {
             return None;
         }
-        let len = (self.edtl - self.next_solicit).min(max_burst.max(1));
+        let len = self.bytes_to_request().min(max_burst.max(1));
+        debug_assert!(len > 0, "an empty R2T");
         let r = R2tToSend {
             ttt,
             r2t_sn: self.r2t_sn,
@@ -177,7 +179,9 @@ impl WriteCollect {
             next_data_sn: 0,
         });
         self.r2t_sn = self.r2t_sn.wrapping_add(1);
-        self.next_solicit += len;
+        // Within EDTL: `len` is at most what is left to request.
+        self.next_solicit = self.next_solicit.saturating_add(len);
+        debug_assert!(self.next_solicit <= self.edtl, "R2T past EDTL");
         Some(r)
     }
 
@@ -207,7 +211,7 @@ impl WriteCollect {
             let r = self
                 .r2ts
                 .front()
-                .map(|r| (r.offset + r.len, r.next_data_sn));
+                .map(|r| (r.offset.saturating_add(r.len), r.next_data_sn));
             r.unwrap_or((0, 0))
         };
         if data_sn != expected_sn {

@@ -226,7 +226,7 @@ pub fn loggable(s: &str) -> Cow<'_, str> {
     if !s.chars().any(needs_escape) {
         return Cow::Borrowed(s);
     }
-    let mut out = String::with_capacity(s.len() + 8);
+    let mut out = String::with_capacity(s.len().saturating_add(8));
     for c in s.chars() {
         if needs_escape(c) {
             out.extend(c.escape_default());

@@ -150,7 +150,7 @@ impl<V> SessionTable<V> {
             .values()
             .filter(|(n, _)| n.is_discovery())
             .count();
-        (self.by_tsih.len() - discovery, discovery)
+        (self.by_tsih.len().saturating_sub(discovery), discovery)
     }
 }
 

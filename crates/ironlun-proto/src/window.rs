@@ -45,7 +45,7 @@ impl CmdWindow {
         let queue_depth = queue_depth.max(1);
         CmdWindow {
             exp_cmd_sn: initial_cmd_sn,
-            max_cmd_sn: initial_cmd_sn.wrapping_add(queue_depth - 1),
+            max_cmd_sn: initial_cmd_sn.wrapping_add(queue_depth.saturating_sub(1)),
             queue_depth,
             in_flight: 0,
         }
@@ -64,6 +64,15 @@ impl CmdWindow {
         if sn_lt(self.max_cmd_sn, fresh) {
             self.max_cmd_sn = fresh;
         }
+        // Commands are admitted only up to MaxCmdSN, so ExpCmdSN passes it
+        // by one at most: the window holds 0..=queue_depth commands.
+        debug_assert!(
+            self.max_cmd_sn
+                .wrapping_sub(self.exp_cmd_sn)
+                .wrapping_add(1)
+                <= self.queue_depth,
+            "a window wider than the queue depth or below ExpCmdSN"
+        );
         self.max_cmd_sn
     }
 
@@ -75,11 +84,15 @@ impl CmdWindow {
         self.queue_depth
     }
 
-    /// Classifies a non-immediate command's CmdSN.
+    /// Classifies a non-immediate command's CmdSN. A closed window
+    /// (MaxCmdSN = ExpCmdSN - 1) admits nothing, not even ExpCmdSN
+    /// (RFC 7143 §4.2.2.1).
     pub fn classify(&self, cmd_sn: u32) -> Admission {
-        if cmd_sn == self.exp_cmd_sn {
+        if !sn_le(cmd_sn, self.max_cmd_sn) {
+            Admission::Outside
+        } else if cmd_sn == self.exp_cmd_sn {
             Admission::InOrder
-        } else if sn_lt(self.exp_cmd_sn, cmd_sn) && sn_le(cmd_sn, self.max_cmd_sn) {
+        } else if sn_lt(self.exp_cmd_sn, cmd_sn) {
             Admission::Ahead
         } else {
             Admission::Outside
@@ -88,8 +101,12 @@ impl CmdWindow {
 
     /// Accepts the command at ExpCmdSN: advances ExpCmdSN and takes a slot.
     pub fn accept_in_order(&mut self) {
+        debug_assert!(
+            self.in_flight < self.queue_depth,
+            "a command admitted past the queue depth"
+        );
         self.exp_cmd_sn = self.exp_cmd_sn.wrapping_add(1);
-        self.in_flight += 1;
+        self.in_flight = self.in_flight.saturating_add(1);
     }
 
     /// A non-immediate command has been answered: its slot frees.
@@ -141,7 +158,8 @@ mod tests {
         // Two in flight, depth 2: closed window, MaxCmdSN = ExpCmdSN - 1.
         assert_eq!(w.exp_cmd_sn(), 2);
         assert_eq!(w.max_cmd_sn(), 1);
-        assert_eq!(w.classify(2), Admission::InOrder);
+        // ExpCmdSN itself is outside a closed window: ignored.
+        assert_eq!(w.classify(2), Admission::Outside);
         w.release();
         assert_eq!(w.max_cmd_sn(), 2);
         w.release();

@@ -20,9 +20,18 @@
 //! [`Action::Signal`], which the driver delivers), PDU encoding.
 
 #![forbid(unsafe_code)]
+// Input from the network: every sum, difference and product says how it
+// treats overflow (checked for lengths, wrapping for sequence numbers,
+// saturating for counters and bounded values).
+#![warn(clippy::arithmetic_side_effects)]
 #![cfg_attr(
     test,
-    allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+    allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::arithmetic_side_effects
+    )
 )]
 
 mod abort_wait;

@@ -90,7 +90,7 @@ impl ConnCore {
             hold: Some(hold),
         });
         self.conn_mut().hold_tmf(itt);
-        let deadline = self.now.map(|t| t + OTHERS_WAIT_LIMIT);
+        let deadline = self.now.and_then(|t| t.checked_add(OTHERS_WAIT_LIMIT));
         self.waits.push(Waiting {
             itt,
             wait,
@@ -105,7 +105,7 @@ impl ConnCore {
         while let Some(w) = self.waits.get(i) {
             let expired = matches!((now, w.deadline), (Some(n), Some(d)) if n >= d);
             if !w.wait.is_released() && !expired {
-                i += 1;
+                i = i.saturating_add(1);
                 continue;
             }
             let w = self.waits.remove(i);

@@ -29,6 +29,7 @@ pub struct CpuTime {
 /// This process's user and system CPU time (getrusage, microsecond
 /// resolution, all threads).
 pub fn cpu_time() -> CpuTime {
+    // libc: rustix (1.1) has no getrusage.
     let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
     // SAFETY: getrusage writes one `rusage` through a valid, writable
     // pointer to memory of that type and touches nothing else;

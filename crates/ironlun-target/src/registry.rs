@@ -484,7 +484,7 @@ impl LoginContext for LoginCtx {
     }
 
     fn random(&mut self, buf: &mut [u8]) -> Result<(), LoginStatus> {
-        getrandom::getrandom(buf).map_err(|_| LoginStatus::TARGET_ERROR)
+        getrandom::fill(buf).map_err(|_| LoginStatus::TARGET_ERROR)
     }
 
     fn challenge_seen_before(&mut self, challenge: &[u8]) -> bool {

@@ -5,7 +5,6 @@
 
 use std::fs;
 use std::io::Write;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -85,13 +84,9 @@ impl Image {
         fs::create_dir_all(root).map_err(|e| VmError::io(root, e))?;
         let lock_path = root.join(".lock");
         let lock = fs::File::create(&lock_path).map_err(|e| VmError::io(&lock_path, e))?;
-        // SAFETY: flock on a file descriptor this function owns (it stays
-        // open until `lock` drops at the end of the function); no memory
-        // is passed to the kernel.
-        let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
-        if rc != 0 {
-            return Err(VmError::io(&lock_path, std::io::Error::last_os_error()));
-        }
+        // Held until `lock` drops at the end of the function.
+        rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
+            .map_err(|e| VmError::io(&lock_path, e.into()))?;
         if let Some(img) = Self::cached(root) {
             return Ok(img);
         }

@@ -253,9 +253,10 @@ impl Bhs {
     /// caught in debug builds and answered with zeros in release builds.
     #[inline]
     pub fn bytes(&self, off: usize, len: usize) -> &[u8] {
-        debug_assert!(off + len <= BHS_LEN);
+        let range = off..off.saturating_add(len);
+        debug_assert!(range.end <= BHS_LEN);
         const ZERO: [u8; BHS_LEN] = [0; BHS_LEN];
-        match self.0.get(off..off + len) {
+        match self.0.get(range) {
             Some(s) => s,
             None => ZERO.get(..len).unwrap_or(&[]),
         }
@@ -263,12 +264,11 @@ impl Bhs {
 
     #[inline]
     pub fn bytes_mut(&mut self, off: usize, len: usize) -> &mut [u8] {
-        debug_assert!(off + len <= BHS_LEN);
-        if off + len > BHS_LEN {
-            // Programming error: write nowhere rather than panic.
-            return &mut [];
-        }
-        match self.0.get_mut(off..off + len) {
+        let range = off..off.saturating_add(len);
+        debug_assert!(range.end <= BHS_LEN);
+        // Out of range (a programming error): write nowhere rather than
+        // panic.
+        match self.0.get_mut(range) {
             Some(s) => s,
             None => &mut [],
         }

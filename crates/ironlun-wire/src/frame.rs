@@ -49,7 +49,19 @@ pub const RECV_CHUNK: usize = 256 << 10;
 const MIN_READ: usize = 16 << 10;
 
 pub fn pad_len(len: usize) -> usize {
-    (4 - (len & 3)) & 3
+    // (-len) mod 4.
+    len.wrapping_neg() & 3
+}
+
+/// `len` with its padding; `None` where that does not fit a `usize`.
+fn padded_len(len: usize) -> Option<usize> {
+    len.checked_add(pad_len(len))
+}
+
+/// Free capacity of `buf` (a `BytesMut` never holds more than it has room
+/// for, so this never saturates).
+fn room(buf: &BytesMut) -> usize {
+    buf.capacity().saturating_sub(buf.len())
 }
 
 /// Cuts PDUs from a byte stream.
@@ -75,7 +87,7 @@ impl FrameDecoder {
         let head = buf.get(..BHS_LEN)?;
         let mut b = Bhs::default();
         b.0.copy_from_slice(head);
-        Some(self.frame_len_of(&b))
+        self.frame_len_of(&b)
     }
 
     /// Makes room in a receive buffer before the next socket read, and
@@ -89,38 +101,40 @@ impl FrameDecoder {
     /// PDU as large would not fit after it: then at most a header moves.
     /// Decode every whole PDU first; the result is never 0.
     pub fn make_room(&self, buf: &mut BytesMut) -> usize {
-        // A header that `decode` accepted bounds this by the segment limit.
+        // A header that `decode` accepted bounds this by the segment limit
+        // (under 2^25), so the saturating sums below are exact.
         let whole = self.frame_len(buf).unwrap_or(BHS_LEN);
         let missing = whole.saturating_sub(buf.len());
-        if buf.capacity() - buf.len() < missing.max(MIN_READ) {
+        if room(buf) < missing.max(MIN_READ) {
             let size = RECV_CHUNK
-                .max((whole * 8).min(4 << 20))
-                .max(whole + MIN_READ);
+                .max(whole.saturating_mul(8).min(4 << 20))
+                .max(whole.saturating_add(MIN_READ));
             let mut fresh = BytesMut::with_capacity(size);
             fresh.extend_from_slice(buf);
             *buf = fresh;
         }
-        let room = buf.capacity() - buf.len();
+        let room = room(buf);
         if room.saturating_sub(missing) < whole {
-            (missing + BHS_LEN).min(room)
+            missing.saturating_add(BHS_LEN).min(room)
         } else {
             room
         }
     }
 
-    fn frame_len_of(&self, b: &Bhs) -> usize {
+    /// The PDU's length from its header's length fields (RFC 7143
+    /// §11.2.1); `None` where it does not fit a `usize`.
+    fn frame_len_of(&self, b: &Bhs) -> Option<usize> {
         let dsl = b.data_segment_len() as usize;
-        let mut n = BHS_LEN + b.total_ahs_len_bytes();
-        if self.digests.header {
-            n += DIGEST_LEN;
-        }
+        let digest = |on: bool| if on { DIGEST_LEN } else { 0 };
+        let mut n = BHS_LEN
+            .checked_add(b.total_ahs_len_bytes())?
+            .checked_add(digest(self.digests.header))?;
         if dsl > 0 {
-            n += dsl + pad_len(dsl);
-            if self.digests.data {
-                n += DIGEST_LEN;
-            }
+            n = n
+                .checked_add(padded_len(dsl)?)?
+                .checked_add(digest(self.digests.data))?;
         }
-        n
+        Some(n)
     }
 
     /// Takes one whole PDU from the front of `buf`, or returns `Ok(None)` if
@@ -142,15 +156,23 @@ impl FrameDecoder {
                 bhs: Box::new(bhs),
             });
         }
-        let total = self.frame_len_of(&bhs);
-        if buf.len() < total {
+        let Some(total) = self.frame_len_of(&bhs) else {
+            return Err(WireError::DataSegmentTooLong {
+                len: dsl,
+                max: self.max_data_segment_len,
+                bhs: Box::new(bhs),
+            });
+        };
+        let more = total.saturating_sub(buf.len());
+        if more > 0 {
             // Make room for the rest of this PDU in one allocation.
-            buf.reserve(total - buf.len());
+            buf.reserve(more);
             return Ok(None);
         }
 
+        // Parts of `total`, which did not overflow: the sums are exact.
         let ahs_len = bhs.total_ahs_len_bytes();
-        let header_len = BHS_LEN + ahs_len;
+        let header_len = BHS_LEN.saturating_add(ahs_len);
         if self.digests.header {
             let received = le32_at(buf, header_len);
             let computed = digest::crc32c(buf.get(..header_len).unwrap_or(&[]));
@@ -171,7 +193,7 @@ impl FrameDecoder {
         let data = if dsl == 0 {
             Bytes::new()
         } else {
-            let padded = dsl + pad_len(dsl);
+            let padded = dsl.saturating_add(pad_len(dsl));
             if self.digests.data {
                 let received = le32_at(&pdu, padded);
                 let computed = digest::crc32c(pdu.get(..padded).unwrap_or(&[]));
@@ -192,7 +214,7 @@ impl FrameDecoder {
 
 fn le32_at(buf: &[u8], off: usize) -> u32 {
     let mut b = [0u8; 4];
-    if let Some(s) = buf.get(off..off + 4) {
+    if let Some(s) = off.checked_add(4).and_then(|end| buf.get(off..end)) {
         b.copy_from_slice(s);
     }
     u32::from_le_bytes(b)
@@ -270,8 +292,8 @@ pub fn parse_ahs(mut area: &[u8]) -> Result<Vec<Ahs<'_>>, WireError> {
             return Err(WireError::InvalidField("truncated AHS header"));
         };
         let len = usize::from(u16::from_be_bytes([*l0, *l1]));
-        let padded = len + pad_len(len);
-        let (Some(data), Some(next)) = (rest.get(..len), rest.get(padded..)) else {
+        let next = padded_len(len).and_then(|padded| rest.get(padded..));
+        let (Some(data), Some(next)) = (rest.get(..len), next) else {
             return Err(WireError::InvalidField("AHS length beyond TotalAHSLength"));
         };
         out.push(Ahs {

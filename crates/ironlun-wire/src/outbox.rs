@@ -86,7 +86,9 @@ impl Outbox {
 
     fn push_seg(&mut self, p: Payload) {
         if !p.is_empty() {
-            self.bytes += p.len();
+            // Queued bytes are in memory or a file range of a LUN: far
+            // below usize::MAX.
+            self.bytes = self.bytes.saturating_add(p.len());
             self.segs.push_back(p);
         }
     }
@@ -105,7 +107,7 @@ impl Outbox {
                 "a data digest needs the data segment in memory",
             ));
         }
-        if self.arena.capacity() - self.arena.len() < 128 {
+        if self.arena.capacity().saturating_sub(self.arena.len()) < 128 {
             self.arena.reserve(ARENA_CHUNK);
         }
         if let Err(e) = encode_header(&pdu.encode(), &[], len, self.digests, &mut self.arena) {
@@ -142,12 +144,12 @@ impl Outbox {
                 Payload::File(range) => sink.send_file(range),
                 Payload::Mem(_) => {
                     let mut iov = [IoSlice::new(&[]); MAX_IOV];
-                    let mut n_iov = 0;
                     let mem = self.segs.iter().map_while(Payload::as_mem);
-                    for (slot, seg) in iov.iter_mut().zip(mem) {
-                        *slot = IoSlice::new(seg);
-                        n_iov += 1;
-                    }
+                    let n_iov = iov
+                        .iter_mut()
+                        .zip(mem)
+                        .map(|(slot, seg)| *slot = IoSlice::new(seg))
+                        .count();
                     sink.write_vectored(iov.get(..n_iov).unwrap_or(&[]))
                 }
             };
@@ -172,13 +174,14 @@ impl Outbox {
     }
 
     fn consume(&mut self, mut n: usize) {
+        debug_assert!(n <= self.bytes, "wrote more than was queued");
         self.bytes = self.bytes.saturating_sub(n);
         while n > 0 {
             let Some(front) = self.segs.front_mut() else {
                 break;
             };
-            if n >= front.len() {
-                n -= front.len();
+            if let Some(rest) = n.checked_sub(front.len()) {
+                n = rest;
                 self.segs.pop_front();
             } else {
                 match front {

@@ -95,7 +95,8 @@ impl TextAccumulator {
     /// Adds one PDU's data segment. Returns the whole text once a PDU with
     /// C=0 arrives.
     pub fn push(&mut self, data: &[u8], cont: bool) -> Result<Option<Vec<u8>>, WireError> {
-        if self.buf.len() + data.len() > self.limit {
+        // Past the limit, or past usize, either way too long.
+        if self.buf.len().saturating_add(data.len()) > self.limit {
             self.buf.clear();
             return Err(WireError::TextTooLong { limit: self.limit });
         }

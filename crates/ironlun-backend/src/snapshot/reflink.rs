@@ -10,15 +10,11 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
 use super::{refusal, SnapshotInfo, SnapshotName, MAX_SNAPSHOTS};
-
-/// `FICLONE`: `_IOW(0x94, 9, int)` (linux/fs.h).
-const FICLONE: libc::c_ulong = 0x4004_9409;
 
 /// The directory that holds `file`'s snapshots: `FILE.snapshots`.
 pub fn snapshot_dir(file: &Path) -> PathBuf {
@@ -29,30 +25,15 @@ pub fn snapshot_dir(file: &Path) -> PathBuf {
 
 /// Makes `dst`'s contents `src`'s by sharing its blocks.
 fn ficlone(dst: &File, src: &File) -> io::Result<()> {
-    // SAFETY: both descriptors are open files owned for the call's
-    // duration; FICLONE takes the source descriptor as its argument and
-    // writes no memory of ours.
-    let r = unsafe { libc::ioctl(dst.as_raw_fd(), FICLONE as _, src.as_raw_fd()) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    rustix::fs::ioctl_ficlone(dst, src).map_err(io::Error::from)
 }
 
 /// The file system `path` is on, by name where known (statfs(2)'s
 /// f_type).
 pub fn fs_name(path: &Path) -> String {
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
+    let Ok(st) = rustix::fs::statfs(path) else {
         return "an unknown file system".into();
     };
-    // SAFETY: zeroed is a valid statfs; `c` NUL-terminated; `st` a valid
-    // out-pointer for the call.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
-        return "an unknown file system".into();
-    }
     #[allow(clippy::unnecessary_cast)]
     let magic = st.f_type as i64 as u32;
     match magic {

@@ -189,7 +189,7 @@ impl Conn {
             }
             other => return Err(unexpected(&other)),
         };
-        let ours = challenge_now();
+        let ours = challenge_now()?;
         c.send(&ToAgent::Auth {
             version: VERSION,
             proof: token.prove(&challenge),
@@ -277,11 +277,11 @@ impl Conn {
     }
 }
 
-/// A fresh random challenge (32 bytes, hex).
-pub(super) fn challenge_now() -> String {
+/// A fresh random challenge (32 bytes from the OS, hex).
+pub(super) fn challenge_now() -> Result<String, String> {
     let mut nonce = [0u8; 32];
-    rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut nonce);
-    super::token::hex(&nonce)
+    getrandom::fill(&mut nonce).map_err(|e| format!("drawing a challenge: {e}"))?;
+    Ok(super::token::hex(&nonce))
 }
 
 /// An agent's refusal or failure as an error; anything else out of turn.

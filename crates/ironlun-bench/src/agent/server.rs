@@ -132,7 +132,7 @@ impl Agent {
         rd: &mut OwnedReadHalf,
         wr: &mut OwnedWriteHalf,
     ) -> Result<(), String> {
-        let challenge = super::controller::challenge_now();
+        let challenge = super::controller::challenge_now()?;
         let hello = ToController::Challenge {
             version: VERSION,
             challenge: challenge.clone(),

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use ironlun_initiator::scsi;
 use ironlun_initiator::{Capacity, Responder, ScsiReply, ScsiRequest};
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 
 use super::sources::Sources;
 use super::{LunTarget, Path, Slice};
@@ -151,14 +151,14 @@ impl Worker {
     fn random_slot(&mut self, w: &Workload, slots: u64) -> u64 {
         let access = w.shape.access;
         if access.is_uniform() {
-            return self.rng.gen_range(0..slots);
+            return self.rng.random_range(0..slots);
         }
         if self.picker.as_ref().map(Picker::slots) != Some(slots) {
             self.picker = Picker::new(access, slots).ok();
         }
         match &self.picker {
             Some(p) => p.slot(&mut self.rng),
-            None => self.rng.gen_range(0..slots),
+            None => self.rng.random_range(0..slots),
         }
     }
 }
@@ -241,7 +241,7 @@ impl Issuer {
         let workers = workers(w, &luns, share)?;
         let payload = {
             let mut rng = SmallRng::seed_from_u64(7);
-            let v: Vec<u8> = (0..w.max_size()).map(|_| rng.gen()).collect();
+            let v: Vec<u8> = (0..w.max_size()).map(|_| rng.random()).collect();
             Bytes::from(v)
         };
         let total_qd: usize = workers.iter().map(|k| k.qd as usize).sum();
@@ -551,13 +551,13 @@ fn next_io(
     let bs = u64::from(lun.target.capacity.block_size);
     let align = line.offset_align(bs);
     let size = u64::from(line.size);
-    let read = k.rng.gen_range(0..100) < line.read;
+    let read = k.rng.random_range(0..100) < line.read;
     let op = match &w.shape.mix {
         Some(m) => m.pick(&mut k.rng),
         None if read => Op::Read,
         None => Op::Write,
     };
-    let random = k.rng.gen_range(0..100) < line.random;
+    let random = k.rng.random_range(0..100) < line.random;
     let offset = k.next_offset(w, random, size, align, bs);
     let lba = offset / bs;
     let blocks = (size / bs) as u32;
@@ -702,7 +702,7 @@ fn check_shape(w: &Workload, targets: &[LunTarget], verify: bool) -> Result<(), 
 }
 
 fn pick_line(lines: &[AccessLine], rng: &mut SmallRng) -> usize {
-    let mut x = rng.gen_range(0..100u32);
+    let mut x = rng.random_range(0..100u32);
     for (i, l) in lines.iter().enumerate() {
         if x < l.share {
             return i;

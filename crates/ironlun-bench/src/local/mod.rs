@@ -84,7 +84,7 @@ pub fn open(
     let mut o = OpenOptions::new();
     o.read(true).write(true);
     if !buffered {
-        o.custom_flags(libc::O_DIRECT);
+        o.custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32);
     }
     let mut file = o.open(path).map_err(fail)?;
     let meta = file.metadata().map_err(fail)?;

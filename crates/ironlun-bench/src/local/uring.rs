@@ -103,7 +103,9 @@ impl Uring {
         while self.unsubmitted > 0 {
             match self.ring.submit() {
                 Ok(n) => self.unsubmitted = self.unsubmitted.saturating_sub(n.max(1)),
-                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => self.reap_none()?,
+                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::BUSY.raw_os_error()) => {
+                    self.reap_none()?
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }

@@ -216,11 +216,7 @@ fn tail(mut r: impl Read) -> Vec<u8> {
 /// SIGINT to the client, then its exit status once it exits, or `None`
 /// (having killed it) when it is still running [`OVERRUN`] later.
 fn interrupt(child: &mut Child) -> Option<ExitStatus> {
-    // SAFETY: kill(2) on the PID of a child we own and have not reaped,
-    // so the PID cannot have been reused by another process.
-    unsafe {
-        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
-    }
+    clients::signal(child, rustix::process::Signal::INT);
     let deadline = Instant::now() + OVERRUN;
     loop {
         if let Ok(Some(st)) = child.try_wait() {

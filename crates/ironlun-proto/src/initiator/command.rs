@@ -72,14 +72,16 @@ impl DataBuf {
     }
 
     fn count(&mut self, n: usize) {
-        *self = DataBuf::Counted(self.len() + n);
+        // Data-In is bounded by the read length before it is counted.
+        *self = DataBuf::Counted(self.len().saturating_add(n));
     }
 
     fn append(&mut self, d: Bytes, capacity: usize) {
         *self = match std::mem::replace(self, DataBuf::Empty) {
             DataBuf::Empty => DataBuf::One(d),
             DataBuf::One(first) => {
-                let mut m = BytesMut::with_capacity(capacity.max(first.len() + d.len()));
+                let mut m =
+                    BytesMut::with_capacity(capacity.max(first.len().saturating_add(d.len())));
                 m.extend_from_slice(&first);
                 m.extend_from_slice(&d);
                 DataBuf::Many(m)
@@ -88,7 +90,7 @@ impl DataBuf {
                 m.extend_from_slice(&d);
                 DataBuf::Many(m)
             }
-            DataBuf::Counted(n) => DataBuf::Counted(n + d.len()),
+            DataBuf::Counted(n) => DataBuf::Counted(n.saturating_add(d.len())),
         }
     }
 
@@ -179,7 +181,7 @@ pub(super) fn push_data_out(
     let mut offset = from;
     let mut data_sn = 0u32;
     while offset < to {
-        let end = (offset + max_xmit).min(to);
+        let end = offset.saturating_add(max_xmit).min(to);
         out.push_back(OutPdu {
             pdu: Pdu::DataOut(DataOut {
                 final_bit: end == to,
@@ -253,10 +255,10 @@ impl<T> InitiatorSession<T> {
                 "Data-In at offset {offset}, expected {}",
                 task.data.len()
             ))
-        } else if offset + data.len() > read_len {
+        } else if offset.saturating_add(data.len()) > read_len {
             Some(format!(
                 "Data-In ends at {} past the {read_len} bytes asked for",
-                offset + data.len()
+                offset.saturating_add(data.len())
             ))
         } else {
             None
@@ -340,7 +342,7 @@ impl<T> InitiatorSession<T> {
         if t.ua_retries >= limit {
             return false;
         }
-        t.ua_retries += 1;
+        t.ua_retries = t.ua_retries.saturating_add(1);
         t.exp_data_sn = 0;
         t.data = DataBuf::Empty;
         let lun = t.req.lun;
@@ -360,7 +362,8 @@ impl<T> InitiatorSession<T> {
             return self.fail(format!("R2T for unknown task 0x{itt:08x}"));
         };
         let total = task.req.write.len();
-        let end = offset as usize + len as usize;
+        // Saturating: an end past usize is past the write as well.
+        let end = (offset as usize).saturating_add(len as usize);
         if len == 0 || end > total || len > max_burst || ttt == RESERVED_TAG {
             let why = format!(
                 "R2T for bytes {offset}..{end} (TTT 0x{ttt:08x}) of a {total}-byte write, \

@@ -198,7 +198,7 @@ impl InitiatorLogin {
     }
 
     fn request(&mut self, transit: bool, nsg: u8, pairs: &[(String, String)]) -> OutPdu {
-        self.rounds += 1;
+        self.rounds = self.rounds.saturating_add(1);
         let text = encode_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         OutPdu {
             pdu: Pdu::LoginRequest(LoginRequest {
@@ -301,7 +301,10 @@ impl InitiatorLogin {
             self.proposed_operational = true;
             answers.extend(self.operational_proposals());
         }
-        let text_len: usize = answers.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
+        let text_len = answers
+            .iter()
+            .map(|(k, v)| k.len().saturating_add(v.len()).saturating_add(2))
+            .fold(0usize, usize::saturating_add);
         if text_len > LOGIN_SEGMENT_MAX {
             return Err(protocol("our login text outgrew one PDU".into()));
         }

@@ -366,7 +366,7 @@ impl<T> InitiatorSession<T> {
             sent: false,
             body,
         });
-        self.in_use += 1;
+        self.in_use = self.in_use.saturating_add(1);
         if immediate {
             self.send(idx, true);
         } else {
@@ -594,7 +594,8 @@ impl<T> InitiatorSession<T> {
             return;
         };
         if let Some(task) = slot.task.take() {
-            self.in_use -= 1;
+            debug_assert!(self.in_use > 0, "a task ended that was not in use");
+            self.in_use = self.in_use.saturating_sub(1);
             self.free.push(idx);
             self.done.push_back(Completed {
                 token: task.token,

@@ -76,7 +76,11 @@ impl<T> InitiatorSession<T> {
         }
         match self.ping_deadline {
             Some(d) => Some(d),
-            None => self.limits.nop_interval.map(|i| self.last_rx + i),
+            // An interval past the clock's range means no ping.
+            None => self
+                .limits
+                .nop_interval
+                .and_then(|i| self.last_rx.checked_add(i)),
         }
     }
 
@@ -98,8 +102,12 @@ impl<T> InitiatorSession<T> {
         let Some(interval) = self.limits.nop_interval else {
             return;
         };
-        if now >= self.last_rx + interval {
-            self.ping_deadline = Some(now + self.limits.nop_timeout);
+        if self
+            .last_rx
+            .checked_add(interval)
+            .is_some_and(|due| now >= due)
+        {
+            self.ping_deadline = now.checked_add(self.limits.nop_timeout);
             // An unsolicited ping with ITT=0xffffffff asks for no answer;
             // this one uses a reserved-free ITT so the target answers, but
             // holds no task: its NOP-In is recognised by ITT alone.

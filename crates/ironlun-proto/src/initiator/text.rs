@@ -61,7 +61,7 @@ impl<T> InitiatorSession<T> {
         else {
             return self.fail(format!("Text Response for unknown task 0x{itt:08x}"));
         };
-        if text.len() + data.len() > TEXT_LIMIT {
+        if text.len().saturating_add(data.len()) > TEXT_LIMIT {
             return self.finish(
                 itt,
                 Err(TaskError::Protocol(format!(

@@ -34,7 +34,7 @@ impl TargetConnection {
             }
             Admission::Ahead => {
                 if self.ahead.iter().any(|(sn, _)| *sn == cmd_sn) {
-                    self.stats.ignored_cmd_sn += 1;
+                    self.stats.ignored_cmd_sn = self.stats.ignored_cmd_sn.saturating_add(1);
                 } else {
                     self.ahead.push((cmd_sn, frame));
                 }
@@ -42,7 +42,7 @@ impl TargetConnection {
             Admission::Outside => {
                 // Silently ignored (RFC 7143 §4.2.2.1); the initiator will
                 // time out the command.
-                self.stats.ignored_cmd_sn += 1;
+                self.stats.ignored_cmd_sn = self.stats.ignored_cmd_sn.saturating_add(1);
             }
         }
     }
@@ -66,7 +66,8 @@ impl TargetConnection {
 
     pub(super) fn dispatch(&mut self, pdu: Pdu, frame: Frame, windowed: bool) {
         if !windowed {
-            self.immediate_in_flight += 1;
+            debug_assert!(self.immediate_in_flight < self.cfg.max_immediate);
+            self.immediate_in_flight = self.immediate_in_flight.saturating_add(1);
         }
         match pdu {
             Pdu::ScsiCommand(c) => self.on_scsi_command(c, frame, windowed),
@@ -93,7 +94,7 @@ impl TargetConnection {
     }
 
     pub(super) fn on_scsi_command(&mut self, c: ScsiCommand, frame: Frame, windowed: bool) {
-        self.stats.commands += 1;
+        self.stats.commands = self.stats.commands.saturating_add(1);
         if self.discovery {
             self.reject(&frame.bhs, Violation::CommandInDiscovery);
             self.finish_command(windowed);
@@ -204,7 +205,7 @@ impl TargetConnection {
             return;
         };
         task.state = TaskState::Executing;
-        self.stats.write_bytes += data.len() as u64;
+        self.stats.write_bytes = self.stats.write_bytes.saturating_add(data.len() as u64);
         self.events.push_back(Event::Execute(ScsiTask {
             itt,
             lun: task.cmd.lun,
@@ -244,11 +245,11 @@ impl TargetConnection {
                 }
                 // Reserve the whole solicited part at once so tasks cannot
                 // starve each other; an oversize task runs alone.
-                if reserved_now > 0 && reserved_now + u64::from(need) > budget {
+                if reserved_now > 0 && reserved_now.saturating_add(u64::from(need)) > budget {
                     break;
                 }
                 task.reserved = need;
-                self.reserved += u64::from(need);
+                self.reserved = self.reserved.saturating_add(u64::from(need));
             }
             let lun = task.cmd.lun;
             let mut sent = Vec::new();
@@ -278,7 +279,7 @@ impl TargetConnection {
             if done_requesting {
                 self.solicit_queue.remove(i);
             } else {
-                i += 1;
+                i = i.saturating_add(1);
             }
         }
     }
@@ -319,7 +320,7 @@ impl TargetConnection {
     /// still arriving for it is discarded. Other sessions and the rest of
     /// this one are unaffected.
     pub(super) fn data_out_error(&mut self, itt: u32, e: DataOutError) {
-        self.stats.data_out_errors += 1;
+        self.stats.data_out_errors = self.stats.data_out_errors.saturating_add(1);
         let Some(task) = self.tasks.get_mut(&itt) else {
             return;
         };
@@ -382,7 +383,7 @@ impl TargetConnection {
         if !task.cmd.read {
             data.clear();
         }
-        self.stats.read_bytes += data.len() as u64;
+        self.stats.read_bytes = self.stats.read_bytes.saturating_add(data.len() as u64);
         let good = r.status == Status::GOOD && r.sense.is_empty();
         let mut data_sn = 0u32;
         if !data.is_empty() {
@@ -390,16 +391,27 @@ impl TargetConnection {
             let burst = self.session.max_burst_length.max(512) as usize;
             let total = data.len();
             let mut off = 0usize;
+            // The end of the burst `off` is in: the next multiple of
+            // `burst` above it.
+            let mut burst_end = burst;
             while off < total {
-                let burst_end = ((off / burst) + 1) * burst;
-                let n = seg.min(total - off).min(burst_end - off);
-                let chunk = data.slice(off..off + n);
-                off += n;
+                debug_assert!(off < burst_end, "a Data-In burst overran");
+                let start = off;
+                let n = seg
+                    .min(total.saturating_sub(off))
+                    .min(burst_end.saturating_sub(off));
+                // Never past `total`: the sums below are exact.
+                debug_assert!(n > 0 && n <= seg, "a Data-In segment of {n} bytes");
+                off = off.saturating_add(n);
+                let chunk = data.slice(start..off);
                 let last = off == total;
                 // F ends each Data-In sequence, bounded by MaxBurstLength
                 // (RFC 7143 §13.13); S carries the status on the last PDU
                 // when it is GOOD (phase collapse, RFC 7143 §11.7.4).
                 let end_of_burst = last || off == burst_end;
+                if off == burst_end {
+                    burst_end = burst_end.saturating_add(burst);
+                }
                 let collapse = last && good;
                 let (stat_sn, residual_field) = if collapse {
                     (self.next_stat_sn(), residual)
@@ -420,7 +432,7 @@ impl TargetConnection {
                         exp_cmd_sn: self.window.exp_cmd_sn(),
                         max_cmd_sn: max,
                         data_sn,
-                        buffer_offset: (off - n) as u32,
+                        buffer_offset: start as u32,
                     }),
                     data: chunk,
                 });
@@ -435,7 +447,7 @@ impl TargetConnection {
         let payload = if r.sense.is_empty() {
             Bytes::new()
         } else {
-            let mut b = BytesMut::with_capacity(2 + r.sense.len());
+            let mut b = BytesMut::with_capacity(r.sense.len().saturating_add(2));
             b.put_u16(r.sense.len() as u16);
             b.extend_from_slice(&r.sense);
             b.freeze()

@@ -664,7 +664,7 @@ impl TargetLogin {
             // Login requests are immediate: CmdSN does not advance
             // (RFC 7143 §11.12.8).
             exp_cmd_sn: req.cmd_sn,
-            max_cmd_sn: req.cmd_sn.wrapping_add(self.queue_depth - 1),
+            max_cmd_sn: req.cmd_sn.wrapping_add(self.queue_depth.saturating_sub(1)),
             status: LoginStatus::SUCCESS,
         }
     }

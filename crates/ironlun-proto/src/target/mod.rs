@@ -327,7 +327,7 @@ impl TargetConnection {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let ping = match (self.ping, self.cfg.nop_interval) {
             (Some((_, deadline)), _) => Some(deadline),
-            (None, Some(interval)) => Some(self.last_rx + interval),
+            (None, Some(interval)) => self.last_rx.checked_add(interval),
             (None, None) => None,
         };
         match (ping, self.logout_deadline) {
@@ -421,7 +421,7 @@ impl TargetConnection {
     /// status-bearing PDU.
     pub(super) fn reject(&mut self, bhs: &Bhs, v: Violation) {
         let reason = v.reason();
-        self.stats.rejects += 1;
+        self.stats.rejects = self.stats.rejects.saturating_add(1);
         let stat_sn = self.next_stat_sn();
         let max = self.window.max_cmd_sn();
         self.out.push_back(OutPdu {

@@ -25,7 +25,11 @@ impl TargetConnection {
             Some(_) => {}
             None => {
                 if let Some(interval) = self.cfg.nop_interval {
-                    if now >= self.last_rx + interval {
+                    if self
+                        .last_rx
+                        .checked_add(interval)
+                        .is_some_and(|due| now >= due)
+                    {
                         self.send_ping(now);
                     }
                 }
@@ -36,7 +40,9 @@ impl TargetConnection {
     pub(super) fn send_ping(&mut self, now: Instant) {
         let ttt = self.alloc_ttt();
         self.push_ping(ttt);
-        self.ping = Some((ttt, now + self.cfg.nop_timeout));
+        // A timeout past the clock's range sets no deadline: the next
+        // interval pings again.
+        self.ping = now.checked_add(self.cfg.nop_timeout).map(|d| (ttt, d));
     }
 
     /// A NOP-In the initiator must answer: ITT reserved, TTT valid,
@@ -76,7 +82,7 @@ impl TargetConnection {
                 parameter3: secs,
             })));
         // Give the initiator the time it was told, plus a little to answer.
-        self.logout_deadline = Some(now + wait + Duration::from_secs(2));
+        self.logout_deadline = now.checked_add(wait.saturating_add(Duration::from_secs(2)));
     }
 
     pub(super) fn on_nop_out_no_reply(&mut self, n: &NopOut) {

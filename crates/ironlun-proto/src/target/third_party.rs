@@ -72,10 +72,10 @@ impl TargetConnection {
             answered: false,
             ack_from: None,
         };
-        let mut ended = 0;
+        let mut ended = 0usize;
         for &(itt, already, answer) in &in_scope {
             if !already {
-                ended += 1;
+                ended = ended.saturating_add(1);
                 record.answered |= self.abort_other(itt, answer);
             }
             if self.tasks.contains_key(&itt) {

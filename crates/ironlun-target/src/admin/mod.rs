@@ -152,8 +152,11 @@ const STOP_WITHIN: Duration = Duration::from_secs(5);
 /// works at the ordinary priority; that is said once.
 fn lower_priority() {
     static SAID: std::sync::Once = std::sync::Once::new();
+    // libc: rustix (1.1) has no sched_setscheduler.
     let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: `param` is a valid sched_param for the call's duration.
+    // SAFETY: `param` is a valid, initialised sched_param that outlives
+    // the call, which only reads it; pid 0 names the calling thread, and
+    // SCHED_IDLE requires priority 0. No other memory is involved.
     let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
     if r != 0 {
         let e = std::io::Error::last_os_error();

@@ -183,7 +183,7 @@ struct PrivateDir(PathBuf);
 impl PrivateDir {
     fn new(beside: &Path) -> io::Result<PrivateDir> {
         let mut r = [0u8; 4];
-        getrandom::getrandom(&mut r).map_err(|e| io::Error::other(e.to_string()))?;
+        getrandom::fill(&mut r).map_err(|e| io::Error::other(e.to_string()))?;
         let name: String = r.iter().map(|b| format!("{b:02x}")).collect();
         let p = beside.join(format!(".bind.{name}"));
         fs::DirBuilder::new().mode(0o700).create(&p)?;

@@ -239,8 +239,8 @@ impl Residual {
     pub fn of(expected: u32, wanted: u32) -> Residual {
         use std::cmp::Ordering::*;
         match wanted.cmp(&expected) {
-            Greater => Residual::Overflow(wanted - expected),
-            Less => Residual::Underflow(expected - wanted),
+            Greater => Residual::Overflow(wanted.abs_diff(expected)),
+            Less => Residual::Underflow(expected.abs_diff(wanted)),
             Equal => Residual::None,
         }
     }
