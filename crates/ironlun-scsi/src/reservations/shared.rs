@@ -272,6 +272,29 @@ impl LogicalUnit {
 /// ([`release_spc2_later`]); it returns whether it wrote.
 pub(crate) type Release = JoinHandle<Result<bool, UpdateError>>;
 
+/// The SPC-2 reservations an ended I_T nexus held being cleared in
+/// their shared stores ([`crate::LunMap::end_nexus`]), for a caller that
+/// must not answer before they are (a logout's response).
+#[derive(Debug, Default)]
+#[must_use]
+pub struct Releases(pub(crate) Vec<Release>);
+
+impl Releases {
+    /// Whether there is nothing to wait for (no reservation held, or
+    /// none shared).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Blocks until every store has the release, or failed it (each
+    /// store bounds its own calls): never on a network thread.
+    pub fn wait(self) {
+        for r in self.0 {
+            let _ = r.join();
+        }
+    }
+}
+
 /// Ends the SPC-2 reservation of `holder` in the store, if it still
 /// holds it there, and announces the change, on a thread of its own: the
 /// ends of an I_T nexus and the resets that release it (SPC-2 §5.5.1,
