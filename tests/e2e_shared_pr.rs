@@ -10,7 +10,9 @@
 //! told and then refused), APTPL keeps the state across a restart of
 //! both gateways (PRgeneration back to 0); without APTPL a gateway
 //! restarted while the other runs keeps it, and a restart of both
-//! clears it.
+//! clears it. An SPC-2 RESERVE through A conflicts through B, and its
+//! holder's logout has ended it on B by the time the Logout Response
+//! arrives.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
@@ -23,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use ceph::Ceph;
 use ironlun_scsi_codes::SenseCode;
+use ironlun_wire::{LogoutReason, LogoutRequest, LogoutResult, Pdu};
 use support::{Raw, Target};
 
 const NAME: &str = "iqn.2026-11.test:shared";
@@ -280,4 +283,66 @@ fn a_gateway_cut_off_from_rados_never_answers_good() {
         "the watch was not seen lost:\n{}",
         a.log()
     );
+}
+
+/// SPC-2 RESERVE(6) shared by the gateways (docs/ha.md, "Shared
+/// reservations"): held through A, it stops another initiator's commands
+/// through B and is stored by identity; its holder's logout ends it
+/// across the group before the Logout Response (SPC-2 §5.5.1, RFC 7143
+/// §11.14), so B's initiator writes and reserves the moment the holder
+/// has its response; the loss of that holder's connection (no logout)
+/// ends it too.
+#[test]
+fn an_spc2_reservation_is_shared_and_ends_with_its_holders_logout() {
+    const RESERVE6: [u8; 6] = [0x16, 0, 0, 0, 0, 0];
+    let dir = tempfile::tempdir().unwrap();
+    let Some(ceph) = Ceph::start(&dir.path().join("ceph")) else {
+        return;
+    };
+    ceph.rbd(&["create", "--size", "16M", &format!("rbd/{IMAGE}")]);
+    let d = dir.path();
+    let (a, b) = (gateway(d, &ceph, 1), gateway(d, &ceph, 2));
+    let object = object_of(&a);
+    let mut one = session(&a, "one");
+    let mut two = session(&b, "two");
+    assert_eq!(status(&mut one, &RESERVE6).0, GOOD);
+    let stored = ceph.tool("rados", &["-p", "rbd", "get", &object, "-"]);
+    assert!(
+        stored.contains("\nspc2 1 iqn.2026-11.test:one,i,0x800000000001\n"),
+        "{stored}"
+    );
+    assert_eq!(status(&mut two, &WRITE10).0, CONFLICT);
+    assert_eq!(status(&mut two, &TUR).0, CONFLICT);
+    assert_eq!(status(&mut two, &RESERVE6).0, CONFLICT);
+    assert_eq!(status(&mut one, &WRITE10).0, GOOD);
+
+    let logout = LogoutRequest {
+        immediate: true,
+        reason: LogoutReason::CLOSE_SESSION,
+        itt: 0x77,
+        cid: 0,
+        cmd_sn: one.cmd_sn,
+        exp_stat_sn: one.exp_stat_sn,
+    };
+    one.send(&Pdu::LogoutRequest(logout), &[]);
+    let (pdu, _) = one.recv().expect("logout response");
+    let Pdu::LogoutResponse(l) = pdu else {
+        panic!("{pdu:?}")
+    };
+    assert_eq!(l.response, LogoutResult::CLOSED);
+    // At once, no retry: B has taken the release up already.
+    assert_eq!(status(&mut two, &WRITE10).0, GOOD);
+    assert_eq!(status(&mut two, &RESERVE6).0, GOOD);
+
+    // Held by "two" through B now; its connection lost (no logout).
+    let mut three = session(&a, "three");
+    assert_eq!(status(&mut three, &WRITE10).0, CONFLICT);
+    drop(two);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while status(&mut three, &WRITE10).0 != GOOD {
+        assert!(Instant::now() < deadline, "the lost nexus kept it");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let stored = ceph.tool("rados", &["-p", "rbd", "get", &object, "-"]);
+    assert!(!stored.contains("spc2"), "{stored}");
 }

@@ -347,9 +347,18 @@ impl LunMap {
     }
 
     pub fn detach_nexus(&self, nexus: NexusId) {
-        for (_, lu) in &self.luns {
-            lu.detach_nexus(nexus);
-        }
+        drop(self.end_nexus(nexus));
+    }
+
+    /// [`LunMap::detach_nexus`], and the SPC-2 reservations it held on
+    /// LUs whose reservations are shared, which are cleared in their
+    /// stores on threads of their own: a caller that answers for the
+    /// nexus's end (a logout) waits for them off its network thread
+    /// (SPC-2 §5.5.1; RFC 7143 §11.14: the Logout Response says the
+    /// cleanup is done).
+    pub fn end_nexus(&self, nexus: NexusId) -> reservations::shared::Releases {
+        let threads = self.luns.iter().filter_map(|(_, lu)| lu.detach(nexus));
+        reservations::shared::Releases(threads.collect())
     }
 
     /// LOGICAL UNIT RESET of one LU (SAM-5 §6.3.3); whether it exists.

@@ -20,6 +20,7 @@ use crate::gate::{AccessGate, ExclusiveGuard, HasGate, SharedGuard, WriteGuard};
 use crate::offline::Offline;
 use crate::ops::{self, OpInfo};
 use crate::provisioning::threshold::ThresholdState;
+use crate::reservations::shared::Release;
 use crate::reservations::{
     self, Access, ItNexus, NameRule, PrState, PrStore, ReservationState, SharedPr,
 };
@@ -351,11 +352,17 @@ impl LogicalUnit {
     /// SANITIZE saves its record too, and always runs off
     /// ([`ops::runs_long`]).
     fn saves_state(&self, cdb: &[u8]) -> bool {
-        use ironlun_scsi_codes::opcode::{PERSISTENT_RESERVE_IN, PERSISTENT_RESERVE_OUT};
+        use ironlun_scsi_codes::opcode::{
+            PERSISTENT_RESERVE_IN, PERSISTENT_RESERVE_OUT, RELEASE_10, RELEASE_6, RESERVE_10,
+            RESERVE_6,
+        };
         match cdb.first() {
             Some(&PERSISTENT_RESERVE_OUT) => self.pr_store.is_some() || self.pr_shared.is_some(),
-            // Reads the shared store first.
-            Some(&PERSISTENT_RESERVE_IN) => self.pr_shared.is_some(),
+            // Reads the shared store first; RESERVE and RELEASE write it
+            // too.
+            Some(&(PERSISTENT_RESERVE_IN | RESERVE_6 | RESERVE_10 | RELEASE_6 | RELEASE_10)) => {
+                self.pr_shared.is_some()
+            }
             _ => false,
         }
     }
@@ -615,23 +622,37 @@ impl LogicalUnit {
     /// (SPC-2 §5.5.1: I_T nexus loss releases it). Persistent
     /// registrations stay.
     pub fn detach_nexus(&self, nexus: NexusId) {
+        drop(self.detach(nexus));
+    }
+
+    /// [`Self::detach_nexus`]; the thread that clears its SPC-2
+    /// reservation in a shared store, if it held one.
+    pub(crate) fn detach(&self, nexus: NexusId) -> Option<Release> {
         let mut map = self.nexus_map();
-        map.remove(&nexus);
+        let gone = map.remove(&nexus);
         self.recount(&map);
         drop(map);
         // Its SANITIZE stops waiting; the operation goes on.
         self.sanitize.release(Some(nexus));
         self.held_copies().forget(nexus);
-        self.release_spc2_of(nexus);
+        self.release_spc2_of(nexus, gone.map(|n| n.identity).as_ref())
     }
 
-    /// Drops the SPC-2 reservation if `nexus` holds it.
-    fn release_spc2_of(&self, nexus: NexusId) {
+    /// Drops the SPC-2 reservation if `nexus` (whose identity is `id`)
+    /// holds it. A shared one is cleared in this LU's copy now and in
+    /// the store on a thread of its own (this runs on network threads):
+    /// the thread is returned.
+    fn release_spc2_of(&self, nexus: NexusId, id: Option<&ItNexus>) -> Option<Release> {
         let mut st = self.reservations();
         if st.spc2 == Some(nexus) {
             st.spc2 = None;
             self.note_reservation_state(&st);
         }
+        let holder = st.spc2_holder.take_if(|h| Some(&*h) == id)?;
+        self.note_reservation_state(&st);
+        drop(st);
+        let store = self.pr_shared.clone()?;
+        reservations::shared::release_spc2_later(store, holder)
     }
 
     fn nexus_map(&self) -> std::sync::MutexGuard<'_, HashMap<NexusId, NexusState>> {
@@ -690,13 +711,26 @@ impl LogicalUnit {
     /// (SPC-2 §5.5.1); persistent reservations are unaffected. A sanitize
     /// operation goes on (SBC-4 §4.11.2); a SANITIZE command waiting for
     /// it stops waiting.
+    /// A shared SPC-2 reservation ends in the store too, whoever holds
+    /// it and through whichever target (a reset through any gateway ends
+    /// it, though the others may not have been reset), off the network
+    /// thread.
     pub fn reset(&self) {
+        drop(self.reset_here());
+    }
+
+    /// [`Self::reset`]; the thread that clears the SPC-2 reservation in
+    /// a shared store, if this LU's copy had one.
+    pub(crate) fn reset_here(&self) -> Option<Release> {
         self.establish_ua(Asc::BUS_DEVICE_RESET_FUNCTION_OCCURRED, None);
         self.sanitize.release(None);
         self.held_copies().clear();
         let mut st = self.reservations();
         st.spc2 = None;
+        let holder = st.spc2_holder.take();
         self.note_reservation_state(&st);
+        drop(st);
+        reservations::shared::release_spc2_later(self.pr_shared.clone()?, holder?)
     }
 
     /// A LOGICAL UNIT RESET `nexus` asked for: [`Self::reset`], then,
@@ -715,8 +749,14 @@ impl LogicalUnit {
     /// reservation and is told I_T NEXUS LOSS OCCURRED; persistent
     /// registrations stay.
     pub fn nexus_reset(&self, nexus: NexusId) {
+        drop(self.reset_nexus(nexus));
+    }
+
+    /// [`Self::nexus_reset`]; the thread that clears its SPC-2
+    /// reservation in a shared store, if it held one.
+    pub(crate) fn reset_nexus(&self, nexus: NexusId) -> Option<Release> {
         self.establish_ua_for(&[nexus], Asc::I_T_NEXUS_LOSS_OCCURRED);
-        self.release_spc2_of(nexus);
+        self.release_spc2_of(nexus, self.identity(nexus).as_ref())
     }
 
     /// Tasks of `nexus` were aborted by another I_T nexus's CLEAR TASK SET;
@@ -770,7 +810,7 @@ impl LogicalUnit {
 
     /// Keeps the fast-path flag in step with the reservation state.
     pub(crate) fn note_reservation_state(&self, st: &ReservationState) {
-        let any = st.spc2.is_some() || !st.pr.registrations.is_empty();
+        let any = st.spc2.is_some() || st.spc2_holder.is_some() || !st.pr.registrations.is_empty();
         self.reserved.store(any, Ordering::Release);
     }
 

@@ -7,7 +7,9 @@
 //! target port, so they outlive the session that made them; an SPC-2
 //! reservation belongs to the session's nexus and ends with it. Which
 //! commands a reservation blocks is the `access` column of the opcode
-//! table.
+//! table. Where several targets share the reservations ([`shared`]),
+//! the SPC-2 holder is named by its identity too (another target's
+//! session has no [`NexusId`] here), and still ends with its nexus.
 
 use std::fmt::Write as _;
 
@@ -20,7 +22,7 @@ use ironlun_scsi_codes::{opcode, service_action, Asc, SenseKey, Status};
 mod persist;
 pub mod shared;
 
-pub use shared::SharedPr;
+pub use shared::{SharedPr, SharedState};
 
 pub use persist::{
     port_name, strict_port_name, MAX_ISCSI_NAME_BYTES, MAX_PORT_NAME_BYTES, MAX_REGISTRATIONS,
@@ -197,11 +199,25 @@ pub trait PrStore: Send + Sync {
 #[derive(Debug, Default)]
 pub struct ReservationState {
     pub pr: PrState,
-    /// Holder of an SPC-2 RESERVE(6/10).
+    /// Holder of an SPC-2 RESERVE(6/10) on a LU whose reservations are
+    /// its own.
     pub spc2: Option<NexusId>,
+    /// Holder of an SPC-2 RESERVE(6/10) on a LU whose reservations are
+    /// shared ([`shared`]; `spc2` is then always `None`): by identity,
+    /// since it may be another target's I_T nexus.
+    pub spc2_holder: Option<ItNexus>,
     /// The shared store's version `pr` was read at ([`shared`]; 0 when
     /// the state is this LU's alone).
     pub version: u64,
+}
+
+impl ReservationState {
+    /// Whether an SPC-2 reservation is held by an I_T nexus other than
+    /// `nexus`, whose identity is `id` (SPC-2 §5.5.1).
+    fn spc2_held_by_other(&self, nexus: NexusId, id: Option<&ItNexus>) -> bool {
+        self.spc2.is_some_and(|h| h != nexus)
+            || self.spc2_holder.as_ref().is_some_and(|h| Some(h) != id)
+    }
 }
 
 fn conflict() -> Response {
@@ -218,6 +234,9 @@ pub fn reserve(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Res
     // not supported.
     if cdb.opcode() == opcode::RESERVE_10 && cdb.u8(1) & 0x13 != 0 {
         return Err(Sense::invalid_field(1, None));
+    }
+    if let Some(store) = lu.shared_pr() {
+        return shared_spc2(lu, &**store, req, Spc2::Reserve);
     }
     let mut st = lu.reservations();
     if !st.pr.registrations.is_empty() {
@@ -236,12 +255,72 @@ pub fn reserve(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Res
 /// RELEASE(6/10) (SPC-2 §7.13): only the holder releases; from anyone
 /// else it is a no-op.
 pub fn release(lu: &LogicalUnit, req: &Request<'_>, _cdb: &Cdb<'_>) -> Result<Response, Sense> {
+    if let Some(store) = lu.shared_pr() {
+        return shared_spc2(lu, &**store, req, Spc2::Release);
+    }
     let mut st = lu.reservations();
     if st.spc2 == Some(req.nexus) {
         st.spc2 = None;
         lu.note_reservation_state(&st);
     }
     Ok(Response::good())
+}
+
+/// RESERVE or RELEASE.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Spc2 {
+    Reserve,
+    Release,
+}
+
+/// RESERVE or RELEASE on a shared state ([`shared`]): the same rules as
+/// [`reserve`] and [`release`], applied to the stored state by
+/// compare-and-swap (a RESERVE conflicts with a holder or a registration
+/// another target made), put in place here and announced to the other
+/// targets before GOOD. A store that fails is NOT READY, as for
+/// PERSISTENT RESERVE OUT ([`shared_reserve_out`]).
+fn shared_spc2(
+    lu: &LogicalUnit,
+    store: &dyn SharedPr,
+    req: &Request<'_>,
+    what: Spc2,
+) -> Result<Response, Sense> {
+    let Some(me) = lu.identity(req.nexus) else {
+        // A nexus the transport never introduced holds nothing.
+        return Ok(match what {
+            Spc2::Reserve => conflict(),
+            Spc2::Release => Response::good(),
+        });
+    };
+    let outcome = shared::update(store, |mut st| {
+        match what {
+            Spc2::Reserve if !st.pr.registrations.is_empty() => return Err(()),
+            Spc2::Reserve => match &st.spc2 {
+                Some(holder) if *holder != me => return Err(()),
+                _ => st.spc2 = Some(me.clone()),
+            },
+            Spc2::Release if st.spc2.as_ref() == Some(&me) => st.spc2 = None,
+            Spc2::Release => {}
+        }
+        Ok((st, ()))
+    });
+    match outcome {
+        Ok(shared::Updated::Done {
+            state,
+            version,
+            written,
+            ..
+        }) => {
+            lu.put_shared(state, version);
+            if written {
+                store.announce();
+            }
+            Ok(Response::good())
+        }
+        Ok(shared::Updated::Refused(())) => Ok(conflict()),
+        Err(shared::UpdateError::Store(e)) => Err(crate::failure::shared_store_error(&e)),
+        Err(shared::UpdateError::Contended) => Err(shared_unavailable()),
+    }
 }
 
 /// PERSISTENT RESERVE IN (SPC-4 §6.15).
@@ -260,10 +339,8 @@ pub fn persistent_reserve_in(
         lu.put_shared(stored.state, stored.version);
     }
     let st = lu.reservations();
-    if let Some(holder) = st.spc2 {
-        if holder != req.nexus {
-            return Ok(conflict());
-        }
+    if st.spc2_held_by_other(req.nexus, lu.identity(req.nexus).as_ref()) {
+        return Ok(conflict());
     }
     let pr = &st.pr;
     let mut out = Vec::new();
@@ -399,7 +476,7 @@ pub fn persistent_reserve_out(
     };
     let data = req.parameter_list(len);
     if let Some(store) = lu.shared_pr() {
-        return shared_reserve_out(lu, &**store, req, &nexus, (sa, cdb, data, len));
+        return shared_reserve_out(lu, &**store, &nexus, (sa, cdb, data, len));
     }
     let mut st = lu.reservations();
     if st.spc2.is_some_and(|h| h != req.nexus) {
@@ -475,22 +552,26 @@ fn refused(refusal: Refusal) -> Result<Response, Sense> {
 fn shared_reserve_out(
     lu: &LogicalUnit,
     store: &dyn SharedPr,
-    req: &Request<'_>,
     nexus: &ItNexus,
     command: OutCommand<'_>,
 ) -> Result<Response, Sense> {
-    let spc2 = lu.reservations().spc2;
-    if spc2.is_some_and(|h| h != req.nexus) {
-        return Ok(conflict());
-    }
-    let outcome = shared::update(store, |pr| {
+    let outcome = shared::update(store, |shared| {
+        // SPC-2 §5.5.1: another's RESERVE blocks it, wherever it was made.
+        if shared.spc2.as_ref().is_some_and(|h| h != nexus) {
+            return Err(Refusal::Conflict);
+        }
         let mut st = ReservationState {
-            pr,
-            spc2,
-            version: 0,
+            pr: shared.pr,
+            ..ReservationState::default()
         };
         let mut effects = Effects::default();
-        apply_out(lu, &mut st, nexus, command, &mut effects).map(|()| (st.pr, effects))
+        apply_out(lu, &mut st, nexus, command, &mut effects).map(|()| {
+            let state = SharedState {
+                pr: st.pr,
+                spc2: shared.spc2,
+            };
+            (state, effects)
+        })
     });
     match outcome {
         Ok(shared::Updated::Done {
@@ -934,22 +1015,25 @@ pub fn check(lu: &LogicalUnit, nexus: NexusId, access: Access) -> Option<Respons
     let st = lu.reservations();
     if let Some(holder) = st.spc2 {
         // SPC-2 reservations block every other command from other
-        // nexuses (SPC-2 §5.5.1), a peer gateway's too: they are kept by
-        // each gateway alone, so one held here stops the writes another
-        // gateway forwards.
+        // nexuses (SPC-2 §5.5.1), a peer gateway's too: on a LU whose
+        // reservations are its own, another gateway knows nothing of
+        // one held here, so it stops the writes that gateway forwards.
         if holder != nexus {
             return Some(conflict());
         }
         return None;
     }
     // A peer gateway's session: the gateway that forwarded the command
-    // checked it against the same shared persistent reservations
+    // checked it against the same shared reservations, SPC-2's included
     // (docs/ha.md, "Forwarding").
     if lu.is_peer(nexus) {
         return None;
     }
-    let id = lu.identity(nexus)?;
-    st.pr.conflicts(&id, access).then(conflict)
+    let id = lu.identity(nexus);
+    if let Some(holder) = &st.spc2_holder {
+        return (Some(holder) != id.as_ref()).then(conflict);
+    }
+    st.pr.conflicts(&id?, access).then(conflict)
 }
 
 #[cfg(test)]

@@ -68,7 +68,7 @@ use ironlun_net::{read_marking_drained, Read};
 use ironlun_payload::FILL;
 use ironlun_proto::login::LOGIN_SEGMENT_MAX;
 use ironlun_proto::target::login::{LoginResult, LoginStep, TargetLogin};
-use ironlun_proto::target::{FfpConfig, TargetConnection};
+use ironlun_proto::target::{CloseReason, FfpConfig, TargetConnection};
 use ironlun_proto::timer::TimerSlot;
 use ironlun_proto::OutPdu;
 use ironlun_scsi::{ItNexus, LunMap};
@@ -473,6 +473,10 @@ impl Driver {
                     return why.into();
                 }
             }
+            // The Logout Response, queued, goes out in pump().
+            if matches!(self.core.close_reason(), Some(CloseReason::LoggedOut)) {
+                self.end_nexus_before_logout_response().await;
+            }
             self.pump();
             if let Some(why) = self.broken.take() {
                 self.wait_blocking(&mut done_rx).await;
@@ -854,6 +858,30 @@ impl Driver {
     /// Commands whose medium access has not come back yet.
     fn in_flight(&self) -> usize {
         self.in_flight_blocking + self.ring.in_flight() + self.store_ios.len()
+    }
+
+    /// A Logout Response says the session's cleanup is done (RFC 7143
+    /// §11.14): the nexus leaves its LUs before it goes out, and the
+    /// SPC-2 reservations it held in stores shared with other gateways
+    /// are cleared there first (waited for off this thread, at most
+    /// [`CLOSE_GRACE`]), so that the initiator's next command through
+    /// another gateway finds them gone (SPC-2 §5.5.1). The session's end
+    /// detaches the nexus again, which then finds nothing.
+    async fn end_nexus_before_logout_response(&mut self) {
+        let Some(view) = &self.session.view else {
+            return;
+        };
+        let releases = view.end_nexus(self.session.nexus);
+        if releases.is_empty() {
+            return;
+        }
+        let wait = tokio::task::spawn_blocking(move || releases.wait());
+        if tokio::time::timeout(CLOSE_GRACE, wait).await.is_err() {
+            warn!(
+                peer = %self.peer,
+                "logout answered before the shared store had the release of its SPC-2 reservation (waited {CLOSE_GRACE:?})"
+            );
+        }
     }
 
     /// Flushes queued PDUs (the logout response, a Reject) and lets

@@ -18,8 +18,7 @@ use std::time::Duration;
 use ironlun_backend::rbd::{SharedObject, SharedWatch};
 use ironlun_backend::ImageLock;
 use ironlun_rbd::{WatchEvent, WriteOutcome};
-use ironlun_scsi::reservations::shared::{self, SharedPr, Stored, MAX_SHARED_BYTES};
-use ironlun_scsi::reservations::PrState;
+use ironlun_scsi::reservations::shared::{self, SharedPr, SharedState, Stored, MAX_SHARED_BYTES};
 use ironlun_scsi::LogicalUnit;
 use tracing::{error, info, warn};
 
@@ -71,7 +70,8 @@ impl RadosPr {
     /// The group's power on (SPC-5 §5.14.5 with several gateways): when
     /// no gateway watches the object, the state's APTPL decides what
     /// survives: with APTPL the registrations and reservation stay and
-    /// PRgeneration restarts at zero; without it, all is cleared. One
+    /// PRgeneration restarts at zero; without it, all is cleared. An
+    /// SPC-2 reservation never survives (its I_T nexus is gone). One
     /// conditional write: if another gateway wrote meanwhile, it is up
     /// and the state is left as it is. Blocks.
     pub fn power_on(&self) -> io::Result<()> {
@@ -90,10 +90,14 @@ impl RadosPr {
             return Ok(());
         }
         let stored = self.load()?;
-        let after = if stored.state.aptpl {
-            stored.state.clone().after_power_on()
-        } else {
-            PrState::default()
+        let aptpl = stored.state.pr.aptpl;
+        let after = SharedState {
+            pr: if aptpl {
+                stored.state.pr.clone().after_power_on()
+            } else {
+                Default::default()
+            },
+            spc2: None,
         };
         if after == stored.state {
             return Ok(());
@@ -101,9 +105,9 @@ impl RadosPr {
         match self.store_if(stored.version, &after)? {
             Some(_) => info!(
                 object = %self.name(),
-                aptpl = stored.state.aptpl,
+                aptpl,
                 "shared reservations: first gateway up: {}",
-                if stored.state.aptpl {
+                if aptpl {
                     "registrations kept (APTPL), PRgeneration 0"
                 } else {
                     "registrations cleared (no APTPL)"
@@ -135,7 +139,7 @@ impl SharedPr for RadosPr {
         })
     }
 
-    fn store_if(&self, version: u64, state: &PrState) -> io::Result<Option<u64>> {
+    fn store_if(&self, version: u64, state: &SharedState) -> io::Result<Option<u64>> {
         let expected = (version != 0).then_some(version);
         let text = shared::encode(state);
         match self.object.write_if(expected, text.as_bytes()) {
@@ -174,7 +178,7 @@ pub fn start(store: &RadosPr) -> io::Result<(SharedWatch, Stored)> {
     // Only an object that exists can be watched: the first gateway of
     // an image creates it empty (another creating it first is as good).
     if store.load()?.version == 0 {
-        store.store_if(0, &PrState::default())?;
+        store.store_if(0, &SharedState::default())?;
     }
     let watch = store.object.watch(WATCH_TIMEOUT)?;
     let stored = store.load()?;

@@ -178,6 +178,21 @@ fn reservation(rest: &str, v: Version) -> Option<Reservation> {
         .then_some(Reservation { holder, pr_type })
 }
 
+/// An I_T nexus as a record writes it: `PORT NAME` (the relative port in
+/// decimal, the initiator port name escaped), two fields.
+pub(super) fn encode_nexus(n: &ItNexus) -> String {
+    format!("{} {}", n.relative_port, escape(&n.initiator_port))
+}
+
+/// Reads `PORT NAME` as [`encode_nexus`] writes it (as version 2 reads
+/// it: every field in its one spelling, a port name [`port_name`]
+/// accepts); `None` for anything else.
+pub(super) fn decode_nexus(fields: &str) -> Option<ItNexus> {
+    let mut w = fields.split(' ');
+    let n = nexus(w.next()?, w.next()?, Version::Two)?;
+    w.next().is_none().then_some(n)
+}
+
 fn nexus(port: &str, name: &str, v: Version) -> Option<ItNexus> {
     let initiator_port = match v {
         Version::Two => unescape(name).filter(|n| port_name(n))?,

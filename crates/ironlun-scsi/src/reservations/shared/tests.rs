@@ -52,7 +52,7 @@ impl FakeStore {
                 .map(|t| decode(t).unwrap())
                 .unwrap_or_default();
         let key = 0x900 + o.1;
-        st.registrations.push(Registration {
+        st.pr.registrations.push(Registration {
             nexus: ItNexus {
                 relative_port: u16::try_from(o.1 % 1000).unwrap(),
                 ..other()
@@ -60,7 +60,7 @@ impl FakeStore {
             key,
             all_tg_pt: false,
         });
-        st.generation += 1;
+        st.pr.generation += 1;
         *o = (Some(encode(&st)), o.1 + 1);
     }
 }
@@ -79,7 +79,7 @@ impl SharedPr for FakeStore {
         })
     }
 
-    fn store_if(&self, version: u64, state: &PrState) -> io::Result<Option<u64>> {
+    fn store_if(&self, version: u64, state: &SharedState) -> io::Result<Option<u64>> {
         self.failure()?;
         let mut o = self.object.lock().unwrap();
         if self
@@ -191,6 +191,7 @@ fn the_shared_form_keeps_aptpl_and_the_generation() {
             }),
             aptpl,
         };
+        let st = SharedState { pr: st, spc2: None };
         let text = encode(&st);
         assert!(text.starts_with(&format!("aptpl {}\nironlun-pr 2\n", u8::from(aptpl))));
         assert_eq!(decode(&text), Ok(st));
@@ -199,7 +200,7 @@ fn the_shared_form_keeps_aptpl_and_the_generation() {
 
 #[test]
 fn a_damaged_shared_form_is_refused() {
-    let good = encode(&PrState::default());
+    let good = encode(&SharedState::default());
     for bad in [
         String::new(),
         "aptpl 2\n".to_owned() + &good[8..],
@@ -218,8 +219,8 @@ fn an_update_is_redone_on_the_state_another_gateway_wrote() {
     let mut tries = 0;
     let out = update(&store, |mut st| {
         tries += 1;
-        st.generation += 1;
-        st.registrations.push(Registration {
+        st.pr.generation += 1;
+        st.pr.registrations.push(Registration {
             nexus: nexus("a", 1),
             key: 1,
             all_tg_pt: false,
@@ -240,7 +241,7 @@ fn an_update_is_redone_on_the_state_another_gateway_wrote() {
     assert!(written);
     assert_eq!(version, 3);
     // Both of the other gateway's registrations and ours: none lost.
-    assert_eq!(state.registrations.len(), 3);
+    assert_eq!(state.pr.registrations.len(), 3);
     assert_eq!(store.load().unwrap().state, state);
     assert_eq!(store.writes.load(Ordering::SeqCst), 1);
 }
@@ -250,7 +251,7 @@ fn an_update_gives_up_when_others_keep_writing() {
     let store = FakeStore::default();
     store.interfere.store(usize::MAX, Ordering::SeqCst);
     let out = update(&store, |mut st| {
-        st.generation += 1;
+        st.pr.generation += 1;
         Ok::<_, ()>((st, ()))
     });
     assert!(matches!(out, Err(UpdateError::Contended)));
@@ -260,7 +261,7 @@ fn an_update_gives_up_when_others_keep_writing() {
 #[test]
 fn a_refusal_or_no_change_writes_nothing() {
     let store = FakeStore::default();
-    let out = update(&store, |_| Err::<(PrState, ()), _>("conflict"));
+    let out = update(&store, |_| Err::<(SharedState, ()), _>("conflict"));
     assert_eq!(out.unwrap(), Updated::Refused("conflict"));
     let out = update(&store, |st| Ok::<_, ()>((st, ()))).unwrap();
     assert!(matches!(out, Updated::Done { written: false, .. }));
@@ -298,7 +299,7 @@ fn two_gateways_enforce_one_reservation() {
     assert_eq!(write(&a, n1).status, Status::RESERVATION_CONFLICT);
     assert_eq!(read_keys(&a, n1), vec![0x2222]);
     let stored = store.load().unwrap().state;
-    assert_eq!(stored.reservation.unwrap().holder, nexus("two", 2));
+    assert_eq!(stored.pr.reservation.unwrap().holder, nexus("two", 2));
 }
 
 /// A gateway the cluster fenced reaches the store through the fenced
@@ -376,16 +377,17 @@ fn an_older_version_never_replaces_a_newer_one() {
         generation: 5,
         ..PrState::default()
     };
+    let shared = |pr| SharedState { pr, spc2: None };
     assert!(lu.take_up_shared(Stored {
-        state: newer.clone(),
+        state: shared(newer.clone()),
         version: 7,
     }));
     assert!(!lu.take_up_shared(Stored {
-        state: PrState::default(),
+        state: SharedState::default(),
         version: 6,
     }));
     assert!(!lu.take_up_shared(Stored {
-        state: PrState::default(),
+        state: SharedState::default(),
         version: 7,
     }));
     assert_eq!(lu.pr_state(), newer);
@@ -443,4 +445,200 @@ fn all_tg_pt_covers_the_other_gateways_port() {
         prout(&b, two_b, RESERVE, WERO, 0x22, 0).status,
         Status::RESERVATION_CONFLICT
     );
+}
+
+fn cmd(m: &LunMap, n: NexusId, cdb: &[u8]) -> Status {
+    m.execute(Some(0), n, cdb, &DataOutBuffer::new()).status
+}
+
+const RESERVE6: [u8; 6] = [opcode::RESERVE_6, 0, 0, 0, 0, 0];
+const RELEASE6: [u8; 6] = [opcode::RELEASE_6, 0, 0, 0, 0, 0];
+const TUR: [u8; 6] = [0; 6];
+
+#[test]
+fn the_spc2_holder_is_stored_on_a_line_of_its_own() {
+    let holder = nexus("a b%", 2);
+    let st = SharedState {
+        pr: PrState::default(),
+        spc2: Some(holder.clone()),
+    };
+    let text = encode(&st);
+    assert!(
+        text.starts_with(
+            "aptpl 0\nspc2 2 iqn.2026-11.test:a%20b%25,i,0x800000000001\nironlun-pr 2\n"
+        ),
+        "{text}"
+    );
+    assert_eq!(decode(&text), Ok(st));
+    // An object written before the line existed: no SPC-2 reservation.
+    let old = "aptpl 1\nironlun-pr 2\ngeneration 3\nend\n";
+    let st = decode(old).unwrap();
+    assert_eq!((st.spc2, st.pr.aptpl, st.pr.generation), (None, true, 3));
+}
+
+#[test]
+fn a_damaged_spc2_line_is_refused() {
+    let rest = "ironlun-pr 2\ngeneration 0\nend\n";
+    let name = "iqn.2026-11.test:a,i,0x800000000001";
+    for line in [
+        "spc2 ".to_owned(),
+        "spc2 2".to_owned(),
+        format!("spc2 02 {name}"),
+        format!("spc2 +2 {name}"),
+        format!("spc2 70000 {name}"),
+        format!("spc2 2 {name} x"),
+        format!("spc2 2  {name}"),
+        format!("spc2 2 {}", name.to_uppercase()),
+        "spc2 2 iqn.2026-11.test:a".to_owned(),
+        format!("spc2 2 {name}%zz"),
+        format!("spc2 2 {name}\nspc2 2 {name}"),
+    ] {
+        let text = format!("aptpl 0\n{line}\n{rest}");
+        let got = decode(&text);
+        assert!(got.is_err(), "{text:?}: {got:?}");
+    }
+    // Only where it belongs: after the aptpl line, before the saved form.
+    let late = format!("aptpl 0\n{rest}spc2 2 {name}\n");
+    assert!(decode(&late).is_err());
+    let unended = format!("aptpl 0\nspc2 2 {name}");
+    assert!(decode(&unended).is_err());
+}
+
+/// Two gateways (relative ports 1 and 2) over one store, with
+/// initiators "one" through A and "two" through B.
+fn two_gateways(
+    store: &Arc<FakeStore>,
+) -> ((LunMap, Arc<LogicalUnit>), (LunMap, Arc<LogicalUnit>)) {
+    let (a, lu_a) = gateway(store, 1);
+    let (b, lu_b) = gateway(store, 2);
+    login(&a, NexusId(1), &nexus("one", 1));
+    login(&b, NexusId(2), &nexus("two", 2));
+    ((a, lu_a), (b, lu_b))
+}
+
+/// SPC-2 §5.5.1 across the group: a RESERVE through A stops every other
+/// I_T nexus's commands through B (the same initiator's through B's port
+/// too: another I_T nexus), and a RESERVE, PERSISTENT RESERVE IN or OUT
+/// there; RELEASE from anyone but the holder changes nothing; once the
+/// holder releases, B's initiator reserves and A's conflicts.
+#[test]
+fn an_spc2_reservation_through_one_gateway_conflicts_through_the_other() {
+    let store = Arc::new(FakeStore::default());
+    let ((a, _lu_a), (b, lu_b)) = two_gateways(&store);
+    let (one, two, one_b) = (NexusId(1), NexusId(2), NexusId(3));
+    login(&b, one_b, &nexus("one", 2));
+    assert_eq!(cmd(&a, one, &RESERVE6), Status::GOOD);
+    assert_eq!(
+        store.load().unwrap().state.spc2,
+        Some(nexus("one", 1)),
+        "stored by identity"
+    );
+    for n in [two, one_b] {
+        assert_eq!(write(&b, n).status, Status::RESERVATION_CONFLICT);
+        assert_eq!(cmd(&b, n, &TUR), Status::RESERVATION_CONFLICT);
+        assert_eq!(cmd(&b, n, &RESERVE6), Status::RESERVATION_CONFLICT);
+        let prin = [opcode::PERSISTENT_RESERVE_IN, 0, 0, 0, 0, 0, 0, 1, 0, 0];
+        assert_eq!(cmd(&b, n, &prin), Status::RESERVATION_CONFLICT);
+        let r = prout(&b, n, REGISTER, 0, 0, 0x2222);
+        assert_eq!(r.status, Status::RESERVATION_CONFLICT);
+    }
+    assert_eq!(write(&a, one).status, Status::GOOD);
+    assert_eq!(cmd(&a, one, &RESERVE6), Status::GOOD, "the holder again");
+    let writes = store.writes.load(Ordering::SeqCst);
+    assert_eq!(cmd(&b, two, &RELEASE6), Status::GOOD);
+    assert_eq!(write(&b, two).status, Status::RESERVATION_CONFLICT);
+    assert_eq!(
+        store.writes.load(Ordering::SeqCst),
+        writes,
+        "nothing changed"
+    );
+    assert_eq!(cmd(&a, one, &RELEASE6), Status::GOOD);
+    assert!(lu_b.reservations().spc2_holder.is_none(), "announced to B");
+    assert_eq!(write(&b, two).status, Status::GOOD);
+    assert_eq!(cmd(&b, two, &RESERVE6), Status::GOOD);
+    assert_eq!(write(&a, one).status, Status::RESERVATION_CONFLICT);
+    assert_eq!(write(&b, two).status, Status::GOOD);
+}
+
+/// A persistent registration through one gateway makes a RESERVE through
+/// the other a conflict (SPC-5 §5.14.3, CRH = 1), as on one target.
+#[test]
+fn a_registration_through_one_gateway_refuses_a_reserve_through_the_other() {
+    let store = Arc::new(FakeStore::default());
+    let ((a, _), (b, _)) = two_gateways(&store);
+    assert_eq!(
+        prout(&a, NexusId(1), REGISTER, 0, 0, 0x1111).status,
+        Status::GOOD
+    );
+    assert_eq!(cmd(&b, NexusId(2), &RESERVE6), Status::RESERVATION_CONFLICT);
+    assert_eq!(store.load().unwrap().state.spc2, None);
+}
+
+/// The end of the holder's I_T nexus (logout, connection loss) and an
+/// I_T NEXUS RESET release it in the store (SPC-2 §5.5.1, SAM-5 §7.7),
+/// on a thread of their own; another nexus's end does not.
+#[test]
+fn an_spc2_reservation_ends_with_its_nexus() {
+    let store = Arc::new(FakeStore::default());
+    let ((a, lu_a), (b, lu_b)) = two_gateways(&store);
+    let (one, two, three) = (NexusId(1), NexusId(2), NexusId(3));
+    login(&a, three, &nexus("three", 1));
+    assert_eq!(cmd(&a, one, &RESERVE6), Status::GOOD);
+    assert!(lu_a.detach(three).is_none(), "not the holder");
+    assert_eq!(write(&b, two).status, Status::RESERVATION_CONFLICT);
+    // Cleared in A's copy at once, in the store by the thread.
+    let release = lu_a.detach(one).unwrap();
+    assert!(lu_a.reservations().spc2_holder.is_none());
+    assert!(release.join().unwrap().unwrap(), "written");
+    assert_eq!(store.load().unwrap().state.spc2, None);
+    assert_eq!(write(&b, two).status, Status::GOOD);
+    // I_T NEXUS RESET of the holder (now "two", through B).
+    assert_eq!(cmd(&b, two, &RESERVE6), Status::GOOD);
+    login(&a, three, &nexus("three", 1));
+    assert_eq!(write(&a, three).status, Status::RESERVATION_CONFLICT);
+    assert!(lu_b.reset_nexus(two).unwrap().join().unwrap().unwrap());
+    assert_eq!(write(&a, three).status, Status::GOOD);
+}
+
+/// A reset through any gateway ends the SPC-2 reservation, wherever it
+/// was made (SAM-5 §6.3.3), for the other gateways too.
+#[test]
+fn a_reset_through_either_gateway_ends_an_spc2_reservation() {
+    let store = Arc::new(FakeStore::default());
+    let ((a, lu_a), (b, lu_b)) = two_gateways(&store);
+    let (one, two) = (NexusId(1), NexusId(2));
+    assert_eq!(cmd(&a, one, &RESERVE6), Status::GOOD);
+    // Through B, which never saw the RESERVE.
+    let release = lu_b.reset_here().unwrap();
+    assert!(release.join().unwrap().unwrap());
+    assert_eq!(store.load().unwrap().state.spc2, None);
+    assert!(lu_a.reservations().spc2_holder.is_none(), "announced to A");
+    // The reset's unit attention first, then access.
+    assert_eq!(cmd(&b, two, &TUR), Status::CHECK_CONDITION);
+    assert_eq!(write(&b, two).status, Status::GOOD);
+    // Nothing held: a reset writes nothing.
+    assert!(lu_a.reset_here().is_none());
+    assert!(lu_b.reset_here().is_none());
+}
+
+/// A RESERVE or RELEASE that cannot reach the store is NOT READY and
+/// changes nothing; a release thread that cannot either reports it.
+#[test]
+fn a_failing_store_holds_no_spc2_reservation() {
+    let store = Arc::new(FakeStore::default());
+    let ((a, lu_a), _) = two_gateways(&store);
+    store.failing.store(true, Ordering::SeqCst);
+    let r = a.execute(Some(0), NexusId(1), &RESERVE6, &DataOutBuffer::new());
+    assert_eq!(sense_of(&r), (SenseKey::NOT_READY, 0x04, 0x01));
+    assert!(lu_a.reservations().spc2_holder.is_none());
+    store.failing.store(false, Ordering::SeqCst);
+    assert_eq!(cmd(&a, NexusId(1), &RESERVE6), Status::GOOD);
+    store.failing.store(true, Ordering::SeqCst);
+    let r = a.execute(Some(0), NexusId(1), &RELEASE6, &DataOutBuffer::new());
+    assert_eq!(sense_of(&r), (SenseKey::NOT_READY, 0x04, 0x01));
+    let release = lu_a.detach(NexusId(1)).unwrap();
+    assert!(matches!(
+        release.join().unwrap(),
+        Err(UpdateError::Store(_))
+    ));
 }
