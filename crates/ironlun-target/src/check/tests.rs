@@ -249,8 +249,16 @@ fn every_problem_is_found_errors_first() {
     let d = dir.path().display();
     let file = dir.path().join("f");
     std::fs::write(&file, "x").unwrap();
+    // A port free now (a fixed one fails the test whenever another
+    // process holds it); listen and stats both name it, which is the
+    // one address error expected.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let top = format!(
-        "listen = [\"127.0.0.1:39260\"]\nstats = \"127.0.0.1:39260\"\nstate_dir = {}",
+        "listen = [\"127.0.0.1:{port}\"]\nstats = \"127.0.0.1:{port}\"\nstate_dir = {}",
         quoted(&file)
     );
     let luns = vec![
