@@ -94,7 +94,7 @@ pub fn init_logging(flag: Option<&str>, config: Option<&str>) {
 /// journalctl show the lines as blobs.
 fn colours() -> bool {
     use std::io::IsTerminal;
-    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty())
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 /// Reports bad flags or configuration: exit status 2.

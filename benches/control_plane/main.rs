@@ -238,7 +238,7 @@ fn quiet_window(
         let quiet = w.noise_pct() <= a.redo_above;
         if best
             .as_ref()
-            .map_or(true, |(b, _)| w.noise_pct() < b.noise_pct())
+            .is_none_or(|(b, _)| w.noise_pct() < b.noise_pct())
         {
             best = Some((w, t));
         }

@@ -185,7 +185,7 @@ fn unquoted(s: &str) -> Vec<(usize, char)> {
 /// Code and comment: a `#` outside quotes at the start of a word.
 pub fn split_comment(line: &str) -> (&str, &str) {
     for (at, c) in unquoted(line) {
-        let word_start = line[..at].chars().last().map_or(true, char::is_whitespace);
+        let word_start = line[..at].chars().last().is_none_or(char::is_whitespace);
         if c == '#' && word_start {
             return (line[..at].trim_end(), &line[at + 1..]);
         }

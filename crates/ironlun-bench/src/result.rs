@@ -230,7 +230,7 @@ pub struct AgentShare {
 impl WorkloadResult {
     /// True when the run had no errors and no verification mismatch.
     pub fn clean(&self) -> bool {
-        self.errors == 0 && self.verify.as_ref().map_or(true, |v| v.mismatch_count == 0)
+        self.errors == 0 && self.verify.as_ref().is_none_or(|v| v.mismatch_count == 0)
     }
 }
 

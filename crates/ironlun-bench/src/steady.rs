@@ -291,16 +291,16 @@ mod tests {
 
     #[test]
     fn latency_rule_and_idle_seconds() {
-        let r = run("lat:2%@5s", std::iter::repeat(500.0).take(5));
+        let r = run("lat:2%@5s", std::iter::repeat_n(500.0, 5));
         assert_eq!((r.reached, r.at_s), (true, Some(5)));
         assert_eq!(
             r.describe(),
             "lat:2%@5s reached at 5 s (window mean 2000.0)"
         );
         // No I/O at all is not a steady state.
-        let idle = run("iops:5%@5s", std::iter::repeat(0.0).take(20));
+        let idle = run("iops:5%@5s", std::iter::repeat_n(0.0, 20));
         assert_eq!(idle.describe(), "iops:5%@5s not reached");
-        let five = run("iops:5%@5s", std::iter::repeat(100.0).take(5));
+        let five = run("iops:5%@5s", std::iter::repeat_n(100.0, 5));
         let six = run("iops:5%@5s", [10.0, 50.0, 50.0, 50.0, 50.0, 50.0]);
         let both = merge(Some(five.clone()), Some(six)).unwrap();
         assert_eq!((both.at_s, both.window_mean), (Some(6), Some(150.0)));

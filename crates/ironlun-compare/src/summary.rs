@@ -476,7 +476,7 @@ pub fn scaling_verdict(rows: &[ScalingRow]) -> String {
             .collect();
         let n = ratios.len();
         if let Some(r) = median(ratios) {
-            if worst.map_or(true, |(_, w, _)| r < w) {
+            if worst.is_none_or(|(_, w, _)| r < w) {
                 worst = Some((sc.sessions, r, n));
             }
         }
@@ -515,7 +515,7 @@ fn unpaired_worst(rows: &[ScalingRow]) -> Option<(usize, f64)> {
         };
         if let Some(b) = best.filter(|b| *b > 0.0) {
             let r = i / b;
-            if worst.map_or(true, |(_, w)| r < w) {
+            if worst.is_none_or(|(_, w)| r < w) {
                 worst = Some((sc.sessions, r));
             }
         }

@@ -26,7 +26,7 @@ fn files(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
         .unwrap_or_default();
-    v.retain(|p| p.is_file() && !p.file_name().is_some_and(|n| n == "README.md"));
+    v.retain(|p| p.is_file() && p.file_name().is_none_or(|n| n != "README.md"));
     v.sort();
     v
 }

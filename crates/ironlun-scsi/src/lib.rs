@@ -395,7 +395,7 @@ impl LunMap {
     /// goes on (SBC-4 §4.11.2), so the abort completes now.
     pub fn tasks_aborted(&self, lun: Option<u16>, nexus: Option<NexusId>) {
         for (n, lu) in &self.luns {
-            if lun.map_or(true, |l| l == *n) {
+            if lun.is_none_or(|l| l == *n) {
                 lu.sanitize.release(nexus);
             }
         }

@@ -194,7 +194,7 @@ mod tests {
         assert!(rss > 0 && vsz >= rss, "{m:?}");
         let open = open_fds().unwrap();
         assert!(open >= 3, "stdin, stdout, stderr at least: {open}");
-        assert!(max_fds().map_or(true, |max| max >= open));
+        assert!(max_fds().is_none_or(|max| max >= open));
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
         let start = start_time().unwrap();
         // This test process started before now, and not before 2020.

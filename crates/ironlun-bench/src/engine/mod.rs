@@ -397,6 +397,6 @@ impl Phase {
     /// 3 s). I/Os drained after the end are not counted (the interval is
     /// not stretched for them either).
     fn counts(&self, done: Instant) -> bool {
-        self.measuring && done >= self.measure_start && !self.stopped_at.is_some_and(|t| done > t)
+        self.measuring && done >= self.measure_start && self.stopped_at.is_none_or(|t| done <= t)
     }
 }

@@ -488,7 +488,7 @@ pub(crate) fn least_steal(
         tries += 1;
         let s = once()?;
         let done = s.steal_pct < redo_pct;
-        if best.as_ref().map_or(true, |b| s.steal_pct < b.steal_pct) {
+        if best.as_ref().is_none_or(|b| s.steal_pct < b.steal_pct) {
             best = Some(s);
         }
         if done {

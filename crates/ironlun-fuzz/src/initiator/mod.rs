@@ -509,7 +509,7 @@ impl InitiatorHarness {
 
     /// Time passes: the core's timer runs when it is due.
     fn tick(&mut self) {
-        if !self.core.poll_timeout().is_some_and(|t| t <= self.now) {
+        if self.core.poll_timeout().is_none_or(|t| t > self.now) {
             return;
         }
         if let Stage::Ffp(f) = &mut self.stage {

@@ -181,11 +181,7 @@ fn open_lus(new: &Config, plan: &Plan) -> Result<NewLus, ApplyError> {
             _ => continue,
         };
         let Some(t) = t else { continue };
-        for l in t
-            .luns
-            .iter()
-            .filter(|l| only.map_or(true, |n| n == l.number))
-        {
+        for l in t.luns.iter().filter(|l| only.is_none_or(|n| n == l.number)) {
             let lu = build_lu(t, l, max, state)?;
             out.insert((t.name.to_ascii_lowercase(), l.number), lu);
         }

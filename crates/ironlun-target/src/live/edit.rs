@@ -218,7 +218,7 @@ pub fn remove_lun(doc: &mut DocumentMut, target: &str, number: u16) -> Result<()
     luns.retain(|l| {
         l.get("number")
             .and_then(Item::as_integer)
-            .map_or(true, |x| x != i64::from(number))
+            .is_none_or(|x| x != i64::from(number))
     });
     Ok(())
 }
@@ -237,7 +237,7 @@ fn unmap(t: &mut Table, number: u16) {
                 m.as_inline_table()
                     .and_then(|m| m.get("target_lun"))
                     .and_then(Value::as_integer)
-                    .map_or(true, |n| n != i64::from(number))
+                    .is_none_or(|n| n != i64::from(number))
             });
         }
     }
