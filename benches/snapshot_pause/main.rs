@@ -110,8 +110,7 @@ const BIG_WRITE_MIB: u64 = 16;
 fn main() {
     let mut a = Args::parse();
     if a.quick {
-        (a.reps, a.window, a.size, a.big_snaps) =
-            (1, Duration::from_secs(5), 256 << 20, 1);
+        (a.reps, a.window, a.size, a.big_snaps) = (1, Duration::from_secs(5), 256 << 20, 1);
     }
     if let Err(e) = run(&a) {
         eprintln!("snapshot-pause: {e}");
@@ -124,7 +123,11 @@ fn run(a: &Args) -> Result<(), String> {
         .ironlun
         .as_deref()
         .unwrap_or(Path::new(env!("CARGO_BIN_EXE_ironlun")));
-    let default = if a.quick { "snapshot-pause-smoke" } else { "snapshot-pause" };
+    let default = if a.quick {
+        "snapshot-pause-smoke"
+    } else {
+        "snapshot-pause"
+    };
     let out = a
         .out
         .clone()

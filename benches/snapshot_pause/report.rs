@@ -182,7 +182,12 @@ impl StoreResult {
             .into_iter()
             .map(|k| WindowStat::of(k, &windows))
             .collect();
-        let p999 = |k: &str| kinds.iter().find(|w| w.kind == k).map_or(0.0, |w| w.p999_us);
+        let p999 = |k: &str| {
+            kinds
+                .iter()
+                .find(|w| w.kind == k)
+                .map_or(0.0, |w| w.p999_us)
+        };
         let p999_ratio = if p999(ALONE) > 0.0 {
             p999(SNAPSHOTS) / p999(ALONE)
         } else {
@@ -211,11 +216,16 @@ impl StoreResult {
         let mut v = vec![
             Verdict {
                 goal: format!("pause p99 ≤ {goal:.0} ms"),
-                measured: format!("{:.1} ms over {} snapshots", self.paused.p99_ms, self.paused.n),
+                measured: format!(
+                    "{:.1} ms over {} snapshots",
+                    self.paused.p99_ms, self.paused.n
+                ),
                 verdict: verdict(self.paused.n > 0 && self.paused.p99_ms <= goal),
             },
             Verdict {
-                goal: format!("bench p99.9 with a snapshot a second ≤ {P999_RATIO_GOAL:.0}× without"),
+                goal: format!(
+                    "bench p99.9 with a snapshot a second ≤ {P999_RATIO_GOAL:.0}× without"
+                ),
                 measured: if self.late > 0 {
                     format!(
                         "{:.2}× ({} of {} snapshots returned after the bench's window: not a snapshot a second, and their pauses are not in its latencies)",

@@ -142,7 +142,8 @@ fn make_xfs(dir: &Path, bytes: u64) -> Result<Place, String> {
     // A mount left by an interrupted run.
     let _ = run("umount", &[&s(&mnt)]);
     let f = std::fs::File::create(&img).map_err(|e| format!("{}: {e}", img.display()))?;
-    f.set_len(bytes).map_err(|e| format!("{}: {e}", img.display()))?;
+    f.set_len(bytes)
+        .map_err(|e| format!("{}: {e}", img.display()))?;
     run(mkfs, &["-q", "-f", "-m", "reflink=1", &s(&img)])?;
     std::fs::create_dir_all(&mnt).map_err(|e| format!("{}: {e}", mnt.display()))?;
     run("mount", &["-o", "loop", &s(&img), &s(&mnt)])?;
