@@ -55,9 +55,9 @@ impl Series<'_> {
         let mut taken: Vec<Snap> = Vec::new();
         // The bench's measured time began about LEAD before `start`.
         let end = during.saturating_sub(LEAD).as_secs_f64();
-        // The last one starts a second before the window's end, so that
-        // its pause falls inside the bench's measured time.
-        let last = during.saturating_sub(Duration::from_secs(1));
+        // The last one starts two seconds before the series' end, so
+        // that its pause falls inside the bench's measured time.
+        let last = during.saturating_sub(Duration::from_secs(2));
         while start.elapsed() <= last {
             let due = start + self.every * taken.len() as u32;
             std::thread::sleep(due.saturating_duration_since(Instant::now()));
