@@ -341,7 +341,7 @@ pub fn table(results: &[StoreResult]) -> String {
             );
         }
     }
-    s.push_str("\nLongest I/O: of any window of the kind (a pause holds up the I/Os in flight and arriving, QD of them; at tens of thousands of IOPS they are fewer than 0.1 % of a window's, so p99.9 need not show it). Steal, other processes (share of all CPU time) and load: lowest–highest over the windows.\n");
+    s.push_str("\nLongest I/O: of any window of the kind (a pause holds up the I/Os in flight and arriving, QD of them; at tens of thousands of IOPS they are fewer than 0.1 % of a window's, so p99.9 need not show it). Steal, other processes (share of all CPU time) and load: lowest–highest over the windows; other processes include the loop device's and XFS's kernel threads and the Ceph daemons, which serve the bench's I/O, as well as whatever else ran.\n");
     big_table(&mut s, results);
     s.push_str("\n| store | goal | measured | verdict |\n|---|---|---|---|\n");
     for r in results.iter().filter(|r| r.skipped.is_none()) {
