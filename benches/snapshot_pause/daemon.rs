@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::admin_client::AdminClient;
+use ironlun_admin_client::{Client as AdminClient, Endpoint};
 
 /// How long the daemon may take to open its LUN and listen.
 const READY_WITHIN: Duration = Duration::from_secs(60);
@@ -60,9 +60,9 @@ impl Daemon {
             if let Ok(Some(st)) = self.child.try_wait() {
                 return Err(format!("ironlun target exited: {st}"));
             }
-            let answered = AdminClient::connect(&self.socket)
-                .and_then(|mut c| c.call("GET", "/v1/state", ""))
-                .is_ok_and(|(status, _)| status == 200);
+            let answered = AdminClient::connect(Endpoint::Socket(self.socket.clone()))
+                .and_then(|mut c| c.call("GET", "/v1/state", None))
+                .is_ok_and(|a| a.status == 200);
             if answered {
                 return Ok(());
             }

@@ -18,9 +18,6 @@
 //! a mismatch, a refused snapshot).
 
 #[allow(dead_code)]
-#[path = "../control_plane/admin_client.rs"]
-mod admin_client;
-#[allow(dead_code)]
 #[path = "../control_plane/cpu.rs"]
 mod cpu;
 mod daemon;
