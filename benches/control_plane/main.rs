@@ -15,6 +15,8 @@
 //! steal took much CPU during it. Then `ironlun admin` end to end (its
 //! process start included), with no bench running.
 
+#[path = "../common/daemon.rs"]
+mod common_daemon;
 mod cpu;
 mod daemon;
 mod ops;
@@ -142,7 +144,7 @@ fn run(a: &Args) -> Result<(), String> {
 fn measure(a: &Args, ironlun: &Path, n: usize) -> Result<Point, String> {
     let dir = a.out.join(format!("n{n}"));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let daemon = Daemon::start(ironlun, &dir, n)?;
+    let daemon = daemon::start(ironlun, &dir, n)?;
     let result = measure_on(a, ironlun, &daemon, &dir, n);
     daemon.stop();
     result
@@ -171,7 +173,7 @@ fn measure_on(
         daemon: daemon.pid(),
         socket: &daemon.socket,
         bench: BenchSpec {
-            url: daemon.url(0, 0),
+            url: daemon::url(daemon, 0, 0),
             qd: a.qd,
             time: a.window,
             ramp: RAMP,

@@ -17,6 +17,8 @@
 //! status: a run fails only when something does not work (an I/O error,
 //! a mismatch, a refused snapshot).
 
+#[path = "../common/daemon.rs"]
+mod common_daemon;
 #[allow(dead_code)]
 #[path = "../control_plane/cpu.rs"]
 mod cpu;
@@ -165,7 +167,7 @@ fn measure(a: &Args, ironlun: &Path, store: &Store, dir: &Path) -> Result<StoreR
         None
     };
     let spec = store.lun("pause", a.size)?;
-    let daemon = Daemon::start(ironlun, &dir.join("pause"), &spec)?;
+    let daemon = daemon::start(ironlun, &dir.join("pause"), &spec)?;
     let windows = windows(a, ironlun, &daemon, dir);
     daemon.stop();
     Ok(StoreResult::new(
@@ -187,7 +189,7 @@ fn windows(
     dir: &Path,
 ) -> Result<Vec<WindowResult>, String> {
     let spec = BenchSpec {
-        url: daemon.url(),
+        url: daemon::url(daemon),
         qd: a.qd,
         read: a.read,
         verify: !a.no_verify,
@@ -225,9 +227,9 @@ fn windows(
 /// places, then `--big-snaps` snapshots of it, each timed end to end.
 fn big_lun(a: &Args, ironlun: &Path, store: &Store, dir: &Path) -> Result<BigSnaps, String> {
     let spec = store.lun("big", BIG_BYTES)?;
-    let daemon = Daemon::start(ironlun, &dir.join("big"), &spec)?;
+    let daemon = daemon::start(ironlun, &dir.join("big"), &spec)?;
     let r = (|| {
-        window::write_some(ironlun, &daemon.url(), BIG_WRITE_MIB)?;
+        window::write_some(ironlun, &daemon::url(&daemon), BIG_WRITE_MIB)?;
         let s = snaps::Series {
             ironlun,
             daemon: &daemon,
