@@ -7,7 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;

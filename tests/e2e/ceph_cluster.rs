@@ -10,9 +10,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-#[path = "support/ceph.rs"]
-mod ceph;
-mod support;
+use crate::support;
+use crate::support::ceph;
 
 use ceph::{cluster_script, daemons_of, skipped, Ceph};
 use support::random_file;

@@ -22,9 +22,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-#[path = "support/nexus.rs"]
-mod nexus;
-mod support;
+use crate::support;
+use crate::support::nexus;
 
 use bytes::Bytes;
 use ironlun_initiator::{isid_for, scsi};

@@ -6,9 +6,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-#[path = "support/cu.rs"]
-mod cu;
-mod support;
+use crate::support;
+use crate::support::cu;
 
 use support::{run, tool, Target};
 

@@ -54,13 +54,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-#[path = "docs_commands/extract.rs"]
 mod extract;
-#[path = "docs_commands/rewrite.rs"]
 mod rewrite;
-#[path = "docs_commands/session.rs"]
 mod session;
-mod support;
+use crate::support;
 
 use std::path::Path;
 
@@ -81,17 +78,17 @@ const EXCLUDED: &[(&str, &str)] = &[
         "ironlun target --name iqn.2026-11.io.ironlun:lab --lun ram:1GiB --lun null:10GiB,bs=4096 \
          --lun file:/srv/disk.img,size=20GiB --lun block:/dev/sdb,direct \
          --listen 127.0.0.1:3260 --listen '[::1]:3260'",
-        "serves a block device, /dev/sdb (tests/e2e_block.rs serves a loop device as root)",
+        "serves a block device, /dev/sdb (tests/e2e/block.rs serves a loop device as root)",
     ),
     (
         "ironlun readcap iscsi://127.0.0.1:3260/iqn.2026-11.io.ironlun:default/0",
-        "needs the installed package's service (tests/e2e_service.rs checks its configuration)",
+        "needs the installed package's service (tests/e2e/service.rs checks its configuration)",
     ),
     (
         "ironlun bench --agents hostA:7370,hostB:7370,hostC:7370 --token-file \
          /etc/ironlun/agents.token iscsi://10.0.0.5:3260/iqn.2026-11.io.ironlun:lab/0 \
          --bs 4k --read 70 --random 100 --qd 32 --time 30s --json run.json",
-        "needs three load hosts and a remote target (tests/e2e_bench_agents.rs runs agents on loopback)",
+        "needs three load hosts and a remote target (tests/e2e/bench_agents.rs runs agents on loopback)",
     ),
     (
         "ironlun bench /dev/vdb --engine psync --bs 128k --random 0 --verify",
@@ -99,16 +96,16 @@ const EXCLUDED: &[(&str, &str)] = &[
     ),
     (
         "ironlun target --name iqn.2026-11.io.ironlun:rbd --lun rbd:rbd/lun0",
-        "needs a Ceph cluster (tests/e2e_rbd.rs starts one)",
+        "needs a Ceph cluster (tests/e2e/rbd.rs starts one)",
     ),
     (
         "ironlun target --lun \
          'rbd:pool1/vm7,conf=/etc/ceph/ceph.conf,id=iscsi,keyring=/etc/ceph/ceph.client.iscsi.keyring'",
-        "needs a Ceph cluster (tests/e2e_rbd.rs starts one)",
+        "needs a Ceph cluster (tests/e2e/rbd.rs starts one)",
     ),
     (
         "ironlun admin alua set iqn.2026-11.io.ironlun:ha 2 active/optimized",
-        "needs a target with [target.alua] groups (tests/e2e_alua.rs sets states with it)",
+        "needs a target with [target.alua] groups (tests/e2e/alua.rs sets states with it)",
     ),
     (
         "ironlun lab --rbd",
@@ -120,7 +117,7 @@ const EXCLUDED: &[(&str, &str)] = &[
     ),
     (
         "ironlun bench iscsi://HOST/IQN/0 --verify --sessions 16 --profile verify-soak --time 1h",
-        "an hour's soak against any target (tests/e2e_soak.rs runs it shortened)",
+        "an hour's soak against any target (tests/e2e/soak.rs runs it shortened)",
     ),
     (
         "ironlun sweep --set link_rate=155Mbit --set tcp_window=10MB --vary \

@@ -22,13 +22,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-#[path = "support/ceph.rs"]
-mod ceph;
-#[path = "support/cu.rs"]
-mod cu;
-#[path = "support/ha.rs"]
-mod ha;
-mod support;
+use crate::support;
+use crate::support::cu;
+use crate::support::ha;
 
 use std::net::SocketAddr;
 use std::path::Path;

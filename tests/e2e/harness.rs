@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
@@ -322,7 +322,7 @@ fn without_ceph_the_packages_step_fails_under_ci_and_the_cluster_script_says_why
     assert!(!o.status.success(), "passed without Ceph:\n{out}");
     assert!(!out.contains("REACHED-THE-END"), "{out}");
     assert!(
-        out.contains("FAILED: Ceph RBD tests (tests/ceph_cluster.rs, tests/e2e_rbd.rs) cannot run here: Ceph is not installable here: could not install ceph-mon ceph-mgr ceph-osd ceph-common"),
+        out.contains("FAILED: Ceph RBD tests (tests/e2e/ceph_cluster.rs, tests/e2e/rbd.rs) cannot run here: Ceph is not installable here: could not install ceph-mon ceph-mgr ceph-osd ceph-common"),
         "{out}"
     );
     let o = bash(script, &[("PATH", path.as_str())]);
@@ -395,19 +395,23 @@ fn the_summary_lists_the_cargo_tests_that_skipped() {
     assert_eq!(text(&bash("summary", &env)), "all tests passed\n");
     std::fs::write(&log, "").unwrap();
     assert_eq!(text(&bash("summary", &env)), "all tests passed\n");
-    std::fs::write(&log, "e2e_x a_test: a test needing Ceph: not installable\n").unwrap();
+    std::fs::write(
+        &log,
+        "e2e x::a_test: a test needing Ceph: not installable\n",
+    )
+    .unwrap();
     let out = text(&bash("summary", &env));
     assert!(!out.contains("all tests passed"), "{out}");
     assert!(
         out.ends_with(
-            "1 cargo test(s) skipped their work:\n  SKIPPED e2e_x a_test: a test needing Ceph: not installable\n"
+            "1 cargo test(s) skipped their work:\n  SKIPPED e2e x::a_test: a test needing Ceph: not installable\n"
         ),
         "{out}"
     );
     let out = text(&bash("skip_tier t 'no t'\nsummary", &env));
     assert!(
         out.ends_with(
-            "1 tier(s) did NOT run:\n  SKIPPED t: no t\n1 cargo test(s) skipped their work:\n  SKIPPED e2e_x a_test: a test needing Ceph: not installable\n"
+            "1 tier(s) did NOT run:\n  SKIPPED t: no t\n1 cargo test(s) skipped their work:\n  SKIPPED e2e x::a_test: a test needing Ceph: not installable\n"
         ),
         "{out}"
     );
@@ -431,7 +435,7 @@ fn a_skip_in_a_cargo_test_is_logged_or_fails_when_required() {
         let mut cmd = Command::new(std::env::current_exe().unwrap());
         cmd.args([
             "--exact",
-            "skipping_child",
+            "harness::skipping_child",
             "--include-ignored",
             "--nocapture",
         ])
@@ -451,7 +455,7 @@ fn a_skip_in_a_cargo_test_is_logged_or_fails_when_required() {
     );
     assert_eq!(
         std::fs::read_to_string(&log).unwrap(),
-        "harness skipping_child: a stand-in test: a reason in two lines\n"
+        "e2e harness::skipping_child: a stand-in test: a reason in two lines\n"
     );
     for env in [("IRONLUN_REQUIRE_ALL", "1"), ("CI", "true")] {
         let o = child(&[env]);

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -606,7 +606,7 @@ fn task_management_reaches_other_sessions_tasks() {
     let t = Target::start(&["--name", NAME, "--lun", "ram:16MiB"]);
     let mut a = session(&t, [0x80, 0, 0, 0, 0, 9]);
     // TAS=0: other nexuses' aborted tasks end without a response
-    // (TAS=1, the default, is tests/e2e_abort.rs). Set before b's nexus
+    // (TAS=1, the default, is tests/e2e/abort.rs). Set before b's nexus
     // exists, so b has no MODE PARAMETERS CHANGED to clear.
     set_tas_off(&mut a);
     let mut b = session(&t, [0x80, 0, 0, 0, 0, 10]);

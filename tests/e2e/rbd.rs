@@ -22,11 +22,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-#[path = "support/ceph.rs"]
-mod ceph;
-#[path = "support/cu.rs"]
-mod cu;
-mod support;
+use crate::support;
+use crate::support::ceph;
+use crate::support::cu;
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -7,9 +7,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-#[path = "support/browser.rs"]
-mod browser;
-mod support;
+use crate::support;
+use crate::support::browser;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};

@@ -18,9 +18,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-#[path = "support/cu.rs"]
-mod cu;
-mod support;
+use crate::support;
+use crate::support::cu;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

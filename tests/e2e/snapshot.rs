@@ -17,9 +17,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-#[path = "support/ceph.rs"]
-mod ceph;
-mod support;
+use crate::support;
+use crate::support::ceph;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -8,7 +8,7 @@
 //! CI runs it for 20 s. A long soak:
 //!
 //! ```sh
-//! IRONLUN_SOAK_TIME=1h cargo test --release --test e2e_soak -- --nocapture
+//! IRONLUN_SOAK_TIME=1h cargo test --release --test e2e -- --nocapture soak::
 //! ```
 //!
 //! or against any target, by hand:
@@ -16,7 +16,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

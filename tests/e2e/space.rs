@@ -11,9 +11,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-#[path = "support/nexus.rs"]
-mod nexus;
-mod support;
+use crate::support;
+use crate::support::nexus;
 
 use std::path::Path;
 use std::time::Duration;

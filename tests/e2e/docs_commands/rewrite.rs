@@ -1,7 +1,7 @@
 //! The substitutions that make a documented command run on loopback in
 //! a scratch directory, and the check that nothing else is left that
 //! would reach past it. Each rule is here and listed in the test's
-//! header (tests/docs_commands.rs).
+//! header (tests/e2e/docs_commands.rs).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

@@ -13,8 +13,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::extract::{assignment, DocCommand, Item};
-use crate::rewrite::{rewrite, Context, Kind, Place, Runnable};
+use super::extract::{assignment, DocCommand, Item};
+use super::rewrite::{rewrite, Context, Kind, Place, Runnable};
 
 /// Bounds that only stop a hang: a command that ends, or says it
 /// listens, passes however long it took within them.
@@ -253,7 +253,7 @@ impl<'a> Session<'a> {
             }
             Err(why) => self.failures.push(format!(
                 "{}:{}: `{}` is neither run nor excluded: {why} (add a substitution to \
-                 tests/docs_commands/rewrite.rs or an entry to EXCLUDED in tests/docs_commands.rs)",
+                 tests/e2e/docs_commands/rewrite.rs or an entry to EXCLUDED in tests/e2e/docs_commands.rs)",
                 cmd.file, cmd.line, cmd.text
             )),
         }
