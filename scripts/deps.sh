@@ -16,13 +16,13 @@ apt_install() {
 }
 
 # libiscsi's tools and test suite, sg3-utils' sg_vpd (decodes a VPD page
-# read from a file, tests/e2e_alua.rs), qemu-img with its iSCSI driver, tgt
+# read from a file, tests/e2e/alua.rs), qemu-img with its iSCSI driver, tgt
 # (the peer target), iperf3 (the loopback wire rate), fio (the disk's
 # own rate, benches/compare-local), systemd-analyze (the unit in dist/,
-# tests/e2e_service.rs), what cargo deb runs (objcopy and strip to
+# tests/e2e/service.rs), what cargo deb runs (objcopy and strip to
 # split off the debug symbols, dpkg-shlibdeps for the dependencies), and
 # headless Chromium with a font (the HTML report rendered and
-# screenshotted, tests/e2e_report.rs; without its recommends, which are
+# screenshotted, tests/e2e/report.rs; without its recommends, which are
 # desktop packages).
 install_peer_tools() {
   local need=()

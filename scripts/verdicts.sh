@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # What the test scripts count as run, skipped or failed. Sourced by
-# scripts/test and scripts/fuzz; tests/harness.rs runs these functions
+# scripts/test and scripts/fuzz; tests/e2e/harness.rs runs these functions
 # with fabricated inputs (a PATH without QEMU, libFuzzer logs).
 
 # A tier that cannot run fails the run under CI=true or --require-all
@@ -81,7 +81,7 @@ vm_tier() {
   fi
 }
 
-# The Debian package (tests/e2e_service.rs, left out of a plain cargo
+# The Debian package (tests/e2e/service.rs, left out of a plain cargo
 # test): cargo deb on the release binary (built here if no earlier tier
 # built it), checked with dpkg-deb, unpacked into a scratch root and run
 # from there. cargo-deb comes from crates.io (scripts/deps.sh).
@@ -91,7 +91,7 @@ deb_tier() {
   if install_cargo_deb 2>"$err"; then
     rm -f "$err"
     cargo build --release --locked --bin ironlun
-    cargo test --workspace --locked --test e2e_service -- --ignored --nocapture the_debian_package
+    cargo test --workspace --locked --test e2e -- --ignored --nocapture service::the_debian_package
   else
     local why
     why=$(cat "$err")
@@ -112,7 +112,7 @@ fuzz_runs() {
   echo "$n"
 }
 
-# Debian's Ceph for the RBD tests: tests/ceph_cluster.rs and tests/e2e_rbd.rs start clusters
+# Debian's Ceph for the RBD tests: tests/e2e/ceph_cluster.rs and tests/e2e/rbd.rs start clusters
 # with scripts/ceph-cluster during cargo test, so this runs first. Where
 # Ceph cannot be installed those tests skip, loudly, and the summary
 # lists them; under CI=true or --require-all the run fails here.
@@ -126,5 +126,5 @@ ceph_packages() {
   local why
   why=$(cat "$err")
   rm -f "$err"
-  skip_tier "Ceph RBD tests (tests/ceph_cluster.rs, tests/e2e_rbd.rs)" "Ceph is not installable here: $why"
+  skip_tier "Ceph RBD tests (tests/e2e/ceph_cluster.rs, tests/e2e/rbd.rs)" "Ceph is not installable here: $why"
 }

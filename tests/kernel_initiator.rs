@@ -33,9 +33,7 @@
 // Case 6 has a file of its own (a crate root finds modules beside it).
 #[path = "kernel_initiator/live_lun.rs"]
 mod live_lun;
-// Case 9 too, with the Ceph cluster helper it needs.
-#[path = "support/ceph.rs"]
-mod ceph;
+// Case 9 too (its Ceph cluster is support::ceph).
 #[path = "kernel_initiator/rbd_lun.rs"]
 mod rbd_lun;
 // And the ALUA case (issue 37): two gateways as two paths.
@@ -45,14 +43,17 @@ mod alua;
 #[path = "kernel_initiator/multipath.rs"]
 mod multipath;
 // And over a gateway group on RBD (scripts/ha-cluster), killing the owner.
-#[path = "support/ha.rs"]
-mod ha;
 #[path = "kernel_initiator/ha_failover.rs"]
 mod ha_failover;
 // A snapshot taken while ext4 is written (issue 39).
 #[path = "kernel_initiator/snapshot.rs"]
 mod snapshot;
+// The end-to-end tests' support (tests/e2e/main.rs): without libtest
+// (`harness = false`) its unit tests are left out, and their imports unused.
+#[allow(unused_imports)]
 mod support;
+
+use support::{ceph, ha};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,5 +1,5 @@
-//! Two ALUA gateways on loopback for the end-to-end tests (e2e_alua,
-//! e2e_alua_initiator): one target served by two daemons, each its own
+//! Two ALUA gateways on loopback for the end-to-end tests (tests/e2e/alua.rs,
+//! tests/e2e/alua_initiator.rs): one target served by two daemons, each its own
 //! target port group, as a gateway group would serve it but with the
 //! states set by configuration, not by a lock.
 

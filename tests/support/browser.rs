@@ -7,7 +7,7 @@
 //! When it is missing, a test skips by the rule of `skip.rs` (listed in
 //! scripts/test's summary; a failure where every test is required).
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 

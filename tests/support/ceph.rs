@@ -10,7 +10,7 @@
 //! cluster that does not come up, fails the test with the script's
 //! output, which ends with the failing daemon's log lines.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -3,9 +3,6 @@
 //! against; and the LU properties that keep the suite's unprintable skips
 //! out of reach.
 
-// Shared by two test crates; each uses part of it.
-#![allow(dead_code)]
-
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
@@ -128,7 +125,7 @@ pub enum Cover {
     /// The test cannot apply to an ironlun LU.
     Nowhere,
     /// It runs, without this skip, in a run whose LU has this tag
-    /// (tests/support/shape.rs, `Run::tags`: the kind, the block size,
+    /// (tests/conformance_suite/shape.rs, `Run::tags`: the kind, the block size,
     /// thin or full, ro, sanitize, allow-sanitize).
     Tag(String),
     /// It is left out of every run.
@@ -142,6 +139,9 @@ pub struct Expected {
     /// Substring of the skip message; empty for a test that is not run.
     pub message: String,
     pub cover: Cover,
+    /// Why it is expected: the whole-suite run (tests/conformance_suite.rs)
+    /// prints it; the end-to-end tests only require one.
+    #[allow(dead_code)]
     pub reason: String,
 }
 
@@ -340,24 +340,6 @@ pub struct SilentSkip {
     /// Which one: an LU of the same run without this key covers it.
     pub key: &'static str,
     pub why: String,
-}
-
-/// The silent skips of `lus` (name, facts) that no LU among them is free
-/// of: a 1 GiB LU cannot run Read6's end-of-medium tests, so a 64 MiB LU
-/// in the same run must.
-pub fn uncovered_silent_skips(lus: &[(String, LuFacts)]) -> Vec<String> {
-    let mut out = Vec::new();
-    for (name, facts) in lus {
-        for s in silent_skips(facts) {
-            let covered = lus
-                .iter()
-                .any(|(_, other)| !silent_skips(other).iter().any(|o| o.key == s.key));
-            if !covered {
-                out.push(format!("{name}: {} (no LU of the run covers it)", s.why));
-            }
-        }
-    }
-    out
 }
 
 /// The families named by the core target issue.

@@ -1,10 +1,8 @@
 //! A running `scripts/ha-cluster` (two gateways of one group in network
 //! namespaces over a single-node Ceph, one RBD image), for the tests
-//! that drive it: tests/e2e_ha.rs with raw PDUs, libiscsi and benchmarks,
+//! that drive it: tests/e2e/ha.rs with raw PDUs, libiscsi and benchmarks,
 //! and the kernel initiator's `ha-failover` VM case. The crate root
 //! includes it beside `support/ceph.rs` (whose skip rule it shares).
-
-#![allow(dead_code)] // each test binary uses a part of it
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -5,14 +5,14 @@
 //! required: `scripts/test` installs them. A test that needs a missing tool
 //! fails and says which package to install; it never passes silently.
 
-#![allow(
-    dead_code,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 pub mod alua;
+pub mod browser;
+pub mod ceph;
+pub mod cu;
+pub mod ha;
+pub mod nexus;
 pub mod skip;
 pub mod xfs;
 
@@ -857,7 +857,6 @@ impl Drop for Relay {
 
 /// Files of a state directory that hold LU state (`*.txt`), not the
 /// management socket the daemon also keeps there.
-#[allow(dead_code)]
 pub fn state_files(dir: &std::path::Path) -> usize {
     std::fs::read_dir(dir)
         .unwrap()

@@ -3,7 +3,7 @@
 //! session retries no unit attention, never reconnects, and every answer
 //! is awaited for at most [`ANSWER_WITHIN`].
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! A loop-mounted XFS made with `reflink=1`, the file system where
 //! `file:` LUNs can take snapshots and clones (docs/snapshots.md): made
 //! by the test on a sparse file in a temporary directory, unmounted on
-//! drop. Used by tests/e2e_snapshot.rs and the kernel initiator's
+//! drop. Used by tests/e2e/snapshot.rs and the kernel initiator's
 //! `snapshot` case.
 //!
 //! It needs root, loop devices and xfsprogs; without them

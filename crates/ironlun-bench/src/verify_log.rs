@@ -10,7 +10,7 @@
 //! the host shares, so another program can set the writes against its
 //! own instants: a test that takes a snapshot of the LUN knows, for each
 //! block, which generations the bench had acknowledged before it began
-//! and which it had issued by the time it ended (tests/e2e_snapshot.rs).
+//! and which it had issued by the time it ended (tests/e2e/snapshot.rs).
 //! `issued_ns` is read before the write's data is made and `acked_ns`
 //! after its status arrived, so each write's interval holds its real
 //! one. `lun` is the LUN's index among the run's targets; `generation`

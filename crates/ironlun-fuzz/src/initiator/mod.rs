@@ -25,7 +25,7 @@
 //! The initiator is ironlun-initiator-core's [`InitiatorCore`], the
 //! session logic the tokio driver in `ironlun-initiator` runs: this
 //! harness is a driver of it as thin as that one, with a workload of its
-//! own, and no protocol decision of its own (`tests/harness.rs` holds it
+//! own, and no protocol decision of its own (`tests/e2e/harness.rs` holds it
 //! to that). The core asks for a connection and logs in on it; frames
 //! are cut from the bytes by the real [`FrameDecoder`](ironlun_wire::FrameDecoder) with the core's
 //! framing ([`InitiatorCore::decoder`]: the login's limits, then the
