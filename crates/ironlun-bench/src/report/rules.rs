@@ -61,10 +61,6 @@ pub fn clip(a: (f64, f64), b: (f64, f64)) -> Option<((f64, f64), (f64, f64))> {
             t1 = t1.min(q / p);
         }
     }
-    (t0 < t1).then(|| {
-        (
-            (a.0 + t0 * dx, a.1 + t0 * dy),
-            (a.0 + t1 * dx, a.1 + t1 * dy),
-        )
-    })
+    let at = |t: f64| (a.0 + t * dx, a.1 + t * dy);
+    (t0 < t1).then_some((at(t0), at(t1)))
 }
