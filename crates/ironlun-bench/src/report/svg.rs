@@ -150,14 +150,31 @@ impl Plot<'_> {
     }
 }
 
-/// The opening tag and the title of a chart `height` pixels tall.
+/// Title characters that fit across a chart (13 px bold, about 8 px a
+/// character).
+const TITLE_CHARS: usize = 56;
+
+/// The opening tag and the title of a chart `height` pixels tall. A
+/// title too long for the chart is cut short (at a word) with "…"; the
+/// whole of it is the chart's label and the shown title's tooltip.
 pub fn open(kind: &str, title: &str, height: f64) -> String {
+    let shown = if title.chars().count() > TITLE_CHARS {
+        let cut: String = title.chars().take(TITLE_CHARS.saturating_sub(1)).collect();
+        // At the last word's start, unless that leaves too little.
+        let cut = match cut.rfind(' ') {
+            Some(at) if at > TITLE_CHARS / 2 => cut.get(..at).unwrap_or(&cut),
+            _ => &cut,
+        };
+        format!("<title>{}</title>{}…", esc(title), esc(cut.trim_end()))
+    } else {
+        esc(title)
+    };
     format!(
         "<svg class=\"chart\" data-chart=\"{kind}\" xmlns=\"http://www.w3.org/2000/svg\" \
          viewBox=\"0 0 {WIDTH} {height:.0}\" width=\"{WIDTH}\" height=\"{height:.0}\" role=\"img\" \
-         aria-label=\"{t}\"><text class=\"title\" x=\"{:.1}\" y=\"18\" text-anchor=\"middle\">{t}</text>",
+         aria-label=\"{}\"><text class=\"title\" x=\"{:.1}\" y=\"18\" text-anchor=\"middle\">{shown}</text>",
+        esc(title),
         WIDTH / 2.0,
-        t = esc(title)
     )
 }
 

@@ -408,3 +408,21 @@ fn a_category_axis_labels_as_many_as_fit() {
         .collect();
     assert_eq!(at, [0.0, 8.0, 16.0, 24.0]);
 }
+
+#[test]
+fn a_title_too_long_for_the_chart_is_cut_short_and_kept_whole_in_its_tooltip() {
+    let long = "dd-style sequential 512 KiB, queue depth 1, 1 Gbit/s (MB/s) — MB/s";
+    let svg = svg::open("sweep", long, 100.0);
+    assert!(
+        svg.contains(&format!(
+            "<title>{long}</title>dd-style sequential 512 KiB, queue depth 1, 1 Gbit/s…</text>"
+        )),
+        "{svg}"
+    );
+    assert!(svg.contains(&format!("aria-label=\"{long}\"")));
+    let short = svg::open("sweep", "a <b>", 100.0);
+    assert!(
+        short.contains(">a &lt;b&gt;</text>") && !short.contains("<title>"),
+        "{short}"
+    );
+}
