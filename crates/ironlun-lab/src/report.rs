@@ -1,13 +1,14 @@
 //! HTML for sweeps and reproductions: per table, a chart of measured
 //! MB/s (solid) beside the model (dashed) across the row parameter, one
-//! line per column, and the table with each cell's model error.
+//! line per column, and the table with each cell's model error. The
+//! charts are the bench report's (`ironlun_bench::report::svg`), with its
+//! style and script, so every ironlun page reads and behaves alike.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use plotters::prelude::*;
-
-use ironlun_bench::report::esc;
+use ironlun_bench::report::axis::Axis;
+use ironlun_bench::report::svg::{Line, Plot, Style};
+use ironlun_bench::report::{esc, format, CHART_SCRIPT, CHART_STYLE};
 
 use crate::sweep::{cell_key as key, first_seen, CellResult};
 
@@ -20,102 +21,86 @@ pub struct Section<'a> {
     pub cols: Vec<String>,
 }
 
-fn err<E: std::fmt::Display>(e: E) -> String {
-    format!("chart: {e}")
+/// `key` (from [`key`]) as a reader names it: "rtt=20ms" when it is the
+/// value of one parameter, as it is when it names several.
+fn named(names: &[String], key: &str) -> String {
+    match names {
+        [one] => format!("{one}={key}"),
+        _ => key.to_owned(),
+    }
 }
 
-const PALETTE: [RGBColor; 8] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(127, 127, 127),
-];
-
-fn chart(s: &Section<'_>) -> Result<String, String> {
+/// The section's chart: across the row parameter, per column, measured
+/// MB/s as a solid line and the model as a dashed one in the same
+/// colour, each point with its value as a tooltip.
+fn chart(s: &Section<'_>) -> String {
     let xs = first_seen(s.results, &s.rows);
-    let series = first_seen(s.results, &s.cols);
-    let mut points: BTreeMap<(usize, usize), (f64, Option<f64>)> = BTreeMap::new();
-    let mut max: f64 = 0.0;
-    for r in s.results {
-        let (Some(x), Some(c)) = (
-            xs.iter().position(|k| *k == key(r, &s.rows)),
-            series.iter().position(|k| *k == key(r, &s.cols)),
-        ) else {
+    let cols = first_seen(s.results, &s.cols);
+    let names: Vec<String> = cols
+        .iter()
+        .map(|c| match named(&s.cols, c) {
+            n if n.is_empty() => "measured".to_owned(),
+            n => n,
+        })
+        .collect();
+    let mut lines = Vec::new();
+    for (run, col) in cols.iter().enumerate() {
+        let name = names.get(run).map_or("", String::as_str);
+        lines.extend(column(s, &xs, col, run, name));
+    }
+    let max = lines
+        .iter()
+        .flat_map(|l| &l.points)
+        .fold(0.0f64, |m, p| m.max(p.1));
+    Plot {
+        kind: "sweep",
+        title: format!("{} — MB/s", s.title),
+        x: Axis::categories(&xs, &s.rows.join(",")),
+        y: Axis::from_zero(max, format::count, "MB/s (10⁶ B/s)"),
+        lines,
+        rules: Vec::new(),
+        runs: &names,
+    }
+    .svg()
+}
+
+/// Column `col`'s lines across the rows `xs`: measured (solid), and the
+/// model (dashed) where the cells have one.
+fn column(s: &Section<'_>, xs: &[String], col: &str, run: usize, name: &str) -> Vec<Line> {
+    let mut measured = Line {
+        run,
+        ..Line::default()
+    };
+    let mut model = Line {
+        run,
+        style: Style::Dashed,
+        ..Line::default()
+    };
+    for (x, row) in xs.iter().enumerate() {
+        let Some(r) = s
+            .results
+            .iter()
+            .find(|r| key(r, &s.rows) == *row && key(r, &s.cols) == col)
+        else {
             continue;
         };
-        let m = r.model.as_ref().map(|m| m.mb_per_s);
-        max = max.max(r.measured.mb_per_s).max(m.unwrap_or(0.0));
-        points.insert((c, x), (r.measured.mb_per_s, m));
-    }
-    let max = (max * 1.1).max(1e-3);
-    let n = xs.len().max(1);
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (900, 420)).into_drawing_area();
-        root.fill(&WHITE).map_err(err)?;
-        let mut c = ChartBuilder::on(&root)
-            .caption(format!("{} — MB/s", s.title), ("sans-serif", 18))
-            .margin(10)
-            .x_label_area_size(36)
-            .y_label_area_size(60)
-            .right_y_label_area_size(10)
-            .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0.0..max)
-            .map_err(err)?;
-        let labels = xs.clone();
-        c.configure_mesh()
-            .x_labels(n)
-            .x_label_formatter(&|v| {
-                let i = v.round();
-                if (v - i).abs() < 1e-6 && i >= 0.0 {
-                    labels.get(i as usize).cloned().unwrap_or_default()
-                } else {
-                    String::new()
-                }
-            })
-            .x_desc(s.rows.join(","))
-            .y_desc("MB/s (10^6 B/s)")
-            .draw()
-            .map_err(err)?;
-        for (ci, name) in series.iter().enumerate() {
-            let color = PALETTE.get(ci % PALETTE.len()).copied().unwrap_or(BLACK);
-            let measured: Vec<(f64, f64)> = (0..n)
-                .filter_map(|x| points.get(&(ci, x)).map(|p| (x as f64, p.0)))
-                .collect();
-            let model: Vec<(f64, f64)> = (0..n)
-                .filter_map(|x| {
-                    points
-                        .get(&(ci, x))
-                        .and_then(|p| p.1.map(|m| (x as f64, m)))
-                })
-                .collect();
-            c.draw_series(LineSeries::new(measured.clone(), color.stroke_width(2)))
-                .map_err(err)?
-                .label(name.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
-            c.draw_series(
-                measured
-                    .iter()
-                    .map(|&(x, y)| Circle::new((x, y), 3, color.filled())),
-            )
-            .map_err(err)?;
-            if !model.is_empty() {
-                c.draw_series(DashedLineSeries::new(model, 6, 4, color.stroke_width(1)))
-                    .map_err(err)?;
-            }
+        let at = format!("{name}, {}", named(&s.rows, row));
+        measured.points.push((x as f64, r.measured.mb_per_s));
+        measured
+            .tips
+            .push(format!("{at}: {:.2} MB/s measured", r.measured.mb_per_s));
+        if let Some(m) = &r.model {
+            model.points.push((x as f64, m.mb_per_s));
+            model
+                .tips
+                .push(format!("{at}: model {:.2} MB/s ({})", m.mb_per_s, m.bound));
         }
-        c.configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()
-            .map_err(err)?;
-        root.present().map_err(err)?;
     }
-    Ok(svg)
+    let mut out = vec![measured];
+    if !model.points.is_empty() {
+        out.push(model);
+    }
+    out
 }
 
 fn html_table(s: &Section<'_>) -> String {
@@ -163,23 +148,18 @@ fn html_table(s: &Section<'_>) -> String {
 }
 
 /// One self-contained page.
-pub fn html(title: &str, intro: &str, sections: &[Section<'_>]) -> Result<String, String> {
+pub fn html(title: &str, intro: &str, sections: &[Section<'_>]) -> String {
     html_with(title, intro, "", sections)
 }
 
 /// One self-contained page with `lead`, already HTML, before the
 /// sections.
-pub fn html_with(
-    title: &str,
-    intro: &str,
-    lead: &str,
-    sections: &[Section<'_>],
-) -> Result<String, String> {
+pub fn html_with(title: &str, intro: &str, lead: &str, sections: &[Section<'_>]) -> String {
     let mut h = format!(
-        "<!doctype html><html><head><meta charset=utf-8><title>{t}</title><style>\
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title><style>\
          body{{font-family:sans-serif;max-width:1000px;margin:auto}}\
          table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}\
-         td.off{{background:#fde0dc}}pre{{background:#f6f6f6;padding:8px}}</style></head><body>\
+         td.off{{background:#fde0dc}}pre{{background:#f6f6f6;padding:8px}}{CHART_STYLE}</style></head><body>\
          <h1>{t}</h1><p>{i}</p>",
         t = esc(title),
         i = esc(intro)
@@ -191,10 +171,108 @@ pub fn html_with(
             let _ = write!(h, "<p>{}</p>", esc(&s.note));
         }
         if !s.results.is_empty() {
-            h.push_str(&chart(s)?);
+            let _ = write!(h, "<div class=\"charts\">{}</div>", chart(s));
             h.push_str(&html_table(s));
         }
     }
-    h.push_str("<p><small>MB/s = 10^6 bytes/s. Solid lines: measured; dashed: model. Cells more than 25 % from the model are shaded.</small></p></body></html>");
-    Ok(h)
+    let _ = write!(
+        h,
+        "<p><small>MB/s = 10^6 bytes/s. Solid lines: measured; dashed: model. Point at a point for its value; \
+         click a key to hide its lines. Cells more than 25 % from the model are shaded.</small></p>\
+         <script>{CHART_SCRIPT}</script></body></html>"
+    );
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cell::Cell;
+    use crate::model::Prediction;
+    use crate::runner::Measured;
+
+    fn cell(window: &str, rtt: &str, mb: f64, model: Option<f64>) -> CellResult {
+        CellResult {
+            params: [("window", window), ("rtt", rtt)]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+            measured: Measured {
+                mb_per_s: mb,
+                ..Measured::default()
+            },
+            model: model.map(|m| Prediction {
+                mb_per_s: m,
+                bound: "link",
+                round_trips: 1,
+                cycle_ms: 1.0,
+            }),
+            model_error: model.map(|m| mb / m - 1.0),
+            runs: 1,
+            cell: Cell::default(),
+        }
+    }
+
+    #[test]
+    fn a_section_charts_each_column_measured_and_modelled_with_a_tip_per_point() {
+        let results = [
+            cell("64KiB", "0ms", 11.0, Some(12.0)),
+            cell("64KiB", "10ms", 5.5, Some(6.0)),
+            cell("64KiB", "20ms", 3.0, Some(3.1)),
+            cell("1MiB", "0ms", 11.5, Some(12.0)),
+            cell("1MiB", "10ms", 10.0, None),
+            cell("1MiB", "20ms", 9.0, Some(12.0)),
+        ];
+        let page = html(
+            "a sweep <1>",
+            "intro",
+            &[Section {
+                title: "Table 1".into(),
+                note: String::new(),
+                results: &results,
+                rows: vec!["rtt".into()],
+                cols: vec!["window".into()],
+            }],
+        );
+        assert_eq!(page.matches("data-chart=\"sweep\"").count(), 1);
+        assert_eq!(page.matches("<path class=\"line\"").count(), 2);
+        assert_eq!(page.matches("<path class=\"line model\"").count(), 2);
+        assert_eq!(page.matches("<circle class=\"pt\"").count(), 6 + 5);
+        for needle in [
+            "Table 1 — MB/s",
+            ">rtt</text>",
+            ">MB/s (10⁶ B/s)</text>",
+            ">10ms</text>",
+            ">window=64KiB</text>",
+            ">window=1MiB</text>",
+            "<title>window=64KiB, rtt=10ms: 5.50 MB/s measured</title>",
+            "<title>window=1MiB, rtt=20ms: model 12.00 MB/s (link)</title>",
+            "a sweep &lt;1&gt;",
+            CHART_STYLE,
+            CHART_SCRIPT,
+        ] {
+            assert!(page.contains(needle), "{needle}");
+        }
+        // The 1MiB model line skips the row without a model.
+        assert!(!page.contains("window=1MiB, rtt=10ms: model"));
+        // Self-contained: the SVG namespace is the only address.
+        assert_eq!(page.matches("http").count(), page.matches("xmlns=").count());
+        assert!(!page.contains("src=") && !page.contains("href="));
+    }
+
+    #[test]
+    fn a_section_without_results_has_no_chart() {
+        let page = html(
+            "t",
+            "i",
+            &[Section {
+                title: "TCP baseline".into(),
+                note: "n".into(),
+                results: &[],
+                rows: Vec::new(),
+                cols: Vec::new(),
+            }],
+        );
+        assert!(!page.contains("<svg"));
+    }
 }

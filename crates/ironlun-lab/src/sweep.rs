@@ -247,11 +247,11 @@ impl Sweep {
             rows: self.rows.clone(),
             cols: self.cols.clone(),
         };
-        crate::report::html(
+        Ok(crate::report::html(
             &self.title,
             "ironlun sweep against an embedded target.",
             &[sec],
-        )
+        ))
     }
 }
 

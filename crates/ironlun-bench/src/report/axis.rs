@@ -95,6 +95,33 @@ impl Axis {
         }
     }
 
+    /// An axis of named categories in order, the i-th at i, half a step
+    /// of room at each end. When the labels would not fit side by side
+    /// across a plot, every k-th is labelled and the rest are grid lines.
+    pub fn categories(labels: &[String], title: &str) -> Axis {
+        let widest = labels
+            .iter()
+            .map(|l| l.chars().count().saturating_add(2))
+            .max()
+            .unwrap_or(1);
+        let every = labels.len().div_ceil((CHARS_ACROSS / widest).max(1)).max(1);
+        let ticks = labels
+            .iter()
+            .enumerate()
+            .map(|(i, l)| Tick {
+                value: i as f64,
+                label: (i % every == 0).then(|| l.clone()),
+            })
+            .collect();
+        Axis {
+            kind: Kind::Linear,
+            lo: -0.5,
+            hi: labels.len().max(1) as f64 - 0.5,
+            ticks,
+            title: title.to_owned(),
+        }
+    }
+
     /// A log axis over the 1-2-5 values around `min..max` (both > 0),
     /// labelled at each 1-2-5 value when there are at most `labels` of
     /// them, else at each power of ten with the rest as grid lines.
@@ -175,6 +202,10 @@ impl Axis {
         }
     }
 }
+
+/// Characters of tick labels that fit across a plot's frame (378 px, at
+/// about 7 px a character).
+const CHARS_ACROSS: usize = 54;
 
 /// 1/(1-p) for a percentile `pct` (in %): 50 → 2, 99.9 → 1000.
 pub fn exceedance_r(pct: f64) -> f64 {

@@ -6,7 +6,7 @@
 use super::axis::{exceedance_r, Axis};
 use super::bars::Bars;
 use super::format;
-use super::svg::{Line, Plot};
+use super::svg::{Line, Plot, Style};
 use crate::result::{Second, WorkloadResult};
 
 /// One workload as measured by some of the runs: (run index, result).
@@ -33,6 +33,7 @@ impl Group<'_> {
                         .into_iter()
                         .map(|p| format!("{name}: {}", p.2))
                         .collect(),
+                    style: Style::Solid,
                 }
             })
             .collect()
@@ -99,6 +100,7 @@ pub fn exceedance(g: &Group<'_>, runs: &[String]) -> String {
         x: Axis::exceedance(max_r),
         y: latency_axis(min, max, "latency"),
         lines,
+        rules: Vec::new(),
         runs,
     }
     .svg()
@@ -133,6 +135,7 @@ pub fn distribution(g: &Group<'_>, runs: &[String]) -> String {
         x: Axis::log(min, max, 7, format::latency_us, "latency"),
         y: Axis::from_zero(top, format::pct, "share of I/Os"),
         lines,
+        rules: Vec::new(),
         runs,
     }
     .svg()
@@ -210,6 +213,7 @@ pub fn iops_over_time(g: &Group<'_>, runs: &[String]) -> String {
         x: time_axis(&lines),
         y: Axis::from_zero(max, format::count, "IOPS"),
         lines,
+        rules: Vec::new(),
         runs,
     }
     .svg()
@@ -236,6 +240,7 @@ pub fn latency_over_time(g: &Group<'_>, runs: &[String]) -> String {
         x: time_axis(&lines),
         y: Axis::from_zero(max, format::latency_us, "p99 latency"),
         lines,
+        rules: Vec::new(),
         runs,
     }
     .svg()
@@ -267,6 +272,7 @@ pub fn zones(g: &Group<'_>, runs: &[String]) -> Option<String> {
             x: Axis::over_bytes(0.0, end.max(1.0), format::bytes, "zone start"),
             y: Axis::from_zero(max, format::count, "MB/s (10⁶ B/s)"),
             lines,
+            rules: Vec::new(),
             runs,
         }
         .svg(),

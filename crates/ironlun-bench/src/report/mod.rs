@@ -9,16 +9,22 @@
 //! header says what ran where; the full tables follow. A small inline
 //! script toggles runs and records what the charts hold.
 //!
+//! This is ironlun's one chart engine: the lab's sweep, reproduction and
+//! published-comparison pages draw with the same `svg` plots and `axis`
+//! scales, styled by [`CHART_STYLE`] and driven by [`CHART_SCRIPT`].
+//!
 //! Modules: `format` (numbers and units), `axis` (scales and ticks),
-//! `svg` (line plots), `bars` (bar charts), `charts` (the report's charts
-//! from results), `header` (the summary), `tables`.
+//! `svg` (line plots and scatters), `rules` (reference lines), `bars`
+//! (bar charts), `charts` (the report's charts from results), `header`
+//! (the summary), `tables`.
 
-mod axis;
+pub mod axis;
 mod bars;
 mod charts;
-mod format;
+pub mod format;
 mod header;
-mod svg;
+mod rules;
+pub mod svg;
 mod tables;
 
 use std::fmt::Write as _;
@@ -34,8 +40,14 @@ pub struct Run {
     pub report: RunReport,
 }
 
-const STYLE: &str = include_str!("report.css");
-const SCRIPT: &str = include_str!("report.js");
+/// The style of every chart (and of its run keys), for any page that
+/// shows them.
+pub const CHART_STYLE: &str = include_str!("charts.css");
+/// The page script of every page with charts: click a run's key to hide
+/// it, point at one to bring it forward; it records what the charts hold
+/// on `<html data-report>` for tests.
+pub const CHART_SCRIPT: &str = include_str!("report.js");
+const PAGE_STYLE: &str = include_str!("report.css");
 
 /// The page for `reports`, named for what they say about themselves: the
 /// tool alone, else each one's target when those differ, else "run N".
@@ -121,7 +133,7 @@ pub fn compare(runs: &[Run]) -> String {
          M = 10<sup>6</sup>. Latency is from command sent to response received, by the load generator. \
          Host CPU is the whole initiator host's busy time over all its CPUs (IOMeter's definition); \
          the dashed line at 8 % is the initiator study's acceptable CPU. Click a run's key to hide it. \
-         Written by ironlun {}.</footer><script>{SCRIPT}</script></body></html>",
+         Written by ironlun {}.</footer><script>{CHART_SCRIPT}</script></body></html>",
         env!("CARGO_PKG_VERSION")
     );
     h
@@ -136,7 +148,7 @@ fn head(names: &[String]) -> String {
     }
     let mut h = format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title>\
-         <style>{STYLE}</style></head><body><h1>{t}</h1><div class=\"legend-bar\">",
+         <style>{PAGE_STYLE}{CHART_STYLE}</style></head><body><h1>{t}</h1><div class=\"legend-bar\">",
         t = esc(&title)
     );
     for (i, n) in names.iter().enumerate() {

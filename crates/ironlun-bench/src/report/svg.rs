@@ -1,11 +1,15 @@
 //! Line plots as inline SVG: a frame with grid lines and labelled ticks
-//! from two [`Axis`]es, one path per run in the run's colour, a point
-//! with a tooltip (`<title>`) per value, and a legend naming the runs.
+//! from two [`Axis`]es, one path per run in the run's colour (solid,
+//! dashed, or points alone for a scatter), a point with a tooltip
+//! (`<title>`) per value, reference lines ([`Rule`]), and a legend naming
+//! the runs. Every chart of every ironlun report is drawn here or in
+//! `bars`.
 
 use std::fmt::Write as _;
 
 use super::axis::Axis;
 use super::format::esc;
+pub use super::rules::Rule;
 
 /// Run colours (Tableau 10): distinct on white and for most colour
 /// vision; runs past ten repeat them dashed.
@@ -55,6 +59,14 @@ impl Frame {
         self.top + (1.0 - axis.fraction(v).clamp(0.0, 1.0)) * self.height
     }
 
+    /// The pixel at fractions `(fx, fy)` across and up the frame.
+    pub fn at(&self, (fx, fy): (f64, f64)) -> (f64, f64) {
+        (
+            self.left + fx * self.width,
+            self.top + (1.0 - fy) * self.height,
+        )
+    }
+
     fn bottom(&self) -> f64 {
         self.top + self.height
     }
@@ -64,12 +76,26 @@ impl Frame {
     }
 }
 
+/// How a [`Line`] is drawn.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Style {
+    /// A solid path through filled points.
+    #[default]
+    Solid,
+    /// A dashed path through hollow points: a model or an estimate beside
+    /// the solid measured line of the same run.
+    Dashed,
+    /// Filled points without a path: a scatter.
+    Points,
+}
+
 /// One run's values in a plot, with one tooltip per point.
 #[derive(Clone, Debug, Default)]
 pub struct Line {
     pub run: usize,
     pub points: Vec<(f64, f64)>,
     pub tips: Vec<String>,
+    pub style: Style,
 }
 
 /// A line plot of some runs.
@@ -80,6 +106,8 @@ pub struct Plot<'a> {
     pub x: Axis,
     pub y: Axis,
     pub lines: Vec<Line>,
+    /// Reference lines, drawn under the runs.
+    pub rules: Vec<Rule>,
     /// Every run's name, by run index.
     pub runs: &'a [String],
 }
@@ -100,6 +128,9 @@ impl Plot<'_> {
         s.push_str(&grid_x(&f, &self.x));
         s.push_str(&grid_y(&f, &self.y));
         frame(&mut s, &f);
+        for r in &self.rules {
+            s.push_str(&r.svg(&f, &self.x, &self.y));
+        }
         let mut points = 0;
         for l in &self.lines {
             points += l.points.len();
@@ -119,14 +150,31 @@ impl Plot<'_> {
     }
 }
 
-/// The opening tag and the title of a chart `height` pixels tall.
+/// Title characters that fit across a chart (13 px bold, about 8 px a
+/// character).
+const TITLE_CHARS: usize = 56;
+
+/// The opening tag and the title of a chart `height` pixels tall. A
+/// title too long for the chart is cut short (at a word) with "…"; the
+/// whole of it is the chart's label and the shown title's tooltip.
 pub fn open(kind: &str, title: &str, height: f64) -> String {
+    let shown = if title.chars().count() > TITLE_CHARS {
+        let cut: String = title.chars().take(TITLE_CHARS.saturating_sub(1)).collect();
+        // At the last word's start, unless that leaves too little.
+        let cut = match cut.rfind(' ') {
+            Some(at) if at > TITLE_CHARS / 2 => cut.get(..at).unwrap_or(&cut),
+            _ => &cut,
+        };
+        format!("<title>{}</title>{}…", esc(title), esc(cut.trim_end()))
+    } else {
+        esc(title)
+    };
     format!(
         "<svg class=\"chart\" data-chart=\"{kind}\" xmlns=\"http://www.w3.org/2000/svg\" \
          viewBox=\"0 0 {WIDTH} {height:.0}\" width=\"{WIDTH}\" height=\"{height:.0}\" role=\"img\" \
-         aria-label=\"{t}\"><text class=\"title\" x=\"{:.1}\" y=\"18\" text-anchor=\"middle\">{t}</text>",
+         aria-label=\"{}\"><text class=\"title\" x=\"{:.1}\" y=\"18\" text-anchor=\"middle\">{shown}</text>",
+        esc(title),
         WIDTH / 2.0,
-        t = esc(title)
     )
 }
 
@@ -212,37 +260,44 @@ fn grid_y(f: &Frame, y: &Axis) -> String {
     s
 }
 
-/// One run's path, and its points with tooltips.
+/// One run's path (none for [`Style::Points`]), and its points with
+/// tooltips.
 fn path(f: &Frame, x: &Axis, y: &Axis, l: &Line) -> String {
     let c = colour(l.run);
     let mut d = String::new();
     let mut dots = String::new();
-    let r = if l.points.len() <= MARKERS_UP_TO {
-        2.5
-    } else {
-        1.5
-    };
-    let marker = if l.points.len() <= MARKERS_UP_TO {
-        ""
-    } else {
-        " fill-opacity=\"0\""
-    };
+    let (r, marker) = marker(l, c);
     for (i, &(vx, vy)) in l.points.iter().enumerate() {
         let (px, py) = (f.x(x, vx), f.y(y, vy));
         let _ = write!(d, "{}{px:.1} {py:.1}", if i == 0 { "M" } else { " L" });
         let tip = l.tips.get(i).map_or(String::new(), |t| esc(t));
         let _ = write!(
             dots,
-            "<circle class=\"pt\" cx=\"{px:.1}\" cy=\"{py:.1}\" r=\"{r}\" fill=\"{c}\"{marker}><title>{tip}</title></circle>"
+            "<circle class=\"pt\" cx=\"{px:.1}\" cy=\"{py:.1}\" r=\"{r}\"{marker}><title>{tip}</title></circle>"
         );
     }
+    let (line, dash) = match l.style {
+        Style::Points => return format!("<g class=\"run\" data-run=\"{}\">{dots}</g>", l.run),
+        Style::Dashed => ("line model", " stroke-dasharray=\"6 4\""),
+        Style::Solid => ("line", dash(l.run)),
+    };
     format!(
-        "<g class=\"run\" data-run=\"{}\"><path class=\"line\" data-run=\"{}\" d=\"{d}\" \
-         stroke=\"{c}\"{}/>{dots}</g>",
-        l.run,
-        l.run,
-        dash(l.run)
+        "<g class=\"run\" data-run=\"{}\"><path class=\"{line}\" data-run=\"{}\" d=\"{d}\" \
+         stroke=\"{c}\"{dash}/>{dots}</g>",
+        l.run, l.run,
     )
+}
+
+/// The radius and paint of a line's points in colour `c`: hollow on a
+/// dashed line, unpainted (a tooltip only) where a solid path has too
+/// many to mark.
+fn marker(l: &Line, c: &str) -> (f64, String) {
+    match l.style {
+        Style::Points => (3.5, format!(" fill=\"{c}\"")),
+        Style::Dashed => (2.5, format!(" fill=\"#fff\" stroke=\"{c}\"")),
+        Style::Solid if l.points.len() <= MARKERS_UP_TO => (2.5, format!(" fill=\"{c}\"")),
+        Style::Solid => (1.5, format!(" fill=\"{c}\" fill-opacity=\"0\"")),
+    }
 }
 
 /// The legend for runs `used` (indexes into `runs`), flowing in rows from
@@ -292,6 +347,7 @@ mod tests {
             x: Axis::over(0.0, 10.0, format::seconds, "time"),
             y: Axis::from_zero(100.0, format::count, "IOPS"),
             lines,
+            rules: Vec::new(),
             runs,
         }
         .svg()
@@ -306,11 +362,13 @@ mod tests {
                     run: 0,
                     points: vec![(0.0, 0.0), (10.0, 100.0)],
                     tips: vec!["first".into(), "second".into()],
+                    style: Style::Solid,
                 },
                 Line {
                     run: 1,
                     points: vec![(5.0, 50.0)],
                     tips: vec![],
+                    style: Style::Solid,
                 },
             ],
             &runs,
@@ -341,6 +399,7 @@ mod tests {
                 run: 0,
                 points: vec![(-5.0, 1e9)],
                 tips: vec![],
+                style: Style::Solid,
             }],
             &runs,
         );

@@ -274,3 +274,155 @@ fn a_long_run_s_series_is_drawn_in_spans() {
     );
     assert!(page.len() < 2_000_000, "{} bytes", page.len());
 }
+
+// The engine's parts the lab's pages use: scatters, dashed model lines,
+// reference lines and category axes.
+
+fn log_plot(lines: Vec<svg::Line>, rules: Vec<svg::Rule>, runs: &[String]) -> String {
+    let axis = |t: &str| axis::Axis::log(10.0, 1000.0, 10, format::count, t);
+    svg::Plot {
+        kind: "scatter",
+        title: "measured against published".into(),
+        x: axis("published (MB/s)"),
+        y: axis("measured (MB/s)"),
+        lines,
+        rules,
+        runs,
+    }
+    .svg()
+}
+
+#[test]
+fn a_scatter_draws_its_points_without_a_path_each_with_its_tip() {
+    let runs = vec!["within ±25 %".to_owned(), "outside ±25 %".to_owned()];
+    let line = |run, points: Vec<(f64, f64)>| svg::Line {
+        run,
+        tips: points
+            .iter()
+            .map(|p| format!("{} → {}", p.0, p.1))
+            .collect(),
+        points,
+        style: svg::Style::Points,
+    };
+    let page = log_plot(
+        vec![
+            line(0, vec![(10.0, 11.0), (100.0, 90.0)]),
+            line(1, vec![(1000.0, 100.0)]),
+        ],
+        Vec::new(),
+        &runs,
+    );
+    assert!(!page.contains("<path"), "{page}");
+    assert_eq!(page.matches("<circle class=\"pt\"").count(), 3);
+    assert_eq!(page.matches("<title>").count(), 3 + 2, "points and keys");
+    assert!(page.contains("<title>1000 → 100</title>"));
+    // (1000, 100) is at the right edge, half way up.
+    assert!(page.contains("cx=\"450.0\" cy=\"135.0\""), "{page}");
+    assert!(page.contains(&format!("fill=\"{}\"", svg::PALETTE[1])));
+    assert!(page.contains(">outside ±25 %</text>"));
+    assert!(!page.contains("no data"));
+}
+
+#[test]
+fn a_dashed_model_line_shares_its_run_s_colour_and_key() {
+    let runs = vec!["window 64 KiB".to_owned()];
+    let line = |style, tips: [&str; 2]| svg::Line {
+        run: 0,
+        points: vec![(10.0, 20.0), (1000.0, 500.0)],
+        tips: tips.map(String::from).to_vec(),
+        style,
+    };
+    let page = log_plot(
+        vec![
+            line(svg::Style::Solid, ["measured 20", "measured 500"]),
+            line(svg::Style::Dashed, ["model 20", "model 500"]),
+        ],
+        Vec::new(),
+        &runs,
+    );
+    assert_eq!(paths(&page, "scatter")[0].len(), 1, "one solid line");
+    assert_eq!(page.matches("<path class=\"line model\"").count(), 1);
+    assert!(page.contains("stroke-dasharray=\"6 4\""));
+    assert_eq!(
+        page.matches("fill=\"#fff\"").count(),
+        2,
+        "hollow model points"
+    );
+    assert!(page.contains("<title>model 500</title>"));
+    assert_eq!(page.matches("class=\"key\"").count(), 1);
+}
+
+#[test]
+fn reference_lines_are_clipped_to_the_frame() {
+    let runs: Vec<String> = Vec::new();
+    let rule = |k: f64, dashed| svg::Rule {
+        from: (10.0, 10.0 * k),
+        to: (1000.0, 1000.0 * k),
+        label: format!("measured = {k} × published"),
+        dashed,
+    };
+    let page = log_plot(
+        Vec::new(),
+        vec![rule(1.0, false), rule(1.25, true), rule(100.0, true)],
+        &runs,
+    );
+    // y = x corner to corner; y = 1.25 x leaves through the top at
+    // x = 800 (log10 1.25 of the two decades short of the right edge).
+    assert!(
+        page.contains("class=\"rule solid\" x1=\"72.0\" y1=\"240.0\" x2=\"450.0\" y2=\"30.0\""),
+        "{page}"
+    );
+    assert!(
+        page.contains("class=\"rule\" x1=\"72.0\" y1=\"229.8\" x2=\"431.7\" y2=\"30.0\""),
+        "{page}"
+    );
+    assert!(page.contains("<title>measured = 1.25 × published</title>"));
+    // y = 100 x only touches the top left corner.
+    assert_eq!(page.matches("<line class=\"rule").count(), 2);
+    assert!(page.contains("no data"));
+    assert_eq!(
+        rules::clip((0.2, 0.3), (0.4, 0.5)),
+        Some(((0.2, 0.3), (0.4, 0.5)))
+    );
+    assert_eq!(rules::clip((-1.0, 1.5), (2.0, 1.5)), None);
+    assert_eq!(rules::clip((0.5, f64::NAN), (0.5, 0.5)), None);
+}
+
+#[test]
+fn a_category_axis_labels_as_many_as_fit() {
+    let names =
+        |n: usize, w: usize| -> Vec<String> { (0..n).map(|i| format!("{i:0w$}")).collect() };
+    let a = axis::Axis::categories(&names(3, 4), "rtt");
+    assert_eq!((a.lo, a.hi), (-0.5, 2.5));
+    let labelled: Vec<_> = a.ticks.iter().filter_map(|t| t.label.clone()).collect();
+    assert_eq!(labelled, ["0000", "0001", "0002"]);
+    assert_eq!(a.fraction(1.0), 0.5);
+    // Thirty 10-character names: four fit, every eighth is labelled.
+    let a = axis::Axis::categories(&names(30, 10), "cell");
+    assert_eq!(a.ticks.len(), 30);
+    let at: Vec<f64> = a
+        .ticks
+        .iter()
+        .filter(|t| t.label.is_some())
+        .map(|t| t.value)
+        .collect();
+    assert_eq!(at, [0.0, 8.0, 16.0, 24.0]);
+}
+
+#[test]
+fn a_title_too_long_for_the_chart_is_cut_short_and_kept_whole_in_its_tooltip() {
+    let long = "dd-style sequential 512 KiB, queue depth 1, 1 Gbit/s (MB/s) — MB/s";
+    let svg = svg::open("sweep", long, 100.0);
+    assert!(
+        svg.contains(&format!(
+            "<title>{long}</title>dd-style sequential 512 KiB, queue depth 1, 1 Gbit/s…</text>"
+        )),
+        "{svg}"
+    );
+    assert!(svg.contains(&format!("aria-label=\"{long}\"")));
+    let short = svg::open("sweep", "a <b>", 100.0);
+    assert!(
+        short.contains(">a &lt;b&gt;</text>") && !short.contains("<title>"),
+        "{short}"
+    );
+}

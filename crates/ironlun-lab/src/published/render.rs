@@ -1,12 +1,14 @@
 //! The comparison as people read it: the side-by-side text table with
 //! its share line, and the HTML section (a log-log scatter of measured
-//! against published per unit, with the ±25 % band, then the table).
+//! against published per unit, with the ±25 % band, then the table). The
+//! scatters are drawn by the bench report's chart engine.
 
 use std::fmt::Write as _;
 
-use plotters::prelude::*;
-
+use ironlun_bench::report::axis::Axis;
 use ironlun_bench::report::esc;
+use ironlun_bench::report::format;
+use ironlun_bench::report::svg::{Line, Plot, Rule, Style};
 
 use super::compare::{conditions_of, Compared, Comparison, Status, TOLERANCE};
 
@@ -120,76 +122,105 @@ fn without_parentheses(s: &str) -> String {
     out.replace(" ,", ",").trim_end().to_owned()
 }
 
-fn err<E: std::fmt::Display>(e: E) -> String {
-    format!("chart: {e}")
+/// The scatter's two runs, by [`run_of`].
+const SCATTER_RUNS: [&str; 2] = ["within ±25 %", "outside ±25 %"];
+
+/// A compared cell's run in the scatter: 0 within the tolerance, 1
+/// outside.
+fn run_of(within: bool) -> usize {
+    usize::from(!within)
 }
 
 /// One log-log scatter of measured against published for the cells in
-/// `unit`, with the y = x line and the ±25 % band.
-fn scatter(unit: &str, cells: &[&Compared]) -> Result<String, String> {
-    let pts: Vec<(f64, f64, bool)> = cells
-        .iter()
-        .filter_map(|c| match (c.published, c.measured, c.within_25pct) {
-            (Some(p), Some(m), Some(w)) if p > 0.0 && m > 0.0 => Some((p, m, w)),
-            _ => None,
+/// `unit`, a point per cell with its values as a tooltip, coloured by
+/// whether it is within ±25 %, over the y = x line and the ±25 % band.
+/// Empty when no cell has two positive values (a log scale has no room
+/// for zero).
+fn scatter(unit: &str, cells: &[&Compared]) -> String {
+    let mut lines: Vec<Line> = (0..SCATTER_RUNS.len())
+        .map(|run| Line {
+            run,
+            style: Style::Points,
+            ..Line::default()
         })
         .collect();
-    if pts.is_empty() {
-        // A log scale has no room for zero or negative values.
-        return Ok(String::new());
-    }
-    let lo = pts
-        .iter()
-        .map(|p| p.0.min(p.1))
-        .fold(f64::INFINITY, f64::min)
-        / 1.5;
-    let hi = pts.iter().map(|p| p.0.max(p.1)).fold(0.0, f64::max) * 1.5;
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (560, 500)).into_drawing_area();
-        root.fill(&WHITE).map_err(err)?;
-        let mut ch = ChartBuilder::on(&root)
-            .caption(
-                format!("measured against published, {unit}"),
-                ("sans-serif", 16),
-            )
-            .margin(10)
-            .x_label_area_size(36)
-            .y_label_area_size(60)
-            .build_cartesian_2d((lo..hi).log_scale(), (lo..hi).log_scale())
-            .map_err(err)?;
-        ch.configure_mesh()
-            .x_desc(format!("published ({unit})"))
-            .y_desc(format!("measured ({unit})"))
-            .draw()
-            .map_err(err)?;
-        let band = RGBColor(200, 200, 200);
-        for k in [1.0 - TOLERANCE, 1.0 + TOLERANCE] {
-            ch.draw_series(DashedLineSeries::new(
-                [(lo, lo * k), (hi, hi * k)],
-                5,
-                4,
-                band.stroke_width(1),
-            ))
-            .map_err(err)?;
+    let (mut lo, mut hi) = (f64::INFINITY, 0.0f64);
+    for c in cells {
+        let (Some(p), Some(m), Some(w)) = (c.published, c.measured, c.within_25pct) else {
+            continue;
+        };
+        if p <= 0.0 || m <= 0.0 {
+            continue;
         }
-        ch.draw_series(LineSeries::new([(lo, lo), (hi, hi)], BLACK.stroke_width(1)))
-            .map_err(err)?;
-        let ok = RGBColor(44, 160, 44);
-        let off = RGBColor(214, 39, 40);
-        ch.draw_series(
-            pts.iter().map(|&(p, m, w)| {
-                Circle::new((p, m), 3, if w { ok.filled() } else { off.filled() })
-            }),
-        )
-        .map_err(err)?;
-        root.present().map_err(err)?;
+        (lo, hi) = (lo.min(p).min(m), hi.max(p).max(m));
+        if let Some(l) = lines.get_mut(run_of(w)) {
+            l.points.push((p, m));
+            l.tips.push(tip(c, unit));
+        }
     }
-    Ok(svg)
+    lines.retain(|l| !l.points.is_empty());
+    if lines.is_empty() {
+        return String::new();
+    }
+    let (lo, hi) = (lo / 1.2, hi * 1.2);
+    let axis = |t: &str| Axis::log(lo, hi, 10, format::count, &format!("{t} ({unit})"));
+    let (x, y) = (axis("published"), axis("measured"));
+    let runs: Vec<String> = SCATTER_RUNS.iter().map(|r| (*r).to_owned()).collect();
+    Plot {
+        kind: "published",
+        title: format!("measured against published, {unit}"),
+        rules: band(x.lo, x.hi),
+        x,
+        y,
+        lines,
+        runs: &runs,
+    }
+    .svg()
+}
+
+/// A cell's tooltip: what it is, where the study has it, both values and
+/// their ratio.
+fn tip(c: &Compared, unit: &str) -> String {
+    format!(
+        "{} ({}), {}: published {} {unit}, measured {} {unit}, ratio {}",
+        c.metric,
+        conditions_of(c),
+        c.at,
+        num(c.published),
+        num(c.measured),
+        c.ratio.map_or("-".into(), |r| format!("{r:.2}"))
+    )
+}
+
+/// The y = x line (solid) and the ±25 % band's edges (dashed) across
+/// `lo..hi` (the plot clips them to its frame).
+fn band(lo: f64, hi: f64) -> Vec<Rule> {
+    let pct = TOLERANCE * 100.0;
+    [
+        (1.0, "measured = published".to_owned(), false),
+        (
+            1.0 - TOLERANCE,
+            format!("measured = published − {pct:.0} %"),
+            true,
+        ),
+        (
+            1.0 + TOLERANCE,
+            format!("measured = published + {pct:.0} %"),
+            true,
+        ),
+    ]
+    .into_iter()
+    .map(|(k, label, dashed)| Rule {
+        from: (lo, lo * k),
+        to: (hi, hi * k),
+        label,
+        dashed,
+    })
+    .collect()
 }
 
 /// The HTML section: the share, a scatter per unit, the table.
-pub fn html(c: &Comparison) -> Result<String, String> {
+pub fn html(c: &Comparison) -> String {
     let mut h = format!(
         "<h2>Published | measured | model | ratio</h2><p>{}</p><p>{}</p><p><b>{}</b></p>",
         esc(&c.source),
@@ -211,6 +242,7 @@ pub fn html(c: &Comparison) -> Result<String, String> {
     units.dedup();
     units.sort_unstable();
     units.dedup();
+    h.push_str("<div class=\"charts\">");
     for u in units {
         let cells: Vec<&Compared> = c
             .cells
@@ -218,11 +250,12 @@ pub fn html(c: &Comparison) -> Result<String, String> {
             .filter(|x| x.unit == u && x.within_25pct.is_some())
             .collect();
         if !cells.is_empty() {
-            h.push_str(&scatter(u, &cells)?);
+            h.push_str(&scatter(u, &cells));
         }
     }
     h.push_str(
-        "<p><small>Solid line: measured = published; dashed: ±25 %. Green: within, red: outside.</small></p>\
+        "</div><p><small>Solid line: measured = published; dashed: ±25 %. The key names the points within and outside ±25 %; \
+         point at a point for its cell.</small></p>\
          <table><tr><th>metric</th><th>unit</th><th>published</th><th>measured</th><th>model</th><th>ratio</th><th>±25 %</th><th>conditions</th><th>where</th><th>note</th></tr>",
     );
     for cell in &c.cells {
@@ -243,5 +276,5 @@ pub fn html(c: &Comparison) -> Result<String, String> {
         );
     }
     h.push_str("</table>");
-    Ok(h)
+    h
 }

@@ -291,6 +291,55 @@ fn the_report_shows_all_four_columns_the_flag_and_the_share() {
         render::not_measured_by_reason(&other),
         [("the nearest measured row differs in rtt".to_owned(), 1)]
     );
-    let h = render::html(&c).unwrap();
+    let h = render::html(&c);
     assert!(h.contains("<svg") && h.contains("class=off") && h.contains("Table 2"));
+}
+
+#[test]
+fn the_scatter_has_a_point_per_compared_cell_over_the_band() {
+    let two = format!(
+        "{ONE}{}",
+        r#"
+[[cell]]
+metric = "throughput"
+value = 8.0
+unit = "MB/s"
+where = { table = "Table 2", row = "up", column = "10 ms" }
+conditions = { test = "tcp", rtt = "10ms" }
+"#
+    );
+    let f = StudyFile::parse(&two).unwrap();
+    let obs = |rtt, v| Observation::new(Metric::Throughput, &[("test", "tcp"), ("rtt", rtt)], v);
+    let c = compare(&f, &[obs("0ms", 10.0), obs("10ms", 9.0)]);
+    let h = render::html(&c);
+    assert_eq!(h.matches("data-chart=\"published\"").count(), 1);
+    assert_eq!(h.matches("<circle class=\"pt\"").count(), 2);
+    assert!(!h.contains("<path"), "points without a line");
+    for needle in [
+        "measured against published, MB/s",
+        ">published (MB/s)</text>",
+        ">measured (MB/s)</text>",
+        ">within ±25 %</text>",
+        ">outside ±25 %</text>",
+        "published 19.30 MB/s, measured 10.00 MB/s, ratio 0.52</title>",
+        "published 8.00 MB/s, measured 9.00 MB/s, ratio 1.12</title>",
+        "<title>measured = published</title>",
+        "<title>measured = published − 25 %</title>",
+        "<title>measured = published + 25 %</title>",
+    ] {
+        assert!(h.contains(needle), "{needle}\n{h}");
+    }
+    assert_eq!(h.matches("<line class=\"rule solid\"").count(), 1);
+    assert_eq!(h.matches("<line class=\"rule\"").count(), 2);
+    // Within is the first run (its colour and key), outside the second.
+    let run_of = |tip: &str| {
+        const GROUP: &str = "<g class=\"run\" data-run=\"";
+        let before = &h[..h.find(tip).unwrap()];
+        let group = &before[before.rfind(GROUP).unwrap() + GROUP.len()..];
+        group[..1].to_owned()
+    };
+    assert_eq!(
+        (run_of("ratio 1.12"), run_of("ratio 0.52")),
+        ("0".into(), "1".into())
+    );
 }

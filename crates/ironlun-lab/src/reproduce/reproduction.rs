@@ -479,15 +479,15 @@ impl Reproduction {
             self.notes.join(" ")
         );
         let comparison = match &self.comparison {
-            Some(c) => published::render::html(c)?,
+            Some(c) => published::render::html(c),
             None => String::new(),
         };
-        crate::report::html_with(
+        Ok(crate::report::html_with(
             &format!("ironlun reproduce {}", self.reproduction),
             &intro,
             &comparison,
             &sections,
-        )
+        ))
     }
 }
 
