@@ -15,6 +15,7 @@ use ironlun_backend::CompareWrite;
 
 use crate::cdb::Cdb;
 pub(crate) use crate::failure::{flush_error, read_error, write_error};
+use crate::gate::WriteGuard;
 use crate::lu::LogicalUnit;
 use crate::sense::Sense;
 use crate::{Request, Response};
@@ -326,7 +327,15 @@ pub fn write(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Respo
     let bs = lu.block_size() as usize;
     let whole = received / bs * bs;
     let span = received.div_ceil(bs) * bs;
-    let _access = lu.write_access(lba * bs as u64, span as u64);
+    let _access = if received > whole {
+        // Merging a partial last block is a read-modify-write of that
+        // block: a write to the rest of it between the read and the
+        // write back would be undone, so no other data command runs
+        // meanwhile (only a short Data-Out, FCP-4 §9.4.2, gets here).
+        WriteGuard::Exclusive(lu.exclusive_access())
+    } else {
+        lu.write_access(lba * bs as u64, span as u64)
+    };
     if whole > 0 {
         write_pieces(lu, lba, req.data_out.slices(0..whole), durable)?;
     }

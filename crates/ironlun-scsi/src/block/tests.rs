@@ -790,3 +790,34 @@ fn an_lus_own_store_keeps_the_full_compare_and_write_length() {
     let big = SharedStore::new(512 * 1000, false, Some(1 << 20));
     assert_eq!(max_caw(&lu_with(big, cfg(512))), 255);
 }
+
+#[test]
+fn a_partial_last_block_is_merged_with_the_lu_alone() {
+    // A short Data-Out ending inside a block is a read-modify-write of
+    // that block: while another command has the LU (here a shared
+    // guard, as any ordinary read or write holds), it waits.
+    let m = ram_map(100, 512);
+    let lu = m.get(0).unwrap().clone();
+    let held = lu.shared_access();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let m2 = m.clone();
+    let t = std::thread::spawn(move || {
+        let r = run_out(&m2, &write10(0, 2, 0), &[b'b'; 712]);
+        tx.send(r.status).unwrap();
+    });
+    assert!(
+        rx.recv_timeout(std::time::Duration::from_millis(100))
+            .is_err(),
+        "merged a partial block beside another command"
+    );
+    drop(held);
+    let status = rx.recv_timeout(std::time::Duration::from_secs(30)).unwrap();
+    assert_eq!(status, Status::GOOD);
+    t.join().unwrap();
+    // Whole blocks alone share the LU.
+    let _held = lu.shared_access();
+    assert_eq!(
+        run_out(&m, &write10(0, 1, 0), &[b'c'; 512]).status,
+        Status::GOOD
+    );
+}
