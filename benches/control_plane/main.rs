@@ -15,6 +15,8 @@
 //! steal took much CPU during it. Then `ironlun admin` end to end (its
 //! process start included), with no bench running.
 
+#[path = "../common/bench_json.rs"]
+mod bench_json;
 #[path = "../common/daemon.rs"]
 mod common_daemon;
 mod cpu;

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use crate::bench_json::BenchJson;
 use crate::cpu::Usage;
 
 /// What the bench of a window measured.
@@ -84,19 +85,8 @@ impl RunningBench {
     pub fn finish(mut self, kind: &'static str) -> Result<WindowResult, String> {
         let st = self.child.wait().map_err(|e| e.to_string())?;
         let end = Usage::now(self.daemon);
-        let text = std::fs::read_to_string(&self.json)
-            .map_err(|e| format!("{}: {e} (bench exit: {st})", self.json.display()))?;
-        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
-        let w = v
-            .get("workloads")
-            .and_then(|w| w.get(0))
-            .ok_or("bench JSON: no workload")?;
-        let num = |k: &[&str]| {
-            k.iter()
-                .try_fold(w, |v, k| v.get(k))
-                .and_then(serde_json::Value::as_f64)
-                .ok_or_else(|| format!("bench JSON: no {}", k.join(".")))
-        };
+        let w = BenchJson::read(&self.json, st)?;
+        let num = |k: &[&str]| w.num(k);
         Ok(WindowResult {
             kind,
             iops: num(&["iops"])?,

@@ -17,6 +17,8 @@
 //! status: a run fails only when something does not work (an I/O error,
 //! a mismatch, a refused snapshot).
 
+#[path = "../common/bench_json.rs"]
+mod bench_json;
 #[path = "../common/daemon.rs"]
 mod common_daemon;
 #[allow(dead_code)]

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use crate::bench_json::BenchJson;
 use crate::cpu::Usage;
 use crate::snaps::Snap;
 
@@ -94,19 +95,8 @@ impl RunningBench {
     pub fn finish(mut self, kind: &'static str, snaps: Vec<Snap>) -> Result<WindowResult, String> {
         let st = self.child.wait().map_err(|e| e.to_string())?;
         let end = Usage::now(self.daemon);
-        let text = std::fs::read_to_string(&self.json)
-            .map_err(|e| format!("{}: {e} (bench exit: {st})", self.json.display()))?;
-        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
-        let w = v
-            .get("workloads")
-            .and_then(|w| w.get(0))
-            .ok_or("bench JSON: no workload")?;
-        let num = |k: &[&str]| {
-            k.iter()
-                .try_fold(w, |v, k| v.get(k))
-                .and_then(serde_json::Value::as_f64)
-                .ok_or_else(|| format!("bench JSON: no {}", k.join(".")))
-        };
+        let w = BenchJson::read(&self.json, st)?;
+        let num = |k: &[&str]| w.num(k);
         let opt = |k: &[&str]| num(k).unwrap_or(0.0) as u64;
         let r = WindowResult {
             kind,
