@@ -244,6 +244,7 @@ fn sighup_applies_the_file_and_refuses_a_broken_one() {
 /// admin --url` adds a LUN. A non-loopback address or a world-readable
 /// token file stops the daemon from starting, saying why.
 #[test]
+#[allow(clippy::too_many_lines)] // one scenario, step by step
 fn http_on_loopback_needs_the_bearer_token() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
