@@ -154,8 +154,8 @@ fn checked(lu: &LogicalUnit, cdb: &Cdb<'_>) -> Result<(u64, u64, u32), Sense> {
 
 /// MISCOMPARE DURING VERIFY OPERATION with the offset of the first byte
 /// that differs (SBC-3 §5.2, §5.25).
-fn miscompare(offset: usize) -> Sense {
-    Sense::new(SenseKey::MISCOMPARE, Asc::MISCOMPARE_DURING_VERIFY).with_info(offset as u64)
+fn miscompare(offset: u64) -> Sense {
+    Sense::new(SenseKey::MISCOMPARE, Asc::MISCOMPARE_DURING_VERIFY).with_info(offset)
 }
 
 fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
@@ -381,13 +381,7 @@ pub fn verify(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Resp
     let _shared = lu.shared_access();
     if bytchk == 0 {
         // Read the range to find unreadable blocks, in bounded pieces.
-        let step = (lu.cfg.max_transfer_bytes as usize / bs).max(1) as u64;
-        let mut at = lba;
-        while at < lba + blocks {
-            let n = step.min(lba + blocks - at);
-            read_blocks(lu, at, n as usize * bs)?;
-            at += n;
-        }
+        scan(lu, lba, blocks, |_, _| None)?;
         return Ok(Response::written(0));
     }
     let data = req.data();
@@ -400,20 +394,47 @@ pub fn verify(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Resp
             expected as u32,
         ));
     }
-    let medium = read_blocks(lu, lba, blocks as usize * bs)?;
     let mismatch = if bytchk == 0b01 {
-        first_difference(data.get(..expected).unwrap_or(&[]), &medium)
+        // `expected` is the whole range, within MAXIMUM TRANSFER LENGTH.
+        let medium = read_blocks(lu, lba, expected)?;
+        first_difference(data.get(..expected).unwrap_or(&[]), &medium).map(|o| o as u64)
     } else {
+        // BYTCHK 11b transfers one block whatever the range: the range
+        // is read in pieces, as for BYTCHK 00b.
         let pattern = data.get(..bs).unwrap_or(&[]);
-        medium
-            .chunks(bs)
-            .enumerate()
-            .find_map(|(i, b)| first_difference(pattern, b).map(|o| i * bs + o))
+        scan(lu, lba, blocks, |at, medium| {
+            medium.chunks(bs).enumerate().find_map(|(i, b)| {
+                first_difference(pattern, b).map(|o| at * bs as u64 + (i * bs + o) as u64)
+            })
+        })?
     };
     match mismatch {
         Some(off) => Ok(lu.check_condition(miscompare(off), expected as u32)),
         None => Ok(Response::written(expected as u32)),
     }
+}
+
+/// Reads `blocks` blocks from `lba` in pieces of at most MAXIMUM
+/// TRANSFER LENGTH, handing each to `f` with the index of its first block
+/// in the range, until `f` finds something.
+fn scan(
+    lu: &LogicalUnit,
+    lba: u64,
+    blocks: u64,
+    mut f: impl FnMut(u64, &[u8]) -> Option<u64>,
+) -> Result<Option<u64>, Sense> {
+    let bs = lu.block_size() as usize;
+    let step = (lu.cfg.max_transfer_bytes as usize / bs).max(1) as u64;
+    let mut done = 0;
+    while done < blocks {
+        let n = step.min(blocks - done);
+        let medium = read_blocks(lu, lba + done, n as usize * bs)?;
+        if let Some(found) = f(done, &medium) {
+            return Ok(Some(found));
+        }
+        done += n;
+    }
+    Ok(None)
 }
 
 /// Checks a fixed-size Data-Out buffer: commands whose data length the CDB
@@ -482,14 +503,14 @@ pub fn compare_and_write(
     }) {
         Ok(CompareWrite::Written) => return Ok(Response::written(2 * half as u32)),
         Ok(CompareWrite::Mismatch(off)) => {
-            return Ok(lu.check_condition(miscompare(off as usize), 2 * half as u32))
+            return Ok(lu.check_condition(miscompare(off), 2 * half as u32))
         }
         Ok(CompareWrite::Unsupported) => {}
         Err(e) => return Err(write_error(lba, &e)),
     }
     let current = read_blocks(lu, lba, half)?;
     if let Some(off) = first_difference(verify, &current) {
-        return Ok(lu.check_condition(miscompare(off), 2 * half as u32));
+        return Ok(lu.check_condition(miscompare(off as u64), 2 * half as u32));
     }
     write_blocks(lu, lba, new, durable)?;
     Ok(Response::written(2 * half as u32))

@@ -242,6 +242,41 @@ fn verify_compares_and_reports_the_miscompare_offset() {
     );
 }
 
+/// VERIFY with BYTCHK 11b transfers one block however long the range
+/// (SBC-4 §5.32): the medium is read in pieces of at most MAXIMUM
+/// TRANSFER LENGTH, not the whole range into one buffer (a VERIFY(16) of
+/// 2^32 - 1 blocks asked for that), and a miscompare in a later piece
+/// still reports its offset from the start of the range.
+#[test]
+fn verify_bytchk_11_reads_the_range_in_bounded_pieces() {
+    use ironlun_backend::testing::record::{Call, Recorder};
+    let rec = Recorder::new(RamBackend::new(64 * 512));
+    let log = rec.log();
+    let c = LuConfig {
+        max_transfer_bytes: 8 * 512,
+        ..cfg(512)
+    };
+    let m = lu_with(Arc::new(rec), c);
+    for lba in 0..8 {
+        run_out(&m, &write10(lba * 8, 8, 0), &[0x5a; 8 * 512]);
+    }
+    run_out(&m, &write10(40, 1, 0), &[0x5b; 512]);
+    log.take();
+    let v16 = cdb16(0x8f, 0b11 << 1, 0, 64);
+    let r = run_out(&m, &v16, &[0x5a; 512]);
+    assert_eq!(sense_of(&r).0, SenseKey::MISCOMPARE);
+    assert_eq!(&r.sense[3..7], &(40u32 * 512).to_be_bytes());
+    let reads: Vec<usize> = log
+        .take()
+        .iter()
+        .filter_map(|c| match c {
+            Call::Read { len, .. } => Some(*len),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reads, vec![8 * 512; 6], "pieces up to the miscompare");
+}
+
 #[test]
 fn compare_and_write_is_all_or_nothing() {
     let m = ram_map(100, 512);
