@@ -86,6 +86,39 @@ fn lba_out_of_range_and_zero_length() {
     );
 }
 
+/// A range whose end wraps u64 (LBA near 2^64 plus its length), or
+/// reaches past the medium from its last block, is LOGICAL BLOCK ADDRESS
+/// OUT OF RANGE (SBC-4 §4.5) for every command that takes an LBA and a
+/// length from a 16-byte CDB: checked before any byte offset is computed
+/// or any Data-Out is looked at.
+#[test]
+fn ranges_that_wrap_u64_are_out_of_range() {
+    let m = ram_map(100, 512);
+    let oob = (SenseKey::ILLEGAL_REQUEST, 0x21, 0x00);
+    let ops = [
+        opcode::READ_16,
+        opcode::WRITE_16,
+        opcode::WRITE_AND_VERIFY_16,
+        opcode::VERIFY_16,
+        opcode::PRE_FETCH_16,
+        opcode::SYNCHRONIZE_CACHE_16,
+        opcode::WRITE_SAME_16,
+        opcode::ORWRITE_16,
+        opcode::COMPARE_AND_WRITE,
+        opcode::WRITE_ATOMIC_16,
+    ];
+    for op in ops {
+        for (lba, blocks) in [(u64::MAX - 1, 4), (u64::MAX, 1), (99, 2), (1 << 63, 200)] {
+            let r = run(&m, &cdb16(op, 0, lba, blocks));
+            assert_eq!(
+                sense_of(&r),
+                oob,
+                "opcode {op:#04x} LBA {lba:#x} + {blocks}"
+            );
+        }
+    }
+}
+
 #[test]
 fn protect_fields_and_reserved_bits_are_invalid_field_in_cdb() {
     let m = ram_map(100, 512);
