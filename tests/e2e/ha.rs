@@ -496,7 +496,7 @@ spec = "{spec}"
     };
     let check = |body: String, args: &[&str]| {
         std::fs::write(&cfg, body).unwrap();
-        let o = Command::new(env!("CARGO_BIN_EXE_ironlun"))
+        let o = Command::new(support::ironlun_bin())
             .arg("target")
             .arg("--config")
             .arg(&cfg)

@@ -14,7 +14,7 @@ use std::time::Duration;
 use support::{free_port, ironlun_ok as ok, Target};
 
 fn ironlun() -> &'static str {
-    env!("CARGO_BIN_EXE_ironlun")
+    support::ironlun_bin()
 }
 
 #[test]
