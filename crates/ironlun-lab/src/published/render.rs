@@ -122,6 +122,29 @@ fn param_value(p: &crate::testbed::Parameter) -> String {
     format!("{} {}", num(Some(p.value)), p.unit)
 }
 
+/// The fitted profile in one line, for the head of a report: each
+/// parameter with its unit, and the agreement in and out of sample.
+pub fn fit_line(f: &Fit) -> String {
+    let params: Vec<String> = f
+        .list
+        .iter()
+        .map(|p| {
+            format!(
+                "{} {}{}",
+                p.name,
+                param_value(p),
+                if p.fitted { "*" } else { "" }
+            )
+        })
+        .collect();
+    format!(
+        "fitted testbed profile (* fitted): {}; in-sample {}, out-of-sample {}\n",
+        params.join(", "),
+        f.in_sample.text(),
+        f.out_of_sample.text()
+    )
+}
+
 /// The fitted profile: its parameters with units, the training rule,
 /// and the agreement in-sample and out-of-sample.
 pub fn fit_text(f: &Fit) -> String {

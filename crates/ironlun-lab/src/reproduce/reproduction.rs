@@ -308,6 +308,9 @@ impl Reproduction {
     /// Text tables as printed.
     pub fn text(&self) -> String {
         let mut s = format!("{}: {}\n", self.reproduction, self.description);
+        if let Some(f) = self.comparison.as_ref().and_then(|c| c.fit.as_ref()) {
+            s.push_str(&published::render::fit_line(f));
+        }
         if let Some(st) = self.steal_pct {
             s.push_str(&format!(
                 "host CPU stolen by the hypervisor during the run: {st:.1} % (above a few percent, timings are disturbed)\n"

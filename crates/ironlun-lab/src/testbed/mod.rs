@@ -33,9 +33,6 @@ pub use profile::{Declared, Knob, Parameter, Testbed};
 /// What the profile column is, in the reports.
 pub const BASIS: &str = "profile: the model's value under the testbed profile fitted on the training cells (in-sample) and predicted for the held-out cells (out-of-sample)";
 
-/// What the measured rows ran under, in the reports.
-pub const IMPOSED: &str = "the measured rows run on this machine under the lab's link emulation at the rates and delays each study names (the declared line rate and round trips); the fitted host costs, window, write cap and disk times are not yet imposed on them, so their in-sample and out-of-sample shares are split by the same rule but are not moved by the fit";
-
 /// Agreement over a set of cells.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct Agreement {
@@ -209,7 +206,7 @@ pub fn apply(file: &StudyFile, cmp: &mut Comparison) -> Result<(), String> {
     let list = tb.parameters(&used);
     cmp.fit = Some(Fit {
         basis: BASIS,
-        imposed: IMPOSED,
+        imposed: study::imposed(&file.study),
         why: decl.map(|d| d.why.clone()).unwrap_or_default(),
         training_rule: decl
             .map(|d| {

@@ -37,6 +37,14 @@ pub fn model(study: &str) -> Option<StudyModel> {
     }
 }
 
+/// What of the profile the study's measured rows run under.
+pub fn imposed(study: &str) -> &'static str {
+    match study {
+        "app-profiles" => "the measured rows run through the relay at the fitted profile's link payload rate (1 Gbit/s, jumbo frames) and round trip; its host costs and disk times are not imposed, so the hosts are this machine's",
+        _ => "the measured rows run under the lab's link emulation at the rates and round trips the study names, not yet the fitted profile's; its host costs, window, write cap and disk times are not imposed, so their in-sample and out-of-sample shares are split by the same rule but not moved by the fit",
+    }
+}
+
 /// Bytes in "1KiB", "64KiB", "1MiB", "10MB", "512B".
 fn bytes(s: &str) -> Option<f64> {
     let units = [
