@@ -283,8 +283,9 @@ fn ramdisk_cell(cell: &PublishedCell) -> Result<Shape, String> {
             }
             let read: f64 = parsed(get(c, "read")?.parse().ok(), "read")?;
             // One session is one TCP connection, and a team carries a
-            // connection on one of its links (IEEE 802.1AX §6.6 keeps a
-            // conversation on one link): a team adds no rate to it.
+            // connection on one of its links (link aggregation keeps a
+            // conversation's frames on one link, in order, IEEE 802.1AX):
+            // a team adds no rate to it.
             let load = Load {
                 read: read / 100.0,
                 sizes: FILE_SERVER.to_vec(),
