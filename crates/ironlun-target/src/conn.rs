@@ -55,6 +55,10 @@
 //! and TCP work, not to readiness system calls.
 //! `IRONLUN_RUNTIME=current-thread` runs the daemon on one thread, to
 //! repeat the comparison.
+//!
+//! With `busy_poll` set (latency mode, crate::busy_poll), a connection
+//! about to wait for its next PDU or its ring first polls them itself
+//! for up to that long ([`Driver::spin`]); off by default.
 
 use std::io;
 use std::net::SocketAddr;
