@@ -29,6 +29,7 @@
 
 pub mod access;
 pub mod admin;
+pub mod busy_poll;
 pub mod check;
 pub mod config;
 mod conn;
