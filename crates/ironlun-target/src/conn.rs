@@ -523,13 +523,9 @@ impl Driver {
             if let Some(t) = slot.update(self.core.poll_timeout()) {
                 keepalive.as_mut().reset(tokio::time::Instant::from_std(t));
             }
-            let idle = Idle {
-                want_read,
-                want_write,
-                store_ios: !self.store_ios.is_empty(),
-                interrupted: signals.is_pending() || shutdown.has_changed().unwrap_or(false),
-            };
-            if !self.busy_poll.is_zero() && idle.may_spin() {
+            // Off by default: then nothing of the below is asked.
+            if !self.busy_poll.is_zero() && self.may_spin(want_read, want_write, &signals, shutdown)
+            {
                 match self.spin(&signals, shutdown, &mut done_rx) {
                     None => {}
                     Some(Found::Closed) => {
@@ -662,6 +658,23 @@ impl Driver {
                 return false;
             }
         }
+    }
+
+    /// Whether the connection, about to sleep, may spin first.
+    fn may_spin(
+        &self,
+        want_read: bool,
+        want_write: bool,
+        signals: &SessionSignals,
+        shutdown: &watch::Receiver<bool>,
+    ) -> bool {
+        Idle {
+            want_read,
+            want_write,
+            store_ios: !self.store_ios.is_empty(),
+            interrupted: signals.is_pending() || shutdown.has_changed().unwrap_or(false),
+        }
+        .may_spin()
     }
 
     /// Latency mode (crate::busy_poll): polls the socket, the ring and
