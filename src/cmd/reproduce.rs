@@ -89,7 +89,7 @@ pub fn run(a: ReproduceArgs) -> Result<(), String> {
     let json = a.out.join(format!("{name}.json"));
     let html = a.out.join(format!("{name}.html"));
     std::fs::write(&json, r.json()?).map_err(|e| format!("{}: {e}", json.display()))?;
-    std::fs::write(&html, r.html()?).map_err(|e| format!("{}: {e}", html.display()))?;
+    std::fs::write(&html, r.html()).map_err(|e| format!("{}: {e}", html.display()))?;
     if !r.workloads.is_empty() {
         let w = a.out.join(format!("{name}-workloads.html"));
         let page = ironlun_bench::report::html(&r.workload_reports());

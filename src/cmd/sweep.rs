@@ -122,7 +122,7 @@ pub fn run(a: SweepArgs) -> Result<(), String> {
         std::fs::write(p, text).map_err(|e| format!("{}: {e}", p.display()))?;
     }
     if let Some(p) = &a.html {
-        std::fs::write(p, s.html(&results)?).map_err(|e| format!("{}: {e}", p.display()))?;
+        std::fs::write(p, s.html(&results)).map_err(|e| format!("{}: {e}", p.display()))?;
         outln!("report: {}", p.display());
     }
     Ok(())

@@ -239,7 +239,7 @@ impl Sweep {
     }
 
     /// The HTML report: the table of `results` with its charts.
-    pub fn html(&self, results: &[CellResult]) -> Result<String, String> {
+    pub fn html(&self, results: &[CellResult]) -> String {
         let sec = Section {
             title: self.title.clone(),
             note: String::new(),
@@ -247,11 +247,11 @@ impl Sweep {
             rows: self.rows.clone(),
             cols: self.cols.clone(),
         };
-        Ok(crate::report::html(
+        crate::report::html(
             &self.title,
             "ironlun sweep against an embedded target.",
             &[sec],
-        ))
+        )
     }
 }
 

@@ -142,6 +142,14 @@ pub(crate) fn byte_at(lu: &LogicalUnit, lba: u64) -> Result<u64, Sense> {
         .ok_or_else(Sense::lba_out_of_range)
 }
 
+/// The byte offset of a block [`check_range`] has passed: below the
+/// number of blocks, so the product is below the medium's size in
+/// bytes, a u64, and never saturates. Infallible, for the read and write
+/// paths every command takes.
+fn offset_in_range(lu: &LogicalUnit, lba: u64) -> u64 {
+    lba.saturating_mul(lu.block_bytes().get())
+}
+
 fn check_transfer_length(lu: &LogicalUnit, blocks: u64, byte: u16) -> Result<u32, Sense> {
     // SBC-3 §6.5.3: beyond MAXIMUM TRANSFER LENGTH (a product past u64
     // is beyond it too).
@@ -281,7 +289,7 @@ fn plan_read(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Plan
     }
     Ok(Plan::Read {
         lba,
-        offset: byte_at(lu, lba)?,
+        offset: offset_in_range(lu, lba),
         bytes,
     })
 }
@@ -322,7 +330,7 @@ fn plan_write(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Plan
     // data beyond the CDB's length is ignored (underflow).
     Ok(Plan::Write {
         lba,
-        offset: byte_at(lu, lba)?,
+        offset: offset_in_range(lu, lba),
         bytes,
         received: req.data_out.len().min(bytes as usize),
         durable: durable(lu, cdb),

@@ -403,7 +403,7 @@ impl Reproduction {
     }
 
     /// The HTML report.
-    pub fn html(&self) -> Result<String, String> {
+    pub fn html(&self) -> String {
         let mut sections: Vec<Section<'_>> = self
             .tables
             .iter()
@@ -489,12 +489,12 @@ impl Reproduction {
             Some(c) => published::render::html(c),
             None => String::new(),
         };
-        Ok(crate::report::html_with(
+        crate::report::html_with(
             &format!("ironlun reproduce {}", self.reproduction),
             &intro,
             &comparison,
             &sections,
-        ))
+        )
     }
 }
 
