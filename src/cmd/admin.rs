@@ -708,7 +708,7 @@ fn socket(a: &AdminArgs) -> Result<PathBuf, String> {
                 .then(|| DEFAULT_CONFIG.into())
         })
         .ok_or("no --socket, no --config, and no /etc/ironlun/ironlun.toml")?;
-    let cfg = ironlun_target::Config::load(&ironlun_target::Overrides {
+    let cfg = ironlun_target_config::Config::load(&ironlun_target_config::Overrides {
         config: Some(config.clone()),
         ..Default::default()
     })

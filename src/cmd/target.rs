@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use ironlun_proto::chap::ChapPolicy;
-use ironlun_target::{BindError, Config, ConfigError, Overrides, Server};
+use ironlun_target::{BindError, Server};
+use ironlun_target_config::{Config, ConfigError, Overrides};
 
 use crate::runtime::{init_logging, log_filter, shutdown_signal, usage_error};
 use crate::service;
@@ -182,7 +183,7 @@ pub fn run(log: Option<&str>, args: TargetArgs) -> ExitCode {
 
 fn overrides(args: TargetArgs) -> Overrides {
     if let Some(g) = &args.gateway {
-        ironlun_target::group::set_local_gateway(g);
+        ironlun_target_config::set_local_gateway(g);
     }
     Overrides {
         config: args.config,

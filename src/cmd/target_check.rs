@@ -6,7 +6,7 @@
 //! "configuration OK" (status 0), or every problem (status 2).
 
 use ironlun_target::check::{self, Severity};
-use ironlun_target::{Config, Overrides};
+use ironlun_target_config::{Config, Overrides};
 
 /// Prints the effective configuration and the findings; `Err` is the
 /// verdict when something would fail.

@@ -27,10 +27,8 @@
     allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
-pub mod access;
 pub mod admin;
 pub mod check;
-pub mod config;
 mod conn;
 pub mod group;
 pub mod live;
@@ -52,5 +50,9 @@ mod store_io;
 #[cfg(test)]
 mod test_log;
 
-pub use config::{AdminHttp, Config, ConfigError, Overrides};
+// The configuration is ironlun-target-config's; `crate::config` names
+// it here, and the types every caller of [`Server`] needs are
+// re-exported.
+use ironlun_target_config as config;
+pub use ironlun_target_config::{AdminHttp, Config, ConfigError, Overrides};
 pub use server::{BindError, Server};
