@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
 use ironlun_admin_client::{Client, Endpoint};
-use ironlun_target::admin::ops::{Op, Request};
 use ironlun_target::live::edit::Mapping;
+use ironlun_target_admin::ops::{Op, Request};
 use serde_json::Value;
 
 use crate::runtime::{usage, Failure};

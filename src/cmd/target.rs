@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use ironlun_proto::chap::ChapPolicy;
 use ironlun_target::{BindError, Server};
+use ironlun_target_admin::Control;
 use ironlun_target_config::{Config, ConfigError, Overrides};
 
 use crate::runtime::{init_logging, log_filter, shutdown_signal, usage_error};
@@ -237,6 +238,7 @@ fn serve(log: Option<&str>, args: TargetArgs) -> Result<(), Failure> {
     runtime()?.block_on(async move {
         let stop = shutdown_signal();
         let server = Server::bind_with(&cfg, &overrides).await?;
+        let server = server.with_control(Control::bind(&cfg).await?);
         log_startup(&cfg);
         let live = server.live();
         let status = move || {
