@@ -17,8 +17,11 @@
 
 #[path = "../common/bench_json.rs"]
 mod bench_json;
+#[path = "../common/bench_run.rs"]
+mod bench_run;
 #[path = "../common/daemon.rs"]
 mod common_daemon;
+#[path = "../common/cpu.rs"]
 mod cpu;
 mod daemon;
 mod ops;
@@ -32,11 +35,12 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 
+use bench_run::{BenchSpec, RunningBench};
 use daemon::{target_name, Daemon};
 use ironlun_admin_client::{Client as AdminClient, Endpoint};
 use ops::{OpTimes, Series};
 use report::Point;
-use window::{BenchSpec, RunningBench, WindowResult};
+use window::WindowResult;
 
 #[derive(Parser, Debug)]
 #[command(about = "Control-plane speed: admin operations at N targets, and I/O beside them")]
@@ -177,6 +181,8 @@ fn measure_on(
         bench: BenchSpec {
             url: daemon::url(daemon, 0, 0),
             qd: a.qd,
+            read: 100,
+            verify: false,
             time: a.window,
             ramp: RAMP,
         },
@@ -284,7 +290,7 @@ fn one_window(
         let ops = (s.cycles * ops::KINDS.len()).max(1) as u32;
         times = s.run(&mut api, b.time.mul_f64(0.9) / ops)?;
     }
-    let w = bench.finish(kind)?;
+    let w = window::result(&bench.finish()?, kind)?;
     if w.errors > 0 {
         return Err(format!("the bench had {} I/O errors", w.errors));
     }

@@ -19,10 +19,12 @@
 
 #[path = "../common/bench_json.rs"]
 mod bench_json;
+#[path = "../common/bench_run.rs"]
+mod bench_run;
 #[path = "../common/daemon.rs"]
 mod common_daemon;
 #[allow(dead_code)]
-#[path = "../control_plane/cpu.rs"]
+#[path = "../common/cpu.rs"]
 mod cpu;
 mod daemon;
 mod report;
@@ -35,10 +37,11 @@ use std::time::Duration;
 
 use clap::Parser;
 
+use bench_run::{BenchSpec, RunningBench};
 use daemon::Daemon;
 use report::{BigSnaps, StoreResult};
 use store::{Kind, Store};
-use window::{BenchSpec, WindowResult};
+use window::WindowResult;
 
 #[derive(Parser, Debug)]
 #[command(about = "Snapshot pauses under a 4 KiB QD 32 bench, and snapshots of a 1 TiB LUN")]
@@ -204,7 +207,7 @@ fn windows(
         kinds.rotate_left(usize::from(rep > 0));
         for kind in kinds {
             let json = dir.join(format!("bench-r{rep}-{kind}.json"));
-            let bench = window::RunningBench::start(ironlun, &spec, json, daemon.pid())?;
+            let bench = RunningBench::start(ironlun, &spec, json, daemon.pid())?;
             let taken = if kind == SNAPSHOTS {
                 let s = snaps::Series {
                     ironlun,
@@ -217,7 +220,7 @@ fn windows(
             } else {
                 Vec::new()
             };
-            let w = bench.finish(kind, taken)?;
+            let w = window::result(&bench.finish()?, kind, taken)?;
             eprintln!("  {}", report::window_line(rep, &w));
             out.push(w);
         }

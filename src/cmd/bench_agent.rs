@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use ironlun_bench::agent::{self, Agent, BenchSpec, Opener, Token};
 use ironlun_bench::luns::Route;
+use ironlun_bench::plan::session_label;
 use ironlun_bench::{luns, output, LunTarget, Slice, WorkloadResult};
 use ironlun_initiator::isid_for;
 
@@ -78,15 +79,8 @@ async fn open_into(
         for k in 0..n {
             let mut ok = o.clone();
             ok.isid = isid_for(o.isid, out.len());
-            let label = if n > 1 {
-                format!("{u} [session {}/{n}]", k + 1)
-            } else {
-                u.to_string()
-            };
-            let slice = Slice {
-                index: part.index * n + k,
-                count: part.count * n,
-            };
+            let label = session_label(&u.to_string(), k, n);
+            let slice = part.part(k, n);
             let route = Route::Portal(&u.portal());
             out.push(luns::open(route, &u.target, u.lun, &ok, label, slice).await?);
         }

@@ -101,6 +101,13 @@ pub fn run(a: ReproduceArgs) -> Result<(), String> {
             "against the published figures: {}",
             ironlun_lab::published::render::share_line(c)
         );
+        if let Some(f) = &c.fit {
+            outln!(
+                "fitted testbed profile against the published figures: in-sample {}; out-of-sample {}",
+                f.in_sample.text(),
+                f.out_of_sample.text()
+            );
+        }
     }
     outln!(
         "took {:.0} s; results: {}; report: {}",

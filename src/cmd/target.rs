@@ -80,6 +80,12 @@ pub struct TargetArgs {
     /// Re-arm TCP_QUICKACK after every read (no delayed ACKs).
     #[arg(long)]
     pub tcp_quickack: bool,
+    /// Latency mode: a connection with nothing to send polls its socket
+    /// and io_uring this long (e.g. 50us, at most 1ms) before it sleeps,
+    /// trading CPU for fewer wake-ups at low queue depth; 0 (the
+    /// default) is off. Same as `busy_poll` in the file's `[tcp]`.
+    #[arg(long, value_name = "DURATION")]
+    pub busy_poll: Option<String>,
     /// How commands on file and block LUNs reach the kernel: uring (an
     /// io_uring per connection, the default; the thread pool where
     /// io_uring is unavailable) or pool (a blocking thread per command).
@@ -197,6 +203,7 @@ fn overrides(args: TargetArgs) -> Overrides {
         tcp_window: args.tcp_window,
         tcp_nagle: args.tcp_nagle,
         tcp_quickack: args.tcp_quickack,
+        busy_poll: args.busy_poll,
         io_engine: args.io_engine,
         chap: args.chap,
         mutual_chap: args.mutual_chap,

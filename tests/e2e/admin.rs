@@ -18,7 +18,7 @@ const READER: &str = "iqn.2026-11.test:reader";
 fn admin(sock: &Path, args: &[&str]) -> String {
     let mut all = vec!["admin", "--socket", sock.to_str().unwrap()];
     all.extend_from_slice(args);
-    let (rc, out) = run(env!("CARGO_BIN_EXE_ironlun"), &all);
+    let (rc, out) = run(support::ironlun_bin(), &all);
     assert_eq!(rc, 0, "ironlun {all:?}: {out}");
     out
 }
@@ -56,7 +56,7 @@ fn ram_target_with_admin(dir: &Path) -> (Target, PathBuf, PathBuf) {
 /// A verifying bench of six seconds on `t`'s LUN 0 (8 KiB random, half
 /// reads, QD 8), logging at info on stderr, its result in `json`.
 fn verifying_bench(t: &Target, json: &Path) -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_ironlun"))
+    Command::new(support::ironlun_bin())
         .args(["--log", "info", "bench", &t.url(NAME, 0), "--verify"])
         .args(["--bs", "8k", "--read", "50", "--random", "100", "--qd", "8"])
         .args([
@@ -114,7 +114,7 @@ fn luns_change_under_a_verifying_bench() {
     let back = dir.path().join("back.img");
     let reader_url = t.url(NAME, 0);
     let (rc, out) = run(
-        env!("CARGO_BIN_EXE_ironlun"),
+        support::ironlun_bin(),
         &[
             "dd",
             "--if",
@@ -133,7 +133,7 @@ fn luns_change_under_a_verifying_bench() {
         "the reader's LUN 0 is LUN 1"
     );
     let (rc, out) = run(
-        env!("CARGO_BIN_EXE_ironlun"),
+        support::ironlun_bin(),
         &[
             "dd",
             "--if",
@@ -244,6 +244,7 @@ fn sighup_applies_the_file_and_refuses_a_broken_one() {
 /// admin --url` adds a LUN. A non-loopback address or a world-readable
 /// token file stops the daemon from starting, saying why.
 #[test]
+#[allow(clippy::too_many_lines)] // one scenario, step by step
 fn http_on_loopback_needs_the_bearer_token() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
@@ -289,7 +290,7 @@ fn http_on_loopback_needs_the_bearer_token() {
     let via_http = |args: &[&str]| {
         let mut all = vec!["admin", "--url", &url, "--token-file", tf];
         all.extend_from_slice(args);
-        run(env!("CARGO_BIN_EXE_ironlun"), &all)
+        run(support::ironlun_bin(), &all)
     };
     let luns = || {
         let (rc, out) = via_http(&["--json", "state"]);
@@ -306,7 +307,7 @@ fn http_on_loopback_needs_the_bearer_token() {
     drop(t);
 
     // Refused at start, with the reason.
-    let exe = env!("CARGO_BIN_EXE_ironlun");
+    let exe = support::ironlun_bin();
     let (rc, out) = run(
         exe,
         &[
@@ -439,10 +440,10 @@ fn the_api_runs_apart_at_idle_priority_and_its_portals_serve() {
     );
 
     let url = format!("iscsi://{portal}/{NAME}/0");
-    let (rc, out) = run(env!("CARGO_BIN_EXE_ironlun"), &["readcap", &url]);
+    let (rc, out) = run(support::ironlun_bin(), &["readcap", &url]);
     assert_eq!(rc, 0, "a login through the added portal: {out}");
     admin(&sock, &["portal", "remove", &portal]);
-    let (rc, out) = run(env!("CARGO_BIN_EXE_ironlun"), &["readcap", &url]);
+    let (rc, out) = run(support::ironlun_bin(), &["readcap", &url]);
     assert_ne!(rc, 0, "the removed portal refuses: {out}");
 }
 
@@ -465,7 +466,7 @@ fn admin_http(url: &str, token: &Path, args: &[&str]) -> (i32, String) {
         token.to_str().unwrap(),
     ];
     all.extend_from_slice(args);
-    run(env!("CARGO_BIN_EXE_ironlun"), &all)
+    run(support::ironlun_bin(), &all)
 }
 
 /// `config show` hides every literal secret (discovery, target, an
@@ -525,7 +526,7 @@ spec = "ram:8MiB"
     // Elsewhere: refused, nothing written.
     let elsewhere = dir.path().join("elsewhere.toml");
     let (rc, out) = run(
-        env!("CARGO_BIN_EXE_ironlun"),
+        support::ironlun_bin(),
         &[
             "admin",
             "--socket",
@@ -660,7 +661,7 @@ fn a_file_where_the_socket_goes_is_refused_and_kept() {
         "timeout",
         &[
             "30",
-            env!("CARGO_BIN_EXE_ironlun"),
+            support::ironlun_bin(),
             "target",
             "--listen",
             "127.0.0.1:0",
@@ -842,7 +843,7 @@ chap = "carol:carol-secret-0123"
         (false.into(), false.into())
     );
     let (rc, raw) = run(
-        env!("CARGO_BIN_EXE_ironlun"),
+        support::ironlun_bin(),
         &[
             "admin",
             "--socket",

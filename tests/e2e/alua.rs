@@ -126,7 +126,7 @@ fn sg_vpd_83(dir: &Path, c: &mut Raw) -> String {
 fn admin(sock: &Path, args: &[&str]) -> String {
     let mut all = vec!["admin", "--socket", sock.to_str().unwrap()];
     all.extend_from_slice(args);
-    let (rc, out) = run(env!("CARGO_BIN_EXE_ironlun"), &all);
+    let (rc, out) = run(support::ironlun_bin(), &all);
     assert_eq!(rc, 0, "ironlun {all:?}: {out}");
     out
 }
@@ -217,7 +217,7 @@ fn a_state_set_by_the_operator_reaches_live_sessions() {
     assert_eq!(refused(&mut c, &READ10), CHANGED);
     good(&mut c, &READ10, 512, &[]);
     let (rc, out) = run(
-        env!("CARGO_BIN_EXE_ironlun"),
+        support::ironlun_bin(),
         &[
             "admin",
             "--socket",
@@ -231,7 +231,7 @@ fn a_state_set_by_the_operator_reaches_live_sessions() {
     );
     assert_eq!(rc, 2, "{out}");
     let (rc, out) = run(
-        env!("CARGO_BIN_EXE_ironlun"),
+        support::ironlun_bin(),
         &[
             "admin",
             "--socket",

@@ -46,7 +46,7 @@ fn gateway(dir: &Path, tag: u16, states: [&str; 2]) -> Gateway {
 fn admin(sock: &Path, args: &[&str]) -> String {
     let mut all = vec!["admin", "--socket", sock.to_str().unwrap()];
     all.extend_from_slice(args);
-    let (rc, out) = run(env!("CARGO_BIN_EXE_ironlun"), &all);
+    let (rc, out) = run(support::ironlun_bin(), &all);
     assert_eq!(rc, 0, "ironlun {all:?}: {out}");
     out
 }
@@ -80,7 +80,7 @@ fn wait_for(what: &str, mut f: impl FnMut() -> u64, done: impl Fn(u64) -> bool) 
 /// RAM LUN).
 fn bench(a: &Gateway, b: &Gateway, json: &Path, time: &str) -> Child {
     let url = |g: &Gateway| format!("iscsi://{}/{NAME}/0", g.t.addr);
-    Command::new(env!("CARGO_BIN_EXE_ironlun"))
+    Command::new(support::ironlun_bin())
         .args(["--log", "info", "bench", &url(a), &url(b)])
         .args(["--multipath", "--path-policy", "round-robin"])
         .args(["--initiator-name", INITIATOR])

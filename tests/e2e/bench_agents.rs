@@ -39,7 +39,7 @@ impl Agent {
     /// The agent, its command line prefixed by `wrap` (e.g. `ip netns
     /// exec NS`), listening on `ip`.
     fn spawn(wrap: &[&str], ip: &str, token: &Path) -> Agent {
-        let bin = env!("CARGO_BIN_EXE_ironlun");
+        let bin = support::ironlun_bin();
         let mut cmd = match wrap.split_first() {
             Some((first, rest)) => {
                 let mut c = Command::new(first);
@@ -151,7 +151,7 @@ fn control(agents: &[String], token: &Path, url: &str, extra: &[&str]) -> (i32, 
         json.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
-    let (rc, out) = support::run(env!("CARGO_BIN_EXE_ironlun"), &args);
+    let (rc, out) = support::run(support::ironlun_bin(), &args);
     let v = std::fs::read_to_string(&json)
         .map(|t| serde_json::from_str(&t).unwrap())
         .unwrap_or(Value::Null);
@@ -297,7 +297,7 @@ fn a_world_readable_token_file_stops_the_agent_and_the_controller() {
     let tok = token_file(dir.path(), "token", TOKEN);
     std::fs::set_permissions(&tok, std::fs::Permissions::from_mode(0o644)).unwrap();
     let tok = tok.to_str().unwrap();
-    let bin = env!("CARGO_BIN_EXE_ironlun");
+    let bin = support::ironlun_bin();
     let (rc, out) = support::run(
         bin,
         &[
@@ -349,7 +349,7 @@ fn an_agent_that_leaves_fails_the_run_and_says_which() {
         "--ramp",
         "0",
     ];
-    let mut ctl = Command::new(env!("CARGO_BIN_EXE_ironlun"))
+    let mut ctl = Command::new(support::ironlun_bin())
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

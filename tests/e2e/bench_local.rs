@@ -116,7 +116,7 @@ fn verify_catches_a_corrupted_block_in_a_file() {
         // Files are driven in 4096-byte blocks.
         bytes[100 * 4096 + 200] ^= 0x5a;
         std::fs::write(&img, &bytes).unwrap();
-        let (rc, out) = run(env!("CARGO_BIN_EXE_ironlun"), &pass("100"));
+        let (rc, out) = run(support::ironlun_bin(), &pass("100"));
         assert_ne!(
             rc, 0,
             "{engine}: a corrupted block must fail the run:\n{out}"
@@ -167,7 +167,7 @@ fn compressible_writes_reach_a_local_file() {
 fn local_targets_refuse_iscsi_only_flags_and_unknown_engines() {
     let dir = disk_dir();
     let img = image(dir.path(), 1 << 20);
-    let bin = env!("CARGO_BIN_EXE_ironlun");
+    let bin = support::ironlun_bin();
     let (rc, out) = run(bin, &["bench", &img, "--engine", "aio", "--time", "1s"]);
     assert_ne!(rc, 0);
     assert!(out.contains("unknown engine \"aio\""), "{out}");

@@ -82,7 +82,7 @@ fn a_mix_of_every_command_on_a_thin_ram_lun() {
     }
     // Verification refuses commands whose effect it cannot check.
     let (rc, out) = run(
-        env!("CARGO_BIN_EXE_ironlun"),
+        support::ironlun_bin(),
         &[
             "bench",
             &url,
@@ -175,7 +175,7 @@ fn compressible_writes_compress_by_their_share() {
     assert!((0.24..0.29).contains(&ratio), "gzip ratio {ratio}");
     // Verification writes blocks of its own and says so.
     let (rc, out) = run(
-        env!("CARGO_BIN_EXE_ironlun"),
+        support::ironlun_bin(),
         &["bench", &url, "--verify", "--dedupe", "50", "--time", "1s"],
     );
     assert_ne!(rc, 0);
@@ -187,7 +187,7 @@ struct Agent(Child, String);
 
 impl Agent {
     fn start(token: &Path) -> Agent {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ironlun"))
+        let mut child = Command::new(support::ironlun_bin())
             .args(["--log", "info", "bench", "agent", "--listen", "127.0.0.1:0"])
             .arg("--token-file")
             .arg(token)
@@ -280,7 +280,7 @@ fn two_agents_run_one_mix_and_the_merge_adds_their_ops() {
     // The latency log is this host's; with agents it is refused.
     let log = dir.path().join("lat.log");
     let (rc, out) = run(
-        env!("CARGO_BIN_EXE_ironlun"),
+        support::ironlun_bin(),
         &[
             "bench",
             "--agents",

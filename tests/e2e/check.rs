@@ -48,7 +48,7 @@ impl Checked {
 }
 
 fn check(args: &[&str]) -> Checked {
-    let out = Command::new(env!("CARGO_BIN_EXE_ironlun"))
+    let out = Command::new(support::ironlun_bin())
         .args(["target", "--check"])
         .args(args)
         .output()
@@ -135,7 +135,7 @@ chap = "bob:bob-secret-0123"
         img.display()
     );
     let config = file(dir.path(), "ironlun.toml", &text);
-    let first = Command::new(env!("CARGO_BIN_EXE_ironlun"))
+    let first = Command::new(support::ironlun_bin())
         .args(["--log", "warn", "target", "--check", "--config", s(&config)])
         .args(["--stats", "127.0.0.1:0", "--tcp-window", "1MiB"])
         .env("E2E_DISCOVERY_CHAP", "disc:disc-secret-0123")
@@ -502,7 +502,7 @@ fn beside_the_running_daemon() {
     assert!(c.line("a daemon answers").starts_with("note: admin_socket"));
     // The daemon goes on: its socket answers and its file stays locked.
     let (rc, out) = run(
-        env!("CARGO_BIN_EXE_ironlun"),
+        support::ironlun_bin(),
         &["admin", "--socket", s(&sock), "--json", "state"],
     );
     assert_eq!(rc, 0, "{out}");
@@ -524,7 +524,7 @@ fn a_closed_output_does_not_hide_the_verdict() {
     // SAFETY: pipe(2) just made both descriptors; each is owned once.
     let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     drop(read);
-    let out = Command::new(env!("CARGO_BIN_EXE_ironlun"))
+    let out = Command::new(support::ironlun_bin())
         .args([
             "target",
             "--check",

@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use support::Target;
 
 fn ironlun(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ironlun"))
+    let out = Command::new(support::ironlun_bin())
         .args(args)
         .output()
         .unwrap();
@@ -106,7 +106,7 @@ fn help_and_version_exit_0() {
 fn with_closed_stdout(args: &[&str]) -> (i32, String) {
     let (write_end, read_end) = std::os::unix::net::UnixStream::pair().unwrap();
     drop(read_end);
-    let out = Command::new(env!("CARGO_BIN_EXE_ironlun"))
+    let out = Command::new(support::ironlun_bin())
         .args(args)
         .stdout(Stdio::from(std::os::fd::OwnedFd::from(write_end)))
         .stderr(Stdio::piped())
@@ -259,7 +259,7 @@ fn a_log_level_typo_is_an_error() {
         &["target", "--lun", "ram:1M", "--check", "--log", "infoo"],
         "debug, trace",
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_ironlun"))
+    let out = Command::new(support::ironlun_bin())
         .args(["target", "--lun", "ram:1M", "--check"])
         .env("IRONLUN_LOG", "infoo")
         .output()

@@ -496,7 +496,7 @@ spec = "{spec}"
     };
     let check = |body: String, args: &[&str]| {
         std::fs::write(&cfg, body).unwrap();
-        let o = Command::new(env!("CARGO_BIN_EXE_ironlun"))
+        let o = Command::new(support::ironlun_bin())
             .arg("target")
             .arg("--config")
             .arg(&cfg)
@@ -665,6 +665,7 @@ fn bench_json(ha: &Ha, args: &[&str]) -> serde_json::Value {
 /// and portal: alternating, the order swapped every repetition, steal
 /// recorded per run.
 #[test]
+#[allow(clippy::too_many_lines)] // one benchmark, step by step
 fn bench_owner_against_a_single_gateway() {
     let Some(reps) = std::env::var("IRONLUN_HA_BENCH")
         .ok()

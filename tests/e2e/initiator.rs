@@ -18,7 +18,7 @@ use support::{
 };
 
 fn ironlun() -> &'static str {
-    env!("CARGO_BIN_EXE_ironlun")
+    support::ironlun_bin()
 }
 
 /// discover, inquiry, readcap and a dd round trip against one LUN URL.

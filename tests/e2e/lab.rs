@@ -14,7 +14,7 @@ use std::time::Duration;
 use support::{free_port, ironlun_ok as ok, Target};
 
 fn ironlun() -> &'static str {
-    env!("CARGO_BIN_EXE_ironlun")
+    support::ironlun_bin()
 }
 
 #[test]
@@ -281,6 +281,45 @@ fn published_beside_measured(name: &str, v: &serde_json::Value, text: &str) {
     );
     assert!(
         text.contains(&format!("{within} of {compared} compared cells within")),
+        "{text}"
+    );
+    fitted_profile(name, v, text);
+}
+
+/// The fitted testbed profile: `fit` names its parameters with units,
+/// counts its training cells, and gives the agreement of the profile in
+/// and out of sample, each consistent with the cells' own `training`,
+/// `profile` and `profile_within_25pct`.
+fn fitted_profile(name: &str, v: &serde_json::Value, text: &str) {
+    let f = &v["fit"];
+    let params = f["parameters"].as_object().unwrap();
+    for (k, p) in params {
+        assert!(
+            p["value"].is_number() && p["unit"].is_string(),
+            "{name}: {k} {p}"
+        );
+    }
+    assert!(params.contains_key("link_payload_rate"), "{name}: {f}");
+    let cells = v["cells"].as_array().unwrap();
+    let training = cells.iter().filter(|c| c["training"] == true).count();
+    assert_eq!(f["training_cells"], training, "{name}");
+    assert!(training > 0, "{name}: no training cell");
+    for (key, t) in [("in_sample", true), ("out_of_sample", false)] {
+        let flags: Vec<bool> = cells
+            .iter()
+            .filter(|c| c["training"] == t && c["published"].is_number())
+            .filter_map(|c| c["profile_within_25pct"].as_bool())
+            .collect();
+        let a = &f[key];
+        assert_eq!(a["compared"], flags.len(), "{name}: {key}");
+        assert_eq!(
+            a["within_25pct"],
+            flags.iter().filter(|w| **w).count(),
+            "{name}: {key}"
+        );
+    }
+    assert!(
+        text.contains("Fitted testbed profile") && text.contains("out-of-sample"),
         "{text}"
     );
 }

@@ -27,6 +27,7 @@ mod bench_local;
 mod bench_shapes;
 mod bench_threads;
 mod block;
+mod busy_poll;
 mod ceph_cluster;
 mod check;
 mod cli;

@@ -215,7 +215,7 @@ fn counters_agree_with_a_bench_run_and_refused_logins_are_counted() {
 
     let good = format!("iscsi://{USER}%{SECRET}@{}/{NAME}/1", t.addr);
     let (rc, out) = run(
-        env!("CARGO_BIN_EXE_ironlun"),
+        support::ironlun_bin(),
         &[
             "inquiry",
             "--initiator-name",
@@ -373,7 +373,7 @@ fn a_lun_removed_at_run_time_leaves_the_exposition() {
     assert!(has_lun1(&s), "the new LUN has series");
     assert_eq!(counter(&s, "ironlun_lun_commands", &lun("1", "read")), 0);
     assert_eq!(timed(&s, "1", "read"), 0);
-    let (rc, out) = run(env!("CARGO_BIN_EXE_ironlun"), &["inquiry", &t.url(NAME, 1)]);
+    let (rc, out) = run(support::ironlun_bin(), &["inquiry", &t.url(NAME, 1)]);
     assert_eq!(rc, 0, "{out}");
     assert!(counter(&scrape(stats), "ironlun_lun_commands", &lun("1", "other")) > 0);
     admin(&["lun", "remove", NAME, "1"]);

@@ -564,7 +564,7 @@ fn a_state_file_that_does_not_parse_takes_only_its_lun_offline() {
         NAME,
         "1",
     ];
-    let (rc, out) = support::run(env!("CARGO_BIN_EXE_ironlun"), &online);
+    let (rc, out) = support::run(support::ironlun_bin(), &online);
     assert!(rc != 0 && out.contains("still offline"), "{rc}: {out}");
     std::fs::remove_file(&pr1).unwrap();
     support::ironlun_ok(&online);

@@ -916,7 +916,7 @@ fn cut_off(ceph: &Ceph) {
 /// its workloads there without errors, and removes the image.
 fn lab(ceph: &Ceph, dir: &Path) {
     let out = dir.join("lab");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_ironlun"))
+    let o = std::process::Command::new(support::ironlun_bin())
         .env("CEPH_CONF", &ceph.conf)
         .args(["lab", "--rbd", "--size", "64MiB", "--time", "1s"])
         .args(["--profile", "db-oltp-8k", "--out", out.to_str().unwrap()])

@@ -19,7 +19,7 @@ const TARGET_USER: &str = "disk";
 const TARGET_SECRET: &str = "disk-secret-4567";
 
 fn ironlun(args: &[&str]) -> (i32, String) {
-    run(env!("CARGO_BIN_EXE_ironlun"), args)
+    run(support::ironlun_bin(), args)
 }
 
 fn url(t: &Target, creds: Option<(&str, &str)>) -> String {
@@ -95,7 +95,7 @@ fn mutual_chap_proves_the_target_to_the_initiator() {
     assert_ne!(rc, 0, "{out}");
     assert!(out.contains("mutual CHAP response is wrong"), "{out}");
     // Credentials from the environment instead of flags.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ironlun"))
+    let out = std::process::Command::new(support::ironlun_bin())
         .args(["inquiry", &url(&t, None)])
         .env("IRONLUN_INITIATOR_CHAP", format!("{USER}:{SECRET}"))
         .env("IRONLUN_INITIATOR_MUTUAL_CHAP", &right)

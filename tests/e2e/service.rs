@@ -19,7 +19,6 @@ use std::time::{Duration, Instant};
 
 use support::{ironlun_ok, run, tool};
 
-const BIN: &str = env!("CARGO_BIN_EXE_ironlun");
 const NAME: &str = "iqn.2026-11.io.ironlun:service";
 /// How long any one expected event may take, however loaded the machine.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -97,7 +96,11 @@ impl Manager {
 /// that exports its `$$`, then execs the daemon in its place).
 fn start_supervised(dir: &Path, manager: &Manager) -> Child {
     Command::new("/bin/sh")
-        .args(["-c", "export WATCHDOG_PID=$$; exec \"$0\" \"$@\"", BIN])
+        .args([
+            "-c",
+            "export WATCHDOG_PID=$$; exec \"$0\" \"$@\"",
+            support::ironlun_bin(),
+        ])
         .args(["--log", "info", "target", "--listen", "127.0.0.1:0"])
         .args(["--name", NAME, "--lun", "ram:1MiB"])
         .env("NOTIFY_SOCKET", &manager.path)
@@ -220,7 +223,7 @@ fn verify(unit: &str) -> Result<(), String> {
 
 #[test]
 fn the_unit_verifies_clean_and_broken_copies_do_not() {
-    let unit = unit_running(BIN);
+    let unit = unit_running(support::ironlun_bin());
     verify(&unit).unwrap_or_else(|e| panic!("dist/ironlun.service: {e}"));
     let broken = [
         (unit.replace("Type=notify", "Type=notfy"), "notfy"),
@@ -242,7 +245,7 @@ fn the_unit_verifies_clean_and_broken_copies_do_not() {
 fn the_unit_stays_confined() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ironlun.service");
-    std::fs::write(&path, unit_running(BIN)).unwrap();
+    std::fs::write(&path, unit_running(support::ironlun_bin())).unwrap();
     let analyze = tool("systemd-analyze", "systemd");
     let path = path.to_str().unwrap();
     let (rc, out) = run(
@@ -250,7 +253,8 @@ fn the_unit_stays_confined() {
         &["security", "--offline=true", "--threshold=25", path],
     );
     assert_eq!(rc, 0, "exposure above 2.5:\n{out}");
-    let loose = unit_running(BIN).replace("CapabilityBoundingSet=CAP_NET_BIND_SERVICE\n", "");
+    let loose = unit_running(support::ironlun_bin())
+        .replace("CapabilityBoundingSet=CAP_NET_BIND_SERVICE\n", "");
     std::fs::write(path, loose).unwrap();
     let (rc, out) = run(
         &analyze,
@@ -262,7 +266,7 @@ fn the_unit_stays_confined() {
 // --- the default configuration ------------------------------------------------
 
 fn check(config: &Path, env: &[(&str, &str)]) -> (i32, String) {
-    let out = Command::new(BIN)
+    let out = Command::new(support::ironlun_bin())
         .args(["target", "--config", config.to_str().unwrap(), "--check"])
         .envs(env.iter().copied())
         .output()

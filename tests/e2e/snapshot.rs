@@ -33,7 +33,7 @@ const LUN_BYTES: usize = 16 << 20;
 const TUR: [u8; 6] = [0; 6];
 
 fn ironlun(args: &[&str]) -> (i32, String) {
-    run(env!("CARGO_BIN_EXE_ironlun"), args)
+    run(support::ironlun_bin(), args)
 }
 
 /// `ironlun admin --socket SOCK ARGS`: exit status and output.
@@ -506,7 +506,7 @@ fn points_in_time(snapshots: &[Vec<u8>], windows: &[(u64, u64)], log: &str) {
 fn bench_under_snapshots(t: &Target, sock: &Path, dir: &Path) -> (Vec<(u64, u64)>, String) {
     let json = dir.join("bench.json");
     let wlog = dir.join("writes.log");
-    let mut bench = Command::new(env!("CARGO_BIN_EXE_ironlun"))
+    let mut bench = Command::new(support::ironlun_bin())
         .args(["bench", &t.url(NAME, 0), "--verify"])
         .args(["--verify-log", wlog.to_str().unwrap()])
         .args([

@@ -56,7 +56,7 @@ fn file_len(p: &Path) -> u64 {
 fn admin(sock: &Path, args: &[&str]) -> (i32, String) {
     let mut all = vec!["admin", "--socket", sock.to_str().unwrap()];
     all.extend_from_slice(args);
-    run(env!("CARGO_BIN_EXE_ironlun"), &all)
+    run(support::ironlun_bin(), &all)
 }
 
 /// The case: a second daemon on a file the first serves, asking

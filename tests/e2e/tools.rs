@@ -316,7 +316,7 @@ fn the_single_thread_runtime_serves_and_a_bad_runtime_name_is_refused() {
     assert!(std::fs::read(&back).unwrap() == data);
     assert_eq!(t.terminate(Duration::from_secs(30)), Some(0), "{}", t.log());
 
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ironlun"))
+    let out = std::process::Command::new(support::ironlun_bin())
         .env("IRONLUN_RUNTIME", "fibers")
         .args([
             "target",

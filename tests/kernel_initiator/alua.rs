@@ -60,7 +60,7 @@ pub(super) fn swap(sock: &Path) -> Result<(), String> {
             group,
             state,
         ];
-        let (rc, out) = run(&super::support::ironlun_bin(), &args);
+        let (rc, out) = run(super::support::ironlun_bin(), &args);
         if rc != 0 {
             return Err(format!("ironlun {}: exit {rc}: {out}", args.join(" ")));
         }

@@ -61,7 +61,7 @@ fn owner(ha: &Ha, gw: usize) -> Option<String> {
         "state",
         "--json",
     ];
-    let (rc, out) = run(&super::support::ironlun_bin(), &args);
+    let (rc, out) = run(super::support::ironlun_bin(), &args);
     if rc != 0 {
         return None;
     }

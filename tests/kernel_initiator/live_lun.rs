@@ -95,7 +95,7 @@ pub(super) fn case_live_lun(ctx: &Ctx) -> Verdict {
 pub(super) fn admin_step(sock: &Path, args: &[&str], expect: &str) -> Result<String, String> {
     let mut all = vec!["admin", "--socket", sock.to_str().unwrap_or_default()];
     all.extend_from_slice(args);
-    let (rc, out) = run(&super::support::ironlun_bin(), &all);
+    let (rc, out) = run(super::support::ironlun_bin(), &all);
     if rc == 0 && out.contains(expect) {
         Ok(out)
     } else {

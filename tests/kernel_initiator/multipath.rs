@@ -34,7 +34,7 @@ pub(super) fn written(sock: &Path) -> Result<u64, String> {
         "--json",
         "sessions",
     ];
-    let (rc, out) = run(&super::support::ironlun_bin(), &args);
+    let (rc, out) = run(super::support::ironlun_bin(), &args);
     if rc != 0 {
         return Err(format!("ironlun {}: exit {rc}: {out}", args.join(" ")));
     }

@@ -276,7 +276,7 @@ fn identities(o: &Outcome, target: &Target) -> Result<(), String> {
             .ok_or(format!("the guest did not report LUN {lun}'s serial"))?;
         let got = field(rec, "serial").unwrap_or_default();
         let (rc, out) = run(
-            &super::support::ironlun_bin(),
+            super::support::ironlun_bin(),
             &["inquiry", "--json", &target.url(IQN, lun)],
         );
         let want: serde_json::Value = serde_json::from_str(&out)

@@ -31,7 +31,7 @@ pub fn bin() -> String {
     std::env::var("IRONLUN_HA_BIN")
         .ok()
         .filter(|b| !b.is_empty())
-        .unwrap_or_else(crate::support::ironlun_bin)
+        .unwrap_or_else(|| crate::support::ironlun_bin().to_owned())
 }
 
 fn script() -> PathBuf {

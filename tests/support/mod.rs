@@ -33,11 +33,14 @@ use ironlun_wire::{
 /// `IRONLUN_BIN` (scripts/test's VM tier points it at the release
 /// binary it builds once for the VM tier and the .deb, so that the test
 /// harness itself need not be built again in release).
-pub fn ironlun_bin() -> String {
-    std::env::var("IRONLUN_BIN")
-        .ok()
-        .filter(|b| !b.is_empty())
-        .unwrap_or_else(|| env!("CARGO_BIN_EXE_ironlun").to_owned())
+pub fn ironlun_bin() -> &'static str {
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        std::env::var("IRONLUN_BIN")
+            .ok()
+            .filter(|b| !b.is_empty())
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_ironlun").to_owned())
+    })
 }
 
 /// Path of a required tool, or a panic naming the package.
@@ -310,7 +313,7 @@ pub fn run(cmd: &str, args: &[&str]) -> (i32, String) {
 /// Runs `ironlun ARGS`, fails the test unless it exits 0, and returns
 /// its stdout and stderr.
 pub fn ironlun_ok(args: &[&str]) -> String {
-    let (rc, out) = run(&ironlun_bin(), args);
+    let (rc, out) = run(ironlun_bin(), args);
     assert_eq!(rc, 0, "ironlun {args:?} failed:\n{out}");
     out
 }

@@ -90,18 +90,8 @@ impl LunPlan {
         let k = (o.target % sessions) as u32;
         let mut opts = opts.clone();
         opts.isid = isid_for(opts.isid, t as usize * self.targets() + o.target);
-        let name = if self.sessions > 1 {
-            format!("{label} [session {}/{}]", k + 1, self.sessions)
-        } else {
-            label.clone()
-        };
-        let slice = self.slice(
-            Slice {
-                index: k,
-                count: self.sessions,
-            },
-            o,
-        );
+        let name = session_label(label, k, self.sessions);
+        let slice = self.slice(Slice::WHOLE.part(k, self.sessions), o);
         let route = Route::Portal(&u.portal());
         luns::open(route, &u.target, u.lun, &opts, name, slice).await
     }
@@ -128,6 +118,15 @@ impl LunPlan {
     }
 }
 
+/// The label of session `k` of a URL's `n`: the URL's own when it has one.
+pub fn session_label(label: &str, k: u32, n: u32) -> String {
+    if n > 1 {
+        format!("{label} [session {}/{n}]", k.saturating_add(1))
+    } else {
+        label.to_owned()
+    }
+}
+
 impl LunPlan {
     /// The load threads: `asked` when given, else one per worker up to
     /// the cores (one with a multipath set, whose paths one thread
@@ -143,5 +142,26 @@ impl LunPlan {
             return Err("--multipath runs on one thread (--threads 1)".into());
         }
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sessions_split_a_part_into_disjoint_parts() {
+        // An agent's part 1 of 2, three sessions: parts 3, 4, 5 of 6.
+        let part = Slice { index: 1, count: 2 };
+        let got: Vec<_> = (0..3).map(|k| part.part(k, 3)).collect();
+        let want: Vec<_> = (3..6).map(|index| Slice { index, count: 6 }).collect();
+        assert_eq!(got, want);
+        assert_eq!(Slice::WHOLE.part(2, 4), Slice { index: 2, count: 4 });
+    }
+
+    #[test]
+    fn a_lone_session_keeps_its_label() {
+        assert_eq!(session_label("u", 0, 1), "u");
+        assert_eq!(session_label("u", 1, 3), "u [session 2/3]");
     }
 }

@@ -301,6 +301,7 @@ fn text_seeds() -> Vec<Seed> {
 }
 
 /// CDBs that cover the opcode table: (LUN selector, CDB, Data-Out).
+#[allow(clippy::too_many_lines)] // a table: one line per CDB
 fn cdbs() -> Vec<(u8, Vec<u8>, Vec<u8>)> {
     let mut v: Vec<(u8, Vec<u8>, Vec<u8>)> = Vec::new();
     let mut add = |lun: u8, cdb: &[u8], data: &[u8]| v.push((lun, cdb.to_vec(), data.to_vec()));

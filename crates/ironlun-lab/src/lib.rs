@@ -5,7 +5,8 @@
 //! solicited vs unsolicited writes, bursts, segment size, TCP window,
 //! RTT, rate, digests, sessions, backend), sweeps over cells, the
 //! analytical model printed beside each measurement, and the published
-//! reproductions (`ironlun reproduce`), including their file-system rows
+//! reproductions (`ironlun reproduce`) with each study's fitted testbed
+//! profile (`testbed`), including their file-system rows
 //! measured through the kernel initiator in a VM (`fs_rows`, on
 //! ironlun-vm).
 //!
@@ -29,6 +30,7 @@ pub mod report;
 pub mod reproduce;
 pub mod runner;
 pub mod sweep;
+pub mod testbed;
 
 pub use cell::{Cell, Digest, Op};
 pub use runner::{Lab, LabOptions, Measured};

@@ -128,20 +128,28 @@ fn fua(cdb: &Cdb<'_>) -> bool {
 /// SBC-3 §4.5: the range must lie within the medium; even a zero-length
 /// transfer must start at an existing LBA.
 pub(crate) fn check_range(lu: &LogicalUnit, lba: u64, blocks: u64) -> Result<(), Sense> {
-    let n = lu.num_blocks();
-    if lba >= n || blocks > n - lba {
-        return Err(Sense::lba_out_of_range());
+    match lu.num_blocks().checked_sub(lba) {
+        Some(room) if room > 0 && blocks <= room => Ok(()),
+        _ => Err(Sense::lba_out_of_range()),
     }
-    Ok(())
+}
+
+/// The byte offset of block `lba` on the medium. An LBA that
+/// [`check_range`] passed is below size / block size, so the product
+/// fits; one past u64 is out of range all the more (SBC-3 §4.5).
+pub(crate) fn byte_at(lu: &LogicalUnit, lba: u64) -> Result<u64, Sense> {
+    lba.checked_mul(lu.block_bytes().get())
+        .ok_or_else(Sense::lba_out_of_range)
 }
 
 fn check_transfer_length(lu: &LogicalUnit, blocks: u64, byte: u16) -> Result<u32, Sense> {
-    let bytes = blocks * u64::from(lu.block_size());
-    if bytes > u64::from(lu.cfg.max_transfer_bytes) {
-        // SBC-3 §6.5.3: beyond MAXIMUM TRANSFER LENGTH.
-        return Err(Sense::invalid_field(byte, None));
-    }
-    Ok(bytes as u32)
+    // SBC-3 §6.5.3: beyond MAXIMUM TRANSFER LENGTH (a product past u64
+    // is beyond it too).
+    blocks
+        .checked_mul(u64::from(lu.block_size()))
+        .filter(|&bytes| bytes <= u64::from(lu.cfg.max_transfer_bytes))
+        .and_then(|bytes| u32::try_from(bytes).ok())
+        .ok_or_else(|| Sense::invalid_field(byte, None))
 }
 
 /// Range and length checks shared by the data-moving commands.
@@ -154,8 +162,8 @@ fn checked(lu: &LogicalUnit, cdb: &Cdb<'_>) -> Result<(u64, u64, u32), Sense> {
 
 /// MISCOMPARE DURING VERIFY OPERATION with the offset of the first byte
 /// that differs (SBC-3 §5.2, §5.25).
-fn miscompare(offset: usize) -> Sense {
-    Sense::new(SenseKey::MISCOMPARE, Asc::MISCOMPARE_DURING_VERIFY).with_info(offset as u64)
+fn miscompare(offset: u64) -> Sense {
+    Sense::new(SenseKey::MISCOMPARE, Asc::MISCOMPARE_DURING_VERIFY).with_info(offset)
 }
 
 fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
@@ -171,12 +179,12 @@ fn durable(lu: &LogicalUnit, cdb: &Cdb<'_>) -> bool {
 
 fn read_blocks(lu: &LogicalUnit, lba: u64, bytes: usize) -> Result<Bytes, Sense> {
     lu.backend
-        .read(lba * u64::from(lu.block_size()), bytes)
+        .read(byte_at(lu, lba)?, bytes)
         .map_err(|e| read_error(lba, &e))
 }
 
 fn write_blocks(lu: &LogicalUnit, lba: u64, data: &[u8], durable: bool) -> Result<(), Sense> {
-    let offset = lba * u64::from(lu.block_size());
+    let offset = byte_at(lu, lba)?;
     lu.write_through(durable, |b| b.write(offset, data, durable))
         .map_err(|e| write_error(lba, &e))
 }
@@ -197,7 +205,7 @@ fn write_pieces<'a>(
     };
     let mut all = vec![first, second];
     all.extend(pieces);
-    let offset = lba * u64::from(lu.block_size());
+    let offset = byte_at(lu, lba)?;
     lu.write_through(durable, |b| b.write_vectored(offset, &all, durable))
         .map_err(|e| write_error(lba, &e))
 }
@@ -208,14 +216,17 @@ fn write_pieces<'a>(
 pub(crate) enum Plan {
     /// Nothing to move (a zero-length transfer): this is the response.
     Done(Response),
+    /// `offset`: the byte offset of `lba`.
     Read {
         lba: u64,
+        offset: u64,
         bytes: u32,
     },
     /// `received` of the CDB's `bytes` arrived (FCP-4 §9.4.2 option (a):
     /// fewer is processed as it is, more is ignored).
     Write {
         lba: u64,
+        offset: u64,
         bytes: u32,
         received: usize,
         durable: bool,
@@ -249,7 +260,7 @@ pub(crate) fn write_needs_exclusive(lu: &LogicalUnit, cdb: &Cdb<'_>, data_out: u
     let bs = u64::from(lu.block_size());
     let len = blocks
         .saturating_mul(bs)
-        .min((data_out as u64).div_ceil(bs) * bs);
+        .min((data_out as u64).div_ceil(bs).saturating_mul(bs));
     lu.backend
         .write_needs_exclusive(lba.saturating_mul(bs), len)
 }
@@ -259,8 +270,8 @@ pub(crate) fn write_needs_exclusive(lu: &LogicalUnit, cdb: &Cdb<'_>, data_out: u
 /// last block, and a transport can run it as one request.
 pub(crate) fn whole_blocks(lu: &LogicalUnit, cdb: &Cdb<'_>, data_out: usize) -> bool {
     let (_, blocks) = lba_len(cdb);
-    let bs = lu.block_size() as usize;
-    data_out % bs == 0 || blocks.saturating_mul(bs as u64) <= data_out as u64
+    data_out % lu.block_len() == 0
+        || blocks.saturating_mul(lu.block_bytes().get()) <= data_out as u64
 }
 
 fn plan_read(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Plan, Sense> {
@@ -268,19 +279,23 @@ fn plan_read(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Plan
     if bytes == 0 {
         return Ok(Plan::Done(Response::good()));
     }
-    Ok(Plan::Read { lba, bytes })
+    Ok(Plan::Read {
+        lba,
+        offset: byte_at(lu, lba)?,
+        bytes,
+    })
 }
 
 pub fn read(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
-    let (lba, bytes) = match plan_read(lu, req, cdb)? {
-        Plan::Read { lba, bytes } => (lba, bytes),
+    let (lba, offset, bytes) = match plan_read(lu, req, cdb)? {
+        Plan::Read { lba, offset, bytes } => (lba, offset, bytes),
         Plan::Done(r) => return Ok(r),
         _ => return Ok(Response::good()),
     };
     let _shared = lu.shared_access();
     let data = lu
         .backend
-        .read_payload(lba * u64::from(lu.block_size()), bytes as usize)
+        .read_payload(offset, bytes as usize)
         .map_err(|e| read_error(lba, &e))?;
     Ok(Response::read_data(data))
 }
@@ -307,6 +322,7 @@ fn plan_write(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Plan
     // data beyond the CDB's length is ignored (underflow).
     Ok(Plan::Write {
         lba,
+        offset: byte_at(lu, lba)?,
         bytes,
         received: req.data_out.len().min(bytes as usize),
         durable: durable(lu, cdb),
@@ -314,19 +330,22 @@ fn plan_write(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Plan
 }
 
 pub fn write(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
-    let (lba, bytes, received, durable) = match plan_write(lu, req, cdb)? {
+    let (lba, offset, bytes, received, durable) = match plan_write(lu, req, cdb)? {
         Plan::Write {
             lba,
+            offset,
             bytes,
             received,
             durable,
-        } => (lba, bytes, received, durable),
+        } => (lba, offset, bytes, received, durable),
         Plan::Done(r) => return Ok(r),
         _ => return Ok(Response::good()),
     };
-    let bs = lu.block_size() as usize;
-    let whole = received / bs * bs;
-    let span = received.div_ceil(bs) * bs;
+    let bs = lu.block_len();
+    // The whole blocks that arrived, and the blocks the Data-Out reaches
+    // (`received` is at most the CDB's u32 transfer length).
+    let whole = received.saturating_sub(received % bs);
+    let span = (received as u64).div_ceil(lu.block_bytes().get());
     let _access = if received > whole {
         // Merging a partial last block is a read-modify-write of that
         // block: a write to the rest of it between the read and the
@@ -334,23 +353,26 @@ pub fn write(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Respo
         // meanwhile (only a short Data-Out, FCP-4 §9.4.2, gets here).
         WriteGuard::Exclusive(lu.exclusive_access())
     } else {
-        lu.write_access(lba * bs as u64, span as u64)
+        lu.write_access(offset, span.saturating_mul(lu.block_bytes().get()))
     };
     if whole > 0 {
         write_pieces(lu, lba, req.data_out.slices(0..whole), durable)?;
     }
     if received > whole {
         // A partial last block: merge it with what the medium holds.
-        let last = lba + (whole / bs) as u64;
-        let mut block = read_blocks(lu, last, bs)
+        // Within the range check_range passed.
+        let last = lba.saturating_add((whole / bs) as u64);
+        let mut block = read_blocks(lu, last, bs.get())
             .map_err(|_| Sense::new(SenseKey::MEDIUM_ERROR, Asc::WRITE_ERROR).with_info(last))?
             .to_vec();
-        let mut at = 0;
+        let mut at: usize = 0;
         for piece in req.data_out.slices(whole..received) {
-            if let Some(dst) = block.get_mut(at..at + piece.len()) {
+            // The pieces add up to less than a block.
+            let end = at.saturating_add(piece.len());
+            if let Some(dst) = block.get_mut(at..end) {
                 dst.copy_from_slice(piece);
             }
-            at += piece.len();
+            at = end;
         }
         write_blocks(lu, last, &block, durable)?;
     }
@@ -369,7 +391,7 @@ pub fn verify(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Resp
     check_range(lu, lba, blocks)?;
     // Without BYTCHK nothing is transferred: the range may be as long as
     // the medium; verifying the medium reads it.
-    let bs = lu.block_size() as usize;
+    let bs = lu.block_len().get();
     let expected = match bytchk {
         0 => 0,
         0b01 => check_transfer_length(lu, blocks, length_byte(cdb.opcode()))? as usize,
@@ -381,13 +403,7 @@ pub fn verify(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Resp
     let _shared = lu.shared_access();
     if bytchk == 0 {
         // Read the range to find unreadable blocks, in bounded pieces.
-        let step = (lu.cfg.max_transfer_bytes as usize / bs).max(1) as u64;
-        let mut at = lba;
-        while at < lba + blocks {
-            let n = step.min(lba + blocks - at);
-            read_blocks(lu, at, n as usize * bs)?;
-            at += n;
-        }
+        scan(lu, lba, blocks, |_, _| None)?;
         return Ok(Response::written(0));
     }
     let data = req.data();
@@ -400,20 +416,62 @@ pub fn verify(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Resp
             expected as u32,
         ));
     }
-    let medium = read_blocks(lu, lba, blocks as usize * bs)?;
     let mismatch = if bytchk == 0b01 {
-        first_difference(data.get(..expected).unwrap_or(&[]), &medium)
+        // `expected` is the whole range, within MAXIMUM TRANSFER LENGTH.
+        let medium = read_blocks(lu, lba, expected)?;
+        first_difference(data.get(..expected).unwrap_or(&[]), &medium).map(|o| o as u64)
     } else {
+        // BYTCHK 11b transfers one block whatever the range: the range
+        // is read in pieces, as for BYTCHK 00b.
         let pattern = data.get(..bs).unwrap_or(&[]);
-        medium
-            .chunks(bs)
-            .enumerate()
-            .find_map(|(i, b)| first_difference(pattern, b).map(|o| i * bs + o))
+        scan(lu, lba, blocks, |at, medium| {
+            let here = span_bytes(at, lu);
+            medium.chunks(bs).enumerate().find_map(|(i, b)| {
+                let o = first_difference(pattern, b)?;
+                // Within the range, which is within the medium.
+                Some(
+                    here.saturating_add(span_bytes(i as u64, lu))
+                        .saturating_add(o as u64),
+                )
+            })
+        })?
     };
     match mismatch {
         Some(off) => Ok(lu.check_condition(miscompare(off), expected as u32)),
         None => Ok(Response::written(expected as u32)),
     }
+}
+
+/// Reads `blocks` blocks from `lba` in pieces of at most MAXIMUM
+/// TRANSFER LENGTH, handing each to `f` with the index of its first block
+/// in the range, until `f` finds something.
+fn scan(
+    lu: &LogicalUnit,
+    lba: u64,
+    blocks: u64,
+    mut f: impl FnMut(u64, &[u8]) -> Option<u64>,
+) -> Result<Option<u64>, Sense> {
+    let step = (u64::from(lu.cfg.max_transfer_bytes) / lu.block_bytes()).max(1);
+    let mut done: u64 = 0;
+    while done < blocks {
+        // `done` < `blocks`, and `lba + blocks` is within the medium
+        // (check_range): neither saturates. A piece is at most MAXIMUM
+        // TRANSFER LENGTH or one block, a u32.
+        let n = step.min(blocks.saturating_sub(done));
+        let at = lba.saturating_add(done);
+        let medium = read_blocks(lu, at, span_bytes(n, lu) as usize)?;
+        if let Some(found) = f(done, &medium) {
+            return Ok(Some(found));
+        }
+        done = done.saturating_add(n);
+    }
+    Ok(None)
+}
+
+/// The bytes in `blocks` blocks, for a count within the medium (whose
+/// size in bytes is a u64).
+fn span_bytes(blocks: u64, lu: &LogicalUnit) -> u64 {
+    blocks.saturating_mul(lu.block_bytes().get())
 }
 
 /// Checks a fixed-size Data-Out buffer: commands whose data length the CDB
@@ -452,9 +510,12 @@ pub fn compare_and_write(
     // §5.3). On a shared store (RBD) that is what the store does
     // atomically, so no longer one is compared and written here under a
     // lock other clients of the store do not take.
-    if blocks > u64::from(lu.max_compare_and_write_blocks()) {
+    let Some(n) = u8::try_from(blocks)
+        .ok()
+        .filter(|&n| n <= lu.max_compare_and_write_blocks())
+    else {
         return Err(Sense::invalid_field(13, None));
-    }
+    };
     if lu.write_protected_for(req.nexus) {
         return Err(Sense::write_protected());
     }
@@ -467,32 +528,33 @@ pub fn compare_and_write(
         }
         return Ok(Response::good());
     }
-    let bs = lu.block_size() as usize;
-    let half = blocks as usize * bs;
-    let data = match exact_data(lu, req, 2 * half) {
+    // At most 255 blocks of 4096 bytes, twice: nothing saturates.
+    let half = usize::from(n).saturating_mul(lu.block_len().get());
+    let both = half.saturating_mul(2);
+    let data = match exact_data(lu, req, both) {
         Ok(d) => d,
         Err(r) => return Ok(r),
     };
     let (verify, new) = data.split_at(half);
     let _exclusive = lu.exclusive_access();
-    let offset = lba * bs as u64;
+    let offset = byte_at(lu, lba)?;
     let durable = durable(lu, cdb);
     match lu.write_through(durable, |b| {
         b.compare_and_write(offset, verify, new, durable)
     }) {
-        Ok(CompareWrite::Written) => return Ok(Response::written(2 * half as u32)),
+        Ok(CompareWrite::Written) => return Ok(Response::written(both as u32)),
         Ok(CompareWrite::Mismatch(off)) => {
-            return Ok(lu.check_condition(miscompare(off as usize), 2 * half as u32))
+            return Ok(lu.check_condition(miscompare(off), both as u32))
         }
         Ok(CompareWrite::Unsupported) => {}
         Err(e) => return Err(write_error(lba, &e)),
     }
     let current = read_blocks(lu, lba, half)?;
     if let Some(off) = first_difference(verify, &current) {
-        return Ok(lu.check_condition(miscompare(off), 2 * half as u32));
+        return Ok(lu.check_condition(miscompare(off as u64), both as u32));
     }
     write_blocks(lu, lba, new, durable)?;
-    Ok(Response::written(2 * half as u32))
+    Ok(Response::written(both as u32))
 }
 
 /// ORWRITE(16) (SBC-4 §5.9): ORs the Data-Out buffer into the blocks.
@@ -573,11 +635,10 @@ pub fn write_same(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<
         return Err(Sense::invalid_field(1, Some(3)));
     }
     let (lba, count) = lba_len(cdb);
-    let n = lu.num_blocks();
-    if lba >= n {
+    let Some(room) = lu.num_blocks().checked_sub(lba).filter(|&r| r > 0) else {
         return Err(Sense::lba_out_of_range());
-    }
-    let blocks = if count == 0 { n - lba } else { count };
+    };
+    let blocks = if count == 0 { room } else { count };
     if blocks > crate::inquiry::MAX_WRITE_SAME_BLOCKS {
         return Err(Sense::invalid_field(length_byte(cdb.opcode()), None));
     }
@@ -618,11 +679,9 @@ pub fn write_same(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<
 /// written here.
 fn write_pattern(lu: &LogicalUnit, lba: u64, blocks: u64, pattern: &[u8]) -> Result<(), Sense> {
     let durable = !lu.mode.wce.load(Ordering::Relaxed);
-    let bs = u64::from(lu.block_size());
-    let _access = lu.write_access(lba * bs, blocks * bs);
-    match lu.write_through(durable, |b| {
-        b.write_same(lba * bs, blocks * bs, pattern, durable)
-    }) {
+    let (offset, len) = (byte_at(lu, lba)?, span_bytes(blocks, lu));
+    let _access = lu.write_access(offset, len);
+    match lu.write_through(durable, |b| b.write_same(offset, len, pattern, durable)) {
         Ok(true) => Ok(()),
         Ok(false) => fill(lu, lba, blocks, pattern, durable),
         Err(e) => Err(write_error(lba, &e)),
@@ -638,19 +697,21 @@ fn fill(
     pattern: &[u8],
     durable: bool,
 ) -> Result<(), Sense> {
-    let bs = lu.block_size() as usize;
-    let per = (lu.cfg.max_transfer_bytes as usize / bs).clamp(1, 2048) as u64;
+    let per = (u64::from(lu.cfg.max_transfer_bytes) / lu.block_bytes()).clamp(1, 2048);
+    // At most 2048 blocks of 4096 bytes.
     let buf: Vec<u8> = pattern
         .iter()
         .copied()
         .cycle()
-        .take(per.min(blocks) as usize * bs)
+        .take(span_bytes(per.min(blocks), lu) as usize)
         .collect();
-    let mut at = lba;
-    while at < lba + blocks {
-        let k = per.min(lba + blocks - at) as usize;
-        write_blocks(lu, at, buf.get(..k * bs).unwrap_or(&[]), durable)?;
-        at += k as u64;
+    let mut done: u64 = 0;
+    while done < blocks {
+        // As in `scan`: within the range, which check_range passed.
+        let k = per.min(blocks.saturating_sub(done));
+        let piece = buf.get(..span_bytes(k, lu) as usize).unwrap_or(&[]);
+        write_blocks(lu, lba.saturating_add(done), piece, durable)?;
+        done = done.saturating_add(k);
     }
     Ok(())
 }
@@ -667,11 +728,9 @@ pub fn synchronize_cache(
 
 fn plan_flush(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Plan, Sense> {
     let (lba, blocks) = lba_len(cdb);
-    // NUMBER OF LOGICAL BLOCKS 0 means "to the end" (SBC-3 §5.22).
-    let n = lu.num_blocks();
-    if lba >= n || (blocks != 0 && blocks > n - lba) {
-        return Err(Sense::lba_out_of_range());
-    }
+    // NUMBER OF LOGICAL BLOCKS 0 means "to the end" (SBC-3 §5.22): the
+    // range check then asks only for an existing LBA.
+    check_range(lu, lba, blocks)?;
     Ok(Plan::Flush)
 }
 
@@ -684,7 +743,9 @@ pub fn read_capacity10(
     if !cdb.bit(8, 0) && cdb.be32(2) != 0 {
         return Err(Sense::invalid_field(2, None));
     }
-    let last = lu.num_blocks() - 1;
+    // A LU always holds a block: LogicalUnit::new, rescan and
+    // medium_replaced refuse an empty medium.
+    let last = lu.num_blocks().saturating_sub(1);
     let mut d = Vec::with_capacity(8);
     d.extend_from_slice(&u32::try_from(last).unwrap_or(u32::MAX).to_be_bytes());
     d.extend_from_slice(&lu.block_size().to_be_bytes());
@@ -698,7 +759,8 @@ pub fn read_capacity16(
 ) -> Result<Response, Sense> {
     let alloc = cdb.be32(10);
     let mut d = [0u8; 32];
-    d[..8].copy_from_slice(&(lu.num_blocks() - 1).to_be_bytes());
+    // As in READ CAPACITY(10): never an empty medium.
+    d[..8].copy_from_slice(&lu.num_blocks().saturating_sub(1).to_be_bytes());
     d[8..12].copy_from_slice(&lu.block_size().to_be_bytes());
     // Byte 12: no protection information. Byte 13: LOGICAL BLOCKS PER
     // PHYSICAL BLOCK EXPONENT (SBC-4 §5.20.2), LOWEST ALIGNED LOGICAL

@@ -18,7 +18,12 @@ impl<'a> Cdb<'a> {
     }
 
     fn be(&self, i: usize, n: usize) -> u64 {
-        (i..i + n).fold(0u64, |acc, j| (acc << 8) | u64::from(self.u8(j)))
+        // `n` <= 8 bytes fill the u64; an index past usize reads zero
+        // like one past the end.
+        (0..n).fold(0u64, |acc, k| {
+            let byte = i.checked_add(k).map_or(0, |j| self.u8(j));
+            (acc << 8) | u64::from(byte)
+        })
     }
 
     pub fn be16(&self, i: usize) -> u16 {

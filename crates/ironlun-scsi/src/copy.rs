@@ -12,6 +12,7 @@
 //! thread), moving data through a bounded buffer.
 
 use std::collections::VecDeque;
+use std::num::NonZeroU64;
 use std::sync::atomic::Ordering;
 
 use crate::cdb::Cdb;
@@ -138,9 +139,18 @@ pub fn extended_copy(
     if cscd_len.saturating_add(seg_len) > MAX_DESCRIPTOR_LIST_LENGTH {
         return Err(param_len_error());
     }
-    if HEADER_LEN + cscd_len + seg_len + inline_len > data.len() {
+    let lists_end = HEADER_LEN
+        .checked_add(cscd_len)
+        .and_then(|n| n.checked_add(seg_len));
+    if lists_end
+        .and_then(|n| n.checked_add(inline_len))
+        .is_none_or(|end| end > data.len())
+    {
         return Err(param_len_error());
     }
+    // Both lists end within the parameter list (just checked).
+    let cscds_end = HEADER_LEN.saturating_add(cscd_len);
+    let segs_end = cscds_end.saturating_add(seg_len);
     if usage == 0b01 {
         return Err(Sense::invalid_param(1, Some(4)));
     }
@@ -151,12 +161,10 @@ pub fn extended_copy(
         // No segment descriptor type that uses inline data is supported.
         return Err(Sense::invalid_param(12, None));
     }
-    let cscds = data.get(HEADER_LEN..HEADER_LEN + cscd_len).unwrap_or(&[]);
-    let segs = data
-        .get(HEADER_LEN + cscd_len..HEADER_LEN + cscd_len + seg_len)
-        .unwrap_or(&[]);
+    let cscds = data.get(HEADER_LEN..cscds_end).unwrap_or(&[]);
+    let segs = data.get(cscds_end..segs_end).unwrap_or(&[]);
     let targets = parse_cscds(cscds)?;
-    let segments = parse_segments(segs, HEADER_LEN + cscd_len)?;
+    let segments = parse_segments(segs, cscds_end)?;
 
     let Some(_slot) = CopySlot::take(lu) else {
         return Ok(Response {
@@ -170,8 +178,10 @@ pub fn extended_copy(
     for s in &segments {
         match copy_segment(req, &targets, s) {
             Ok(n) => {
-                bytes += n;
-                done += 1;
+                // At most MAX_SEGMENT_DESCRIPTORS segments of
+                // MAX_SEGMENT_LENGTH bytes.
+                bytes = bytes.saturating_add(n);
+                done = done.saturating_add(1);
             }
             Err(e) => {
                 outcome = Err(e);
@@ -253,8 +263,8 @@ fn parse_cscds(list: &[u8]) -> Result<Vec<Cscd>, Sense> {
         // eight bytes.
         let naa_type = d.u8(5) & 0x0f == 0x03 && d.u8(4) & 0x0f == 0x01 && d.u8(7) == 8;
         let mut naa = [0u8; 8];
-        for (i, b) in naa.iter_mut().enumerate() {
-            *b = d.u8(8 + i);
+        for (b, i) in naa.iter_mut().zip(8..) {
+            *b = d.u8(i);
         }
         out.push(if naa_type {
             Cscd::Naa(naa)
@@ -288,15 +298,15 @@ fn parse_segments(list: &[u8], base: usize) -> Result<Vec<Segment>, Sense> {
                 Asc::UNSUPPORTED_SEGMENT_DESCRIPTOR_TYPE_CODE,
             ));
         }
-        if usize::from(d.be16(2)) + 4 != B2B_LEN {
-            return Err(Sense::invalid_param((base + off + 2) as u16, None));
+        if usize::from(d.be16(2)) != B2B_LEN - 4 {
+            return Err(Sense::invalid_param(param_byte(base, off, 2), None));
         }
         if rest.len() < B2B_LEN {
             return Err(param_len_error());
         }
         if d.bit(1, 0) {
             // CAT = 1 (residue handling) is not supported.
-            return Err(Sense::invalid_param((base + off + 1) as u16, Some(0)));
+            return Err(Sense::invalid_param(param_byte(base, off, 1), Some(0)));
         }
         out.push(Segment {
             src: usize::from(d.be16(4)),
@@ -306,9 +316,17 @@ fn parse_segments(list: &[u8], base: usize) -> Result<Vec<Segment>, Sense> {
             src_lba: d.be64(12),
             dst_lba: d.be64(20),
         });
-        off += B2B_LEN;
+        // `off` < `list.len()`: a slice's length plus 28 fits a usize.
+        off = off.saturating_add(B2B_LEN);
     }
     Ok(out)
+}
+
+/// The parameter list byte `k` of the descriptor at `off` in the list at
+/// `base`, for a field pointer: within HEADER_LEN +
+/// MAX_DESCRIPTOR_LIST_LENGTH, which a u16 holds.
+fn param_byte(base: usize, off: usize, k: usize) -> u16 {
+    u16::try_from(base.saturating_add(off).saturating_add(k)).unwrap_or(u16::MAX)
 }
 
 /// The LU a CSCD descriptor names, among those of the target.
@@ -336,12 +354,15 @@ fn resolve<'a>(
 fn copy_segment(req: &Request<'_>, targets: &[Cscd], s: &Segment) -> Result<u64, Sense> {
     let src = resolve(req, targets, s.src)?;
     let dst = resolve(req, targets, s.dst)?;
-    let (sbs, dbs) = (u64::from(src.block_size()), u64::from(dst.block_size()));
-    let bytes = s.blocks * if s.dest_count { dbs } else { sbs };
+    let (sbs, dbs) = (src.block_bytes(), dst.block_bytes());
+    // At most 65535 blocks (a 16-bit count) of 4096 bytes.
+    let bytes = s
+        .blocks
+        .saturating_mul(if s.dest_count { dbs } else { sbs }.get());
     if bytes % sbs != 0 || bytes % dbs != 0 {
         return Err(copy_aborted(Asc::INCORRECT_COPY_TARGET_DEVICE_TYPE));
     }
-    let in_range = |lu: &LogicalUnit, lba: u64, bs: u64| {
+    let in_range = |lu: &LogicalUnit, lba: u64, bs: NonZeroU64| {
         lba.checked_add(bytes / bs)
             .is_some_and(|end| end <= lu.num_blocks())
     };
@@ -357,26 +378,38 @@ fn copy_segment(req: &Request<'_>, targets: &[Cscd], s: &Segment) -> Result<u64,
     // Within one LU a destination that overlaps the source further on is
     // copied from the end backwards, so every block is read before it is
     // overwritten (as memmove does).
-    let (from, to) = (s.src_lba * sbs, s.dst_lba * dbs);
-    let backwards = std::ptr::eq(src, dst) && to > from && to < from + bytes;
-    let chunks = bytes.div_ceil(CHUNK as u64);
-    for i in 0..chunks {
-        let k = if backwards { chunks - 1 - i } else { i };
-        let done = k * CHUNK as u64;
-        let n = (bytes - done).min(CHUNK as u64);
+    // Both ranges lie within their medium, whose size in bytes is a
+    // u64: no offset below saturates.
+    let (from, to) = (
+        s.src_lba.saturating_mul(sbs.get()),
+        s.dst_lba.saturating_mul(dbs.get()),
+    );
+    let backwards = std::ptr::eq(src, dst) && to > from && to < from.saturating_add(bytes);
+    let chunk_at = |k: u64| -> Result<(), Sense> {
+        // `k` < `bytes.div_ceil(CHUNK)`: `done` < `bytes`.
+        let done = k.saturating_mul(CHUNK as u64);
+        let n = bytes.saturating_sub(done).min(CHUNK as u64);
         let chunk = {
             let _shared = src.shared_access();
-            src.backend.read(from + done, n as usize).map_err(|_| {
-                copy_aborted(Asc::NO_ADDITIONAL_SENSE).with_info(s.src_lba + done / sbs)
-            })?
+            src.backend
+                .read(from.saturating_add(done), n as usize)
+                .map_err(|_| {
+                    copy_aborted(Asc::NO_ADDITIONAL_SENSE)
+                        .with_info(s.src_lba.saturating_add(done / sbs))
+                })?
         };
-        {
-            let _access = dst.write_access(to + done, n);
-            let written = dst.write_through(durable, |b| b.write(to + done, &chunk, durable));
-            written.map_err(|_| {
-                copy_aborted(Asc::NO_ADDITIONAL_SENSE).with_info(s.dst_lba + done / dbs)
-            })?;
-        }
+        let at = to.saturating_add(done);
+        let _access = dst.write_access(at, n);
+        let written = dst.write_through(durable, |b| b.write(at, &chunk, durable));
+        written.map_err(|_| {
+            copy_aborted(Asc::NO_ADDITIONAL_SENSE).with_info(s.dst_lba.saturating_add(done / dbs))
+        })
+    };
+    let mut chunks = 0..bytes.div_ceil(CHUNK as u64);
+    if backwards {
+        chunks.rev().try_for_each(chunk_at)?;
+    } else {
+        chunks.try_for_each(chunk_at)?;
     }
     Ok(bytes)
 }
@@ -419,9 +452,12 @@ fn copy_status(lu: &LogicalUnit, nexus: NexusId, list_id: u8) -> Result<Vec<u8>,
 
 /// OPERATING PARAMETERS: the limits above and the descriptor types.
 fn operating_parameters() -> Vec<u8> {
-    let types = [BLOCK_TO_BLOCK, IDENTIFICATION_CSCD];
-    let mut d = Vec::with_capacity(44 + types.len());
-    d.extend_from_slice(&(40 + types.len() as u32).to_be_bytes());
+    const TYPES_LEN: u32 = 2;
+    let types: [u8; TYPES_LEN as usize] = [BLOCK_TO_BLOCK, IDENTIFICATION_CSCD];
+    // AVAILABLE DATA: the 40 bytes after it up to the list of types,
+    // and the types (a constant list).
+    let mut d = Vec::with_capacity(46);
+    d.extend_from_slice(&(40 + TYPES_LEN).to_be_bytes());
     // Byte 4 SNLID: copies without a list identifier (usage 11b) work.
     d.extend_from_slice(&[0x01, 0, 0, 0]);
     d.extend_from_slice(&(MAX_CSCD_DESCRIPTORS as u16).to_be_bytes());

@@ -93,7 +93,9 @@ impl Durability {
         if self.store_reports || !counts(access, e) {
             return;
         }
-        *self.lock() = Some(now + LOSS_REPORTED_FOR);
+        // An Instant a minute on cannot overflow; were it to, the loss
+        // is reported for as long as now allows.
+        *self.lock() = Some(now.checked_add(LOSS_REPORTED_FOR).unwrap_or(now));
         self.failing.store(true, Ordering::Release);
     }
 

@@ -40,12 +40,14 @@ impl AccessGate {
     fn try_enter_shared(&self) -> bool {
         let mut s = self.state.load(Ordering::Acquire);
         loop {
-            if s & EXCLUSIVE != 0 {
+            // One more sharer; a count reaching the EXCLUSIVE bit (2^63
+            // guards) is refused like an exclusive holder.
+            let Some(next) = s.checked_add(1).filter(|n| n & EXCLUSIVE == 0) else {
                 return false;
-            }
+            };
             match self
                 .state
-                .compare_exchange_weak(s, s + 1, Ordering::AcqRel, Ordering::Acquire)
+                .compare_exchange_weak(s, next, Ordering::AcqRel, Ordering::Acquire)
             {
                 Ok(_) => return true,
                 Err(now) => s = now,

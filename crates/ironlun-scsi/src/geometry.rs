@@ -11,6 +11,8 @@
 //! each straddling two file system blocks (ext4 serialises such O_DIRECT
 //! writes; buffered ones read-modify-write a page).
 
+use std::num::NonZeroU32;
+
 /// The largest physical block taken from a backend. Stores that report
 /// more (an NFS mount's `wsize`, ZFS's record size) speak of a preferred
 /// I/O size rather than of a unit the store writes whole; above this an
@@ -40,7 +42,9 @@ pub fn physical_block(block_size: u32, configured: Option<u32>, store: Option<u3
 pub fn check(block_size: u32, physical: u32) -> Result<(), String> {
     if !physical.is_power_of_two()
         || physical < block_size
-        || (physical / block_size).trailing_zeros() > MAX_EXPONENT
+        || physical
+            .checked_div(block_size)
+            .is_none_or(|n| n.trailing_zeros() > MAX_EXPONENT)
     {
         return Err(format!(
             "physical block size {physical} (must be a power of two from the block size {block_size} up to {} blocks)",
@@ -54,7 +58,7 @@ pub fn check(block_size: u32, physical: u32) -> Result<(), String> {
 /// logical blocks per physical block. Both sizes are powers of two
 /// ([`check`]).
 pub fn exponent(block_size: u32, physical: u32) -> u8 {
-    let n = (physical / block_size.max(1)).max(1).trailing_zeros();
+    let n = per_physical(block_size, physical).trailing_zeros();
     n.min(MAX_EXPONENT) as u8
 }
 
@@ -62,7 +66,15 @@ pub fn exponent(block_size: u32, physical: u32) -> u8 {
 /// blocks: a transfer whose length is not a multiple of the physical
 /// block costs the store a read-modify-write.
 pub fn granularity(block_size: u32, physical: u32) -> u16 {
-    u16::try_from((physical / block_size.max(1)).max(1)).unwrap_or(u16::MAX)
+    u16::try_from(per_physical(block_size, physical)).unwrap_or(u16::MAX)
+}
+
+/// Logical blocks per physical block, at least one (a block size of 0
+/// counts as 1).
+fn per_physical(block_size: u32, physical: u32) -> u32 {
+    NonZeroU32::new(block_size)
+        .map_or(physical, |bs| physical / bs)
+        .max(1)
 }
 
 #[cfg(test)]

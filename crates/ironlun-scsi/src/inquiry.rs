@@ -56,7 +56,7 @@ fn padded(s: &str, len: usize) -> Vec<u8> {
 }
 
 fn vpd(page: u8, body: Vec<u8>) -> Vec<u8> {
-    let mut v = Vec::with_capacity(4 + body.len());
+    let mut v = Vec::with_capacity(body.len().saturating_add(4));
     v.push(0x00); // peripheral qualifier 0, direct access block device
     v.push(page);
     v.extend_from_slice(&(body.len() as u16).to_be_bytes());
@@ -164,7 +164,9 @@ pub const MAX_WRITE_SAME_BLOCKS: u64 = 0xffff;
 fn block_limits(lu: &LogicalUnit) -> Vec<u8> {
     let mut b = [0u8; 0x3c];
     let bs = lu.block_size();
-    let max_blocks = lu.cfg.max_transfer_bytes / bs;
+    let blocks =
+        |bytes: u32| u32::try_from(u64::from(bytes) / lu.block_bytes()).unwrap_or(u32::MAX);
+    let max_blocks = blocks(lu.cfg.max_transfer_bytes);
     // WSNZ = 0: WRITE SAME with zero blocks means "to the end".
     b[1] = lu.max_compare_and_write_blocks();
     // OPTIMAL TRANSFER LENGTH GRANULARITY: the physical block.
@@ -172,12 +174,12 @@ fn block_limits(lu: &LogicalUnit) -> Vec<u8> {
     b[2..4].copy_from_slice(&granule.to_be_bytes());
     // MAXIMUM TRANSFER LENGTH and OPTIMAL TRANSFER LENGTH in blocks.
     b[4..8].copy_from_slice(&max_blocks.to_be_bytes());
-    b[8..12].copy_from_slice(&max_blocks.min((1 << 20) / bs).to_be_bytes());
+    b[8..12].copy_from_slice(&max_blocks.min(blocks(1 << 20)).to_be_bytes());
     if lu.thin() {
         // UNMAP limits; zero (no UNMAP) on a fully provisioned LU.
         b[16..20].copy_from_slice(&crate::provisioning::MAX_UNMAP_LBA_COUNT.to_be_bytes());
         b[20..24].copy_from_slice(&crate::provisioning::MAX_UNMAP_DESCRIPTORS.to_be_bytes());
-        let granule = (lu.backend.provisioning_granularity() / u64::from(bs)).max(1);
+        let granule = (lu.backend.provisioning_granularity() / lu.block_bytes()).max(1);
         b[24..28].copy_from_slice(&u32::try_from(granule).unwrap_or(u32::MAX).to_be_bytes());
         // UGAVALID with an alignment of 0.
         b[28..32].copy_from_slice(&0x8000_0000u32.to_be_bytes());

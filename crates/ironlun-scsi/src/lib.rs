@@ -27,9 +27,19 @@
 //! that blocks is the caller's reason to run them on a blocking thread.
 
 #![forbid(unsafe_code)]
+// CDBs and parameter lists come from the network and sizes from the
+// backend: every sum, difference and product says how it treats overflow
+// (checked for LBAs, lengths and offsets, saturating for counters and
+// bounded values, wrapping only where the comment proves it cannot wrap).
+#![warn(clippy::arithmetic_side_effects)]
 #![cfg_attr(
     test,
-    allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+    allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::arithmetic_side_effects
+    )
 )]
 
 pub mod alua;

@@ -121,7 +121,7 @@ pub fn log_sense(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result<
 fn frame(page: &LogPage, body: &[u8]) -> Vec<u8> {
     let spf = if page.subpage != 0 { 0x40 } else { 0 };
     let len = u16::try_from(body.len()).unwrap_or(u16::MAX);
-    let mut out = Vec::with_capacity(4 + body.len());
+    let mut out = Vec::with_capacity(body.len().saturating_add(4));
     out.push(0x80 | spf | page.code);
     out.push(page.subpage);
     out.extend_from_slice(&len.to_be_bytes());

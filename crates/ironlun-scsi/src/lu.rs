@@ -3,6 +3,7 @@
 //! table.
 
 use std::collections::{HashMap, VecDeque};
+use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -128,6 +129,10 @@ pub struct LogicalUnit {
     pub(crate) cfg: LuConfig,
     pub(crate) backend: Arc<dyn Backend>,
     num_blocks: AtomicU64,
+    /// `cfg.block_size` as a divisor ([`LuConfig::validate`] allows 512
+    /// or 4096 only).
+    block: NonZeroU32,
+    block_len: NonZeroUsize,
     /// The physical block size reported ([`crate::geometry`]).
     physical_block: u32,
     pub(crate) mode: ModeState,
@@ -199,7 +204,9 @@ pub const OFFLOAD_TRANSFER: u32 = 128 << 10;
 impl LogicalUnit {
     pub fn new(cfg: LuConfig, backend: Arc<dyn Backend>) -> Result<LogicalUnit, String> {
         cfg.validate()?;
-        let num_blocks = backend.size_bytes() / u64::from(cfg.block_size);
+        let block = NonZeroU32::new(cfg.block_size).ok_or("block size 0")?;
+        let block_len = NonZeroUsize::try_from(block).map_err(|e| e.to_string())?;
+        let num_blocks = backend.size_bytes() / NonZeroU64::from(block);
         if cfg.thin && backend.provisioning_granularity() == 0 {
             return Err(format!(
                 "a {} backend cannot be thin provisioned",
@@ -226,6 +233,8 @@ impl LogicalUnit {
         Ok(LogicalUnit {
             cfg,
             num_blocks: AtomicU64::new(num_blocks),
+            block,
+            block_len,
             physical_block,
             mode,
             nexuses: Mutex::new(HashMap::new()),
@@ -371,6 +380,16 @@ impl LogicalUnit {
         self.cfg.block_size
     }
 
+    /// The block size as a divisor of byte counts.
+    pub(crate) fn block_bytes(&self) -> NonZeroU64 {
+        NonZeroU64::from(self.block)
+    }
+
+    /// The block size as a divisor of buffer lengths.
+    pub(crate) fn block_len(&self) -> NonZeroUsize {
+        self.block_len
+    }
+
     /// The physical block size reported to initiators
     /// ([`crate::geometry::physical_block`]).
     pub fn physical_block_size(&self) -> u32 {
@@ -391,7 +410,7 @@ impl LogicalUnit {
         match self.backend.compare_and_write_limit() {
             None => most,
             Some(bytes) => {
-                let blocks = bytes / u64::from(self.block_size());
+                let blocks = bytes / self.block_bytes();
                 u8::try_from(blocks).unwrap_or(u8::MAX).min(most)
             }
         }
@@ -897,7 +916,7 @@ impl LogicalUnit {
     /// a change.
     pub fn rescan(&self) -> std::io::Result<Option<(u64, u64)>> {
         let bytes = self.backend.refresh_size()?;
-        let new = bytes / u64::from(self.cfg.block_size);
+        let new = bytes / self.block_bytes();
         let old = self.num_blocks();
         if new == old || new == 0 {
             return Ok(None);

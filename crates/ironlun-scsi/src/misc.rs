@@ -82,8 +82,10 @@ pub fn report_luns_for(luns: &[u16], cdb: &Cdb<'_>) -> Result<Response, Sense> {
         0x01 => &[],
         _ => return Err(Sense::invalid_field(2, None)),
     };
-    let mut out = Vec::with_capacity(8 + 8 * list.len());
-    out.extend_from_slice(&((8 * list.len()) as u32).to_be_bytes());
+    // LUN LIST LENGTH: 8 bytes a LUN (a LUN map holds few).
+    let list_len = list.len().saturating_mul(8);
+    let mut out = Vec::with_capacity(list_len.saturating_add(8));
+    out.extend_from_slice(&u32::try_from(list_len).unwrap_or(u32::MAX).to_be_bytes());
     out.extend_from_slice(&[0; 4]);
     for &n in list {
         out.extend_from_slice(&lun_bytes(n));

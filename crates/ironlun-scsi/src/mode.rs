@@ -255,8 +255,10 @@ pub fn mode_sense(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<
     }
     let dsp = device_specific(lu, req.nexus);
     let mut out = Vec::new();
+    // MODE DATA LENGTH: the bytes after it (a few hundred at most).
+    let rest = bd.len().saturating_add(pages.len());
     if ten {
-        let len = (6 + bd.len() + pages.len()) as u16;
+        let len = u16::try_from(rest.saturating_add(6)).unwrap_or(u16::MAX);
         out.extend_from_slice(&len.to_be_bytes());
         out.push(0); // medium type
         out.push(dsp);
@@ -264,7 +266,7 @@ pub fn mode_sense(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<
         out.push(0);
         out.extend_from_slice(&(bd.len() as u16).to_be_bytes());
     } else {
-        let len = (3 + bd.len() + pages.len()).min(255) as u8;
+        let len = u8::try_from(rest.saturating_add(3)).unwrap_or(u8::MAX);
         out.push(len);
         out.push(0);
         out.push(dsp);
@@ -319,38 +321,41 @@ pub fn mode_select(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result
         return Err(Sense::invalid_param(if ten { 2 } else { 1 }, None));
     }
     let long = ten && p.bit(4, 0);
-    let bd_size = if long { 16 } else { 8 };
-    if bd_len % bd_size != 0 || header + bd_len > data.len() {
-        return Err(length_error());
-    }
+    let (bd_size, whole) = if long {
+        (16, bd_len % 16 == 0)
+    } else {
+        (8, bd_len % 8 == 0)
+    };
+    let bd_end = header
+        .checked_add(bd_len)
+        .filter(|&end| whole && end <= data.len())
+        .ok_or_else(length_error)?;
     // A block descriptor may only restate the block length; resizing or
     // reformatting is not supported.
-    for i in 0..bd_len / bd_size {
-        let at = header + i * bd_size;
-        let (blocks, block_len) = if long {
-            (p.be64(at), p.be32(at + 12))
+    for at in (header..bd_end).step_by(bd_size) {
+        let d = Cdb(data.get(at..).unwrap_or(&[]));
+        let (blocks, block_len, len_at) = if long {
+            (d.be64(0), d.be32(12), 12)
         } else {
-            (u64::from(p.be32(at)), p.be24(at + 5))
+            (u64::from(d.be32(0)), d.be24(5), 5)
         };
         if block_len != lu.block_size() {
-            return Err(Sense::invalid_param(
-                (at + if long { 12 } else { 5 }) as u16,
-                None,
-            ));
+            return Err(Sense::invalid_param(field_ptr(at, len_at), None));
         }
         // NUMBER OF BLOCKS may be 0 (unchanged), the capacity, or in a
         // short descriptor FFFFFFFFh for a capacity beyond 32 bits.
         let restated = blocks == 0 || blocks == lu.num_blocks() || (!long && blocks == 0xffff_ffff);
         if !restated {
-            return Err(Sense::invalid_param(at as u16, None));
+            return Err(Sense::invalid_param(field_ptr(at, 0), None));
         }
     }
-    let mut at = header + bd_len;
+    let mut at = bd_end;
     let mut accepted: Vec<(&ModePage, &[u8])> = Vec::new();
     while at < data.len() {
         let (page, given) = selected_page(lu, data, at)?;
         accepted.push((page, given));
-        at += given.len();
+        // The page lies within the parameter list.
+        at = at.saturating_add(given.len());
     }
     let current = |lu: &LogicalUnit| -> Vec<Vec<u8>> {
         PAGES
@@ -379,27 +384,29 @@ fn selected_page<'a>(
     data: &'a [u8],
     at: usize,
 ) -> Result<(&'static ModePage, &'a [u8]), Sense> {
-    let p = Cdb(data);
-    if p.bit(at, 7) {
-        return Err(Sense::invalid_param(at as u16, Some(7)));
+    let rest = data.get(at..).unwrap_or(&[]);
+    let p = Cdb(rest);
+    if p.bit(0, 7) {
+        return Err(Sense::invalid_param(field_ptr(at, 0), Some(7)));
     }
-    let code = p.u8(at) & 0x3f;
-    let spf = p.bit(at, 6);
+    let code = p.u8(0) & 0x3f;
+    let spf = p.bit(0, 6);
+    // PAGE LENGTH counts the bytes after it: a u16 or u8 and a constant.
     let (subpage, length_at, page_len) = if spf {
-        (p.u8(at + 1), at + 2, usize::from(p.be16(at + 2)) + 4)
+        (p.u8(1), 2, usize::from(p.be16(2)).saturating_add(4))
     } else {
-        (0, at + 1, usize::from(p.u8(at + 1)) + 2)
+        (0, 1, usize::from(p.u8(1)).saturating_add(2))
     };
     let found = PAGES.iter().find(|pg| {
         pg.code == code && pg.subpage == subpage && (pg.subpage != 0) == spf && (pg.offered)(lu)
     });
     let Some(page) = found else {
-        return Err(Sense::invalid_param(at as u16, None));
+        return Err(Sense::invalid_param(field_ptr(at, 0), None));
     };
     if page_len != page.changeable.len() {
-        return Err(Sense::invalid_param(length_at as u16, None));
+        return Err(Sense::invalid_param(field_ptr(at, length_at), None));
     }
-    let Some(given) = data.get(at..at + page_len) else {
+    let Some(given) = rest.get(..page_len) else {
         return Err(Sense::new(
             SenseKey::ILLEGAL_REQUEST,
             Asc::PARAMETER_LIST_LENGTH_ERROR,
@@ -415,10 +422,17 @@ fn selected_page<'a>(
         .skip(header)
     {
         if (g ^ c) & !m != 0 {
-            return Err(Sense::invalid_param((at + i) as u16, None));
+            return Err(Sense::invalid_param(field_ptr(at, i), None));
         }
     }
     Ok((page, given))
+}
+
+/// The field pointer to byte `k` of what starts at `at` in a MODE SELECT
+/// parameter list, which is at most 65535 bytes long (PARAMETER LIST
+/// LENGTH is 16 bits), so a u16 holds it.
+fn field_ptr(at: usize, k: usize) -> u16 {
+    u16::try_from(at.saturating_add(k)).unwrap_or(u16::MAX)
 }
 
 #[cfg(test)]

@@ -722,7 +722,8 @@ pub fn check_usage(op: &OpInfo, cdb: &Cdb<'_>) -> Result<(), Sense> {
         let allowed = if i == last { mask | 0xc0 } else { mask };
         let extra = cdb.u8(i) & !allowed;
         if extra != 0 {
-            let bit = 7 - extra.leading_zeros() as u8;
+            // The highest bit set (`extra` is not zero).
+            let bit = extra.ilog2() as u8;
             return Err(Sense::invalid_field(i as u16, Some(bit)));
         }
     }
@@ -758,7 +759,8 @@ fn report_supported_opcodes(
                     out.extend_from_slice(&timeouts);
                 }
             }
-            let len = (out.len() - 4) as u32;
+            // The 4-byte header is not counted.
+            let len = u32::try_from(out.len().saturating_sub(4)).unwrap_or(u32::MAX);
             out.splice(0..4, len.to_be_bytes());
         }
         1..=3 => {

@@ -45,11 +45,16 @@ pub(crate) fn settle(lu: &LogicalUnit) -> Result<(), Sense> {
 
 /// Deallocates `blocks` blocks at `lba`.
 pub(crate) fn deallocate(lu: &LogicalUnit, lba: u64, blocks: u64) -> Result<(), Sense> {
-    let bs = u64::from(lu.block_size());
+    // The callers checked the range: it lies within the medium, whose
+    // size in bytes is a u64 (and one past it is out of range, SBC-3 §4.5).
+    let offset = crate::block::byte_at(lu, lba)?;
+    let len = blocks
+        .checked_mul(lu.block_bytes().get())
+        .ok_or_else(Sense::lba_out_of_range)?;
     // Partial blocks of a `,direct` file are zeroed by read-modify-write.
-    let _access = lu.write_access(lba * bs, blocks * bs);
+    let _access = lu.write_access(offset, len);
     lu.backend
-        .deallocate(lba * bs, blocks * bs)
+        .deallocate(offset, len)
         .map_err(|e| write_error(lba, &e))
 }
 
@@ -74,17 +79,18 @@ pub fn unmap(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Respo
         ));
     }
     let c = Cdb(data);
+    let descriptors = data.get(8..).unwrap_or(&[]);
     // UNMAP BLOCK DESCRIPTOR DATA LENGTH: whole 16-byte descriptors that
     // fit in the parameter data (SBC-3 §5.28.2).
-    let bd_len = usize::from(c.be16(2)).min(data.len() - 8);
+    let bd_len = usize::from(c.be16(2)).min(descriptors.len());
     let count = bd_len / 16;
     if count as u32 > MAX_UNMAP_DESCRIPTORS {
         return Err(Sense::invalid_param(2, None));
     }
     let mut ranges = Vec::with_capacity(count);
-    for i in 0..count {
-        let at = 8 + 16 * i;
-        let (lba, n) = (c.be64(at), u64::from(c.be32(at + 8)));
+    for d in descriptors.chunks_exact(16).take(count) {
+        let d = Cdb(d);
+        let (lba, n) = (d.be64(0), u64::from(d.be32(8)));
         // Every descriptor is checked before any block is deallocated.
         check_range(lu, lba, n).or_else(|e| {
             // A zero-length descriptor at the end of the medium is fine.
@@ -111,18 +117,20 @@ pub fn unmap(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Respo
 fn push_run(runs: &mut Vec<(u64, u64, bool)>, first: u64, last: u64, mapped: bool) {
     let mut first = first;
     if let Some((start, len, m)) = runs.last_mut() {
-        let end = *start + *len;
+        // A run ends within the medium, whose size in bytes is a u64.
+        let end = start.saturating_add(*len);
         first = first.max(end);
         if first >= last {
             return;
         }
         if *m == mapped && end == first {
-            *len = last - *start;
+            // `last` > `first` >= `end` >= `start`.
+            *len = last.saturating_sub(*start);
             return;
         }
     }
-    if first < last {
-        runs.push((first, last - first, mapped));
+    if let Some(len) = last.checked_sub(first).filter(|&n| n > 0) {
+        runs.push((first, len, mapped));
     }
 }
 
@@ -141,8 +149,11 @@ pub fn get_lba_status(
     }
     let max_descriptors = (alloc.saturating_sub(8) / 16).max(1) as usize;
     let runs = lba_runs(lu, lba, max_descriptors)?;
-    let mut out = Vec::with_capacity(8 + 16 * runs.len());
-    out.extend_from_slice(&((4 + 16 * runs.len()) as u32).to_be_bytes());
+    // At most (ALLOCATION LENGTH - 8) / 16 descriptors: the lengths fit.
+    let descriptors = runs.len().saturating_mul(16);
+    let mut out = Vec::with_capacity(descriptors.saturating_add(8));
+    let available = u32::try_from(descriptors.saturating_add(4)).unwrap_or(u32::MAX);
+    out.extend_from_slice(&available.to_be_bytes());
     out.extend_from_slice(&[0; 4]);
     for (start, len, mapped) in runs {
         out.extend_from_slice(&start.to_be_bytes());
@@ -161,39 +172,45 @@ pub fn get_lba_status(
 /// described whole in one command (libiscsi's Sanitize.BlockErase expects
 /// that of a 1 GiB LU).
 fn lba_runs(lu: &LogicalUnit, lba: u64, max: usize) -> Result<Vec<(u64, u64, bool)>, Sense> {
-    let bs = u64::from(lu.block_size());
+    let bs = lu.block_bytes();
     let limit = (LBA_STATUS_SCAN_BYTES / bs).min(u64::from(u32::MAX));
     let end = lu.num_blocks().min(lba.saturating_add(limit));
     if !lu.thin() {
-        // Fully provisioned: every LBA is mapped (SBC-4 §5.8.2.2).
-        return Ok(vec![(lba, end - lba, true)]);
+        // Fully provisioned: every LBA is mapped (SBC-4 §5.8.2.2). The
+        // caller checked `lba` < the number of blocks, so `end` > `lba`.
+        return Ok(vec![(lba, end.saturating_sub(lba), true)]);
     }
     let mut runs: Vec<(u64, u64, bool)> = Vec::new();
     let mut window = lba;
     while window < end && runs.len() <= max {
-        let span = (end - window).min(LBA_STATUS_WINDOW_BLOCKS);
+        // `window` < `end` <= the number of blocks: the byte offsets are
+        // within the medium and nothing here saturates.
+        let span = end.saturating_sub(window).min(LBA_STATUS_WINDOW_BLOCKS);
+        let from = window.saturating_mul(bs.get());
         let extents = {
             let _shared = lu.shared_access();
             lu.backend
-                .allocation(window * bs, span * bs)
+                .allocation(from, span.saturating_mul(bs.get()))
                 .map_err(|e| crate::block::read_error(window, &e))?
         };
-        // Byte runs to block runs: a block with any allocated byte is mapped.
-        let mut at = window * bs;
+        // Byte runs to block runs: a block with any allocated byte is
+        // mapped. The extents' lengths come from the store: a sum past
+        // u64 stops at its end.
+        let mut at = from;
         for e in extents {
-            let (start, stop) = (at, at + e.len);
+            let (start, stop) = (at, at.saturating_add(e.len));
             at = stop;
             let (first, last) = if e.allocated {
-                (start / bs, stop.div_ceil(bs))
+                (start / bs, stop.div_ceil(bs.get()))
             } else {
-                (start.div_ceil(bs), stop / bs)
+                (start.div_ceil(bs.get()), stop / bs)
             };
             push_run(&mut runs, first, last, e.allocated);
             if runs.len() > max {
                 break;
             }
         }
-        window += span;
+        window = window.saturating_add(span);
     }
     runs.truncate(max);
     Ok(runs)

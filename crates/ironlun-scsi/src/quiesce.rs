@@ -62,7 +62,7 @@ pub fn quiesced<T>(
     for lu in &order {
         lu.flush()?;
     }
-    let flushed = start.elapsed() - drained;
+    let flushed = start.elapsed().saturating_sub(drained);
     let out = op()?;
     drop(held);
     let paused = start.elapsed();
@@ -100,7 +100,7 @@ impl LogicalUnit {
     pub fn medium_replaced(&self) -> io::Result<()> {
         let size = self.backend().refresh_size();
         if let Ok(bytes) = &size {
-            let blocks = bytes / u64::from(self.block_size());
+            let blocks = *bytes / self.block_bytes();
             if blocks > 0 {
                 self.set_num_blocks(blocks);
             }

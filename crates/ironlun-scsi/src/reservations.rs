@@ -347,7 +347,9 @@ pub fn persistent_reserve_in(
     match sa {
         service_action::READ_KEYS => {
             out.extend_from_slice(&pr.generation.to_be_bytes());
-            out.extend_from_slice(&((8 * pr.registrations.len()) as u32).to_be_bytes());
+            // ADDITIONAL LENGTH: 8 bytes a key (registrations are bounded).
+            let keys = pr.registrations.len().saturating_mul(8);
+            out.extend_from_slice(&u32::try_from(keys).unwrap_or(u32::MAX).to_be_bytes());
             for r in &pr.registrations {
                 out.extend_from_slice(&r.key.to_be_bytes());
             }
@@ -410,7 +412,8 @@ pub fn persistent_reserve_in(
                 out.extend_from_slice(&(tid.len() as u32).to_be_bytes());
                 out.extend_from_slice(&tid);
             }
-            let len = (out.len() - 8) as u32;
+            // The 8-byte header is not counted.
+            let len = u32::try_from(out.len().saturating_sub(8)).unwrap_or(u32::MAX);
             if let Some(b) = out.get_mut(4..8) {
                 b.copy_from_slice(&len.to_be_bytes());
             }

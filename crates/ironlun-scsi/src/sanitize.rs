@@ -97,8 +97,10 @@ impl SanitizeState {
 /// The OVERWRITE parameter list (SBC-4 §5.30.2.2): the list is longer
 /// than its 4-byte header and at most one block of pattern.
 fn overwrite_params(lu: &LogicalUnit, len: usize, data: &[u8]) -> Result<Method, Sense> {
-    let bs = lu.block_size() as usize;
-    if len <= 4 || len > bs + 4 {
+    // The 4-byte header and at most one block of pattern.
+    let bs = lu.block_len().get();
+    let body = len.saturating_sub(4);
+    if len <= 4 || body > bs {
         return Err(Sense::invalid_field(7, None));
     }
     let p = Cdb(data.get(..len).unwrap_or(data));
@@ -112,10 +114,14 @@ fn overwrite_params(lu: &LogicalUnit, len: usize, data: &[u8]) -> Result<Method,
     if passes == 0 {
         return Err(Sense::invalid_param(0, Some(4)));
     }
-    if plen == 0 || plen > bs || plen + 4 > len || data.len() < len {
+    if plen == 0 || plen > bs || plen > body || data.len() < len {
         return Err(Sense::invalid_param(2, None));
     }
-    let pattern = data.get(4..4 + plen).unwrap_or(&[]).to_vec();
+    let pattern = data
+        .get(4..)
+        .and_then(|d| d.get(..plen))
+        .unwrap_or(&[])
+        .to_vec();
     Ok(Method::Overwrite {
         pattern,
         passes,
@@ -154,7 +160,8 @@ pub fn sanitize(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Re
         .ok_or_else(internal_failure)?;
     let job = Job {
         method,
-        total: lu.num_blocks() * u64::from(lu.block_size()),
+        // The medium's size, a u64.
+        total: lu.num_blocks().saturating_mul(lu.block_bytes().get()),
         done: 0,
     };
     let waiter = (!immed).then_some(req.nexus);

@@ -18,8 +18,7 @@ pub(crate) fn decimal<T: std::str::FromStr>(s: &str) -> Option<T> {
 /// A lower-case hex digit's value.
 fn hex_digit(b: u8) -> Option<u8> {
     match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'0'..=b'9' | b'a'..=b'f' => char::from(b).to_digit(16).map(|d| d as u8),
         _ => None,
     }
 }

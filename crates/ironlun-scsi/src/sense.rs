@@ -159,7 +159,9 @@ impl Sense {
                 v.extend_from_slice(&sks);
                 v.push(0);
             }
-            let additional = (v.len() - 8) as u8;
+            // ADDITIONAL SENSE LENGTH: the bytes after the 8-byte header
+            // (at most 32 here).
+            let additional = u8::try_from(v.len().saturating_sub(8)).unwrap_or(u8::MAX);
             if let Some(b) = v.get_mut(7) {
                 *b = additional;
             }

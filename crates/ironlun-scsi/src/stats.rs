@@ -157,19 +157,23 @@ pub struct IoSnapshot {
 
 impl IoSnapshot {
     pub fn commands(&self) -> u64 {
-        self.read_commands + self.write_commands + self.other_commands
+        // Counters stop at their limit rather than wrap to small.
+        self.read_commands
+            .saturating_add(self.write_commands)
+            .saturating_add(self.other_commands)
     }
 
     /// Adds another LU's counters (target or daemon totals).
     pub fn add(&mut self, o: &IoSnapshot) {
-        self.read_commands += o.read_commands;
-        self.write_commands += o.write_commands;
-        self.other_commands += o.other_commands;
-        self.read_bytes += o.read_bytes;
-        self.write_bytes += o.write_bytes;
-        self.failed_commands += o.failed_commands;
+        let sum = |a: &mut u64, b: u64| *a = a.saturating_add(b);
+        sum(&mut self.read_commands, o.read_commands);
+        sum(&mut self.write_commands, o.write_commands);
+        sum(&mut self.other_commands, o.other_commands);
+        sum(&mut self.read_bytes, o.read_bytes);
+        sum(&mut self.write_bytes, o.write_bytes);
+        sum(&mut self.failed_commands, o.failed_commands);
         for (a, b) in self.failures.iter_mut().zip(o.failures) {
-            *a += b;
+            sum(a, b);
         }
     }
 

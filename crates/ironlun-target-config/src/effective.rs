@@ -178,6 +178,12 @@ fn tcp(tcp: &TcpTuning, by: &Marks<'_>) -> Table {
         "quickack",
         marked(tcp.quickack, o.tcp_quickack, "--tcp-quickack"),
     );
+    // In microseconds, as it is written ("0us": off).
+    let busy_poll = format!("{}us", tcp.busy_poll.as_nanos() as f64 / 1000.0);
+    t.insert(
+        "busy_poll",
+        marked(busy_poll, o.busy_poll.is_some(), "--busy-poll"),
+    );
     t
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use ironlun_proto::params::Offers;
 
 use super::chap::flags_policy;
-use super::limits::buffer_size;
+use super::limits::{buffer_size, busy_poll};
 use super::{
     check_queue_depth, check_stores_unshared, default_listen, default_target_name, lun_spec, names,
     parse_listen, AdminHttp, Config, ConfigError, DefaultMap, IoEngine, Limits, LunConfig,
@@ -32,6 +32,8 @@ pub struct Overrides {
     pub tcp_nagle: bool,
     /// Re-arm TCP_QUICKACK after every read.
     pub tcp_quickack: bool,
+    /// Latency mode's busy-poll budget (`tcp.busy_poll`).
+    pub busy_poll: Option<String>,
     /// `USER:SECRET` initiators must authenticate with (every target and
     /// discovery).
     pub chap: Option<String>,
@@ -194,6 +196,9 @@ impl Overrides {
         if self.tcp_quickack {
             tcp.insert("quickack", value(true));
         }
+        if let Some(b) = &self.busy_poll {
+            tcp.insert("busy_poll", value(b.as_str()));
+        }
         if !tcp.is_empty() {
             doc.insert("tcp", Item::Table(tcp));
         }
@@ -260,6 +265,9 @@ impl Overrides {
         }
         if self.tcp_quickack {
             cfg.tcp.quickack = true;
+        }
+        if let Some(b) = &self.busy_poll {
+            cfg.tcp.busy_poll = busy_poll("--busy-poll", b)?;
         }
         if let Some(e) = &self.io_engine {
             cfg.io_engine = IoEngine::parse_at("--io-engine", e)?;

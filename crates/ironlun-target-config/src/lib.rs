@@ -72,7 +72,7 @@ pub use group::{
 };
 pub use initiators::{DefaultMap, InitiatorEntry, MappedLun};
 pub use io_engine::{IoEngine, UnknownIoEngine};
-pub use limits::{Limits, TcpTuning};
+pub use limits::{Limits, TcpTuning, MAX_BUSY_POLL};
 pub use lun_spec::{BackendSpec, LunSpec, LunSpecError, LunSpecProblem, RbdSpec};
 pub use names::{default_target_name, normalize_iscsi_name, NameError, NameKey};
 pub use schedule::{every_text, SnapshotSchedule, MAX_EVERY, MIN_EVERY};

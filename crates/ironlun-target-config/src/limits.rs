@@ -21,6 +21,28 @@ pub struct TcpTuning {
     /// Re-arm TCP_QUICKACK after every read: acknowledge at once instead
     /// of delaying ACKs (Linux).
     pub quickack: bool,
+    /// Latency mode: how long a connection with nothing to send polls
+    /// its socket and ring before it sleeps (`ironlun_target::busy_poll`);
+    /// zero, the default, is off.
+    pub busy_poll: Duration,
+}
+
+/// The largest busy-poll budget: a spin holds a runtime worker thread,
+/// so it stays short against timers and other connections' work.
+pub const MAX_BUSY_POLL: Duration = Duration::from_millis(1);
+
+/// A busy-poll budget at `key` (`tcp.busy_poll`, `--busy-poll`): a
+/// duration such as `50us`, at most [`MAX_BUSY_POLL`]; `0` is off.
+pub(crate) fn busy_poll(key: &str, s: &str) -> Result<Duration, ConfigError> {
+    let d = ironlun_units::parse_duration(s).map_err(|e| ConfigError::invalid(key, e))?;
+    if d > MAX_BUSY_POLL {
+        return Err(ConfigError::OutOfRange {
+            key: key.to_owned(),
+            value: s.to_owned(),
+            allowed: "0 (off) ..= 1ms, e.g. 50us".to_owned(),
+        });
+    }
+    Ok(d)
 }
 
 impl Default for TcpTuning {
@@ -30,6 +52,7 @@ impl Default for TcpTuning {
             recv_buffer: None,
             nodelay: true,
             quickack: false,
+            busy_poll: Duration::ZERO,
         }
     }
 }
@@ -158,6 +181,7 @@ pub(super) struct FileTcp {
     recv_buffer: Option<String>,
     nodelay: Option<bool>,
     quickack: Option<bool>,
+    busy_poll: Option<String>,
 }
 
 impl FileTcp {
@@ -170,6 +194,10 @@ impl FileTcp {
             recv_buffer: buffer("tcp.recv_buffer", &self.recv_buffer)?,
             nodelay: self.nodelay.unwrap_or(true),
             quickack: self.quickack.unwrap_or(false),
+            busy_poll: match &self.busy_poll {
+                Some(s) => busy_poll("tcp.busy_poll", s)?,
+                None => Duration::ZERO,
+            },
         })
     }
 }

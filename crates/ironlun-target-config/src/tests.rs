@@ -2,6 +2,7 @@
 //! messages of every kind of mistake.
 
 use std::path::Path;
+use std::time::Duration;
 
 use ironlun_proto::names::NameProblem;
 use ironlun_proto::params::DigestKind;
@@ -202,7 +203,8 @@ spec = "null:1GiB,bs=4096"
             send_buffer: Some(512 << 10),
             recv_buffer: Some(512 << 10),
             nodelay: false,
-            quickack: true
+            quickack: true,
+            busy_poll: Duration::ZERO,
         }
     );
     let e = Config::from_toml(&text.replace("512KiB", "1k"), None)
@@ -451,6 +453,34 @@ fn out_of_range_values_name_key_value_and_range() {
         ..one_lun()
     });
     assert!(m.starts_with("--tcp-window 1G: "), "{m}");
+}
+
+/// Latency mode's budget: a duration up to 1 ms, in the file's `[tcp]`
+/// or as `--busy-poll`; off unless set.
+#[test]
+fn busy_poll_is_a_bounded_duration() {
+    let c =
+        Config::from_toml(&format!("[tcp]\nbusy_poll = \"50us\"\n{TARGET}{LUN}"), None).unwrap();
+    assert_eq!(c.tcp.busy_poll, Duration::from_micros(50));
+    let c = Config::from_toml(&format!("{TARGET}{LUN}"), None).unwrap();
+    assert_eq!(c.tcp.busy_poll, Duration::ZERO, "off by default");
+    let c = Config::load(&Overrides {
+        busy_poll: Some("1ms".into()),
+        ..one_lun()
+    })
+    .unwrap();
+    assert_eq!(c.tcp.busy_poll, MAX_BUSY_POLL);
+    let (m, e) = file_error(&format!("[tcp]\nbusy_poll = \"2ms\"\n{TARGET}{LUN}"));
+    assert!(matches!(e, ConfigError::OutOfRange { .. }), "{e:?}");
+    mentions(&m, "tcp.busy_poll 2ms: must be 0 (off) ..= 1ms");
+    let (m, e) = file_error(&format!("[tcp]\nbusy_poll = \"soon\"\n{TARGET}{LUN}"));
+    assert!(matches!(e, ConfigError::Invalid { .. }), "{e:?}");
+    mentions(&m, "tcp.busy_poll: 'soon' is not a duration");
+    let (m, _) = flags_error(Overrides {
+        busy_poll: Some("5s".into()),
+        ..one_lun()
+    });
+    assert!(m.starts_with("--busy-poll 5s: must be 0 (off)"), "{m}");
 }
 
 #[test]

@@ -55,6 +55,10 @@
 //! and TCP work, not to readiness system calls.
 //! `IRONLUN_RUNTIME=current-thread` runs the daemon on one thread, to
 //! repeat the comparison.
+//!
+//! With `busy_poll` set (latency mode, crate::busy_poll), a connection
+//! about to wait for its next PDU or its ring first polls them itself
+//! for up to that long ([`Driver::spin`]); off by default.
 
 use std::io;
 use std::net::SocketAddr;
@@ -79,9 +83,12 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
+use crate::busy_poll::{self, BusyPollCounters, Idle};
 use crate::config::IoEngine;
 use crate::metrics::LoginOutcome;
-use crate::registry::{LoginCtx, PortalDirectory, Registry, SessionHandle, SessionSignal};
+use crate::registry::{
+    LoginCtx, PortalDirectory, Registry, SessionHandle, SessionSignal, SessionSignals,
+};
 use crate::ring::RingSlot;
 use crate::store_io::StoreIos;
 
@@ -279,6 +286,17 @@ async fn send_plain(stream: &mut TcpStream, p: &OutPdu) -> io::Result<()> {
     stream.write_all(&out).await
 }
 
+/// What a busy-poll spin found.
+enum Found {
+    /// PDUs read, a completion taken, a signal or the shutdown: the
+    /// loop goes round again.
+    Work,
+    /// The initiator closed the connection.
+    Closed,
+    /// The socket failed.
+    Failed(io::Error),
+}
+
 struct Driver {
     /// The protocol and the LUs, joined without IO.
     core: ConnCore,
@@ -314,6 +332,11 @@ struct Driver {
     grace: Duration,
     /// Re-arm TCP_QUICKACK after each read (Linux clears it).
     quickack: bool,
+    /// Latency mode: how long to poll before sleeping (zero: off;
+    /// crate::busy_poll).
+    busy_poll: Duration,
+    /// The daemon's counts of spins, shared.
+    spins: BusyPollCounters,
 }
 
 impl Driver {
@@ -403,6 +426,8 @@ impl Driver {
             peer,
             grace: limits.shutdown_grace,
             quickack: registry.tcp.quickack,
+            busy_poll: registry.tcp.busy_poll,
+            spins: registry.metrics.busy_poll.clone(),
         };
         (driver, done_rx)
     }
@@ -498,6 +523,27 @@ impl Driver {
             if let Some(t) = slot.update(self.core.poll_timeout()) {
                 keepalive.as_mut().reset(tokio::time::Instant::from_std(t));
             }
+            let idle = Idle {
+                want_read,
+                want_write,
+                store_ios: !self.store_ios.is_empty(),
+                interrupted: signals.is_pending() || shutdown.has_changed().unwrap_or(false),
+            };
+            if !self.busy_poll.is_zero() && idle.may_spin() {
+                match self.spin(&signals, shutdown, &mut done_rx) {
+                    None => {}
+                    Some(Found::Closed) => {
+                        self.wait_blocking(&mut done_rx).await;
+                        return "connection closed by initiator".into();
+                    }
+                    Some(Found::Failed(e)) => {
+                        self.wait_blocking(&mut done_rx).await;
+                        return format!("read failed: {e}");
+                    }
+                    // Sent, started or handled at the top of the loop.
+                    Some(Found::Work) => continue,
+                }
+            }
             tokio::select! {
                 ready = self.stream.ready(interest.unwrap_or(Interest::WRITABLE)), if interest.is_some() => {
                     let ready = match ready {
@@ -573,39 +619,12 @@ impl Driver {
             let most = self.decoder.make_room(&mut self.rbuf);
             let drained = match read_marking_drained(&self.stream, &mut self.rbuf, most) {
                 Ok(Read::Eof) => return Ok(false),
-                Ok(Read::Bytes { drained }) => {
-                    if self.quickack {
-                        let _ = socket2::SockRef::from(&self.stream).set_quickack(true);
-                    }
-                    drained
-                }
+                Ok(Read::Bytes { drained }) => drained,
                 Ok(Read::Nothing) => return Ok(true),
                 Err(e) => return Err(e),
             };
-            loop {
-                match self.decoder.decode(&mut self.rbuf) {
-                    Ok(Some(frame)) => {
-                        self.count(&frame);
-                        // The core does the PDU's work before the next PDU
-                        // is seen, so a task management request finds
-                        // commands in the state their order on the wire
-                        // implies.
-                        self.core.handle_frame(frame, Instant::now());
-                        self.take_actions();
-                        self.queue_transmit();
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        self.core.handle_frame_error(&e);
-                        self.take_actions();
-                        if self.core.is_closing() {
-                            return Ok(true);
-                        }
-                    }
-                }
-                if self.core.is_closing() {
-                    return Ok(true);
-                }
+            if !self.take_frames() {
+                return Ok(true);
             }
             // Stop reading while a client leaves its responses unread.
             if drained || self.out.queued_bytes() >= OUT_HIGH_WATER {
@@ -613,6 +632,87 @@ impl Driver {
             }
         }
         Ok(true)
+    }
+
+    /// Feeds every whole PDU read to the protocol; false once the
+    /// connection is closing (what follows is not read).
+    fn take_frames(&mut self) -> bool {
+        if self.quickack {
+            let _ = socket2::SockRef::from(&self.stream).set_quickack(true);
+        }
+        loop {
+            match self.decoder.decode(&mut self.rbuf) {
+                Ok(Some(frame)) => {
+                    self.count(&frame);
+                    // The core does the PDU's work before the next PDU
+                    // is seen, so a task management request finds
+                    // commands in the state their order on the wire
+                    // implies.
+                    self.core.handle_frame(frame, Instant::now());
+                    self.take_actions();
+                    self.queue_transmit();
+                }
+                Ok(None) => return true,
+                Err(e) => {
+                    self.core.handle_frame_error(&e);
+                    self.take_actions();
+                }
+            }
+            if self.core.is_closing() {
+                return false;
+            }
+        }
+    }
+
+    /// Latency mode (crate::busy_poll): polls the socket, the ring and
+    /// the blocking pool's channel until one has something, another
+    /// session signals, the target shuts down or the budget is spent;
+    /// what it read or took is handed to the protocol here. `None`: the
+    /// budget ran out, and the connection sleeps as usual.
+    fn spin(
+        &mut self,
+        signals: &SessionSignals,
+        shutdown: &watch::Receiver<bool>,
+        done_rx: &mut mpsc::UnboundedReceiver<Done>,
+    ) -> Option<Found> {
+        let start = Instant::now();
+        let (found, end) = busy_poll::spin(start, self.busy_poll, Instant::now, || {
+            self.poll_once(signals, shutdown, done_rx)
+        });
+        self.spins.record(found.is_some(), end - start);
+        found
+    }
+
+    /// One turn of a spin.
+    fn poll_once(
+        &mut self,
+        signals: &SessionSignals,
+        shutdown: &watch::Receiver<bool>,
+        done_rx: &mut mpsc::UnboundedReceiver<Done>,
+    ) -> Option<Found> {
+        if signals.is_pending() || shutdown.has_changed().unwrap_or(false) {
+            return Some(Found::Work);
+        }
+        if self.ring.in_flight() > 0 && self.drive_ring() {
+            return Some(Found::Work);
+        }
+        if self.in_flight_blocking > 0 {
+            if let Ok(done) = done_rx.try_recv() {
+                self.in_flight_blocking -= 1;
+                self.core.completed(done);
+                return Some(Found::Work);
+            }
+        }
+        let most = self.decoder.make_room(&mut self.rbuf);
+        match busy_poll::recv_now(&self.stream, &mut self.rbuf, most) {
+            Ok(Read::Nothing) => None,
+            Ok(Read::Bytes { .. }) => {
+                self.take_frames();
+                Some(Found::Work)
+            }
+            Ok(Read::Eof) => Some(Found::Closed),
+            Err(e) => Some(Found::Failed(e)),
+        }
     }
 
     /// Does what the core handed out: commands for the blocking pool,

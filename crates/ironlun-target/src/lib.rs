@@ -31,6 +31,7 @@
     allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod busy_poll;
 mod conn;
 pub mod group;
 pub mod live;

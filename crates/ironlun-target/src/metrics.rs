@@ -39,6 +39,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry as Exposition;
 
+use crate::busy_poll::BusyPollCounters;
 use crate::registry::Registry;
 
 mod luns;
@@ -146,6 +147,8 @@ pub struct Metrics {
     /// result, and when the last one ended.
     reloads: Family<Labels1, Counter>,
     last_reload: Gauge,
+    /// Latency mode's spins (`tcp.busy_poll`): by outcome, and their time.
+    pub busy_poll: BusyPollCounters,
     /// Connections time their commands (only when someone can scrape).
     latency: AtomicBool,
     /// The counters above, registered under their names.
@@ -170,6 +173,7 @@ impl Metrics {
             unsaved_changes: Gauge::default(),
             reloads: Family::default(),
             last_reload: Gauge::default(),
+            busy_poll: BusyPollCounters::default(),
             latency: AtomicBool::new(false),
             exposition: Exposition::with_prefix(PREFIX),
         };
@@ -219,6 +223,21 @@ impl Metrics {
             "session_reinstatements",
             "Sessions that replaced an older session of the same initiator and ISID (RFC 7143 6.3.5)",
             self.reinstatements.clone(),
+        );
+        e.register(
+            "busy_poll_found_work",
+            "Busy-poll spins (tcp.busy_poll, latency mode) that found a PDU or a completion before their budget ran out",
+            self.busy_poll.found.clone(),
+        );
+        e.register(
+            "busy_poll_timed_out",
+            "Busy-poll spins that used their whole budget and then slept",
+            self.busy_poll.timed_out.clone(),
+        );
+        e.register(
+            "busy_poll_spin_seconds",
+            "Time connections spent busy-polling (the CPU latency mode costs); 0 with busy_poll off",
+            self.busy_poll.seconds.clone(),
         );
         e.register(
             "config_unsaved_changes",

@@ -47,9 +47,24 @@ pub struct Stats {
     pub rss_bytes: Option<u64>,
     pub sessions: Sessions,
     pub connections: usize,
+    /// Latency mode (`tcp.busy_poll`): its budget and its spins.
+    pub busy_poll: BusyPoll,
     /// Sum over every LUN.
     pub io: Io,
     pub luns: Vec<LunStats>,
+}
+
+/// Latency mode's budget and what its spins did (crate::busy_poll).
+#[derive(Serialize, Debug)]
+pub struct BusyPoll {
+    /// The budget per spin in microseconds; 0: off.
+    pub budget_us: f64,
+    /// Spins that found a PDU or a completion.
+    pub found_work: u64,
+    /// Spins that used their whole budget, then slept.
+    pub timed_out: u64,
+    /// Time spent spinning (part of `cpu`).
+    pub spin_s: f64,
 }
 
 #[derive(Serialize, Debug)]
@@ -119,6 +134,12 @@ pub fn collect(registry: &Registry, started: Instant) -> Stats {
         rss_bytes: process::memory().resident,
         sessions: Sessions { normal, discovery },
         connections: registry.open_connections(),
+        busy_poll: BusyPoll {
+            budget_us: registry.tcp.busy_poll.as_nanos() as f64 / 1000.0,
+            found_work: registry.metrics.busy_poll.found.get(),
+            timed_out: registry.metrics.busy_poll.timed_out.get(),
+            spin_s: registry.metrics.busy_poll.seconds.get(),
+        },
         io: total.into(),
         luns,
     }

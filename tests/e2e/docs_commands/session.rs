@@ -203,7 +203,7 @@ impl<'a> Session<'a> {
     ) -> Self {
         std::fs::create_dir_all(&root).unwrap();
         prepare(&root, bench_result);
-        let bin = PathBuf::from(env!("CARGO_BIN_EXE_ironlun"));
+        let bin = PathBuf::from(crate::support::ironlun_bin());
         Session {
             root,
             bin_dir: bin.parent().unwrap().to_path_buf(),

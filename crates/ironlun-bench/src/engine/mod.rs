@@ -92,6 +92,15 @@ pub struct Slice {
 impl Slice {
     /// The whole seek range.
     pub const WHOLE: Slice = Slice { index: 0, count: 1 };
+
+    /// Part `k` of `n` equal parts of this slice: session `k` of a URL's
+    /// `n` sessions drives this part of the range its thread or agent has.
+    pub fn part(self, k: u32, n: u32) -> Slice {
+        Slice {
+            index: self.index.saturating_mul(n).saturating_add(k),
+            count: self.count.saturating_mul(n),
+        }
+    }
 }
 
 /// One sample of a target's cumulative CPU seconds (`None`: unknown).

@@ -77,6 +77,18 @@ pub struct Compared {
     /// Whether the ratio is within 1 ± 0.25.
     pub within_25pct: Option<bool>,
     pub status: Status,
+    /// Whether the testbed profile was fitted on this cell (false: held
+    /// out, or not published).
+    pub training: bool,
+    /// The model's value under the fitted testbed profile, same unit.
+    pub profile: Option<f64>,
+    /// profile / published.
+    pub profile_ratio: Option<f64>,
+    /// Whether `profile_ratio` is within 1 ± 0.25.
+    pub profile_within_25pct: Option<bool>,
+    /// Why the profile has no value for the cell.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile_note: Option<String>,
     /// Stand-ins used, why a cell is not measured, the study's own note.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub note: String,
@@ -99,6 +111,9 @@ pub struct Comparison {
     pub not_measured: usize,
     pub not_published: usize,
     pub cells: Vec<Compared>,
+    /// The fitted testbed profile and its agreement (set by
+    /// `crate::testbed::apply`).
+    pub fit: Option<crate::testbed::Fit>,
 }
 
 /// measured / published, when both are there and published is not zero.
@@ -216,6 +231,14 @@ pub fn compare(file: &StudyFile, observed: &[Observation]) -> Comparison {
             } else {
                 Status::NotMeasured
             },
+            training: file
+                .fit
+                .as_ref()
+                .is_some_and(|f| f.is_training(&p.conditions)),
+            profile: None,
+            profile_ratio: None,
+            profile_within_25pct: None,
+            profile_note: None,
             note: notes.join("; "),
         });
     }
@@ -232,6 +255,11 @@ pub fn compare(file: &StudyFile, observed: &[Observation]) -> Comparison {
             ratio: None,
             within_25pct: None,
             status: Status::NotPublished,
+            training: false,
+            profile: None,
+            profile_ratio: None,
+            profile_within_25pct: None,
+            profile_note: None,
             note: String::new(),
         });
     }
@@ -252,6 +280,7 @@ pub fn compare(file: &StudyFile, observed: &[Observation]) -> Comparison {
         not_measured: count(Status::NotMeasured),
         not_published: count(Status::NotPublished),
         cells,
+        fit: None,
     }
 }
 

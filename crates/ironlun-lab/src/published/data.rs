@@ -308,6 +308,49 @@ pub struct StandIn {
     pub why: String,
 }
 
+/// Which cells the testbed profile is fitted on (`crate::testbed`): a
+/// cell is a training cell when its conditions hold every key and value
+/// of one of the `training` entries; every other cell is held out.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FitDecl {
+    /// Why these cells: what each entry pins down.
+    pub why: String,
+    pub training: Vec<BTreeMap<String, String>>,
+}
+
+impl FitDecl {
+    /// Whether `conditions` are in the training subset.
+    pub fn is_training(&self, conditions: &BTreeMap<String, String>) -> bool {
+        self.training
+            .iter()
+            .any(|t| t.iter().all(|(k, v)| conditions.get(k) == Some(v)))
+    }
+
+    /// Each entry names something and matches at least one cell (a typo
+    /// would silently leave a cell out of training).
+    fn check(&self, cells: &[PublishedCell]) -> Result<(), String> {
+        if self.training.is_empty() {
+            return Err("fit: no training entries".into());
+        }
+        for t in &self.training {
+            if t.is_empty() {
+                return Err("fit: an empty training entry would take every cell".into());
+            }
+            let hit = cells
+                .iter()
+                .any(|c| t.iter().all(|(k, v)| c.conditions.get(k) == Some(v)));
+            if !hit {
+                return Err(format!(
+                    "fit: training entry {} matches no cell",
+                    conditions_text(t)
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// One study's published values.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -320,6 +363,8 @@ pub struct StudyFile {
     pub convention: String,
     #[serde(default)]
     pub stand_in: Vec<StandIn>,
+    /// The testbed profile's training subset.
+    pub fit: Option<FitDecl>,
     pub cell: Vec<PublishedCell>,
 }
 
@@ -362,6 +407,10 @@ impl StudyFile {
             if c.at.table.is_some() && !places.insert(c.at.to_string()) {
                 return Err(format!("{}: two cells at {}", self.study, c.at));
             }
+        }
+        if let Some(f) = &self.fit {
+            f.check(&self.cell)
+                .map_err(|e| format!("{}: {e}", self.study))?;
         }
         for s in &self.stand_in {
             if s.key.is_empty() || s.published.is_empty() || s.measured.is_empty() {

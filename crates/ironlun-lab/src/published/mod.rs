@@ -20,7 +20,7 @@ pub mod data;
 pub mod render;
 
 pub use compare::{compare, Compared, Comparison, Observation, Status, TOLERANCE};
-pub use data::{Metric, PublishedCell, StudyFile, Unit, Where};
+pub use data::{FitDecl, Metric, PublishedCell, StudyFile, Unit, Where};
 
 /// Each study's file, as `ironlun reproduce` names the study.
 pub const FILES: [(&str, &str); 4] = [

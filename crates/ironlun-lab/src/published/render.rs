@@ -11,6 +11,7 @@ use ironlun_bench::report::format;
 use ironlun_bench::report::svg::{Line, Plot, Rule, Style};
 
 use super::compare::{conditions_of, Compared, Comparison, Status, TOLERANCE};
+use crate::testbed::Fit;
 
 /// A number in a few significant digits.
 fn num(v: Option<f64>) -> String {
@@ -66,13 +67,22 @@ pub fn text(c: &Comparison) -> String {
     }
     let _ = writeln!(
         s,
-        "{:<16} {:<6} {:>10} {:>10} {:>10} {:>6} {:<13} conditions | where",
-        "metric", "unit", "published", "measured", "model", "ratio", "±25 %"
+        "{:<16} {:<6} {:>10} {:>10} {:>10} {:>6} {:<13} {:>10} {:>6} {:<5} conditions | where",
+        "metric",
+        "unit",
+        "published",
+        "measured",
+        "model",
+        "ratio",
+        "±25 %",
+        "profile",
+        "ratio",
+        "fit"
     );
     for cell in &c.cells {
         let _ = writeln!(
             s,
-            "{:<16} {:<6} {:>10} {:>10} {:>10} {:>6} {:<13} {} | {}",
+            "{:<16} {:<6} {:>10} {:>10} {:>10} {:>6} {:<13} {:>10} {:>6} {:<5} {} | {}",
             cell.metric,
             cell.unit,
             num(cell.published),
@@ -80,6 +90,9 @@ pub fn text(c: &Comparison) -> String {
             num(cell.model),
             cell.ratio.map_or("-".into(), |r| format!("{r:.2}")),
             flag(cell),
+            num(cell.profile),
+            cell.profile_ratio.map_or("-".into(), |r| format!("{r:.2}")),
+            fit_set(cell),
             conditions_of(cell),
             cell.at
         );
@@ -88,7 +101,135 @@ pub fn text(c: &Comparison) -> String {
         let _ = writeln!(s, "not measured, {n} cells: {why}");
     }
     let _ = writeln!(s, "{}", share_line(c));
+    if let Some(f) = &c.fit {
+        s.push_str(&fit_text(f));
+    }
     s
+}
+
+/// A cell's side of the fit: "train" (the profile was fitted on it),
+/// "held" (held out), "-" (no profile value or not published).
+fn fit_set(c: &Compared) -> &'static str {
+    match (c.published.is_some() && c.profile.is_some(), c.training) {
+        (false, _) => "-",
+        (true, true) => "train",
+        (true, false) => "held",
+    }
+}
+
+/// A parameter's value in a few significant digits with its unit.
+fn param_value(p: &crate::testbed::Parameter) -> String {
+    format!("{} {}", num(Some(p.value)), p.unit)
+}
+
+/// The fitted profile in one line, for the head of a report: each
+/// parameter with its unit, and the agreement in and out of sample.
+pub fn fit_line(f: &Fit) -> String {
+    let params: Vec<String> = f
+        .list
+        .iter()
+        .map(|p| {
+            format!(
+                "{} {}{}",
+                p.name,
+                param_value(p),
+                if p.fitted { "*" } else { "" }
+            )
+        })
+        .collect();
+    format!(
+        "fitted testbed profile (* fitted): {}; in-sample {}, out-of-sample {}\n",
+        params.join(", "),
+        f.in_sample.text(),
+        f.out_of_sample.text()
+    )
+}
+
+/// The fitted profile: its parameters with units, the training rule,
+/// and the agreement in-sample and out-of-sample.
+pub fn fit_text(f: &Fit) -> String {
+    let mut s = String::from("\nFitted testbed profile (parameters with units; * fitted on the training cells, the rest declared by the study or fixed)\n");
+    for p in &f.list {
+        let _ = writeln!(
+            s,
+            "  {}{:<24} {:>14}  {}",
+            if p.fitted { "*" } else { " " },
+            p.name,
+            param_value(p),
+            p.what
+        );
+    }
+    let _ = writeln!(
+        s,
+        "training cells ({}): {}",
+        f.training_cells,
+        f.training_rule.join(" | ")
+    );
+    let _ = writeln!(s, "why: {}", f.why);
+    let _ = writeln!(s, "{}", f.basis);
+    let _ = writeln!(
+        s,
+        "profile in-sample (training cells): {}",
+        f.in_sample.text()
+    );
+    let _ = writeln!(
+        s,
+        "profile out-of-sample (held-out cells): {}",
+        f.out_of_sample.text()
+    );
+    let _ = writeln!(s, "profile, all modelled cells: {}", f.all.text());
+    let _ = writeln!(
+        s,
+        "measured, training cells: {}; measured, held-out cells: {}",
+        f.measured_in_sample.text(),
+        f.measured_out_of_sample.text()
+    );
+    let _ = writeln!(s, "measured rows: {}", f.imposed);
+    for n in &f.not_modelled {
+        let _ = writeln!(s, "no profile value, {} cells: {}", n.cells, n.reason);
+    }
+    s
+}
+
+/// The fitted profile as HTML: the parameter table and the agreement.
+fn fit_html(f: &Fit) -> String {
+    let mut h = String::from(
+        "<h2>Fitted testbed profile</h2><table><tr><th>parameter</th><th>value</th><th>unit</th><th>fitted</th><th>what</th></tr>",
+    );
+    for p in &f.list {
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(p.name),
+            num(Some(p.value)),
+            esc(p.unit),
+            if p.fitted { "fitted" } else { "declared" },
+            esc(p.what)
+        );
+    }
+    let _ = write!(
+        h,
+        "</table><p>Training cells ({}): {}. {}</p><p>{}</p><p><b>Profile in-sample (training cells): {}. Out-of-sample (held-out cells): {}.</b> All modelled cells: {}.</p><p>Measured, training cells: {}; held-out cells: {}. Measured rows: {}</p>",
+        f.training_cells,
+        esc(&f.training_rule.join(" | ")),
+        esc(&f.why),
+        esc(f.basis),
+        f.in_sample.text(),
+        f.out_of_sample.text(),
+        f.all.text(),
+        f.measured_in_sample.text(),
+        f.measured_out_of_sample.text(),
+        esc(f.imposed)
+    );
+    for n in &f.not_modelled {
+        let _ = write!(
+            h,
+            "<p>No profile value, {} cells: {}</p>",
+            n.cells,
+            esc(&n.reason)
+        );
+    }
+    h
 }
 
 /// The not-measured cells grouped by what their nearest measured row
@@ -256,12 +397,12 @@ pub fn html(c: &Comparison) -> String {
     h.push_str(
         "</div><p><small>Solid line: measured = published; dashed: ±25 %. The key names the points within and outside ±25 %; \
          point at a point for its cell.</small></p>\
-         <table><tr><th>metric</th><th>unit</th><th>published</th><th>measured</th><th>model</th><th>ratio</th><th>±25 %</th><th>conditions</th><th>where</th><th>note</th></tr>",
+         <table><tr><th>metric</th><th>unit</th><th>published</th><th>measured</th><th>model</th><th>ratio</th><th>±25 %</th><th>profile</th><th>profile ratio</th><th>fit</th><th>conditions</th><th>where</th><th>note</th></tr>",
     );
     for cell in &c.cells {
         let _ = write!(
             h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td{}>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td{}>{}</td><td>{}</td><td{}>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(cell.metric),
             esc(cell.unit),
             num(cell.published),
@@ -270,11 +411,18 @@ pub fn html(c: &Comparison) -> String {
             cell.ratio.map_or("-".into(), |r| format!("{r:.2}")),
             if cell.within_25pct == Some(false) { " class=off" } else { "" },
             flag(cell),
+            num(cell.profile),
+            if cell.profile_within_25pct == Some(false) { " class=off" } else { "" },
+            cell.profile_ratio.map_or("-".into(), |r| format!("{r:.2}")),
+            fit_set(cell),
             esc(&conditions_of(cell)),
             esc(&cell.at),
             esc(&cell.note)
         );
     }
     h.push_str("</table>");
+    if let Some(f) = &c.fit {
+        h.push_str(&fit_html(f));
+    }
     h
 }

@@ -1,18 +1,42 @@
 //! `app-profiles` (section 1): the twelve application access
 //! specifications with IOPS, MB/s and initiator CPU %.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ironlun_units::format_size;
 
 use super::{Progress, ReproduceOptions, Reproduction, WorkloadSet, NAMES};
 use crate::cell::Cell;
 use crate::runner::Lab;
+use crate::testbed::{self, Knob};
+
+/// The link of the fitted testbed profile (`crate::testbed`), imposed
+/// through the relay: the payload rate of 1 Gbit/s with jumbo frames and
+/// the fitted round trip. The profile depends only on the published
+/// values, so it is known before anything runs.
+fn profile_link() -> Result<(Cell, String), String> {
+    let file = crate::published::load("app-profiles")?;
+    let (tb, _, _) = testbed::fit_file(&file)?.ok_or("app-profiles declares no training cells")?;
+    let rate = tb.payload_rate(None);
+    let rtt = tb.si(Knob::BaseRtt);
+    let cell = Cell {
+        link_rate: Some((rate * 8.0) as u64),
+        rtt: Duration::from_secs_f64(rtt),
+        ..Cell::default()
+    };
+    let note = format!(
+        "Run under the fitted testbed profile's link, through the relay: {:.2} MB/s of TCP payload (1 Gbit/s at MTU {}) and a {:.0} us round trip; the profile's host and disk times are not imposed (this machine's own are what is measured).",
+        rate / 1e6,
+        tb.declared.mtu,
+        rtt * 1e6
+    );
+    Ok((cell, note))
+}
 
 pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Reproduction, String> {
     let started = Instant::now();
     let mut lab = Lab::new(opts.lab.clone())?;
-    let cell = Cell::default();
+    let (cell, link_note) = profile_link()?;
     let mut results = Vec::new();
     for w in ironlun_bench::profiles::lookup("app-profiles")? {
         progress(&w.name);
@@ -40,6 +64,7 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
         )],
         fs_rows: Vec::new(),
         notes: vec![
+            link_note,
             format!("One LUN ({} RAM, embedded target on loopback) instead of four 4 GiB targets; run time and ramp are short (settable with --time). Host CPU % is IOMeter's whole-host figure; on this 2-core machine it includes the embedded target, so the published 8 % line is not comparable as is: target CPU is reported separately.", format_size(opts.lab.lun_size)),
         ],
         comparison: None,

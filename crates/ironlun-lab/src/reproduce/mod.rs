@@ -134,7 +134,9 @@ pub fn run(
         }
     };
     let file = crate::published::load(name)?;
-    r.comparison = Some(crate::published::compare(&file, &observe::observations(&r)));
+    let mut cmp = crate::published::compare(&file, &observe::observations(&r));
+    crate::testbed::apply(&file, &mut cmp)?;
+    r.comparison = Some(cmp);
     r.steal_pct = match (before, ironlun_bench::cpu::HostCpu::sample()) {
         (Some(a), Some(b)) => a.steal_pct(&b),
         _ => None,

@@ -137,9 +137,12 @@ struct Record<'a> {
 }
 
 impl Reproduction {
-    /// `{"reproduction": ..., "agreement": {...}, "cells": [...]}`:
-    /// `cells` are the published | measured | model rows (each with
-    /// `published`, `measured`, `model` in one unit and `where`);
+    /// `{"reproduction": ..., "agreement": {...}, "fit": {...}, "cells":
+    /// [...]}`: `cells` are the published | measured | model rows (each
+    /// with `published`, `measured`, `model` in one unit and `where`,
+    /// `training`, and `profile`, the model under the fitted testbed);
+    /// `fit` the fitted profile (`parameters` name → value and unit,
+    /// `training_cells`, `in_sample`, `out_of_sample`);
     /// `measured_cells` the per-cell records of the runs themselves.
     pub fn json(&self) -> Result<String, String> {
         let mut cells = Vec::new();
@@ -202,6 +205,7 @@ impl Reproduction {
                 "not_measured": c.not_measured,
                 "not_published": c.not_published,
             })),
+            "fit": self.comparison.as_ref().and_then(|c| c.fit.as_ref()),
             "cells": self.comparison.as_ref().map_or(&[][..], |c| &c.cells[..]),
             "measured_cells": cells,
             "workloads": self.workloads,
@@ -304,6 +308,9 @@ impl Reproduction {
     /// Text tables as printed.
     pub fn text(&self) -> String {
         let mut s = format!("{}: {}\n", self.reproduction, self.description);
+        if let Some(f) = self.comparison.as_ref().and_then(|c| c.fit.as_ref()) {
+            s.push_str(&published::render::fit_line(f));
+        }
         if let Some(st) = self.steal_pct {
             s.push_str(&format!(
                 "host CPU stolen by the hypervisor during the run: {st:.1} % (above a few percent, timings are disturbed)\n"

@@ -44,7 +44,8 @@ pub(crate) fn report_target_port_groups(
     for g in lu.alua.lock().iter() {
         descriptor(&mut out, g);
     }
-    let len = u32::try_from(out.len() - 4).unwrap_or(u32::MAX);
+    // The header's own 4 bytes are not counted.
+    let len = u32::try_from(out.len().saturating_sub(4)).unwrap_or(u32::MAX);
     out.splice(0..4, len.to_be_bytes());
     Ok(Response::data(out, alloc))
 }
@@ -85,7 +86,8 @@ pub(crate) fn set_target_port_groups(
         return Ok(Response::good());
     }
     let data = req.parameter_list(len);
-    if len < 4 || (len - 4) % 4 != 0 || data.len() < len {
+    // A 4-byte header and whole 4-byte descriptors.
+    if len < 4 || len % 4 != 0 || data.len() < len {
         return Err(Sense::new(
             SenseKey::ILLEGAL_REQUEST,
             Asc::PARAMETER_LIST_LENGTH_ERROR,
@@ -94,10 +96,12 @@ pub(crate) fn set_target_port_groups(
     let descriptors = data.get(4..len).unwrap_or(&[]);
     let mut states: Vec<(u16, AccessState)> = Vec::new();
     for (i, d) in descriptors.chunks_exact(4).enumerate() {
-        let at = (4 + 4 * i) as u16;
+        // A field pointer past 65535 (a list over 16383 descriptors, of
+        // which all but the groups' few are refused) points at the end.
+        let at = u16::try_from(i.saturating_mul(4).saturating_add(4)).unwrap_or(u16::MAX);
         let (state, group) = parse_descriptor(Cdb(d), at)?;
         if !lu.alua.has_group(group) || states.iter().any(|(g, _)| *g == group) {
-            return Err(Sense::invalid_param(at + 2, None));
+            return Err(Sense::invalid_param(at.saturating_add(2), None));
         }
         states.push((group, state));
     }
@@ -109,12 +113,13 @@ pub(crate) fn set_target_port_groups(
 /// state (one a SET may ask for) and the group.
 fn parse_descriptor(d: Cdb<'_>, at: u16) -> Result<(AccessState, u16), Sense> {
     if d.u8(0) & 0xf0 != 0 {
-        let bit = 7 - (d.u8(0) & 0xf0).leading_zeros() as u8;
+        // The highest bit set (the byte is not zero).
+        let bit = (d.u8(0) & 0xf0).ilog2() as u8;
         return Err(Sense::invalid_param(at, Some(bit)));
     }
     if d.u8(1) != 0 {
-        let bit = 7 - d.u8(1).leading_zeros() as u8;
-        return Err(Sense::invalid_param(at + 1, Some(bit)));
+        let bit = d.u8(1).ilog2() as u8;
+        return Err(Sense::invalid_param(at.saturating_add(1), Some(bit)));
     }
     match AccessState::from_code(d.u8(0) & 0x0f) {
         Some(s) if s != AccessState::Transitioning => Ok((s, d.be16(2))),

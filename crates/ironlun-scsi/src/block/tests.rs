@@ -86,6 +86,39 @@ fn lba_out_of_range_and_zero_length() {
     );
 }
 
+/// A range whose end wraps u64 (LBA near 2^64 plus its length), or
+/// reaches past the medium from its last block, is LOGICAL BLOCK ADDRESS
+/// OUT OF RANGE (SBC-4 §4.5) for every command that takes an LBA and a
+/// length from a 16-byte CDB: checked before any byte offset is computed
+/// or any Data-Out is looked at.
+#[test]
+fn ranges_that_wrap_u64_are_out_of_range() {
+    let m = ram_map(100, 512);
+    let oob = (SenseKey::ILLEGAL_REQUEST, 0x21, 0x00);
+    let ops = [
+        opcode::READ_16,
+        opcode::WRITE_16,
+        opcode::WRITE_AND_VERIFY_16,
+        opcode::VERIFY_16,
+        opcode::PRE_FETCH_16,
+        opcode::SYNCHRONIZE_CACHE_16,
+        opcode::WRITE_SAME_16,
+        opcode::ORWRITE_16,
+        opcode::COMPARE_AND_WRITE,
+        opcode::WRITE_ATOMIC_16,
+    ];
+    for op in ops {
+        for (lba, blocks) in [(u64::MAX - 1, 4), (u64::MAX, 1), (99, 2), (1 << 63, 200)] {
+            let r = run(&m, &cdb16(op, 0, lba, blocks));
+            assert_eq!(
+                sense_of(&r),
+                oob,
+                "opcode {op:#04x} LBA {lba:#x} + {blocks}"
+            );
+        }
+    }
+}
+
 #[test]
 fn protect_fields_and_reserved_bits_are_invalid_field_in_cdb() {
     let m = ram_map(100, 512);
@@ -240,6 +273,41 @@ fn verify_compares_and_reports_the_miscompare_offset() {
         sense_of(&run_out(&m, &verify10(2, 10, 1), &[0; 512])),
         (SenseKey::ILLEGAL_REQUEST, 0x24, 0)
     );
+}
+
+/// VERIFY with BYTCHK 11b transfers one block however long the range
+/// (SBC-4 §5.32): the medium is read in pieces of at most MAXIMUM
+/// TRANSFER LENGTH, not the whole range into one buffer (a VERIFY(16) of
+/// 2^32 - 1 blocks asked for that), and a miscompare in a later piece
+/// still reports its offset from the start of the range.
+#[test]
+fn verify_bytchk_11_reads_the_range_in_bounded_pieces() {
+    use ironlun_backend::testing::record::{Call, Recorder};
+    let rec = Recorder::new(RamBackend::new(64 * 512));
+    let log = rec.log();
+    let c = LuConfig {
+        max_transfer_bytes: 8 * 512,
+        ..cfg(512)
+    };
+    let m = lu_with(Arc::new(rec), c);
+    for lba in 0..8 {
+        run_out(&m, &write10(lba * 8, 8, 0), &[0x5a; 8 * 512]);
+    }
+    run_out(&m, &write10(40, 1, 0), &[0x5b; 512]);
+    log.take();
+    let v16 = cdb16(0x8f, 0b11 << 1, 0, 64);
+    let r = run_out(&m, &v16, &[0x5a; 512]);
+    assert_eq!(sense_of(&r).0, SenseKey::MISCOMPARE);
+    assert_eq!(&r.sense[3..7], &(40u32 * 512).to_be_bytes());
+    let reads: Vec<usize> = log
+        .take()
+        .iter()
+        .filter_map(|c| match c {
+            Call::Read { len, .. } => Some(*len),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reads, vec![8 * 512; 6], "pieces up to the miscompare");
 }
 
 #[test]

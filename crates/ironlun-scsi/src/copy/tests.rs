@@ -177,6 +177,20 @@ fn extended_copy_refusals() {
         sense_of(&xcopy(&m, &p[..p.len() - 1])),
         (SenseKey::ILLEGAL_REQUEST, 0x1a, 0)
     );
+    // INLINE DATA LENGTH FFFFFFFFh: the lists' end is past the parameter
+    // list (whatever the width of usize), not a sum that wraps.
+    let mut p = xcopy_params(0, 0b11, &[1], &[(0, 0, 1, 0, 8)]);
+    p[12..16].copy_from_slice(&u32::MAX.to_be_bytes());
+    assert_eq!(
+        sense_of(&xcopy(&m, &p)),
+        (SenseKey::ILLEGAL_REQUEST, 0x1a, 0)
+    );
+    // A segment whose source or destination range wraps u64: the copy is
+    // aborted before a block moves.
+    for (sl, dl) in [(u64::MAX, 0), (0, u64::MAX - 1)] {
+        let p = xcopy_params(0, 0b11, &[1, 2], &[(0, 1, 4, sl, dl)]);
+        assert_eq!(sense_of(&xcopy(&m, &p)), (SenseKey::COPY_ABORTED, 0, 0));
+    }
     // A read-only destination.
     let mut c = cfg(512);
     c.read_only = true;

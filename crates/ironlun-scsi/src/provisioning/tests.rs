@@ -121,6 +121,15 @@ fn unmap_deallocates_after_checking_every_descriptor(m: &LunMap) {
         (SenseKey::ILLEGAL_REQUEST, 0x21, 0)
     );
     assert_eq!(run(m, &read10(128, 1)).bytes()[0], b'a');
+    // A descriptor whose end wraps u64 is out of range too.
+    for d in [(u64::MAX - 1, 4), (u64::MAX, 0), (1 << 63, u32::MAX)] {
+        assert_eq!(
+            sense_of(&unmap(m, &[(128, 10), d])),
+            (SenseKey::ILLEGAL_REQUEST, 0x21, 0),
+            "{d:?}"
+        );
+    }
+    assert_eq!(run(m, &read10(128, 1)).bytes()[0], b'a');
     assert_eq!(
         unmap(m, &[(1024, 0)]).status,
         Status::GOOD,

@@ -29,6 +29,7 @@
 //! [`CHECK_INTERVAL`] passed, whichever comes first.
 
 use std::fmt;
+use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -51,7 +52,8 @@ impl SoftThreshold {
         match self {
             SoftThreshold::Bytes(b) => b,
             SoftThreshold::Percent(p) => {
-                let b = u128::from(capacity) * u128::from(p) / 100;
+                // A u64 times a u8 fits a u128.
+                let b = u128::from(capacity).saturating_mul(u128::from(p)) / 100;
                 u64::try_from(b).unwrap_or(u64::MAX)
             }
         }
@@ -103,12 +105,19 @@ pub fn check_step(threshold_bytes: u64) -> u64 {
 /// gives or takes), and few enough that the capacity counts below 2^32
 /// sets, as VPD page B2h requires; never zero.
 pub fn exponent_for(blocks: u64, block_size: u32, granule: u64) -> u8 {
-    let per_granule = (granule / u64::from(block_size.max(1))).max(1);
-    let mut e = per_granule.next_power_of_two().trailing_zeros().max(1);
-    while e < 63 && (blocks >> e) >= 1 << 32 {
-        e += 1;
-    }
-    e as u8
+    let per_granule = NonZeroU64::new(u64::from(block_size))
+        .map_or(granule, |bs| granule / bs)
+        .max(1);
+    // A set, `block_size << e` bytes, must fit a u64: the granule the
+    // store reports is taken up to that.
+    let most = u64::from(block_size).leading_zeros().min(63);
+    let e = per_granule
+        .checked_next_power_of_two()
+        .map_or(most, |p| p.trailing_zeros())
+        .clamp(1, most.max(1));
+    // The least exponent from `e` up that brings the count below 2^32
+    // (32 always does).
+    (e..63).find(|&e| (blocks >> e) < 1 << 32).unwrap_or(e) as u8
 }
 
 /// What one look at the space means: `reached` is whether the threshold
@@ -229,7 +238,8 @@ pub(crate) fn exponent(lu: &LogicalUnit) -> u8 {
     )
 }
 
-/// Bytes in one threshold set.
+/// Bytes in one threshold set: never zero, and no bit shifted out
+/// ([`exponent_for`] keeps the set within a u64).
 pub(crate) fn set_bytes(lu: &LogicalUnit) -> u64 {
     u64::from(lu.block_size()) << exponent(lu)
 }
@@ -251,7 +261,8 @@ pub(crate) fn threshold_bytes(lu: &LogicalUnit, spec: SoftThreshold) -> u64 {
 
 /// A byte count in threshold sets (rounded down), as a RESOURCE COUNT.
 pub(crate) fn in_sets(lu: &LogicalUnit, bytes: u64) -> u32 {
-    u32::try_from(bytes / set_bytes(lu)).unwrap_or(u32::MAX)
+    let sets = NonZeroU64::new(set_bytes(lu)).map_or(bytes, |set| bytes / set);
+    u32::try_from(sets).unwrap_or(u32::MAX)
 }
 
 /// Length of the Logical Block Provisioning mode page with its one

@@ -2,6 +2,7 @@
 //! step by step at the LU's medium rate, with its progress, checkpoints
 //! and a way to stop it (target shutdown) without losing its place.
 
+use std::num::NonZeroU64;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -45,8 +46,10 @@ impl Job {
 
     /// The pass (from 0) and medium offset the next step starts at.
     pub(crate) fn position(&self) -> (u64, u64) {
-        let total = self.total.max(1);
-        (self.done / total, self.done % total)
+        match NonZeroU64::new(self.total) {
+            Some(total) => (self.done / total, self.done % total),
+            None => (self.done, 0),
+        }
     }
 
     /// Whether pass `pass` writes the inverted pattern: with INVERT,
@@ -58,7 +61,7 @@ impl Job {
                 passes,
                 invert: true,
                 ..
-            } => (u64::from(*passes).saturating_sub(1 + pass)) % 2 == 1,
+            } => (u64::from(*passes).saturating_sub(pass.saturating_add(1))) % 2 == 1,
             _ => false,
         }
     }
@@ -118,11 +121,20 @@ pub(crate) fn run(lu: &LogicalUnit, mut job: Job) -> Outcome {
         if let Err(s) = one_step(lu, &job, step, chunks.as_ref()) {
             return Outcome::Finished(Err(s));
         }
+        // `off` < `total` and `done` < `work`, which is a u64: neither
+        // saturates.
         let (_, off) = job.position();
-        job.done += step.min(job.total - off);
+        job.done = job
+            .done
+            .saturating_add(step.min(job.total.saturating_sub(off)));
         st.set_progress(pace::progress(job.done, work));
         let going_on = match rate {
-            Some(r) => st.pause_until(started + pace::due(job.done - from, r)),
+            Some(r) => {
+                // `done` only grows from `from`. A due time past what an
+                // Instant holds is not waited for.
+                let due = pace::due(job.done.saturating_sub(from), r);
+                st.pause_until(started.checked_add(due).unwrap_or(started))
+            }
             None => !st.stopping(),
         };
         if !going_on || pace::checkpoint_due(last_checkpoint.elapsed()) {
@@ -141,7 +153,8 @@ pub(crate) fn run(lu: &LogicalUnit, mut job: Job) -> Outcome {
 /// Writes or deallocates the step at the job's position.
 fn one_step(lu: &LogicalUnit, job: &Job, step: u64, chunks: Option<&Chunks>) -> Result<(), Sense> {
     let (pass, off) = job.position();
-    let n = step.min(job.total - off);
+    // `off` < `total` (a remainder).
+    let n = step.min(job.total.saturating_sub(off));
     let r = match chunks {
         Some(c) => {
             let data = if job.inverted_pass(pass) {

@@ -3,6 +3,7 @@
 //! medium rate, the PROGRESS INDICATION it reports, and when it records
 //! how far it got. Pure functions, so that the tests need no clock.
 
+use std::num::{NonZeroU128, NonZeroU64};
 use std::time::Duration;
 
 /// Bytes one step covers at full speed.
@@ -20,25 +21,29 @@ pub(super) const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 /// eighth of a second of work; whole blocks of `block` bytes, at least
 /// one.
 pub(super) fn step_bytes(rate: Option<u64>, block: u64) -> u64 {
-    let block = block.max(1);
+    let block = NonZeroU64::new(block).unwrap_or(NonZeroU64::MIN);
     let want = rate.map_or(CHUNK, |r| (r / STEPS_PER_SECOND).min(CHUNK));
-    (want / block).max(1) * block
+    // At most CHUNK or one block.
+    (want / block).max(1).saturating_mul(block.get())
 }
 
 /// How long after the operation (re)started the first `done` bytes are
 /// due at `rate` bytes per second.
 pub(super) fn due(done: u64, rate: u64) -> Duration {
-    let nanos = u128::from(done) * 1_000_000_000 / u128::from(rate.max(1));
+    // A u64 times 10^9 fits a u128.
+    let rate = NonZeroU128::new(u128::from(rate)).unwrap_or(NonZeroU128::MIN);
+    let nanos = u128::from(done).saturating_mul(1_000_000_000) / rate;
     Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
 }
 
 /// The PROGRESS INDICATION for `done` of `work` bytes: the numerator of
 /// a fraction over 65536 (SPC-5 §4.4.2.4.4), 65535 when done.
 pub(super) fn progress(done: u64, work: u64) -> u16 {
-    if work == 0 || done >= work {
+    let Some(whole) = NonZeroU128::new(u128::from(work)).filter(|_| done < work) else {
         return u16::MAX;
-    }
-    let p = u128::from(done) * 65535 / u128::from(work);
+    };
+    // A u64 times 65535 fits a u128.
+    let p = u128::from(done).saturating_mul(65535) / whole;
     u16::try_from(p).unwrap_or(u16::MAX)
 }
 

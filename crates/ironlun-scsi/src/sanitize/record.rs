@@ -5,6 +5,7 @@
 //! enter failure mode when it cannot.
 
 use std::fmt::Write as _;
+use std::num::NonZeroU64;
 
 use super::job::{Job, Method};
 use crate::saved::{bad_line, decimal, escape, hex64, hex_bytes, lines};
@@ -252,7 +253,9 @@ pub(crate) fn resume_plan(saved: Record, here: Geometry, offered: Offered) -> Re
     if !can {
         return Err("the interrupted sanitize's method is not offered by this LU now (it needs ,sanitize, BLOCK ERASE also ,thin, and a writable LU)".into());
     }
-    if job.done > job.work() || job.done % u64::from(here.block_size.max(1)) != 0 {
+    let off_block =
+        NonZeroU64::new(u64::from(here.block_size)).is_some_and(|bs| job.done % bs != 0);
+    if job.done > job.work() || off_block {
         return Err(format!(
             "the interrupted sanitize's progress ({} of {} bytes) does not fit the medium",
             job.done,

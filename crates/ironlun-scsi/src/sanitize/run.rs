@@ -56,7 +56,7 @@ impl SanitizeState {
             }
             c = self
                 .changed
-                .wait_timeout(c, deadline - now)
+                .wait_timeout(c, deadline.saturating_duration_since(now))
                 .map_or_else(|e| e.into_inner().0, |(g, _)| g);
         }
     }
@@ -160,7 +160,8 @@ pub(super) fn begin(
     }
     let n = {
         let mut c = st.ctl();
-        c.started += 1;
+        // One per SANITIZE started: a u64 does not run out.
+        c.started = c.started.saturating_add(1);
         c.waiter = waiter;
         c.released = false;
         c.started

@@ -90,23 +90,25 @@ impl LogicalUnit {
                 return Some(self.done(access, req, self.or_sense(r)));
             }
         };
-        let bs = u64::from(self.block_size());
         let (request, lba, bytes) = match planned {
             Err(s) => return Some(self.done(access, req, self.check_condition(s, 0))),
             Ok(Plan::Done(r)) => return Some(self.done(access, req, r)),
-            Ok(Plan::Read { lba, bytes }) => {
-                let offset = lba * bs;
+            Ok(Plan::Read { lba, offset, bytes }) => {
                 let len = bytes as usize;
                 (MediumRequest::Read { offset, len }, lba, bytes)
             }
             Ok(Plan::Write {
                 lba,
+                offset,
                 bytes,
                 received,
                 durable,
             }) => {
-                let span = (received as u64).div_ceil(bs) * bs;
-                if received as u64 % bs != 0 || self.backend().write_needs_exclusive(lba * bs, span)
+                // `received` is at most the CDB's u32 transfer length.
+                let bs = self.block_bytes().get();
+                let span = (received as u64).div_ceil(bs).saturating_mul(bs);
+                if received % self.block_len() != 0
+                    || self.backend().write_needs_exclusive(offset, span)
                 {
                     // A partial last block, or a write the store runs
                     // with the LU alone (not stageable): by the
@@ -116,7 +118,7 @@ impl LogicalUnit {
                     return Some(self.done(access, req, self.or_sense(r)));
                 }
                 let request = MediumRequest::Write {
-                    offset: lba * bs,
+                    offset,
                     data: req.data_out.clone(),
                     len: received,
                     durable,

@@ -130,6 +130,7 @@ fn data(n: usize, seed: u8) -> Vec<u8> {
     (0..n).map(|i| (i as u8).wrapping_mul(31) ^ seed).collect()
 }
 
+#[allow(clippy::too_many_lines)] // a table: one row per durability case
 fn rows() -> Vec<Row> {
     let row = |name, cdb, data: Vec<u8>, needs| Row {
         name,

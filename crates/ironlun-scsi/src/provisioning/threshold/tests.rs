@@ -29,6 +29,18 @@ fn exponent_sets_and_steps() {
     assert_eq!(exponent_for(1 << 40, 512, 4096), 9);
     assert_eq!(exponent_for((1 << 40) - 1, 512, 4096), 8);
     assert_eq!(exponent_for(u64::MAX, 512, 4096), 32);
+    // A store that reports a granule near 2^64 bytes: a set is taken up
+    // to what a u64 holds (2^63 bytes), never a shift that loses its bits
+    // (512 << 55 was 0, and a RESOURCE COUNT divided by it).
+    for (bs, granule, e) in [
+        (512, u64::MAX, 54),
+        (512, 1 << 63, 54),
+        (4096, u64::MAX, 51),
+    ] {
+        assert_eq!(exponent_for(32768, bs, granule), e);
+        let set = u64::from(bs) << e;
+        assert_eq!(set >> e, u64::from(bs), "no bit shifted out");
+    }
     assert_eq!(check_step(MIB), 64 * KIB);
     assert_eq!(check_step(8 * MIB), 512 * KIB);
     assert_eq!(check_step(1 << 40), MIB);
