@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
 use ironlun_admin_client::{Client, Endpoint};
-use ironlun_target::admin::ops::{Op, Request};
 use ironlun_target::live::edit::Mapping;
+use ironlun_target_admin::ops::{Op, Request};
 use serde_json::Value;
 
 use crate::runtime::{usage, Failure};
@@ -708,7 +708,7 @@ fn socket(a: &AdminArgs) -> Result<PathBuf, String> {
                 .then(|| DEFAULT_CONFIG.into())
         })
         .ok_or("no --socket, no --config, and no /etc/ironlun/ironlun.toml")?;
-    let cfg = ironlun_target::Config::load(&ironlun_target::Overrides {
+    let cfg = ironlun_target_config::Config::load(&ironlun_target_config::Overrides {
         config: Some(config.clone()),
         ..Default::default()
     })

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use ironlun_proto::chap::ChapPolicy;
-use ironlun_target::{BindError, Config, ConfigError, Overrides, Server};
+use ironlun_target::{BindError, Server};
+use ironlun_target_admin::Control;
+use ironlun_target_config::{Config, ConfigError, Overrides};
 
 use crate::runtime::{init_logging, log_filter, shutdown_signal, usage_error};
 use crate::service;
@@ -188,7 +190,7 @@ pub fn run(log: Option<&str>, args: TargetArgs) -> ExitCode {
 
 fn overrides(args: TargetArgs) -> Overrides {
     if let Some(g) = &args.gateway {
-        ironlun_target::group::set_local_gateway(g);
+        ironlun_target_config::set_local_gateway(g);
     }
     Overrides {
         config: args.config,
@@ -243,6 +245,7 @@ fn serve(log: Option<&str>, args: TargetArgs) -> Result<(), Failure> {
     runtime()?.block_on(async move {
         let stop = shutdown_signal();
         let server = Server::bind_with(&cfg, &overrides).await?;
+        let server = server.with_control(Control::bind(&cfg).await?);
         log_startup(&cfg);
         let live = server.live();
         let status = move || {

@@ -2,11 +2,11 @@
 //! daemon would run it, in the file's own terms (TOML on standard
 //! output: `Config::effective_toml`, every default filled in, flags'
 //! effects marked, secrets hidden), then on standard error what opening
-//! it without serving found (`ironlun_target::check`) and the verdict:
+//! it without serving found (`ironlun_target_admin::check`) and the verdict:
 //! "configuration OK" (status 0), or every problem (status 2).
 
-use ironlun_target::check::{self, Severity};
-use ironlun_target::{Config, Overrides};
+use ironlun_target_admin::check::{self, Severity};
+use ironlun_target_config::{Config, Overrides};
 
 /// Prints the effective configuration and the findings; `Err` is the
 /// verdict when something would fail.

@@ -20,11 +20,11 @@
 
 use std::sync::OnceLock;
 
-use ironlun_target::admin::ops::{self, Op, Request};
-use ironlun_target::config::IoEngine;
 use ironlun_target::live::{edit, Live};
 use ironlun_target::registry::Registry;
-use ironlun_target::{Config, Overrides};
+use ironlun_target_admin::ops::{self, Op, Request};
+use ironlun_target_config::IoEngine;
+use ironlun_target_config::{Config, Overrides};
 
 /// What one input exercised.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -1,8 +1,9 @@
 //! Snapshots on a schedule (docs/snapshots.md, "Schedules"): each LUN
 //! whose configuration has `snapshot_every` gets a snapshot every
 //! interval, taken as `ironlun admin snapshot create` takes one (the LU
-//! held still, `admin::snapshots::create_paused`), and keeps the newest
-//! `snapshot_keep` of the schedule's own.
+//! held still; the management API's operations, given as [`Snapshots`]
+//! by ironlun-target-admin), and keeps the newest `snapshot_keep` of the
+//! schedule's own.
 //!
 //! The [`Scheduler`] thread ticks four times a second and reads the
 //! schedules from the running targets, so a schedule set, changed or
@@ -23,7 +24,6 @@ use std::time::{Duration, SystemTime};
 
 use tracing::{info, warn};
 
-use crate::admin::snapshots;
 use crate::live::Live;
 
 pub mod rules;
@@ -72,6 +72,18 @@ impl Record {
     }
 }
 
+/// A LUN's snapshots as the schedules take and delete them: the
+/// management API's operations (ironlun-target-admin), the same that
+/// `ironlun admin snapshot` runs. Each answers an error as its message.
+pub trait Snapshots: Send + Sync {
+    /// The names of LUN `lun` of `target`'s snapshots.
+    fn names(&self, live: &Live, target: &str, lun: u16) -> Result<Vec<String>, String>;
+    /// Takes snapshot `name` of the LUN, held still; how long it was.
+    fn create(&self, live: &Live, target: &str, lun: u16, name: &str) -> Result<Duration, String>;
+    /// Deletes snapshot `name` of the LUN.
+    fn delete(&self, live: &Live, target: &str, lun: u16, name: &str) -> Result<(), String>;
+}
+
 /// The thread that takes scheduled snapshots; stopped when dropped.
 pub struct Scheduler {
     stop: Arc<AtomicBool>,
@@ -79,14 +91,14 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
-    pub fn start(live: Arc<Live>) -> std::io::Result<Scheduler> {
+    pub fn start(live: Arc<Live>, snapshots: Arc<dyn Snapshots>) -> std::io::Result<Scheduler> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
             .name("ironlun-snapsched".into())
             .spawn(move || {
                 while !flag.load(Ordering::Relaxed) {
-                    tick(&live, now_ms());
+                    tick(&live, &snapshots, now_ms());
                     std::thread::sleep(TICK);
                 }
             })?;
@@ -115,7 +127,7 @@ fn now_ms() -> u64 {
 /// One look at the schedules: the record follows the configuration, and
 /// each LUN whose run is due (and that has none under way) gets one,
 /// [`MAX_RUNNING`] at most at once.
-fn tick(live: &Arc<Live>, now: u64) {
+fn tick(live: &Arc<Live>, snapshots: &Arc<dyn Snapshots>, now: u64) {
     let mut wanted: HashMap<Key, (String, crate::config::SnapshotSchedule)> = HashMap::new();
     for t in live.registry.targets().iter() {
         for l in &t.cfg.luns {
@@ -147,10 +159,10 @@ fn tick(live: &Arc<Live>, now: u64) {
     }
     for (k, claim) in due {
         let target = wanted.get(&k).map_or_else(String::new, |(n, _)| n.clone());
-        let (run_live, lun) = (live.clone(), k.1);
+        let (run_live, run_snapshots, lun) = (live.clone(), snapshots.clone(), k.1);
         let spawned = std::thread::Builder::new()
             .name("ironlun-snaprun".into())
-            .spawn(move || run_one(&run_live, &target, lun, &claim));
+            .spawn(move || run_one(&run_live, &*run_snapshots, &target, lun, &claim));
         if let Err(e) = spawned {
             // Claimed again at the next tick.
             warn!("snapshot schedule: no thread for a run: {e}");
@@ -162,9 +174,14 @@ fn tick(live: &Arc<Live>, now: u64) {
 }
 
 /// One run on LUN `lun` of `target`: taken, logged, recorded.
-fn run_one(live: &Live, target: &str, lun: u16, claim: &Claim) {
+fn run_one(live: &Live, snapshots: &dyn Snapshots, target: &str, lun: u16, claim: &Claim) {
     let started = now_ms();
-    let mut store = LiveStore { live, target, lun };
+    let mut store = LiveStore {
+        live,
+        snapshots,
+        target,
+        lun,
+    };
     // A panic below is a run that failed, not a schedule that never
     // runs again (its slot would stay claimed).
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -211,25 +228,24 @@ fn run_one(live: &Live, target: &str, lun: u16, claim: &Claim) {
 /// The running daemon's LUN, through the management API's operations.
 struct LiveStore<'a> {
     live: &'a Live,
+    snapshots: &'a dyn Snapshots,
     target: &'a str,
     lun: u16,
 }
 
 impl Store for LiveStore<'_> {
     fn names(&mut self) -> Result<Vec<String>, String> {
-        snapshots::names(self.live, self.target, self.lun).map_err(|e| e.message)
+        self.snapshots.names(self.live, self.target, self.lun)
     }
 
     fn create(&mut self, name: &str) -> Result<Duration, String> {
-        let (_, pause) = snapshots::create_paused(self.live, self.target, &[self.lun], name, false)
-            .map_err(|e| e.message)?;
-        Ok(pause.map_or(Duration::ZERO, |p| p.paused))
+        self.snapshots
+            .create(self.live, self.target, self.lun, name)
     }
 
     fn delete(&mut self, name: &str) -> Result<(), String> {
-        snapshots::delete(self.live, self.target, self.lun, name, false)
-            .map(drop)
-            .map_err(|e| e.message)
+        self.snapshots
+            .delete(self.live, self.target, self.lun, name)
     }
 }
 

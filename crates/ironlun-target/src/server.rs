@@ -517,30 +517,23 @@ pub(crate) fn listen(addr: SocketAddr, tcp: &TcpTuning) -> Result<TcpListener, B
     socket.listen(1024).map_err(failed)
 }
 
-/// The token, then the loopback listener of the HTTP management API.
-async fn bind_admin_http(
-    h: &crate::config::AdminHttp,
-) -> Result<(TcpListener, crate::admin::Token), BindError> {
-    let failed = |problem: String| BindError::AdminHttp {
-        addr: h.addr,
-        problem,
-    };
-    let token = crate::admin::Token::load(&h.token_file)
-        .map_err(|e| failed(format!("token file {}: {e}", h.token_file.display())))?;
-    let l = TcpListener::bind(h.addr)
-        .await
-        .map_err(|e| failed(e.to_string()))?;
-    Ok((l, token))
+/// What runs beside the data path and changes it: the management API
+/// and the snapshot schedules (ironlun-target-admin's `Control`, bound
+/// after [`Server::bind`] and given with [`Server::with_control`]).
+/// [`Server::run`] starts it once the portals serve, and stops it, off
+/// the async threads, before it asks initiators to log out.
+pub trait Control: Send {
+    /// Starts serving `live`; dropping what it returns stops it (and
+    /// may wait, bounded, for an operation under way).
+    fn start(self: Box<Self>, live: Arc<Live>) -> Result<Box<dyn Send>, String>;
 }
 
 /// A bound, not yet running target daemon.
 pub struct Server {
     registry: Arc<Registry>,
     live: Arc<Live>,
-    /// The management API's socket, if configured.
-    admin: Option<crate::admin::Socket>,
-    /// The management API over HTTP on loopback, and its token.
-    admin_http: Option<(TcpListener, crate::admin::Token)>,
+    /// The management API and the snapshot schedules, if given.
+    control: Option<Box<dyn Control>>,
     /// The statistics endpoint, if configured.
     stats: Option<TcpListener>,
     started: std::time::Instant,
@@ -586,16 +579,6 @@ impl Server {
             cfg.discovery_chap.clone(),
             crate::ring::probe(cfg.io_engine),
         );
-        let admin = match cfg.admin_socket() {
-            Some(path) => Some(
-                crate::admin::bind(&path).map_err(|source| BindError::Admin { path, source })?,
-            ),
-            None => None,
-        };
-        let admin_http = match &cfg.admin_http {
-            Some(h) => Some(bind_admin_http(h).await?),
-            None => None,
-        };
         let live = match overrides {
             Some(o) => Live::new(registry.clone(), cfg.clone(), o, bound),
             None => Ok(Live::fixed(registry.clone(), cfg.clone(), bound)),
@@ -604,11 +587,17 @@ impl Server {
         Ok(Server {
             registry,
             live: Arc::new(live),
-            admin,
-            admin_http,
+            control: None,
             stats,
             started: std::time::Instant::now(),
         })
+    }
+
+    /// The same server, which [`Server::run`] runs with `control`
+    /// beside it.
+    pub fn with_control(mut self, control: impl Control + 'static) -> Server {
+        self.control = Some(Box::new(control));
+        self
     }
 
     /// The running configuration, for the management API.
@@ -650,16 +639,10 @@ impl Server {
             }
             acceptors.spawn(stats::serve(l, self.registry.clone(), self.started));
         }
-        let endpoints = crate::admin::Endpoints {
-            unix: self.admin,
-            http: self.admin_http,
+        let control = match self.control {
+            Some(c) => Some(c.start(self.live.clone())?),
+            None => None,
         };
-        let admin = endpoints
-            .start(self.live.clone())
-            .map_err(|e| format!("management API: no thread: {e}"))?;
-        // Snapshots on a schedule (docs/snapshots.md, "Schedules").
-        let scheduler = crate::schedule::Scheduler::start(self.live.clone())
-            .map_err(|e| format!("snapshot schedules: no thread: {e}"))?;
         // Gateway groups (docs/ha.md): their heartbeats and lock calls.
         for t in self.registry.targets().iter() {
             if let Some(g) = &t.cfg.group {
@@ -698,12 +681,10 @@ impl Server {
             }
         }
         acceptors.abort_all();
-        // Its thread ends at its next tick (a run under way finishes).
-        let _ = tokio::task::spawn_blocking(move || drop(scheduler)).await;
-        if let Some(t) = admin {
-            // Joins its thread, which waits (bounded) for an operation
+        if let Some(c) = control {
+            // Joins its threads, which wait (bounded) for an operation
             // under way: off the async threads.
-            let _ = tokio::task::spawn_blocking(move || t.stop()).await;
+            let _ = tokio::task::spawn_blocking(move || drop(c)).await;
         }
         self.live.stop_accepting();
         sanitize_store::stop_all(&self.registry);

@@ -24,20 +24,9 @@ pub mod wire;
 
 pub use driver::{start, Running};
 
-static LOCAL_GATEWAY: OnceLock<String> = OnceLock::new();
-
-/// Says which gateway of its targets' groups this process is
-/// (`--gateway NAME`); read when the configuration is checked, so that
-/// every reload reads the same document as the same gateway. The first
-/// call wins.
-pub fn set_local_gateway(name: &str) {
-    let _ = LOCAL_GATEWAY.set(name.to_owned());
-}
-
-/// The name given with `--gateway`, if any.
-pub fn local_gateway() -> Option<String> {
-    LOCAL_GATEWAY.get().cloned()
-}
+/// Which gateway this process is: kept with the configuration, which
+/// reads it when it checks a `[target.group]`.
+pub use ironlun_target_config::{local_gateway, set_local_gateway};
 
 /// The groups running in this process, by target name.
 fn running() -> &'static Mutex<BTreeMap<String, Arc<Running>>> {

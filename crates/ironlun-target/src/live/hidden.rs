@@ -1,5 +1,5 @@
-//! The way back from `config show`: a secret it printed as
-//! `USER:<hidden>` (admin/views.rs) and applied again (`ironlun admin
+//! Secrets hidden from `config show` ([`redacted`]) and the way back: a
+//! secret it printed as `USER:<hidden>` and applied again (`ironlun admin
 //! apply`) means "the secret the running configuration has there", so
 //! the shown configuration, edited, can be applied. A hidden secret with
 //! nothing to stand for (a new target, another user) stays as it is, and
@@ -130,12 +130,65 @@ fn hidden_user(s: &str) -> Option<&str> {
         .map(|(u, _)| u)
 }
 
+/// The document with every secret replaced by `USER:<hidden>` (the
+/// user kept, [`HIDDEN_SECRET`] for the rest), wherever it is: a key of
+/// [`SECRET_KEYS`] at any depth, in tables, arrays of tables, inline
+/// tables and arrays of inline tables. `_env` keys name a variable and
+/// are shown as they are. Comments are shown as written.
+pub fn redacted(text: &str) -> String {
+    let Ok(mut doc) = text.parse::<DocumentMut>() else {
+        return String::new();
+    };
+    hide_in_table(doc.as_table_mut());
+    doc.to_string()
+}
+
+fn hide_in_table(t: &mut dyn TableLike) {
+    for (k, item) in t.iter_mut() {
+        if SECRET_KEYS.contains(&k.get()) {
+            conceal(item);
+        } else {
+            hide_in_item(item);
+        }
+    }
+}
+
+fn hide_in_item(item: &mut Item) {
+    match item {
+        Item::Table(t) => hide_in_table(t),
+        Item::ArrayOfTables(a) => a.iter_mut().for_each(|t| hide_in_table(t)),
+        Item::Value(v) => hide_in_value(v),
+        Item::None => {}
+    }
+}
+
+fn hide_in_value(v: &mut Value) {
+    match v {
+        Value::InlineTable(t) => hide_in_table(t),
+        Value::Array(a) => a.iter_mut().for_each(hide_in_value),
+        _ => {}
+    }
+}
+
+/// Replaces a secret's value, whatever its form, keeping the user name
+/// of a `USER:SECRET` string and the comments around the value.
+fn conceal(item: &mut Item) {
+    let user = item
+        .as_str()
+        .and_then(|s| s.split_once(':'))
+        .map_or("", |(u, _)| u);
+    let mut hidden = Value::from(format!("{user}:{HIDDEN_SECRET}"));
+    if let Some(old) = item.as_value() {
+        *hidden.decor_mut() = old.decor().clone();
+    }
+    *item = Item::Value(hidden);
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::admin::views::redacted;
 
     const RUNNING: &str = r#"
 [discovery]

@@ -43,6 +43,7 @@ mod shared;
 
 pub use apply::ApplyError;
 pub use diff::{Change, Plan};
+pub use hidden::redacted;
 pub use online::BroughtBack;
 pub use portals::Accepted;
 

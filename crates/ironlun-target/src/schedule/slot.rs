@@ -10,7 +10,7 @@ use super::rules;
 use crate::config::{every_text, SnapshotSchedule};
 
 /// What a run needs of the LUN's snapshots (the daemon's is the
-/// management API's own operations, `admin::snapshots`).
+/// management API's own operations, ironlun-target-admin's `snapshots`).
 pub trait Store {
     /// The names of the snapshots the LUN keeps.
     fn names(&mut self) -> Result<Vec<String>, String>;

@@ -1,3 +1,19 @@
+//! # ironlun-target-config: the target's configuration
+//!
+//! **Owns:** the configuration model ([`Config`], [`TargetConfig`],
+//! [`LunConfig`]), the TOML file and the command-line shorthand that
+//! both produce it, every check of a value before any socket opens,
+//! the errors that name the file, key or flag ([`ConfigError`]), the
+//! configuration written back with its defaults (`--check`), iSCSI
+//! names, access lists and where CHAP credentials come from
+//! ([`access`]), and which gateway of a group this process is
+//! ([`set_local_gateway`]).
+//!
+//! **Must not know:** sockets, tasks or an async runtime, the session
+//! registry, the running target and its live changes (ironlun-target),
+//! the management API (ironlun-target-admin), or what a LUN's store
+//! does with its settings (ironlun-backend, ironlun-scsi).
+//!
 //! Target configuration: the TOML file and the command-line shorthand
 //! (`--listen`, `--name`, `--lun SPEC`) both produce a [`Config`].
 //!
@@ -15,7 +31,13 @@
 //! - `effective`: [`Config::effective_toml`], the configuration written
 //!   back as TOML with every default filled in (`--check`)
 //! - `names`: iSCSI names; `io_engine`: [`IoEngine`]; `error`:
-//!   [`ConfigError`]
+//!   [`ConfigError`]; `access`: access lists and CHAP credentials
+
+#![forbid(unsafe_code)]
+#![cfg_attr(
+    test,
+    allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -26,6 +48,7 @@ use ironlun_proto::params::Offers;
 
 use crate::access::Acl;
 
+pub mod access;
 mod alua;
 mod chap;
 mod effective;
@@ -41,17 +64,19 @@ mod params;
 mod schedule;
 mod toml_file;
 
-pub(crate) use chap::{HIDDEN_SECRET, SECRET_KEYS};
+pub use chap::{HIDDEN_SECRET, SECRET_KEYS};
 pub use error::ConfigError;
 pub use flags::Overrides;
-pub use group::{GatewayConfig, GroupConfig, MAX_GATEWAYS, MAX_GROUP_LUNS};
+pub use group::{
+    local_gateway, set_local_gateway, GatewayConfig, GroupConfig, MAX_GATEWAYS, MAX_GROUP_LUNS,
+};
 pub use initiators::{DefaultMap, InitiatorEntry, MappedLun};
 pub use io_engine::{IoEngine, UnknownIoEngine};
 pub use limits::{Limits, TcpTuning, MAX_BUSY_POLL};
 pub use lun_spec::{BackendSpec, LunSpec, LunSpecError, LunSpecProblem, RbdSpec};
 pub use names::{default_target_name, normalize_iscsi_name, NameError, NameKey};
 pub use schedule::{every_text, SnapshotSchedule, MAX_EVERY, MIN_EVERY};
-pub(crate) use toml_file::{check_stores_unshared, error_line};
+pub use toml_file::{check_stores_unshared, error_line};
 
 /// Default portal (RFC 7143 §13.8: 3260 is the well-known port).
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:3260";

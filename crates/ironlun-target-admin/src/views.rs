@@ -3,11 +3,11 @@
 
 use ironlun_scsi::{AluaMode, LogicalUnit};
 use serde::Serialize;
-use toml_edit::{DocumentMut, Item, TableLike, Value};
 
-use crate::config::{DefaultMap, HIDDEN_SECRET, SECRET_KEYS};
-use crate::live::Live;
-use crate::registry::Registry;
+pub use ironlun_target::live::redacted;
+use ironlun_target::live::Live;
+use ironlun_target::registry::Registry;
+use ironlun_target_config::DefaultMap;
 
 // Fields are only ever added to these views, never renamed or removed:
 // tools read `ironlun admin --json` (docs/admin.md).
@@ -39,7 +39,7 @@ pub struct TargetView {
     /// The gateway group serving the target (docs/ha.md): this gateway,
     /// each gateway's health and each LUN's owner; absent without one.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub group: Option<crate::group::GroupView>,
+    pub group: Option<ironlun_target::group::GroupView>,
 }
 
 #[derive(Serialize)]
@@ -65,7 +65,7 @@ pub struct LunView {
     /// Its snapshot schedule and the last run's result (docs/snapshots.md,
     /// "Schedules"); absent without one.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub snapshot_schedule: Option<crate::schedule::ScheduleView>,
+    pub snapshot_schedule: Option<ironlun_target::schedule::ScheduleView>,
 }
 
 /// A LU's ALUA layout as it serves now (states an initiator's SET TARGET
@@ -173,7 +173,7 @@ pub fn state(live: &Live) -> State {
             allow: t.cfg.acl.entries(),
             chap: t.cfg.chap.is_some(),
             mutual_chap: t.cfg.chap.as_ref().is_some_and(|p| p.target.is_some()),
-            group: crate::group::view(&t.cfg.name),
+            group: ironlun_target::group::view(&t.cfg.name),
         })
         .collect();
     State {
@@ -228,66 +228,12 @@ pub fn sessions(registry: &Registry) -> Vec<SessionView> {
     out
 }
 
-/// The document with every secret replaced by `USER:<hidden>` (the
-/// user kept, [`HIDDEN_SECRET`] for the rest), wherever it is: a key of
-/// [`SECRET_KEYS`] at any depth, in tables, arrays of tables, inline
-/// tables and arrays of inline tables. `_env` keys name a variable and
-/// are shown as they are. Comments are shown as written.
-pub fn redacted(text: &str) -> String {
-    let Ok(mut doc) = text.parse::<DocumentMut>() else {
-        return String::new();
-    };
-    hide_in_table(doc.as_table_mut());
-    doc.to_string()
-}
-
-fn hide_in_table(t: &mut dyn TableLike) {
-    for (k, item) in t.iter_mut() {
-        if SECRET_KEYS.contains(&k.get()) {
-            conceal(item);
-        } else {
-            hide_in_item(item);
-        }
-    }
-}
-
-fn hide_in_item(item: &mut Item) {
-    match item {
-        Item::Table(t) => hide_in_table(t),
-        Item::ArrayOfTables(a) => a.iter_mut().for_each(|t| hide_in_table(t)),
-        Item::Value(v) => hide_in_value(v),
-        Item::None => {}
-    }
-}
-
-fn hide_in_value(v: &mut Value) {
-    match v {
-        Value::InlineTable(t) => hide_in_table(t),
-        Value::Array(a) => a.iter_mut().for_each(hide_in_value),
-        _ => {}
-    }
-}
-
-/// Replaces a secret's value, whatever its form, keeping the user name
-/// of a `USER:SECRET` string and the comments around the value.
-fn conceal(item: &mut Item) {
-    let user = item
-        .as_str()
-        .and_then(|s| s.split_once(':'))
-        .map_or("", |(u, _)| u);
-    let mut hidden = Value::from(format!("{user}:{HIDDEN_SECRET}"));
-    if let Some(old) = item.as_value() {
-        *hidden.decor_mut() = old.decor().clone();
-    }
-    *item = Item::Value(hidden);
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::config::Config;
+    use ironlun_target_config::{Config, HIDDEN_SECRET};
 
     /// Every secret below has this in it, and nothing else has.
     const MARK: &str = "S3CRET";

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use ironlun_proto::chap::{ChapPolicy, Secret};
 
 use super::Finding;
-use crate::config::Config;
+use ironlun_target_config::Config;
 
 /// Where a secret is configured: `target NAME chap` and the like.
 type Scope = String;

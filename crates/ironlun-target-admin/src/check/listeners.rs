@@ -10,7 +10,7 @@ use std::io::Read;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use super::Finding;
-use crate::config::Config;
+use ironlun_target_config::Config;
 
 /// The most of one `/proc/net/tcp*` file read (every socket of the
 /// namespace is in it, about 150 bytes each); past it, what listens is

@@ -15,8 +15,8 @@ use tokio::time::Instant;
 
 use super::conn::{BODY_TIMEOUT, CONNECTION_LIFETIME, FINISH_WITHIN, HEAD_TIMEOUT};
 use super::*;
-use crate::config::Config;
-use crate::server::test_registry;
+use crate::test_support::test_registry;
+use ironlun_target_config::Config;
 
 const ONE: &str =
     "[[target]]\nname = \"iqn.2026-11.test:t\"\n[[target.lun]]\nspec = \"ram:1MiB\"\n";

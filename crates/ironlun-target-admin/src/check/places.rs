@@ -13,7 +13,7 @@ use std::path::Path;
 use rustix::fs::{Access, AtFlags, CWD};
 
 use super::Finding;
-use crate::config::Config;
+use ironlun_target_config::Config;
 
 pub(super) fn check(cfg: &Config, out: &mut Vec<Finding>) {
     if let Some(d) = &cfg.state_dir {
@@ -26,7 +26,7 @@ pub(super) fn check(cfg: &Config, out: &mut Vec<Finding>) {
         save_dir(d, out);
     }
     if let Some(h) = &cfg.admin_http {
-        if let Err(e) = crate::admin::Token::load(&h.token_file) {
+        if let Err(e) = crate::Token::load(&h.token_file) {
             out.push(Finding::error(
                 format!("admin_token_file {}", h.token_file.display()),
                 e.to_string(),
@@ -197,7 +197,7 @@ fn admin_socket(p: &Path, out: &mut Vec<Finding>) {
         Err(e) => return out.push(Finding::error(subject, e.to_string())),
     }
     // The directory is there: what is at the path itself.
-    match crate::admin::old_socket(p) {
+    match crate::old_socket(p) {
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => out.push(Finding::note(
             subject,

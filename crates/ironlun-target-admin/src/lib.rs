@@ -1,3 +1,18 @@
+//! # ironlun-target-admin: the target's control plane
+//!
+//! **Owns:** the management API (its Unix socket and its endpoint over
+//! HTTP with a bearer token, the connections and their deadlines, the
+//! operations and the views they answer with, where `config save` may
+//! write, snapshot operations), starting it and the snapshot schedules
+//! beside the data path ([`Control`]), and `ironlun target --check`
+//! ([`check`]: a configuration checked without serving).
+//!
+//! **Must not know:** how a document is checked (ironlun-target-config),
+//! how a change is planned and carried out on the running target, the
+//! schedules' decisions, sessions, connections or the statistics
+//! endpoint (ironlun-target), or what `ironlun admin` prints
+//! (the CLI, over ironlun-admin-client).
+//!
 //! The management API: HTTP/1.1 with JSON bodies on a Unix socket that
 //! only its owner may use (mode 0600), and optionally on a loopback TCP
 //! address where every request must carry a bearer token
@@ -29,6 +44,14 @@
 //! every CPU is busy it is slow instead (docs/admin.md, "Control-plane
 //! speed", has both measured).
 
+// This crate keeps unsafe code (SCHED_IDLE): every block must say why it
+// is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
+#![cfg_attr(
+    test,
+    allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,12 +59,15 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener};
 use tracing::{debug, info, warn};
 
-use crate::live::Live;
+pub use control::Control;
+use ironlun_target::live::Live;
 pub(crate) use socket::old_socket;
 pub use socket::{bind, Socket};
 pub use token::Token;
 
+pub mod check;
 mod conn;
+mod control;
 pub mod ops;
 mod save;
 pub mod snapshots;
@@ -237,5 +263,9 @@ where
     }
 }
 
+#[cfg(test)]
+mod test_log;
+#[cfg(test)]
+mod test_support;
 #[cfg(test)]
 mod tests;

@@ -22,8 +22,8 @@ pub struct TcpTuning {
     /// of delaying ACKs (Linux).
     pub quickack: bool,
     /// Latency mode: how long a connection with nothing to send polls
-    /// its socket and ring before it sleeps (`crate::busy_poll`); zero,
-    /// the default, is off.
+    /// its socket and ring before it sleeps (`ironlun_target::busy_poll`);
+    /// zero, the default, is off.
     pub busy_poll: Duration,
 }
 

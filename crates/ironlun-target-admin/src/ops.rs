@@ -9,10 +9,10 @@ use serde::{Deserialize, Serialize};
 use toml_edit::value;
 use tracing::info;
 
-use crate::config::normalize_iscsi_name;
-use crate::live::edit::{self, EditError, Mapping};
-use crate::live::{ApplyError, Live, Outcome};
-use crate::registry::SessionSignal;
+use ironlun_target::live::edit::{self, EditError, Mapping};
+use ironlun_target::live::{ApplyError, Live, Outcome};
+use ironlun_target::registry::SessionSignal;
+use ironlun_target_config::normalize_iscsi_name;
 
 use super::snapshots;
 
@@ -195,7 +195,7 @@ impl std::fmt::Debug for Op {
         if let Some(fields) = v.as_object_mut() {
             for key in SECRET_FIELDS {
                 if let Some(x) = fields.get_mut(key).filter(|x| !x.is_null()) {
-                    *x = serde_json::Value::from(crate::config::HIDDEN_SECRET);
+                    *x = serde_json::Value::from(ironlun_target_config::HIDDEN_SECRET);
                 }
             }
         }
@@ -451,7 +451,7 @@ fn set_alua(
 
 /// `group rejoin`: the fenced LUNs of `target` rejoin its group.
 fn rejoin(target: &str, dry_run: bool) -> Result<Answer, OpError> {
-    let view = crate::group::view(target)
+    let view = ironlun_target::group::view(target)
         .ok_or_else(|| OpError::new(404, format!("target {target} has no gateway group here")))?;
     let fenced: Vec<u16> = view
         .luns
@@ -462,7 +462,7 @@ fn rejoin(target: &str, dry_run: bool) -> Result<Answer, OpError> {
     let luns = if dry_run {
         fenced
     } else {
-        crate::group::rejoin(target).unwrap_or_default()
+        ironlun_target::group::rejoin(target).unwrap_or_default()
     };
     let note = if luns.is_empty() {
         "no LUN is fenced: nothing to do"
@@ -534,8 +534,8 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::config::{Config, Overrides};
-    use crate::server::test_registry;
+    use crate::test_support::test_registry;
+    use ironlun_target_config::{Config, Overrides};
 
     const T: &str = "iqn.2026-11.test:t";
 
@@ -754,5 +754,113 @@ mod tests {
             let now = serde_json::to_string(&super::super::views::state(&live)).unwrap();
             assert_eq!(now, state, "{what} changed the state");
         }
+    }
+
+    /// The running configuration read from `text`, written to a file in
+    /// `dir`.
+    fn from_file(dir: &Path, text: &str) -> Live {
+        let path = dir.join("ironlun.toml");
+        std::fs::write(&path, text).unwrap();
+        let o = Overrides {
+            config: Some(path),
+            ..Overrides::default()
+        };
+        let cfg = Config::load(&o).unwrap();
+        Live::new(test_registry(&cfg), cfg, &o, Vec::new()).unwrap()
+    }
+
+    /// A state changed in the configuration reaches every LU of the target
+    /// and its initiators (ASYMMETRIC ACCESS STATE CHANGED); `alua set`
+    /// changes the document, and brings back in line a LU whose state moved
+    /// while the document stayed (an initiator's SET TARGET PORT GROUPS).
+    #[test]
+    fn alua_states_change_live_on_every_lu() {
+        use ironlun_scsi::reservations::ItNexus;
+        use ironlun_scsi::{AccessState, NexusId};
+        let t = "iqn.2026-11.test:a";
+        let text = |g1: &str| {
+            format!(
+                "[[target]]\nname = \"{t}\"\n[target.alua]\nmode = \"both\"\nlocal_group = 1\ngroups = [{{ id = 1, state = \"{g1}\" }}, {{ id = 2, state = \"standby\" }}]\n[[target.lun]]\nspec = \"ram:1MiB\"\n[[target.lun]]\nspec = \"null:1MiB\"\n"
+            )
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let live = from_file(dir.path(), &text("active/optimized"));
+        let luns = || live.registry.find(t).unwrap().luns.clone();
+        let nexus = NexusId(9);
+        luns().attach_nexus(nexus, &ItNexus::new("iqn.2026-11.test:i", [0; 6], 1), false);
+        for (_, lu) in luns().iter() {
+            lu.take_ua(nexus);
+            assert_eq!(lu.alua_local_state(), AccessState::ActiveOptimized);
+        }
+        let out = live.apply_text(&text("standby"), false, false).unwrap();
+        assert_eq!(
+            out.changes
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            [format!(
+                "~ target {t}: ALUA group 1 active/optimized -> standby"
+            )]
+        );
+        for (_, lu) in luns().iter() {
+            assert_eq!(lu.alua_local_state(), AccessState::Standby);
+            let ua = lu.take_ua(nexus).unwrap();
+            assert_eq!((ua.code.asc, ua.code.ascq), (0x2a, 0x06));
+        }
+        // The operator's `alua set`: into the document, onto every LU.
+        let set = |state: &str, dry_run: bool| {
+            run(
+                &live,
+                Request {
+                    op: Op::SetAlua {
+                        target: t.into(),
+                        group: 1,
+                        state: state.into(),
+                    },
+                    dry_run,
+                    force: false,
+                },
+            )
+        };
+        let a = set("active/non-optimized", false).unwrap();
+        assert_eq!(a.changes.len(), 1, "{a:?}");
+        assert!(live.document().contains("state = \"active/non-optimized\""));
+        for (_, lu) in luns().iter() {
+            assert_eq!(lu.alua_local_state(), AccessState::ActiveNonOptimized);
+        }
+        // LU 1 moved alone (as SET TARGET PORT GROUPS moves one LU): the
+        // document already says active/non-optimized, and `alua set` brings
+        // it back all the same, saying so; a dry run only says so.
+        let lu1 = luns().get(1).unwrap().clone();
+        lu1.set_alua_state(1, AccessState::Standby).unwrap();
+        let a = set("active/non-optimized", true).unwrap();
+        assert_eq!(
+            a.changes,
+            [format!(
+                "~ target {t} LUN 1: ALUA group 1 active/non-optimized"
+            )]
+        );
+        assert_eq!(lu1.alua_local_state(), AccessState::Standby);
+        set("active/non-optimized", false).unwrap();
+        assert_eq!(lu1.alua_local_state(), AccessState::ActiveNonOptimized);
+        let e = set("optimized", false).unwrap_err();
+        assert_eq!(e.status, 422, "{}", e.message);
+        let e = run(
+            &live,
+            Request {
+                op: Op::SetAlua {
+                    target: t.into(),
+                    group: 7,
+                    state: "standby".into(),
+                },
+                dry_run: false,
+                force: false,
+            },
+        )
+        .unwrap_err();
+        assert_eq!(
+            (e.status, e.message.as_str()),
+            (404, "target iqn.2026-11.test:a has no ALUA group 7")
+        );
     }
 }

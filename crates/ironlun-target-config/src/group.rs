@@ -4,16 +4,32 @@
 //! this gateway: its portal group tag, relative port and ALUA layout.
 //!
 //! Every gateway reads the same document; which one this process is
-//! comes from `--gateway NAME` (`crate::group::set_local_gateway`).
+//! comes from `--gateway NAME` ([`set_local_gateway`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use ironlun_scsi::{AccessState, AluaConfig, AluaMode, PortGroup};
 use serde::Deserialize;
 
 use super::{parse_listen, BackendSpec, ConfigError, LunConfig};
+
+static LOCAL_GATEWAY: OnceLock<String> = OnceLock::new();
+
+/// Says which gateway of its targets' groups this process is
+/// (`--gateway NAME`); read when the configuration is checked, so that
+/// every reload reads the same document as the same gateway. The first
+/// call wins.
+pub fn set_local_gateway(name: &str) {
+    let _ = LOCAL_GATEWAY.set(name.to_owned());
+}
+
+/// The name given with `--gateway`, if any.
+pub fn local_gateway() -> Option<String> {
+    LOCAL_GATEWAY.get().cloned()
+}
 
 /// Gateways a group may list.
 pub const MAX_GATEWAYS: usize = 16;

@@ -31,7 +31,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tracing::{debug, info};
 
 use super::{ops, views, Token};
-use crate::live::Live;
+use ironlun_target::live::Live;
 
 /// Largest request body (a whole configuration for `apply`).
 pub(super) const MAX_BODY: usize = 4 << 20;

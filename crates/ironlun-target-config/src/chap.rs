@@ -14,14 +14,14 @@ use crate::access::{chap_policy, credentials_from_env};
 /// `[[target]]`, `[[target.initiator]]`, as tables, inline tables or
 /// arrays of them): what `GET /v1/config` hides. Their `_env` twins name
 /// a variable, not a secret, and are shown as they are.
-pub(crate) const SECRET_KEYS: [&str; 2] = ["chap", "mutual_chap"];
+pub const SECRET_KEYS: [&str; 2] = ["chap", "mutual_chap"];
 
 /// What a hidden secret is shown as (`USER:<hidden>`): too short for a
 /// CHAP secret, and refused by name where credentials are read, so a
 /// configuration copied from `config show` cannot set it as a secret;
 /// `ironlun admin apply` first puts the running secrets back in its place
 /// (live/hidden.rs).
-pub(crate) const HIDDEN_SECRET: &str = "<hidden>";
+pub const HIDDEN_SECRET: &str = "<hidden>";
 
 /// CHAP credentials in the file: `USER:SECRET` literally (the file must
 /// then not be world-readable) or the name of an environment variable

@@ -155,11 +155,7 @@ fn parse(text: &str) -> Result<FileConfig, ConfigError> {
 /// The line of a TOML error: from its span, else from its text ("TOML
 /// parse error at line N, column M", which the parsers print when they
 /// keep no span).
-pub(crate) fn error_line(
-    text: &str,
-    span: Option<std::ops::Range<usize>>,
-    shown: &str,
-) -> Option<usize> {
+pub fn error_line(text: &str, span: Option<std::ops::Range<usize>>, shown: &str) -> Option<usize> {
     if let Some(span) = span {
         return Some(
             text.get(..span.start)
@@ -239,7 +235,7 @@ impl FileTarget {
             .group
             .as_ref()
             .map(|g| {
-                let local = crate::group::local_gateway();
+                let local = super::group::local_gateway();
                 let (pgt, alua) = (self.portal_group_tag.is_some(), self.alua.is_some());
                 super::group::check(&name, g, local.as_deref(), pgt, alua, &luns)
             })
@@ -317,7 +313,7 @@ impl FileTarget {
 /// saw), so a second LUN would break what the first promises. An RBD
 /// image is one store whatever `conf=`, `id=` or `keyring=` reach it
 /// with (docs/rbd.md, "One gateway per image", is the cluster-wide half).
-pub(crate) fn check_stores_unshared(targets: &[Arc<TargetConfig>]) -> Result<(), ConfigError> {
+pub fn check_stores_unshared(targets: &[Arc<TargetConfig>]) -> Result<(), ConfigError> {
     let mut seen: HashMap<StoreKey<'_>, (&str, u16)> = HashMap::new();
     for t in targets {
         for l in &t.luns {

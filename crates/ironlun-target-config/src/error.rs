@@ -135,7 +135,7 @@ impl ConfigError {
     }
 
     /// The same error, said to be in the file at `path`.
-    pub(crate) fn in_file(self, path: Option<&std::path::Path>) -> ConfigError {
+    pub fn in_file(self, path: Option<&std::path::Path>) -> ConfigError {
         match path {
             Some(p) => ConfigError::InFile {
                 path: p.to_owned(),

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use super::ops::{Answer, OpError};
-use crate::live::Live;
+use ironlun_target::live::Live;
 
 /// Saves the running configuration to `requested` (default: the
 /// daemon's file) if it is allowed; with `dry_run`, only says where.

@@ -15,7 +15,7 @@ use ironlun_units::format_size;
 use rustix::fs::{Access, AtFlags, CWD};
 
 use super::Finding;
-use crate::config::{BackendSpec, Config, LunConfig, RbdSpec};
+use ironlun_target_config::{BackendSpec, Config, LunConfig, RbdSpec};
 
 pub(super) fn check(cfg: &Config, out: &mut Vec<Finding>) {
     for t in &cfg.targets {

@@ -17,7 +17,7 @@ use serde::Serialize;
 use tracing::info;
 
 use super::ops::{Answer, OpError};
-use crate::live::Live;
+use ironlun_target::live::Live;
 
 /// Most LUNs one consistency group holds still at once.
 pub const MAX_GROUP: usize = 16;
@@ -105,7 +105,7 @@ pub fn create(
 }
 
 /// As [`create`], with how long the LUs were held still (none for a dry
-/// run): what a scheduled snapshot records (`crate::schedule`).
+/// run): what a scheduled snapshot records (`ironlun_target::schedule`).
 pub fn create_paused(
     live: &Live,
     target: &str,
@@ -316,7 +316,7 @@ pub struct LunSnapshots {
     /// Its snapshot schedule and the last run's result; absent without
     /// one.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub schedule: Option<crate::schedule::ScheduleView>,
+    pub schedule: Option<ironlun_target::schedule::ScheduleView>,
 }
 
 /// `GET /v1/snapshots`: every LUN of every target with its snapshots.

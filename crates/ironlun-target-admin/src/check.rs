@@ -18,11 +18,11 @@
 //!
 //! What the configuration parser already refuses (syntax, values, CHAP
 //! secrets' lengths, a world-readable file with secrets) never gets
-//! here: [`crate::Config::load`] reports the first such mistake.
+//! here: [`ironlun_target_config::Config::load`] reports the first such mistake.
 
 use std::fmt;
 
-use crate::config::Config;
+use ironlun_target_config::Config;
 
 mod listeners;
 mod places;

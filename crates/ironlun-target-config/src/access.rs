@@ -12,7 +12,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use ironlun_proto::chap::{ChapPolicy, Credentials};
 
-use crate::config::normalize_iscsi_name;
+use crate::normalize_iscsi_name;
 
 /// Initiators allowed to log in to one target (and to see it in
 /// SendTargets).

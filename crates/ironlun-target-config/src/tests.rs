@@ -248,7 +248,7 @@ fn io_engine_flag() {
 
 #[test]
 fn the_documented_example_parses() {
-    let doc = include_str!("../../../../docs/config.md");
+    let doc = include_str!("../../../docs/config.md");
     let start = doc.find("```toml\n").unwrap() + 8;
     let end = start + doc[start..].find("```").unwrap();
     let c = Config::from_toml(&doc[start..end], None).unwrap();
@@ -1109,7 +1109,7 @@ groups = [
 #[test]
 fn the_ha_example_parses() {
     use ironlun_scsi::{AccessState, AluaMode};
-    let doc = include_str!("../../../../docs/ha.md");
+    let doc = include_str!("../../../docs/ha.md");
     let start = doc.find("```toml\n").unwrap() + 8;
     let end = start + doc[start..].find("```").unwrap();
     let c = Config::from_toml(&doc[start..end], None).unwrap();
