@@ -40,6 +40,7 @@ mod ha;
 mod harness;
 mod hostile;
 mod initiator;
+mod istgt;
 mod lab;
 mod limits;
 mod metrics;
