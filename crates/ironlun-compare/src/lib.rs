@@ -298,6 +298,7 @@ impl<'a> Runner<'a> {
             if let Some(why) =
                 istgt::unsupported_lun(row.workload.lun).filter(|_| d.name == "istgt")
             {
+                line.push_str(" istgt not supported");
                 row.istgt_unsupported = Some(why.to_owned());
                 continue;
             }
