@@ -17,7 +17,7 @@ apt_install() {
 
 # libiscsi's tools and test suite, sg3-utils' sg_vpd (decodes a VPD page
 # read from a file, tests/e2e/alua.rs), qemu-img with its iSCSI driver, tgt
-# (the peer target), iperf3 (the loopback wire rate), fio (the disk's
+# and istgt (the peer targets), iperf3 (the loopback wire rate), fio (the disk's
 # own rate, benches/compare-local), systemd-analyze (the unit in dist/,
 # tests/e2e/service.rs), what cargo deb runs (objcopy and strip to
 # split off the debug symbols, dpkg-shlibdeps for the dependencies), and
@@ -33,6 +33,7 @@ install_peer_tools() {
   command -v dpkg-shlibdeps >/dev/null || need+=(dpkg-dev)
   command -v qemu-img >/dev/null || need+=(qemu-utils)
   command -v tgtd >/dev/null || need+=(tgt)
+  command -v istgt >/dev/null || need+=(istgt)
   command -v iperf3 >/dev/null || need+=(iperf3)
   command -v fio >/dev/null || need+=(fio)
   if [ ${#need[@]} -gt 0 ]; then
@@ -59,7 +60,7 @@ install_peer_tools() {
     apt_install --allow-downgrades "qemu-utils=$v" "qemu-block-extra=$v"
   fi
   local p
-  for p in tgt libiscsi-bin sg3-utils qemu-utils qemu-block-extra iperf3 fio systemd chromium; do
+  for p in tgt istgt libiscsi-bin sg3-utils qemu-utils qemu-block-extra iperf3 fio systemd chromium; do
     printf '%s %s  ' "$p" "$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null || echo '?')"
   done
   echo

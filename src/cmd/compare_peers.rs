@@ -1,6 +1,7 @@
-//! `ironlun compare-peers`: ironlun and tgt side by side on loopback with
-//! the same clients, in alternation (see docs/performance.md;
-//! `benches/compare-peers` installs what it needs and runs this).
+//! `ironlun compare-peers`: ironlun and tgt (and istgt, when installed or
+//! asked for) side by side on loopback with the same clients, in
+//! alternation (see docs/performance.md; `benches/compare-peers` installs
+//! what it needs and runs this).
 
 use std::path::{Path, PathBuf};
 
@@ -31,6 +32,11 @@ pub struct CompareArgs {
     /// Only workloads whose name contains this (repeatable), e.g. 4k-randread.
     #[arg(long, value_name = "TEXT")]
     pub only: Vec<String>,
+    /// Targets to compare, comma-separated: ironlun and tgt always, istgt
+    /// optionally (e.g. ironlun,tgt,istgt). Default: istgt too when it is
+    /// installed.
+    #[arg(long, value_name = "LIST")]
+    pub targets: Option<String>,
     /// Where the table (Markdown) and the samples (JSON) go.
     #[arg(long, default_value = "compare-peers", value_name = "DIR")]
     pub out: PathBuf,
@@ -61,6 +67,10 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
             _ => Err(format!("--sessions: '{s}' is not a count from 1 to 256")),
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let istgt = match &a.targets {
+        Some(list) => with_istgt(list)?,
+        None => ironlun_compare::istgt::installed(),
+    };
     let exe = std::env::current_exe().map_err(|e| format!("cannot find our own binary: {e}"))?;
     let dir = a.dir.unwrap_or_else(|| {
         PathBuf::from(format!("/dev/shm/ironlun-compare-{}", std::process::id()))
@@ -75,11 +85,34 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
         sessions,
         only: a.only,
         started: crate::runtime::now_rfc3339(),
+        istgt,
     };
     let report = ironlun_compare::run(&opts)?;
     let md = summary::markdown(&report);
     let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
     write_out(&a.out, &md, &json, report.failures.len())
+}
+
+/// Whether `--targets LIST` asks for istgt; ironlun and tgt must be in
+/// it (the table is ironlun against tgt), and nothing else.
+fn with_istgt(list: &str) -> Result<bool, String> {
+    let names: Vec<&str> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .collect();
+    if let Some(bad) = names
+        .iter()
+        .find(|t| !["ironlun", "tgt", "istgt"].contains(t))
+    {
+        return Err(format!(
+            "--targets: unknown target '{bad}' (ironlun, tgt, istgt)"
+        ));
+    }
+    if !names.contains(&"ironlun") || !names.contains(&"tgt") {
+        return Err("--targets must include ironlun and tgt (istgt is optional)".into());
+    }
+    Ok(names.contains(&"istgt"))
 }
 
 /// Prints the table, writes it and the samples to `out`, and fails when
@@ -96,5 +129,21 @@ pub(super) fn write_out(out: &Path, md: &str, json: &str, failures: usize) -> Re
         Ok(())
     } else {
         Err(format!("{failures} runs failed (listed above)"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::with_istgt;
+
+    #[test]
+    fn targets_list_names_istgt_as_the_optional_peer() {
+        assert_eq!(with_istgt("ironlun,tgt"), Ok(false));
+        assert_eq!(with_istgt("tgt, ironlun ,istgt"), Ok(true));
+        assert!(with_istgt("ironlun,istgt")
+            .unwrap_err()
+            .contains("must include"));
+        assert!(with_istgt("ironlun,tgt,lio").unwrap_err().contains("'lio'"));
     }
 }

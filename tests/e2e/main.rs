@@ -41,6 +41,7 @@ mod ha;
 mod harness;
 mod hostile;
 mod initiator;
+mod istgt;
 mod lab;
 mod limits;
 mod metrics;

@@ -1,6 +1,8 @@
-//! The two targets under comparison, as the processes users would run:
-//! `tgtd` configured with `tgtadm`, and `ironlun target`. Each exports a
-//! tmpfs file LUN and a null LUN; both are stopped when dropped.
+//! The targets under comparison, as the processes users would run:
+//! `tgtd` configured with `tgtadm`, `ironlun target`, and `istgt` with its
+//! configuration file ([`crate::istgt`]). Each exports a tmpfs file LUN,
+//! and tgt and ironlun a null LUN (istgt has none); all are stopped when
+//! dropped.
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -18,7 +20,7 @@ pub const NULL_LUN_BYTES: u64 = 1 << 40;
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub struct Daemon {
-    /// `tgt` or `ironlun`.
+    /// `tgt`, `ironlun` or `istgt`.
     pub name: &'static str,
     child: Child,
     addr: SocketAddr,
@@ -32,6 +34,8 @@ pub struct Daemon {
     control: Option<u32>,
     /// How many targets tgtd has (tids 1..=N), deleted before it stops.
     tgt_targets: usize,
+    /// istgt's configuration directory, removed when it stops.
+    conf_dir: Option<PathBuf>,
 }
 
 impl Daemon {
@@ -101,6 +105,7 @@ impl Daemon {
             null_lun: 1,
             control: Some(control),
             tgt_targets: 0,
+            conf_dir: None,
         };
         d.wait_listening()?;
         for (t, (iqn, luns)) in targets.iter().enumerate() {
@@ -198,9 +203,56 @@ impl Daemon {
             null_lun: 0,
             control: None,
             tgt_targets: 0,
+            conf_dir: None,
         };
         d.wait_listening()?;
         Ok(d)
+    }
+
+    /// Starts istgt in the foreground (`istgt -D -c CONF`) on `addr` with
+    /// `file` as LUN 0 of [`crate::istgt::FILE_IQN`], its configuration
+    /// in a directory of its own under `dir`. istgt has no null LUN:
+    /// [`Daemon::serves`] says so.
+    pub fn start_istgt(addr: SocketAddr, file: &Path, dir: &Path) -> Result<Daemon, String> {
+        let conf = crate::istgt::Config {
+            addr,
+            iqn: crate::istgt::FILE_IQN.to_owned(),
+            storage: file.to_owned(),
+            size: crate::istgt::Size::Auto,
+            dir: crate::istgt::conf_dir(dir, addr),
+        };
+        let path = conf.write()?;
+        let child = Command::new("istgt")
+            .arg("-D")
+            .arg("-c")
+            .arg(&path)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot start istgt (Debian package istgt): {e}"))?;
+        let mut d = Daemon {
+            name: "istgt",
+            child,
+            addr,
+            file_iqn: conf.iqn,
+            null_iqn: String::new(),
+            file_lun: 0,
+            null_lun: 0,
+            control: None,
+            tgt_targets: 0,
+            conf_dir: Some(conf.dir),
+        };
+        d.wait_listening()?;
+        Ok(d)
+    }
+
+    /// Whether this daemon has a LUN of kind `lun` (istgt has no null
+    /// LUN).
+    pub fn serves(&self, lun: LunKind) -> bool {
+        match lun {
+            LunKind::File => !self.file_iqn.is_empty(),
+            LunKind::Null => !self.null_iqn.is_empty(),
+        }
     }
 
     /// The URL of LUN `lun` of target `iqn` on this daemon.
@@ -277,12 +329,15 @@ impl Drop for Daemon {
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
-                return;
+                break;
             }
             thread::sleep(Duration::from_millis(50));
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(dir) = &self.conf_dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 
@@ -323,24 +378,35 @@ pub fn free_loopback_addr() -> Result<SocketAddr, String> {
 }
 
 /// The LUN files: one per target, equal size, filled with the same
-/// non-zero pattern so both serve allocated pages (a hole on tmpfs reads
+/// non-zero pattern so all serve allocated pages (a hole on tmpfs reads
 /// as the zero page, which would flatter whichever target read holes).
 pub struct LunFiles {
     dir: PathBuf,
     pub tgt: PathBuf,
     pub ironlun: PathBuf,
+    /// istgt's, when it is compared.
+    pub istgt: Option<PathBuf>,
 }
 
 impl LunFiles {
     pub fn create(dir: &Path, size: u64) -> Result<LunFiles, String> {
+        LunFiles::create_for(dir, size, false)
+    }
+
+    /// [`LunFiles::create`], with a file for istgt too when `istgt`.
+    pub fn create_for(dir: &Path, size: u64, istgt: bool) -> Result<LunFiles, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let files = LunFiles {
             dir: dir.to_owned(),
             tgt: dir.join("tgt.img"),
             ironlun: dir.join("ironlun.img"),
+            istgt: istgt.then(|| dir.join("istgt.img")),
         };
         let chunk: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8 + 1).collect();
-        for p in [&files.tgt, &files.ironlun] {
+        for p in [&files.tgt, &files.ironlun]
+            .into_iter()
+            .chain(files.istgt.as_ref())
+        {
             use std::io::Write;
             let mut f = std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()))?;
             let mut left = size;
@@ -359,6 +425,9 @@ impl Drop for LunFiles {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.tgt);
         let _ = std::fs::remove_file(&self.ironlun);
+        if let Some(p) = &self.istgt {
+            let _ = std::fs::remove_file(p);
+        }
         let _ = std::fs::remove_dir(&self.dir);
     }
 }

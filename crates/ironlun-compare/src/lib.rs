@@ -8,7 +8,9 @@
 //! /proc, each client's own CPU (so that a row the client limited says
 //! so), hypervisor steal per run, iperf3's loopback rate, and the
 //! table of medians, ratios and goals (`ironlun compare-peers`,
-//! `benches/compare-peers`). Also the comparison with the disk itself
+//! `benches/compare-peers`). istgt ([`istgt`]) is a second peer when
+//! asked for: it runs in the same alternation and gets a table of its
+//! own beside tgt's. Also the comparison with the disk itself
 //! ([`local`]: `ironlun compare-local`, `benches/compare-local`): fio on
 //! a disk file and on a loop device over it, beside the same file and
 //! device exported by ironlun and tgt. And the comparison on Ceph RBD
@@ -28,6 +30,8 @@
 
 pub mod clients;
 pub mod daemons;
+pub mod istgt;
+pub mod istgt_summary;
 pub mod local;
 pub mod per_server;
 pub mod pin;
@@ -65,6 +69,8 @@ pub struct Options {
     pub only: Vec<String>,
     /// When the run started (RFC 3339), for the report.
     pub started: String,
+    /// Compare istgt too (a third target in the alternation).
+    pub istgt: bool,
 }
 
 /// Both targets' samples of one workload with one client.
@@ -76,6 +82,12 @@ pub struct Row {
     pub note: Option<&'static str>,
     pub tgt: Vec<Sample>,
     pub ironlun: Vec<Sample>,
+    /// istgt's runs, when it was compared.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub istgt: Vec<Sample>,
+    /// Why istgt has no runs on this row ("not supported by istgt …").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub istgt_unsupported: Option<String>,
 }
 
 /// Aggregate 4 KiB random reads at QD 64 per session over n sessions.
@@ -84,6 +96,9 @@ pub struct ScalingRow {
     pub sessions: usize,
     pub tgt: Vec<Sample>,
     pub ironlun: Vec<Sample>,
+    /// istgt's runs, when it was compared.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub istgt: Vec<Sample>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -121,9 +136,17 @@ fn progress(msg: &str) {
 /// make the command fail); they never stop the others.
 pub fn run(opts: &Options) -> Result<Report, String> {
     let started = Instant::now();
-    let files = LunFiles::create(&opts.dir, opts.lun_size)?;
+    let files = LunFiles::create_for(&opts.dir, opts.lun_size, opts.istgt)?;
     let tgt = Daemon::start_tgt(daemons::free_loopback_addr()?, &files.tgt)?;
     let ironlun = Daemon::start_ironlun(&opts.exe, daemons::free_loopback_addr()?, &files.ironlun)?;
+    let istgt = match &files.istgt {
+        Some(f) => Some(Daemon::start_istgt(
+            daemons::free_loopback_addr()?,
+            f,
+            &opts.dir,
+        )?),
+        None => None,
+    };
     let mut runner = Runner {
         opts,
         ctx: RunCtx {
@@ -133,6 +156,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
         },
         tgt: &tgt,
         ironlun: &ironlun,
+        istgt: istgt.as_ref(),
         failures: Vec::new(),
     };
     let warm = workloads::all().into_iter().next().ok_or("no workloads")?;
@@ -145,6 +169,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
             sessions: n,
             tgt: Vec::new(),
             ironlun: Vec::new(),
+            istgt: Vec::new(),
         })
         .collect();
     let mut iperf = Vec::new();
@@ -158,11 +183,16 @@ pub fn run(opts: &Options) -> Result<Report, String> {
     let failures = runner.failures;
     drop(tgt);
     drop(ironlun);
+    drop(istgt);
     drop(files);
+    let mut versions = summary::versions(&opts.exe);
+    if opts.istgt {
+        versions.push(("istgt".into(), summary::package_version("istgt")));
+    }
     Ok(Report {
         date: opts.started.clone(),
         host: ironlun_bench::result::HostInfo::detect(),
-        versions: summary::versions(&opts.exe),
+        versions,
         reps: opts.reps,
         measure_s: opts.measure.as_secs_f64(),
         lun_size: opts.lun_size,
@@ -190,6 +220,8 @@ fn planned_rows(opts: &Options) -> Vec<Row> {
                     note,
                     tgt: Vec::new(),
                     ironlun: Vec::new(),
+                    istgt: Vec::new(),
+                    istgt_unsupported: None,
                 });
             }
         }
@@ -204,24 +236,24 @@ struct Runner<'a> {
     ctx: RunCtx,
     tgt: &'a Daemon,
     ironlun: &'a Daemon,
+    istgt: Option<&'a Daemon>,
     failures: Vec<String>,
 }
 
 impl<'a> Runner<'a> {
-    /// Both targets, in the order of the `k`th run (`rep + row`):
-    /// alternating which goes first.
-    fn order(&self, k: usize) -> [&'a Daemon; 2] {
-        if k % 2 == 0 {
-            [self.tgt, self.ironlun]
-        } else {
-            [self.ironlun, self.tgt]
-        }
+    /// Every target, in the order of the `k`th run (`rep + row`): the
+    /// list rotated by `k`, so each goes first in turn (tgt and ironlun
+    /// alone: alternating).
+    fn order(&self, k: usize) -> Vec<&'a Daemon> {
+        let mut all = vec![self.tgt, self.ironlun];
+        all.extend(self.istgt);
+        rotated(all, k)
     }
 
     /// Warm-up, not recorded: threads started, pages touched, sessions
     /// code paths loaded, for both targets alike.
     fn warm_up(&mut self, warm: &Workload) {
-        for d in [self.tgt, self.ironlun] {
+        for d in self.order(0) {
             let short = RunCtx {
                 measure: Duration::from_secs(1),
                 exe: self.ctx.exe.clone(),
@@ -263,6 +295,13 @@ impl<'a> Runner<'a> {
             row.client.name()
         );
         for d in self.order(rep + i) {
+            if let Some(why) =
+                istgt::unsupported_lun(row.workload.lun).filter(|_| d.name == "istgt")
+            {
+                line.push_str(" istgt not supported");
+                row.istgt_unsupported = Some(why.to_owned());
+                continue;
+            }
             match row
                 .client
                 .run(&self.ctx, &row.workload, &d.url(row.workload.lun), d.pid())
@@ -278,7 +317,11 @@ impl<'a> Runner<'a> {
                         summary::rate_text(&row.workload, &s),
                         s.steal_pct
                     ));
-                    samples_of(d, &mut row.tgt, &mut row.ironlun).push(s);
+                    samples_of(d, &mut row.tgt, &mut row.ironlun, &mut row.istgt).push(s);
+                }
+                Err(e) if d.name == "istgt" && istgt::unsupported_command(&e).is_some() => {
+                    line.push_str(" istgt not supported");
+                    row.istgt_unsupported = istgt::unsupported_command(&e);
                 }
                 Err(e) => {
                     line.push_str(&format!(" {} FAILED", d.name));
@@ -318,7 +361,7 @@ impl<'a> Runner<'a> {
                     Ok(mut s) => {
                         s.rep = rep;
                         line.push_str(&format!(" {} {:.0} IOPS", d.name, s.iops));
-                        samples_of(d, &mut sc.tgt, &mut sc.ironlun).push(s);
+                        samples_of(d, &mut sc.tgt, &mut sc.ironlun, &mut sc.istgt).push(s);
                     }
                     Err(e) => {
                         line.push_str(&format!(" {} FAILED", d.name));
@@ -332,15 +375,45 @@ impl<'a> Runner<'a> {
     }
 }
 
-/// Where a run against `d` is kept: tgt's samples or ironlun's.
+/// `v` rotated left by `k` (the `k`th run's order of the targets).
+fn rotated<T>(mut v: Vec<T>, k: usize) -> Vec<T> {
+    if !v.is_empty() {
+        let n = v.len();
+        v.rotate_left(k % n);
+    }
+    v
+}
+
+/// Where a run against `d` is kept: tgt's samples, istgt's or ironlun's.
 fn samples_of<'v>(
     d: &Daemon,
     tgt: &'v mut Vec<Sample>,
     ironlun: &'v mut Vec<Sample>,
+    istgt: &'v mut Vec<Sample>,
 ) -> &'v mut Vec<Sample> {
-    if d.name == "tgt" {
-        tgt
-    } else {
-        ironlun
+    match d.name {
+        "tgt" => tgt,
+        "istgt" => istgt,
+        _ => ironlun,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rotated;
+
+    /// Two targets alternate as before istgt; three each go first once
+    /// in three runs, and each is in every place once.
+    #[test]
+    fn every_target_goes_first_in_turn() {
+        assert_eq!(rotated(vec!["tgt", "ironlun"], 0), ["tgt", "ironlun"]);
+        assert_eq!(rotated(vec!["tgt", "ironlun"], 1), ["ironlun", "tgt"]);
+        assert_eq!(rotated(vec!["tgt", "ironlun"], 2), ["tgt", "ironlun"]);
+        let three = |k| rotated(vec!["tgt", "ironlun", "istgt"], k);
+        assert_eq!(three(0), ["tgt", "ironlun", "istgt"]);
+        assert_eq!(three(1), ["ironlun", "istgt", "tgt"]);
+        assert_eq!(three(2), ["istgt", "tgt", "ironlun"]);
+        assert_eq!(three(3), three(0));
+        assert!(rotated(Vec::<u8>::new(), 5).is_empty());
     }
 }

@@ -40,7 +40,7 @@ pub fn figure(w: &Workload, s: &Sample) -> f64 {
     }
 }
 
-fn unit(w: &Workload) -> &'static str {
+pub(crate) fn unit(w: &Workload) -> &'static str {
     match w.goal {
         Goal::LatencyRatio(_) => "µs",
         Goal::RateRatio(_) if w.by_bandwidth() => "MB/s",
@@ -121,8 +121,8 @@ fn cpu_bound(w: &Workload) -> f64 {
     })
 }
 
-/// Decides the row and says why.
-fn judge(w: &Workload, v: &mut Verdict) {
+/// Decides the row against the peer named `peer` and says why.
+fn judge(w: &Workload, v: &mut Verdict, peer: &str) {
     if v.judged_by_cpu() {
         let bound = cpu_bound(w);
         let (Some(cpu), Some(ic), Some(tc)) = (v.cpu_ratio, v.ironlun_client_cpu, v.tgt_client_cpu)
@@ -132,8 +132,8 @@ fn judge(w: &Workload, v: &mut Verdict) {
         };
         v.outcome = Some(cpu <= bound && ic <= tc);
         v.reason = format!(
-            "client-bound ({:.2} / {:.2} cores): judged by CPU per I/O: target {cpu:.2}× tgt's \
-             (≤ {bound:.2}), client {ic:.1} vs {tc:.1} µs (≤ tgt's)",
+            "client-bound ({:.2} / {:.2} cores): judged by CPU per I/O: target {cpu:.2}× {peer}'s \
+             (≤ {bound:.2}), client {ic:.1} vs {tc:.1} µs (≤ {peer}'s)",
             v.tgt_client_cores.unwrap_or(0.0),
             v.ironlun_client_cores.unwrap_or(0.0),
         );
@@ -144,8 +144,8 @@ fn judge(w: &Workload, v: &mut Verdict) {
         return;
     };
     let goal = match w.goal {
-        Goal::RateRatio(g) => format!("{ratio:.2}× tgt (≥ {g:.1})"),
-        Goal::LatencyRatio(g) => format!("latency {ratio:.2}× tgt's (≤ {g:.1})"),
+        Goal::RateRatio(g) => format!("{ratio:.2}× {peer} (≥ {g:.1})"),
+        Goal::LatencyRatio(g) => format!("latency {ratio:.2}× {peer}'s (≤ {g:.1})"),
     };
     v.outcome = v.met.map(|m| m && v.cpu_met != Some(false));
     v.reason = match (v.cpu_ratio, w.cpu_goal) {
@@ -154,10 +154,22 @@ fn judge(w: &Workload, v: &mut Verdict) {
     };
 }
 
+/// ironlun against tgt on `row`.
 pub fn verdict(row: &Row) -> Verdict {
-    let w = &row.workload;
-    let tgt = med(&row.tgt, |s| Some(figure(w, s)));
-    let ironlun = med(&row.ironlun, |s| Some(figure(w, s)));
+    verdict_against(&row.workload, &row.tgt, &row.ironlun, "tgt")
+}
+
+/// ironlun's runs against a peer's (named `peer`) on workload `w`, by the
+/// workload's goals; the verdict's `tgt*` fields then hold the peer's
+/// figures.
+pub fn verdict_against(
+    w: &Workload,
+    peer_runs: &[Sample],
+    ironlun_runs: &[Sample],
+    peer: &str,
+) -> Verdict {
+    let tgt = med(peer_runs, |s| Some(figure(w, s)));
+    let ironlun = med(ironlun_runs, |s| Some(figure(w, s)));
     let ratio = match (tgt, ironlun) {
         (Some(t), Some(i)) if t > 0.0 => Some(i / t),
         _ => None,
@@ -166,8 +178,8 @@ pub fn verdict(row: &Row) -> Verdict {
         Goal::RateRatio(g) => r >= g,
         Goal::LatencyRatio(g) => r <= g,
     });
-    let tgt_cpu = med(&row.tgt, |s| s.target_cpu_us_per_io);
-    let ironlun_cpu = med(&row.ironlun, |s| s.target_cpu_us_per_io);
+    let tgt_cpu = med(peer_runs, |s| s.target_cpu_us_per_io);
+    let ironlun_cpu = med(ironlun_runs, |s| s.target_cpu_us_per_io);
     let cpu_ratio = match (tgt_cpu, ironlun_cpu) {
         (Some(t), Some(i)) if t > 0.0 => Some(i / t),
         _ => None,
@@ -176,10 +188,9 @@ pub fn verdict(row: &Row) -> Verdict {
         (Some(g), Some(r)) => Some(r <= g),
         _ => None,
     };
-    let all: Vec<f64> = row
-        .tgt
+    let all: Vec<f64> = peer_runs
         .iter()
-        .chain(&row.ironlun)
+        .chain(ironlun_runs)
         .map(|s| s.steal_pct)
         .collect();
     let mut v = Verdict {
@@ -192,14 +203,14 @@ pub fn verdict(row: &Row) -> Verdict {
         cpu_ratio,
         cpu_met,
         steal: median(all),
-        tgt_client_cpu: med(&row.tgt, |s| s.client_cpu_us_per_io),
-        ironlun_client_cpu: med(&row.ironlun, |s| s.client_cpu_us_per_io),
-        tgt_client_cores: med(&row.tgt, |s| s.client_cores),
-        ironlun_client_cores: med(&row.ironlun, |s| s.client_cores),
+        tgt_client_cpu: med(peer_runs, |s| s.client_cpu_us_per_io),
+        ironlun_client_cpu: med(ironlun_runs, |s| s.client_cpu_us_per_io),
+        tgt_client_cores: med(peer_runs, |s| s.client_cores),
+        ironlun_client_cores: med(ironlun_runs, |s| s.client_cores),
         outcome: None,
         reason: String::new(),
     };
-    judge(w, &mut v);
+    judge(w, &mut v, peer);
     v
 }
 
@@ -208,7 +219,7 @@ pub(crate) fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
     v.map_or_else(|| "–".to_owned(), f)
 }
 
-fn goal_text(met: Option<bool>, goal: String) -> String {
+pub(crate) fn goal_text(met: Option<bool>, goal: String) -> String {
     match met {
         Some(true) => format!("{goal} ✓"),
         Some(false) => format!("{goal} **✗**"),
@@ -253,6 +264,7 @@ pub fn markdown(r: &Report) -> String {
     if !r.scaling.is_empty() {
         write_scaling(&mut s, &r.scaling);
     }
+    crate::istgt_summary::write(&mut s, r);
     write_failures(&mut s, &r.failures);
     s
 }
@@ -591,6 +603,8 @@ mod tests {
             note,
             tgt,
             ironlun,
+            istgt: Vec::new(),
+            istgt_unsupported: None,
         };
         let file = crate::workloads::LunKind::File;
         let null = crate::workloads::LunKind::Null;
@@ -669,11 +683,13 @@ mod tests {
                     sessions: 1,
                     tgt: vec![rss(50e3, 0, 40_000_000), rss(52e3, 1, 41_000_000)],
                     ironlun: vec![rss(90e3, 0, 12_000_000), rss(95e3, 1, 13_500_000)],
+                    istgt: Vec::new(),
                 },
                 ScalingRow {
                     sessions: 64,
                     tgt: vec![],
                     ironlun: vec![sample(88e3, 1.0), sample(91e3, 1.0)],
+                    istgt: Vec::new(),
                 },
             ],
             failures: vec![
@@ -771,6 +787,8 @@ iperf3, one TCP stream over loopback: – MB/s (median).
             note: None,
             tgt: vec![sample(40e3, 20.0), sample(30e3, 22.0), sample(1e3, 99.0)],
             ironlun: vec![sample(70e3, 5.0), sample(61e3, 5.0), sample(90e3, 4.0)],
+            istgt: Vec::new(),
+            istgt_unsupported: None,
         };
         let v = verdict(&row);
         assert_eq!(v.tgt, Some(30e3));
@@ -796,6 +814,8 @@ iperf3, one TCP stream over loopback: – MB/s (median).
                 mean_latency_us: 70.0,
                 ..Sample::default()
             }],
+            istgt: Vec::new(),
+            istgt_unsupported: None,
         };
         assert_eq!(verdict(&lat).met, Some(true));
     }
@@ -813,6 +833,8 @@ iperf3, one TCP stream over loopback: – MB/s (median).
             note: None,
             tgt: vec![with_client(50e3, 0.8)],
             ironlun: vec![with_client(80e3, 0.97)],
+            istgt: Vec::new(),
+            istgt_unsupported: None,
         };
         let v = verdict(&row);
         assert!(v.client_bound());
@@ -842,6 +864,8 @@ iperf3, one TCP stream over loopback: – MB/s (median).
             note: None,
             tgt: vec![run(75e3, 8.0, 13.3)],
             ironlun: vec![il],
+            istgt: Vec::new(),
+            istgt_unsupported: None,
         };
         // 1.69× the rate misses 2×, but the client set both rates: the
         // target spends 0.37× tgt's per I/O and the client less against
@@ -870,6 +894,7 @@ iperf3, one TCP stream over loopback: – MB/s (median).
             sessions: n,
             tgt: vec![],
             ironlun: vec![sample(iops, 1.0)],
+            istgt: Vec::new(),
         };
         assert!(scaling_verdict(&[row(1, 100.0), row(2, 120.0), row(64, 115.0)]).contains("holds"));
         assert!(scaling_verdict(&[row(1, 100.0), row(2, 120.0), row(64, 80.0)]).contains("fell"));
@@ -894,6 +919,7 @@ iperf3, one TCP stream over loopback: – MB/s (median).
             sessions: n,
             tgt: vec![],
             ironlun: v,
+            istgt: Vec::new(),
         };
         // Repetitions ran at different speeds, and repetition 1 had a slow
         // patch while measuring 8 sessions. Unpaired medians (240 and 180)
