@@ -151,13 +151,12 @@ fn offset_in_range(lu: &LogicalUnit, lba: u64) -> u64 {
 }
 
 fn check_transfer_length(lu: &LogicalUnit, blocks: u64, byte: u16) -> Result<u32, Sense> {
-    // SBC-3 §6.5.3: beyond MAXIMUM TRANSFER LENGTH (a product past u64
-    // is beyond it too).
-    blocks
-        .checked_mul(u64::from(lu.block_size()))
-        .filter(|&bytes| bytes <= u64::from(lu.cfg.max_transfer_bytes))
-        .and_then(|bytes| u32::try_from(bytes).ok())
-        .ok_or_else(|| Sense::invalid_field(byte, None))
+    // SBC-3 §6.5.3: beyond MAXIMUM TRANSFER LENGTH (a product that
+    // saturates u64, or passes u32, is beyond it too).
+    match u32::try_from(blocks.saturating_mul(u64::from(lu.block_size()))) {
+        Ok(bytes) if bytes <= lu.cfg.max_transfer_bytes => Ok(bytes),
+        _ => Err(Sense::invalid_field(byte, None)),
+    }
 }
 
 /// Range and length checks shared by the data-moving commands.

@@ -18,11 +18,10 @@ impl<'a> Cdb<'a> {
     }
 
     fn be(&self, i: usize, n: usize) -> u64 {
-        // `n` <= 8 bytes fill the u64; an index past usize reads zero
-        // like one past the end.
+        // `n` <= 8 bytes fill the u64; an index that saturates usize is
+        // past the end, and reads zero like any other.
         (0..n).fold(0u64, |acc, k| {
-            let byte = i.checked_add(k).map_or(0, |j| self.u8(j));
-            (acc << 8) | u64::from(byte)
+            (acc << 8) | u64::from(self.u8(i.saturating_add(k)))
         })
     }
 
