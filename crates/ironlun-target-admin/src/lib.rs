@@ -263,7 +263,9 @@ where
     }
 }
 
+// The data path's log capture, one file for both crates' tests.
 #[cfg(test)]
+#[path = "../../ironlun-target/src/test_log.rs"]
 mod test_log;
 #[cfg(test)]
 mod test_support;
