@@ -11,6 +11,39 @@ use ironlun_units::{parse_rate, parse_size};
 
 mod display;
 
+impl BackendSpec {
+    /// The options a file or block LUN's store opens it with (the
+    /// defaults for the other kinds): one reading for the daemon's open
+    /// and `--check`'s probe.
+    pub fn file_options(&self, read_only: bool) -> ironlun_backend::FileOptions {
+        use ironlun_backend::FileOptions;
+        match self {
+            BackendSpec::File {
+                size,
+                grow,
+                direct,
+                preallocate,
+                ..
+            } => FileOptions {
+                size: *size,
+                grow: *grow,
+                direct: *direct,
+                preallocate: *preallocate,
+                read_only,
+            },
+            BackendSpec::Block { direct, .. } => FileOptions {
+                direct: *direct,
+                read_only,
+                ..FileOptions::default()
+            },
+            _ => FileOptions {
+                read_only,
+                ..FileOptions::default()
+            },
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BackendSpec {
     Null {

@@ -7,8 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ironlun_backend::{
-    Backend, ClusterConfig, FileBackend, FileOptions, NullBackend, RamBackend, RbdBackend,
-    RbdOptions, Severity,
+    Backend, ClusterConfig, FileBackend, NullBackend, RamBackend, RbdBackend, RbdOptions, Severity,
 };
 use ironlun_scsi::{
     AluaEvent, AluaNotify, LogicalUnit, LuConfig, LunMap, ThresholdEvent, ThresholdNotify,
@@ -114,29 +113,12 @@ fn open_backend(
     Ok(match spec {
         BackendSpec::Null { size } => Arc::new(NullBackend::new(*size)),
         BackendSpec::Ram { size } => Arc::new(RamBackend::new(*size)),
-        BackendSpec::File {
+        BackendSpec::File { path, .. } => {
+            Arc::new(FileBackend::open_file(path, &spec.file_options(read_only))?)
+        }
+        BackendSpec::Block { path, .. } => Arc::new(FileBackend::open_block(
             path,
-            size,
-            grow,
-            direct,
-            preallocate,
-        } => Arc::new(FileBackend::open_file(
-            path,
-            &FileOptions {
-                size: *size,
-                grow: *grow,
-                direct: *direct,
-                preallocate: *preallocate,
-                read_only,
-            },
-        )?),
-        BackendSpec::Block { path, direct } => Arc::new(FileBackend::open_block(
-            path,
-            &FileOptions {
-                direct: *direct,
-                read_only,
-                ..FileOptions::default()
-            },
+            &spec.file_options(read_only),
         )?),
         // Shared reservations mean several gateways on the image, each
         // a path to it: a write one acknowledged from librbd's cache

@@ -10,7 +10,6 @@
 use std::path::Path;
 
 use ironlun_backend::probe::{probe_block, probe_file, Change, Probe};
-use ironlun_backend::FileOptions;
 use ironlun_units::format_size;
 use rustix::fs::{Access, AtFlags, CWD};
 
@@ -31,31 +30,10 @@ fn lun(subject: &str, l: &LunConfig, out: &mut Vec<Finding>) {
         schedule_on_file(subject, path, out);
     }
     let read_only = l.spec.read_only;
-    let probed = match &l.spec.backend {
-        BackendSpec::File {
-            path,
-            size,
-            grow,
-            direct,
-            preallocate,
-        } => probe_file(
-            path,
-            &FileOptions {
-                size: *size,
-                grow: *grow,
-                direct: *direct,
-                preallocate: *preallocate,
-                read_only,
-            },
-        ),
-        BackendSpec::Block { path, direct } => probe_block(
-            path,
-            &FileOptions {
-                direct: *direct,
-                read_only,
-                ..FileOptions::default()
-            },
-        ),
+    let spec = &l.spec.backend;
+    let probed = match spec {
+        BackendSpec::File { path, .. } => probe_file(path, &spec.file_options(read_only)),
+        BackendSpec::Block { path, .. } => probe_block(path, &spec.file_options(read_only)),
         BackendSpec::Rbd(r) => return rbd(subject, r, out),
         BackendSpec::Null { .. } | BackendSpec::Ram { .. } => return,
     };
