@@ -293,16 +293,17 @@ fn plan_read(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Plan
     })
 }
 
-pub fn read(lu: &LogicalUnit, req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
-    let (lba, offset, bytes) = match plan_read(lu, req, cdb)? {
-        Plan::Read { lba, offset, bytes } => (lba, offset, bytes),
-        Plan::Done(r) => return Ok(r),
-        _ => return Ok(Response::good()),
-    };
+/// READ (6/10/12/16): the checks of [`plan_read`], then the medium,
+/// without building a [`Plan`] (every read runs this).
+pub fn read(lu: &LogicalUnit, _req: &Request<'_>, cdb: &Cdb<'_>) -> Result<Response, Sense> {
+    let (lba, _, bytes) = checked(lu, cdb)?;
+    if bytes == 0 {
+        return Ok(Response::good());
+    }
     let _shared = lu.shared_access();
     let data = lu
         .backend
-        .read_payload(offset, bytes as usize)
+        .read_payload(offset_in_range(lu, lba), bytes as usize)
         .map_err(|e| read_error(lba, &e))?;
     Ok(Response::read_data(data))
 }

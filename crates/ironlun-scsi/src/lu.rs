@@ -474,12 +474,18 @@ impl LogicalUnit {
     /// Runs one command (SAM-5 §5.1). Errors become CHECK CONDITION here
     /// and nowhere else.
     pub fn execute(&self, req: &Request<'_>) -> Response {
-        let (access, mut r) = self.dispatch(req);
+        // The access comes back beside the response, not in a tuple with
+        // it, so the response is built where the caller wants it and not
+        // moved twice on the way (callgrind: ~35 instructions a command).
+        let mut access = None;
+        let mut r = self.dispatch(req, &mut access);
         self.record(access, req.data_out.len(), &mut r);
         r
     }
 
     /// Counts a finished command, and notes in the response how.
+    /// Inlined: it runs for every command.
+    #[inline]
     pub(crate) fn record(&self, access: Option<Access>, data_out: usize, r: &mut Response) {
         let failure = Failure::of(r.status, &r.sense);
         let good = failure.is_none();
@@ -516,21 +522,27 @@ impl LogicalUnit {
         self.io.latency(kind)
     }
 
-    /// Runs one command; also says how it touches the medium, for the
-    /// counters (`None`: not a command this LU knows).
-    fn dispatch(&self, req: &Request<'_>) -> (Option<Access>, Response) {
+    /// Runs one command; also says in `access` how it touches the medium,
+    /// for the counters (left `None`: not a command this LU knows).
+    fn dispatch(&self, req: &Request<'_>, access: &mut Option<Access>) -> Response {
         let cdb = Cdb(req.cdb);
         let op = match self.admit(req, &cdb) {
             Ok(op) => op,
-            Err(refused) => return refused,
+            Err((refused_access, r)) => {
+                *access = refused_access;
+                return r;
+            }
         };
+        *access = Some(op.access);
         if self.forwarder.is_some() {
             if let Some(r) = self.forwarded(req, op.opcode) {
-                return (Some(op.access), r);
+                return r;
             }
         }
-        let r = (op.handler)(self, req, &cdb).unwrap_or_else(|s| self.check_condition(s, 0));
-        (Some(op.access), r)
+        match (op.handler)(self, req, &cdb) {
+            Ok(r) => r,
+            Err(s) => self.check_condition(s, 0),
+        }
     }
 
     /// What comes before a command's own handler, in this order: the
