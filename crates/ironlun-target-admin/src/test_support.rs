@@ -6,18 +6,11 @@
 use std::sync::Arc;
 
 use ironlun_target::registry::Registry;
-use ironlun_target::server::build_targets;
+use ironlun_target::server::unbound_registry;
 use ironlun_target_config::Config;
 
-/// A registry of `cfg`'s targets with no portal bound, and `cfg`'s I/O
-/// engine as written (not probed).
+/// A registry of `cfg`'s targets as the daemon builds them, with no
+/// portal bound ([`unbound_registry`]).
 pub(crate) fn test_registry(cfg: &Config) -> Arc<Registry> {
-    Registry::new(
-        build_targets(cfg).unwrap(),
-        cfg.limits.clone(),
-        cfg.tcp.clone(),
-        Vec::new(),
-        None,
-        cfg.io_engine,
-    )
+    unbound_registry(cfg).unwrap()
 }

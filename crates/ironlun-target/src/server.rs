@@ -392,19 +392,25 @@ fn log_threshold(target: String, lun: u16) -> ThresholdNotify {
     })
 }
 
-/// Tests' registry of `cfg`'s targets: no portals, no discovery CHAP,
-/// `cfg`'s I/O engine as written (not probed).
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-pub(crate) fn test_registry(cfg: &Config) -> Arc<Registry> {
-    Registry::new(
-        build_targets(cfg).unwrap(),
+/// A registry of `cfg`'s targets, their backends open, with no portal
+/// bound and no discovery CHAP, and `cfg`'s I/O engine as written (not
+/// probed): what the management API's tests and this crate's drive.
+pub fn unbound_registry(cfg: &Config) -> Result<Arc<Registry>, BindError> {
+    Ok(Registry::new(
+        build_targets(cfg)?,
         cfg.limits.clone(),
         cfg.tcp.clone(),
         Vec::new(),
         None,
         cfg.io_engine,
-    )
+    ))
+}
+
+/// [`unbound_registry`] for tests.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) fn test_registry(cfg: &Config) -> Arc<Registry> {
+    unbound_registry(cfg).unwrap()
 }
 
 /// Opens every backend and builds the targets.
