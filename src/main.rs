@@ -9,6 +9,9 @@
 // Results go through `outln!`/`out!` (ui::stdout), which end quietly on a
 // closed pipe; `println!` would panic there.
 #![deny(clippy::print_stdout)]
+// The doc comments of the argument structs are clap's --help text, written
+// for a terminal ("[:port]", "<host>", "[,direct]"), not rustdoc links.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
 use std::process::ExitCode;
 

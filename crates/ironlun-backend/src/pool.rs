@@ -5,7 +5,7 @@
 //! file LUN: 17 % of the target's CPU for 512 KiB reads). Large read
 //! buffers are therefore kept for reuse when the data they carried has
 //! been sent. The pool is bounded: per power-of-two size class at most
-//! [`CLASS_BYTES`] are kept; a buffer beyond that is freed. Pooled buffers
+//! `CLASS_BYTES` are kept; a buffer beyond that is freed. Pooled buffers
 //! are carved from huge-page chunks ([`AlignedBuf::huge`]: page-aligned and
 //! physically contiguous where the kernel can, which is what large
 //! `O_DIRECT` transfers need), and [`PooledBuf::get_aligned`] gives

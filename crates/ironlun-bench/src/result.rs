@@ -154,7 +154,7 @@ pub struct WorkloadResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hdr: Option<Histograms>,
     /// With `ironlun bench --agents`: what each agent measured (the
-    /// totals above are their merge, [`crate::agent::merge`]).
+    /// totals above are their merge, [`crate::agent::merge()`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agents: Vec<AgentShare>,
     /// OS threads the workers ran on (results written before threads

@@ -459,12 +459,12 @@ pub struct Load {
     pub threads: Option<u32>,
 }
 
-/// `ironlun bench` running `shape` (see [`ironlun_bench`]).
+/// `ironlun bench` running `shape` (see [`ironlun_bench()`]).
 pub fn bench(ctx: &RunCtx, shape: &Shape, urls: &[String], pid: u32) -> Result<Sample, String> {
     bench_on(ctx, shape, urls, pid, &Load::default())
 }
 
-/// [`bench`] as `load` says.
+/// [`bench()`] as `load` says.
 pub fn bench_on(
     ctx: &RunCtx,
     shape: &Shape,

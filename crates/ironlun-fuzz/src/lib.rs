@@ -7,14 +7,14 @@
 //!
 //! | target | drives | module |
 //! |--------|--------|--------|
-//! | `wire` | framing, digests, PDU headers | [`wire`] |
-//! | `text` | text keys and negotiation | [`text`] |
-//! | `cdb` | the SCSI device's CDB decoding and handlers | [`device`] |
-//! | `login` | the login state machine with CHAP | [`login`] |
-//! | `session` | login, then full feature phase through the daemon's own connection logic (ironlun-target-core) | [`session`] |
-//! | `initiator` | the initiator's login and full feature phase (Data-In, R2T, status) against a hostile target | [`initiator`] |
-//! | `state_files` | the state directory's files: saved persistent reservations and sanitize records | [`state_files`] |
-//! | `config_files` | the TOML configuration and the management API's JSON operations (run dry) | [`config_files`] |
+//! | `wire` | framing, digests, PDU headers | [`wire`](mod@wire) |
+//! | `text` | text keys and negotiation | [`text`](mod@text) |
+//! | `cdb` | the SCSI device's CDB decoding and handlers | [`device`](mod@device) |
+//! | `login` | the login state machine with CHAP | [`login`](mod@login) |
+//! | `session` | login, then full feature phase through the daemon's own connection logic (ironlun-target-core) | [`session`](mod@session) |
+//! | `initiator` | the initiator's login and full feature phase (Data-In, R2T, status) against a hostile target | [`initiator`](mod@initiator) |
+//! | `state_files` | the state directory's files: saved persistent reservations and sanitize records | [`state_files`](mod@state_files) |
+//! | `config_files` | the TOML configuration and the management API's JSON operations (run dry) | [`config_files`](mod@config_files) |
 //!
 //! It also owns the seed inputs ([`seeds`]): real exchanges recorded from
 //! ironlun's own initiator (and, for `initiator`, from its own target), so

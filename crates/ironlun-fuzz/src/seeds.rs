@@ -3,7 +3,7 @@
 //! The login and session seeds are recorded, not written by hand:
 //! ironlun's own initiator (`ironlun-proto::initiator`) logs in to and
 //! works against the harness's target, and what it sent becomes the input.
-//! The `initiator` seeds are the other way round ([`initiator`]): what the
+//! The `initiator` seeds are the other way round (`initiator`): what the
 //! session harness's target sent to ironlun's initiator. Replaying a seed
 //! therefore reaches as deep as the recorded exchange did (the tests check
 //! how deep). The others are built from the codec.

@@ -194,7 +194,7 @@ macro_rules! offers {
         ///
         /// DataPDUInOrder, DataSequenceInOrder and ErrorRecoveryLevel are
         /// not here: ironlun supports in-order data and ERL 0 only, and
-        /// always offers `Yes`/`Yes`/`0` ([`FIXED_OFFERS`]), which the
+        /// always offers `Yes`/`Yes`/`0` ([`fixed_offers`]), which the
         /// OR/OR/Min result functions turn into the outcome whatever the
         /// peer offers (RFC 7143 §13.18–§13.20).
         #[derive(Clone, Debug, PartialEq, Eq)]

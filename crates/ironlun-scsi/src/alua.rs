@@ -5,13 +5,13 @@
 //! Target ports are grouped into target port groups; each group has an
 //! asymmetric access state for the LU (active/optimized,
 //! active/non-optimized, standby, unavailable, transitioning) that
-//! decides which commands it serves ([`state`]'s table, SPC-5
+//! decides which commands it serves (`state`'s table, SPC-5
 //! §5.16.2.4–6) and what the others get (NOT READY, LOGICAL UNIT NOT
 //! ACCESSIBLE, with the state). Initiators find the layout in the TPGS
 //! field of standard INQUIRY data and the relative target port and target
 //! port group designators of VPD page 83h, read every group's state with
 //! REPORT TARGET PORT GROUPS and, in explicit mode, set states with SET
-//! TARGET PORT GROUPS ([`commands`]). Every change of state is a unit
+//! TARGET PORT GROUPS (`commands`). Every change of state is a unit
 //! attention, ASYMMETRIC ACCESS STATE CHANGED, on every I_T nexus of the
 //! LU (SPC-5 §5.16.2.7).
 //!

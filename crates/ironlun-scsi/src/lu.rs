@@ -318,14 +318,14 @@ impl LogicalUnit {
     }
 
     /// Whether the backend runs its requests through files a transport
-    /// may drive asynchronously (see [`crate::stage`]).
+    /// may drive asynchronously (see `crate::stage`).
     #[inline]
     pub fn has_files(&self) -> bool {
         self.files
     }
 
     /// Whether the backend runs staged requests asynchronously by itself
-    /// (see [`crate::stage`] and `ironlun_backend::aio`).
+    /// (see `crate::stage` and `ironlun_backend::aio`).
     #[inline]
     pub fn has_async_medium(&self) -> bool {
         self.async_medium
@@ -953,7 +953,7 @@ impl LogicalUnit {
     }
 
     /// Flushes the backend (SYNCHRONIZE CACHE, shutdown); refused while
-    /// an earlier flush's failure is reported ([`crate::durability`]).
+    /// an earlier flush's failure is reported (`crate::durability`).
     pub fn flush(&self) -> std::io::Result<()> {
         self.durability.run(Durable::Flush, || self.backend.flush())
     }

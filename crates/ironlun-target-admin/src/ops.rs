@@ -187,7 +187,7 @@ impl Op {
     }
 }
 
-/// The operation as its JSON, with every value of [`SECRET_FIELDS`]
+/// The operation as its JSON, with every value of `SECRET_FIELDS`
 /// shown as `<hidden>`.
 impl std::fmt::Debug for Op {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

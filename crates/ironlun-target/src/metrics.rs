@@ -13,10 +13,10 @@
 //! - everything per target and LUN, and the sessions and connections open
 //!   now, is read at scrape time from whatever targets exist then (the
 //!   LUs' own counters and latency histograms, ironlun-scsi's `stats`;
-//!   [`luns`]): a LUN that is gone is simply not in the next scrape;
+//!   `luns`): a LUN that is gone is simply not in the next scrape;
 //! - the process itself (CPU, memory, file descriptors, start time) under
 //!   the standard `process_*` names, and `ironlun_build_info`, are read at
-//!   scrape time too ([`process`]).
+//!   scrape time too (`process`).
 //!
 //! Per SCSI command the LUs only count (a few relaxed atomic adds, and a
 //! latency histogram's when there is a statistics address); everything

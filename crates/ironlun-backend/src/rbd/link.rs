@@ -45,7 +45,7 @@ pub const GATEWAY_DEFAULTS: &[(&str, &str)] = &[("librados_thread_count", "1")];
 
 /// Reopen attempts after the cluster cut this client off (with
 /// `reconnect=on`), and the pause before the first (doubled each time,
-/// at most [`RECONNECT_PAUSE_MAX`]).
+/// at most `RECONNECT_PAUSE_MAX`).
 pub const RECONNECT_TRIES: u32 = 10;
 const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
 const RECONNECT_PAUSE_MAX: Duration = Duration::from_secs(30);

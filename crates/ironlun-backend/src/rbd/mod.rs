@@ -12,10 +12,10 @@
 //! made in Ceph (`rbd resize`) updates it and reaches the LU through
 //! [`Backend::size_watch`].
 //!
-//! Every operation goes through the [`Link`], which counts the writes
+//! Every operation goes through the `Link`, which counts the writes
 //! librbd acknowledged and the flushes that made them durable
-//! ([`ledger`]), and fences the LU, or opens the image again, when the
-//! cluster blocklists its client ([`link`]).
+//! (`ledger`), and fences the LU, or opens the image again, when the
+//! cluster blocklists its client (`link`).
 
 use std::io;
 use std::sync::atomic::Ordering;

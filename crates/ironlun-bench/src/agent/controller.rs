@@ -1,7 +1,7 @@
 //! The controller: sends one bench spec to every agent, starts each
 //! workload on all of them at one instant of its own clock (each agent is
 //! told that instant on its clock, from the ping exchange's offset), and
-//! merges their results ([`super::merge`]). Any agent that fails or
+//! merges their results ([`super::merge()`]). Any agent that fails or
 //! leaves fails the run, and the error names it.
 
 use std::time::Duration;

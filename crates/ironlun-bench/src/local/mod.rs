@@ -1,7 +1,7 @@
 //! Local targets: a file or block device driven directly, without iSCSI,
 //! so that the same workload measures the device the network path is
-//! compared with. Two engines: io_uring ([`uring`], `O_DIRECT` unless
-//! buffered I/O is asked for) and pread/pwrite on threads ([`psync`],
+//! compared with. Two engines: io_uring (`uring`, `O_DIRECT` unless
+//! buffered I/O is asked for) and pread/pwrite on threads (`psync`,
 //! one thread per I/O that may be in flight). Completions reach the
 //! engine's loop as the initiator's do: a GOOD reply with the data read,
 //! or an error, tagged with the I/O's slot, so metering and verification

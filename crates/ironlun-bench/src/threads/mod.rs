@@ -1,14 +1,14 @@
 //! Running a workload's workers on several OS threads.
 //!
 //! Each thread has its own current-thread runtime and opens its own
-//! sessions to the LUNs whose workers it runs ([`plan::openings`]; through
+//! sessions to the LUNs whose workers it runs (`plan::openings`; through
 //! the caller's opener, on the thread), then waits for workloads. For each workload the workers are shared
-//! out ([`plan::assign`]); every thread runs its part with the engine's
+//! out (`plan::assign`); every thread runs its part with the engine's
 //! own loop from one common start instant, so the threads' seconds fall
 //! on the same instants. Nothing is shared between the threads while
 //! they run: each counts into its own histograms and sends each closed
 //! second (once a second) and its whole measurement (at the end) to the
-//! caller's task, which merges them exactly ([`merge`]) and takes the CPU
+//! caller's task, which merges them exactly (`merge`) and takes the CPU
 //! marks. A steady-state rule is judged there too, on the merged seconds;
 //! the one thing the threads read while running is its stop flag.
 

@@ -59,7 +59,7 @@ pub fn cost(tb: &Testbed, samples: &[Sample]) -> f64 {
 }
 
 /// `start` with its free knobs moved to minimise [`cost`] over
-/// `training`: a search from `start` and from [`STARTS`] − 1 other
+/// `training`: a search from `start` and from `STARTS` − 1 other
 /// points spread over the knobs' ranges (a Halton sequence in log
 /// space), the best kept. Deterministic; knobs whose bounds are not
 /// positive stay where they are (the search is in log space).

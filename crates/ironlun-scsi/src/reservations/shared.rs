@@ -14,7 +14,7 @@
 //! the others ([`SharedState`]); RESERVE and RELEASE go through
 //! [`update`] like a PERSISTENT RESERVE OUT, and the end of its holder's
 //! I_T nexus, or a reset, clears it off the network thread
-//! ([`release_spc2_later`]).
+//! (`release_spc2_later`).
 //!
 //! The stored text ([`encode`], [`decode`]) is the saved form of
 //! `persist` (version 2) after one line giving APTPL, which the saved

@@ -57,7 +57,7 @@ impl LogicalUnit {
     /// block needs a read-modify-write, done the synchronous way) and a
     /// range the store writes without the LU alone (an unaligned write to
     /// a `,direct` file is a read-modify-write under
-    /// [`LogicalUnit::write_access`]).
+    /// `LogicalUnit::write_access`).
     pub fn stageable(&self, cdb: &[u8], data_out: usize) -> bool {
         let c = Cdb(cdb);
         (self.has_files() || self.has_async_medium())

@@ -5,7 +5,7 @@
 //! **Owns:** which gateway this process is (`--gateway`,
 //! [`set_local_gateway`]), the group's decisions ([`state`]), the
 //! heartbeat datagrams ([`wire`]), the task that runs one target's group
-//! ([`driver`]: heartbeats over UDP, the lock calls on the blocking
+//! (`driver`: heartbeats over UDP, the lock calls on the blocking
 //! pool, the ALUA states on the LUs) and what `ironlun admin` shows of it
 //! ([`GroupView`]).
 //!
@@ -78,7 +78,7 @@ pub fn view(target: &str) -> Option<GroupView> {
     Some(r.view())
 }
 
-/// An orderly stop of every group running here ([`Running::leave`]):
+/// An orderly stop of every group running here (`Running::leave`):
 /// owned LUNs released and the peers told, before the sessions are asked
 /// to log out.
 pub async fn leave_all() {

@@ -2,10 +2,10 @@
 //! the operator's API, `ironlun admin apply` and SIGHUP all come here
 //! with a whole new configuration (a TOML document), which is checked,
 //! compared with the running one ([`diff::plan`]) and applied
-//! ([`apply`]) without disturbing sessions the change does not concern.
-//! An API operation on one target checks that target alone ([`scoped`]),
+//! (`apply`) without disturbing sessions the change does not concern.
+//! An API operation on one target checks that target alone (`scoped`),
 //! and the targets it leaves alone stay the same objects, which the plan
-//! and the apply pass over ([`shared`]): an operation costs about the
+//! and the apply pass over (`shared`): an operation costs about the
 //! same at ten targets or a thousand.
 //!
 //! The running configuration and the file can differ: a change made
@@ -254,7 +254,7 @@ impl Live {
 
     /// As [`Live::apply_edit`] for an operation `f` that edits target
     /// `name` and nothing else: that target is checked alone
-    /// ([`scoped`]), unless the whole document must decide (an error).
+    /// (`scoped`), unless the whole document must decide (an error).
     pub fn apply_target_edit(
         &self,
         name: &str,
