@@ -84,11 +84,25 @@ struct Conn {
     relays: Vec<Arc<std::sync::Mutex<Relay>>>,
 }
 
+/// A target the lab does not run (a peer daemon): where a backend's
+/// cells go instead of an embedded target.
+#[derive(Clone, Debug)]
+pub struct External {
+    pub portal: std::net::SocketAddr,
+    pub iqn: String,
+    pub lun: u16,
+    /// The daemon's process, whose CPU (all threads, from /proc) is the
+    /// target's.
+    pub pid: u32,
+}
+
 /// The lab: owns targets, relays and sessions between cells.
 pub struct Lab {
     rt: tokio::runtime::Runtime,
     opts: LabOptions,
     targets: BTreeMap<String, EmbeddedTarget>,
+    /// Backends served by targets outside the lab.
+    external: BTreeMap<String, External>,
     conn: Option<Conn>,
 }
 
@@ -102,6 +116,7 @@ impl Lab {
             rt,
             opts,
             targets: BTreeMap::new(),
+            external: BTreeMap::new(),
             conn: None,
         })
     }
@@ -126,14 +141,27 @@ impl Lab {
         }
     }
 
-    fn target(&mut self, backend: &str) -> Result<(std::net::SocketAddr, String), String> {
+    /// Cells of `backend` go to `target` from now on (the current
+    /// sessions are closed; `None`: back to the embedded target).
+    pub fn serve_from(&mut self, backend: &str, target: Option<External>) {
+        self.close();
+        match target {
+            Some(t) => self.external.insert(backend.to_owned(), t),
+            None => self.external.remove(backend),
+        };
+    }
+
+    fn target(&mut self, backend: &str) -> Result<(std::net::SocketAddr, String, u16), String> {
+        if let Some(e) = self.external.get(backend) {
+            return Ok((e.portal, e.iqn.clone(), e.lun));
+        }
         if !self.targets.contains_key(backend) {
             let t = EmbeddedTarget::start(&[self.lun_spec(backend)])?;
             info!(backend, portal = %t.portal, "embedded target started");
             self.targets.insert(backend.to_owned(), t);
         }
         let t = self.targets.get(backend).ok_or("embedded target missing")?;
-        Ok((t.portal, t.name.clone()))
+        Ok((t.portal, t.name.clone(), 0))
     }
 
     /// Logs out of the current sessions.
@@ -154,7 +182,7 @@ impl Lab {
             }
         }
         self.close();
-        let (portal, target) = self.target(&cell.backend)?;
+        let (portal, target, lun_number) = self.target(&cell.backend)?;
         // A transparent relay for calibration: its hop is counted.
         let link = cell.link().or_else(|| relay.then(LinkSpec::default));
         let mut relays = Vec::new();
@@ -176,10 +204,15 @@ impl Lab {
         } else {
             Route::Paths(&portals, PathPolicy::RoundRobin)
         };
-        let label = format!("{} LUN 0 ({})", target, cell.backend);
-        let lun = self
-            .rt
-            .block_on(luns::open(route, &target, 0, &opts, label, Slice::WHOLE))?;
+        let label = format!("{} LUN {lun_number} ({})", target, cell.backend);
+        let lun = self.rt.block_on(luns::open(
+            route,
+            &target,
+            lun_number,
+            &opts,
+            label,
+            Slice::WHOLE,
+        ))?;
         self.conn = Some(Conn {
             key,
             lun: lun.clone(),
@@ -223,8 +256,12 @@ impl Lab {
         cell.validate()?;
         w.validate()?;
         let lun = self.connect(cell, relay)?;
+        let probe = match self.external.get(&cell.backend) {
+            Some(e) => ironlun_bench::cpu::pid_probe(e.pid),
+            None => ironlun_bench::cpu::threads_probe(TARGET_THREADS),
+        };
         let opts = RunOptions {
-            target_cpu: Some(ironlun_bench::cpu::threads_probe(TARGET_THREADS)),
+            target_cpu: Some(probe),
             exclude_threads: Some(ironlun_netem::awake::THREAD_NAME),
             ..RunOptions::default()
         };

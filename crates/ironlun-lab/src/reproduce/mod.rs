@@ -20,6 +20,7 @@ use crate::runner::LabOptions;
 
 mod app_profiles;
 pub mod observe;
+pub mod peers;
 mod ramdisk_target;
 mod reproduction;
 mod steps;
