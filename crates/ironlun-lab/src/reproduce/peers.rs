@@ -255,6 +255,9 @@ struct Ctx<'a> {
     limit: Option<(&'a cgroup::Hierarchy, u64)>,
 }
 
+/// Which LUN serves a backend: (backend, target name, LUN number).
+type LunMap = Vec<(&'static str, String, u16)>;
+
 /// A running peer: the daemon, its memory limit, and which of its LUNs
 /// serves each backend.
 struct Serving {
@@ -263,7 +266,7 @@ struct Serving {
     /// Why the memory limit was not applied, when it was asked for.
     limit_error: Option<String>,
     addr: SocketAddr,
-    luns: Vec<(&'static str, String, u16)>,
+    luns: LunMap,
 }
 
 impl Serving {
@@ -314,7 +317,7 @@ fn start_tgt(
     addr: SocketAddr,
     ctx: &Ctx<'_>,
     backends: &[&'static str],
-) -> Result<(Daemon, Vec<(&'static str, String, u16)>), String> {
+) -> Result<(Daemon, LunMap), String> {
     let iqn = "iqn.2026-11.io.ironlun.reproduce:tgt";
     let path = ctx.file.to_string_lossy().into_owned();
     let mut luns = Vec::new();
@@ -485,6 +488,27 @@ pub fn table(rows: &[PeerRow]) -> String {
     s
 }
 
+/// The rows in one line each, for the HTML report.
+pub fn summary(rows: &[PeerRow]) -> String {
+    let line = |r: &PeerRow| {
+        let what = match (&r.skipped, r.mb_per_s) {
+            (Some(why), _) => why.clone(),
+            (None, v) => v.map_or("-".into(), |v| format!("{v:.1} MB/s")),
+        };
+        format!(
+            "{} (for {}) {} {}{}: {what}",
+            r.target,
+            r.stands_for,
+            r.test,
+            r.backend,
+            r.scheduler
+                .as_deref()
+                .map_or(String::new(), |s| format!(" [{s}]"))
+        )
+    };
+    rows.iter().map(line).collect::<Vec<_>>().join("; ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -571,5 +595,7 @@ mod tests {
         assert!(lines[1].ends_with("not supported by istgt (it has no null backing store)"));
         assert!(lines[3].contains("32MiB"), "{}", lines[3]);
         assert!(lines[3].contains("98.8"), "{}", lines[3]);
+        let html = summary(&rows[..3]);
+        assert!(html.contains("istgt (for iet) dd-read-raw file [not set]: 98.8 MB/s"));
     }
 }

@@ -478,6 +478,15 @@ impl Reproduction {
                 cols: Vec::new(),
             });
         }
+        if !self.peers.is_empty() {
+            sections.push(Section {
+                title: PEERS_TITLE.into(),
+                note: super::peers::summary(&self.peers),
+                results: &[],
+                rows: Vec::new(),
+                cols: Vec::new(),
+            });
+        }
         sections.push(Section {
             title: "Cells far from the model".into(),
             note: outliers,
