@@ -37,6 +37,14 @@ impl Hierarchy {
         }
     }
 
+    /// The file with the most memory the group has used.
+    pub fn peak_file(&self) -> &'static str {
+        match self {
+            Hierarchy::V2(_) => "memory.peak",
+            Hierarchy::V1(_) => "memory.max_usage_in_bytes",
+        }
+    }
+
     /// "cgroup v2 memory.max" or "cgroup v1 memory.limit_in_bytes".
     pub fn describe(&self) -> String {
         let v = match self {
@@ -102,6 +110,7 @@ pub fn host_hierarchy() -> Result<Hierarchy, String> {
 pub struct MemoryLimit {
     dir: PathBuf,
     parent: PathBuf,
+    peak_file: &'static str,
     pub bytes: u64,
     pub how: String,
 }
@@ -118,6 +127,7 @@ impl MemoryLimit {
         let limit = MemoryLimit {
             dir,
             parent: root,
+            peak_file: h.peak_file(),
             bytes,
             how: h.describe(),
         };
@@ -133,6 +143,16 @@ impl MemoryLimit {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The most memory (page cache included) the group has used, bytes:
+    /// evidence that the limit was reached, or not.
+    pub fn peak(&self) -> Option<u64> {
+        std::fs::read_to_string(self.dir.join(self.peak_file))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
     }
 }
 
@@ -209,11 +229,18 @@ cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0
         let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
         assert_eq!(read("memory.limit_in_bytes"), "67108864");
         assert_eq!(read("cgroup.procs"), "4242");
+        assert_eq!(l.peak(), None);
+        std::fs::write(dir.join("memory.max_usage_in_bytes"), "1234\n").unwrap();
+        assert_eq!(l.peak(), Some(1234));
         // A second group of the same name is refused, not merged.
         assert!(MemoryLimit::apply(&h, "ironlun-test", 1, 1).is_err());
         // The kernel's control files vanish with the group; plain ones
         // must go first for the drop's rmdir to succeed.
-        for f in ["memory.limit_in_bytes", "cgroup.procs"] {
+        for f in [
+            "memory.limit_in_bytes",
+            "cgroup.procs",
+            "memory.max_usage_in_bytes",
+        ] {
             std::fs::remove_file(dir.join(f)).unwrap();
         }
         drop(l);

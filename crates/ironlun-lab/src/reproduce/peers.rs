@@ -6,7 +6,9 @@
 //! (`ironlun_compare::cgroup`) to the study's share of its data; its
 //! block rows are a loop device over the LUN file with direct I/O
 //! (`ironlun_compare::loopdev`) under each I/O scheduler the kernel
-//! offers. Which rows run is planned here ([`plan`]) without root.
+//! offers. ironlun's block rows run the same way, as an `ironlun target`
+//! process of its own. Which rows run is planned here ([`plan`]) without
+//! root.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -28,15 +30,20 @@ use crate::sweep;
 pub enum Peer {
     Tgt,
     Istgt,
+    /// `ironlun target` as a daemon, for the block rows only (ironlun's
+    /// other rows are the embedded target's, above): a process of its
+    /// own, so its memory can be limited as the peers' is.
+    Ironlun,
 }
 
 impl Peer {
-    pub const ALL: [Peer; 2] = [Peer::Tgt, Peer::Istgt];
+    pub const ALL: [Peer; 3] = [Peer::Tgt, Peer::Istgt, Peer::Ironlun];
 
     pub fn name(self) -> &'static str {
         match self {
             Peer::Tgt => "tgt",
             Peer::Istgt => "istgt",
+            Peer::Ironlun => "ironlun",
         }
     }
 
@@ -45,6 +52,7 @@ impl Peer {
         match self {
             Peer::Tgt => "stgt",
             Peer::Istgt => "iet",
+            Peer::Ironlun => "iscsi-scst",
         }
     }
 
@@ -52,6 +60,7 @@ impl Peer {
         match self {
             Peer::Tgt => "tgtd",
             Peer::Istgt => "istgt",
+            Peer::Ironlun => "ironlun",
         }
     }
 
@@ -92,6 +101,9 @@ pub struct PeerRow {
     /// The target's memory limit in bytes, when one was applied ("none"
     /// in the table: see the notes for why).
     pub memory_limit: Option<u64>,
+    /// The most memory the target's group used (page cache included)
+    /// by the end of the row, bytes.
+    pub memory_peak: Option<u64>,
     pub mb_per_s: Option<f64>,
     pub target_cpu_pct: Option<f64>,
     pub steal_pct: Option<f64>,
@@ -135,12 +147,17 @@ pub fn plan(
         backend,
         scheduler,
         memory_limit: None,
+        memory_peak: None,
         mb_per_s: None,
         target_cpu_pct: None,
         steal_pct: None,
         skipped: None,
     };
-    for backend in FILE_BACKENDS {
+    let file_backends: &[&'static str] = match peer {
+        Peer::Ironlun => &[],
+        _ => &FILE_BACKENDS,
+    };
+    for &backend in file_backends {
         let sched = (backend != "null").then(|| "not set".to_owned());
         for op in OPS {
             let mut r = row(backend, op, sched.clone());
@@ -162,11 +179,17 @@ pub fn plan(
         }
     }
     if !installed {
-        let why = format!(
-            "{} is not installed (Debian package {}): not run",
-            peer.program(),
-            peer.name()
-        );
+        let why = match peer {
+            Peer::Ironlun => {
+                "the lab was not told the ironlun binary (`ironlun reproduce` tells it): not run"
+                    .to_owned()
+            }
+            _ => format!(
+                "{} is not installed (Debian package {}): not run",
+                peer.program(),
+                peer.name()
+            ),
+        };
         for r in &mut rows {
             r.skipped.get_or_insert_with(|| why.clone());
         }
@@ -174,10 +197,13 @@ pub fn plan(
     rows
 }
 
-/// Whether `peer`'s daemon can be started (it is on PATH).
-fn installed(peer: Peer) -> bool {
-    if peer == Peer::Istgt {
-        return ironlun_compare::istgt::installed();
+/// Whether `peer`'s daemon can be started (it is on PATH; ironlun's
+/// binary is the one the options name).
+fn installed(peer: Peer, opts: &ReproduceOptions) -> bool {
+    match peer {
+        Peer::Istgt => return ironlun_compare::istgt::installed(),
+        Peer::Ironlun => return opts.target_exe.is_some(),
+        Peer::Tgt => {}
     }
     std::process::Command::new(peer.program())
         .arg("-h")
@@ -203,9 +229,12 @@ pub(super) fn run(
     with_block: bool,
     progress: Progress<'_>,
 ) -> Result<(Vec<PeerRow>, Vec<String>), String> {
-    let present: Vec<(Peer, bool)> = Peer::ALL.iter().map(|p| (*p, installed(*p))).collect();
+    let present: Vec<(Peer, bool)> = Peer::ALL
+        .iter()
+        .map(|p| (*p, installed(*p, opts)))
+        .collect();
     let mut notes = Vec::new();
-    if !present.iter().any(|(_, i)| *i) {
+    if !present.iter().any(|(p, i)| *i && *p != Peer::Ironlun) {
         let rows = present.iter().flat_map(|(p, i)| plan(*p, *i, None));
         return Ok((rows.collect(), notes));
     }
@@ -227,7 +256,7 @@ pub(super) fn run(
     let limit = memory_limit(opts.lab.lun_size);
     let hierarchy = cgroup::host_hierarchy();
     notes.push(match &hierarchy {
-        Ok(h) => format!("Each peer's memory was limited to {} MiB ({}; the study's 256 MB against 5 GB of data, a twentieth of the {} MiB LUN, at least 32 MiB), its LUN file's pages dropped from the cache before it started. ironlun's own rows run in the lab's process and are not limited.", limit >> 20, h.describe(), opts.lab.lun_size >> 20),
+        Ok(h) => format!("Each peer's memory was limited to {} MiB ({}; the study's 256 MB against 5 GB of data, a twentieth of the {} MiB LUN, at least 32 MiB), its LUN file's pages dropped from the cache before it started; so was `ironlun target` serving the block rows. ironlun's other rows run in the lab's process and are not limited.", limit >> 20, h.describe(), opts.lab.lun_size >> 20),
         Err(e) => format!("The peers' memory limit was NOT applied: {e}."),
     });
     let mut lab = Lab::new(opts.lab.clone())?;
@@ -238,6 +267,7 @@ pub(super) fn run(
             let dev = dev.as_ref().and_then(|d| d.as_ref().ok());
             let ctx = Ctx {
                 file: &file.0,
+                exe: opts.target_exe.as_deref(),
                 dev,
                 limit: hierarchy.as_ref().ok().map(|h| (h, limit)),
             };
@@ -251,6 +281,7 @@ pub(super) fn run(
 
 struct Ctx<'a> {
     file: &'a Path,
+    exe: Option<&'a Path>,
     dev: Option<&'a LoopDevice>,
     limit: Option<(&'a cgroup::Hierarchy, u64)>,
 }
@@ -291,6 +322,15 @@ fn start(peer: Peer, ctx: &Ctx<'_>, backends: &[&'static str]) -> Result<Serving
             let d = Daemon::start_istgt(addr, &storage, &dir)?;
             let iqn = ironlun_compare::istgt::FILE_IQN.to_owned();
             let luns = backends.iter().map(|b| (*b, iqn.clone(), 0)).collect();
+            (d, luns)
+        }
+        Peer::Ironlun => {
+            let (exe, dev) = (ctx.exe.ok_or("no ironlun binary")?, ctx.dev);
+            let dev = dev.ok_or("no loop device")?;
+            let iqn = "iqn.2026-11.io.ironlun.reproduce:ironlun";
+            let spec = format!("block:{},direct", dev.path.display());
+            let d = Daemon::start_ironlun_with(exe, addr, iqn, &[spec], &[])?;
+            let luns = backends.iter().map(|b| (*b, iqn.to_owned(), 0)).collect();
             (d, luns)
         }
     };
@@ -368,7 +408,7 @@ fn run_peer(
         b
     };
     let groups: Vec<Vec<&'static str>> = match peer {
-        Peer::Tgt => vec![wanted(rows)],
+        Peer::Tgt | Peer::Ironlun => vec![wanted(rows)],
         Peer::Istgt => wanted(rows).into_iter().map(|b| vec![b]).collect(),
     };
     for backends in groups.into_iter().filter(|g| !g.is_empty()) {
@@ -454,21 +494,22 @@ fn measure(
     r.target_cpu_pct = m.target_cpu_pct;
     r.steal_pct = m.steal_pct;
     r.memory_limit = s.limit.as_ref().map(|l| l.bytes);
+    r.memory_peak = s.limit.as_ref().and_then(MemoryLimit::peak);
     Ok(())
 }
 
 /// The rows as a text table.
 pub fn table(rows: &[PeerRow]) -> String {
     let mut s = format!(
-        "{:<6} {:<6} {:<13} {:<12} {:<12} {:>8} {:>8} {:>8}\n",
-        "target", "for", "test", "backend", "scheduler", "memory", "MB/s", "CPU %"
+        "{:<7} {:<10} {:<13} {:<12} {:<12} {:>8} {:>8} {:>8} {:>8}\n",
+        "target", "for", "test", "backend", "scheduler", "memory", "MB/s", "CPU %", "peak"
     );
     for r in rows {
         let mem = r
             .memory_limit
             .map_or("none".to_owned(), |b| format!("{}MiB", b >> 20));
         let line = format!(
-            "{:<6} {:<6} {:<13} {:<12} {:<12} {:>8}",
+            "{:<7} {:<10} {:<13} {:<12} {:<12} {:>8}",
             r.target,
             r.stands_for,
             r.test,
@@ -479,9 +520,11 @@ pub fn table(rows: &[PeerRow]) -> String {
         match (&r.skipped, r.mb_per_s) {
             (Some(why), _) => s.push_str(&format!("{line}  {why}\n")),
             (None, v) => s.push_str(&format!(
-                "{line} {:>8} {:>8}\n",
+                "{line} {:>8} {:>8} {:>8}\n",
                 v.map_or("-".into(), |v| format!("{v:.1}")),
-                r.target_cpu_pct.map_or("-".into(), |c| format!("{c:.0}"))
+                r.target_cpu_pct.map_or("-".into(), |c| format!("{c:.0}")),
+                r.memory_peak
+                    .map_or("-".into(), |b| format!("{:.1}MiB", b as f64 / 1048576.0))
             )),
         }
     }
@@ -578,6 +621,23 @@ mod tests {
     }
 
     #[test]
+    fn ironlun_as_a_daemon_runs_the_block_rows_only() {
+        let offered = Ok(SCHEDULERS.map(String::from).to_vec());
+        let rows = plan(Peer::Ironlun, true, Some(&offered));
+        assert_eq!(rows.len(), 6);
+        assert!(rows
+            .iter()
+            .all(|r| r.backend == "block" && r.skipped.is_none() && r.stands_for == "iscsi-scst"));
+        assert!(plan(Peer::Ironlun, true, None).is_empty());
+        let rows = plan(Peer::Ironlun, false, Some(&offered));
+        assert!(rows[0]
+            .skipped
+            .as_deref()
+            .unwrap()
+            .contains("ironlun binary"));
+    }
+
+    #[test]
     fn the_limit_is_a_twentieth_of_the_data_and_at_least_32_mib() {
         assert_eq!(memory_limit(2 << 30), 2 * (1 << 30) / 20);
         assert_eq!(memory_limit(512 << 20), 32 << 20);
@@ -590,11 +650,13 @@ mod tests {
         rows[2].mb_per_s = Some(98.76);
         rows[2].target_cpu_pct = Some(12.0);
         rows[2].memory_limit = Some(32 << 20);
+        rows[2].memory_peak = Some(31 << 20);
         let t = table(&rows);
         let lines: Vec<&str> = t.lines().collect();
         assert!(lines[1].ends_with("not supported by istgt (it has no null backing store)"));
         assert!(lines[3].contains("32MiB"), "{}", lines[3]);
         assert!(lines[3].contains("98.8"), "{}", lines[3]);
+        assert!(lines[3].ends_with("31.0MiB"), "{}", lines[3]);
         let html = summary(&rows[..3]);
         assert!(html.contains("istgt (for iet) dd-read-raw file [not set]: 98.8 MB/s"));
     }
