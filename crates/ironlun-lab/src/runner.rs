@@ -127,10 +127,7 @@ impl Lab {
             "null" => format!("null:{size}"),
             "file" | "file-direct" => format!(
                 "file:{},size={size}{}",
-                self.opts
-                    .dir
-                    .join(format!("ironlun-lab-{}-{backend}.img", std::process::id()))
-                    .display(),
+                self.image(backend).display(),
                 if backend == "file-direct" {
                     ",direct"
                 } else {
@@ -149,6 +146,13 @@ impl Lab {
             Some(t) => self.external.insert(backend.to_owned(), t),
             None => self.external.remove(backend),
         };
+    }
+
+    /// The image of a file backend's embedded LUN (removed on drop).
+    fn image(&self, backend: &str) -> PathBuf {
+        self.opts
+            .dir
+            .join(format!("ironlun-lab-{}-{backend}.img", std::process::id()))
     }
 
     fn target(&mut self, backend: &str) -> Result<(std::net::SocketAddr, String, u16), String> {
@@ -416,11 +420,35 @@ impl Drop for Lab {
     fn drop(&mut self) {
         self.close();
         // Targets stop (and flush) as they drop, outside any runtime.
-        self.targets.clear();
-        let f = self
-            .opts
-            .dir
-            .join(format!("ironlun-lab-{}.img", std::process::id()));
-        let _ = std::fs::remove_file(f);
+        // Only the images this lab created: another lab of the same
+        // process may be serving its own.
+        let started: Vec<String> = std::mem::take(&mut self.targets).into_keys().collect();
+        for backend in started {
+            if matches!(backend.as_str(), "file" | "file-direct") {
+                let _ = std::fs::remove_file(self.image(&backend));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lab_removes_the_images_of_the_file_luns_it_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut lab = Lab::new(LabOptions {
+            lun_size: 1 << 20,
+            dir: dir.path().to_owned(),
+        })
+        .unwrap();
+        for backend in ["file", "file-direct", "null"] {
+            lab.target(backend).unwrap();
+        }
+        let images = || std::fs::read_dir(dir.path()).unwrap().count();
+        assert_eq!(images(), 2);
+        drop(lab);
+        assert_eq!(images(), 0);
     }
 }
