@@ -57,6 +57,8 @@ pub fn run(a: ReproduceArgs) -> Result<(), String> {
         "off" => VmMode::Off,
         other => return Err(format!("--vm {other}: auto, on or off")),
     };
+    // This binary serves target-backends' block rows as `ironlun target`.
+    opts.target_exe = std::env::current_exe().ok();
     if let Some(s) = &a.lun_size {
         opts.lab.lun_size = ironlun_units::parse_size(s)?;
     }

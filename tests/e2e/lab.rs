@@ -229,6 +229,36 @@ fn the_other_reproductions_run_end_to_end_and_write_reports() {
     let pulled = &agg["results"][1];
     assert_eq!(pulled["errors"], 0, "{pulled}");
     assert!(pulled["iops"].as_f64().unwrap() > 0.0);
+    peer_rows_are_measured_or_say_why(dir.path());
+}
+
+/// target-backends' tgt and istgt rows: each measured or skipped with a
+/// reason (a peer that is not installed is skipped, never dropped), istgt's
+/// null rows "not supported", and a measured row under a memory limit
+/// unless the notes say the limit was not applied.
+fn peer_rows_are_measured_or_say_why(dir: &std::path::Path) {
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("target-backends.json")).unwrap())
+            .unwrap();
+    let rows = v["peer_rows"].as_array().unwrap();
+    for peer in ["tgt", "istgt"] {
+        assert!(rows.iter().any(|r| r["target"] == peer), "{peer}: no rows");
+    }
+    let notes = v["notes"].to_string();
+    let limited = !notes.contains("NOT applied");
+    for r in rows {
+        match r["skipped"].as_str() {
+            Some(why) => assert!(!why.is_empty(), "{r}"),
+            None => {
+                assert!(r["mb_per_s"].as_f64().unwrap() > 0.0, "{r}");
+                assert_eq!(r["memory_limit"].is_u64(), limited, "{r} {notes}");
+            }
+        }
+        if r["target"] == "istgt" && r["backend"] == "null" {
+            let why = r["skipped"].as_str().unwrap();
+            assert!(why.starts_with("not supported by istgt"), "{r}");
+        }
+    }
 }
 
 /// Every cell of a reproduction's JSON has `published`, `measured` and

@@ -402,23 +402,46 @@ impl LunFiles {
             ironlun: dir.join("ironlun.img"),
             istgt: istgt.then(|| dir.join("istgt.img")),
         };
-        let chunk: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8 + 1).collect();
         for p in [&files.tgt, &files.ironlun]
             .into_iter()
             .chain(files.istgt.as_ref())
         {
-            use std::io::Write;
-            let mut f = std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()))?;
-            let mut left = size;
-            while left > 0 {
-                let n = left.min(chunk.len() as u64) as usize;
-                f.write_all(chunk.get(..n).unwrap_or(&chunk))
-                    .map_err(|e| format!("{}: {e}", p.display()))?;
-                left -= n as u64;
-            }
+            fill_file(p, size)?;
         }
         Ok(files)
     }
+}
+
+/// Writes `size` bytes of the comparison's non-zero pattern to `path`
+/// (every page allocated, the same content for every target).
+pub fn fill_file(path: &Path, size: u64) -> Result<(), String> {
+    use std::io::Write;
+    let chunk: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8 + 1).collect();
+    let mut f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut left = size;
+    while left > 0 {
+        let n = left.min(chunk.len() as u64) as usize;
+        f.write_all(chunk.get(..n).unwrap_or(&chunk))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        left -= n as u64;
+    }
+    Ok(())
+}
+
+/// Writes `path` back and drops its pages from the page cache
+/// (`posix_fadvise(POSIX_FADV_DONTNEED)` after `fsync`), so a target
+/// reads it from the disk and its own memory limit, not the writer's
+/// cache, decides what stays cached.
+pub fn drop_cached(path: &Path) -> Result<(), String> {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    f.sync_all()
+        .map_err(|e| format!("{}: fsync: {e}", path.display()))?;
+    rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed)
+        .map_err(|e| format!("{}: fadvise: {e}", path.display()))
 }
 
 impl Drop for LunFiles {

@@ -28,11 +28,13 @@
     allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod cgroup;
 pub mod clients;
 pub mod daemons;
 pub mod istgt;
 pub mod istgt_summary;
 pub mod local;
+pub mod loopdev;
 pub mod per_server;
 pub mod pin;
 pub mod procfs;

@@ -84,11 +84,25 @@ struct Conn {
     relays: Vec<Arc<std::sync::Mutex<Relay>>>,
 }
 
+/// A target the lab does not run (a peer daemon): where a backend's
+/// cells go instead of an embedded target.
+#[derive(Clone, Debug)]
+pub struct External {
+    pub portal: std::net::SocketAddr,
+    pub iqn: String,
+    pub lun: u16,
+    /// The daemon's process, whose CPU (all threads, from /proc) is the
+    /// target's.
+    pub pid: u32,
+}
+
 /// The lab: owns targets, relays and sessions between cells.
 pub struct Lab {
     rt: tokio::runtime::Runtime,
     opts: LabOptions,
     targets: BTreeMap<String, EmbeddedTarget>,
+    /// Backends served by targets outside the lab.
+    external: BTreeMap<String, External>,
     conn: Option<Conn>,
 }
 
@@ -102,6 +116,7 @@ impl Lab {
             rt,
             opts,
             targets: BTreeMap::new(),
+            external: BTreeMap::new(),
             conn: None,
         })
     }
@@ -112,10 +127,7 @@ impl Lab {
             "null" => format!("null:{size}"),
             "file" | "file-direct" => format!(
                 "file:{},size={size}{}",
-                self.opts
-                    .dir
-                    .join(format!("ironlun-lab-{}-{backend}.img", std::process::id()))
-                    .display(),
+                self.image(backend).display(),
                 if backend == "file-direct" {
                     ",direct"
                 } else {
@@ -126,14 +138,34 @@ impl Lab {
         }
     }
 
-    fn target(&mut self, backend: &str) -> Result<(std::net::SocketAddr, String), String> {
+    /// Cells of `backend` go to `target` from now on (the current
+    /// sessions are closed; `None`: back to the embedded target).
+    pub fn serve_from(&mut self, backend: &str, target: Option<External>) {
+        self.close();
+        match target {
+            Some(t) => self.external.insert(backend.to_owned(), t),
+            None => self.external.remove(backend),
+        };
+    }
+
+    /// The image of a file backend's embedded LUN (removed on drop).
+    fn image(&self, backend: &str) -> PathBuf {
+        self.opts
+            .dir
+            .join(format!("ironlun-lab-{}-{backend}.img", std::process::id()))
+    }
+
+    fn target(&mut self, backend: &str) -> Result<(std::net::SocketAddr, String, u16), String> {
+        if let Some(e) = self.external.get(backend) {
+            return Ok((e.portal, e.iqn.clone(), e.lun));
+        }
         if !self.targets.contains_key(backend) {
             let t = EmbeddedTarget::start(&[self.lun_spec(backend)])?;
             info!(backend, portal = %t.portal, "embedded target started");
             self.targets.insert(backend.to_owned(), t);
         }
         let t = self.targets.get(backend).ok_or("embedded target missing")?;
-        Ok((t.portal, t.name.clone()))
+        Ok((t.portal, t.name.clone(), 0))
     }
 
     /// Logs out of the current sessions.
@@ -154,7 +186,7 @@ impl Lab {
             }
         }
         self.close();
-        let (portal, target) = self.target(&cell.backend)?;
+        let (portal, target, lun_number) = self.target(&cell.backend)?;
         // A transparent relay for calibration: its hop is counted.
         let link = cell.link().or_else(|| relay.then(LinkSpec::default));
         let mut relays = Vec::new();
@@ -176,10 +208,15 @@ impl Lab {
         } else {
             Route::Paths(&portals, PathPolicy::RoundRobin)
         };
-        let label = format!("{} LUN 0 ({})", target, cell.backend);
-        let lun = self
-            .rt
-            .block_on(luns::open(route, &target, 0, &opts, label, Slice::WHOLE))?;
+        let label = format!("{} LUN {lun_number} ({})", target, cell.backend);
+        let lun = self.rt.block_on(luns::open(
+            route,
+            &target,
+            lun_number,
+            &opts,
+            label,
+            Slice::WHOLE,
+        ))?;
         self.conn = Some(Conn {
             key,
             lun: lun.clone(),
@@ -223,8 +260,12 @@ impl Lab {
         cell.validate()?;
         w.validate()?;
         let lun = self.connect(cell, relay)?;
+        let probe = match self.external.get(&cell.backend) {
+            Some(e) => ironlun_bench::cpu::pid_probe(e.pid),
+            None => ironlun_bench::cpu::threads_probe(TARGET_THREADS),
+        };
         let opts = RunOptions {
-            target_cpu: Some(ironlun_bench::cpu::threads_probe(TARGET_THREADS)),
+            target_cpu: Some(probe),
             exclude_threads: Some(ironlun_netem::awake::THREAD_NAME),
             ..RunOptions::default()
         };
@@ -379,11 +420,35 @@ impl Drop for Lab {
     fn drop(&mut self) {
         self.close();
         // Targets stop (and flush) as they drop, outside any runtime.
-        self.targets.clear();
-        let f = self
-            .opts
-            .dir
-            .join(format!("ironlun-lab-{}.img", std::process::id()));
-        let _ = std::fs::remove_file(f);
+        // Only the images this lab created: another lab of the same
+        // process may be serving its own.
+        let started: Vec<String> = std::mem::take(&mut self.targets).into_keys().collect();
+        for backend in started {
+            if matches!(backend.as_str(), "file" | "file-direct") {
+                let _ = std::fs::remove_file(self.image(&backend));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lab_removes_the_images_of_the_file_luns_it_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut lab = Lab::new(LabOptions {
+            lun_size: 1 << 20,
+            dir: dir.path().to_owned(),
+        })
+        .unwrap();
+        for backend in ["file", "file-direct", "null"] {
+            lab.target(backend).unwrap();
+        }
+        let images = || std::fs::read_dir(dir.path()).unwrap().count();
+        assert_eq!(images(), 2);
+        drop(lab);
+        assert_eq!(images(), 0);
     }
 }

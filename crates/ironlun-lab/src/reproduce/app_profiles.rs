@@ -63,6 +63,7 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
             results,
         )],
         fs_rows: Vec::new(),
+        peers: Vec::new(),
         notes: vec![
             link_note,
             format!("One LUN ({} RAM, embedded target on loopback) instead of four 4 GiB targets; run time and ramp are short (settable with --time). Host CPU % is IOMeter's whole-host figure; on this 2-core machine it includes the embedded target, so the published 8 % line is not comparable as is: target CPU is reported separately.", format_size(opts.lab.lun_size)),

@@ -20,6 +20,7 @@ use crate::runner::LabOptions;
 
 mod app_profiles;
 pub mod observe;
+pub mod peers;
 mod ramdisk_target;
 mod reproduction;
 mod steps;
@@ -66,6 +67,9 @@ pub struct ReproduceOptions {
     /// The file-system rows through the kernel initiator in a VM.
     pub vm: VmMode,
     pub fs: FsPlan,
+    /// The ironlun binary, to run `ironlun target` as a separate process
+    /// (target-backends' memory-limited block rows); `None`: not run.
+    pub target_exe: Option<std::path::PathBuf>,
 }
 
 impl ReproduceOptions {
@@ -87,6 +91,7 @@ impl ReproduceOptions {
                 file_mb: 1000,
                 copy_scale: 1,
             },
+            target_exe: None,
         }
     }
 }
@@ -107,6 +112,7 @@ impl Default for ReproduceOptions {
                 file_mb: 200,
                 copy_scale: 8,
             },
+            target_exe: None,
         }
     }
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use ironlun_bench::WorkloadResult;
 
+use super::peers::PeerRow;
 use super::{Reproduction, Table, TcpCell};
 use crate::cell::Cell;
 use crate::fs_rows::FsRow;
@@ -168,6 +169,7 @@ fn target_backends(r: &Reproduction) -> Vec<Observation> {
         }
     }
     out.extend(mpio_gain(&out));
+    out.extend(r.peers.iter().filter_map(peer_row));
     for row in &r.fs_rows {
         let test = match row.test.as_str() {
             "fs-read-512k" => "fs-read",
@@ -177,6 +179,21 @@ fn target_backends(r: &Reproduction) -> Vec<Observation> {
         out.push(fs_row(test, row, true));
     }
     out
+}
+
+/// A peer's measured row under its own name (the published file's
+/// stand-ins set it beside the target it stands in for).
+fn peer_row(p: &PeerRow) -> Option<Observation> {
+    let v = p.mb_per_s.filter(|_| p.skipped.is_none())?;
+    let mut k = conds(&[
+        ("test", p.test.into()),
+        ("target", p.target.into()),
+        ("backend", p.backend.into()),
+    ]);
+    if let Some(s) = &p.scheduler {
+        k.push(("scheduler".into(), s.clone()));
+    }
+    Some(obs(Metric::Throughput, &k, v, None))
 }
 
 /// The study's "improvement from two paths" on the null backend, from

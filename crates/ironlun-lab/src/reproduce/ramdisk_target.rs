@@ -62,6 +62,7 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
         tables: Vec::new(),
         workloads,
         fs_rows,
+        peers: Vec::new(),
         notes: notes(opts, &plan, fs_note),
         comparison: None,
     })

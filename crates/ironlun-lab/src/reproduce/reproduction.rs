@@ -111,6 +111,9 @@ pub struct Reproduction {
     pub workloads: Vec<WorkloadSet>,
     /// Rows measured through ext4 on the Linux kernel initiator in a VM.
     pub fs_rows: Vec<FsRow>,
+    /// Other targets' rows (target-backends: tgt and istgt beside
+    /// ironlun), measured or skipped with why.
+    pub peers: Vec<super::peers::PeerRow>,
     /// What could not be reproduced as published, and what ran instead.
     pub notes: Vec<String>,
     /// The study's published values beside these rows (set by
@@ -210,6 +213,7 @@ impl Reproduction {
             "measured_cells": cells,
             "workloads": self.workloads,
             "fs_rows": self.fs_rows,
+            "peer_rows": self.peers,
         }))
         .map_err(|e| e.to_string())
     }
@@ -378,6 +382,10 @@ impl Reproduction {
             s.push_str(&format!("\n{FS_TITLE}\n"));
             s.push_str(&fs_rows::table(&self.fs_rows));
         }
+        if !self.peers.is_empty() {
+            s.push_str(&format!("\n{PEERS_TITLE}\n"));
+            s.push_str(&super::peers::table(&self.peers));
+        }
         for n in &self.notes {
             s.push_str(&format!("\nnote: {n}\n"));
         }
@@ -470,6 +478,15 @@ impl Reproduction {
                 cols: Vec::new(),
             });
         }
+        if !self.peers.is_empty() {
+            sections.push(Section {
+                title: PEERS_TITLE.into(),
+                note: super::peers::summary(&self.peers),
+                results: &[],
+                rows: Vec::new(),
+                cols: Vec::new(),
+            });
+        }
         sections.push(Section {
             title: "Cells far from the model".into(),
             note: outliers,
@@ -500,6 +517,9 @@ impl Reproduction {
 
 /// Heading of the file-system rows, wherever they appear.
 const FS_TITLE: &str = "Through ext4 on the Linux kernel initiator in an emulated VM (QEMU; guest clock; bounded by the emulation, not the target)";
+
+/// Heading of the other targets' rows.
+const PEERS_TITLE: &str = "Other targets, dd-style sequential 512 KiB, queue depth 1, 1 Gbit/s (MB/s; tgt stands in for STGT, istgt for IET, `ironlun target` serves ironlun's block rows; same initiator and link as ironlun's rows)";
 
 /// Why a cell may be far from its model (a reading of the evidence, not
 /// a proof).

@@ -1,12 +1,14 @@
 //! `target-backends` (section 3): NULLIO, FILEIO and BLOCKIO stand-ins
 //! for sequential 512 KiB reads and writes over 1 Gbit/s, the
 //! database-like random test, MPIO over two 100 Mbit/s paths against one,
-//! and the file rows through the kernel initiator.
+//! the file rows through the kernel initiator, and the other targets
+//! (tgt for STGT, istgt for IET: `peers`) beside ironlun's rows.
 
 use std::time::Instant;
 
 use ironlun_units::format_size;
 
+use super::peers;
 use super::steps::{fs_file_lun, run_tables, sweep_from, vm_fs_rows};
 use super::{Progress, ReproduceOptions, Reproduction, NAMES};
 use crate::fs_rows::{self, FsPlan, FsRow};
@@ -71,7 +73,9 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
     let tables = run_tables(&mut lab, &sweeps, opts, started, progress)?;
     lab.close();
     drop(lab);
-    let (fs_rows, notes) = file_system_rows(opts, progress)?;
+    let (fs_rows, mut notes) = file_system_rows(opts, progress)?;
+    let (peers, peer_notes) = peers::run(opts, true, progress)?;
+    notes.extend(peer_notes);
     Ok(Reproduction {
         reproduction: "target-backends".into(),
         description: NAMES[1].1.into(),
@@ -81,6 +85,7 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
         tables,
         workloads: Vec::new(),
         fs_rows,
+        peers,
         notes,
         comparison: None,
     })

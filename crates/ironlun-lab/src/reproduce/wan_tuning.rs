@@ -85,6 +85,7 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
         tables,
         workloads: Vec::new(),
         fs_rows: Vec::new(),
+        peers: Vec::new(),
         notes: vec![
             "The link is ironlun's netem relay (no netem qdisc on this kernel): the rate and one-way delays are emulated in userspace and the TCP window is carried by the relay's credit loop, because a relay terminates TCP.".into(),
             "The command window is the queue depth the initiator keeps outstanding (the target's MaxCmdSN credit is larger). RAM LUN: reads and writes are served from memory, as the study's cached target.".into(),
@@ -156,6 +157,7 @@ mod tests {
             tables,
             workloads: Vec::new(),
             fs_rows: Vec::new(),
+            peers: Vec::new(),
             notes: Vec::new(),
             comparison: None,
         };
