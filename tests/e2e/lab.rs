@@ -201,6 +201,8 @@ fn the_other_reproductions_run_end_to_end_and_write_reports() {
             // The VM rows run in tests/kernel_initiator.rs.
             "--vm",
             "off",
+            "--initiators",
+            "quick",
             "--out",
             dir.path().to_str().unwrap(),
         ]);

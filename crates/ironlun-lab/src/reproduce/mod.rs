@@ -17,8 +17,10 @@ use std::time::Duration;
 
 use crate::fs_rows::{FsPlan, VmMode};
 use crate::runner::LabOptions;
+use initiators::{InitiatorOptions, Which};
 
 mod app_profiles;
+pub mod initiators;
 pub mod observe;
 mod ramdisk_target;
 mod reproduction;
@@ -66,6 +68,8 @@ pub struct ReproduceOptions {
     /// The file-system rows through the kernel initiator in a VM.
     pub vm: VmMode,
     pub fs: FsPlan,
+    /// app-profiles: the initiators' CPU comparison.
+    pub initiators: InitiatorOptions,
 }
 
 impl ReproduceOptions {
@@ -87,6 +91,10 @@ impl ReproduceOptions {
                 file_mb: 1000,
                 copy_scale: 1,
             },
+            initiators: InitiatorOptions {
+                which: Which::All,
+                time: Duration::from_secs(240),
+            },
         }
     }
 }
@@ -106,6 +114,12 @@ impl Default for ReproduceOptions {
             fs: FsPlan {
                 file_mb: 200,
                 copy_scale: 8,
+            },
+            // Two seconds per client run after one of warm-up: some 60 s
+            // for the twelve specs on two clients.
+            initiators: InitiatorOptions {
+                which: Which::All,
+                time: Duration::from_secs(2),
             },
         }
     }

@@ -64,6 +64,7 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
         fs_rows,
         notes: notes(opts, &plan, fs_note),
         comparison: None,
+        initiators: None,
     })
 }
 

@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use ironlun_units::format_size;
 
+use super::initiators::InitiatorStudy;
 use crate::fs_rows::{self, FsRow};
 use crate::model::Prediction;
 use crate::published::{self, Comparison};
@@ -116,6 +117,8 @@ pub struct Reproduction {
     /// The study's published values beside these rows (set by
     /// [`super::run`] once the study has run).
     pub comparison: Option<Comparison>,
+    /// The initiator study's CPU comparison (app-profiles only).
+    pub initiators: Option<InitiatorStudy>,
 }
 
 /// One JSON record per cell: its parameters, `measured_mb_per_s`,
@@ -210,6 +213,7 @@ impl Reproduction {
             "measured_cells": cells,
             "workloads": self.workloads,
             "fs_rows": self.fs_rows,
+            "initiators": self.initiators,
         }))
         .map_err(|e| e.to_string())
     }
@@ -377,6 +381,9 @@ impl Reproduction {
         if !self.fs_rows.is_empty() {
             s.push_str(&format!("\n{FS_TITLE}\n"));
             s.push_str(&fs_rows::table(&self.fs_rows));
+        }
+        if let Some(i) = &self.initiators {
+            s.push_str(&i.text());
         }
         for n in &self.notes {
             s.push_str(&format!("\nnote: {n}\n"));

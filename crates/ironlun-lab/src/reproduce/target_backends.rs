@@ -83,6 +83,7 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
         fs_rows,
         notes,
         comparison: None,
+        initiators: None,
     })
 }
 
