@@ -499,13 +499,43 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 }
 
 impl InitiatorStudy {
+    /// The table's heading.
+    pub fn title(&self) -> String {
+        format!(
+            "Initiator CPU against the study's {} % line (CPU % of a {}-CPU host like the study's, at the spec's published rate; CPU per I/O is this machine's, so indicative only)",
+            self.line.pct, self.line.host_cpus
+        )
+    }
+
+    /// The rows in a paragraph (for the HTML report).
+    pub fn summary(&self) -> String {
+        let rows: Vec<String> = self
+            .rows
+            .iter()
+            .map(|r| match &r.cannot {
+                Some(why) => format!("{} on {}: not run ({why})", r.spec, r.initiator),
+                None => format!(
+                    "{} on {}{}: {} us CPU per I/O, {} % at the study's rate, {}",
+                    r.spec,
+                    r.initiator,
+                    if r.in_lab {
+                        ""
+                    } else {
+                        " (published only: hardware this lab does not have)"
+                    },
+                    opt(r.cpu_us_per_io, 1),
+                    opt(r.cpu_pct, 2),
+                    r.verdict.map_or("no verdict", Verdict::text)
+                ),
+            })
+            .collect();
+        rows.join("; ")
+    }
+
     /// The table as printed.
     pub fn text(&self) -> String {
         let l = &self.line;
-        let mut s = format!(
-            "\nInitiator CPU against the study's {} % line (CPU % of a {}-CPU host like the study's, at the spec's published rate; CPU per I/O is this machine's, so indicative only)\n",
-            l.pct, l.host_cpus
-        );
+        let mut s = format!("\n{}\n", self.title());
         s.push_str(&format!(
             "{:<22} {:<20} {:<9} {:>10} {:>9} {:>10} {:>7} {:>6} {:>8}  {}\n",
             "spec",

@@ -477,6 +477,15 @@ impl Reproduction {
                 cols: Vec::new(),
             });
         }
+        if let Some(i) = &self.initiators {
+            sections.push(Section {
+                title: i.title(),
+                note: i.summary(),
+                results: &[],
+                rows: Vec::new(),
+                cols: Vec::new(),
+            });
+        }
         sections.push(Section {
             title: "Cells far from the model".into(),
             note: outliers,
