@@ -28,6 +28,11 @@ pub struct ReproduceArgs {
     /// VM: auto (when qemu-system-x86_64 is installed), on, off.
     #[arg(long, default_value = "auto", value_name = "auto|on|off")]
     pub vm: String,
+    /// app-profiles: the initiators' CPU comparison (ironlun's initiator
+    /// and libiscsi's iscsi-perf against the study's 8 % line) on all
+    /// twelve specs, a quick slice of three, or off.
+    #[arg(long, default_value = "all", value_name = "all|quick|off")]
+    pub initiators: String,
     /// Where NAME.json and NAME.html go.
     #[arg(long, default_value = "ironlun-reproduce", value_name = "DIR")]
     pub out: PathBuf,
@@ -50,7 +55,9 @@ pub fn run(a: ReproduceArgs) -> Result<(), String> {
         opts.cell_time = parse_duration(t)?;
         opts.tcp_time = opts.cell_time.max(std::time::Duration::from_millis(200));
         opts.profile_time = opts.cell_time * 3;
+        opts.initiators.time = opts.profile_time.max(std::time::Duration::from_secs(1));
     }
+    opts.initiators.which = reproduce::initiators::Which::parse(&a.initiators)?;
     opts.vm = match a.vm.as_str() {
         "auto" => VmMode::Auto,
         "on" => VmMode::On,

@@ -201,6 +201,8 @@ fn the_other_reproductions_run_end_to_end_and_write_reports() {
             // The VM rows run in tests/kernel_initiator.rs.
             "--vm",
             "off",
+            "--initiators",
+            "quick",
             "--out",
             dir.path().to_str().unwrap(),
         ]);
@@ -218,6 +220,7 @@ fn the_other_reproductions_run_end_to_end_and_write_reports() {
         let html = std::fs::read_to_string(dir.path().join(format!("{name}.html"))).unwrap();
         assert!(html.contains("<html"));
     }
+    initiator_rows_beside_the_line(dir.path());
     // The ramdisk study pulled one of two paths mid-run and went on.
     let v: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(dir.path().join("ramdisk-target.json")).unwrap(),
@@ -259,6 +262,43 @@ fn peer_rows_are_measured_or_say_why(dir: &std::path::Path) {
             assert!(why.starts_with("not supported by istgt"), "{r}");
         }
     }
+}
+
+/// app-profiles' quick initiator slice: both clients measured on the
+/// large read spec with CPU per I/O and a verdict; iscsi-perf refused
+/// the write-only spec with its reason; offload rows published only.
+fn initiator_rows_beside_the_line(dir: &std::path::Path) {
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("app-profiles.json")).unwrap())
+            .unwrap();
+    let i = &v["initiators"];
+    assert_eq!(i["line"]["pct"], 8.0, "{i}");
+    let rows = i["rows"].as_array().unwrap();
+    let row = |spec: &str, who: &str| {
+        rows.iter()
+            .find(|r| r["spec"] == spec && r["initiator"] == who)
+            .unwrap_or_else(|| panic!("no {spec} row for {who}: {i}"))
+    };
+    for who in ["ironlun bench", "libiscsi iscsi-perf"] {
+        let r = row("dss-1m", who);
+        assert_eq!(r["source"], "measured", "{r}");
+        assert!(r["iops"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["cpu_us_per_io"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["verdict"].is_string(), "{r}");
+    }
+    let refused = row("sql-server-log-64k", "libiscsi iscsi-perf");
+    assert!(
+        refused["cannot"].as_str().unwrap().contains("only reads"),
+        "{refused}"
+    );
+    let hba = row("dss-1m", "hba-broadcom");
+    assert_eq!(
+        (&hba["source"], &hba["in_lab"]),
+        (&"published".into(), &false.into())
+    );
+    assert!(hba["this_host_cpu_pct"].is_null(), "{hba}");
+    // Only the quick slice ran.
+    assert!(rows.iter().all(|r| r["spec"] != "os-drive-8k"), "{i}");
 }
 
 /// Every cell of a reproduction's JSON has `published`, `measured` and

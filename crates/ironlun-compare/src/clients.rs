@@ -108,7 +108,7 @@ impl Client {
 
     pub fn run(self, ctx: &RunCtx, w: &Workload, url: &str, target: u32) -> Result<Sample, String> {
         match self {
-            Client::IscsiPerf => iscsi_perf(ctx, w, url, target),
+            Client::IscsiPerf => iscsi_perf(ctx, &w.shape(), url, target),
             Client::QemuImg => qemu_img(w, url, target, ctx.measure),
             Client::IronlunBench => ironlun_bench(ctx, w, &[url.to_owned()], target),
         }
@@ -169,7 +169,7 @@ pub(crate) fn steal_between(a: Option<HostCpu>, b: Option<HostCpu>) -> f64 {
     }
 }
 
-fn fill_rates(s: &mut Sample, iops: f64, w: &Workload) {
+fn fill_rates(s: &mut Sample, iops: f64, w: &Shape) {
     s.iops = iops;
     s.mb_per_s = iops * f64::from(w.block_size) / 1e6;
     // Little's law: a full window of `queue_depth` commands.
@@ -208,10 +208,19 @@ pub fn iscsi_perf_current(line: &str) -> Option<u64> {
     rest.split_whitespace().next()?.parse().ok()
 }
 
+/// libiscsi's `iscsi-perf` running `w` against `url`, with the CPU of
+/// process `pid` (the target's) and its own over the measured seconds.
+/// It reads only (Debian 12's version 0.1 has no write mode), one
+/// transfer size at one queue depth, sequential or random: a shape that
+/// writes is refused.
+///
 /// iscsi-perf prints one line per second (ending in '\r'). The first
 /// second is warm-up; CPU is marked when it arrives and again after the
 /// last measured line, and the I/Os are the sum of those lines' counts.
-fn iscsi_perf(ctx: &RunCtx, w: &Workload, url: &str, pid: u32) -> Result<Sample, String> {
+pub fn iscsi_perf(ctx: &RunCtx, w: &Shape, url: &str, pid: u32) -> Result<Sample, String> {
+    if !w.read {
+        return Err("iscsi-perf only reads".into());
+    }
     let blocks = w.block_size / LUN_BLOCK;
     let mut cmd = Command::new("iscsi-perf");
     cmd.args(["-m", &w.queue_depth.to_string(), "-b", &blocks.to_string()]);
@@ -382,7 +391,7 @@ fn qemu_img(w: &Workload, url: &str, pid: u32, measure: Duration) -> Result<Samp
     // The client's own CPU comes from wait4 when it exits.
     s.client_cpu_us_per_io = Some(run.cpu_s * 1e6 / count as f64);
     s.client_cores = (run.wall > Duration::ZERO).then(|| run.cpu_s / run.wall.as_secs_f64());
-    fill_rates(&mut s, run.iops, w);
+    fill_rates(&mut s, run.iops, &w.shape());
     Ok(s)
 }
 
@@ -472,24 +481,49 @@ pub fn bench_on(
     pid: u32,
     load: &Load,
 ) -> Result<Sample, String> {
+    let pct = |b: bool| if b { "100" } else { "0" };
+    let mut args: Vec<String> = vec!["--bs".into(), shape.block_size.to_string()];
+    for (k, v) in [("--read", pct(shape.read)), ("--random", pct(shape.random))] {
+        args.extend([k.to_owned(), v.to_owned()]);
+    }
+    args.extend(["--qd".into(), shape.queue_depth.to_string()]);
+    if let Some(a) = shape.align {
+        args.extend(["--align".into(), a.to_string()]);
+    }
+    run_bench(ctx, &args, urls, pid, load)
+}
+
+/// `ironlun bench --profile NAME` (one of its built-in workloads, with
+/// its mix of reads and writes, random share and queue depth as the
+/// profile defines them) against `urls`, measured as [`bench`] measures.
+pub fn bench_profile(
+    ctx: &RunCtx,
+    profile: &str,
+    urls: &[String],
+    pid: u32,
+) -> Result<Sample, String> {
+    let args = ["--profile".to_owned(), profile.to_owned()];
+    run_bench(ctx, &args, urls, pid, &Load::default())
+}
+
+/// Runs `ironlun bench` with the workload arguments `what`, a one-second
+/// ramp, the measured time of `ctx` and the target's CPU from process
+/// `pid`; reads its JSON report.
+fn run_bench(
+    ctx: &RunCtx,
+    what: &[String],
+    urls: &[String],
+    pid: u32,
+    load: &Load,
+) -> Result<Sample, String> {
     let json = ctx.scratch.join("bench.json");
     let _ = std::fs::remove_file(&json);
     let watch = RssWatch::start(pid);
     let host = HostCpu::sample();
-    let pct = |b: bool| if b { "100" } else { "0" };
     let mut cmd = crate::pin::command(&ctx.exe, load.cpus.as_deref());
-    cmd.args([
-        "bench",
-        "--log",
-        "warn",
-        "--bs",
-        &shape.block_size.to_string(),
-    ])
-    .args(["--read", pct(shape.read), "--random", pct(shape.random)])
-    .args(["--qd", &shape.queue_depth.to_string(), "--ramp", "1s"]);
-    if let Some(a) = shape.align {
-        cmd.args(["--align", &a.to_string()]);
-    }
+    cmd.args(["bench", "--log", "warn"])
+        .args(what)
+        .args(["--ramp", "1s"]);
     if let Some(t) = load.threads {
         cmd.args(["--threads", &t.to_string()]);
     }
@@ -648,7 +682,7 @@ mod tests {
             .find(|w| w.queue_depth == 1)
             .unwrap();
         let mut s = Sample::default();
-        fill_rates(&mut s, 20_000.0, &w);
+        fill_rates(&mut s, 20_000.0, &w.shape());
         assert!((s.mean_latency_us - 50.0).abs() < 1e-9);
         assert!((s.mb_per_s - 81.92).abs() < 1e-9);
     }

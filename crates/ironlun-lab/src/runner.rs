@@ -323,6 +323,19 @@ impl Lab {
         Ok(())
     }
 
+    /// A relay with `cell`'s link (a transparent one when it has none) in
+    /// front of the embedded target of `cell.backend`, for initiators run
+    /// as separate programs; with the target's name and the LUN to use.
+    /// The lab's own sessions are closed first, so only that program's
+    /// I/O crosses it. The relay lives as long as the caller keeps it.
+    pub fn relayed_portal(&mut self, cell: &Cell) -> Result<(Relay, String, u16), String> {
+        self.close();
+        let (portal, target, lun) = self.target(&cell.backend)?;
+        let link = cell.link().unwrap_or_default();
+        let relay = Relay::start_on_loopback(portal, link).map_err(|e| format!("relay: {e}"))?;
+        Ok((relay, target, lun))
+    }
+
     /// Opens the sessions for `cell` now (so a path can be cut in the run
     /// that follows).
     pub fn prepare(&mut self, cell: &Cell) -> Result<(), String> {

@@ -351,6 +351,38 @@ impl FitDecl {
     }
 }
 
+/// A level the study drew to judge its rows, which is not a result (the
+/// initiator study's 8 % CPU line): its value, the host it was drawn
+/// for, and how the study applied it.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Threshold {
+    pub name: String,
+    pub metric: Metric,
+    pub value: f64,
+    pub unit: Unit,
+    /// CPUs of the host a CPU % line was drawn on (the % is of all of
+    /// them, averaged).
+    pub host_cpus: Option<u32>,
+    /// How the study read a row against it, in our words.
+    pub meaning: String,
+    #[serde(rename = "where")]
+    pub at: Where,
+}
+
+/// One published column of a condition (an initiator, say): what it
+/// was, and whether this lab has its hardware. A column whose hardware
+/// the lab lacks is shown as published only.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Column {
+    pub key: String,
+    pub value: String,
+    pub label: String,
+    pub in_lab: bool,
+    pub why: String,
+}
+
 /// One study's published values.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -365,6 +397,12 @@ pub struct StudyFile {
     pub stand_in: Vec<StandIn>,
     /// The testbed profile's training subset.
     pub fit: Option<FitDecl>,
+    /// Levels the study judged its rows by.
+    #[serde(default)]
+    pub threshold: Vec<Threshold>,
+    /// What each published column of a condition was.
+    #[serde(default)]
+    pub column: Vec<Column>,
     pub cell: Vec<PublishedCell>,
 }
 
@@ -412,6 +450,17 @@ impl StudyFile {
             f.check(&self.cell)
                 .map_err(|e| format!("{}: {e}", self.study))?;
         }
+        self.check_columns()?;
+        for t in &self.threshold {
+            t.at.check()
+                .map_err(|e| format!("{}: {}: {e}", self.study, t.name))?;
+            if !t.metric.units().contains(&t.unit) || !t.value.is_finite() {
+                return Err(format!(
+                    "{}: threshold {}: bad value or unit",
+                    self.study, t.name
+                ));
+            }
+        }
         for s in &self.stand_in {
             if s.key.is_empty() || s.published.is_empty() || s.measured.is_empty() {
                 return Err(format!(
@@ -421,6 +470,31 @@ impl StudyFile {
             }
         }
         Ok(())
+    }
+}
+
+impl StudyFile {
+    /// Each column names a condition value some cell has (a typo would
+    /// leave a published column unlabelled).
+    fn check_columns(&self) -> Result<(), String> {
+        for c in &self.column {
+            let hit = self
+                .cell
+                .iter()
+                .any(|cell| cell.conditions.get(&c.key) == Some(&c.value));
+            if !hit {
+                return Err(format!(
+                    "{}: column {}={} matches no cell",
+                    self.study, c.key, c.value
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The threshold called `name`.
+    pub fn threshold(&self, name: &str) -> Option<&Threshold> {
+        self.threshold.iter().find(|t| t.name == name)
     }
 }
 

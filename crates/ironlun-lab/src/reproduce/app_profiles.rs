@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use ironlun_units::format_size;
 
-use super::{Progress, ReproduceOptions, Reproduction, WorkloadSet, NAMES};
+use super::{initiators, Progress, ReproduceOptions, Reproduction, WorkloadSet, NAMES};
 use crate::cell::Cell;
 use crate::runner::Lab;
 use crate::testbed::{self, Knob};
@@ -38,7 +38,8 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
     let mut lab = Lab::new(opts.lab.clone())?;
     let (cell, link_note) = profile_link()?;
     let mut results = Vec::new();
-    for w in ironlun_bench::profiles::lookup("app-profiles")? {
+    let specs = ironlun_bench::profiles::lookup("app-profiles")?;
+    for w in specs.clone() {
         progress(&w.name);
         let mut w = w;
         w.time_s = opts.profile_time.as_secs_f64();
@@ -50,6 +51,8 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
         }
         results.extend(ironlun_bench::result::median_by_iops(runs));
     }
+    let file = crate::published::load("app-profiles")?;
+    let initiators = initiators::run(&mut lab, &cell, &specs, &opts.initiators, &file, progress)?;
     lab.close();
     Ok(Reproduction {
         reproduction: "app-profiles".into(),
@@ -69,5 +72,6 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
             format!("One LUN ({} RAM, embedded target on loopback) instead of four 4 GiB targets; run time and ramp are short (settable with --time). Host CPU % is IOMeter's whole-host figure; on this 2-core machine it includes the embedded target, so the published 8 % line is not comparable as is: target CPU is reported separately.", format_size(opts.lab.lun_size)),
         ],
         comparison: None,
+        initiators,
     })
 }

@@ -17,8 +17,10 @@ use std::time::Duration;
 
 use crate::fs_rows::{FsPlan, VmMode};
 use crate::runner::LabOptions;
+use initiators::{InitiatorOptions, Which};
 
 mod app_profiles;
+pub mod initiators;
 pub mod observe;
 pub mod peers;
 mod ramdisk_target;
@@ -70,6 +72,8 @@ pub struct ReproduceOptions {
     /// The ironlun binary, to run `ironlun target` as a separate process
     /// (target-backends' memory-limited block rows); `None`: not run.
     pub target_exe: Option<std::path::PathBuf>,
+    /// app-profiles: the initiators' CPU comparison.
+    pub initiators: InitiatorOptions,
 }
 
 impl ReproduceOptions {
@@ -92,6 +96,10 @@ impl ReproduceOptions {
                 copy_scale: 1,
             },
             target_exe: None,
+            initiators: InitiatorOptions {
+                which: Which::All,
+                time: Duration::from_secs(240),
+            },
         }
     }
 }
@@ -113,6 +121,12 @@ impl Default for ReproduceOptions {
                 copy_scale: 8,
             },
             target_exe: None,
+            // Two seconds per client run after one of warm-up: some 60 s
+            // for the twelve specs on two clients.
+            initiators: InitiatorOptions {
+                which: Which::All,
+                time: Duration::from_secs(2),
+            },
         }
     }
 }

@@ -65,6 +65,7 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
         peers: Vec::new(),
         notes: notes(opts, &plan, fs_note),
         comparison: None,
+        initiators: None,
     })
 }
 

@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use ironlun_units::format_size;
 
+use super::initiators::InitiatorStudy;
 use crate::fs_rows::{self, FsRow};
 use crate::model::Prediction;
 use crate::published::{self, Comparison};
@@ -119,6 +120,8 @@ pub struct Reproduction {
     /// The study's published values beside these rows (set by
     /// [`super::run`] once the study has run).
     pub comparison: Option<Comparison>,
+    /// The initiator study's CPU comparison (app-profiles only).
+    pub initiators: Option<InitiatorStudy>,
 }
 
 /// One JSON record per cell: its parameters, `measured_mb_per_s`,
@@ -214,6 +217,7 @@ impl Reproduction {
             "workloads": self.workloads,
             "fs_rows": self.fs_rows,
             "peer_rows": self.peers,
+            "initiators": self.initiators,
         }))
         .map_err(|e| e.to_string())
     }
@@ -386,6 +390,9 @@ impl Reproduction {
             s.push_str(&format!("\n{PEERS_TITLE}\n"));
             s.push_str(&super::peers::table(&self.peers));
         }
+        if let Some(i) = &self.initiators {
+            s.push_str(&i.text());
+        }
         for n in &self.notes {
             s.push_str(&format!("\nnote: {n}\n"));
         }
@@ -482,6 +489,15 @@ impl Reproduction {
             sections.push(Section {
                 title: PEERS_TITLE.into(),
                 note: super::peers::summary(&self.peers),
+                results: &[],
+                rows: Vec::new(),
+                cols: Vec::new(),
+            });
+        }
+        if let Some(i) = &self.initiators {
+            sections.push(Section {
+                title: i.title(),
+                note: i.summary(),
                 results: &[],
                 rows: Vec::new(),
                 cols: Vec::new(),

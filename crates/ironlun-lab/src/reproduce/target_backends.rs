@@ -88,6 +88,7 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
         peers,
         notes,
         comparison: None,
+        initiators: None,
     })
 }
 

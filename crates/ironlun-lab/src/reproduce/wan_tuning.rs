@@ -92,6 +92,7 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
             "Model: per command t0 (host time at queue depth 1 on loopback through the relay) + round trips (1, or 2 when the write waits for an R2T) x RTT + wire bytes / rate; throughput = min(window x size / cycle, link rate less PDU headers, TCP window / RTT, host rate measured on loopback).".into(),
         ],
         comparison: None,
+        initiators: None,
     })
 }
 
@@ -160,6 +161,7 @@ mod tests {
             peers: Vec::new(),
             notes: Vec::new(),
             comparison: None,
+            initiators: None,
         };
         let c = crate::published::compare(
             &crate::published::load("wan-tuning").unwrap(),
