@@ -24,6 +24,7 @@ mod ramdisk_target;
 mod reproduction;
 mod steps;
 mod target_backends;
+mod tunings;
 mod wan_tuning;
 
 pub use reproduction::{Reproduction, Table, TcpCell, WorkloadSet};
