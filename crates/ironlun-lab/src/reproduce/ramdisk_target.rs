@@ -46,7 +46,6 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
     for sc in tunings::scenarios() {
         progress(&format!("scenario {}: {}", sc.key, sc.settings()));
         let out = in_namespace(&sc, opts, &base, host, time, progress)?;
-        progress(&out.applied);
         applied.push(out.applied);
         host = Some(out.host);
         let mut sets = out.sets.into_iter();
@@ -104,6 +103,7 @@ fn in_namespace(
     std::thread::scope(|s| {
         let worker = s.spawn(move || -> Result<ScenarioRun, String> {
             let applied = tunings::enter(sc.key, &sc.tcp).line(sc.key);
+            let _ = tx.send(applied.clone());
             let mut lab = Lab::new(LabOptions {
                 target_max_recv_dsl: Some(sc.iscsi.max_recv_dsl),
                 ..opts.lab.clone()
@@ -214,8 +214,9 @@ fn notes(opts: &ReproduceOptions, plan: &FsPlan, fs_note: Option<String>) -> Vec
     vec![
         format!("The RAM LUN is {}, not 2 GB. The link is 1 Gbit/s with a 0.2 ms round trip, emulated by ironlun's relay.", format_size(opts.lab.lun_size)),
         "Model of a workload (a mix of sizes): per command, mean over the mix of host time (a line in the request size through 4 KiB and 256 KiB runs at queue depth 1, per direction) + round trips x RTT + wire bytes / rate, at least a line's transfer delay; throughput = the least of outstanding commands x mean size / mean cycle, the link rate in the busier direction, the TCP window per round trip and any rate limit. It has no host-rate bound (a mix's host limit is not calibrated), and none for the run with a pulled path.".into(),
-        format!("Each tuning scenario runs its initiator, relay and target over the loopback of a network namespace of its own (MTU {}) with the scenario's per-namespace TCP sysctls (SACK, timestamps, window scaling, receive-buffer autotuning, congestion control) and, with delayed ACK off, a quickack route; the lines below say what each applied. The TCP window is set on the sockets and carried by the relay. The study's untuned iSCSI lengths are not in its text: Microsoft's documented defaults (FirstBurstLength 64 KiB, MaxBurstLength 256 KiB, MaxRecvDataSegmentLength 64 KiB) are ironlun's assumption. RSS and TCP chimney offload, which the study disabled, are NIC features the loopback does not have.", tunings::MTU),
+        "Each tuning scenario runs its initiator, relay and target over the loopback of a network namespace of its own with the scenario's per-namespace TCP sysctls (SACK, timestamps, window scaling, receive-buffer autotuning, congestion control) and, with delayed ACK off, a quickack route; the lines below say what each applied. The TCP window is set on the sockets and carried by the relay. The study's untuned iSCSI lengths are not in its text: Microsoft's documented defaults (FirstBurstLength 64 KiB, MaxBurstLength 256 KiB, MaxRecvDataSegmentLength 64 KiB) are ironlun's assumption. RSS and TCP chimney offload, which the study disabled, are NIC features the loopback does not have. The loopback keeps its MTU: at the study's 1500 it stalled queue-depth-1 commands (64 KiB sequential reads at 9.8 MB/s against 77.7), an artefact of the relay, whose emulated link carries the framing.".to_owned(),
         "Link aggregation is two iSCSI sessions (multipath, round-robin) over two emulated links rather than NIC teaming; pulling a link cuts one relay.".into(),
         fs_note.unwrap_or_else(|| format!("The file copies ran through ext4 on the Linux kernel initiator (open-iscsi) in a QEMU VM on a RAM LUN of its own, with no emulated link{}; under software emulation the guest CPU, not the target, bounds them.", if plan.copy_scale > 1 { format!(", at 1/{} of the published sizes (--full runs them whole)", plan.copy_scale) } else { String::new() })),
+        format!("The study's copies ran between a RAM disk on the initiator and the LUN: here a tmpfs in the guest (random data, as the study's files were). RAM disk -> LUN is its write, timed as robocopy timed it, without the sync (the guest's page cache takes the data, as Windows' did); the synced row adds the time to put it on the LUN. LUN -> RAM disk is its read, with the files still cached from the write (the study's read rates, above its link's, were cache rates); the uncached row (with --full) drops the caches first.{}", if plan.lun_copies { "" } else { " LUN -> LUN copies (no published cell) run only with --full." }),
     ]
 }
