@@ -710,20 +710,38 @@ fn case_fs_bench(ctx: &Ctx) -> Verdict {
         ctx,
         &cases::FS_BENCH,
         target.addr.port(),
-        &[("FILE_MB", "64"), ("COPY_SCALE", "32")],
+        &[
+            ("FILE_MB", "64"),
+            ("COPY_SCALE", "32"),
+            ("RAM_COPIES", "1"),
+            ("RAM_UNCACHED", "1"),
+        ],
     );
     let r = (|| {
         require_pass(&o)?;
         require_kv(&o, "fsck", "clean")?;
-        let want = [
-            ("fs-write-512k", 64u64 << 20),
-            ("fs-read-512k", 64 << 20),
-            ("copy-1x1GiB", 32 << 20),
-            ("copy-1024x1MiB", 32 << 20),
-            ("copy-64x64x256KiB", 2 * 64 * 256 * 1024),
+        let mut want = vec![
+            ("fs-write-512k".to_owned(), 64u64 << 20),
+            ("fs-read-512k".to_owned(), 64 << 20),
+            ("copy-1x1GiB".to_owned(), 32 << 20),
+            ("copy-1024x1MiB".to_owned(), 32 << 20),
+            ("copy-64x64x256KiB".to_owned(), 2 * 64 * 256 * 1024),
         ];
+        // The RAM-disk study's copies: a tmpfs to the LUN and back.
+        for set in ["1x1GiB", "1024x1MiB", "64x64x256KiB"] {
+            for test in ["ram-to-lun-", "lun-to-ram-"] {
+                let suffix = if test == "ram-to-lun-" {
+                    "-synced"
+                } else {
+                    "-uncached"
+                };
+                want.push((format!("{test}{set}"), 32 << 20));
+                want.push((format!("{test}{set}{suffix}"), 32 << 20));
+            }
+        }
         let mut seen = Vec::new();
-        for (test, bytes) in want {
+        for (test, bytes) in &want {
+            let (test, bytes) = (test.as_str(), *bytes);
             let rec = o
                 .with_key("test")
                 .find(|r| field(r, "test") == Some(test))

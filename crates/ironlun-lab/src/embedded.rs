@@ -29,14 +29,17 @@ pub struct EmbeddedTarget {
     served: Option<tokio::task::JoinHandle<Result<(), String>>>,
 }
 
+/// MaxRecvDataSegmentLength an embedded target declares unless told.
+pub const MAX_RECV_DSL: u32 = 262_144;
+
 /// TOML for a loopback target with these LUN specs (`ram:1GiB`,
-/// `null:10GiB`, `file:/path,size=...`).
-fn config_text(luns: &[String]) -> String {
-    let mut t = String::from(
+/// `null:10GiB`, `file:/path,size=...`), declaring `max_recv_dsl`.
+fn config_text(luns: &[String], max_recv_dsl: u32) -> String {
+    let mut t = format!(
         "listen = [\"127.0.0.1:0\"]\n\
          [limits]\nshutdown_grace_secs = 1\nnop_interval_secs = 0\n\
          [defaults]\nqueue_depth = 256\ninitial_r2t = false\nimmediate_data = true\n\
-         max_recv_data_segment_length = 262144\nmax_burst_length = 16776192\n\
+         max_recv_data_segment_length = {max_recv_dsl}\nmax_burst_length = 16776192\n\
          first_burst_length = 16776192\nmax_outstanding_r2t = 8\n",
     );
     t.push_str(&format!("[[target]]\nname = \"{TARGET_NAME}\"\n"));
@@ -51,7 +54,18 @@ fn config_text(luns: &[String]) -> String {
 
 impl EmbeddedTarget {
     pub fn start(luns: &[String]) -> Result<EmbeddedTarget, String> {
-        let cfg = Config::from_toml(&config_text(luns), None).map_err(|e| e.to_string())?;
+        EmbeddedTarget::start_with(luns, None)
+    }
+
+    /// [`EmbeddedTarget::start`] declaring `max_recv_dsl` (`None`:
+    /// [`MAX_RECV_DSL`]) as its MaxRecvDataSegmentLength (RFC 7143
+    /// §13.12).
+    pub fn start_with(
+        luns: &[String],
+        max_recv_dsl: Option<u32>,
+    ) -> Result<EmbeddedTarget, String> {
+        let text = config_text(luns, max_recv_dsl.unwrap_or(MAX_RECV_DSL));
+        let cfg = Config::from_toml(&text, None).map_err(|e| e.to_string())?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name(TARGET_THREADS)

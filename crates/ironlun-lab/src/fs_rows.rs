@@ -31,6 +31,26 @@ pub struct FsPlan {
     pub file_mb: u64,
     /// The copy tests divided by this (1 as published); 0 skips them.
     pub copy_scale: u32,
+    /// Each copy set copied from the LUN to the LUN.
+    pub lun_copies: bool,
+    /// Each copy set copied from a RAM disk in the guest to the LUN and
+    /// back (`ram-to-lun-*`, `lun-to-ram-*`), as the RAM-disk study did.
+    pub ram_copies: bool,
+    /// With `ram_copies`, each set also read back after the caches are
+    /// dropped (`lun-to-ram-*-uncached`; no published cell).
+    pub ram_uncached: bool,
+}
+
+impl FsPlan {
+    /// Guest memory for the plan: 512 MiB, and room for the RAM disk
+    /// (a copy set) and the page cache holding it once more.
+    pub fn guest_mib(&self) -> u32 {
+        if self.ram_copies && self.copy_scale > 0 {
+            512 + 2 * 1024 / self.copy_scale
+        } else {
+            512
+        }
+    }
 }
 
 /// One measured row.
@@ -84,13 +104,25 @@ pub fn run(
             ("TARGET_IQN".to_owned(), target.name.clone()),
             ("FILE_MB".to_owned(), plan.file_mb.to_string()),
             ("COPY_SCALE".to_owned(), plan.copy_scale.to_string()),
+            (
+                "LUN_COPIES".to_owned(),
+                u8::from(plan.lun_copies).to_string(),
+            ),
+            (
+                "RAM_COPIES".to_owned(),
+                u8::from(plan.ram_copies).to_string(),
+            ),
+            (
+                "RAM_UNCACHED".to_owned(),
+                u8::from(plan.ram_uncached).to_string(),
+            ),
         ];
         let o = ironlun_vm::boot(&ironlun_vm::Boot {
             image: &image,
             case: &ironlun_vm::cases::FS_BENCH,
             env,
             budget: Duration::from_secs(1800),
-            memory_mib: 512,
+            memory_mib: plan.guest_mib(),
             accel,
             console_log: None,
             on_line: None,
@@ -141,8 +173,31 @@ fn label(test: &str, bytes: u64, plan: &FsPlan) -> String {
         "copy-1x1GiB" => format!("copy 1 x 1 GiB file{scale}"),
         "copy-1024x1MiB" => format!("copy 1024 x 1 MiB files{scale}"),
         "copy-64x64x256KiB" => format!("copy 64 folders x 64 x 256 KiB files{scale}"),
-        other => other.to_owned(),
+        other => ram_copy_label(other)
+            .map(|l| format!("{l}{scale}"))
+            .unwrap_or_else(|| other.to_owned()),
     }
+}
+
+/// `ram-to-lun-SET[-synced]` and `lun-to-ram-SET[-uncached]` for people.
+fn ram_copy_label(test: &str) -> Option<String> {
+    let (dir, rest) = if let Some(r) = test.strip_prefix("ram-to-lun-") {
+        ("RAM disk -> LUN", r)
+    } else {
+        ("LUN -> RAM disk", test.strip_prefix("lun-to-ram-")?)
+    };
+    let (set, how) = match rest.split_once('-') {
+        Some((set, "synced")) => (set, ", synced"),
+        Some((set, "uncached")) => (set, ", uncached"),
+        _ => (rest, ""),
+    };
+    let what = match set {
+        "1x1GiB" => "1 x 1 GiB",
+        "1024x1MiB" => "1024 x 1 MiB",
+        "64x64x256KiB" => "64 x 64 x 256 KiB",
+        _ => return None,
+    };
+    Some(format!("{dir} {what}{how}"))
 }
 
 /// The rows as a text table.
@@ -186,17 +241,26 @@ mod tests {
         let full = FsPlan {
             file_mb: 1000,
             copy_scale: 1,
+            lun_copies: true,
+            ram_copies: true,
+            ram_uncached: false,
         };
         // Copies need source and destination: 2 GiB plus a quarter and 64 MiB.
         assert_eq!(lun_size_for(&full), (2u64 << 30) + (512 << 20) + (64 << 20));
         let file_only = FsPlan {
             file_mb: 1000,
             copy_scale: 0,
+            lun_copies: true,
+            ram_copies: false,
+            ram_uncached: false,
         };
         assert_eq!(lun_size_for(&file_only), (1250 << 20) + (64 << 20));
         let small = FsPlan {
             file_mb: 200,
             copy_scale: 8,
+            lun_copies: false,
+            ram_copies: true,
+            ram_uncached: false,
         };
         assert!(lun_size_for(&small) >= 256 << 20);
         assert_eq!(lun_size_for(&small) % (1 << 20), 0);
@@ -207,6 +271,9 @@ mod tests {
         let p = FsPlan {
             file_mb: 200,
             copy_scale: 8,
+            lun_copies: false,
+            ram_copies: true,
+            ram_uncached: false,
         };
         assert_eq!(
             label("copy-1x1GiB", 1 << 27, &p),
@@ -216,5 +283,30 @@ mod tests {
             label("fs-read-512k", 200 << 20, &p),
             "read a 200 MiB file, 512 KiB blocks"
         );
+        assert_eq!(
+            label("ram-to-lun-1024x1MiB-synced", 1 << 27, &p),
+            "RAM disk -> LUN 1024 x 1 MiB, synced (1/8 scale)"
+        );
+        assert_eq!(
+            label("lun-to-ram-64x64x256KiB", 1 << 27, &p),
+            "LUN -> RAM disk 64 x 64 x 256 KiB (1/8 scale)"
+        );
+        assert_eq!(label("lun-to-ram-bogus", 1, &p), "lun-to-ram-bogus");
+    }
+
+    #[test]
+    fn guest_memory_holds_the_ram_disk() {
+        let mut p = FsPlan {
+            file_mb: 0,
+            copy_scale: 8,
+            lun_copies: false,
+            ram_copies: true,
+            ram_uncached: false,
+        };
+        assert_eq!(p.guest_mib(), 768);
+        p.copy_scale = 1;
+        assert_eq!(p.guest_mib(), 2560);
+        p.ram_copies = false;
+        assert_eq!(p.guest_mib(), 512);
     }
 }

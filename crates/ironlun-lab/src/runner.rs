@@ -25,6 +25,9 @@ pub struct LabOptions {
     pub lun_size: u64,
     /// Where a file LUN's image goes.
     pub dir: PathBuf,
+    /// MaxRecvDataSegmentLength the embedded targets declare (`None`:
+    /// [`crate::embedded`]'s 256 KiB).
+    pub target_max_recv_dsl: Option<u32>,
 }
 
 impl Default for LabOptions {
@@ -32,6 +35,7 @@ impl Default for LabOptions {
         LabOptions {
             lun_size: 512 << 20,
             dir: std::env::temp_dir(),
+            target_max_recv_dsl: None,
         }
     }
 }
@@ -160,7 +164,10 @@ impl Lab {
             return Ok((e.portal, e.iqn.clone(), e.lun));
         }
         if !self.targets.contains_key(backend) {
-            let t = EmbeddedTarget::start(&[self.lun_spec(backend)])?;
+            let t = EmbeddedTarget::start_with(
+                &[self.lun_spec(backend)],
+                self.opts.target_max_recv_dsl,
+            )?;
             info!(backend, portal = %t.portal, "embedded target started");
             self.targets.insert(backend.to_owned(), t);
         }
@@ -454,6 +461,7 @@ mod tests {
         let mut lab = Lab::new(LabOptions {
             lun_size: 1 << 20,
             dir: dir.path().to_owned(),
+            ..LabOptions::default()
         })
         .unwrap();
         for backend in ["file", "file-direct", "null"] {

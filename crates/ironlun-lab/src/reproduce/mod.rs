@@ -27,6 +27,7 @@ mod ramdisk_target;
 mod reproduction;
 mod steps;
 mod target_backends;
+mod tunings;
 mod wan_tuning;
 
 pub use reproduction::{Reproduction, Table, TcpCell, WorkloadSet};
@@ -94,6 +95,9 @@ impl ReproduceOptions {
             fs: FsPlan {
                 file_mb: 1000,
                 copy_scale: 1,
+                lun_copies: true,
+                ram_copies: true,
+                ram_uncached: true,
             },
             target_exe: None,
             initiators: InitiatorOptions {
@@ -116,9 +120,16 @@ impl Default for ReproduceOptions {
             vm: VmMode::Auto,
             // Under TCG the guest moves some 30-50 MB/s: a fifth of the
             // file and an eighth of the copies keep each boot near a minute.
+            // The RAM-disk study's copies run between a RAM disk and the
+            // LUN by default; LUN-to-LUN copies and uncached reads back
+            // (no published cell; about 65 s of the VM's time) only with
+            // --full.
             fs: FsPlan {
                 file_mb: 200,
                 copy_scale: 8,
+                lun_copies: false,
+                ram_copies: true,
+                ram_uncached: false,
             },
             target_exe: None,
             // Two seconds per client run after one of warm-up: some 60 s

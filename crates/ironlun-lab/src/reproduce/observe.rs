@@ -315,8 +315,39 @@ fn ramdisk_target(r: &Reproduction) -> Vec<Observation> {
             }
         }
     }
-    out.extend(r.fs_rows.iter().map(|row| fs_row(&row.test, row, false)));
+    for row in &r.fs_rows {
+        match copy_conditions(&row.test) {
+            Some(k) => out.push(obs(Metric::Throughput, &k, row.mb_per_s, None)),
+            None => out.push(fs_row(&row.test, row, false)),
+        }
+    }
     out
+}
+
+/// A RAM disk <-> LUN copy row as the study's robocopy cells name it:
+/// `ram-to-lun-SET` is its write, `lun-to-ram-SET` its read (the LUN's
+/// data still cached, as the study's was); the synced write and the
+/// uncached read carry a condition of their own (no published cell).
+fn copy_conditions(test: &str) -> Option<Conds> {
+    let (direction, rest) = if let Some(r) = test.strip_prefix("ram-to-lun-") {
+        ("write", r)
+    } else {
+        ("read", test.strip_prefix("lun-to-ram-")?)
+    };
+    let (set, extra) = match rest.split_once('-') {
+        Some((set, "synced")) => (set, Some(("until", "synced"))),
+        Some((set, "uncached")) => (set, Some(("cache", "dropped"))),
+        Some(_) => return None,
+        None => (rest, None),
+    };
+    let mut k = conds(&[
+        ("test", format!("robocopy-{set}")),
+        ("direction", direction.into()),
+    ]);
+    if let Some((key, v)) = extra {
+        k.push((key.into(), v.into()));
+    }
+    Some(k)
 }
 
 fn app_profiles(r: &Reproduction) -> Vec<Observation> {
@@ -356,6 +387,36 @@ mod tests {
         );
         assert_eq!(scenario("file-server mix, iSCSI tweaks: y"), "iscsi-tweaks");
         assert_eq!(scenario("file-server mix, notweaks: defaults"), "notweaks");
+    }
+
+    #[test]
+    fn ram_disk_copies_are_the_robocopy_cells() {
+        let get = |t: &str| {
+            copy_conditions(t).map(|c| {
+                c.iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+        };
+        assert_eq!(
+            get("ram-to-lun-1x1GiB").unwrap(),
+            "test=robocopy-1x1GiB direction=write"
+        );
+        assert_eq!(
+            get("lun-to-ram-64x64x256KiB").unwrap(),
+            "test=robocopy-64x64x256KiB direction=read"
+        );
+        assert_eq!(
+            get("ram-to-lun-1024x1MiB-synced").unwrap(),
+            "test=robocopy-1024x1MiB direction=write until=synced"
+        );
+        assert_eq!(
+            get("lun-to-ram-1x1GiB-uncached").unwrap(),
+            "test=robocopy-1x1GiB direction=read cache=dropped"
+        );
+        assert!(get("copy-1x1GiB").is_none());
+        assert!(get("lun-to-ram-1x1GiB-other").is_none());
     }
 
     #[test]

@@ -7,12 +7,15 @@ use std::time::{Duration, Instant};
 
 use ironlun_units::format_size;
 
+use std::sync::mpsc;
+
 use super::steps::{profile, tcp_baseline, vm_fs_rows};
+use super::tunings::{self, Scenario};
 use super::{Progress, ReproduceOptions, Reproduction, WorkloadSet, NAMES};
 use crate::cell::{Cell, Op};
 use crate::fs_rows::{self, FsPlan};
 use crate::model::{predict_mix, HostLine};
-use crate::runner::Lab;
+use crate::runner::{Lab, LabOptions};
 
 /// The link of every scenario: 1 Gbit/s with a 0.2 ms round trip.
 fn base_cell() -> Cell {
@@ -34,18 +37,22 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
         opts.tcp_time / 2,
         3,
     )?;
-    let mut lab = Lab::new(opts.lab.clone())?;
     let time = opts.cell_time * 3;
     let base = base_cell();
-    progress("calibrating host time per command on loopback");
-    let host = lab.calibrate_line(&base, Duration::from_millis(300))?;
-    let mut workloads = file_server_mixes(&mut lab, &base, &host, time, progress)?;
-    progress("64 KiB disk-benchmark tests");
-    workloads.push(disk_tests(&mut lab, &base, &host, time)?);
-    progress("two paths, then one pulled mid-run");
-    workloads.push(two_paths(&mut lab, &base, &host, time)?);
-    lab.close();
-    drop(lab);
+    let mut workloads = Vec::new();
+    let mut extra = Vec::new();
+    let mut applied = Vec::new();
+    let mut host = None;
+    for sc in tunings::scenarios() {
+        progress(&format!("scenario {}: {}", sc.key, sc.settings()));
+        let out = in_namespace(&sc, opts, &base, host, time, progress)?;
+        applied.push(out.applied);
+        host = Some(out.host);
+        let mut sets = out.sets.into_iter();
+        workloads.extend(sets.next());
+        extra.extend(sets);
+    }
+    workloads.extend(extra);
     // The file copies through ext4 on the kernel initiator, on a RAM LUN.
     let plan = FsPlan {
         file_mb: 0,
@@ -53,6 +60,8 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
     };
     let luns = [("ram", format!("ram:{}", fs_rows::lun_size_for(&plan)))];
     let (fs_rows, fs_note) = vm_fs_rows(opts, &luns, &plan, progress)?;
+    let mut notes = notes(opts, &plan, fs_note);
+    notes.extend(applied);
     Ok(Reproduction {
         reproduction: "ramdisk-target".into(),
         description: NAMES[2].1.into(),
@@ -63,54 +72,91 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
         workloads,
         fs_rows,
         peers: Vec::new(),
-        notes: notes(opts, &plan, fs_note),
+        notes,
         comparison: None,
         initiators: None,
     })
 }
 
-/// The file-server mix and its 50/50 variant under the three tuning
-/// scenarios: defaults, iSCSI burst and segment sizes, and those with a
-/// 512 KiB TCP window.
-fn file_server_mixes(
-    lab: &mut Lab,
+/// What one scenario's namespace measured.
+struct ScenarioRun {
+    /// The file-server mixes first, then (notweaks only) the disk tests
+    /// and the two paths.
+    sets: Vec<WorkloadSet>,
+    /// The line that says what was applied and what was not.
+    applied: String,
+    host: HostLine,
+}
+
+/// Runs `sc`'s cells on a thread of their own in a network namespace
+/// with the scenario's TCP settings (`tunings::enter`), against a target
+/// and through relays started there. The untuned scenario also
+/// calibrates the host line (when `host` is `None`) and runs the disk
+/// tests and the two paths, which the study ran untuned.
+fn in_namespace(
+    sc: &Scenario,
+    opts: &ReproduceOptions,
     base: &Cell,
-    host: &HostLine,
+    host: Option<HostLine>,
     time: Duration,
     progress: Progress<'_>,
-) -> Result<Vec<WorkloadSet>, String> {
-    let tweaked = Cell {
-        first_burst: Some(262_144),
-        max_recv_dsl: Some(262_144),
-        max_burst: Some(524_288),
-        ..base.clone()
-    };
-    let scenarios = [
-        ("notweaks: defaults", base.clone()),
-        (
-            "iSCSI tweaks: FirstBurstLength 256 KiB, MaxRecvDataSegmentLength 256 KiB, MaxBurstLength 512 KiB",
-            tweaked.clone(),
-        ),
-        (
-            "TCP + iSCSI tweaks: the above plus a 512 KiB TCP window",
-            Cell {
-                tcp_window: Some(524_288),
-                ..tweaked
-            },
-        ),
-    ];
-    let mut sets = Vec::new();
-    for (title, cell) in &scenarios {
-        progress(title);
-        let mut set = WorkloadSet::new(format!("file-server mix, {title}"));
-        for name in ["file-server", "file-server-50"] {
-            let w = profile(name, time)?;
-            let (r, steal) = lab.run_workload(cell, &w, false)?;
-            set.push(r, predict_mix(&w, cell, Some(host)), steal);
+) -> Result<ScenarioRun, String> {
+    let (tx, rx) = mpsc::channel::<String>();
+    std::thread::scope(|s| {
+        let worker = s.spawn(move || -> Result<ScenarioRun, String> {
+            let applied = tunings::enter(sc.key, &sc.tcp).line(sc.key);
+            let _ = tx.send(applied.clone());
+            let mut lab = Lab::new(LabOptions {
+                target_max_recv_dsl: Some(sc.iscsi.max_recv_dsl),
+                ..opts.lab.clone()
+            })?;
+            let cell = sc.cell(base);
+            let host = match host {
+                Some(h) => h,
+                None => {
+                    let _ = tx.send("calibrating host time per command on loopback".into());
+                    lab.calibrate_line(&cell, Duration::from_millis(300))?
+                }
+            };
+            let mut sets = vec![file_server_mixes(&mut lab, sc, &cell, &host, time)?];
+            if sc.key == "notweaks" {
+                let _ = tx.send("64 KiB disk-benchmark tests".into());
+                sets.push(disk_tests(&mut lab, &cell, &host, time)?);
+                let _ = tx.send("two paths, then one pulled mid-run".into());
+                sets.push(two_paths(&mut lab, &cell, &host, time)?);
+            }
+            lab.close();
+            Ok(ScenarioRun {
+                sets,
+                applied,
+                host,
+            })
+        });
+        // The worker's progress, until it drops its sender.
+        for m in rx {
+            progress(&m);
         }
-        sets.push(set);
+        worker
+            .join()
+            .map_err(|_| format!("scenario {} panicked", sc.key))?
+    })
+}
+
+/// The file-server mix and its 50/50 variant under one tuning scenario.
+fn file_server_mixes(
+    lab: &mut Lab,
+    sc: &Scenario,
+    cell: &Cell,
+    host: &HostLine,
+    time: Duration,
+) -> Result<WorkloadSet, String> {
+    let mut set = WorkloadSet::new(format!("file-server mix, {}", sc.title));
+    for name in ["file-server", "file-server-50"] {
+        let w = profile(name, time)?;
+        let (r, steal) = lab.run_workload(cell, &w, false)?;
+        set.push(r, predict_mix(&w, cell, Some(host)), steal);
     }
-    Ok(sets)
+    Ok(set)
 }
 
 /// The 64 KiB disk-benchmark tests over the base link.
@@ -170,8 +216,9 @@ fn notes(opts: &ReproduceOptions, plan: &FsPlan, fs_note: Option<String>) -> Vec
     vec![
         format!("The RAM LUN is {}, not 2 GB. The link is 1 Gbit/s with a 0.2 ms round trip, emulated by ironlun's relay.", format_size(opts.lab.lun_size)),
         "Model of a workload (a mix of sizes): per command, mean over the mix of host time (a line in the request size through 4 KiB and 256 KiB runs at queue depth 1, per direction) + round trips x RTT + wire bytes / rate, at least a line's transfer delay; throughput = the least of outstanding commands x mean size / mean cycle, the link rate in the busier direction, the TCP window per round trip and any rate limit. It has no host-rate bound (a mix's host limit is not calibrated), and none for the run with a pulled path.".into(),
-        "Delayed ACK, window scaling and SACK are the kernel's (loopback TCP between the relay and each end); the TCP window is set on the sockets and carried by the relay.".into(),
+        "Each tuning scenario runs its initiator, relay and target over the loopback of a network namespace of its own with the scenario's per-namespace TCP sysctls (SACK, timestamps, window scaling, receive-buffer autotuning, congestion control) and, with delayed ACK off, a quickack route; the lines below say what each applied. The TCP window is set on the sockets and carried by the relay. The study's untuned iSCSI lengths are not in its text: Microsoft's documented defaults (FirstBurstLength 64 KiB, MaxBurstLength 256 KiB, MaxRecvDataSegmentLength 64 KiB) are ironlun's assumption. RSS and TCP chimney offload, which the study disabled, are NIC features the loopback does not have. The loopback keeps its MTU: at the study's 1500 it stalled queue-depth-1 commands (64 KiB sequential reads at 9.8 MB/s against 77.7), an artefact of the relay, whose emulated link carries the framing.".to_owned(),
         "Link aggregation is two iSCSI sessions (multipath, round-robin) over two emulated links rather than NIC teaming; pulling a link cuts one relay.".into(),
         fs_note.unwrap_or_else(|| format!("The file copies ran through ext4 on the Linux kernel initiator (open-iscsi) in a QEMU VM on a RAM LUN of its own, with no emulated link{}; under software emulation the guest CPU, not the target, bounds them.", if plan.copy_scale > 1 { format!(", at 1/{} of the published sizes (--full runs them whole)", plan.copy_scale) } else { String::new() })),
+        format!("The study's copies ran between a RAM disk on the initiator and the LUN: here a tmpfs in the guest (random data, as the study's files were). RAM disk -> LUN is its write, timed as robocopy timed it, without the sync (the guest's page cache takes the data, as Windows' did); the synced row adds the time to put it on the LUN. LUN -> RAM disk is its read, with the files still cached from the write (the study's read rates, above its link's, were cache rates); the uncached row (with --full) drops the caches first.{}", if plan.lun_copies { "" } else { " LUN -> LUN copies (no published cell) run only with --full." }),
     ]
 }
