@@ -495,7 +495,7 @@ pub fn bench_on(
 
 /// `ironlun bench --profile NAME` (one of its built-in workloads, with
 /// its mix of reads and writes, random share and queue depth as the
-/// profile defines them) against `urls`, measured as [`bench`] measures.
+/// profile defines them) against `urls`, measured as [`bench()`] measures.
 pub fn bench_profile(
     ctx: &RunCtx,
     profile: &str,

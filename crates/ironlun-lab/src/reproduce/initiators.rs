@@ -132,7 +132,7 @@ pub enum Plan {
 /// offsets). iscsi-perf (libiscsi 1.19, "version 0.1") issues reads of
 /// one size at one queue depth, all sequential or all random: a spec
 /// that is all reads runs as given (its random share rounded to all or
-/// none), one with at most [`MAX_WRITES_AS_READS`] % writes runs as all
+/// none), one with at most `MAX_WRITES_AS_READS` % writes runs as all
 /// reads, one with more cannot run.
 pub fn plan(client: Client, spec: &Spec) -> Plan {
     if client == Client::Ironlun {
