@@ -19,7 +19,6 @@ use ironlun_compare::loopdev::{self, LoopDevice};
 use ironlun_compare::workloads::LunKind;
 use serde::Serialize;
 
-use super::steps::sweep_from;
 use super::{Progress, ReproduceOptions};
 use crate::cell::Cell;
 use crate::runner::{External, Lab};
@@ -446,18 +445,7 @@ fn run_peer(
 
 /// The study's test I cell (512 KiB, queue depth 1, 1 Gbit/s) for `op`.
 fn seq_cell(op: &str) -> Result<Cell, String> {
-    let s = sweep_from(&format!(
-        r#"rows = ["backend"]
-           cols = ["op"]
-           [base]
-           bs = "512KiB"
-           qd = 1
-           link_rate = "1Gbit"
-           tcp_window = "4MB"
-           [axes]
-           backend = ["file"]
-           op = ["{op}"]"#
-    ))?;
+    let s = super::target_backends::seq_sweep(r#"["file"]"#, &format!(r#"["{op}"]"#))?;
     s.cells()?
         .into_iter()
         .next()

@@ -13,11 +13,13 @@ use super::steps::{fs_file_lun, run_tables, sweep_from, vm_fs_rows};
 use super::{Progress, ReproduceOptions, Reproduction, NAMES};
 use crate::fs_rows::{self, FsPlan, FsRow};
 use crate::runner::Lab;
+use crate::sweep::Sweep;
 
-pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Reproduction, String> {
-    let started = Instant::now();
-    let mut lab = Lab::new(opts.lab.clone())?;
-    let seq = sweep_from(
+/// The study's test I (dd-style 512 KiB transfers at queue depth 1 over
+/// 1 Gbit/s) for `backends` × `ops`, each a TOML array of strings: for
+/// ironlun's rows and the peers' ([`super::peers`]).
+pub(super) fn seq_sweep(backends: &str, ops: &str) -> Result<Sweep, String> {
+    sweep_from(&format!(
         r#"rows = ["backend"]
            cols = ["op"]
            [base]
@@ -26,9 +28,15 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
            link_rate = "1Gbit"
            tcp_window = "4MB"
            [axes]
-           backend = ["null", "file", "file-direct"]
-           op = ["read", "write"]"#,
-    )?;
+           backend = {backends}
+           op = {ops}"#
+    ))
+}
+
+pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Reproduction, String> {
+    let started = Instant::now();
+    let mut lab = Lab::new(opts.lab.clone())?;
+    let seq = seq_sweep(r#"["null", "file", "file-direct"]"#, r#"["read", "write"]"#)?;
     let db = sweep_from(
         r#"rows = ["backend"]
            cols = ["workers"]

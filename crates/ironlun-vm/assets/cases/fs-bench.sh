@@ -40,6 +40,21 @@ if [ "${FILE_MB:-0}" -gt 0 ]; then
 fi
 
 copy() { cp -r /mnt/src /mnt/dst && sync; }
+# folder_tree ROOT FILL: the study's folder copy set, 64 folders (64 / s
+# of them, at least one) of 64 files of 256 KiB each, written by FILL;
+# sets $folders.
+folder_tree() {
+  mkdir "$1"
+  folders=$((64 / s))
+  [ "$folders" -gt 0 ] || folders=1
+  d=0
+  while [ $d -lt $folders ]; do
+    mkdir "$1/d$d"
+    i=0
+    while [ $i -lt 64 ]; do "$2" "$1/d$d/f$i" 262144; i=$((i + 1)); done
+    d=$((d + 1))
+  done
+}
 if [ "${COPY_SCALE:-0}" -gt 0 ] && [ "${LUN_COPIES:-1}" = 1 ]; then
   s=$COPY_SCALE
   mkdir /mnt/src
@@ -55,16 +70,7 @@ if [ "${COPY_SCALE:-0}" -gt 0 ] && [ "${LUN_COPIES:-1}" = 1 ]; then
   timed "copy-1024x1MiB" $((n * 1048576)) copy
   rm -rf /mnt/src /mnt/dst
 
-  mkdir /mnt/src
-  folders=$((64 / s))
-  [ "$folders" -gt 0 ] || folders=1
-  d=0
-  while [ $d -lt $folders ]; do
-    mkdir /mnt/src/d$d
-    i=0
-    while [ $i -lt 64 ]; do fill /mnt/src/d$d/f$i 262144; i=$((i + 1)); done
-    d=$((d + 1))
-  done
+  folder_tree /mnt/src fill
   drop_caches
   timed "copy-64x64x256KiB" $((folders * 64 * 262144)) copy
   rm -rf /mnt/src /mnt/dst
@@ -113,16 +119,7 @@ if [ "${COPY_SCALE:-0}" -gt 0 ] && [ "${RAM_COPIES:-0}" = 1 ]; then
   while [ $i -lt $n ]; do rfill /ram/src/f$i 1048576; i=$((i + 1)); done
   ram_round 1024x1MiB $((n * 1048576))
 
-  mkdir /ram/src
-  folders=$((64 / s))
-  [ "$folders" -gt 0 ] || folders=1
-  d=0
-  while [ $d -lt $folders ]; do
-    mkdir /ram/src/d$d
-    i=0
-    while [ $i -lt 64 ]; do rfill /ram/src/d$d/f$i 262144; i=$((i + 1)); done
-    d=$((d + 1))
-  done
+  folder_tree /ram/src rfill
   ram_round 64x64x256KiB $((folders * 64 * 262144))
   umount /ram
 fi
