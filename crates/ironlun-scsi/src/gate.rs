@@ -12,17 +12,26 @@
 //! Exclusive holders are preferred: once one waits, new shared holders
 //! wait (or are refused a ticket) until it is done, so a stream of reads
 //! cannot starve a COMPARE AND WRITE.
+//!
+//! Shared holders count themselves in their thread's shard
+//! (crate::shard), so that reads on many cores do not all write one
+//! atomic; an exclusive holder sets its flag, then waits until every
+//! shard reads zero. Both sides write with `SeqCst` and then read the
+//! other side's word (a sharer: its shard, then the flag; an exclusive
+//! holder: the flag, then the shards), so in the single total order of
+//! `SeqCst` operations at least one of them sees the other: a sharer that
+//! missed the flag is seen in its shard, and one that saw it steps back.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-/// Set while an exclusive holder holds or waits for the gate; the bits
-/// below count shared holders.
-const EXCLUSIVE: usize = 1 << (usize::BITS - 1);
+use crate::shard::{self, Padded};
 
-#[derive(Default)]
 pub(crate) struct AccessGate {
-    state: AtomicUsize,
+    /// Set while an exclusive holder holds or waits.
+    exclusive_wanted: AtomicBool,
+    /// Shared holders, by the shard of the thread that entered.
+    holders: Box<[Padded<AtomicUsize>]>,
     /// Serialises exclusive holders (held for their whole section).
     exclusive: Mutex<()>,
     /// Waiters sleep on `changed` under `sleep`.
@@ -30,57 +39,97 @@ pub(crate) struct AccessGate {
     changed: Condvar,
 }
 
+impl Default for AccessGate {
+    fn default() -> Self {
+        AccessGate {
+            exclusive_wanted: AtomicBool::new(false),
+            holders: shard::new_set(),
+            exclusive: Mutex::new(()),
+            sleep: Mutex::new(()),
+            changed: Condvar::new(),
+        }
+    }
+}
+
 fn lock(m: &Mutex<()>) -> MutexGuard<'_, ()> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Whether the caller already holds the gate's `sleep` lock.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Sleep {
+    Held,
+    NotHeld,
+}
+
 impl AccessGate {
-    /// A shared hold now, or `None` while an exclusive holder holds or
-    /// waits.
-    fn try_enter_shared(&self) -> bool {
-        let mut s = self.state.load(Ordering::Acquire);
-        loop {
-            // One more sharer; a count reaching the EXCLUSIVE bit (2^63
-            // guards) is refused like an exclusive holder.
-            let Some(next) = s.checked_add(1).filter(|n| n & EXCLUSIVE == 0) else {
-                return false;
-            };
-            match self
-                .state
-                .compare_exchange_weak(s, next, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => return true,
-                Err(now) => s = now,
-            }
+    /// A shared hold now, counted in the returned shard, or `None` while
+    /// an exclusive holder holds or waits.
+    fn try_enter_shared(&self, sleep: Sleep) -> Option<usize> {
+        // Checked first so that sharers waiting out an exclusive holder
+        // do not count themselves in and out (each step back wakes the
+        // sleepers, which would wake each other in turn).
+        if self.exclusive_wanted.load(Ordering::SeqCst) {
+            return None;
         }
+        let i = shard::index();
+        let slot = &self.holders.get(i)?.0;
+        // A count reaching usize::MAX guards in one shard is refused
+        // like an exclusive holder.
+        if slot.fetch_add(1, Ordering::SeqCst) == usize::MAX - 1 {
+            self.leave_shared(i, sleep);
+            return None;
+        }
+        if self.exclusive_wanted.load(Ordering::SeqCst) {
+            // Step back: the exclusive holder may have seen this hold.
+            self.leave_shared(i, sleep);
+            return None;
+        }
+        Some(i)
     }
 
-    fn leave_shared(&self) {
-        let before = self.state.fetch_sub(1, Ordering::AcqRel);
-        if before == EXCLUSIVE | 1 {
-            // The last shared holder left while an exclusive one waits.
-            let _g = lock(&self.sleep);
+    /// Ends a hold counted in shard `i`; wakes a waiting exclusive
+    /// holder, which counts the shards again.
+    fn leave_shared(&self, i: usize, sleep: Sleep) {
+        if let Some(slot) = self.holders.get(i) {
+            slot.0.fetch_sub(1, Ordering::SeqCst);
+        }
+        if self.exclusive_wanted.load(Ordering::SeqCst) {
+            // Under the lock, so a waiter between its count and its wait
+            // cannot miss this.
+            let _g = (sleep == Sleep::NotHeld).then(|| lock(&self.sleep));
             self.changed.notify_all();
         }
     }
 
+    /// Whether no shared holder holds.
+    fn no_sharers(&self) -> bool {
+        self.holders.iter().all(|h| h.0.load(Ordering::SeqCst) == 0)
+    }
+
     /// Shared access, waiting while an exclusive holder holds or waits.
     pub(crate) fn shared(&self) -> SharedGuard<'_> {
-        if !self.try_enter_shared() {
-            let mut g = lock(&self.sleep);
-            while !self.try_enter_shared() {
-                g = self.changed.wait(g).unwrap_or_else(|e| e.into_inner());
+        let shard = match self.try_enter_shared(Sleep::NotHeld) {
+            Some(i) => i,
+            None => {
+                let mut g = lock(&self.sleep);
+                loop {
+                    if let Some(i) = self.try_enter_shared(Sleep::Held) {
+                        break i;
+                    }
+                    g = self.changed.wait(g).unwrap_or_else(|e| e.into_inner());
+                }
             }
-        }
-        SharedGuard { gate: self }
+        };
+        SharedGuard { gate: self, shard }
     }
 
     /// Sole access, waiting for shared holders to leave.
     pub(crate) fn exclusive(&self) -> ExclusiveGuard<'_> {
         let serial = lock(&self.exclusive);
-        self.state.fetch_or(EXCLUSIVE, Ordering::AcqRel);
+        self.exclusive_wanted.store(true, Ordering::SeqCst);
         let mut g = lock(&self.sleep);
-        while self.state.load(Ordering::Acquire) != EXCLUSIVE {
+        while !self.no_sharers() {
             g = self.changed.wait(g).unwrap_or_else(|e| e.into_inner());
         }
         drop(g);
@@ -94,11 +143,13 @@ impl AccessGate {
 /// Shared access for the guard's lifetime.
 pub(crate) struct SharedGuard<'a> {
     gate: &'a AccessGate,
+    /// Where the hold is counted.
+    shard: usize,
 }
 
 impl Drop for SharedGuard<'_> {
     fn drop(&mut self) {
-        self.gate.leave_shared();
+        self.gate.leave_shared(self.shard, Sleep::NotHeld);
     }
 }
 
@@ -111,7 +162,7 @@ pub(crate) struct ExclusiveGuard<'a> {
 impl Drop for ExclusiveGuard<'_> {
     fn drop(&mut self) {
         let _g = lock(&self.gate.sleep);
-        self.gate.state.fetch_and(!EXCLUSIVE, Ordering::AcqRel);
+        self.gate.exclusive_wanted.store(false, Ordering::SeqCst);
         self.gate.changed.notify_all();
     }
 }
@@ -128,6 +179,9 @@ pub(crate) enum WriteGuard<'a> {
 /// access runs asynchronously, released when dropped.
 pub struct SharedTicket {
     gate: Arc<dyn HasGate>,
+    /// Where the hold is counted (a ticket may be dropped on another
+    /// thread than the one that took it).
+    shard: usize,
 }
 
 /// What owns a gate (a logical unit), so a ticket can keep it alive.
@@ -139,17 +193,14 @@ impl SharedTicket {
     /// A ticket now, or `None` while an exclusive holder holds or waits.
     pub(crate) fn try_new(owner: Arc<dyn HasGate>) -> Option<SharedTicket> {
         // Built only once the hold is taken: its Drop releases one.
-        if owner.gate().try_enter_shared() {
-            Some(SharedTicket { gate: owner })
-        } else {
-            None
-        }
+        let shard = owner.gate().try_enter_shared(Sleep::NotHeld)?;
+        Some(SharedTicket { gate: owner, shard })
     }
 }
 
 impl Drop for SharedTicket {
     fn drop(&mut self) {
-        self.gate.gate().leave_shared();
+        self.gate.gate().leave_shared(self.shard, Sleep::NotHeld);
     }
 }
 
@@ -162,6 +213,10 @@ mod tests {
     use super::*;
 
     struct Owner(AccessGate);
+
+    fn idle(g: &AccessGate) -> bool {
+        !g.exclusive_wanted.load(Ordering::SeqCst) && g.no_sharers()
+    }
     impl HasGate for Owner {
         fn gate(&self) -> &AccessGate {
             &self.0
@@ -181,7 +236,7 @@ mod tests {
             e2.store(true, Ordering::SeqCst);
         });
         // The exclusive holder waits: no new tickets meanwhile.
-        while owner.0.state.load(Ordering::SeqCst) & EXCLUSIVE == 0 {
+        while !owner.0.exclusive_wanted.load(Ordering::SeqCst) {
             thread::yield_now();
         }
         assert!(SharedTicket::try_new(owner.clone()).is_none());
@@ -191,7 +246,7 @@ mod tests {
         drop(t);
         h.join().unwrap();
         assert!(entered.load(Ordering::SeqCst));
-        assert_eq!(owner.0.state.load(Ordering::SeqCst), 0);
+        assert!(idle(&owner.0));
         assert!(SharedTicket::try_new(owner.clone()).is_some());
     }
 
@@ -200,9 +255,9 @@ mod tests {
         let owner = Arc::new(Owner(AccessGate::default()));
         let x = owner.0.exclusive();
         assert!(SharedTicket::try_new(owner.clone()).is_none());
-        assert_eq!(owner.0.state.load(Ordering::SeqCst), EXCLUSIVE);
+        assert!(owner.0.exclusive_wanted.load(Ordering::SeqCst) && owner.0.no_sharers());
         drop(x);
-        assert_eq!(owner.0.state.load(Ordering::SeqCst), 0);
+        assert!(idle(&owner.0));
     }
 
     #[test]
@@ -230,6 +285,17 @@ mod tests {
         for h in hs {
             h.join().unwrap();
         }
-        assert_eq!(owner.0.state.load(Ordering::SeqCst), 0);
+        assert!(idle(&owner.0));
+    }
+
+    #[test]
+    fn a_ticket_dropped_on_another_thread_releases_where_it_was_counted() {
+        let owner = Arc::new(Owner(AccessGate::default()));
+        let t = SharedTicket::try_new(owner.clone()).unwrap();
+        let shard = t.shard;
+        // The dropping thread may have another shard than the taker.
+        thread::spawn(move || drop(t)).join().unwrap();
+        assert!(idle(&owner.0), "shard {shard} still counts a holder");
+        drop(owner.0.exclusive());
     }
 }

@@ -64,6 +64,7 @@ pub mod reservations;
 mod sanitize;
 pub mod saved;
 pub mod sense;
+mod shard;
 mod stage;
 pub mod stats;
 #[cfg(test)]

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::reservations::Access;
+use crate::shard::{self, Padded};
 
 mod failure;
 pub use failure::Failure;
@@ -98,6 +99,14 @@ impl LatencySnapshot {
     pub fn count(&self) -> u64 {
         self.buckets.iter().sum()
     }
+
+    /// Adds another shard's (or unit's) histogram.
+    pub fn add(&mut self, o: &LatencySnapshot) {
+        for (a, b) in self.buckets.iter_mut().zip(o.buckets) {
+            *a = a.saturating_add(b);
+        }
+        self.sum_ns = self.sum_ns.saturating_add(o.sum_ns);
+    }
 }
 
 impl Latency {
@@ -120,9 +129,9 @@ impl Latency {
     }
 }
 
-/// Live counters, updated once per command with relaxed atomics.
+/// One thread's share of the counters (crate::shard).
 #[derive(Default)]
-pub struct IoStats {
+struct Counters {
     reads: AtomicU64,
     writes: AtomicU64,
     other: AtomicU64,
@@ -132,6 +141,21 @@ pub struct IoStats {
     failed: [AtomicU64; Failure::COUNT],
     /// By [`IoKind::index`].
     latency: [Latency; 3],
+}
+
+/// Live counters, updated once per command with relaxed atomics, each
+/// thread in its own shard (on 8 cores, shared counters cost more than a
+/// null read's own work); a snapshot adds the shards up.
+pub struct IoStats {
+    shards: Box<[Padded<Counters>]>,
+}
+
+impl Default for IoStats {
+    fn default() -> Self {
+        IoStats {
+            shards: shard::new_set(),
+        }
+    }
 }
 
 /// A copy of the counters at one moment.
@@ -184,6 +208,12 @@ impl IoSnapshot {
 }
 
 impl IoStats {
+    /// This thread's shard (always one: the index is below the count).
+    #[inline]
+    fn mine(&self) -> Option<&Counters> {
+        self.shards.get(shard::index()).map(|p| &p.0)
+    }
+
     /// Counts one finished command, and says how it was counted.
     /// `access` is `None` for a command the LU does not know; `failure`
     /// is `None` for one that ended GOOD.
@@ -198,18 +228,21 @@ impl IoStats {
             c.fetch_add(n as u64, Ordering::Relaxed);
         };
         let kind = IoKind::of(access);
+        let Some(mine) = self.mine() else {
+            return kind;
+        };
         match kind {
             IoKind::Read => {
-                add(&self.reads, 1);
-                add(&self.read_bytes, data_in);
+                add(&mine.reads, 1);
+                add(&mine.read_bytes, data_in);
             }
             IoKind::Write => {
-                add(&self.writes, 1);
-                add(&self.write_bytes, data_out);
+                add(&mine.writes, 1);
+                add(&mine.write_bytes, data_out);
             }
-            IoKind::Other => add(&self.other, 1),
+            IoKind::Other => add(&mine.other, 1),
         }
-        if let Some(c) = failure.and_then(|f| self.failed.get(f.index())) {
+        if let Some(c) = failure.and_then(|f| mine.failed.get(f.index())) {
             add(c, 1);
         }
         kind
@@ -217,18 +250,32 @@ impl IoStats {
 
     /// Counts the time one command of this kind took.
     pub(crate) fn record_latency(&self, kind: IoKind, took: Duration) {
-        if let Some(l) = self.latency.get(kind.index()) {
+        if let Some(l) = self.mine().and_then(|m| m.latency.get(kind.index())) {
             l.record(took);
         }
     }
 
     pub fn latency(&self, kind: IoKind) -> LatencySnapshot {
-        self.latency
-            .get(kind.index())
-            .map_or_else(LatencySnapshot::default, Latency::snapshot)
+        let mut sum = LatencySnapshot::default();
+        for s in self.shards.iter() {
+            if let Some(l) = s.0.latency.get(kind.index()) {
+                sum.add(&l.snapshot());
+            }
+        }
+        sum
     }
 
     pub fn snapshot(&self) -> IoSnapshot {
+        let mut sum = IoSnapshot::default();
+        for s in self.shards.iter() {
+            sum.add(&s.0.snapshot());
+        }
+        sum
+    }
+}
+
+impl Counters {
+    fn snapshot(&self) -> IoSnapshot {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let failures: [u64; Failure::COUNT] =
             std::array::from_fn(|i| self.failed.get(i).map_or(0, get));
