@@ -35,7 +35,7 @@ use std::io::{self, IoSlice, Seek, SeekFrom};
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
 use ironlun_payload::{FileRange, Payload};
@@ -90,6 +90,12 @@ pub struct FileBackend {
     physical_block: Option<u32>,
     /// Opened without write access (`ro`).
     read_only: bool,
+    /// Taken around every write to a file on a memory file system: the
+    /// kernel serialises writes to one inode anyway (`i_rwsem`, taken
+    /// exclusively by shmem's and the generic write path), and threads
+    /// that wait for it there spin (`osq_lock`); here they sleep. See
+    /// [`FileBackend::write_buffered`].
+    memory_writes: Mutex<()>,
 }
 
 impl FileBackend {
@@ -140,6 +146,7 @@ impl FileBackend {
             rotation,
             physical_block,
             read_only: opts.read_only,
+            memory_writes: Mutex::new(()),
         })
     }
 
@@ -170,11 +177,31 @@ impl FileBackend {
             rotation: device_rotation(meta.rdev()),
             physical_block,
             read_only: opts.read_only,
+            memory_writes: Mutex::new(()),
         })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// A write through the page cache. On a memory file system the
+    /// store's writes take turns here before the kernel's inode lock:
+    /// profiled on 8 target cores (docs/performance.md, "The write path
+    /// on many cores"), 8 threads writing one tmpfs file spent half their
+    /// CPU spinning for that lock. A write that must reach a device
+    /// (`durable` on a disk) is not held back: its flush runs outside the
+    /// kernel's lock, and may overlap others'.
+    fn write_buffered(&self, offset: u64, parts: &[&[u8]], durable: bool) -> io::Result<()> {
+        if !self.in_memory {
+            return pwritev_all(&self.buffered, parts, offset, durable);
+        }
+        // A poisoned lock guards no data: the write goes on.
+        let _turn = self
+            .memory_writes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        pwritev_all(&self.buffered, parts, offset, durable)
     }
 
     /// Whether the file lives on a memory file system (see the module
@@ -467,12 +494,6 @@ fn pread_exact(f: &File, len: usize, mut offset: u64) -> io::Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// `pwrite` with `RWF_DSYNC`: the write is durable when it returns
-/// (the FUA semantics of SBC-4 §5.40).
-fn pwrite_dsync(f: &File, data: &[u8], offset: u64) -> io::Result<()> {
-    pwritev_all(f, &[data], offset, true)
-}
-
 /// Pieces per `pwritev2` call (Linux allows IOV_MAX = 1024); more are
 /// written by further calls.
 const IOV_PER_CALL: usize = 64;
@@ -645,11 +666,7 @@ impl Backend for FileBackend {
         if let Some(d) = &self.direct {
             return self.write_direct(d, offset, &[data], data.len(), durable);
         }
-        if durable {
-            pwrite_dsync(&self.buffered, data, offset)
-        } else {
-            self.buffered.write_all_at(data, offset)
-        }
+        self.write_buffered(offset, &[data], durable)
     }
 
     /// One `pwritev2` for the pieces when the range goes to the page
@@ -661,7 +678,7 @@ impl Backend for FileBackend {
         if let Some(d) = &self.direct {
             return self.write_direct(d, offset, parts, total, durable);
         }
-        pwritev_all(&self.buffered, parts, offset, durable)
+        self.write_buffered(offset, parts, durable)
     }
 
     /// A `,direct` store's write of a range not aligned to
