@@ -46,6 +46,7 @@ pub mod rbd;
 pub mod ring;
 pub mod snapshot;
 pub mod testing;
+mod turns;
 mod zeros;
 
 /// The skip rule of the workspace's tests (`tests/support/skip.rs`).
