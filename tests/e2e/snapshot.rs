@@ -534,6 +534,15 @@ fn bench_under_snapshots(t: &Target, sock: &Path, dir: &Path) -> (Vec<(u64, u64)
         assert!(bench.try_wait().unwrap().is_none(), "the bench ended early");
         std::thread::sleep(Duration::from_millis(20));
     }
+    // The first snapshot waits for acknowledged writes (the log's first
+    // buffer reaching the file), so that it has some to hold, however
+    // slowly a loaded machine gets the bench going.
+    while std::fs::metadata(&wlog).map_or(0, |m| m.len()) == 0
+        && bench.try_wait().unwrap().is_none()
+    {
+        assert!(Instant::now() < deadline, "the bench acknowledged no write");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let mut windows = Vec::new();
     let start = Instant::now();
     while windows.is_empty() || (bench.try_wait().unwrap().is_none() && windows.len() < 30) {
