@@ -556,7 +556,7 @@ pub fn run(
 }
 
 /// Why the kernel initiator's rows are missing by default.
-pub const KERNEL_OFF: &str = "not run; --kernel-initiator quick (three specs) or all (the default with --full) runs fio in the QEMU VM, which under emulation adds about 45 s for the quick slice, past the default run's 3 minutes";
+pub const KERNEL_OFF: &str = "not run; --kernel-initiator quick (three specs) or all (the default with --full) runs fio in the QEMU VM, which under emulation adds about 40 s for the quick slice, past the default run's 3 minutes";
 
 /// Whether the VM may boot, or why not (the rows' reason).
 fn vm_allowed(vm: VmMode) -> Result<(), String> {

@@ -136,7 +136,7 @@ impl Default for ReproduceOptions {
             // Two seconds per client run after one of warm-up: some 60 s
             // for the twelve specs on two clients.
             // The kernel initiator's VM (a boot under TCG, calibration and
-            // fio's start-up per spec: some 45 s for the quick slice) only
+            // fio's start-up per spec: some 40 s for the quick slice) only
             // when asked for (--kernel-initiator).
             initiators: InitiatorOptions {
                 which: Which::All,
