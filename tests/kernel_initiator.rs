@@ -77,6 +77,7 @@ const BUDGET: Duration = Duration::from_secs(20 * 60);
 /// default run (scripts/test, to stay under 40 minutes) leaves them out.
 const ON_REQUEST: &[(&str, &str)] = &[
     ("fs-bench", "a benchmark"),
+    ("fio-cpu", "a benchmark"),
     (
         "basic",
         "`digests` is the same round trip with CRC32C digests, and every other case logs in without them",
@@ -145,6 +146,7 @@ fn main() {
         ("fstrim", case_fstrim),
         ("live-lun", live_lun::case_live_lun),
         ("fs-bench", case_fs_bench),
+        ("fio-cpu", case_fio_cpu),
         ("rbd", rbd_lun::case_rbd),
         ("alua", alua::case_alua),
         ("multipath", multipath::case_multipath),
@@ -207,6 +209,20 @@ fn boot_watching(
     extra: &[(&str, &str)],
     on_line: Option<&(dyn Fn(&str) + Sync)>,
 ) -> Outcome {
+    boot_carrying(ctx, case, label, port, extra, on_line, &[])
+}
+
+/// As [`boot_watching`], with `archive` (a bundle of host programs)
+/// appended to the image.
+fn boot_carrying(
+    ctx: &Ctx,
+    case: &Case,
+    label: &str,
+    port: u16,
+    extra: &[(&str, &str)],
+    on_line: Option<&(dyn Fn(&str) + Sync)>,
+    archive: &[u8],
+) -> Outcome {
     let mut env = vec![
         ("PORTAL_PORT".to_owned(), port.to_string()),
         ("TARGET_IQN".to_owned(), IQN.to_owned()),
@@ -226,6 +242,7 @@ fn boot_watching(
         accel: ctx.accel,
         console_log: Some(log),
         on_line,
+        extra: archive,
     })
     .unwrap_or_else(|e| panic!("booting the VM: {e}"));
     let evidence = ctx.logs.join(format!("{label}.evidence.log"));
@@ -772,6 +789,72 @@ fn case_fs_bench(ctx: &Ctx) -> Verdict {
             "{} (guest clock); e2fsck clean in guest and host",
             seen.join(", ")
         ))
+    })();
+    let _ = target.terminate(Duration::from_secs(10));
+    verdict(r)
+}
+
+/// The kernel initiator's CPU per I/O as app-profiles measures it: the
+/// host's fio carried in, a calibration rate, and per spec a window with
+/// whole I/Os of the spec's size moved and the guest's CPU busy in it.
+fn case_fio_cpu(ctx: &Ctx) -> Verdict {
+    let fio = match ironlun_vm::bundle::host_program("fio", "fio") {
+        Ok(a) => a,
+        Err(e) => return Verdict::Skip(e.to_string()),
+    };
+    let mut target = Target::start(&["--name", IQN, "--lun", "ram:64MiB"]);
+    let specs = [("seq-read-64k", 65536u64), ("mixed-4k", 4096)];
+    let o = boot_carrying(
+        ctx,
+        &cases::FIO_CPU,
+        "fio-cpu",
+        target.addr.port(),
+        &[
+            ("LUN", "0"),
+            ("SPECS", "seq-read-64k:65536:100:0:1 mixed-4k:4096:70:100:4"),
+            ("RAMP_MS", "300"),
+            ("MEASURE_MS", "1000"),
+            ("CAL_HASH", "fnv"),
+            ("CAL_RUNS", "1"),
+            (
+                "COPY_JOB",
+                ironlun_lab::reproduce::initiators::kernel::COPY_JOB,
+            ),
+        ],
+        None,
+        &fio,
+    );
+    let r = (|| {
+        require_pass(&o)?;
+        let cal = o
+            .with_key("calibration")
+            .filter_map(|r| field(r, "mib_s")?.parse::<f64>().ok())
+            .collect::<Vec<_>>();
+        if cal.is_empty() || cal.iter().any(|r| *r <= 0.0) {
+            return Err(format!("calibration rates {cal:?}"));
+        }
+        let mut seen = vec![format!("calibration {cal:?} MiB/s")];
+        for (name, size) in specs {
+            let rec = o
+                .with_key("kinit")
+                .find(|r| field(r, "kinit") == Some(name))
+                .ok_or(format!("guest did not report {name}"))?;
+            let num = |k: &str| -> Result<u64, String> {
+                field(rec, k)
+                    .and_then(|v| v.parse().ok())
+                    .ok_or(format!("{name}: no {k} in {rec:?}"))
+            };
+            let bytes = num("bytes")?;
+            let busy = num("user")? + num("system")? + num("softirq")? + num("irq")?;
+            if bytes == 0 || bytes % size != 0 {
+                return Err(format!("{name}: {bytes} bytes, not whole I/Os of {size}"));
+            }
+            if busy == 0 || num("ms")? == 0 {
+                return Err(format!("{name}: no busy ticks or no window: {rec:?}"));
+            }
+            seen.push(format!("{name}: {} I/Os, {busy} busy ticks", bytes / size));
+        }
+        Ok(seen.join("; "))
     })();
     let _ = target.terminate(Duration::from_secs(10));
     verdict(r)

@@ -33,6 +33,12 @@ pub struct ReproduceArgs {
     /// twelve specs, a quick slice of three, or off.
     #[arg(long, default_value = "all", value_name = "all|quick|off")]
     pub initiators: String,
+    /// app-profiles: the Linux kernel initiator's rows in the comparison
+    /// (fio in the QEMU VM, when --vm allows; its CPU an estimate under
+    /// emulation): the quick slice, all twelve, or off (the default; all
+    /// with --full); never wider than --initiators.
+    #[arg(long, value_name = "quick|all|off")]
+    pub kernel_initiator: Option<String>,
     /// Where NAME.json and NAME.html go.
     #[arg(long, default_value = "ironlun-reproduce", value_name = "DIR")]
     pub out: PathBuf,
@@ -58,6 +64,11 @@ pub fn run(a: ReproduceArgs) -> Result<(), String> {
         opts.initiators.time = opts.profile_time.max(std::time::Duration::from_secs(1));
     }
     opts.initiators.which = reproduce::initiators::Which::parse(&a.initiators)?;
+    if let Some(k) = &a.kernel_initiator {
+        opts.initiators.kernel = reproduce::initiators::Which::parse(k)
+            .map_err(|e| e.replace("--initiators", "--kernel-initiator"))?;
+    }
+    opts.initiators.kernel = opts.initiators.kernel.within(opts.initiators.which);
     opts.vm = match a.vm.as_str() {
         "auto" => VmMode::Auto,
         "on" => VmMode::On,

@@ -203,6 +203,9 @@ fn the_other_reproductions_run_end_to_end_and_write_reports() {
             "off",
             "--initiators",
             "quick",
+            // With the VM off, its rows must say so.
+            "--kernel-initiator",
+            "quick",
             "--out",
             dir.path().to_str().unwrap(),
         ]);
@@ -299,6 +302,19 @@ fn initiator_rows_beside_the_line(dir: &std::path::Path) {
     assert!(hba["this_host_cpu_pct"].is_null(), "{hba}");
     // Only the quick slice ran.
     assert!(rows.iter().all(|r| r["spec"] != "os-drive-8k"), "{i}");
+    // The kernel initiator's rows, asked for with the VM off: each says
+    // why it did not run, with no number.
+    let kernel: Vec<_> = rows
+        .iter()
+        .filter(|r| r["initiator"] == "Linux kernel (VM)")
+        .collect();
+    assert_eq!(kernel.len(), 3, "{i}");
+    for r in kernel {
+        assert!(r["cannot"].as_str().unwrap().contains("--vm off"), "{r}");
+        assert!(r["cpu_us_per_io"].is_null() && r["iops"].is_null(), "{r}");
+        assert_eq!(r["estimate"], true, "{r}");
+    }
+    assert!(i["kernel_calibration"].is_null(), "{i}");
 }
 
 /// Every cell of a reproduction's JSON has `published`, `measured` and

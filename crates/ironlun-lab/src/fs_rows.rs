@@ -126,6 +126,7 @@ pub fn run(
             accel,
             console_log: None,
             on_line: None,
+            extra: &[],
         })
         .map_err(|e| e.to_string())?;
         drop(target);

@@ -68,6 +68,18 @@ pub const FS_BENCH: Case = Case {
     script: include_str!("../assets/cases/fs-bench.sh"),
 };
 
+/// The kernel initiator's CPU per I/O (app-profiles' initiator
+/// comparison): fio, carried in as a [`crate::bundle`] (`/opt/fio`), times
+/// `CAL_HASH` checksums (`CAL_RUNS` times) and runs each of `SPECS`
+/// (`NAME:SIZE:READ_PCT:RANDOM_PCT:QD`) on LUN `LUN`; the guest's
+/// /proc/stat ticks and the LUN's sectors are read over a `MEASURE_MS`
+/// window opened `RAMP_MS` after the first I/O.
+pub const FIO_CPU: Case = Case {
+    name: "fio-cpu",
+    about: "the kernel initiator's CPU per I/O: fio's access specifications on the raw LUN, the guest's CPU ticks over a window, and a fixed checksum load for calibration",
+    script: include_str!("../assets/cases/fio-cpu.sh"),
+};
+
 /// ALUA through two gateways (`PORT2` the second's port): scsi_dh_alua
 /// attaches to both paths with their states, one WWID; after the host
 /// swaps the states (on `phase=alua-seen`), reads through path 1 meet
@@ -123,6 +135,7 @@ pub const ALL: &[Case] = &[
     FSTRIM,
     LIVE_LUN,
     FS_BENCH,
+    FIO_CPU,
     ALUA,
     MULTIPATH,
     HA_FAILOVER,

@@ -21,6 +21,13 @@ impl Newc {
         self.entry(path, 0o100000 | (mode & 0o7777), data);
     }
 
+    /// Adds a directory at `path` (no leading slash). The kernel makes no
+    /// parent directories: each must come before what it holds.
+    pub fn dir(&mut self, path: &str, mode: u32) {
+        self.ino += 1;
+        self.entry(path, 0o040000 | (mode & 0o7777), &[]);
+    }
+
     fn entry(&mut self, name: &str, mode: u32, data: &[u8]) {
         let namesize = name.len() + 1;
         let fields: [u32; 13] = [
@@ -83,6 +90,15 @@ mod tests {
         assert_eq!(out.len() % 4, 0);
         let trailer = out.windows(10).position(|w| w == b"TRAILER!!!");
         assert!(trailer.is_some());
+    }
+
+    #[test]
+    fn a_directory_has_the_directory_type_and_no_data() {
+        let mut a = Newc::new();
+        a.dir("opt", 0o755);
+        let out = a.finish();
+        assert_eq!(&out[14..22], b"000041ED");
+        assert_eq!(&out[54..62], b"00000000");
     }
 
     #[test]

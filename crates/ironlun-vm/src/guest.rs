@@ -97,6 +97,9 @@ pub struct Boot<'a> {
     /// reader thread), for hosts that act on the guest's progress; the
     /// console is never passed here.
     pub on_line: Option<&'a (dyn Fn(&str) + Sync)>,
+    /// An archive appended after the image and before the case's overlay
+    /// (a [`crate::bundle`] of host programs); empty for none.
+    pub extra: &'a [u8],
 }
 
 /// `/case.env`: one `KEY='value'` per line. Values may not hold a single
@@ -135,7 +138,7 @@ pub fn boot(b: &Boot<'_>) -> Result<Outcome, VmError> {
     let initrd = stem.with_extension("cpio");
     let evidence = stem.with_extension("evidence");
     let _cleanup = (RemoveOnDrop(initrd.clone()), RemoveOnDrop(evidence.clone()));
-    write_initrd(&initrd, &b.image.initramfs, &overlay(b)?)?;
+    write_initrd(&initrd, &b.image.initramfs, b.extra, &overlay(b)?)?;
     // Created empty before QEMU starts (which appends to it), so the
     // reader can open it now and follow it as it grows.
     std::fs::File::create(&evidence).map_err(|e| VmError::io(&evidence, e))?;
@@ -357,10 +360,11 @@ fn keep(console: &Mutex<String>, prefix: &str, line: &str) {
     }
 }
 
-fn write_initrd(path: &Path, base: &Path, overlay: &[u8]) -> Result<(), VmError> {
+fn write_initrd(path: &Path, base: &Path, extra: &[u8], overlay: &[u8]) -> Result<(), VmError> {
     let mut out = std::fs::File::create(path).map_err(|e| VmError::io(path, e))?;
     let mut base_f = std::fs::File::open(base).map_err(|e| VmError::io(base, e))?;
     std::io::copy(&mut base_f, &mut out).map_err(|e| VmError::io(path, e))?;
+    out.write_all(extra).map_err(|e| VmError::io(path, e))?;
     out.write_all(overlay).map_err(|e| VmError::io(path, e))
 }
 
@@ -409,6 +413,7 @@ mod tests {
             accel: Accel::Tcg,
             console_log: None,
             on_line: None,
+            extra: &[],
         };
         qemu_args(&b, Path::new("/t/i.cpio"), Path::new(evidence))
             .into_iter()

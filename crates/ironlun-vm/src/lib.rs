@@ -6,7 +6,8 @@
 //! really works, TCG otherwise) with a hard time budget; the guest-side
 //! case scripts; reading the guest's evidence off its own channel, the
 //! second serial port, which only the case scripts write (the kernel's
-//! console is the first, kept for diagnosis).
+//! console is the first, kept for diagnosis); carrying a host program
+//! and its libraries into the guest (`bundle`).
 //!
 //! **Must not know:** iSCSI, SCSI or how the target works. The target is
 //! whatever listens on the host's loopback; the guest reaches it as
@@ -20,6 +21,7 @@
     allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod bundle;
 pub mod cases;
 pub mod cpio;
 pub mod evidence;
@@ -50,6 +52,8 @@ pub enum VmError {
     Build { status: String, log: String },
     #[error("variable cannot be passed to the guest: {0}")]
     BadEnv(String),
+    #[error("cannot carry a host program into the guest: {0}")]
+    Bundle(String),
 }
 
 impl VmError {

@@ -52,7 +52,15 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
         results.extend(ironlun_bench::result::median_by_iops(runs));
     }
     let file = crate::published::load("app-profiles")?;
-    let initiators = initiators::run(&mut lab, &cell, &specs, &opts.initiators, &file, progress)?;
+    let initiators = initiators::run(
+        &mut lab,
+        &cell,
+        &specs,
+        &opts.initiators,
+        opts.vm,
+        &file,
+        progress,
+    )?;
     lab.close();
     Ok(Reproduction {
         reproduction: "app-profiles".into(),

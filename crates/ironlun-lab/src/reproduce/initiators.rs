@@ -8,7 +8,9 @@
 //! initiators run here as separate programs, ironlun's (`ironlun bench`)
 //! and libiscsi's (`iscsi-perf`), against the same embedded target through
 //! the same relay, with their CPU read from /proc by ironlun-compare's
-//! client runners.
+//! client runners. The Linux kernel initiator runs fio in the QEMU VM
+//! through the same relay (`kernel`), its CPU an estimate from the
+//! guest's under emulation.
 //!
 //! **Must not know:** how a client is started or its output parsed
 //! (`ironlun_compare::clients`), or how the published file is read.
@@ -22,6 +24,7 @@ use ironlun_bench::Workload;
 use ironlun_compare::clients::{self, RunCtx, Sample, Shape};
 
 use crate::cell::Cell;
+use crate::fs_rows::VmMode;
 use crate::published::{Metric, StudyFile};
 use crate::runner::Lab;
 
@@ -55,6 +58,16 @@ impl Which {
         }
     }
 
+    /// This slice, no wider than `outer` (the kernel initiator's within
+    /// the comparison's).
+    pub fn within(self, outer: Which) -> Which {
+        match (self, outer) {
+            (_, Which::Off) | (Which::Off, _) => Which::Off,
+            (Which::All, Which::All) => Which::All,
+            _ => Which::Quick,
+        }
+    }
+
     fn takes(self, spec: &str) -> bool {
         match self {
             Which::All => true,
@@ -70,6 +83,9 @@ pub struct InitiatorOptions {
     pub which: Which,
     /// Measured time per client run (after a one-second warm-up).
     pub time: Duration,
+    /// Which specifications the Linux kernel initiator runs in the VM
+    /// (booted when `--vm` allows).
+    pub kernel: Which,
 }
 
 /// One access specification as the study gave it.
@@ -263,6 +279,19 @@ pub struct Row {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target_cpu_us_per_io: Option<f64>,
     pub verdict: Option<Verdict>,
+    /// The CPU figures (and so the verdict) are an estimate: the kernel
+    /// initiator's guest CPU under emulation over the calibrated slowdown.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub estimate: bool,
+    /// Estimated rows: the guest's CPU µs per I/O as measured in the VM.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raw_cpu_us_per_io: Option<f64>,
+    /// Estimated rows: what `raw_cpu_us_per_io` was divided by.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub emulation_slowdown: Option<f64>,
+    /// Estimated rows: the guest's CPUs' busy share over the window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guest_cpu_pct: Option<f64>,
 }
 
 /// The comparison's result.
@@ -273,6 +302,12 @@ pub struct InitiatorStudy {
     /// Published column → (label, why), for the legend.
     pub columns: Vec<(String, String, String)>,
     pub rows: Vec<Row>,
+    /// The kernel initiator's calibration, when the VM ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_calibration: Option<kernel::Calibration>,
+    /// Why the kernel initiator has no rows, when it was not asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_not_run: Option<String>,
 }
 
 /// The study's line from the published file.
@@ -430,21 +465,28 @@ fn ironlun_exe() -> (PathBuf, Result<(), String>) {
     }
 }
 
-/// Runs the comparison for `specs` through a relay with `cell`'s link.
+/// Runs the comparison for `specs` through a relay with `cell`'s link;
+/// the kernel initiator's rows when `vm` allows the VM.
 pub fn run(
     lab: &mut Lab,
     cell: &Cell,
     specs: &[Workload],
     opts: &InitiatorOptions,
+    vm: VmMode,
     file: &StudyFile,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Option<InitiatorStudy>, String> {
-    let specs: Vec<Spec> = specs
+    let all: Vec<Spec> = specs.iter().filter_map(Spec::of).collect();
+    let specs: Vec<Spec> = all
         .iter()
-        .filter_map(Spec::of)
         .filter(|s| opts.which.takes(&s.name))
+        .cloned()
         .collect();
-    if specs.is_empty() {
+    let kernel_specs: Vec<Spec> = all
+        .into_iter()
+        .filter(|s| opts.kernel.takes(&s.name))
+        .collect();
+    if specs.is_empty() && kernel_specs.is_empty() {
         return Ok(None);
     }
     let line = line(file)?;
@@ -478,6 +520,23 @@ pub fn run(
             });
         }
     }
+    for spec in kernel_specs.iter().filter(|k| !specs.contains(k)) {
+        rows.extend(published_rows(file, &line, spec));
+    }
+    let (kernel_rows, kernel_calibration) = kernel_rows(
+        &kernel_specs,
+        &kernel::Portal {
+            port: relay.addr().port(),
+            iqn,
+            lun,
+        },
+        (vm, runner.ctx.measure),
+        (file, &line),
+        progress,
+    );
+    for r in kernel_rows {
+        insert_after_spec(&mut rows, r);
+    }
     drop(relay);
     let _ = std::fs::remove_dir_all(&scratch);
     let columns = file
@@ -491,7 +550,63 @@ pub fn run(
         time_s: runner.ctx.measure.as_secs_f64(),
         columns,
         rows,
+        kernel_calibration,
+        kernel_not_run: (opts.kernel == Which::Off).then(|| KERNEL_OFF.to_owned()),
     }))
+}
+
+/// Why the kernel initiator's rows are missing by default.
+pub const KERNEL_OFF: &str = "not run; --kernel-initiator quick (three specs) or all (the default with --full) runs fio in the QEMU VM, which under emulation adds about 40 s for the quick slice, past the default run's 3 minutes";
+
+/// Whether the VM may boot, or why not (the rows' reason).
+fn vm_allowed(vm: VmMode) -> Result<(), String> {
+    match crate::fs_rows::should_run(vm)? {
+        true => Ok(()),
+        false if vm == VmMode::Off => Err("not run (--vm off)".into()),
+        false => Err("qemu-system-x86_64 is not installed (Debian package qemu-system-x86), so the VM cannot run".into()),
+    }
+}
+
+/// The kernel initiator's rows for `specs` (one VM boot), or a row per
+/// spec saying why it did not run; never a number the VM did not give.
+fn kernel_rows(
+    specs: &[Spec],
+    portal: &kernel::Portal,
+    (vm, time): (VmMode, Duration),
+    (file, line): (&StudyFile, &Line),
+    progress: &mut dyn FnMut(&str),
+) -> (Vec<Row>, Option<kernel::Calibration>) {
+    if specs.is_empty() {
+        return (Vec::new(), None);
+    }
+    let ran = vm_allowed(vm).and_then(|()| kernel::run(specs, portal, time, progress));
+    match ran {
+        Err(why) => {
+            progress(&format!("kernel initiator not run: {why}"));
+            let rows = specs.iter().map(|s| kernel::cannot(s, &why)).collect();
+            (rows, None)
+        }
+        Ok(k) => {
+            let rows = specs
+                .iter()
+                .zip(&k.samples)
+                .map(|(spec, sample)| match sample {
+                    Ok(s) => kernel::row(line, spec, s, &k.calibration, study_rate(file, spec)),
+                    Err(why) => kernel::cannot(spec, why),
+                })
+                .collect();
+            (rows, Some(k.calibration))
+        }
+    }
+}
+
+/// Puts `row` after the last row of its spec (at the end when none).
+fn insert_after_spec(rows: &mut Vec<Row>, row: Row) {
+    let at = rows
+        .iter()
+        .rposition(|r| r.spec == row.spec)
+        .map_or(rows.len(), |i| i + 1);
+    rows.insert(at, row);
 }
 
 fn opt(v: Option<f64>, digits: usize) -> String {
@@ -514,6 +629,16 @@ impl InitiatorStudy {
             .iter()
             .map(|r| match &r.cannot {
                 Some(why) => format!("{} on {}: not run ({why})", r.spec, r.initiator),
+                None if r.estimate => format!(
+                    "{} on {}: an estimate under emulation, {} us CPU per I/O ({} us measured in the guest over a slowdown of {}), {} % at the study's rate, {} (from the estimate)",
+                    r.spec,
+                    r.initiator,
+                    opt(r.cpu_us_per_io, 1),
+                    opt(r.raw_cpu_us_per_io, 1),
+                    opt(r.emulation_slowdown, 1),
+                    opt(r.cpu_pct, 2),
+                    r.verdict.map_or("no verdict", Verdict::text)
+                ),
                 None => format!(
                     "{} on {}{}: {} us CPU per I/O, {} % at the study's rate, {}",
                     r.spec,
@@ -529,7 +654,14 @@ impl InitiatorStudy {
                 ),
             })
             .collect();
-        rows.join("; ")
+        let mut s = rows.join("; ");
+        if self.rows.iter().any(|r| r.estimate) {
+            s.push_str(&format!(". {}", self.kernel_legend().trim()));
+        }
+        if let Some(n) = &self.kernel_not_run {
+            s.push_str(&format!(". {}: {n}", kernel::NAME));
+        }
+        s
     }
 
     /// The table as printed.
@@ -553,7 +685,18 @@ impl InitiatorStudy {
             let source = if r.in_lab { r.source } else { "pub-only" };
             let how = match &r.cannot {
                 Some(why) => format!("not run: {why}"),
+                None if r.estimate => format!(
+                    "{} (guest: {} us/IO, {} % busy)",
+                    r.runs_as,
+                    opt(r.raw_cpu_us_per_io, 1),
+                    opt(r.guest_cpu_pct, 0)
+                ),
                 None => r.runs_as.clone(),
+            };
+            let verdict = match r.verdict {
+                Some(v) if r.estimate => format!("{}*", v.text()),
+                Some(v) => v.text().to_owned(),
+                None => "-".to_owned(),
             };
             s.push_str(&format!(
                 "{:<22} {:<20} {:<9} {:>10} {:>9} {:>10} {:>7} {:>6} {:>8}  {}\n",
@@ -564,7 +707,7 @@ impl InitiatorStudy {
                 opt(r.cpu_us_per_io, 1),
                 opt(r.iops_per_cpu_pct, 0),
                 opt(r.cpu_pct, 2),
-                r.verdict.map_or("-", Verdict::text),
+                verdict,
                 opt(r.this_host_cpu_pct, 1),
                 how
             ));
@@ -578,9 +721,52 @@ impl InitiatorStudy {
             l.host_cpus,
             ironlun_bench::cpu::cpus()
         ));
+        if self.rows.iter().any(|r| r.estimate) {
+            s.push_str(&self.kernel_legend());
+        }
+        if let Some(n) = &self.kernel_not_run {
+            s.push_str(&format!("  {}: {n}\n", kernel::NAME));
+        }
         s
+    }
+
+    /// What the kernel initiator's rows are and how their estimate is
+    /// made.
+    fn kernel_legend(&self) -> String {
+        let cal = match &self.kernel_calibration {
+            Some(c) => {
+                let works: Vec<String> = c
+                    .works
+                    .iter()
+                    .map(|w| {
+                        format!(
+                            "{} (fio {}): {:.1} MiB/s in the guest, {:.1} on this host, {}",
+                            w.work,
+                            w.fio,
+                            w.guest_mib_s,
+                            w.host_mib_s,
+                            w.slowdown
+                                .map_or("no slowdown".into(), |f| format!("{f:.1}x slower"))
+                        )
+                    })
+                    .collect();
+                format!(
+                    "QEMU ({}) ran the same fixed works with the same fio binary as this host: {}. The estimate divides by the {} slowdown, {} (the initiator's work is kernel code moving data); the checksum's shows how much less emulation slows arithmetic, so the true figure is uncertain by about their ratio",
+                    c.accel,
+                    works.join("; "),
+                    c.used,
+                    c.slowdown.map_or("unknown: no estimate".into(), |f| format!("{f:.1}x"))
+                )
+            }
+            None => "the VM did not run".into(),
+        };
+        format!(
+            "  {}: the Linux kernel initiator (open-iscsi) in a QEMU VM, fio (libaio, O_DIRECT, the spec's mix, random share and queue depth, sector-aligned) driving the raw LUN through the same relay; its CPU is the guest's (/proc/stat: user, nice, system, irq, softirq) over a window of each run, per I/O from the LUN's sector counters. Under emulation that measures the emulator, so its CPU us/IO, IOPS/CPU% and CPU % are an ESTIMATE: the guest's figure divided by a slowdown. {cal}. A verdict marked * is from that estimate; the row's IOPS are the emulated guest's.\n",
+            kernel::NAME
+        )
     }
 }
 
+pub mod kernel;
 #[cfg(test)]
 mod tests;

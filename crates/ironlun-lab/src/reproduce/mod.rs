@@ -103,6 +103,7 @@ impl ReproduceOptions {
             initiators: InitiatorOptions {
                 which: Which::All,
                 time: Duration::from_secs(240),
+                kernel: Which::All,
             },
         }
     }
@@ -134,9 +135,13 @@ impl Default for ReproduceOptions {
             target_exe: None,
             // Two seconds per client run after one of warm-up: some 60 s
             // for the twelve specs on two clients.
+            // The kernel initiator's VM (a boot under TCG, calibration and
+            // fio's start-up per spec: some 40 s for the quick slice) only
+            // when asked for (--kernel-initiator).
             initiators: InitiatorOptions {
                 which: Which::All,
                 time: Duration::from_secs(2),
+                kernel: Which::Off,
             },
         }
     }

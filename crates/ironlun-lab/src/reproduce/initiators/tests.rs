@@ -189,3 +189,98 @@ fn a_column_that_names_no_cell_is_refused() {
     let e = StudyFile::parse(&bad).unwrap_err();
     assert!(e.contains("toe-broadcomm"), "{e}");
 }
+
+#[test]
+fn the_kernel_slice_is_never_wider_than_the_comparisons() {
+    assert_eq!(Which::All.within(Which::All), Which::All);
+    assert_eq!(Which::All.within(Which::Quick), Which::Quick);
+    assert_eq!(Which::Quick.within(Which::All), Which::Quick);
+    assert_eq!(Which::Quick.within(Which::Off), Which::Off);
+    assert_eq!(Which::Off.within(Which::All), Which::Off);
+}
+
+#[test]
+fn a_kernel_row_goes_after_its_specs_rows() {
+    let row = |spec: &str, who: &str| Row {
+        spec: spec.into(),
+        initiator: who.into(),
+        ..Row::default()
+    };
+    let mut rows = vec![row("a", "x"), row("a", "y"), row("b", "x")];
+    insert_after_spec(&mut rows, row("a", kernel::NAME));
+    insert_after_spec(&mut rows, row("c", kernel::NAME));
+    let order: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r.spec.as_str(), r.initiator.as_str()))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            ("a", "x"),
+            ("a", "y"),
+            ("a", kernel::NAME),
+            ("b", "x"),
+            ("c", kernel::NAME)
+        ]
+    );
+}
+
+/// The kernel initiator's row as printed: its verdict marked as from an
+/// estimate, the raw guest figure beside it, the legend with both
+/// slowdowns; a VM that could not run leaves a reason, not a number.
+#[test]
+fn the_kernel_rows_say_they_are_estimates() {
+    let f = file();
+    let l = line(&f).unwrap();
+    let s = spec("dss-1m");
+    let sample = kernel::parse_sample(
+        &"kinit=dss-1m ms=2000 bytes=41943040 ncpu=1 user=10 nice=0 system=100 idle=10 iowait=0 irq=0 softirq=80 steal=0"
+            .split_whitespace()
+            .map(|w| {
+                let (k, v) = w.split_once('=').unwrap();
+                (k.to_owned(), v.to_owned())
+            })
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let cal = kernel::Calibration::new(
+        vec![
+            kernel::Work::new(kernel::USED, kernel::COPY_JOB, 2000.0, 50.0),
+            kernel::Work::new(kernel::CAL_HASH, "--crctest=fnv", 3000.0, 1000.0),
+        ],
+        "tcg",
+    );
+    let r = kernel::row(&l, &s, &sample, &cal, study_rate(&f, &s));
+    // 1.9 s of guest CPU over 40 I/Os: 47 500 us raw, / 40 = 1187.5 us.
+    assert_eq!(r.raw_cpu_us_per_io, Some(47_500.0));
+    assert_eq!(r.cpu_us_per_io, Some(1187.5));
+    assert_eq!(r.iops, Some(20.0));
+    let study = InitiatorStudy {
+        line: l,
+        time_s: 2.0,
+        columns: Vec::new(),
+        rows: vec![r, kernel::cannot(&spec("web-file-server-4k"), "no qemu")],
+        kernel_calibration: Some(cal),
+        kernel_not_run: None,
+    };
+    let text = study.text();
+    let dss = text.lines().find(|l| l.starts_with("dss-1m")).unwrap();
+    assert!(dss.contains("under*"), "{dss}");
+    assert!(dss.contains("guest: 47500.0 us/IO"), "{dss}");
+    assert!(text.contains("40.0x"), "{text}");
+    assert!(text.contains("3.0x slower"), "{text}");
+    assert!(text.contains("ESTIMATE"), "{text}");
+    let web = text
+        .lines()
+        .find(|l| l.starts_with("web-file-server-4k"))
+        .unwrap();
+    assert!(web.contains("not run: no qemu"), "{web}");
+    assert!(study.summary().contains("(from the estimate)"));
+    let json = serde_json::to_value(&study).unwrap();
+    assert_eq!(json["rows"][0]["estimate"], true);
+    assert_eq!(json["rows"][0]["emulation_slowdown"], 40.0);
+    assert_eq!(json["kernel_calibration"]["used"], kernel::USED);
+    // Rows of the other initiators carry none of the estimate's fields.
+    let plain = serde_json::to_value(Row::default()).unwrap();
+    assert!(plain.get("estimate").is_none() && plain.get("raw_cpu_us_per_io").is_none());
+}
