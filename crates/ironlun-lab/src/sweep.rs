@@ -317,7 +317,18 @@ pub fn run(
     calibration: Option<&Calibration>,
     progress: Progress<'_>,
 ) -> Result<Vec<CellResult>, String> {
-    let cells = sweep.cells()?;
+    run_cells(&sweep.cells()?, sweep.time, lab, calibration, progress)
+}
+
+/// Runs `cells` (a sweep's, perhaps changed after calibration: a fitted
+/// profile imposed) for `base_time` each, as [`run`].
+pub fn run_cells(
+    cells: &[Cell],
+    base_time: Duration,
+    lab: &mut Lab,
+    calibration: Option<&Calibration>,
+    progress: Progress<'_>,
+) -> Result<Vec<CellResult>, String> {
     let mut order: Vec<usize> = (0..cells.len()).collect();
     order.sort_by_key(|&i| cells.get(i).map(Cell::connection_key));
     let mut out: Vec<Option<CellResult>> = vec![None; cells.len()];
@@ -325,7 +336,7 @@ pub fn run(
     for (done, &i) in order.iter().enumerate() {
         let Some(cell) = cells.get(i) else { continue };
         let model = calibration.map(|cal| predict(cell, cal.get(cell)));
-        let (time, ramp) = cell_time(sweep.time, cell, model.as_ref());
+        let (time, ramp) = cell_time(base_time, cell, model.as_ref());
         let measured = lab.run(cell, time, ramp, false)?;
         let mut params = BTreeMap::new();
         for p in PARAMS {
