@@ -130,7 +130,8 @@ pub struct Cell {
 /// link, through the relay: the line's payload rate, the testbed's own
 /// round trip on top of the cell's `rtt` (which stays the study's), and a
 /// host time per SCSI command with the hosts' cores (the relay holds
-/// each command).
+/// each command); and the target's cap on outstanding writes, as the
+/// initiator's depth.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Imposed {
     /// The relay's rate instead of `link_rate` (which stays the study's
@@ -138,15 +139,25 @@ pub struct Imposed {
     pub payload_bps: Option<u64>,
     #[serde(rename = "base_rtt_us", serialize_with = "ser_us")]
     pub base_rtt: Duration,
+    /// Time the relay holds each command.
     #[serde(rename = "host_delay_us", serialize_with = "ser_us")]
     pub host_delay: Duration,
-    /// Commands the host time serves at once.
+    /// Time each command keeps one of the hosts' cores busy (the
+    /// profile's whole host time; see `ironlun_netem::HostDelay`).
+    #[serde(rename = "host_busy_us", serialize_with = "ser_us")]
+    pub host_busy: Duration,
+    /// The hosts' cores.
     pub host_servers: u32,
+    /// Writes the target takes at once: a write cell keeps at most this
+    /// many outstanding whatever its `qd` (which stays the study's).
+    pub write_cap: Option<u32>,
 }
 
 impl Imposed {
-    pub fn is_none(&self) -> bool {
-        self.payload_bps.is_none() && self.base_rtt.is_zero() && self.host_delay.is_zero()
+    /// Whether the relay has anything to do for it (a write cap is the
+    /// initiator's depth, not the link's).
+    pub fn on_link(&self) -> bool {
+        self.payload_bps.is_some() || !self.base_rtt.is_zero() || !self.host_busy.is_zero()
     }
 }
 
@@ -221,20 +232,30 @@ impl Cell {
     /// The link between initiator and target; `None` when there is none
     /// to emulate (but a window alone still needs a relay only with RTT).
     pub fn link(&self) -> Option<LinkSpec> {
-        if self.rtt.is_zero() && self.link_rate.is_none() && self.imposed.is_none() {
+        if self.rtt.is_zero() && self.link_rate.is_none() && !self.imposed.on_link() {
             return None;
         }
         let mut l = LinkSpec::with_rtt(self.rtt + self.imposed.base_rtt);
         l.rate_bps = self.relay_rate();
         l.window = self.tcp_window;
-        if !self.imposed.host_delay.is_zero() {
+        if !self.imposed.host_busy.is_zero() {
             l.host = Some(HostDelay {
                 delay: self.imposed.host_delay,
+                busy: self.imposed.host_busy,
                 servers: self.imposed.host_servers.max(1),
                 framer: crate::framer::commands(self.digest),
             });
         }
         Some(l)
+    }
+
+    /// Commands kept outstanding: `qd`, or a profile's write cap when it
+    /// is less and the cell only writes.
+    pub fn depth(&self) -> u32 {
+        match self.imposed.write_cap {
+            Some(cap) if self.read_pct() == 0 => self.qd.min(cap).max(1),
+            _ => self.qd,
+        }
     }
 
     /// The rate the relay runs at: the profile's payload rate, or the

@@ -7,7 +7,7 @@
 //! relay hold each command (`Cell::imposed`). Throughput is the least of:
 //! the command window over the cycle time, the link rate (less PDU
 //! headers), the TCP window per round trip, the host's own rate measured
-//! on loopback, and the profile's cores over its host time.
+//! on loopback, and the profile's cores over its whole host time.
 
 use std::collections::BTreeMap;
 
@@ -166,7 +166,7 @@ pub fn predict(cell: &Cell, host: Option<HostCost>) -> Prediction {
     let held = cell.imposed.host_delay.as_secs_f64();
     let t0 = host.map_or(0.0, |h| h.t0_s) + held;
     let cycle = t0 + k_mean * rtt + rate.map_or(0.0, |r| wire / r);
-    let n = f64::from(cell.qd) * f64::from(cell.sessions) * f64::from(cell.workers);
+    let n = f64::from(cell.depth()) * f64::from(cell.sessions) * f64::from(cell.workers);
     let mut best = Least::default();
     let mut bound = |v: f64, why: &'static str| best.offer(v, why);
     if cycle > 0.0 {
@@ -184,9 +184,10 @@ pub fn predict(cell: &Cell, host: Option<HostCost>) -> Prediction {
     if let Some(h) = host {
         bound(h.max_bytes_per_s, "host");
     }
-    if held > 0.0 {
+    let busy = cell.imposed.host_busy.as_secs_f64();
+    if busy > 0.0 {
         let cores = f64::from(cell.imposed.host_servers.max(1));
-        bound(cores * s / held, "profile-host");
+        bound(cores * s / busy, "profile-host");
     }
     Prediction {
         mb_per_s: best.bytes_per_s().map_or(0.0, |v| v / 1e6),

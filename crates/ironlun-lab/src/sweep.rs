@@ -301,7 +301,7 @@ pub type Progress<'a> = &'a mut dyn FnMut(usize, usize, &CellResult);
 pub fn cell_time(base: Duration, cell: &Cell, p: Option<&Prediction>) -> (Duration, Duration) {
     let cycle = p.map_or(0.0, |p| p.cycle_ms / 1e3);
     let fill = p.filter(|p| p.mb_per_s > 0.0).map_or(0.0, |p| {
-        f64::from(cell.qd) * f64::from(cell.sessions) * f64::from(cell.bs) / (p.mb_per_s * 1e6)
+        f64::from(cell.depth()) * f64::from(cell.sessions) * f64::from(cell.bs) / (p.mb_per_s * 1e6)
     });
     let b = base.as_secs_f64();
     let t = b.max(15.0 * cycle).min(b * 3.0);

@@ -31,9 +31,15 @@ pub const MAX_HEADER: usize = 4096;
 /// Host time held per marked message of the client → server direction.
 #[derive(Clone, Debug)]
 pub struct HostDelay {
-    /// Time a host spends on each marked message.
+    /// Time each marked message is held before it enters the link.
     pub delay: Duration,
-    /// Marked messages held at once (the host's cores); at least 1.
+    /// Time each keeps one of the host's cores busy (a message waits for
+    /// a free core first): with `busy` equal to `delay` the relay is the
+    /// whole host; with more, it stands for a host whose own time is
+    /// partly spent elsewhere (the endpoints), and still bounds a deep
+    /// queue at `servers / busy` messages a second.
+    pub busy: Duration,
+    /// The host's cores; at least 1.
     pub servers: u32,
     pub framer: Arc<dyn Framer>,
 }
@@ -41,6 +47,7 @@ pub struct HostDelay {
 impl PartialEq for HostDelay {
     fn eq(&self, other: &HostDelay) -> bool {
         self.delay == other.delay
+            && self.busy == other.busy
             && self.servers == other.servers
             && Arc::ptr_eq(&self.framer, &other.framer)
     }
@@ -112,38 +119,41 @@ impl Messages {
     }
 }
 
-/// A host that spends `delay` on each marked message with `servers`
-/// cores: a message starts when it arrives or when a core frees, the
-/// earlier free core first. With one delay for all, messages leave in
-/// the order they came.
+/// A host with `servers` cores that keeps a core `busy` with each marked
+/// message and releases it `delay` after the message starts: a message
+/// starts when it arrives or when a core frees, the earliest free core
+/// first. With one delay for all, messages leave in the order they came.
 #[derive(Debug)]
 pub struct HostTime {
     delay: Duration,
+    busy: Duration,
     free: Vec<Option<Instant>>,
 }
 
 impl HostTime {
-    pub fn new(delay: Duration, servers: u32) -> HostTime {
+    pub fn new(delay: Duration, busy: Duration, servers: u32) -> HostTime {
         let n = usize::try_from(servers.clamp(1, 1024)).unwrap_or(1);
         HostTime {
             delay,
+            busy,
             free: vec![None; n],
         }
     }
 
-    /// When a marked message that arrived at `arrival` is done (arrivals
-    /// come in time order).
+    /// When a marked message that arrived at `arrival` is released
+    /// (arrivals come in time order).
     pub fn schedule(&mut self, arrival: Instant) -> Instant {
-        let core = self
+        let busy = self.busy;
+        let start = self
             .free
             .iter_mut()
             .min_by_key(|f| f.unwrap_or(arrival))
-            .and_then(|f| {
+            .map(|f| {
                 let start = f.map_or(arrival, |t| t.max(arrival));
-                *f = Some(start + self.delay);
-                *f
+                *f = Some(start + busy);
+                start
             });
-        core.unwrap_or(arrival + self.delay)
+        start.unwrap_or(arrival) + self.delay
     }
 }
 
@@ -247,7 +257,7 @@ mod tests {
     #[test]
     fn a_host_holds_each_message_with_its_cores_in_order() {
         let t0 = Instant::now();
-        let mut h = HostTime::new(100 * US, 2);
+        let mut h = HostTime::new(100 * US, 100 * US, 2);
         // Three at once on two cores: two done at 100 µs, one at 200.
         assert_eq!(h.schedule(t0), t0 + 100 * US);
         assert_eq!(h.schedule(t0), t0 + 100 * US);
@@ -257,16 +267,37 @@ mod tests {
         let later = t0 + Duration::from_millis(1);
         assert_eq!(h.schedule(later), later + 100 * US);
         // One core: back to back.
-        let mut one = HostTime::new(100 * US, 1);
+        let mut one = HostTime::new(100 * US, 100 * US, 1);
         let done: Vec<_> = (0..4).map(|_| one.schedule(t0)).collect();
         assert_eq!(done, [1u32, 2, 3, 4].map(|k| t0 + k * 100 * US));
         // In order for any arrivals.
-        let mut h = HostTime::new(30 * US, 3);
-        let mut last = t0;
-        for i in 0..500u32 {
-            let due = h.schedule(t0 + (i * 7 % 11 + i * 5) * US);
-            assert!(due >= last);
-            last = due;
+        for busy in [10 * US, 30 * US, 90 * US] {
+            let mut h = HostTime::new(30 * US, busy, 3);
+            let mut last = t0;
+            for i in 0..500u32 {
+                let due = h.schedule(t0 + (i * 7 % 11 + i * 5) * US);
+                assert!(due >= last);
+                last = due;
+            }
+        }
+    }
+
+    /// A core busy longer than the hold: one message alone is held only
+    /// the hold, a deep queue goes at cores / busy.
+    #[test]
+    fn a_busy_time_bounds_a_deep_queue_not_one_message() {
+        let t0 = Instant::now();
+        let mut h = HostTime::new(10 * US, 100 * US, 2);
+        assert_eq!(h.schedule(t0), t0 + 10 * US);
+        let mut h = HostTime::new(10 * US, 100 * US, 2);
+        let done: Vec<_> = (0..6).map(|_| h.schedule(t0)).collect();
+        let want = [0u32, 0, 100, 100, 200, 200].map(|k| t0 + (k + 10) * US);
+        assert_eq!(done, want);
+        // Spaced wider than the busy time, nothing waits.
+        let mut h = HostTime::new(10 * US, 100 * US, 1);
+        for k in 0..5u32 {
+            let at = t0 + k * 150 * US;
+            assert_eq!(h.schedule(at), at + 10 * US);
         }
     }
 

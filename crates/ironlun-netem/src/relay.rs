@@ -232,7 +232,7 @@ fn start_connection(id: u64, client: TcpStream, shared: &Arc<Shared>) -> io::Res
     // server: a command's cycle gains it whichever end spends it.
     let host_up = spec.host.as_ref().map(|h| Host {
         messages: Messages::new(h.framer.clone()),
-        time: HostTime::new(h.delay, h.servers),
+        time: HostTime::new(h.delay, h.busy, h.servers),
     });
     let mut hosts = [host_up, None].into_iter();
     let plan = [

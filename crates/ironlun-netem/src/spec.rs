@@ -146,8 +146,8 @@ impl LinkSpec {
         }
         if let Some(h) = &self.host {
             s.push_str(&format!(
-                ", host time {:?} per command, {} at once",
-                h.delay, h.servers
+                ", commands held {:?} (a core busy {:?}, {} cores)",
+                h.delay, h.busy, h.servers
             ));
         }
         s

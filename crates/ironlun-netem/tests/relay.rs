@@ -303,6 +303,7 @@ fn host_time_holds_each_command_with_the_hosts_cores() {
         let spec = LinkSpec {
             host: Some(HostDelay {
                 delay,
+                busy: delay,
                 servers,
                 framer: Arc::new(Flagged),
             }),

@@ -69,6 +69,20 @@ impl Profile {
         Duration::from_secs_f64(s.max(0.0))
     }
 
+    /// Writes of `bytes` the target takes at once: the lesser of its cap
+    /// in commands and its cap in bytes over the request size, as the
+    /// nearest whole number of commands (the model's is fractional), at
+    /// least one.
+    pub fn write_cap(&self, bytes: u32) -> u32 {
+        let by_bytes = self.tb.si(Knob::WriteCapBytes) / f64::from(bytes.max(1));
+        let cap = self.tb.value(Knob::WriteCapCmds).min(by_bytes).round();
+        if cap.is_finite() {
+            cap.clamp(1.0, f64::from(crate::cell::MAX_QD)) as u32
+        } else {
+            crate::cell::MAX_QD
+        }
+    }
+
     /// Commands the hosts serve at once: the fewer cores of the two.
     pub fn cores(&self) -> u32 {
         let d = &self.tb.declared;
@@ -91,19 +105,24 @@ impl Profile {
     /// `cell` under the whole profile: its line's payload rate (the
     /// study's when the cell names none), the testbed's round trip on top
     /// of the cell's, the effective window (relay credit and socket
-    /// buffers), and the relay holding each command for the profile's
-    /// host time less this machine's own at queue depth 1 (`cal`; none
-    /// where this machine is slower).
+    /// buffers), the relay holding each command for the profile's host
+    /// time less this machine's own at queue depth 1 (`cal`; none where
+    /// this machine is slower) while it keeps one of the profile's cores
+    /// busy for the whole host time (so a deep queue is bounded by cores
+    /// over host time, as on the testbed), and the target's write cap.
     pub fn impose(&self, cell: &mut Cell, cal: &Calibration) {
         let own = cal
             .get(cell)
             .map_or(Duration::ZERO, |h| Duration::from_secs_f64(h.t0_s.max(0.0)));
         cell.tcp_window = Some(self.window());
+        let host = self.host_time(cell.bs);
         cell.imposed = Imposed {
             payload_bps: Some(self.payload_bits(cell.link_rate.map(|r| r as f64))),
             base_rtt: self.base_rtt(),
-            host_delay: self.host_time(cell.bs).saturating_sub(own),
+            host_delay: host.saturating_sub(own),
+            host_busy: host,
             host_servers: self.cores(),
+            write_cap: Some(self.write_cap(cell.bs)),
         };
     }
 
@@ -111,7 +130,7 @@ impl Profile {
     pub fn note(&self, line: &str) -> String {
         let tb = &self.tb;
         format!(
-            "Run under the fitted testbed profile, through the relay: {line}; the testbed's round trip {:.0} us added to every emulated one; an effective TCP window of {} KiB per iSCSI connection (the relay's in-flight credit and the socket buffers); the hosts' time per command {:.0} us initiator + {:.0} us target + {:.2} ns/B, held by the relay per SCSI command less this machine's own time at queue depth 1 (below), {} at once (the cores); TCP rows keep {:.0} % of the declared window in flight. Not imposed: the target's write cap ({:.0} commands, {:.0} KiB).",
+            "Run under the fitted testbed profile, through the relay: {line}; the testbed's round trip {:.0} us added to every emulated one; an effective TCP window of {} KiB per iSCSI connection (the relay's in-flight credit and the socket buffers); the hosts' time per command {:.0} us initiator + {:.0} us target + {:.2} ns/B, held by the relay per SCSI command less this machine's own time at queue depth 1 (below) while the command keeps one of {} cores busy for the whole host time; TCP rows keep {:.0} % of the declared window in flight; the target's write cap of {:.0} commands and {:.0} KiB (the nearest whole number of requests) bounds the writes the initiator keeps outstanding, whatever the command window the row names.",
             us(self.base_rtt()),
             self.window() / 1024,
             tb.value(Knob::HostInitiator),
@@ -197,7 +216,19 @@ mod tests {
         let host = link.host.unwrap();
         let held = p.host_time(8192) - Duration::from_micros(20);
         assert_eq!(host.delay, held);
+        assert_eq!(host.busy, p.host_time(8192));
         assert_eq!(host.servers, 2);
+        // Reads are not capped; writes are, by commands and by bytes.
+        assert_eq!(cell.depth(), 32);
+        let mut w = Cell {
+            op: Op::UnsolicitedWrite,
+            ..study.clone()
+        };
+        p.impose(&mut w, &cal);
+        assert_eq!(w.depth(), p.write_cap(8192));
+        assert!(w.depth() > 1 && w.depth() < 32, "{}", w.depth());
+        assert_eq!(p.write_cap(262_144), 1);
+        assert!(p.write_cap(65536) > p.write_cap(262_144));
         // The model counts the held time once per command.
         let bare = predict(&study, cal.get(&study));
         let under = predict(&cell, cal.get(&cell));
@@ -205,8 +236,10 @@ mod tests {
         // A machine slower than the testbed holds nothing more.
         let mut slow = study.clone();
         p.impose(&mut slow, &calibrated(&study, 1e6));
-        assert_eq!(slow.imposed.host_delay, Duration::ZERO);
-        assert!(slow.link().unwrap().host.is_none());
+        let slow_host = slow.link().unwrap().host.unwrap();
+        assert_eq!(slow_host.delay, Duration::ZERO);
+        // Its cores still bound a deep queue.
+        assert_eq!(slow_host.busy, p.host_time(8192));
         // The LAN cells get 1 Gbit/s's payload rate.
         let mut lan = Cell {
             link_rate: Some(1_000_000_000),
