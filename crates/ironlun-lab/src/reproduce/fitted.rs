@@ -130,9 +130,9 @@ impl Profile {
     pub fn note(&self, line: &str) -> String {
         let tb = &self.tb;
         format!(
-            "Run under the fitted testbed profile, through the relay: {line}; the testbed's round trip {:.0} us added to every emulated one; an effective TCP window of {} KiB per iSCSI connection (the relay's in-flight credit and the socket buffers); the hosts' time per command {:.0} us initiator + {:.0} us target + {:.2} ns/B, held by the relay per SCSI command less this machine's own time at queue depth 1 (below) while the command keeps one of {} cores busy for the whole host time; TCP rows keep {:.0} % of the declared window in flight; the target's write cap of {:.0} commands and {:.0} KiB (the nearest whole number of requests) bounds the writes the initiator keeps outstanding, whatever the command window the row names.",
+            "Run under the fitted testbed profile, through the relay: {line}; the testbed's round trip {:.0} us added to every emulated one; an effective TCP window of {:.0} KiB per iSCSI connection (the relay's in-flight credit and the socket buffers); the hosts' time per command {:.0} us initiator + {:.0} us target + {:.2} ns/B, held by the relay per SCSI command less this machine's own time at queue depth 1 (below) while the command keeps one of {} cores busy for the whole host time; TCP rows keep {:.0} % of the declared window in flight; the target's write cap of {:.0} commands and {:.0} KiB (the nearest whole number of requests) bounds the writes the initiator keeps outstanding, whatever the command window the row names.",
             us(self.base_rtt()),
-            self.window() / 1024,
+            f64::from(self.window()) / 1024.0,
             tb.value(Knob::HostInitiator),
             tb.value(Knob::HostTarget),
             tb.value(Knob::HostPerByte),

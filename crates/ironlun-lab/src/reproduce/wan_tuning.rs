@@ -105,7 +105,7 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
             format!("Host time the relay held per command (the profile's less this machine's own at queue depth 1): {held}."),
             "The link is ironlun's netem relay (no netem qdisc on this kernel): the rate and one-way delays are emulated in userspace and the TCP window is carried by the relay's credit loop, because a relay terminates TCP.".into(),
             "The command window is the queue depth the initiator keeps outstanding (the target's MaxCmdSN credit is larger). RAM LUN: reads and writes are served from memory, as the study's cached target.".into(),
-            "Model: per command t0 (host time at queue depth 1 on loopback through the relay) + the host time held + round trips (1, or 2 when the write waits for an R2T) x (RTT + the testbed's) + wire bytes / rate; throughput = min(window x size / cycle, link rate less PDU headers, TCP window / RTT, host rate measured on loopback, cores / host time held).".into(),
+            "Model: per command t0 (host time at queue depth 1 on loopback through the relay) + the host time held + round trips (1, or 2 when the write waits for an R2T) x (RTT + the testbed's) + wire bytes / rate; throughput = min(window (for writes, at most the write cap) x size / cycle, link rate less PDU headers, TCP window / RTT, host rate measured on loopback, cores / host time held).".into(),
         ],
         comparison: None,
         initiators: None,
