@@ -463,7 +463,7 @@ fn read_side(
 /// much. A real link's receiver takes packets in bursts too
 /// (interrupt coalescing); one write per piece at tens of thousands of
 /// small PDUs a second would make the relay, not the link, the limit.
-const COALESCE: Duration = Duration::from_micros(25);
+pub const COALESCE: Duration = Duration::from_micros(25);
 /// At most this many bytes per coalesced write.
 const COALESCE_BYTES: usize = 1 << 20;
 
