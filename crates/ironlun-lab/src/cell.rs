@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use ironlun_initiator::{DigestKind, Offers, SessionOptions};
-use ironlun_netem::LinkSpec;
+use ironlun_netem::{HostDelay, LinkSpec};
 use ironlun_proto::keys::{KeyId, Value};
 use ironlun_proto::offers::{OfferKey, OFFER_KEYS};
 use ironlun_units::{format_rate, format_size};
@@ -122,6 +122,47 @@ pub struct Cell {
     /// LUN backend: ram, null, file (through the page cache) or
     /// file-direct (O_DIRECT).
     pub backend: String,
+    /// What a fitted testbed profile adds to the link (none by default).
+    pub imposed: Imposed,
+}
+
+/// What a fitted testbed profile (`crate::testbed`) adds to a cell's
+/// link, through the relay: the line's payload rate, the testbed's own
+/// round trip on top of the cell's `rtt` (which stays the study's), and a
+/// host time per SCSI command with the hosts' cores (the relay holds
+/// each command); and the target's cap on outstanding writes, as the
+/// initiator's depth.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Imposed {
+    /// The relay's rate instead of `link_rate` (which stays the study's
+    /// line): the line's TCP payload rate under the profile's framing.
+    pub payload_bps: Option<u64>,
+    #[serde(rename = "base_rtt_us", serialize_with = "ser_us")]
+    pub base_rtt: Duration,
+    /// Time the relay holds each command.
+    #[serde(rename = "host_delay_us", serialize_with = "ser_us")]
+    pub host_delay: Duration,
+    /// Time each command keeps one of the hosts' cores busy (the
+    /// profile's whole host time; see `ironlun_netem::HostDelay`).
+    #[serde(rename = "host_busy_us", serialize_with = "ser_us")]
+    pub host_busy: Duration,
+    /// The hosts' cores.
+    pub host_servers: u32,
+    /// Writes the target takes at once: a write cell keeps at most this
+    /// many outstanding whatever its `qd` (which stays the study's).
+    pub write_cap: Option<u32>,
+}
+
+impl Imposed {
+    /// Whether the relay has anything to do for it (a write cap is the
+    /// initiator's depth, not the link's).
+    pub fn on_link(&self) -> bool {
+        self.payload_bps.is_some() || !self.base_rtt.is_zero() || !self.host_busy.is_zero()
+    }
+}
+
+fn ser_us<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1e6)
 }
 
 fn ser_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -146,6 +187,7 @@ impl Default for Cell {
             digest: Digest::None,
             sessions: 1,
             backend: "ram".into(),
+            imposed: Imposed::default(),
         }
     }
 }
@@ -190,13 +232,41 @@ impl Cell {
     /// The link between initiator and target; `None` when there is none
     /// to emulate (but a window alone still needs a relay only with RTT).
     pub fn link(&self) -> Option<LinkSpec> {
-        if self.rtt.is_zero() && self.link_rate.is_none() {
+        if self.rtt.is_zero() && self.link_rate.is_none() && !self.imposed.on_link() {
             return None;
         }
-        let mut l = LinkSpec::with_rtt(self.rtt);
-        l.rate_bps = self.link_rate;
+        let mut l = LinkSpec::with_rtt(self.rtt + self.imposed.base_rtt);
+        l.rate_bps = self.relay_rate();
         l.window = self.tcp_window;
+        if !self.imposed.host_busy.is_zero() {
+            l.host = Some(HostDelay {
+                delay: self.imposed.host_delay,
+                busy: self.imposed.host_busy,
+                servers: self.imposed.host_servers.max(1),
+                framer: crate::framer::commands(self.digest),
+            });
+        }
         Some(l)
+    }
+
+    /// Commands kept outstanding: `qd`, or a profile's write cap when it
+    /// is less and the cell only writes.
+    pub fn depth(&self) -> u32 {
+        match self.imposed.write_cap {
+            Some(cap) if self.read_pct() == 0 => self.qd.min(cap).max(1),
+            _ => self.qd,
+        }
+    }
+
+    /// The rate the relay runs at: the profile's payload rate, or the
+    /// cell's.
+    pub fn relay_rate(&self) -> Option<u64> {
+        self.imposed.payload_bps.or(self.link_rate)
+    }
+
+    /// The round trip the link adds: the cell's and the profile's.
+    pub fn link_rtt(&self) -> Duration {
+        self.rtt + self.imposed.base_rtt
     }
 
     /// The operational keys this cell offers.
@@ -250,13 +320,14 @@ impl Cell {
     /// What sessions a cell needs: cells with equal keys share them.
     pub fn connection_key(&self) -> String {
         format!(
-            "{:?}|{:?}|{:?}|{:?}|{}|{}",
+            "{:?}|{:?}|{:?}|{:?}|{}|{}|{:?}",
             self.offers(),
             self.rtt,
             self.link_rate,
             self.tcp_window,
             self.sessions,
-            self.backend
+            self.backend,
+            self.imposed
         )
     }
 

@@ -23,6 +23,7 @@
 pub mod cell;
 pub mod ceph;
 pub mod embedded;
+pub mod framer;
 pub mod fs_rows;
 pub mod model;
 pub mod published;

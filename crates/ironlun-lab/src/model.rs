@@ -3,9 +3,11 @@
 //! queue depth 1, through the relay when the cell has a link), `k` round
 //! trips (1 for reads and unsolicited writes, one more when the write, or
 //! its part beyond FirstBurstLength, waits for an R2T), and the bytes on
-//! the wire at the link rate. Throughput is the least of: the command
-//! window over the cycle time, the link rate (less PDU headers), the TCP
-//! window per round trip, and the host's own rate measured on loopback.
+//! the wire at the link rate, plus the host time a fitted profile has the
+//! relay hold each command (`Cell::imposed`). Throughput is the least of:
+//! the command window over the cycle time, the link rate (less PDU
+//! headers), the TCP window per round trip, the host's own rate measured
+//! on loopback, and the profile's cores over its whole host time.
 
 use std::collections::BTreeMap;
 
@@ -47,7 +49,8 @@ impl Calibration {
 #[derive(Clone, Debug, Serialize)]
 pub struct Prediction {
     pub mb_per_s: f64,
-    /// commands (window over cycle), link, tcp-window or host.
+    /// commands (window over cycle), link, tcp-window, host or
+    /// profile-host.
     pub bound: &'static str,
     /// Round trips per command the model counted.
     pub round_trips: u32,
@@ -134,13 +137,13 @@ impl Least {
 /// link: the window per round trip, where the relay's chunking adds one
 /// chunk's serialisation to the round trip (see LinkSpec::chunk_bytes).
 fn window_rate(cell: &Cell) -> Option<f64> {
-    let rtt = cell.rtt.as_secs_f64();
+    let rtt = cell.link_rtt().as_secs_f64();
     let (w, l) = (cell.tcp_window?, cell.link()?);
     if rtt <= 0.0 {
         return None;
     }
     let chunk = cell
-        .link_rate
+        .relay_rate()
         .map_or(0.0, |r| l.chunk_bytes() as f64 / (r as f64 / 8.0));
     Some(f64::from(w) / (rtt + chunk))
 }
@@ -148,7 +151,7 @@ fn window_rate(cell: &Cell) -> Option<f64> {
 pub fn predict(cell: &Cell, host: Option<HostCost>) -> Prediction {
     let s = f64::from(cell.bs);
     let wire = wire_bytes(cell);
-    let rtt = cell.rtt.as_secs_f64();
+    let rtt = cell.link_rtt().as_secs_f64();
     let k = round_trips(cell);
     // Mixed I/O: reads take one round trip, writes what the op needs.
     let reads = f64::from(cell.read_pct()) / 100.0;
@@ -157,10 +160,13 @@ pub fn predict(cell: &Cell, host: Option<HostCost>) -> Prediction {
     } else {
         reads + (1.0 - reads) * f64::from(k)
     };
-    let rate = cell.link_rate.map(|r| r as f64 / 8.0);
-    let t0 = host.map_or(0.0, |h| h.t0_s);
+    let rate = cell.relay_rate().map(|r| r as f64 / 8.0);
+    // A profile's host time per command (held by the relay) adds to
+    // this host's own.
+    let held = cell.imposed.host_delay.as_secs_f64();
+    let t0 = host.map_or(0.0, |h| h.t0_s) + held;
     let cycle = t0 + k_mean * rtt + rate.map_or(0.0, |r| wire / r);
-    let n = f64::from(cell.qd) * f64::from(cell.sessions) * f64::from(cell.workers);
+    let n = f64::from(cell.depth()) * f64::from(cell.sessions) * f64::from(cell.workers);
     let mut best = Least::default();
     let mut bound = |v: f64, why: &'static str| best.offer(v, why);
     if cycle > 0.0 {
@@ -177,6 +183,11 @@ pub fn predict(cell: &Cell, host: Option<HostCost>) -> Prediction {
     }
     if let Some(h) = host {
         bound(h.max_bytes_per_s, "host");
+    }
+    let busy = cell.imposed.host_busy.as_secs_f64();
+    if busy > 0.0 {
+        let cores = f64::from(cell.imposed.host_servers.max(1));
+        bound(cores * s / busy, "profile-host");
     }
     Prediction {
         mb_per_s: best.bytes_per_s().map_or(0.0, |v| v / 1e6),
@@ -233,8 +244,8 @@ pub fn predict_mix(
     if total <= 0.0 {
         return None;
     }
-    let rtt = link.rtt.as_secs_f64();
-    let rate = link.link_rate.map(|r| r as f64 / 8.0);
+    let rtt = link.link_rtt().as_secs_f64();
+    let rate = link.relay_rate().map(|r| r as f64 / 8.0);
     let (mut size, mut cycle, mut wire, mut read_bytes) = (0.0, 0.0, 0.0, 0.0);
     for l in &w.lines {
         let p = f64::from(l.share) / total;

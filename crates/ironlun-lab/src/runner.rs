@@ -241,10 +241,10 @@ impl Lab {
         relay: bool,
     ) -> Result<Measured, String> {
         let mut w = Workload::simple(
-            &format!("{} {} qd{}", cell.op.name(), cell.bs, cell.qd),
+            &format!("{} {} qd{}", cell.op.name(), cell.bs, cell.depth()),
             "",
             AccessLine::simple(cell.bs, cell.read_pct(), cell.random),
-            cell.qd,
+            cell.depth(),
         );
         w.workers = cell.workers;
         w.time_s = time.as_secs_f64();

@@ -301,7 +301,7 @@ pub type Progress<'a> = &'a mut dyn FnMut(usize, usize, &CellResult);
 pub fn cell_time(base: Duration, cell: &Cell, p: Option<&Prediction>) -> (Duration, Duration) {
     let cycle = p.map_or(0.0, |p| p.cycle_ms / 1e3);
     let fill = p.filter(|p| p.mb_per_s > 0.0).map_or(0.0, |p| {
-        f64::from(cell.qd) * f64::from(cell.sessions) * f64::from(cell.bs) / (p.mb_per_s * 1e6)
+        f64::from(cell.depth()) * f64::from(cell.sessions) * f64::from(cell.bs) / (p.mb_per_s * 1e6)
     });
     let b = base.as_secs_f64();
     let t = b.max(15.0 * cycle).min(b * 3.0);
@@ -317,7 +317,18 @@ pub fn run(
     calibration: Option<&Calibration>,
     progress: Progress<'_>,
 ) -> Result<Vec<CellResult>, String> {
-    let cells = sweep.cells()?;
+    run_cells(&sweep.cells()?, sweep.time, lab, calibration, progress)
+}
+
+/// Runs `cells` (a sweep's, perhaps changed after calibration: a fitted
+/// profile imposed) for `base_time` each, as [`run`].
+pub fn run_cells(
+    cells: &[Cell],
+    base_time: Duration,
+    lab: &mut Lab,
+    calibration: Option<&Calibration>,
+    progress: Progress<'_>,
+) -> Result<Vec<CellResult>, String> {
     let mut order: Vec<usize> = (0..cells.len()).collect();
     order.sort_by_key(|&i| cells.get(i).map(Cell::connection_key));
     let mut out: Vec<Option<CellResult>> = vec![None; cells.len()];
@@ -325,7 +336,7 @@ pub fn run(
     for (done, &i) in order.iter().enumerate() {
         let Some(cell) = cells.get(i) else { continue };
         let model = calibration.map(|cal| predict(cell, cal.get(cell)));
-        let (time, ramp) = cell_time(sweep.time, cell, model.as_ref());
+        let (time, ramp) = cell_time(base_time, cell, model.as_ref());
         let measured = lab.run(cell, time, ramp, false)?;
         let mut params = BTreeMap::new();
         for p in PARAMS {

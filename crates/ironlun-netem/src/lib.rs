@@ -23,6 +23,12 @@
 //! trip), so a window-limited flow gets W per round trip as on a real
 //! link. Without a window the relay's buffer is sized to at least twice
 //! the bandwidth-delay product, so the relay is never what limits.
+//!
+//! # Host time
+//! A link may also hold each message of the client → server direction
+//! that a caller's [`Framer`] marks (a command, to the lab) for a fixed
+//! host time, with a fixed number at once ([`host`]): the hosts of a
+//! testbed profile, imposed on top of this machine's own.
 
 // This crate keeps unsafe code: every block must say why it is sound.
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -32,10 +38,12 @@
 )]
 
 pub mod awake;
+pub mod host;
 pub mod model;
 pub mod relay;
 pub mod spec;
 pub mod tcpbench;
 
+pub use host::{Framer, HostDelay};
 pub use relay::{Relay, RelayStats};
 pub use spec::LinkSpec;

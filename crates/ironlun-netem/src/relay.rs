@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use socket2::{Domain, Socket, Type};
 use tracing::{debug, info, warn};
 
+use crate::host::{cuts, HostTime, Messages};
 use crate::model::{Shaper, Window};
 use crate::spec::LinkSpec;
 
@@ -227,6 +228,13 @@ fn start_connection(id: u64, client: TcpStream, shared: &Arc<Shared>) -> io::Res
     let up = Arc::new(Direction::new(window_bytes));
     let down = Arc::new(Direction::new(window_bytes));
     let sizes = (spec.chunk_bytes(), spec.piece_bytes());
+    // The hosts' time per command is held before the link, client to
+    // server: a command's cycle gains it whichever end spends it.
+    let host_up = spec.host.as_ref().map(|h| Host {
+        messages: Messages::new(h.framer.clone()),
+        time: HostTime::new(h.delay, h.busy, h.servers),
+    });
+    let mut hosts = [host_up, None].into_iter();
     let plan = [
         (
             "up",
@@ -246,6 +254,7 @@ fn start_connection(id: u64, client: TcpStream, shared: &Arc<Shared>) -> io::Res
         ),
     ];
     for (name, src, dst, dir, shaper, ack) in plan {
+        let host = hosts.next().flatten();
         let counter = if name == "up" {
             Counter::Up
         } else {
@@ -258,7 +267,7 @@ fn start_connection(id: u64, client: TcpStream, shared: &Arc<Shared>) -> io::Res
         std::thread::Builder::new()
             .name(format!("netem-{name}-r"))
             .spawn(move || {
-                read_side(src, dst2, &d1, shaper, sizes, &s1);
+                read_side(src, dst2, &d1, (shaper, host), sizes, &s1);
                 drop(g1);
             })?;
         let s2 = shared.clone();
@@ -353,13 +362,21 @@ impl Direction {
     }
 }
 
+/// The host time one direction imposes: where its marked messages begin,
+/// and the host that holds them.
+struct Host {
+    messages: Messages,
+    time: HostTime,
+}
+
 /// Reads from `src` while the window allows and queues each chunk with
-/// its due time.
+/// its due time (after the host's time, for a piece that begins a
+/// marked message).
 fn read_side(
     mut src: TcpStream,
     dst: TcpStream,
     dir: &Direction,
-    mut shaper: Shaper,
+    (mut shaper, mut host): (Shaper, Option<Host>),
     (chunk, piece): (usize, usize),
     shared: &Shared,
 ) {
@@ -418,13 +435,23 @@ fn read_side(
             }
         };
         // Each piece leaves the link when its own bytes are serialised,
-        // not when the whole chunk is.
+        // not when the whole chunk is; one that begins a marked message
+        // enters the link when the host is done with it.
         let now = Instant::now();
+        let data = buf.get(..n).unwrap_or_default();
+        let marks = host
+            .as_mut()
+            .map_or_else(Vec::new, |h| h.messages.marks(data));
         {
             let mut g = dir.lock();
             g.window.take(n);
-            for p in buf.get(..n).unwrap_or_default().chunks(piece) {
-                let due = shaper.schedule(now, p.len());
+            for (from, to, marked) in cuts(n, piece, &marks) {
+                let arrival = match host.as_mut() {
+                    Some(h) if marked => h.time.schedule(now),
+                    _ => now,
+                };
+                let due = shaper.schedule(arrival, to - from);
+                let p = data.get(from..to).unwrap_or_default();
                 g.queue.push_back((due, p.to_vec()));
             }
         }
@@ -436,7 +463,7 @@ fn read_side(
 /// much. A real link's receiver takes packets in bursts too
 /// (interrupt coalescing); one write per piece at tens of thousands of
 /// small PDUs a second would make the relay, not the link, the limit.
-const COALESCE: Duration = Duration::from_micros(25);
+pub const COALESCE: Duration = Duration::from_micros(25);
 /// At most this many bytes per coalesced write.
 const COALESCE_BYTES: usize = 1 << 20;
 

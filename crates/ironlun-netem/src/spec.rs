@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use ironlun_units::format_rate;
 
+use crate::host::HostDelay;
+
 /// An emulated link between a client (the initiator side) and a server
 /// (the target side). "Up" is client to server.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -25,6 +27,9 @@ pub struct LinkSpec {
     /// [`crate::awake`]). Off by default: on a VM whose host caps its CPU
     /// the spinners spend the quota and the whole VM is throttled.
     pub keep_awake: bool,
+    /// Host time per marked message, client → server (see
+    /// [`crate::host`]); `None`: none.
+    pub host: Option<HostDelay>,
 }
 
 /// Largest window or relay buffer per direction.
@@ -51,7 +56,10 @@ impl LinkSpec {
 
     /// True when the relay changes nothing but adds its own hop.
     pub fn is_transparent(&self) -> bool {
-        self.rtt().is_zero() && self.rate_bps.is_none() && self.jitter.is_zero()
+        self.rtt().is_zero()
+            && self.rate_bps.is_none()
+            && self.jitter.is_zero()
+            && self.host.is_none()
     }
 
     /// Bytes allowed on the emulated link per direction: the window, or
@@ -135,6 +143,12 @@ impl LinkSpec {
         }
         if let Some(w) = self.window {
             s.push_str(&format!(", window {w} B"));
+        }
+        if let Some(h) = &self.host {
+            s.push_str(&format!(
+                ", commands held {:?} (a core busy {:?}, {} cores)",
+                h.delay, h.busy, h.servers
+            ));
         }
         s
     }

@@ -1,34 +1,26 @@
 //! `app-profiles` (section 1): the twelve application access
 //! specifications with IOPS, MB/s and initiator CPU %.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use ironlun_units::format_size;
 
+use super::fitted::Profile;
 use super::{initiators, Progress, ReproduceOptions, Reproduction, WorkloadSet, NAMES};
 use crate::cell::Cell;
 use crate::runner::Lab;
-use crate::testbed::{self, Knob};
 
 /// The link of the fitted testbed profile (`crate::testbed`), imposed
 /// through the relay: the payload rate of 1 Gbit/s with jumbo frames and
-/// the fitted round trip. The profile depends only on the published
-/// values, so it is known before anything runs.
+/// the fitted round trip.
 fn profile_link() -> Result<(Cell, String), String> {
-    let file = crate::published::load("app-profiles")?;
-    let (tb, _, _) = testbed::fit_file(&file)?.ok_or("app-profiles declares no training cells")?;
-    let rate = tb.payload_rate(None);
-    let rtt = tb.si(Knob::BaseRtt);
-    let cell = Cell {
-        link_rate: Some((rate * 8.0) as u64),
-        rtt: Duration::from_secs_f64(rtt),
-        ..Cell::default()
-    };
+    let p = Profile::of("app-profiles")?;
+    let cell = p.link_cell();
     let note = format!(
         "Run under the fitted testbed profile's link, through the relay: {:.2} MB/s of TCP payload (1 Gbit/s at MTU {}) and a {:.0} us round trip; the profile's host and disk times are not imposed (this machine's own are what is measured).",
-        rate / 1e6,
-        tb.declared.mtu,
-        rtt * 1e6
+        p.payload_bits(None) as f64 / 8e6,
+        p.mtu(),
+        p.base_rtt().as_secs_f64() * 1e6
     );
     Ok((cell, note))
 }

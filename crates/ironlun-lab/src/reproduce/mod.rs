@@ -8,7 +8,8 @@
 //! One module per study (`wan_tuning`, `target_backends`,
 //! `ramdisk_target`, `app_profiles`); the steps they share (the TCP
 //! baseline, sweep tables with their calibration and re-measurement, the
-//! kernel initiator's file-system rows) are in `steps`, and what a study
+//! kernel initiator's file-system rows) are in `steps`, what a study's
+//! fitted testbed profile imposes on its cells in `fitted`, and what a study
 //! returns and how it is printed in `reproduction`; `observe` names its
 //! measured rows as the published values (`crate::published`) do, so each
 //! report sets the study's figure beside ironlun's.
@@ -20,6 +21,7 @@ use crate::runner::LabOptions;
 use initiators::{InitiatorOptions, Which};
 
 mod app_profiles;
+mod fitted;
 pub mod initiators;
 pub mod observe;
 pub mod peers;

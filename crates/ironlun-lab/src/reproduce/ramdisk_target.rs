@@ -36,6 +36,7 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
         1_000_000_000,
         opts.tcp_time / 2,
         3,
+        None,
     )?;
     let time = opts.cell_time * 3;
     let base = base_cell();

@@ -8,26 +8,33 @@ use std::time::{Duration, Instant};
 use ironlun_netem::tcpbench::{self, Direction};
 use ironlun_netem::{LinkSpec, Relay};
 
+use super::fitted::Profile;
 use super::{Progress, ReproduceOptions, Table, TcpCell};
 use crate::fs_rows::{self, FsPlan, FsRow, VmMode};
 use crate::model::Calibration;
 use crate::runner::{Lab, DISTURBED_STEAL_PCT};
 use crate::sweep::{self, Sweep, SweepFile};
 
+/// The TCP baseline at `rate` for each round trip and declared window;
+/// under a fitted `profile`, the testbed's round trip is added and the
+/// relay keeps the profile's share of the declared window in flight (the
+/// endpoints' socket buffers stay the declared window).
 pub(super) fn tcp_baseline(
     rtts_ms: &[f64],
     windows: &[u32],
     rate: u64,
     time: Duration,
     repeat: usize,
+    profile: Option<&Profile>,
 ) -> Result<Vec<TcpCell>, String> {
     let server = tcpbench::LocalServer::start(None).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     for &rtt in rtts_ms {
         for &w in windows {
-            let mut spec = LinkSpec::with_rtt(Duration::from_secs_f64(rtt / 1e3));
+            let base = profile.map_or(Duration::ZERO, Profile::base_rtt);
+            let mut spec = LinkSpec::with_rtt(Duration::from_secs_f64(rtt / 1e3) + base);
             spec.rate_bps = Some(rate);
-            spec.window = Some(w);
+            spec.window = Some(profile.map_or(w, |p| p.in_flight(w)));
             let relay =
                 Relay::start_on_loopback(server.addr(), spec.clone()).map_err(|e| e.to_string())?;
             // The endpoints' buffers are the window too (capped by the
@@ -55,11 +62,15 @@ pub(super) fn sweep_from(text: &str) -> Result<Sweep, String> {
     Sweep::from_file(&SweepFile::parse(text)?)
 }
 
+/// Each sweep as a table, after calibrating the host costs of all their
+/// cells; under a fitted `profile`, each cell runs with it imposed
+/// ([`Profile::impose`], which needs the calibration).
 pub(super) fn run_tables(
     lab: &mut Lab,
     sweeps: &[(String, Sweep)],
     opts: &ReproduceOptions,
     started: Instant,
+    profile: Option<&Profile>,
     progress: Progress<'_>,
 ) -> Result<Vec<Table>, String> {
     let mut all_cells = Vec::new();
@@ -70,10 +81,14 @@ pub(super) fn run_tables(
     let cal: Calibration = lab.calibrate(&all_cells, Duration::from_millis(300))?;
     let mut tables = Vec::new();
     for (title, s) in sweeps {
-        let mut s = s.clone();
-        s.time = opts.cell_time;
+        let mut cells = s.cells()?;
+        if let Some(p) = profile {
+            for c in &mut cells {
+                p.impose(c, &cal);
+            }
+        }
         progress(title);
-        let cells = sweep::run(&s, lab, Some(&cal), &mut |_, _, _| {})?;
+        let cells = sweep::run_cells(&cells, opts.cell_time, lab, Some(&cal), &mut |_, _, _| {})?;
         tables.push(Table {
             title: title.clone(),
             rows: s.rows.clone(),

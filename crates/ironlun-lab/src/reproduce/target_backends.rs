@@ -78,7 +78,7 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
             mpio,
         ),
     ];
-    let tables = run_tables(&mut lab, &sweeps, opts, started, progress)?;
+    let tables = run_tables(&mut lab, &sweeps, opts, started, None, progress)?;
     lab.close();
     drop(lab);
     let (fs_rows, mut notes) = file_system_rows(opts, progress)?;

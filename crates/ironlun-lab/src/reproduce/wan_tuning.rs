@@ -5,6 +5,7 @@
 
 use std::time::Instant;
 
+use super::fitted::{self, Profile};
 use super::steps::{run_tables, sweep_from, tcp_baseline};
 use super::{Progress, ReproduceOptions, Reproduction, NAMES};
 use crate::runner::Lab;
@@ -14,8 +15,6 @@ use crate::sweep::Sweep;
 const TCP_RTTS_MS: [f64; 4] = [0.0, 2.0, 10.0, 50.0];
 /// The study's default and enlarged TCP windows.
 const TCP_WINDOWS: [u32; 2] = [65536, 10_000_000];
-/// The link of the WAN tables and the TCP baseline.
-const WAN_RATE: u64 = 155_000_000;
 
 /// The six tables, 155 Mbit/s first as the study prints them.
 fn sweeps() -> Result<Vec<(String, Sweep)>, String> {
@@ -62,8 +61,17 @@ fn sweeps() -> Result<Vec<(String, Sweep)>, String> {
 
 pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Reproduction, String> {
     let started = Instant::now();
+    // The measured rows run under the study's fitted testbed profile.
+    let profile = Profile::of("wan-tuning")?;
     progress("TCP baseline: 64 KiB and 10 MB windows at 155 Mbit/s");
-    let tcp = tcp_baseline(&TCP_RTTS_MS, &TCP_WINDOWS, WAN_RATE, opts.tcp_time, 1)?;
+    let tcp = tcp_baseline(
+        &TCP_RTTS_MS,
+        &TCP_WINDOWS,
+        profile.payload_bits(None),
+        opts.tcp_time,
+        1,
+        Some(&profile),
+    )?;
     let mut sweeps = sweeps()?;
     // The LAN tables run first, right after calibration: at 1 Gbit/s
     // with no delay their queue-depth-1 cells are almost all host time,
@@ -74,8 +82,9 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
     let lan_tables = lan.len();
     let sweeps: Vec<_> = lan.into_iter().chain(sweeps).collect();
     let mut lab = Lab::new(opts.lab.clone())?;
-    let mut tables = run_tables(&mut lab, &sweeps, opts, started, progress)?;
+    let mut tables = run_tables(&mut lab, &sweeps, opts, started, Some(&profile), progress)?;
     tables.rotate_left(lan_tables);
+    let held = fitted::held(tables.iter().flat_map(|t| &t.cells).map(|c| &c.cell));
     Ok(Reproduction {
         reproduction: "wan-tuning".into(),
         description: NAMES[0].1.into(),
@@ -87,9 +96,16 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
         fs_rows: Vec::new(),
         peers: Vec::new(),
         notes: vec![
+            profile.note(&format!(
+                "OC-3 at {:.2} MB/s of TCP payload (155 Mbit/s at MTU {}; the TCP baseline too) and 1 Gbit/s at {:.2} MB/s for the LAN tables",
+                profile.payload_bits(None) as f64 / 8e6,
+                profile.mtu(),
+                profile.payload_bits(Some(1e9)) as f64 / 8e6,
+            )),
+            format!("Host time the relay held per command (the profile's less this machine's own at queue depth 1): {held}."),
             "The link is ironlun's netem relay (no netem qdisc on this kernel): the rate and one-way delays are emulated in userspace and the TCP window is carried by the relay's credit loop, because a relay terminates TCP.".into(),
             "The command window is the queue depth the initiator keeps outstanding (the target's MaxCmdSN credit is larger). RAM LUN: reads and writes are served from memory, as the study's cached target.".into(),
-            "Model: per command t0 (host time at queue depth 1 on loopback through the relay) + round trips (1, or 2 when the write waits for an R2T) x RTT + wire bytes / rate; throughput = min(window x size / cycle, link rate less PDU headers, TCP window / RTT, host rate measured on loopback).".into(),
+            "Model: per command t0 (host time at queue depth 1 on loopback through the relay) + the host time held + round trips (1, or 2 when the write waits for an R2T) x (RTT + the testbed's) + wire bytes / rate; throughput = min(window (for writes, at most the write cap) x size / cycle, link rate less PDU headers, TCP window / RTT, host rate measured on loopback, cores / host time held).".into(),
         ],
         comparison: None,
         initiators: None,
@@ -103,6 +119,9 @@ mod tests {
     use super::*;
     use crate::runner::Measured;
     use crate::sweep::CellResult;
+
+    /// The study's line.
+    const WAN_RATE: u64 = 155_000_000;
 
     /// Every published cell of the study has a row in the grid the
     /// reproduction runs, and every row a published cell (no sockets:

@@ -41,6 +41,7 @@ pub fn model(study: &str) -> Option<StudyModel> {
 pub fn imposed(study: &str) -> &'static str {
     match study {
         "app-profiles" => "the measured rows run through the relay at the fitted profile's link payload rate (1 Gbit/s, jumbo frames) and round trip; its host costs and disk times are not imposed, so the hosts are this machine's",
+        "wan-tuning" => "the measured rows run through the relay under the fitted profile: the link payload rate, the testbed's round trip added to the study's, the effective TCP window (iSCSI rows; the TCP rows keep the fitted share of their declared window in flight), and the hosts' time per command held by the relay less this machine's own at queue depth 1, with the hosts' cores; and the target's write cap as the writes the initiator keeps outstanding",
         _ => "the measured rows run under the lab's link emulation at the rates and round trips the study names, not yet the fitted profile's; its host costs, window, write cap and disk times are not imposed, so their in-sample and out-of-sample shares are split by the same rule but not moved by the fit",
     }
 }
