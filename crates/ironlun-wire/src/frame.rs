@@ -183,13 +183,26 @@ impl FrameDecoder {
             }
         }
 
+        let dsl = dsl as usize;
+        if ahs_len == 0 && dsl == 0 {
+            // A header alone (a READ's command, a NOP-Out, a status
+            // answer): the BHS is already copied out, so the buffer only
+            // moves on. Splitting it off would share the buffer behind a
+            // reference count taken and dropped for every such PDU (5 %
+            // of the target's CPU in 4 KiB reads on 8 cores, perf).
+            buf.advance(total);
+            return Ok(Some(Frame {
+                bhs,
+                ahs: Bytes::new(),
+                data: Bytes::new(),
+            }));
+        }
         let mut pdu = buf.split_to(total).freeze();
         pdu.advance(BHS_LEN);
         let ahs = pdu.split_to(ahs_len);
         if self.digests.header {
             pdu.advance(DIGEST_LEN);
         }
-        let dsl = dsl as usize;
         let data = if dsl == 0 {
             Bytes::new()
         } else {
@@ -407,6 +420,35 @@ mod tests {
         assert_eq!(&a.data[..], b"x");
         assert!(b.data.is_empty());
         assert!(out.is_empty());
+    }
+
+    /// Header-only PDUs (the decoder's fast path, no split) between PDUs
+    /// with data, with and without a header digest: each decodes whole and
+    /// in order, and the buffer ends empty.
+    #[test]
+    fn header_only_frames_between_data_frames() {
+        for header in [false, true] {
+            let digests = Digests {
+                header,
+                data: false,
+            };
+            let mut dec = FrameDecoder::new(8192);
+            dec.digests = digests;
+            let mut out = BytesMut::new();
+            for payload in [&b""[..], b"abc", b"", b"", b"defgh", b""] {
+                encode_frame(&sample_bhs(), &[], payload, digests, &mut out).unwrap();
+            }
+            let got: Vec<Vec<u8>> = std::iter::from_fn(|| dec.decode(&mut out).unwrap())
+                .map(|f| {
+                    assert_eq!(f.bhs.opcode(), sample_bhs().opcode());
+                    assert!(f.ahs.is_empty());
+                    f.data.to_vec()
+                })
+                .collect();
+            let want: Vec<&[u8]> = vec![b"", b"abc", b"", b"", b"defgh", b""];
+            assert_eq!(got, want, "header digest {header}");
+            assert!(out.is_empty());
+        }
     }
 
     #[test]
