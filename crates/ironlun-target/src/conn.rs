@@ -636,6 +636,10 @@ impl Driver {
         if self.quickack {
             let _ = socket2::SockRef::from(&self.stream).set_quickack(true);
         }
+        // The PDUs of one read arrived together: one clock reading for
+        // all of them (their arrival for the latency histogram, and the
+        // protocol's timers), not one each.
+        let arrived = Instant::now();
         loop {
             match self.decoder.decode(&mut self.rbuf) {
                 Ok(Some(frame)) => {
@@ -644,7 +648,7 @@ impl Driver {
                     // is seen, so a task management request finds
                     // commands in the state their order on the wire
                     // implies.
-                    self.core.handle_frame(frame, Instant::now());
+                    self.core.handle_frame(frame, arrived);
                     self.take_actions();
                     self.queue_transmit();
                 }
