@@ -473,15 +473,24 @@ mod tests {
         assert_eq!(cell.tcp_window, study.tcp_window);
         assert!(p.window() < 524_288, "{}", p.window());
         assert_eq!(cell.link_rtt(), p.base_rtt());
-        // The model counts the held time in each command's cycle.
-        let bare = crate::model::predict_mix(&w, &study, Some(&line)).unwrap();
+        // The model counts the held time in each command's cycle, and
+        // the profile's cores bound the rate.
+        let mut unheld = cell.clone();
+        unheld.imposed.host_delay = Duration::ZERO;
         let under = crate::model::predict_mix(&w, &cell, Some(&line)).unwrap();
+        let bare = crate::model::predict_mix(&w, &unheld, Some(&line)).unwrap();
+        let added = under.cycle_ms - bare.cycle_ms;
+        assert!((added - held * 1e3).abs() < 1e-6, "{added} {held}");
+        let mut one_core = cell.clone();
+        one_core.imposed.host_servers = 1;
+        let bound = crate::model::predict_mix(&w, &one_core, Some(&line)).unwrap();
+        let cores = bytes / host.as_secs_f64() / 1e6;
         assert!(
-            under.cycle_ms - bare.cycle_ms > held * 1e3 * 0.99,
-            "{} {}",
-            under.cycle_ms,
-            bare.cycle_ms
+            (bound.mb_per_s - cores).abs() < 1e-6,
+            "{} {cores}",
+            bound.mb_per_s
         );
+        assert_eq!(bound.bound, "profile-host");
     }
 
     /// A knob left out is neither imposed nor printed as imposed, but
