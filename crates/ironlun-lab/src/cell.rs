@@ -139,6 +139,10 @@ pub struct Imposed {
     pub payload_bps: Option<u64>,
     #[serde(rename = "base_rtt_us", serialize_with = "ser_us")]
     pub base_rtt: Duration,
+    /// The relay's in-flight credit instead of `tcp_window` (which stays
+    /// the study's, and the endpoints' socket buffers): the profile's
+    /// effective TCP window over the emulated link.
+    pub window: Option<u32>,
     /// Time the relay holds each command.
     #[serde(rename = "host_delay_us", serialize_with = "ser_us")]
     pub host_delay: Duration,
@@ -157,7 +161,10 @@ impl Imposed {
     /// Whether the relay has anything to do for it (a write cap is the
     /// initiator's depth, not the link's).
     pub fn on_link(&self) -> bool {
-        self.payload_bps.is_some() || !self.base_rtt.is_zero() || !self.host_busy.is_zero()
+        self.payload_bps.is_some()
+            || !self.base_rtt.is_zero()
+            || self.window.is_some()
+            || !self.host_busy.is_zero()
     }
 }
 
@@ -237,7 +244,7 @@ impl Cell {
         }
         let mut l = LinkSpec::with_rtt(self.rtt + self.imposed.base_rtt);
         l.rate_bps = self.relay_rate();
-        l.window = self.tcp_window;
+        l.window = self.link_window();
         if !self.imposed.host_busy.is_zero() {
             l.host = Some(HostDelay {
                 delay: self.imposed.host_delay,
@@ -262,6 +269,11 @@ impl Cell {
     /// cell's.
     pub fn relay_rate(&self) -> Option<u64> {
         self.imposed.payload_bps.or(self.link_rate)
+    }
+
+    /// The window the relay carries: the profile's, or the cell's.
+    pub fn link_window(&self) -> Option<u32> {
+        self.imposed.window.or(self.tcp_window)
     }
 
     /// The round trip the link adds: the cell's and the profile's.

@@ -138,7 +138,7 @@ impl Least {
 /// chunk's serialisation to the round trip (see LinkSpec::chunk_bytes).
 fn window_rate(cell: &Cell) -> Option<f64> {
     let rtt = cell.link_rtt().as_secs_f64();
-    let (w, l) = (cell.tcp_window?, cell.link()?);
+    let (w, l) = (cell.link_window()?, cell.link()?);
     if rtt <= 0.0 {
         return None;
     }
@@ -184,10 +184,8 @@ pub fn predict(cell: &Cell, host: Option<HostCost>) -> Prediction {
     if let Some(h) = host {
         bound(h.max_bytes_per_s, "host");
     }
-    let busy = cell.imposed.host_busy.as_secs_f64();
-    if busy > 0.0 {
-        let cores = f64::from(cell.imposed.host_servers.max(1));
-        bound(cores * s / busy, "profile-host");
+    if let Some(v) = profile_host_rate(cell, s) {
+        bound(v, "profile-host");
     }
     Prediction {
         mb_per_s: best.bytes_per_s().map_or(0.0, |v| v / 1e6),
@@ -195,6 +193,14 @@ pub fn predict(cell: &Cell, host: Option<HostCost>) -> Prediction {
         round_trips: k,
         cycle_ms: cycle * 1e3,
     }
+}
+
+/// Bytes/s the profile's cores allow commands of `size` (each session's
+/// relay has `host_servers` of them, each busy `host_busy` per command).
+fn profile_host_rate(cell: &Cell, size: f64) -> Option<f64> {
+    let busy = cell.imposed.host_busy.as_secs_f64();
+    let cores = f64::from(cell.imposed.host_servers.max(1)) * f64::from(cell.sessions.max(1));
+    (busy > 0.0).then(|| cores * size / busy)
 }
 
 /// Host time per command at queue depth 1, by direction: `a + b ×
@@ -263,7 +269,9 @@ pub fn predict_mix(
                 ..link.clone()
             };
             let bytes = wire_bytes(&c);
-            let t0 = host.map_or(0.0, |h| h.t0(l.size, op.is_read()));
+            // A profile's host time held per command adds to this host's.
+            let t0 = host.map_or(0.0, |h| h.t0(l.size, op.is_read()))
+                + link.imposed.host_delay.as_secs_f64();
             let service = t0 + f64::from(round_trips(&c)) * rtt + rate.map_or(0.0, |r| bytes / r);
             per_op += share * service;
             wire_line += share * bytes;
@@ -291,6 +299,9 @@ pub fn predict_mix(
             win * f64::from(link.sessions) * size / wire / busiest,
             "tcp-window",
         );
+    }
+    if let Some(v) = profile_host_rate(link, size) {
+        bound(v, "profile-host");
     }
     if let Some(iops) = w.rate_iops {
         bound(

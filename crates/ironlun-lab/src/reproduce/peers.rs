@@ -222,10 +222,12 @@ impl Drop for Scratch {
 }
 
 /// What the peers measured, and notes on how (the memory limit, the
-/// schedulers offered, the rows skipped).
+/// schedulers offered, the rows skipped). Each row runs over the link of
+/// ironlun's row in `like` of its backend and direction ([`peer_cell`]).
 pub(super) fn run(
     opts: &ReproduceOptions,
     with_block: bool,
+    like: &[Cell],
     progress: Progress<'_>,
 ) -> Result<(Vec<PeerRow>, Vec<String>), String> {
     let present: Vec<(Peer, bool)> = Peer::ALL
@@ -270,7 +272,8 @@ pub(super) fn run(
                 dev,
                 limit: hierarchy.as_ref().ok().map(|h| (h, limit)),
             };
-            notes.extend(run_peer(peer, &ctx, &mut planned, &mut lab, opts, progress));
+            let ran = run_peer(peer, &ctx, &mut planned, &mut lab, (opts, like), progress);
+            notes.extend(ran);
         }
         rows.extend(planned);
     }
@@ -393,7 +396,7 @@ fn run_peer(
     ctx: &Ctx<'_>,
     rows: &mut [PeerRow],
     lab: &mut Lab,
-    opts: &ReproduceOptions,
+    how: (&ReproduceOptions, &[Cell]),
     progress: Progress<'_>,
 ) -> Vec<String> {
     let mut notes = Vec::new();
@@ -433,7 +436,7 @@ fn run_peer(
             .iter_mut()
             .filter(|r| r.skipped.is_none() && backends.contains(&r.backend))
         {
-            if let Err(e) = measure(r, &serving, ctx, lab, opts) {
+            if let Err(e) = measure(r, &serving, ctx, lab, how) {
                 r.skipped = Some(format!("failed: {e}"));
             }
         }
@@ -443,13 +446,27 @@ fn run_peer(
     notes
 }
 
-/// The study's test I cell (512 KiB, queue depth 1, 1 Gbit/s) for `op`.
-fn seq_cell(op: &str) -> Result<Cell, String> {
+/// The study's test I cell (512 KiB, queue depth 1, 1 Gbit/s) for `op`
+/// over the link of ironlun's row in `like` with the same direction and
+/// backend (a block row takes the file row's; none: the study's link
+/// alone): the same rate, round trip, window and host time held per
+/// command, so the peers' rows compare with ironlun's.
+pub fn peer_cell(op: &str, backend: &str, like: &[Cell]) -> Result<Cell, String> {
     let s = super::target_backends::seq_sweep(r#"["file"]"#, &format!(r#"["{op}"]"#))?;
-    s.cells()?
+    let mut cell = s
+        .cells()?
         .into_iter()
         .next()
-        .ok_or_else(|| "no cell".to_owned())
+        .ok_or_else(|| "no cell".to_owned())?;
+    let backend = if backend == "block" { "file" } else { backend };
+    let same = |c: &&Cell| c.op == cell.op && c.bs == cell.bs && c.backend == backend;
+    if let Some(l) = like.iter().find(same) {
+        cell.imposed = l.imposed;
+        cell.tcp_window = l.tcp_window; // the relay's is in `imposed`
+        cell.link_rate = l.link_rate;
+        cell.rtt = l.rtt;
+    }
+    Ok(cell)
 }
 
 fn measure(
@@ -457,7 +474,7 @@ fn measure(
     s: &Serving,
     ctx: &Ctx<'_>,
     lab: &mut Lab,
-    opts: &ReproduceOptions,
+    (opts, like): (&ReproduceOptions, &[Cell]),
 ) -> Result<(), String> {
     let (_, iqn, lun) = s
         .luns
@@ -468,7 +485,7 @@ fn measure(
         let (d, sched) = (ctx.dev.ok_or("no loop device")?, r.scheduler.as_deref());
         d.set_scheduler(sched.ok_or("no scheduler")?)?;
     }
-    let cell = seq_cell(r.op())?;
+    let cell = peer_cell(r.op(), r.backend, like)?;
     let ext = External {
         portal: s.addr,
         iqn: iqn.clone(),
@@ -548,6 +565,39 @@ mod tests {
         rows.iter()
             .map(|r| (r.backend, r.test, r.skipped.as_deref()))
             .collect()
+    }
+
+    /// A peer's row runs over the link of ironlun's row of its backend
+    /// and direction (the file row's for a block row), held as long.
+    #[test]
+    fn a_peer_row_takes_the_link_of_ironluns_row() {
+        let row = |op: &str, backend: &str, ms: u64| {
+            let mut c = peer_cell(op, "file", &[]).unwrap();
+            c.backend = backend.into();
+            c.imposed.host_delay = std::time::Duration::from_millis(ms);
+            c.imposed.base_rtt = std::time::Duration::from_micros(54);
+            c.imposed.payload_bps = Some(949_000_000);
+            c
+        };
+        let like = [
+            row("read", "null", 1),
+            row("read", "file", 2),
+            row("write", "file", 3),
+        ];
+        let held = |op, backend| {
+            let c = peer_cell(op, backend, &like).unwrap();
+            assert_eq!(c.backend, "file");
+            assert_eq!(c.link_rtt(), std::time::Duration::from_micros(54));
+            assert_eq!(c.relay_rate(), Some(949_000_000));
+            c.imposed.host_delay.as_millis()
+        };
+        assert_eq!(held("read", "null"), 1);
+        assert_eq!(held("read", "file"), 2);
+        assert_eq!(held("read", "block"), 2);
+        assert_eq!(held("write", "block"), 3);
+        // No row of ironlun's: the study's link alone.
+        let bare = peer_cell("write", "file-direct", &like).unwrap();
+        assert_eq!(bare.imposed, crate::cell::Imposed::default());
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use ironlun_units::format_size;
 
+use super::fitted::{self, Profile};
 use super::peers;
 use super::steps::{fs_file_lun, run_tables, sweep_from, vm_fs_rows};
 use super::{Progress, ReproduceOptions, Reproduction, NAMES};
@@ -35,6 +36,9 @@ pub(super) fn seq_sweep(backends: &str, ops: &str) -> Result<Sweep, String> {
 
 pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Reproduction, String> {
     let started = Instant::now();
+    // The measured rows, ironlun's and the peers', run under the study's
+    // fitted testbed profile.
+    let profile = Profile::of("target-backends")?;
     let mut lab = Lab::new(opts.lab.clone())?;
     let seq = seq_sweep(r#"["null", "file", "file-direct"]"#, r#"["read", "write"]"#)?;
     let db = sweep_from(
@@ -78,11 +82,29 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
             mpio,
         ),
     ];
-    let tables = run_tables(&mut lab, &sweeps, opts, started, None, progress)?;
+    let tables = run_tables(&mut lab, &sweeps, opts, started, Some(&profile), progress)?;
     lab.close();
     drop(lab);
-    let (fs_rows, mut notes) = file_system_rows(opts, progress)?;
-    let (peers, peer_notes) = peers::run(opts, true, progress)?;
+    let measured = tables.iter().flat_map(|t| &t.cells).map(|c| &c.cell);
+    let mut notes = vec![
+        profile.note(&format!(
+            "1 Gbit/s at {:.2} MB/s of TCP payload (MTU {}) and the MPIO paths' 100 Mbit/s at {:.2} MB/s",
+            profile.payload_bits(None) as f64 / 8e6,
+            profile.mtu(),
+            profile.payload_bits(Some(100e6)) as f64 / 8e6,
+        )),
+        format!(
+            "Host time the relay held per command (the profile's less this machine's own at queue depth 1): {}; the peers' rows run over the same link, the relay holding each of their commands as long as for ironlun's row of the same backend and direction (the file row's for the block rows).",
+            fitted::held(measured)
+        ),
+    ];
+    let (fs_rows, fs_notes) = file_system_rows(opts, progress)?;
+    notes.extend(fs_notes);
+    let seq: Vec<_> = tables
+        .first()
+        .map(|t| t.cells.iter().map(|c| c.cell.clone()).collect())
+        .unwrap_or_default();
+    let (peers, peer_notes) = peers::run(opts, true, &seq, progress)?;
     notes.extend(peer_notes);
     Ok(Reproduction {
         reproduction: "target-backends".into(),
