@@ -190,9 +190,9 @@ impl FileBackend {
     /// A write of `len` bytes through the page cache. On a memory file
     /// system, writes of [`TURNS_FROM`] bytes or more take turns here,
     /// [`MEMORY_WRITERS`] at a time, before the kernel's inode lock:
-    /// profiled on 8 target cores (docs/performance.md, "The write path
-    /// on many cores"), 8 threads writing one tmpfs file spent half their
-    /// CPU spinning for that lock. Smaller writes hold the lock too
+    /// profiled on 8 target cores (docs/performance.md, "Issue 40's goals
+    /// on many cores" and "Second session on 16 cores"), 8 threads writing
+    /// one tmpfs file spent half their CPU spinning for that lock. Smaller writes hold the lock too
     /// briefly for sleeping to pay, and go straight in; so do writes to
     /// other file systems, whose flushes run outside that lock.
     fn write_buffered(
