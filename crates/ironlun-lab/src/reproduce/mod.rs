@@ -46,7 +46,7 @@ pub const NAMES: [(&str, &str); 4] = [
     ),
     (
         "ramdisk-target",
-        "section 2: TCP window sweep, the file-server mix under three tuning scenarios and its 50/50 variant, the 64 KiB disk-benchmark tests, two paths with one pulled mid-run",
+        "section 2: TCP window sweep, the file-server mix and its 50/50 variant and the 64 KiB disk-benchmark tests under three tuning scenarios, the NIC team, two paths with one pulled mid-run",
     ),
     (
         "app-profiles",

@@ -292,8 +292,10 @@ fn ramdisk_target(r: &Reproduction) -> Vec<Observation> {
                     ("link", "single".into()),
                 ]);
                 out.extend(iometer_rows(w, &k, model));
-            } else if set.title.starts_with("link aggregation") {
-                let link = if i == 0 {
+            } else if set.title.starts_with("NIC team") || set.title.starts_with("multipath") {
+                let link = if set.title.starts_with("NIC team") {
+                    "team-member"
+                } else if i == 0 {
                     "two-paths"
                 } else {
                     "two-paths, one pulled"
@@ -306,7 +308,10 @@ fn ramdisk_target(r: &Reproduction) -> Vec<Observation> {
                 ]);
                 out.extend(iometer_rows(w, &k, model));
             } else {
-                let k = conds(&[("test", w.name.clone()), ("scenario", "notweaks".into())]);
+                let k = conds(&[
+                    ("test", w.name.clone()),
+                    ("scenario", scenario(&set.title).into()),
+                ]);
                 out.push(if w.name.starts_with("access-time") {
                     obs(Metric::AccessTime, &k, w.latency_us.mean, None)
                 } else {
