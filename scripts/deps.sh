@@ -18,7 +18,8 @@ apt_install() {
 # libiscsi's tools and test suite, sg3-utils' sg_vpd (decodes a VPD page
 # read from a file, tests/e2e/alua.rs), qemu-img with its iSCSI driver, tgt
 # and istgt (the peer targets), iperf3 (the loopback wire rate), fio (the disk's
-# own rate, benches/compare-local), systemd-analyze (the unit in dist/,
+# own rate, benches/compare-local), mkfs.xfs (the target study's FILEIO rows
+# serve a file on XFS on a loop device), systemd-analyze (the unit in dist/,
 # tests/e2e/service.rs), what cargo deb runs (objcopy and strip to
 # split off the debug symbols, dpkg-shlibdeps for the dependencies), and
 # headless Chromium with a font (the HTML report rendered and
@@ -36,6 +37,7 @@ install_peer_tools() {
   command -v istgt >/dev/null || need+=(istgt)
   command -v iperf3 >/dev/null || need+=(iperf3)
   command -v fio >/dev/null || need+=(fio)
+  command -v mkfs.xfs >/dev/null || need+=(xfsprogs)
   if [ ${#need[@]} -gt 0 ]; then
     echo "installing: ${need[*]}"
     apt_install "${need[@]}"

@@ -111,6 +111,78 @@ impl Drop for LoopDevice {
     }
 }
 
+/// XFS made on a loop device over a sparse file on the disk and mounted,
+/// for a file served through the page cache on a device whose scheduler
+/// is set (the target study's FILEIO: a file on XFS on the disk). The
+/// file is sized for `data` bytes and never under 320 MiB (mkfs.xfs's
+/// smallest file system is 300 MB). Unmounted, detached and removed on
+/// drop.
+pub struct XfsOnLoop {
+    /// Unmounted in `drop`, before the fields (and so `dev`'s detach).
+    pub mount: PathBuf,
+    pub dev: LoopDevice,
+    image: PathBuf,
+}
+
+impl XfsOnLoop {
+    /// Makes `image`, attaches it, runs `mkfs.xfs` and mounts it on
+    /// `mount` (made if missing). Needs root, the loop driver and
+    /// xfsprogs.
+    pub fn make(image: &Path, data: u64, mount: &Path) -> Result<XfsOnLoop, String> {
+        let size = (data + data / 8 + (64 << 20)).max(320 << 20);
+        let f = std::fs::File::create(image).map_err(|e| format!("{}: {e}", image.display()))?;
+        f.set_len(size)
+            .map_err(|e| format!("{}: {e}", image.display()))?;
+        drop(f);
+        let dev = match LoopDevice::attach(image) {
+            Ok(d) => d,
+            Err(e) => {
+                let _ = std::fs::remove_file(image);
+                return Err(e);
+            }
+        };
+        let fs = XfsOnLoop {
+            mount: mount.to_owned(),
+            dev,
+            image: image.to_owned(),
+        };
+        run(
+            "mkfs.xfs (Debian package xfsprogs)",
+            Command::new("mkfs.xfs")
+                .args(["-q", "-f"])
+                .arg(&fs.dev.path),
+        )?;
+        std::fs::create_dir_all(mount).map_err(|e| format!("{}: {e}", mount.display()))?;
+        run("mount", Command::new("mount").arg(&fs.dev.path).arg(mount))?;
+        Ok(fs)
+    }
+}
+
+/// Runs `cmd`, its stderr in the error.
+fn run(what: &str, cmd: &mut Command) -> Result<(), String> {
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run {what}: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+impl Drop for XfsOnLoop {
+    fn drop(&mut self) {
+        // Unmounting a file system that was never mounted fails harmlessly.
+        let _ = Command::new("umount").arg(&self.mount).output();
+        let _ = std::fs::remove_dir(&self.mount);
+        // Unlinked now, the file goes when `dev` detaches it.
+        let _ = std::fs::remove_file(&self.image);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,16 +6,18 @@
 //! (`ironlun_compare::cgroup`) to the study's share of its data; its
 //! block rows are a loop device over the LUN file with direct I/O
 //! (`ironlun_compare::loopdev`) under each I/O scheduler the kernel
-//! offers. ironlun's block rows run the same way, as an `ironlun target`
-//! process of its own. Which rows run is planned here ([`plan`]) without
-//! root.
+//! offers, and its FILEIO rows a file on XFS on a second loop device,
+//! served through the page cache, under each scheduler too (the study's
+//! FILEIO was a file on XFS on its disk). ironlun's block and FILEIO rows
+//! run the same way, as an `ironlun target` process of its own. Which
+//! rows run is planned here ([`plan`]) without root.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use ironlun_compare::cgroup::{self, MemoryLimit};
 use ironlun_compare::daemons::{self, Daemon, TgtLun};
-use ironlun_compare::loopdev::{self, LoopDevice};
+use ironlun_compare::loopdev::{self, LoopDevice, XfsOnLoop};
 use ironlun_compare::workloads::LunKind;
 use serde::Serialize;
 
@@ -29,9 +31,9 @@ use crate::sweep;
 pub enum Peer {
     Tgt,
     Istgt,
-    /// `ironlun target` as a daemon, for the block rows only (ironlun's
-    /// other rows are the embedded target's, above): a process of its
-    /// own, so its memory can be limited as the peers' is.
+    /// `ironlun target` as a daemon, for the block and FILEIO rows only
+    /// (ironlun's other rows are the embedded target's, above): a process
+    /// of its own, so its memory can be limited as the peers' is.
     Ironlun,
 }
 
@@ -95,7 +97,10 @@ pub struct PeerRow {
     /// null, file (page cache), file-direct (O_DIRECT), block (a loop
     /// device with direct I/O).
     pub backend: &'static str,
-    /// The block device's scheduler; "not set" for a file, none for null.
+    /// The block device's scheduler; "not set" for a file on the lab's
+    /// own directory, none for null. A file row with a scheduler is a
+    /// FILEIO row: its file is on XFS on a loop device with that
+    /// scheduler.
     pub scheduler: Option<String>,
     /// The target's memory limit in bytes, when one was applied ("none"
     /// in the table: see the notes for why).
@@ -111,6 +116,18 @@ pub struct PeerRow {
 }
 
 impl PeerRow {
+    /// Which of a peer's LUNs serves the row: its backend, or "fileio"
+    /// for a file on the XFS loop device.
+    fn lun(&self) -> &'static str {
+        let on_xfs =
+            self.backend == "file" && self.scheduler.as_deref().is_some_and(|s| s != "not set");
+        if on_xfs {
+            "fileio"
+        } else {
+            self.backend
+        }
+    }
+
     fn op(&self) -> &'static str {
         if self.test == "dd-read-raw" {
             "read"
@@ -126,13 +143,15 @@ pub fn memory_limit(lun_size: u64) -> u64 {
     (lun_size / 20).max(32 << 20)
 }
 
-/// The rows of `peer`: the file backends, then the block rows per
-/// scheduler (`block`: the schedulers the loop device offers, or why
-/// there is no loop device; `None`: no block rows in this run).
+/// The rows of `peer`: the file backends, then the block rows and the
+/// FILEIO rows per scheduler (`block`, `fileio`: the schedulers the loop
+/// device offers, or why there is no loop device or no file system on
+/// one; `None`: no such rows in this run).
 pub fn plan(
     peer: Peer,
     installed: bool,
     block: Option<&Result<Vec<String>, String>>,
+    fileio: Option<&Result<Vec<String>, String>>,
 ) -> Vec<PeerRow> {
     let mut rows = Vec::new();
     let row = |backend: &'static str, op: &str, scheduler: Option<String>| PeerRow {
@@ -164,14 +183,15 @@ pub fn plan(
             rows.push(r);
         }
     }
-    if let Some(block) = block {
-        let planned = match block {
+    for (backend, device) in [("block", block), ("file", fileio)] {
+        let Some(device) = device else { continue };
+        let planned = match device {
             Ok(offered) => loopdev::plan_schedulers(&SCHEDULERS, offered),
             Err(e) => SCHEDULERS.iter().map(|s| (*s, Some(e.clone()))).collect(),
         };
         for (sched, skip) in planned {
             for op in OPS {
-                let mut r = row("block", op, Some(sched.to_owned()));
+                let mut r = row(backend, op, Some(sched.to_owned()));
                 r.skipped = skip.clone();
                 rows.push(r);
             }
@@ -236,7 +256,7 @@ pub(super) fn run(
         .collect();
     let mut notes = Vec::new();
     if !present.iter().any(|(p, i)| *i && *p != Peer::Ironlun) {
-        let rows = present.iter().flat_map(|(p, i)| plan(*p, *i, None));
+        let rows = present.iter().flat_map(|(p, i)| plan(*p, *i, None, None));
         return Ok((rows.collect(), notes));
     }
     let file = Scratch(
@@ -254,6 +274,14 @@ pub(super) fn run(
     if let Some(Ok(offered)) = &block {
         notes.push(format!("The block rows are a loop device with direct I/O over the LUN file on the disk; its I/O schedulers offered by this kernel: {}.", offered.join(", ")));
     }
+    let xfs = with_block.then(|| fileio_lun(opts, progress));
+    let fileio = xfs.as_ref().map(|x| match x {
+        Ok((fs, _)) => fs.dev.schedulers().map(|(offered, _)| offered),
+        Err(e) => Err(format!("no file system on a loop device: {e}")),
+    });
+    if let Some(Ok(_)) = &fileio {
+        notes.push("The FILEIO rows (file, with a scheduler) serve a file on XFS made on a second loop device with direct I/O over a file on the disk, through the page cache, as the study's FILEIO served a file on XFS; the scheduler is the loop device's.".into());
+    }
     let limit = memory_limit(opts.lab.lun_size);
     let hierarchy = cgroup::host_hierarchy();
     notes.push(match &hierarchy {
@@ -263,13 +291,14 @@ pub(super) fn run(
     let mut lab = Lab::new(opts.lab.clone())?;
     let mut rows = Vec::new();
     for (peer, inst) in present {
-        let mut planned = plan(peer, inst, block.as_ref());
+        let mut planned = plan(peer, inst, block.as_ref(), fileio.as_ref());
         if inst {
             let dev = dev.as_ref().and_then(|d| d.as_ref().ok());
             let ctx = Ctx {
                 file: &file.0,
                 exe: opts.target_exe.as_deref(),
                 dev,
+                xfs: xfs.as_ref().and_then(|x| x.as_ref().ok()),
                 limit: hierarchy.as_ref().ok().map(|h| (h, limit)),
             };
             let ran = run_peer(peer, &ctx, &mut planned, &mut lab, (opts, like), progress);
@@ -285,7 +314,35 @@ struct Ctx<'a> {
     file: &'a Path,
     exe: Option<&'a Path>,
     dev: Option<&'a LoopDevice>,
+    /// The FILEIO rows' file system and the LUN file on it.
+    xfs: Option<&'a (XfsOnLoop, PathBuf)>,
     limit: Option<(&'a cgroup::Hierarchy, u64)>,
+}
+
+impl Ctx<'_> {
+    /// The path that serves LUN kind `lun` (see [`PeerRow::lun`]).
+    fn storage(&self, lun: &str) -> Result<PathBuf, String> {
+        match lun {
+            "block" => Ok(self.dev.ok_or("no loop device")?.path.clone()),
+            "fileio" => Ok(self.xfs.ok_or("no XFS loop device")?.1.clone()),
+            _ => Ok(self.file.to_owned()),
+        }
+    }
+}
+
+/// XFS on a loop device in the lab's directory, with a LUN file of the
+/// lab's size written on it.
+fn fileio_lun(
+    opts: &ReproduceOptions,
+    progress: Progress<'_>,
+) -> Result<(XfsOnLoop, PathBuf), String> {
+    let stem = format!("ironlun-peer-{}-xfs", std::process::id());
+    let image = opts.lab.dir.join(format!("{stem}.img"));
+    progress("making XFS on a loop device for the FILEIO rows");
+    let fs = XfsOnLoop::make(&image, opts.lab.lun_size, &opts.lab.dir.join(stem))?;
+    let lun = fs.mount.join("lun.img");
+    daemons::fill_file(&lun, opts.lab.lun_size)?;
+    Ok((fs, lun))
 }
 
 /// Which LUN serves a backend: (backend, target name, LUN number).
@@ -309,17 +366,19 @@ impl Serving {
     }
 }
 
+/// Starts `peer` serving `backends` (LUN kinds, [`PeerRow::lun`]), with
+/// the files' pages dropped from the cache first.
 fn start(peer: Peer, ctx: &Ctx<'_>, backends: &[&'static str]) -> Result<Serving, String> {
     daemons::drop_cached(ctx.file)?;
+    if backends.contains(&"fileio") {
+        daemons::drop_cached(&ctx.storage("fileio")?)?;
+    }
     let addr = daemons::free_loopback_addr()?;
     let (daemon, luns) = match peer {
         Peer::Tgt => start_tgt(addr, ctx, backends)?,
         Peer::Istgt => {
-            let block = backends.contains(&"block");
-            let storage = match (block, ctx.dev) {
-                (true, Some(d)) => d.path.clone(),
-                _ => ctx.file.to_owned(),
-            };
+            // One LUN per daemon: `run_peer` starts one per kind.
+            let storage = ctx.storage(backends.first().copied().unwrap_or("file"))?;
             let dir = std::env::temp_dir();
             let d = Daemon::start_istgt(addr, &storage, &dir)?;
             let iqn = ironlun_compare::istgt::FILE_IQN.to_owned();
@@ -327,13 +386,24 @@ fn start(peer: Peer, ctx: &Ctx<'_>, backends: &[&'static str]) -> Result<Serving
             (d, luns)
         }
         Peer::Ironlun => {
-            let (exe, dev) = (ctx.exe.ok_or("no ironlun binary")?, ctx.dev);
-            let dev = dev.ok_or("no loop device")?;
+            let exe = ctx.exe.ok_or("no ironlun binary")?;
             let iqn = "iqn.2026-11.io.ironlun.reproduce:ironlun";
-            let spec = format!("block:{},direct", dev.path.display());
-            let d = Daemon::start_ironlun_with(exe, addr, iqn, &[spec], &[])?;
-            let luns = backends.iter().map(|b| (*b, iqn.to_owned(), 0)).collect();
-            (d, luns)
+            let mut specs = Vec::new();
+            let mut luns = Vec::new();
+            for b in backends {
+                let path = ctx.storage(b)?;
+                specs.push(match *b {
+                    "block" => format!("block:{},direct", path.display()),
+                    "fileio" => format!("file:{}", path.display()),
+                    other => return Err(format!("ironlun's daemon serves no {other} rows")),
+                });
+                let lun = u16::try_from(luns.len()).map_err(|_| "too many LUNs")?;
+                luns.push((*b, iqn.to_owned(), lun));
+            }
+            (
+                Daemon::start_ironlun_with(exe, addr, iqn, &specs, &[])?,
+                luns,
+            )
         }
     };
     let (limit, limit_error) = match ctx.limit {
@@ -379,6 +449,10 @@ fn start_tgt(
                 },
                 None => continue,
             },
+            "fileio" => match ctx.storage("fileio") {
+                Ok(p) => TgtLun::plain(&p.to_string_lossy()),
+                Err(_) => continue,
+            },
             _ => continue,
         };
         luns.push(lun);
@@ -403,8 +477,8 @@ fn run_peer(
     let wanted = |rows: &[PeerRow]| {
         let mut b: Vec<&'static str> = Vec::new();
         for r in rows.iter().filter(|r| r.skipped.is_none()) {
-            if !b.contains(&r.backend) {
-                b.push(r.backend);
+            if !b.contains(&r.lun()) {
+                b.push(r.lun());
             }
         }
         b
@@ -419,7 +493,7 @@ fn run_peer(
             Ok(s) => s,
             Err(e) => {
                 let why = format!("{} did not start: {e}", peer.name());
-                for r in rows.iter_mut().filter(|r| backends.contains(&r.backend)) {
+                for r in rows.iter_mut().filter(|r| backends.contains(&r.lun())) {
                     r.skipped.get_or_insert_with(|| why.clone());
                 }
                 continue;
@@ -434,7 +508,7 @@ fn run_peer(
         }
         for r in rows
             .iter_mut()
-            .filter(|r| r.skipped.is_none() && backends.contains(&r.backend))
+            .filter(|r| r.skipped.is_none() && backends.contains(&r.lun()))
         {
             if let Err(e) = measure(r, &serving, ctx, lab, how) {
                 r.skipped = Some(format!("failed: {e}"));
@@ -479,11 +553,15 @@ fn measure(
     let (_, iqn, lun) = s
         .luns
         .iter()
-        .find(|(b, _, _)| *b == r.backend)
+        .find(|(b, _, _)| *b == r.lun())
         .ok_or("no LUN for this backend")?;
-    if r.backend == "block" {
-        let (d, sched) = (ctx.dev.ok_or("no loop device")?, r.scheduler.as_deref());
-        d.set_scheduler(sched.ok_or("no scheduler")?)?;
+    let device = match r.lun() {
+        "block" => Some(ctx.dev.ok_or("no loop device")?),
+        "fileio" => Some(&ctx.xfs.ok_or("no XFS loop device")?.0.dev),
+        _ => None,
+    };
+    if let Some(d) = device {
+        d.set_scheduler(r.scheduler.as_deref().ok_or("no scheduler")?)?;
     }
     let cell = peer_cell(r.op(), r.backend, like)?;
     let ext = External {
@@ -602,11 +680,11 @@ mod tests {
 
     #[test]
     fn tgt_runs_every_file_backend_and_istgt_no_null_or_direct_file() {
-        let tgt = plan(Peer::Tgt, true, None);
+        let tgt = plan(Peer::Tgt, true, None, None);
         assert_eq!(tgt.len(), 6);
         assert!(tgt.iter().all(|r| r.skipped.is_none()));
         assert!(tgt.iter().all(|r| r.stands_for == "stgt"));
-        let istgt = plan(Peer::Istgt, true, None);
+        let istgt = plan(Peer::Istgt, true, None, None);
         let s = skipped(&istgt);
         assert!(s[0].2.unwrap().starts_with("not supported by istgt"));
         assert_eq!(s[2], ("file", "dd-read-raw", None));
@@ -620,13 +698,13 @@ mod tests {
 
     #[test]
     fn a_missing_peer_is_skipped_with_its_package() {
-        let rows = plan(Peer::Tgt, false, None);
+        let rows = plan(Peer::Tgt, false, None, None);
         assert!(rows
             .iter()
             .all(|r| r.skipped.as_deref()
                 == Some("tgtd is not installed (Debian package tgt): not run")));
         // An unsupported row keeps its own reason.
-        let rows = plan(Peer::Istgt, false, None);
+        let rows = plan(Peer::Istgt, false, None, None);
         assert!(rows[0]
             .skipped
             .as_deref()
@@ -638,7 +716,7 @@ mod tests {
     #[test]
     fn block_rows_follow_the_schedulers_offered() {
         let offered = Ok(vec!["none".to_owned(), "mq-deadline".to_owned()]);
-        let rows = plan(Peer::Tgt, true, Some(&offered));
+        let rows = plan(Peer::Tgt, true, Some(&offered), None);
         let block: Vec<&PeerRow> = rows.iter().filter(|r| r.backend == "block").collect();
         assert_eq!(block.len(), 6);
         assert!(block[..4].iter().all(|r| r.skipped.is_none()));
@@ -650,7 +728,7 @@ mod tests {
             .contains("does not offer the bfq scheduler"));
         // Without a loop device every block row says why.
         let none = Err("no loop device: losetup: permission denied".to_owned());
-        let rows = plan(Peer::Istgt, true, Some(&none));
+        let rows = plan(Peer::Istgt, true, Some(&none), None);
         let block: Vec<&PeerRow> = rows.iter().filter(|r| r.backend == "block").collect();
         assert_eq!(block.len(), 6);
         assert!(block
@@ -659,20 +737,47 @@ mod tests {
     }
 
     #[test]
-    fn ironlun_as_a_daemon_runs_the_block_rows_only() {
+    fn ironlun_as_a_daemon_runs_the_block_and_fileio_rows_only() {
         let offered = Ok(SCHEDULERS.map(String::from).to_vec());
-        let rows = plan(Peer::Ironlun, true, Some(&offered));
+        let rows = plan(Peer::Ironlun, true, Some(&offered), None);
         assert_eq!(rows.len(), 6);
         assert!(rows
             .iter()
             .all(|r| r.backend == "block" && r.skipped.is_none() && r.stands_for == "iscsi-scst"));
-        assert!(plan(Peer::Ironlun, true, None).is_empty());
-        let rows = plan(Peer::Ironlun, false, Some(&offered));
+        let rows = plan(Peer::Ironlun, true, Some(&offered), Some(&offered));
+        assert_eq!(rows.len(), 12);
+        let lun = |r: &PeerRow| (r.lun(), r.scheduler.clone().unwrap_or_default());
+        assert_eq!(lun(&rows[6]), ("fileio", "none".to_owned()));
+        assert_eq!(lun(&rows[11]), ("fileio", "bfq".to_owned()));
+        assert!(plan(Peer::Ironlun, true, None, None).is_empty());
+        let rows = plan(Peer::Ironlun, false, Some(&offered), None);
         assert!(rows[0]
             .skipped
             .as_deref()
             .unwrap()
             .contains("ironlun binary"));
+    }
+
+    /// A FILEIO row is a file row with a scheduler, served from the XFS
+    /// loop device; a file row on the lab's directory keeps "not set".
+    #[test]
+    fn fileio_rows_are_file_rows_per_scheduler_on_their_own_lun() {
+        let offered = Ok(vec!["none".to_owned(), "mq-deadline".to_owned()]);
+        let rows = plan(Peer::Istgt, true, None, Some(&offered));
+        let fileio: Vec<&PeerRow> = rows.iter().filter(|r| r.lun() == "fileio").collect();
+        assert_eq!(fileio.len(), 6);
+        assert!(fileio.iter().all(|r| r.backend == "file"));
+        assert!(fileio[..4].iter().all(|r| r.skipped.is_none()));
+        assert!(fileio[4].skipped.as_deref().unwrap().contains("bfq"));
+        let plain = rows.iter().find(|r| r.backend == "file").unwrap();
+        assert_eq!(
+            (plain.lun(), plain.scheduler.as_deref()),
+            ("file", Some("not set"))
+        );
+        let no_fs = Err("no file system on a loop device: mkfs.xfs: not found".to_owned());
+        let rows = plan(Peer::Tgt, true, None, Some(&no_fs));
+        let fileio = rows.iter().filter(|r| r.lun() == "fileio");
+        assert!(fileio.clone().count() == 6 && fileio.clone().all(|r| r.skipped.is_some()));
     }
 
     #[test]
@@ -684,7 +789,7 @@ mod tests {
 
     #[test]
     fn a_skipped_row_prints_its_reason_and_a_measured_one_its_rate() {
-        let mut rows = plan(Peer::Istgt, true, None);
+        let mut rows = plan(Peer::Istgt, true, None, None);
         rows[2].mb_per_s = Some(98.76);
         rows[2].target_cpu_pct = Some(12.0);
         rows[2].memory_limit = Some(32 << 20);
