@@ -361,11 +361,32 @@ fn app_profiles(r: &Reproduction) -> Vec<Observation> {
         let k = conds(&[("spec", w.name.clone()), ("initiator", "ironlun".into())]);
         out.push(obs(Metric::Iops, &k, w.iops, None));
         out.push(obs(Metric::Throughput, &k, w.mb_per_s, None));
-        if let Some(cpu) = w.cpu.initiator_pct {
+        if let Some(cpu) = initiator_host_cpu(r, &w.name) {
             out.push(obs(Metric::Cpu, &k, cpu, None));
         }
     }
     out
+}
+
+/// The study's CPU %: the initiator host's utilisation, its CPU time
+/// over its cores and the elapsed time. The workload rows' own CPU is the
+/// whole of this machine, which also runs the target and the relay (on
+/// the study's testbed, other hosts), so the figure comes from the
+/// initiator comparison's run of ironlun's initiator as a process of its
+/// own: its CPU time per I/O times the I/Os per second it ran at, over
+/// the initiator cores of the study's host (the fitted profile's
+/// `initiator_cores`, the cpu line's `host_cpus`). `None` where that run
+/// did not measure the spec (`--initiators quick` or `off`).
+fn initiator_host_cpu(r: &Reproduction, spec: &str) -> Option<f64> {
+    let study = r.initiators.as_ref()?;
+    let row = study.rows.iter().find(|row| {
+        row.source == "measured"
+            && row.spec == spec
+            && row.initiator == super::initiators::Client::Ironlun.name()
+            && row.cannot.is_none()
+    })?;
+    let (us, iops) = (row.cpu_us_per_io?, row.iops?);
+    Some(study.line.host_pct(us, iops))
 }
 
 #[cfg(test)]
@@ -392,6 +413,51 @@ mod tests {
         );
         assert_eq!(scenario("file-server mix, iSCSI tweaks: y"), "iscsi-tweaks");
         assert_eq!(scenario("file-server mix, notweaks: defaults"), "notweaks");
+    }
+
+    /// The CPU cell is the initiator's own CPU per I/O at the rate it ran,
+    /// over the study host's CPUs; no initiator run, no CPU cell.
+    #[test]
+    fn the_cpu_cell_is_the_initiators_own_over_the_study_hosts_cpus() {
+        use super::super::initiators::{InitiatorStudy, Line, Row};
+        let row = |initiator: &str, us: f64| Row {
+            spec: "web-file-server-4k".into(),
+            initiator: initiator.into(),
+            source: "measured",
+            iops: Some(20_000.0),
+            cpu_us_per_io: Some(us),
+            ..Row::default()
+        };
+        let mut r = Reproduction {
+            reproduction: "app-profiles".into(),
+            description: String::new(),
+            elapsed_s: 0.0,
+            steal_pct: None,
+            tcp: Vec::new(),
+            tables: Vec::new(),
+            workloads: Vec::new(),
+            fs_rows: Vec::new(),
+            peers: Vec::new(),
+            notes: Vec::new(),
+            comparison: None,
+            initiators: None,
+        };
+        assert_eq!(initiator_host_cpu(&r, "web-file-server-4k"), None);
+        r.initiators = Some(InitiatorStudy {
+            line: Line {
+                pct: 8.0,
+                host_cpus: 8.0,
+            },
+            time_s: 1.0,
+            columns: Vec::new(),
+            rows: vec![row("libiscsi iscsi-perf", 99.0), row("ironlun bench", 12.0)],
+            kernel_calibration: None,
+            kernel_not_run: None,
+        });
+        // 12 µs x 20,000/s = 0.24 CPU of 8: 3 %.
+        let cpu = initiator_host_cpu(&r, "web-file-server-4k").unwrap();
+        assert!((cpu - 3.0).abs() < 1e-9, "{cpu}");
+        assert_eq!(initiator_host_cpu(&r, "dss-1m"), None);
     }
 
     #[test]
