@@ -131,8 +131,10 @@ impl XfsOnLoop {
     pub fn make(image: &Path, data: u64, mount: &Path) -> Result<XfsOnLoop, String> {
         let size = (data + data / 8 + (64 << 20)).max(320 << 20);
         let f = std::fs::File::create(image).map_err(|e| format!("{}: {e}", image.display()))?;
-        f.set_len(size)
-            .map_err(|e| format!("{}: {e}", image.display()))?;
+        if let Err(e) = f.set_len(size) {
+            let _ = std::fs::remove_file(image);
+            return Err(format!("{}: {e}", image.display()));
+        }
         drop(f);
         let dev = match LoopDevice::attach(image) {
             Ok(d) => d,
@@ -175,8 +177,19 @@ fn run(what: &str, cmd: &mut Command) -> Result<(), String> {
 
 impl Drop for XfsOnLoop {
     fn drop(&mut self) {
-        // Unmounting a file system that was never mounted fails harmlessly.
-        let _ = Command::new("umount").arg(&self.mount).output();
+        // Unmounting a file system that was never mounted fails
+        // harmlessly; a busy one is detached lazily rather than left
+        // mounted (the loop device then goes when it is released).
+        if run("umount", Command::new("umount").arg(&self.mount)).is_err() {
+            let lazy = Command::new("umount").arg("-l").arg(&self.mount).output();
+            let still = std::fs::read_to_string("/proc/self/mounts").is_ok_and(|m| {
+                m.lines()
+                    .any(|l| l.split(' ').nth(1) == self.mount.to_str())
+            });
+            if still || lazy.is_err() {
+                eprintln!("warning: {} may still be mounted", self.mount.display());
+            }
+        }
         let _ = std::fs::remove_dir(&self.mount);
         // Unlinked now, the file goes when `dev` detaches it.
         let _ = std::fs::remove_file(&self.image);

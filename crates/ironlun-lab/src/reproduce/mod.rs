@@ -73,7 +73,7 @@ pub struct ReproduceOptions {
     pub vm: VmMode,
     pub fs: FsPlan,
     /// The ironlun binary, to run `ironlun target` as a separate process
-    /// (target-backends' memory-limited block rows); `None`: not run.
+    /// (target-backends' memory-limited block and FILEIO rows); `None`: not run.
     pub target_exe: Option<std::path::PathBuf>,
     /// app-profiles: the initiators' CPU comparison.
     pub initiators: InitiatorOptions,

@@ -285,7 +285,7 @@ pub(super) fn run(
     let limit = memory_limit(opts.lab.lun_size);
     let hierarchy = cgroup::host_hierarchy();
     notes.push(match &hierarchy {
-        Ok(h) => format!("Each peer's memory was limited to {} MiB ({}; the study's 256 MB against 5 GB of data, a twentieth of the {} MiB LUN, at least 32 MiB), its LUN file's pages dropped from the cache before it started; so was `ironlun target` serving the block rows. ironlun's other rows run in the lab's process and are not limited.", limit >> 20, h.describe(), opts.lab.lun_size >> 20),
+        Ok(h) => format!("Each peer's memory was limited to {} MiB ({}; the study's 256 MB against 5 GB of data, a twentieth of the {} MiB LUN, at least 32 MiB), its LUN file's pages dropped from the cache before it started (and the FILEIO file's before each FILEIO row); so was `ironlun target` serving the block and FILEIO rows. ironlun's other rows run in the lab's process and are not limited.", limit >> 20, h.describe(), opts.lab.lun_size >> 20),
         Err(e) => format!("The peers' memory limit was NOT applied: {e}."),
     });
     let mut lab = Lab::new(opts.lab.clone())?;
@@ -462,9 +462,9 @@ fn start_tgt(
     Ok((d, map))
 }
 
-/// Runs the rows of `peer` that are not skipped: tgt serves every
-/// backend from one daemon, istgt (one LUN per daemon) the file and the
-/// block device from one each. Returns notes (a limit not applied).
+/// Runs the rows of `peer` that are not skipped: tgt and `ironlun
+/// target` serve every LUN kind from one daemon, istgt (one LUN per
+/// daemon) the file, the block device and the FILEIO file from one each. Returns notes (a limit not applied).
 fn run_peer(
     peer: Peer,
     ctx: &Ctx<'_>,
@@ -557,7 +557,12 @@ fn measure(
         .ok_or("no LUN for this backend")?;
     let device = match r.lun() {
         "block" => Some(ctx.dev.ok_or("no loop device")?),
-        "fileio" => Some(&ctx.xfs.ok_or("no XFS loop device")?.0.dev),
+        "fileio" => {
+            // Each FILEIO row starts with none of the file cached, so no
+            // row reads what an earlier one left behind.
+            daemons::drop_cached(&ctx.storage("fileio")?)?;
+            Some(&ctx.xfs.ok_or("no XFS loop device")?.0.dev)
+        }
         _ => None,
     };
     if let Some(d) = device {

@@ -62,7 +62,10 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
     )?;
     let time = opts.cell_time * 3;
     let base = base_cell();
+    // The mixes of every scenario, then the disk tests of every scenario,
+    // then the untuned scenario's NIC team and multipath runs.
     let mut workloads = Vec::new();
+    let mut disks = Vec::new();
     let mut extra = Vec::new();
     let mut applied = Vec::new();
     let mut held = Vec::new();
@@ -77,8 +80,10 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
         host = Some(out.host);
         let mut sets = out.sets.into_iter();
         workloads.extend(sets.next());
+        disks.extend(sets.next());
         extra.extend(sets);
     }
+    workloads.extend(disks);
     workloads.extend(extra);
     // The file copies through ext4 on the kernel initiator, on a RAM LUN.
     let plan = FsPlan {
@@ -247,9 +252,10 @@ impl Run<'_> {
                 continue;
             }
             // A zone test ends when it has swept the whole LUN. The
-            // others run one request at a time: two thirds of a mix's
-            // time (1.2 s by default) still sees over 600 requests, and
-            // keeps the three scenarios' tests within the 3-minute run.
+            // section-2 others run one request at a time: two thirds of
+            // a mix's time (1.2 s by default) still sees over 600
+            // requests, and keeps the three scenarios' tests within the
+            // 3-minute run.
             w.time_s = if w.zones.is_some() {
                 120.0
             } else {
@@ -310,7 +316,7 @@ fn notes(opts: &ReproduceOptions, plan: &FsPlan, fs_note: Option<String>) -> Vec
         format!("The RAM LUN is {}, not 2 GB. The link is the study's 1 Gbit/s under the fitted profile (above), emulated by ironlun's relay.", format_size(opts.lab.lun_size)),
         "Model of a workload (a mix of sizes): per command, mean over the mix of host time (a line in the request size through 4 KiB and 256 KiB runs at queue depth 1, per direction) + round trips x RTT + wire bytes / rate, at least a line's transfer delay; throughput = the least of outstanding commands x mean size / mean cycle, the link rate in the busier direction, the TCP window per round trip and any rate limit. Under the fitted profile a command's host time also has the time the relay held it, and the profile's cores over its whole host time bound the rate. It has no bound for this machine's own host rate (a mix's host limit is not calibrated), and none for the run with a pulled path.".into(),
         "Each tuning scenario runs its initiator, relay and target over the loopback of a network namespace of its own with the scenario's per-namespace TCP sysctls (SACK, timestamps, window scaling, receive-buffer autotuning, congestion control) and, with delayed ACK off, a quickack route; the lines below say what each applied. The scenario's TCP window is set on the sockets and carried by the relay. The study's untuned iSCSI lengths are not in its text: Microsoft's documented defaults (FirstBurstLength 64 KiB, MaxBurstLength 256 KiB, MaxRecvDataSegmentLength 64 KiB) are ironlun's assumption. RSS and TCP chimney offload, which the study disabled, are NIC features the loopback does not have. The loopback keeps its MTU: at the study's 1500 it stalled queue-depth-1 commands (64 KiB sequential reads at 9.8 MB/s against 77.7), an artefact of the relay, whose emulated link carries the framing.".to_owned(),
-        "Link aggregation is two iSCSI sessions (multipath, round-robin) over two emulated links rather than NIC teaming; pulling a link cuts one relay.".into(),
+        "The NIC team is one iSCSI session over one emulated link: the study's LACP team kept its one TCP flow on one member link (IEEE 802.1AX), so its rates were a single link's; the other member and the pulled cable are not emulated. The multipath run (two sessions, round-robin, over two emulated links; the study recommended multipath over a team but did not measure it) has no published cell; pulling a link there cuts one relay.".into(),
         fs_note.unwrap_or_else(|| format!("The file copies ran through ext4 on the Linux kernel initiator (open-iscsi) in a QEMU VM on a RAM LUN of its own, with no emulated link{}; under software emulation the guest CPU, not the target, bounds them.", if plan.copy_scale > 1 { format!(", at 1/{} of the published sizes (--full runs them whole)", plan.copy_scale) } else { String::new() })),
         format!("The study's copies ran between a RAM disk on the initiator and the LUN: here a tmpfs in the guest (random data, as the study's files were). RAM disk -> LUN is its write, timed as robocopy timed it, without the sync (the guest's page cache takes the data, as Windows' did); the synced row adds the time to put it on the LUN. LUN -> RAM disk is its read, with the files still cached from the write (the study's read rates, above its link's, were cache rates); the uncached row (with --full) drops the caches first.{}", if plan.lun_copies { "" } else { " LUN -> LUN copies (no published cell) run only with --full." }),
     ]

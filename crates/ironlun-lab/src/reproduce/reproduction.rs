@@ -535,7 +535,7 @@ impl Reproduction {
 const FS_TITLE: &str = "Through ext4 on the Linux kernel initiator in an emulated VM (QEMU; guest clock; bounded by the emulation, not the target)";
 
 /// Heading of the other targets' rows.
-const PEERS_TITLE: &str = "Other targets, dd-style sequential 512 KiB, queue depth 1, 1 Gbit/s (MB/s; tgt stands in for STGT, istgt for IET, `ironlun target` serves ironlun's block rows; same initiator and link as ironlun's rows)";
+const PEERS_TITLE: &str = "Other targets, dd-style sequential 512 KiB, queue depth 1, 1 Gbit/s (MB/s; tgt stands in for STGT, istgt for IET, `ironlun target` serves ironlun's block and FILEIO rows; same initiator and link as ironlun's rows)";
 
 /// Why a cell may be far from its model (a reading of the evidence, not
 /// a proof).
