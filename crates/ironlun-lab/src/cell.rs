@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use ironlun_initiator::{DigestKind, Offers, SessionOptions};
-use ironlun_netem::{HostDelay, LinkSpec};
+use ironlun_netem::{HostDelay, LinkSpec, Stage};
 use ironlun_proto::keys::{KeyId, Value};
 use ironlun_proto::offers::{OfferKey, OFFER_KEYS};
 use ironlun_units::{format_rate, format_size};
@@ -152,6 +152,13 @@ pub struct Imposed {
     pub host_busy: Duration,
     /// The hosts' cores.
     pub host_servers: u32,
+    /// Time each command then holds one of the target's disks (the
+    /// profile's access and transfer time for the workload's mix; zero:
+    /// no disk stage).
+    #[serde(rename = "disk_time_us", serialize_with = "ser_us")]
+    pub disk_time: Duration,
+    /// The target's disks (arrays) serving at once.
+    pub disk_servers: u32,
     /// Writes the target takes at once: a write cell keeps at most this
     /// many outstanding whatever its `qd` (which stays the study's).
     pub write_cap: Option<u32>,
@@ -165,6 +172,7 @@ impl Imposed {
             || !self.base_rtt.is_zero()
             || self.window.is_some()
             || !self.host_busy.is_zero()
+            || !self.disk_time.is_zero()
     }
 }
 
@@ -245,11 +253,16 @@ impl Cell {
         let mut l = LinkSpec::with_rtt(self.rtt + self.imposed.base_rtt);
         l.rate_bps = self.relay_rate();
         l.window = self.link_window();
-        if !self.imposed.host_busy.is_zero() {
+        let disk = (!self.imposed.disk_time.is_zero()).then(|| Stage {
+            time: self.imposed.disk_time,
+            servers: self.imposed.disk_servers.max(1),
+        });
+        if !self.imposed.host_busy.is_zero() || disk.is_some() {
             l.host = Some(HostDelay {
                 delay: self.imposed.host_delay,
                 busy: self.imposed.host_busy,
                 servers: self.imposed.host_servers.max(1),
+                then: disk,
                 framer: crate::framer::commands(self.digest),
             });
         }

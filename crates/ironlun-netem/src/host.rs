@@ -41,7 +41,25 @@ pub struct HostDelay {
     pub busy: Duration,
     /// The host's cores; at least 1.
     pub servers: u32,
+    /// A second stage a marked message passes after the host: a disk of
+    /// `servers` spindles or arrays that holds each for `time`, one at a
+    /// time per server (so a deep queue goes at `servers / time`).
+    pub then: Option<Stage>,
     pub framer: Arc<dyn Framer>,
+}
+
+/// A stage of servers that each hold a message for a fixed time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stage {
+    pub time: Duration,
+    pub servers: u32,
+}
+
+impl Stage {
+    /// The stage's schedule, for a relay.
+    pub fn times(&self) -> HostTime {
+        HostTime::new(self.time, self.time, self.servers)
+    }
 }
 
 impl PartialEq for HostDelay {
@@ -49,6 +67,7 @@ impl PartialEq for HostDelay {
         self.delay == other.delay
             && self.busy == other.busy
             && self.servers == other.servers
+            && self.then == other.then
             && Arc::ptr_eq(&self.framer, &other.framer)
     }
 }
@@ -252,6 +271,26 @@ mod tests {
         let mut m = Messages::new(Arc::new(Test));
         assert!(m.marks(&[1, 0, 0, 2, 1, 0, 0, 8]).is_empty());
         assert!(m.lost());
+    }
+
+    #[test]
+    fn a_disk_stage_after_the_host_holds_each_with_its_servers() {
+        // A host of no time, then a disk of two servers at 100 µs: three
+        // at once leave at 100, 100 and 200 µs, in order.
+        let t0 = Instant::now();
+        let us = Duration::from_micros;
+        let mut host = HostTime::new(Duration::ZERO, Duration::ZERO, 1);
+        let mut disk = Stage {
+            time: us(100),
+            servers: 2,
+        }
+        .times();
+        let out: Vec<Duration> = (0..3)
+            .map(|_| disk.schedule(host.schedule(t0)) - t0)
+            .collect();
+        assert_eq!(out, [us(100), us(100), us(200)]);
+        // One arriving after the first two left starts at once.
+        assert_eq!(disk.schedule(t0 + us(250)) - t0, us(350));
     }
 
     #[test]

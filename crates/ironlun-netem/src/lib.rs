@@ -44,6 +44,6 @@ pub mod relay;
 pub mod spec;
 pub mod tcpbench;
 
-pub use host::{Framer, HostDelay};
+pub use host::{Framer, HostDelay, Stage};
 pub use relay::{Relay, RelayStats};
 pub use spec::LinkSpec;

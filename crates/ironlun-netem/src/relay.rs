@@ -233,6 +233,7 @@ fn start_connection(id: u64, client: TcpStream, shared: &Arc<Shared>) -> io::Res
     let host_up = spec.host.as_ref().map(|h| Host {
         messages: Messages::new(h.framer.clone()),
         time: HostTime::new(h.delay, h.busy, h.servers),
+        then: h.then.map(|s| s.times()),
     });
     let mut hosts = [host_up, None].into_iter();
     let plan = [
@@ -367,6 +368,19 @@ impl Direction {
 struct Host {
     messages: Messages,
     time: HostTime,
+    /// The stage after the host (a disk), if any.
+    then: Option<HostTime>,
+}
+
+impl Host {
+    /// When a marked message that arrived `now` leaves both stages.
+    fn release(&mut self, now: Instant) -> Instant {
+        let t = self.time.schedule(now);
+        match &mut self.then {
+            Some(stage) => stage.schedule(t),
+            None => t,
+        }
+    }
 }
 
 /// Reads from `src` while the window allows and queues each chunk with
@@ -447,7 +461,7 @@ fn read_side(
             g.window.take(n);
             for (from, to, marked) in cuts(n, piece, &marks) {
                 let arrival = match host.as_mut() {
-                    Some(h) if marked => h.time.schedule(now),
+                    Some(h) if marked => h.release(now),
                     _ => now,
                 };
                 let due = shaper.schedule(arrival, to - from);

@@ -308,6 +308,7 @@ fn host_time_holds_each_command_with_the_hosts_cores() {
                 delay,
                 busy: delay,
                 servers,
+                then: None,
                 framer: Arc::new(Flagged),
             }),
             ..LinkSpec::default()

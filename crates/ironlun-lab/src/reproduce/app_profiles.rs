@@ -12,23 +12,27 @@ use crate::runner::Lab;
 
 /// The link of the fitted testbed profile (`crate::testbed`), imposed
 /// through the relay: the payload rate of 1 Gbit/s with jumbo frames and
-/// the fitted round trip.
-fn profile_link() -> Result<(Cell, String), String> {
+/// the fitted round trip; and the profile itself, whose disk each
+/// workload row runs under ([`Profile::impose_disk`]).
+fn profile_link() -> Result<(Cell, Profile, String), String> {
     let p = Profile::of("app-profiles")?;
     let cell = p.link_cell();
     let note = format!(
-        "Run under the fitted testbed profile's link, through the relay: {:.2} MB/s of TCP payload (1 Gbit/s at MTU {}) and a {:.0} us round trip; the profile's host and disk times are not imposed (this machine's own are what is measured).",
+        "Run under the fitted testbed profile's link, through the relay: {:.2} MB/s of TCP payload (1 Gbit/s at MTU {}) and a {:.0} us round trip. The workload rows also run under its disk: the relay holds each command on one of the target's {} disk arrays for the profile's disk time at the spec's mix ({:.0} us per random access, plus the bytes at {:.0} MB/s), as the study's arrays served its LUNs. The profile's host time is not imposed (this machine's own is what is measured), nor the disk on the initiator comparison's runs (one relay serves them all; their CPU per I/O is what they give).",
         p.payload_bits(None) as f64 / 8e6,
         p.mtu(),
-        p.base_rtt().as_secs_f64() * 1e6
+        p.base_rtt().as_secs_f64() * 1e6,
+        p.disk_servers(),
+        p.disk_access().as_secs_f64() * 1e6,
+        p.disk_rate() / 1e6,
     );
-    Ok((cell, note))
+    Ok((cell, p, note))
 }
 
 pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Reproduction, String> {
     let started = Instant::now();
     let mut lab = Lab::new(opts.lab.clone())?;
-    let (cell, link_note) = profile_link()?;
+    let (cell, profile, link_note) = profile_link()?;
     let mut results = Vec::new();
     let specs = ironlun_bench::profiles::lookup("app-profiles")?;
     for w in specs.clone() {
@@ -37,9 +41,11 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
         w.time_s = opts.profile_time.as_secs_f64();
         w.ramp_s = opts.profile_ramp.as_secs_f64();
         // Three runs; the one with the median IOPS is reported.
+        let mut under = cell.clone();
+        profile.impose_disk(&mut under, &w);
         let mut runs = Vec::new();
         for _ in 0..3 {
-            runs.push(lab.run_workload(&cell, &w, false)?.0);
+            runs.push(lab.run_workload(&under, &w, false)?.0);
         }
         results.extend(ironlun_bench::result::median_by_iops(runs));
     }

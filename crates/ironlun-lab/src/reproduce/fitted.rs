@@ -163,6 +163,45 @@ impl Profile {
         self.impose_host(cell, host, own);
     }
 
+    /// Imposes the profile's disk on `cell` for `w` (app-profiles, whose
+    /// LUN is memory where the study's was four disk arrays): each command
+    /// then holds one of the target's `target_cores` disks for the
+    /// profile's disk time at `w`'s mix, the access time for the random
+    /// share and its bytes at the disk's rate (as `testbed::load` models
+    /// it), after the host.
+    pub fn impose_disk(&self, cell: &mut Cell, w: &Workload) {
+        let total: f64 = w.lines.iter().map(|l| f64::from(l.share)).sum();
+        let (access, rate) = (self.tb.si(Knob::DiskAccess), self.tb.si(Knob::DiskRate));
+        let mut s = 0.0;
+        for l in &w.lines {
+            let p = f64::from(l.share) / total.max(1e-9);
+            let random = f64::from(l.random.min(100)) / 100.0;
+            let transfer = if rate > 0.0 {
+                f64::from(l.size) / rate
+            } else {
+                0.0
+            };
+            s += p * (random * access + transfer);
+        }
+        cell.imposed.disk_time = Duration::from_secs_f64(s.clamp(0.0, 3600.0));
+        cell.imposed.disk_servers = self.disk_servers();
+    }
+
+    /// The target's disks serving at once (its declared cores or arrays).
+    pub fn disk_servers(&self) -> u32 {
+        self.tb.declared.target_cores.max(1)
+    }
+
+    /// The profile's random access time.
+    pub fn disk_access(&self) -> Duration {
+        Duration::from_secs_f64(self.tb.si(Knob::DiskAccess).clamp(0.0, 3600.0))
+    }
+
+    /// The profile's disk streaming rate, bytes/s.
+    pub fn disk_rate(&self) -> f64 {
+        self.tb.si(Knob::DiskRate)
+    }
+
     /// Imposes the profile with a host time per command of `host`, of
     /// which this machine already spends `own_s` seconds. The window and
     /// write cap only where the study's model has them; the cores are
@@ -178,6 +217,7 @@ impl Profile {
             host_busy: host,
             host_servers: (self.cores() / cell.sessions.max(1)).max(1),
             write_cap: capped.then(|| self.write_cap(cell.bs)),
+            ..Imposed::default()
         };
     }
 
@@ -290,6 +330,28 @@ mod tests {
             },
         );
         cal
+    }
+
+    /// app-profiles' disk: the access time for the random share, the
+    /// bytes at the disk's rate, on the target's arrays; the relay gets it
+    /// as a stage after the host.
+    #[test]
+    fn a_workload_under_the_disk_holds_its_mixes_disk_time_on_the_arrays() {
+        let p = Profile::of("app-profiles").unwrap();
+        let specs = ironlun_bench::profiles::lookup("app-profiles").unwrap();
+        let spec = |n: &str| specs.iter().find(|w| w.name == n).unwrap().clone();
+        let (access, rate) = (p.disk_access().as_secs_f64(), p.disk_rate());
+        let mut cell = p.link_cell();
+        p.impose_disk(&mut cell, &spec("db-oltp-8k")); // all random, 8 KiB
+        let want = access + 8192.0 / rate;
+        assert!((cell.imposed.disk_time.as_secs_f64() - want).abs() < 1e-9);
+        assert_eq!(cell.imposed.disk_servers, 4);
+        let stage = cell.link().unwrap().host.unwrap().then.unwrap();
+        assert_eq!((stage.time, stage.servers), (cell.imposed.disk_time, 4));
+        let mut seq = p.link_cell();
+        p.impose_disk(&mut seq, &spec("sql-server-log-64k")); // in order
+        let want = 65536.0 / rate;
+        assert!((seq.imposed.disk_time.as_secs_f64() - want).abs() < 1e-9);
     }
 
     /// A cell under wan-tuning's profile keeps the study's conditions

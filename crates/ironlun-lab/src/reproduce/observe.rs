@@ -361,7 +361,7 @@ fn app_profiles(r: &Reproduction) -> Vec<Observation> {
         let k = conds(&[("spec", w.name.clone()), ("initiator", "ironlun".into())]);
         out.push(obs(Metric::Iops, &k, w.iops, None));
         out.push(obs(Metric::Throughput, &k, w.mb_per_s, None));
-        if let Some(cpu) = initiator_host_cpu(r, &w.name) {
+        if let Some(cpu) = initiator_host_cpu(r, &w.name, w.iops) {
             out.push(obs(Metric::Cpu, &k, cpu, None));
         }
     }
@@ -371,13 +371,14 @@ fn app_profiles(r: &Reproduction) -> Vec<Observation> {
 /// The study's CPU %: the initiator host's utilisation, its CPU time
 /// over its cores and the elapsed time. The workload rows' own CPU is the
 /// whole of this machine, which also runs the target and the relay (on
-/// the study's testbed, other hosts), so the figure comes from the
-/// initiator comparison's run of ironlun's initiator as a process of its
-/// own: its CPU time per I/O times the I/Os per second it ran at, over
-/// the initiator cores of the study's host (the fitted profile's
-/// `initiator_cores`, the cpu line's `host_cpus`). `None` where that run
-/// did not measure the spec (`--initiators quick` or `off`).
-fn initiator_host_cpu(r: &Reproduction, spec: &str) -> Option<f64> {
+/// the study's testbed, other hosts), so the figure takes the initiator
+/// comparison's run of ironlun's initiator as a process of its own: its
+/// CPU time per I/O, times the I/Os per second the workload row ran at
+/// (`iops`, under the profile's disk), over the initiator cores of the
+/// study's host (the fitted profile's `initiator_cores`, the cpu line's
+/// `host_cpus`). `None` where that run did not measure the spec
+/// (`--initiators quick` or `off`).
+fn initiator_host_cpu(r: &Reproduction, spec: &str, iops: f64) -> Option<f64> {
     let study = r.initiators.as_ref()?;
     let row = study.rows.iter().find(|row| {
         row.source == "measured"
@@ -385,8 +386,7 @@ fn initiator_host_cpu(r: &Reproduction, spec: &str) -> Option<f64> {
             && row.initiator == super::initiators::Client::Ironlun.name()
             && row.cannot.is_none()
     })?;
-    let (us, iops) = (row.cpu_us_per_io?, row.iops?);
-    Some(study.line.host_pct(us, iops))
+    Some(study.line.host_pct(row.cpu_us_per_io?, iops))
 }
 
 #[cfg(test)]
@@ -442,7 +442,7 @@ mod tests {
             comparison: None,
             initiators: None,
         };
-        assert_eq!(initiator_host_cpu(&r, "web-file-server-4k"), None);
+        assert_eq!(initiator_host_cpu(&r, "web-file-server-4k", 20_000.0), None);
         r.initiators = Some(InitiatorStudy {
             line: Line {
                 pct: 8.0,
@@ -454,10 +454,13 @@ mod tests {
             kernel_calibration: None,
             kernel_not_run: None,
         });
-        // 12 µs x 20,000/s = 0.24 CPU of 8: 3 %.
-        let cpu = initiator_host_cpu(&r, "web-file-server-4k").unwrap();
+        // 12 µs x 20,000/s = 0.24 CPU of 8: 3 %; at the workload row's
+        // 10,000/s, 1.5 %.
+        let cpu = initiator_host_cpu(&r, "web-file-server-4k", 20_000.0).unwrap();
         assert!((cpu - 3.0).abs() < 1e-9, "{cpu}");
-        assert_eq!(initiator_host_cpu(&r, "dss-1m"), None);
+        let cpu = initiator_host_cpu(&r, "web-file-server-4k", 10_000.0).unwrap();
+        assert!((cpu - 1.5).abs() < 1e-9, "{cpu}");
+        assert_eq!(initiator_host_cpu(&r, "dss-1m", 118.0), None);
     }
 
     #[test]
