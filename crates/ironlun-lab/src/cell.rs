@@ -130,8 +130,9 @@ pub struct Cell {
 /// link, through the relay: the line's payload rate, the testbed's own
 /// round trip on top of the cell's `rtt` (which stays the study's), and a
 /// host time per SCSI command with the hosts' cores (the relay holds
-/// each command); and the target's cap on outstanding writes, as the
-/// initiator's depth.
+/// each command), then where a study's disk is imposed a disk time on
+/// one of the target's disks; and the target's cap on outstanding
+/// writes, as the initiator's depth.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Imposed {
     /// The relay's rate instead of `link_rate` (which stays the study's
@@ -157,7 +158,8 @@ pub struct Imposed {
     /// no disk stage).
     #[serde(rename = "disk_time_us", serialize_with = "ser_us")]
     pub disk_time: Duration,
-    /// The target's disks (arrays) serving at once.
+    /// The target's disks (arrays) serving at once, per session's relay
+    /// (app-profiles, the one user, runs one session).
     pub disk_servers: u32,
     /// Writes the target takes at once: a write cell keeps at most this
     /// many outstanding whatever its `qd` (which stays the study's).

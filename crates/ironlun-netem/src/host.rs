@@ -8,7 +8,9 @@
 //! A fitted testbed profile (ironlun-lab) imposes its hosts' time per
 //! command this way: the relay holds each command before the link, so a
 //! command's cycle gains the host time and a deep queue is bounded by
-//! cores over host time, as on the testbed.
+//! cores over host time, as on the testbed. A second [`Stage`] may follow
+//! the host (a disk whose servers each hold a command for its time), also
+//! before the link.
 
 use std::fmt;
 use std::sync::Arc;
@@ -41,9 +43,10 @@ pub struct HostDelay {
     pub busy: Duration,
     /// The host's cores; at least 1.
     pub servers: u32,
-    /// A second stage a marked message passes after the host: a disk of
-    /// `servers` spindles or arrays that holds each for `time`, one at a
-    /// time per server (so a deep queue goes at `servers / time`).
+    /// A second stage a marked message passes after the host and before
+    /// the link: a disk whose [`Stage::servers`] (spindles or arrays)
+    /// each hold one for [`Stage::time`] (so a deep queue goes at
+    /// servers / time).
     pub then: Option<Stage>,
     pub framer: Arc<dyn Framer>,
 }
@@ -51,7 +54,10 @@ pub struct HostDelay {
 /// A stage of servers that each hold a message for a fixed time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stage {
+    /// How long a message holds a server.
     pub time: Duration,
+    /// Servers at once, 1 to 1024 (as [`HostTime::new`] clamps them);
+    /// per relay, so per session where each session has its own.
     pub servers: u32,
 }
 

@@ -28,7 +28,9 @@
 //! A link may also hold each message of the client → server direction
 //! that a caller's [`Framer`] marks (a command, to the lab) for a fixed
 //! host time, with a fixed number at once ([`host`]): the hosts of a
-//! testbed profile, imposed on top of this machine's own.
+//! testbed profile, imposed on top of this machine's own; and then, where
+//! the profile has one, for a disk's time on one of its servers
+//! ([`Stage`]), before the link.
 
 // This crate keeps unsafe code: every block must say why it is sound.
 #![deny(clippy::undocumented_unsafe_blocks)]

@@ -384,8 +384,8 @@ impl Host {
 }
 
 /// Reads from `src` while the window allows and queues each chunk with
-/// its due time (after the host's time, for a piece that begins a
-/// marked message).
+/// its due time (after the host's time and any disk stage, for a piece
+/// that begins a marked message).
 fn read_side(
     mut src: TcpStream,
     dst: TcpStream,
@@ -450,7 +450,8 @@ fn read_side(
         };
         // Each piece leaves the link when its own bytes are serialised,
         // not when the whole chunk is; one that begins a marked message
-        // enters the link when the host is done with it.
+        // enters the link when the host (and any disk stage) is done with
+        // it.
         let now = Instant::now();
         let data = buf.get(..n).unwrap_or_default();
         let marks = host

@@ -149,6 +149,12 @@ impl LinkSpec {
                 ", commands held {:?} (a core busy {:?}, {} cores)",
                 h.delay, h.busy, h.servers
             ));
+            if let Some(d) = &h.then {
+                s.push_str(&format!(
+                    ", then {:?} on one of {} servers",
+                    d.time, d.servers
+                ));
+            }
         }
         s
     }

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ironlun_netem::relay::COALESCE;
-use ironlun_netem::{Framer, HostDelay, LinkSpec, Relay};
+use ironlun_netem::{Framer, HostDelay, LinkSpec, Relay, Stage};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -291,6 +291,50 @@ impl Framer for Flagged {
         let len = h[1..4].iter().fold(0usize, |a, b| a << 8 | usize::from(*b));
         Some((len, h[0] == 1))
     }
+}
+
+/// A disk stage after a host of no time: each command then holds one of
+/// the disk's servers for its time; every byte comes back, in order, and
+/// the last not before commands / servers disk times have passed.
+#[test]
+fn a_disk_stage_holds_each_command_with_its_servers() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let up = server(echo);
+    let time = Duration::from_millis(40);
+    let (servers, commands) = (2u32, 6u32);
+    let spec = LinkSpec {
+        host: Some(HostDelay {
+            delay: Duration::ZERO,
+            busy: Duration::ZERO,
+            servers: 1,
+            then: Some(Stage { time, servers }),
+            framer: Arc::new(Flagged),
+        }),
+        ..LinkSpec::default()
+    };
+    let relay = Relay::start(any_port(), up, spec).unwrap();
+    let mut stream = Vec::new();
+    for i in 0..commands {
+        stream.extend([1, 0, 0, 100]);
+        stream.extend((4..100).map(|j| (i * 7 + j) as u8));
+        stream.extend([0, 0, 1, 0]);
+        stream.extend((4..256).map(|j| (i + j) as u8));
+    }
+    let mut c = TcpStream::connect(relay.addr()).unwrap();
+    let t = Instant::now();
+    c.write_all(&stream).unwrap();
+    c.shutdown(Shutdown::Write).unwrap();
+    let mut back = Vec::new();
+    c.read_to_end(&mut back).unwrap();
+    let took = t.elapsed();
+    assert!(back == stream, "bytes differ or are missing");
+    let least = time * (commands / servers);
+    within_hard_bound(
+        "time to the last byte",
+        || took,
+        &format!("{commands} commands, {servers} disk servers, {time:?} each: at least {least:?}"),
+        |got| *got + COALESCE < least,
+    );
 }
 
 /// Each command waits the host time, with as many at once as the host

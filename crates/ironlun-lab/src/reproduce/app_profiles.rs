@@ -75,7 +75,7 @@ pub(super) fn run(opts: &ReproduceOptions, progress: Progress<'_>) -> Result<Rep
         peers: Vec::new(),
         notes: vec![
             link_note,
-            format!("One LUN ({} RAM, embedded target on loopback) instead of four 4 GiB targets; run time and ramp are short (settable with --time). Host CPU % in the workload table is IOMeter's whole-host figure; on this 2-core machine it includes the embedded target and the relay, so it is not the study's initiator host: target CPU is reported separately. The published table's CPU cells are the initiator's own instead: the initiator comparison's run of ironlun's initiator as a process of its own, its CPU time per I/O times the I/Os per second it ran at, over the study host's 8 CPUs (this machine's CPU time on the study's core count; a spec that comparison did not run has no measured CPU cell).", format_size(opts.lab.lun_size)),
+            format!("One LUN ({} RAM, embedded target on loopback) instead of four 4 GiB targets; run time and ramp are short (settable with --time). Host CPU % in the workload table is IOMeter's whole-host figure; on this 2-core machine it includes the embedded target and the relay, so it is not the study's initiator host: target CPU is reported separately. The published table's CPU cells are the initiator's own instead: the initiator comparison's run of ironlun's initiator as a process of its own gives its CPU time per I/O, times the I/Os per second the workload row ran at, over the study host's 8 CPUs (this machine's CPU time on the study's core count; a spec that comparison did not run has no measured CPU cell).", format_size(opts.lab.lun_size)),
         ],
         comparison: None,
         initiators,

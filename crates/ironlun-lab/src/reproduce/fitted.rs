@@ -1,7 +1,8 @@
 //! A study's fitted testbed profile (`crate::testbed`) as its measured
 //! rows run under it: what the relay imposes on a cell (the link payload
 //! rate, the testbed's round trip, the effective TCP window, the hosts'
-//! time per command with their cores), and the lines that say so beside
+//! time per command with their cores, and for app-profiles its disk's
+//! time per command on the target's arrays), and the lines that say so beside
 //! the tables. The profile depends only on the published values, so it
 //! is known before anything runs; the host time held per command is the
 //! profile's less this machine's own (calibrated on loopback), so the
