@@ -293,28 +293,19 @@ impl Framer for Flagged {
     }
 }
 
-/// A disk stage after a host of no time: each command then holds one of
-/// the disk's servers for its time; every byte comes back, in order, and
-/// the last not before commands / servers disk times have passed.
-#[test]
-fn a_disk_stage_holds_each_command_with_its_servers() {
-    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+/// Sends `commands` marked commands, each followed by unmarked data,
+/// through a relay with `host` and an echo server behind it; checks every
+/// byte comes back in order and returns how long the last took.
+fn commands_round_trip(host: HostDelay, commands: u32) -> Duration {
     let up = server(echo);
-    let time = Duration::from_millis(40);
-    let (servers, commands) = (2u32, 6u32);
     let spec = LinkSpec {
-        host: Some(HostDelay {
-            delay: Duration::ZERO,
-            busy: Duration::ZERO,
-            servers: 1,
-            then: Some(Stage { time, servers }),
-            framer: Arc::new(Flagged),
-        }),
+        host: Some(host),
         ..LinkSpec::default()
     };
     let relay = Relay::start(any_port(), up, spec).unwrap();
     let mut stream = Vec::new();
     for i in 0..commands {
+        // A command, then data that is not one.
         stream.extend([1, 0, 0, 100]);
         stream.extend((4..100).map(|j| (i * 7 + j) as u8));
         stream.extend([0, 0, 1, 0]);
@@ -328,6 +319,25 @@ fn a_disk_stage_holds_each_command_with_its_servers() {
     c.read_to_end(&mut back).unwrap();
     let took = t.elapsed();
     assert!(back == stream, "bytes differ or are missing");
+    took
+}
+
+/// A disk stage after a host of no time: each command then holds one of
+/// the disk's servers for its time; every byte comes back, in order, and
+/// the last not before commands / servers disk times have passed.
+#[test]
+fn a_disk_stage_holds_each_command_with_its_servers() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let time = Duration::from_millis(40);
+    let (servers, commands) = (2u32, 6u32);
+    let host = HostDelay {
+        delay: Duration::ZERO,
+        busy: Duration::ZERO,
+        servers: 1,
+        then: Some(Stage { time, servers }),
+        framer: Arc::new(Flagged),
+    };
+    let took = commands_round_trip(host, commands);
     let least = time * (commands / servers);
     within_hard_bound(
         "time to the last byte",
@@ -344,36 +354,16 @@ fn a_disk_stage_holds_each_command_with_its_servers() {
 #[test]
 fn host_time_holds_each_command_with_the_hosts_cores() {
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let up = server(echo);
     let delay = Duration::from_millis(40);
     for (servers, commands) in [(1u32, 4u32), (2, 6)] {
-        let spec = LinkSpec {
-            host: Some(HostDelay {
-                delay,
-                busy: delay,
-                servers,
-                then: None,
-                framer: Arc::new(Flagged),
-            }),
-            ..LinkSpec::default()
+        let host = HostDelay {
+            delay,
+            busy: delay,
+            servers,
+            then: None,
+            framer: Arc::new(Flagged),
         };
-        let relay = Relay::start(any_port(), up, spec).unwrap();
-        let mut stream = Vec::new();
-        for i in 0..commands {
-            // A command, then data that is not one.
-            stream.extend([1, 0, 0, 100]);
-            stream.extend((4..100).map(|j| (i * 7 + j) as u8));
-            stream.extend([0, 0, 1, 0]);
-            stream.extend((4..256).map(|j| (i + j) as u8));
-        }
-        let mut c = TcpStream::connect(relay.addr()).unwrap();
-        let t = Instant::now();
-        c.write_all(&stream).unwrap();
-        c.shutdown(Shutdown::Write).unwrap();
-        let mut back = Vec::new();
-        c.read_to_end(&mut back).unwrap();
-        let took = t.elapsed();
-        assert!(back == stream, "bytes differ or are missing");
+        let took = commands_round_trip(host, commands);
         let least = delay * (commands / servers);
         within_hard_bound(
             "time to the last byte",

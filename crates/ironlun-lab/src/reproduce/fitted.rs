@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use ironlun_bench::Workload;
+use ironlun_bench::{AccessLine, Workload};
 
 use crate::cell::{Cell, Imposed, Op};
 use crate::model::{Calibration, HostLine};
@@ -152,14 +152,11 @@ impl Profile {
     /// one size (the profile's time is linear in the bytes, so the mean
     /// is its time at the mean size).
     pub fn impose_workload(&self, cell: &mut Cell, w: &Workload, line: &HostLine) {
-        let total: f64 = w.lines.iter().map(|l| f64::from(l.share)).sum();
-        let (mut bytes, mut own) = (0.0, 0.0);
-        for l in &w.lines {
-            let p = f64::from(l.share) / total.max(1e-9);
+        let bytes = mix_mean(w, |l| f64::from(l.size));
+        let own = mix_mean(w, |l| {
             let r = f64::from(l.read.min(100)) / 100.0;
-            bytes += p * f64::from(l.size);
-            own += p * (r * line.t0(l.size, true) + (1.0 - r) * line.t0(l.size, false));
-        }
+            r * line.t0(l.size, true) + (1.0 - r) * line.t0(l.size, false)
+        });
         let host = self.host_time(bytes.round().clamp(0.0, f64::from(u32::MAX)) as u32);
         self.impose_host(cell, host, own);
     }
@@ -171,19 +168,16 @@ impl Profile {
     /// share and its bytes at the disk's rate (as `testbed::load` models
     /// it), after the host.
     pub fn impose_disk(&self, cell: &mut Cell, w: &Workload) {
-        let total: f64 = w.lines.iter().map(|l| f64::from(l.share)).sum();
         let (access, rate) = (self.tb.si(Knob::DiskAccess), self.tb.si(Knob::DiskRate));
-        let mut s = 0.0;
-        for l in &w.lines {
-            let p = f64::from(l.share) / total.max(1e-9);
+        let s = mix_mean(w, |l| {
             let random = f64::from(l.random.min(100)) / 100.0;
             let transfer = if rate > 0.0 {
                 f64::from(l.size) / rate
             } else {
                 0.0
             };
-            s += p * (random * access + transfer);
-        }
+            random * access + transfer
+        });
         cell.imposed.disk_time = Duration::from_secs_f64(s.clamp(0.0, 3600.0));
         cell.imposed.disk_servers = self.disk_servers();
     }
@@ -312,6 +306,15 @@ pub(super) fn held<'a>(cells: impl Iterator<Item = &'a Cell>) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The mean of `f` over `w`'s access lines, weighted by their shares.
+fn mix_mean(w: &Workload, f: impl Fn(&AccessLine) -> f64) -> f64 {
+    let total: f64 = w.lines.iter().map(|l| f64::from(l.share)).sum();
+    w.lines
+        .iter()
+        .map(|l| f64::from(l.share) / total.max(1e-9) * f(l))
+        .sum()
 }
 
 #[cfg(test)]

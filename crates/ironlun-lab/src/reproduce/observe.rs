@@ -428,20 +428,7 @@ mod tests {
             cpu_us_per_io: Some(us),
             ..Row::default()
         };
-        let mut r = Reproduction {
-            reproduction: "app-profiles".into(),
-            description: String::new(),
-            elapsed_s: 0.0,
-            steal_pct: None,
-            tcp: Vec::new(),
-            tables: Vec::new(),
-            workloads: Vec::new(),
-            fs_rows: Vec::new(),
-            peers: Vec::new(),
-            notes: Vec::new(),
-            comparison: None,
-            initiators: None,
-        };
+        let mut r = Reproduction::bare("app-profiles");
         assert_eq!(initiator_host_cpu(&r, "web-file-server-4k", 20_000.0), None);
         r.initiators = Some(InitiatorStudy {
             line: Line {

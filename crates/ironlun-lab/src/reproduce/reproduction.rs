@@ -142,6 +142,28 @@ struct Record<'a> {
     runs: Option<u32>,
 }
 
+#[cfg(test)]
+impl Reproduction {
+    /// A reproduction named `name` with nothing measured, for tests to
+    /// fill.
+    pub(crate) fn bare(name: &str) -> Reproduction {
+        Reproduction {
+            reproduction: name.into(),
+            description: String::new(),
+            elapsed_s: 0.0,
+            steal_pct: None,
+            tcp: Vec::new(),
+            tables: Vec::new(),
+            workloads: Vec::new(),
+            fs_rows: Vec::new(),
+            peers: Vec::new(),
+            notes: Vec::new(),
+            comparison: None,
+            initiators: None,
+        }
+    }
+}
+
 impl Reproduction {
     /// `{"reproduction": ..., "agreement": {...}, "fit": {...}, "cells":
     /// [...]}`: `cells` are the published | measured | model rows (each

@@ -169,18 +169,9 @@ mod tests {
             });
         }
         let r = Reproduction {
-            reproduction: "wan-tuning".into(),
-            description: String::new(),
-            elapsed_s: 0.0,
-            steal_pct: None,
             tcp,
             tables,
-            workloads: Vec::new(),
-            fs_rows: Vec::new(),
-            peers: Vec::new(),
-            notes: Vec::new(),
-            comparison: None,
-            initiators: None,
+            ..Reproduction::bare("wan-tuning")
         };
         let c = crate::published::compare(
             &crate::published::load("wan-tuning").unwrap(),
